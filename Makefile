@@ -1,0 +1,129 @@
+# app-controller: the App operator, a Service->Ingress controller and a node labeler in one
+# controller-manager binary. `make help` lists the targets.
+
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -o errexit -o nounset -o pipefail -c
+.DEFAULT_GOAL := help
+
+ROOT       := $(abspath .)
+BIN        := $(ROOT)/bin
+LOCAL      := $(ROOT)/.local
+KUBECONFIG ?= $(LOCAL)/kubeconfig
+export KUBECONFIG
+
+GO         ?= go
+KUBECTL    := $(BIN)/kubectl
+# The control plane binaries, built from the separate tools module in hack/tools.
+CLUSTER_BINS := $(addprefix $(BIN)/,kube-apiserver kube-controller-manager kube-scheduler kubectl kwok etcd)
+KWOK_STAGES  := $(BIN)/kwok-stages
+
+UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e /test/integration -e /pkg/generated/)
+INTEGRATION_TIMEOUT ?= 30m
+
+##@ Run the product
+
+.PHONY: dev
+dev: cluster-up install examples ## Start a local control plane, install the CRD, apply the examples and run the controller.
+	@echo
+	@echo "Control plane up. In another terminal:"
+	@echo "  export KUBECONFIG=$(KUBECONFIG)"
+	@echo "  $(KUBECTL) get apps -A"
+	@echo "Stop the controller with Ctrl-C, the control plane with 'make cluster-down'."
+	@echo
+	$(MAKE) --no-print-directory run
+
+.PHONY: run
+run: build ## Run the controller in the foreground against the current KUBECONFIG.
+	$(BIN)/app-controller --kubeconfig "$(KUBECONFIG)" $(ARGS)
+
+.PHONY: build
+build: ## Build the controller into bin/app-controller.
+	$(GO) build -o $(BIN)/app-controller ./cmd/app-controller
+
+.PHONY: install
+install: $(KUBECTL) ## Apply the CRD to the cluster of the current KUBECONFIG and wait until it is established.
+	$(KUBECTL) apply --server-side --force-conflicts -f config/crd/bases
+	$(KUBECTL) wait --for condition=Established --timeout 60s crd/apps.appcontroller.k8s.io
+
+.PHONY: uninstall
+uninstall: $(KUBECTL) ## Delete the CRD (and every App) from the cluster of the current KUBECONFIG.
+	$(KUBECTL) delete --ignore-not-found -f config/crd/bases
+
+.PHONY: examples
+examples: $(KUBECTL) ## Apply the example Apps (namespace tcs).
+	$(KUBECTL) create namespace tcs --dry-run=client -o yaml | $(KUBECTL) apply -f -
+	$(KUBECTL) apply -f artifacts/example/
+
+##@ Local control plane
+
+.PHONY: cluster-up
+cluster-up: tools $(BIN)/localcluster ## Start the local control plane in the background; admin kubeconfig at .local/kubeconfig.
+	$(BIN)/localcluster up --bin-dir $(BIN) --state-dir $(LOCAL)
+
+.PHONY: cluster-down
+cluster-down: $(BIN)/localcluster ## Stop the local control plane and remove its state.
+	$(BIN)/localcluster down --state-dir $(LOCAL)
+
+.PHONY: tools
+tools: $(CLUSTER_BINS) $(KWOK_STAGES) ## Build the control plane binaries into bin/ (first time: about 5-10 minutes).
+
+# One go build for all of them: it shares the compile work. Rebuilt only when the tools
+# module changes.
+$(CLUSTER_BINS) &: hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go
+	@echo "Building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and etcd into bin/ (the first build takes 5-10 minutes)..."
+	@mkdir -p $(BIN)
+	cd hack/tools && $(GO) build -o $(BIN)/ \
+		k8s.io/kubernetes/cmd/kube-apiserver \
+		k8s.io/kubernetes/cmd/kube-controller-manager \
+		k8s.io/kubernetes/cmd/kube-scheduler \
+		k8s.io/kubernetes/cmd/kubectl \
+		sigs.k8s.io/kwok/cmd/kwok \
+		./etcd
+	@touch $(CLUSTER_BINS)
+
+# kwok's fast node and pod stages, from the kwok module pinned in hack/tools.
+$(KWOK_STAGES): hack/tools/go.mod
+	@rm -rf $@ && mkdir -p $@
+	kwok_dir=$$(cd hack/tools && $(GO) list -m -f '{{.Dir}}' sigs.k8s.io/kwok) && \
+		cp $$kwok_dir/kustomize/stage/node/fast/*.yaml $$kwok_dir/kustomize/stage/pod/fast/*.yaml $@/ && \
+		chmod u+w $@/*.yaml
+
+.PHONY: $(BIN)/localcluster
+$(BIN)/localcluster:
+	$(GO) build -o $@ ./cmd/localcluster
+
+##@ Develop
+
+.PHONY: generate
+generate: ## Regenerate deepcopy, register, clientset, listers, informers, apply configurations and the CRD.
+	./hack/update-codegen.sh
+
+.PHONY: verify
+verify: ## Fail if generated code is stale, code is not gofmt-clean, go vet complains or go.mod is untidy.
+	./hack/verify.sh
+
+.PHONY: test
+test: verify unit integration ## Everything CI runs: verify, unit tests with -race, integration tests on a real control plane.
+
+.PHONY: unit
+unit: ## Unit tests, with the race detector and the cache mutation detector.
+	KUBE_CACHE_MUTATION_DETECTOR=true $(GO) test -race -count=1 $(UNIT_PKGS)
+
+.PHONY: integration
+integration: tools ## Integration tests against a local kube-apiserver, etcd, controller-manager, scheduler and kwok.
+	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) \
+		$(GO) test -count=1 -p 1 -timeout $(INTEGRATION_TIMEOUT) ./test/integration/... $(TESTFLAGS)
+
+.PHONY: bench
+bench: tools ## Benchmarks, reported as ratios to a floor measured in the same run.
+	APP_CONTROLLER_BIN_DIR=$(BIN) $(GO) test -run '^$$' -bench . -benchmem -count=1 ./... $(BENCHFLAGS)
+
+.PHONY: clean
+clean: ## Remove bin/ and .local/ (stops nothing: run cluster-down first).
+	rm -rf $(BIN) $(LOCAL)
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target>\n"} \
+		/^[a-zA-Z_\/-]+:.*?##/ { printf "  %-14s %s\n", $$1, $$2 } \
+		/^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)

@@ -1,0 +1,41 @@
+// Command app-controller is a controller-manager that runs the App controller, the
+// Service->Ingress controller and the node labeler.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"k8s.io/klog/v2"
+
+	"github.com/app-controller/app-controller/pkg/controllermanager"
+	"github.com/app-controller/app-controller/pkg/signals"
+)
+
+func main() {
+	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
+	klog.InitFlags(fs)
+	opts := controllermanager.NewOptions()
+	opts.AddFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: %s [flags]\n\nRuns the app-controller controllers against a Kubernetes API server.\n\nFlags:\n", os.Args[0])
+		fs.PrintDefaults()
+	}
+	_ = fs.Parse(os.Args[1:])
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "unexpected arguments: %v\n", fs.Args())
+		os.Exit(2)
+	}
+
+	ctx := signals.SetupSignalContext()
+	logger := klog.Background()
+	ctx = klog.NewContext(ctx, logger)
+
+	if err := controllermanager.Run(ctx, opts); err != nil {
+		logger.Error(err, "Controller manager failed")
+		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+	}
+	logger.Info("Stopped")
+	klog.Flush()
+}

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Regenerates everything generated from pkg/apis: deepcopy and register code, the typed
+# clientset, listers, informers and apply configurations (k8s.io/code-generator's
+# kube_codegen.sh, at the version pinned in go.mod), and the CRD (controller-gen, pinned
+# as a tool in go.mod). Nothing is downloaded but Go modules.
+set -o errexit -o nounset -o pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+cd "${ROOT}"
+
+MODULE="$(go list -m)"
+CODEGEN_PKG="$(go list -m -f '{{.Dir}}' k8s.io/code-generator)"
+# kube_codegen.sh go-installs its generators; keep them in the project's bin/.
+export GOBIN="${ROOT}/bin/codegen"
+mkdir -p "${GOBIN}"
+
+# shellcheck source=/dev/null
+source "${CODEGEN_PKG}/kube_codegen.sh"
+
+BOILERPLATE="${ROOT}/hack/boilerplate.go.txt"
+
+kube::codegen::gen_helpers --boilerplate "${BOILERPLATE}" "${ROOT}/pkg/apis"
+
+kube::codegen::gen_register --boilerplate "${BOILERPLATE}" "${ROOT}/pkg/apis"
+
+# The App status embeds apps/v1 and core/v1 types: reuse client-go's apply
+# configurations for them instead of generating copies.
+externals=()
+for t in apps/v1.DeploymentStatus apps/v1.DeploymentCondition core/v1.ServiceStatus \
+    core/v1.LoadBalancerStatus core/v1.LoadBalancerIngress core/v1.PortStatus \
+    core/v1.EnvVar core/v1.EnvVarSource core/v1.ResourceRequirements core/v1.ResourceClaim; do
+    group_version="${t%.*}"
+    externals+=("k8s.io/api/${t}:k8s.io/client-go/applyconfigurations/${group_version}")
+done
+
+kube::codegen::gen_client \
+    --with-watch \
+    --with-applyconfig \
+    --applyconfig-externals "$(IFS=,; echo "${externals[*]}")" \
+    --output-dir "${ROOT}/pkg/generated" \
+    --output-pkg "${MODULE}/pkg/generated" \
+    --boilerplate "${BOILERPLATE}" \
+    "${ROOT}/pkg/apis"
+
+go tool controller-gen \
+    crd:crdVersions=v1 \
+    paths="./pkg/apis/..." \
+    output:crd:artifacts:config=config/crd/bases

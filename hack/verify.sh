@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Fails when anything generated is stale, when code is not gofmt-clean, when go vet
+# complains, or when a go.mod is not tidy. Regenerates into a copy of the tree so the
+# working tree is never modified.
+set -o errexit -o nounset -o pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+cd "${ROOT}"
+failed=0
+
+echo "verify: gofmt"
+unformatted="$(gofmt -l $(git ls-files --cached --others --exclude-standard '*.go'))"
+if [ -n "${unformatted}" ]; then
+    echo "gofmt would change:" >&2
+    echo "${unformatted}" >&2
+    failed=1
+fi
+
+echo "verify: go vet"
+go vet ./... || failed=1
+
+echo "verify: go.mod tidy"
+for dir in . hack/tools; do
+    if ! (cd "${dir}" && go mod tidy -diff >/dev/null); then
+        echo "${dir}/go.mod is not tidy: run 'go mod tidy' in ${dir}" >&2
+        failed=1
+    fi
+done
+
+echo "verify: generated code"
+tmp="$(mktemp -d)"
+trap 'rm -rf "${tmp}"' EXIT
+# Copy the tracked and untracked-but-not-ignored files, then regenerate in the copy.
+git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} cp --parents {} "${tmp}/" 2>/dev/null || true
+mkdir -p "${tmp}/bin" && cp -r "${ROOT}/bin/codegen" "${tmp}/bin/" 2>/dev/null || true
+(cd "${tmp}" && ./hack/update-codegen.sh >/dev/null)
+for path in pkg/apis pkg/generated config/crd; do
+    if ! diff -r "${ROOT}/${path}" "${tmp}/${path}" >/dev/null 2>&1; then
+        echo "generated code in ${path} is stale: run 'make generate'" >&2
+        diff -r "${ROOT}/${path}" "${tmp}/${path}" | head -40 >&2 || true
+        failed=1
+    fi
+done
+
+if [ "${failed}" -ne 0 ]; then
+    echo "verify: FAILED" >&2
+    exit 1
+fi
+echo "verify: OK"

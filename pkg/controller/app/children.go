@@ -1,0 +1,249 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller"
+)
+
+// childObject is a kind of child an App has: *appsv1.Deployment or *corev1.Service.
+type childObject interface {
+	*appsv1.Deployment | *corev1.Service
+	metav1.Object
+	runtime.Object
+}
+
+// childAPI is the part of a child kind's typed client the controller uses. desired is
+// the kind's apply configuration.
+type childAPI[T childObject] interface {
+	apply(ctx context.Context, desired any, force bool) (T, error)
+	get(ctx context.Context, namespace, name string) (T, error)
+	delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
+}
+
+// childClient reconciles one kind of child.
+type childClient[T childObject] struct {
+	kind string
+	// managed holds the managed children (informer cache, newest of it and own writes).
+	managed cache.MutationCache
+	// unmanaged holds the metadata of every other object of the kind.
+	unmanaged cache.Indexer
+	client    childAPI[T]
+	recorder  record.EventRecorder
+}
+
+// childResult is what reconciling one child found.
+type childResult[T childObject] struct {
+	// name is the name the App wants; "" when the App has no template for this kind.
+	name string
+	// obj is the child the App controls under that name, nil if none.
+	obj T
+	// conflict says why the name is not the App's; "" when it is.
+	conflict string
+	// changed tells whether the controller wrote to the API server.
+	changed bool
+}
+
+// reconcile makes the App's child of this kind match desired (nil: no child wanted)
+// under name. It deletes the children the App controls under other names, leaves alone
+// any object it does not control, and gives a name claimed by several Apps to the oldest.
+func (k *childClient[T]) reconcile(ctx context.Context, app *appv1.App, name string, desired any, claimants []*appv1.App) (childResult[T], error) {
+	res := childResult[T]{name: name}
+
+	pruned, err := k.prune(ctx, app, name)
+	res.changed = pruned
+	if err != nil {
+		return res, err
+	}
+	if name == "" {
+		return res, nil
+	}
+
+	key := cache.ObjectName{Namespace: app.Namespace, Name: name}.String()
+	var current T
+	if obj, exists, err := k.managed.GetByKey(key); err != nil {
+		return res, fmt.Errorf("reading %s %s from the cache: %w", k.kind, key, err)
+	} else if exists {
+		current = obj.(T)
+	}
+
+	if winner := oldestApp(append(claimants, app)); winner.UID != app.UID {
+		res.conflict = fmt.Sprintf("%s %q is also claimed by App %q, which is older", k.kind, name, winner.Name)
+		if current != nil && metav1.IsControlledBy(current, app) {
+			// Give the name up to the older App.
+			deleted, err := k.deleteOwned(ctx, app, current, "the name is claimed by older App "+winner.Name)
+			res.changed = res.changed || deleted
+			return res, err
+		}
+		return res, nil
+	}
+
+	force := true
+	if current != nil {
+		if !metav1.IsControlledBy(current, app) {
+			res.conflict = k.describeHolder(name, metav1.GetControllerOfNoCopy(current))
+			return res, nil
+		}
+		upToDate, err := controller.UpToDate(current, desired)
+		if err != nil {
+			return res, fmt.Errorf("comparing %s %s with the desired state: %w", k.kind, key, err)
+		}
+		if upToDate {
+			res.obj = current
+			return res, nil
+		}
+	} else if obj, exists, err := k.unmanaged.GetByKey(key); err != nil {
+		return res, fmt.Errorf("reading %s %s from the cache: %w", k.kind, key, err)
+	} else if exists {
+		meta, ok := obj.(metav1.Object)
+		if !ok || !isControlledBy(meta, app) {
+			var ref *metav1.OwnerReference
+			if ok {
+				ref = metav1.GetControllerOfNoCopy(meta)
+			}
+			res.conflict = k.describeHolder(name, ref)
+			return res, nil
+		}
+		// The App's own child, whose managed-by label was removed: applying restores it.
+	} else {
+		// Not known to exist: create it, without taking over fields of an object that a
+		// stale cache does not show yet.
+		force = false
+	}
+
+	applied, err := k.client.apply(ctx, desired, force)
+	if err != nil {
+		if !force {
+			if holder, found := k.liveHolder(ctx, app, name); found {
+				res.conflict = holder
+				return res, nil
+			}
+		}
+		return res, fmt.Errorf("applying %s %s: %w", k.kind, key, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Applied child", "kind", k.kind, "name", name, "created", current == nil)
+	applied.SetManagedFields(nil)
+	k.managed.Mutation(applied)
+	res.obj = applied
+	res.changed = true
+	return res, nil
+}
+
+// prune deletes the children of this kind that app controls under any name but keep.
+func (k *childClient[T]) prune(ctx context.Context, app *appv1.App, keep string) (bool, error) {
+	var owned []interface{}
+	for _, store := range []interface {
+		ByIndex(indexName, indexedValue string) ([]interface{}, error)
+	}{k.managed, k.unmanaged} {
+		objs, err := store.ByIndex(controllerIndex, string(app.UID))
+		if err != nil {
+			return false, fmt.Errorf("listing the %ss of App %s: %w", k.kind, app.Name, err)
+		}
+		owned = append(owned, objs...)
+	}
+	changed := false
+	for _, obj := range owned {
+		meta, ok := obj.(metav1.Object)
+		if !ok || meta.GetName() == keep || meta.GetNamespace() != app.Namespace {
+			continue
+		}
+		reason := "renamed in the App's spec"
+		if keep == "" {
+			reason = "removed from the App's spec"
+		}
+		deleted, err := k.deleteOwned(ctx, app, meta, reason)
+		changed = changed || deleted
+		if err != nil {
+			return changed, err
+		}
+	}
+	return changed, nil
+}
+
+// deleteOwned deletes a child app controls. The UID precondition makes sure that an
+// object created since under the same name is never deleted.
+func (k *childClient[T]) deleteOwned(ctx context.Context, app *appv1.App, obj metav1.Object, why string) (bool, error) {
+	uid := obj.GetUID()
+	err := k.client.delete(ctx, obj.GetNamespace(), obj.GetName(), metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &uid},
+	})
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return false, nil // already gone, or replaced by an object that is not ours
+	case err != nil:
+		return false, fmt.Errorf("deleting %s %s/%s (%s): %w", k.kind, obj.GetNamespace(), obj.GetName(), why, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Deleted child", "kind", k.kind, "name", obj.GetName(), "reason", why)
+	k.recorder.Eventf(app, corev1.EventTypeNormal, ReasonPruned, "Deleted %s %q: %s", k.kind, obj.GetName(), why)
+	return true, nil
+}
+
+// liveHolder asks the API server, after a failed create, whether an object the App does
+// not control holds the name (a cache that had not seen it yet).
+func (k *childClient[T]) liveHolder(ctx context.Context, app *appv1.App, name string) (string, bool) {
+	obj, err := k.client.get(ctx, app.Namespace, name)
+	if err != nil || metav1.IsControlledBy(obj, app) {
+		return "", false
+	}
+	return k.describeHolder(name, metav1.GetControllerOfNoCopy(obj)), true
+}
+
+// describeHolder says who holds a child name, for the NamesAccepted condition.
+func (k *childClient[T]) describeHolder(name string, ref *metav1.OwnerReference) string {
+	if ref == nil {
+		return fmt.Sprintf("%s %q already exists and is not managed by this App", k.kind, name)
+	}
+	return fmt.Sprintf("%s %q already exists and is controlled by %s %q", k.kind, name, ref.Kind, ref.Name)
+}
+
+// isControlledBy reports whether obj's controller is app (UID included).
+func isControlledBy(obj metav1.Object, app *appv1.App) bool {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	return ref != nil && ref.UID == app.UID
+}
+
+// deploymentClient is the childAPI of Deployments.
+type deploymentClient struct{ kubernetes.Interface }
+
+func (c deploymentClient) apply(ctx context.Context, desired any, force bool) (*appsv1.Deployment, error) {
+	d := desired.(*appsv1ac.DeploymentApplyConfiguration)
+	return c.AppsV1().Deployments(*d.Namespace).Apply(ctx, d, metav1.ApplyOptions{FieldManager: controller.FieldManager, Force: force})
+}
+
+func (c deploymentClient) get(ctx context.Context, namespace, name string) (*appsv1.Deployment, error) {
+	return c.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (c deploymentClient) delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+	return c.AppsV1().Deployments(namespace).Delete(ctx, name, opts)
+}
+
+// serviceClient is the childAPI of Services.
+type serviceClient struct{ kubernetes.Interface }
+
+func (c serviceClient) apply(ctx context.Context, desired any, force bool) (*corev1.Service, error) {
+	s := desired.(*corev1ac.ServiceApplyConfiguration)
+	return c.CoreV1().Services(*s.Namespace).Apply(ctx, s, metav1.ApplyOptions{FieldManager: controller.FieldManager, Force: force})
+}
+
+func (c serviceClient) get(ctx context.Context, namespace, name string) (*corev1.Service, error) {
+	return c.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (c serviceClient) delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+	return c.CoreV1().Services(namespace).Delete(ctx, name, opts)
+}

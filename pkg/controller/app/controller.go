@@ -1,0 +1,314 @@
+// Package app is the App controller: it keeps, for every App, a Deployment and a Service
+// that the App controls, written with server-side apply, and reports their state in the
+// App's status conditions and in Events.
+//
+// Files: controller.go wires informers, queue and workers; handlers.go maps informer
+// events to queue keys; sync.go reconciles one App; children.go reconciles one child
+// (apply, prune, name arbitration); status.go computes the status.
+package app
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/informers"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
+	appinformers "github.com/app-controller/app-controller/pkg/generated/informers/externalversions/appcontroller/v1"
+	applisters "github.com/app-controller/app-controller/pkg/generated/listers/appcontroller/v1"
+)
+
+// mutationCacheTTL is how long the controller prefers its own writes over an informer
+// cache that has not caught up with them yet.
+const mutationCacheTTL = time.Minute
+
+// Informers are the informers the App controller reads. Deployments and Services watch
+// only objects labelled as managed by app-controller (see controller.ManagedSelector);
+// the Unmanaged ones are metadata-only informers of every other Deployment and Service,
+// used to know which names are taken.
+type Informers struct {
+	Apps                 appinformers.AppInformer
+	Deployments          appsinformers.DeploymentInformer
+	Services             coreinformers.ServiceInformer
+	UnmanagedDeployments informers.GenericInformer
+	UnmanagedServices    informers.GenericInformer
+}
+
+// Controller reconciles Apps.
+type Controller struct {
+	kubeClient kubernetes.Interface
+	appClient  appclientset.Interface
+
+	appLister  applisters.AppLister
+	appIndexer cache.Indexer
+	// apps holds the newest of the App cache and the controller's own status writes.
+	apps cache.MutationCache
+
+	deployments *childClient[*appsv1.Deployment]
+	services    *childClient[*corev1.Service]
+
+	synced []cache.InformerSynced
+
+	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	recorder record.EventRecorder
+	clock    clock.PassiveClock
+
+	// maxRetries is how many failed attempts in a row an App gets before the controller
+	// reports ReconcileFailed and stops retrying until the next resync or change.
+	maxRetries int
+	// shutdownTimeout bounds how long Run waits for in-flight syncs after its context ends.
+	shutdownTimeout time.Duration
+
+	exhaustedLock sync.Mutex
+	// exhausted holds the Apps whose retry budget ran out. Periodic resyncs, which the
+	// update handler otherwise ignores, retry them.
+	exhausted sets.Set[cache.ObjectName]
+}
+
+// Options tune a Controller.
+type Options struct {
+	// MaxRetries defaults to MaxRetries.
+	MaxRetries int
+	// ShutdownTimeout defaults to 30s.
+	ShutdownTimeout time.Duration
+	// Clock defaults to the real clock.
+	Clock clock.PassiveClock
+	// RateLimiter defaults to the client-go default controller rate limiter.
+	RateLimiter workqueue.TypedRateLimiter[cache.ObjectName]
+}
+
+// NewController wires a Controller to its clients and informers and registers its event
+// handlers and indexers. The informers must not have been started yet.
+func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClient appclientset.Interface,
+	inf Informers, recorder record.EventRecorder, opts Options) (*Controller, error) {
+	logger := klog.FromContext(ctx)
+	if opts.MaxRetries <= 0 {
+		opts.MaxRetries = MaxRetries
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = 30 * time.Second
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.RateLimiter == nil {
+		opts.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]()
+	}
+
+	appInformer := inf.Apps.Informer()
+	if err := appInformer.AddIndexers(cache.Indexers{claimIndex: indexByClaim}); err != nil {
+		return nil, fmt.Errorf("adding the claimed-name index to the App informer: %w", err)
+	}
+	for name, i := range map[string]cache.SharedIndexInformer{
+		"Deployment":          inf.Deployments.Informer(),
+		"Service":             inf.Services.Informer(),
+		"unmanaged Deployment": inf.UnmanagedDeployments.Informer(),
+		"unmanaged Service":    inf.UnmanagedServices.Informer(),
+	} {
+		if err := i.AddIndexers(cache.Indexers{controllerIndex: indexByControllerUID}); err != nil {
+			return nil, fmt.Errorf("adding the controller index to the %s informer: %w", name, err)
+		}
+	}
+
+	c := &Controller{
+		kubeClient: kubeClient,
+		appClient:  appClient,
+		appLister:  inf.Apps.Lister(),
+		appIndexer: appInformer.GetIndexer(),
+		apps: cache.NewIntegerResourceVersionMutationCache(logger,
+			appInformer.GetStore(), appInformer.GetIndexer(), mutationCacheTTL, false),
+		deployments: &childClient[*appsv1.Deployment]{
+			kind: "Deployment",
+			managed: cache.NewIntegerResourceVersionMutationCache(logger,
+				inf.Deployments.Informer().GetStore(), inf.Deployments.Informer().GetIndexer(), mutationCacheTTL, false),
+			unmanaged: inf.UnmanagedDeployments.Informer().GetIndexer(),
+			client:    deploymentClient{kubeClient},
+		},
+		services: &childClient[*corev1.Service]{
+			kind: "Service",
+			managed: cache.NewIntegerResourceVersionMutationCache(logger,
+				inf.Services.Informer().GetStore(), inf.Services.Informer().GetIndexer(), mutationCacheTTL, false),
+			unmanaged: inf.UnmanagedServices.Informer().GetIndexer(),
+			client:    serviceClient{kubeClient},
+		},
+		synced: []cache.InformerSynced{
+			appInformer.HasSynced,
+			inf.Deployments.Informer().HasSynced,
+			inf.Services.Informer().HasSynced,
+			inf.UnmanagedDeployments.Informer().HasSynced,
+			inf.UnmanagedServices.Informer().HasSynced,
+		},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: ControllerName}),
+		recorder:        recorder,
+		clock:           opts.Clock,
+		maxRetries:      opts.MaxRetries,
+		shutdownTimeout: opts.ShutdownTimeout,
+		exhausted:       sets.New[cache.ObjectName](),
+	}
+	c.deployments.recorder = recorder
+	c.services.recorder = recorder
+
+	if _, err := appInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { c.addApp(logger, obj) },
+		UpdateFunc: func(old, cur interface{}) { c.updateApp(logger, old, cur) },
+		DeleteFunc: func(obj interface{}) { c.deleteApp(logger, obj) },
+	}, cache.HandlerOptions{Logger: &logger}); err != nil {
+		return nil, fmt.Errorf("adding the App event handler: %w", err)
+	}
+	for kind, i := range map[string]cache.SharedIndexInformer{
+		"Deployment": inf.Deployments.Informer(),
+		"Service":    inf.Services.Informer(),
+	} {
+		if _, err := i.AddEventHandlerWithOptions(c.childHandler(logger, kind, true), cache.HandlerOptions{Logger: &logger}); err != nil {
+			return nil, fmt.Errorf("adding the %s event handler: %w", kind, err)
+		}
+	}
+	for kind, i := range map[string]cache.SharedIndexInformer{
+		"Deployment": inf.UnmanagedDeployments.Informer(),
+		"Service":    inf.UnmanagedServices.Informer(),
+	} {
+		if _, err := i.AddEventHandlerWithOptions(c.childHandler(logger, kind, false), cache.HandlerOptions{Logger: &logger}); err != nil {
+			return nil, fmt.Errorf("adding the unmanaged %s event handler: %w", kind, err)
+		}
+	}
+	return c, nil
+}
+
+// Run waits for the caches to sync, then runs workers until ctx ends. It then stops
+// taking work and waits up to the shutdown timeout for in-flight syncs to finish before
+// cancelling them.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx)
+
+	logger.Info("Starting controller", "workers", workers)
+	defer logger.Info("Stopped controller")
+
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
+		c.queue.ShutDown()
+		return
+	}
+
+	// Syncs get a context that outlives ctx, so that a stop signal does not abort a
+	// half-done sync; it is cancelled once the shutdown timeout has passed.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for c.processNextWorkItem(workCtx) {
+			}
+		})
+	}
+
+	<-ctx.Done()
+	logger.Info("Stopping: finishing in-flight syncs", "timeout", c.shutdownTimeout)
+	c.queue.ShutDown()
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(c.shutdownTimeout):
+		logger.Info("In-flight syncs did not finish in time, cancelling them")
+		cancelWork()
+		<-done
+	}
+}
+
+// processNextWorkItem syncs one App from the queue. It returns false when the queue is
+// shut down.
+func (c *Controller) processNextWorkItem(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "app", klog.KRef(key.Namespace, key.Name))
+	ctx = klog.NewContext(ctx, logger)
+	err := c.syncApp(ctx, key)
+	c.handleErr(ctx, key, err)
+	return true
+}
+
+// handleErr retries a failed App with backoff. After maxRetries failed attempts in a
+// row it stops retrying, reports ReconcileFailed in the App's conditions and a Warning
+// Event, and leaves the App to the next resync or change.
+func (c *Controller) handleErr(ctx context.Context, key cache.ObjectName, err error) {
+	logger := klog.FromContext(ctx)
+	if err == nil {
+		c.queue.Forget(key)
+		c.setExhausted(key, false)
+		return
+	}
+
+	attempts := c.queue.NumRequeues(key) + 1
+	if attempts == 1 {
+		if app, getErr := c.appLister.Apps(key.Namespace).Get(key.Name); getErr == nil {
+			c.recorder.Eventf(app, corev1.EventTypeWarning, ReasonSyncFailed, "Sync failed, will retry: %v", err)
+		}
+	}
+	if attempts < c.maxRetries {
+		logger.V(2).Info("Sync failed, retrying", "attempt", attempts, "err", err)
+		c.queue.AddRateLimited(key)
+		return
+	}
+
+	c.queue.Forget(key)
+	c.setExhausted(key, true)
+	utilruntime.HandleErrorWithContext(ctx, err, "Giving up on App until the next resync or change", "attempts", attempts)
+	if reportErr := c.reportReconcileFailed(ctx, key, attempts, err); reportErr != nil {
+		utilruntime.HandleErrorWithContext(ctx, reportErr, "Reporting ReconcileFailed")
+	}
+}
+
+// setExhausted records whether key's retry budget ran out.
+func (c *Controller) setExhausted(key cache.ObjectName, exhausted bool) {
+	c.exhaustedLock.Lock()
+	defer c.exhaustedLock.Unlock()
+	if exhausted {
+		c.exhausted.Insert(key)
+	} else {
+		c.exhausted.Delete(key)
+	}
+}
+
+// isExhausted reports whether key's retry budget ran out.
+func (c *Controller) isExhausted(key cache.ObjectName) bool {
+	c.exhaustedLock.Lock()
+	defer c.exhaustedLock.Unlock()
+	return c.exhausted.Has(key)
+}
+
+// getApp returns the newest known state of an App: the informer's, or the controller's
+// own last status write if the informer has not seen it yet.
+func (c *Controller) getApp(key cache.ObjectName) (*appv1.App, bool, error) {
+	obj, exists, err := c.apps.GetByKey(key.String())
+	if err != nil || !exists {
+		return nil, false, err
+	}
+	app, ok := obj.(*appv1.App)
+	if !ok {
+		return nil, false, fmt.Errorf("unexpected object %T in the App cache", obj)
+	}
+	return app, true, nil
+}

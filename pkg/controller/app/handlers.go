@@ -1,0 +1,222 @@
+package app
+
+import (
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller"
+)
+
+// addApp queues a new App.
+func (c *Controller) addApp(logger klog.Logger, obj interface{}) {
+	app, ok := obj.(*appv1.App)
+	if !ok {
+		return
+	}
+	logger.V(4).Info("App added", "app", klog.KObj(app))
+	c.queue.Add(cache.MetaObjectToName(app))
+}
+
+// updateApp queues a changed App, and the other Apps that claim a child name it claimed
+// or claims now: a name it let go may be theirs now, and a name it now claims may have to
+// be given up by a younger App that holds it.
+//
+// Periodic resyncs (same resourceVersion) are skipped, except for Apps whose retry
+// budget ran out: the resync is their retry. Such an App is not queued again by its own
+// status-only updates (the ReconcileFailed status the controller just wrote).
+func (c *Controller) updateApp(logger klog.Logger, old, cur interface{}) {
+	oldApp, ok1 := old.(*appv1.App)
+	curApp, ok2 := cur.(*appv1.App)
+	if !ok1 || !ok2 {
+		return
+	}
+	key := cache.MetaObjectToName(curApp)
+	if oldApp.ResourceVersion == curApp.ResourceVersion {
+		if c.isExhausted(key) {
+			logger.V(4).Info("Retrying App on resync", "app", klog.KObj(curApp))
+			c.queue.Add(key)
+		}
+		return
+	}
+	if c.isExhausted(key) && oldApp.Generation == curApp.Generation {
+		return
+	}
+	logger.V(4).Info("App updated", "app", klog.KObj(curApp))
+	c.queue.Add(key)
+	for _, claim := range sets.List(sets.New(claimKeys(oldApp)...).Insert(claimKeys(curApp)...)) {
+		c.enqueueClaimants(claim, curApp.UID)
+	}
+}
+
+// deleteApp queues a deleted App (its sync is a no-op) and the Apps waiting for the names
+// it claimed.
+func (c *Controller) deleteApp(logger klog.Logger, obj interface{}) {
+	app, ok := controller.ObjectFromTombstone(obj).(*appv1.App)
+	if !ok {
+		return
+	}
+	logger.V(4).Info("App deleted", "app", klog.KObj(app))
+	key := cache.MetaObjectToName(app)
+	c.setExhausted(key, false)
+	c.queue.Add(key)
+	for _, claim := range claimKeys(app) {
+		c.enqueueClaimants(claim, app.UID)
+	}
+}
+
+// childHandler returns the event handler of a child informer of the given kind. Events
+// queue the App that controls the child, never the child's own key. Adds and deletes
+// also queue the Apps that claim the child's name: a delete may free the name for them.
+// managed tells whether the informer holds typed, managed objects or unmanaged metadata.
+func (c *Controller) childHandler(logger klog.Logger, kind string, managed bool) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) {
+			c.childChanged(logger, kind, "added", controller.ObjectFromTombstone(obj), true)
+		},
+		UpdateFunc: func(old, cur interface{}) {
+			oldObj, curObj := controller.ObjectFromTombstone(old), controller.ObjectFromTombstone(cur)
+			if oldObj == nil || curObj == nil || oldObj.GetResourceVersion() == curObj.GetResourceVersion() {
+				return // periodic resync
+			}
+			oldRef, curRef := metav1.GetControllerOfNoCopy(oldObj), metav1.GetControllerOfNoCopy(curObj)
+			ownerChanged := !equalRefs(oldRef, curRef)
+			if ownerChanged {
+				c.childChanged(logger, kind, "lost its controller", oldObj, true)
+			}
+			if managed || ownerChanged {
+				c.childChanged(logger, kind, "updated", curObj, ownerChanged)
+			}
+		},
+		DeleteFunc: func(obj interface{}) {
+			c.childChanged(logger, kind, "deleted", controller.ObjectFromTombstone(obj), true)
+		},
+	}
+}
+
+// childChanged queues the App that controls obj and, if withClaimants, every App that
+// claims obj's name.
+func (c *Controller) childChanged(logger klog.Logger, kind, what string, obj metav1.Object, withClaimants bool) {
+	if obj == nil {
+		return
+	}
+	logger.V(4).Info("Child "+what, "kind", kind, "object", klog.KObj(obj))
+	if app := c.resolveControllerRef(obj.GetNamespace(), metav1.GetControllerOfNoCopy(obj)); app != nil {
+		c.queue.Add(cache.MetaObjectToName(app))
+	}
+	if withClaimants {
+		c.enqueueClaimants(claimKey(kind, obj.GetNamespace(), obj.GetName()), "")
+	}
+}
+
+// resolveControllerRef returns the App that ref points to, or nil if ref is not an App's
+// or that App no longer exists (a new App with the same name has another UID).
+func (c *Controller) resolveControllerRef(namespace string, ref *metav1.OwnerReference) *appv1.App {
+	if ref == nil || ref.Kind != "App" || ref.APIVersion != appv1.SchemeGroupVersion.String() {
+		return nil
+	}
+	app, err := c.appLister.Apps(namespace).Get(ref.Name)
+	if err != nil || app.UID != ref.UID {
+		return nil
+	}
+	return app
+}
+
+// enqueueClaimants queues every App that claims the child name claim, except skip.
+func (c *Controller) enqueueClaimants(claim string, skip types.UID) {
+	for _, app := range c.claimants(claim) {
+		if app.UID != skip {
+			c.queue.Add(cache.MetaObjectToName(app))
+		}
+	}
+}
+
+// claimants returns the Apps whose spec names the child claim ("Kind/namespace/name").
+func (c *Controller) claimants(claim string) []*appv1.App {
+	objs, err := c.appIndexer.ByIndex(claimIndex, claim)
+	if err != nil {
+		return nil
+	}
+	apps := make([]*appv1.App, 0, len(objs))
+	for _, obj := range objs {
+		if app, ok := obj.(*appv1.App); ok {
+			apps = append(apps, app)
+		}
+	}
+	return apps
+}
+
+// equalRefs reports whether two controller references point to the same owner.
+func equalRefs(a, b *metav1.OwnerReference) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.UID == b.UID
+}
+
+// claimKey is the claim index key of a child name.
+func claimKey(kind, namespace, name string) string {
+	return kind + "/" + namespace + "/" + name
+}
+
+// claimKeys returns the child names app claims, as claim index keys.
+func claimKeys(app *appv1.App) []string {
+	var keys []string
+	if t := app.Spec.DeploymentTemplate; t != nil && t.Name != "" {
+		keys = append(keys, claimKey("Deployment", app.Namespace, t.Name))
+	}
+	if t := app.Spec.ServiceTemplate; t != nil && t.Name != "" {
+		keys = append(keys, claimKey("Service", app.Namespace, t.Name))
+	}
+	return keys
+}
+
+// indexByClaim is the claim index function of the App informer.
+func indexByClaim(obj interface{}) ([]string, error) {
+	app, ok := obj.(*appv1.App)
+	if !ok {
+		return nil, nil
+	}
+	return claimKeys(app), nil
+}
+
+// indexByControllerUID indexes children by the UID of the App that controls them.
+func indexByControllerUID(obj interface{}) ([]string, error) {
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return nil, nil
+	}
+	ref := metav1.GetControllerOfNoCopy(o)
+	if ref == nil || ref.Kind != "App" || ref.APIVersion != appv1.SchemeGroupVersion.String() {
+		return nil, nil
+	}
+	return []string{string(ref.UID)}, nil
+}
+
+// oldestApp returns the App that wins a contested child name: the oldest, with the name
+// breaking ties, so that every App computes the same winner.
+func oldestApp(apps []*appv1.App) *appv1.App {
+	if len(apps) == 0 {
+		return nil
+	}
+	return slices.MinFunc(apps, func(a, b *appv1.App) int {
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			if a.CreationTimestamp.Before(&b.CreationTimestamp) {
+				return -1
+			}
+			return 1
+		}
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+}

@@ -1,0 +1,149 @@
+package app
+
+import (
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+)
+
+// computeStatus returns the status app should have, given what reconciling its children
+// found. It is rebuilt from what is observed now; only the transition times of
+// conditions whose status did not change are kept.
+func computeStatus(app *appv1.App, deployment childResult[*appsv1.Deployment], service childResult[*corev1.Service], now metav1.Time) *appv1.AppStatus {
+	status := app.Status.DeepCopy()
+	status.ObservedGeneration = app.Generation
+	status.DeploymentStatus = nil
+	if deployment.obj != nil {
+		status.DeploymentStatus = deployment.obj.Status.DeepCopy()
+	}
+	status.ServiceStatus = nil
+	if service.obj != nil {
+		status.ServiceStatus = service.obj.Status.DeepCopy()
+	}
+	set := func(conditionType string, s metav1.ConditionStatus, reason, message string) {
+		setCondition(status, app, now, conditionType, s, reason, truncate(message))
+	}
+
+	var conflicts []string
+	for _, c := range []string{deployment.conflict, service.conflict} {
+		if c != "" {
+			conflicts = append(conflicts, c)
+		}
+	}
+	if len(conflicts) > 0 {
+		msg := strings.Join(conflicts, "; ")
+		set(ConditionNamesAccepted, metav1.ConditionFalse, ReasonNameConflict, msg)
+		set(ConditionReady, metav1.ConditionFalse, ReasonNameConflict, msg)
+		set(ConditionProgressing, metav1.ConditionFalse, ReasonNameConflict, msg)
+		set(ConditionStalled, metav1.ConditionTrue, ReasonNameConflict, msg)
+		meta.RemoveStatusCondition(&status.Conditions, ConditionReconciling)
+		return status
+	}
+	set(ConditionNamesAccepted, metav1.ConditionTrue, ReasonNamesAccepted, "Every child name is held by this App")
+
+	var ready []string
+	switch r := deploymentRollout(deployment.name, deployment.obj); {
+	case deployment.name == "":
+		set(ConditionProgressing, metav1.ConditionFalse, ReasonRolloutComplete, "The App has no Deployment")
+	case r.deadlineExceeded:
+		set(ConditionReady, metav1.ConditionFalse, ReasonProgressDeadlineExceeded, r.message)
+		set(ConditionProgressing, metav1.ConditionFalse, ReasonProgressDeadlineExceeded, r.message)
+		set(ConditionStalled, metav1.ConditionTrue, ReasonProgressDeadlineExceeded, r.message)
+		meta.RemoveStatusCondition(&status.Conditions, ConditionReconciling)
+		return status
+	case !r.rolledOut:
+		set(ConditionReady, metav1.ConditionFalse, ReasonRollingOut, r.message)
+		set(ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, r.message)
+		set(ConditionReconciling, metav1.ConditionTrue, ReasonRollingOut, r.message)
+		meta.RemoveStatusCondition(&status.Conditions, ConditionStalled)
+		return status
+	case !r.available:
+		set(ConditionReady, metav1.ConditionFalse, ReasonDeploymentUnavailable, r.message)
+		set(ConditionProgressing, metav1.ConditionFalse, ReasonRolloutComplete, r.message)
+		meta.RemoveStatusCondition(&status.Conditions, ConditionReconciling)
+		meta.RemoveStatusCondition(&status.Conditions, ConditionStalled)
+		return status
+	default:
+		set(ConditionProgressing, metav1.ConditionFalse, ReasonRolloutComplete, r.message)
+		ready = append(ready, r.message)
+	}
+	if service.name != "" && service.obj != nil {
+		ready = append(ready, fmt.Sprintf("Service %q selects the App's pods", service.name))
+	}
+	meta.RemoveStatusCondition(&status.Conditions, ConditionReconciling)
+	meta.RemoveStatusCondition(&status.Conditions, ConditionStalled)
+	set(ConditionReady, metav1.ConditionTrue, ReasonAvailable, strings.Join(ready, "; "))
+	return status
+}
+
+// rollout is the state of an App's Deployment rollout.
+type rollout struct {
+	// rolledOut: the deployment controller observed the current spec, every replica is
+	// updated and no old replica is left.
+	rolledOut bool
+	// available: the Deployment is Available with every desired replica available.
+	available bool
+	// deadlineExceeded: the rollout passed its progress deadline.
+	deadlineExceeded bool
+	message          string
+}
+
+// deploymentRollout tells how far the rollout of d is, like `kubectl rollout status`.
+func deploymentRollout(name string, d *appsv1.Deployment) rollout {
+	if d == nil {
+		return rollout{message: fmt.Sprintf("Waiting for Deployment %q to be created", name)}
+	}
+	desired := ptr.Deref(d.Spec.Replicas, 1)
+	st := d.Status
+	if st.ObservedGeneration < d.Generation {
+		return rollout{message: fmt.Sprintf("Waiting for the deployment controller to observe generation %d of Deployment %q", d.Generation, name)}
+	}
+	if c := deploymentCondition(d, appsv1.DeploymentProgressing); c != nil && c.Reason == "ProgressDeadlineExceeded" {
+		return rollout{deadlineExceeded: true, message: fmt.Sprintf("Deployment %q exceeded its progress deadline: %s", name, c.Message)}
+	}
+	switch {
+	case st.UpdatedReplicas < desired:
+		return rollout{message: fmt.Sprintf("Deployment %q: %d of %d replicas updated", name, st.UpdatedReplicas, desired)}
+	case st.Replicas > st.UpdatedReplicas:
+		return rollout{message: fmt.Sprintf("Deployment %q: %d old replicas pending termination", name, st.Replicas-st.UpdatedReplicas)}
+	case st.AvailableReplicas < st.UpdatedReplicas:
+		return rollout{message: fmt.Sprintf("Deployment %q: %d of %d updated replicas available", name, st.AvailableReplicas, st.UpdatedReplicas)}
+	}
+	r := rollout{rolledOut: true, message: fmt.Sprintf("Deployment %q: %d of %d replicas available", name, st.AvailableReplicas, desired)}
+	c := deploymentCondition(d, appsv1.DeploymentAvailable)
+	r.available = c != nil && c.Status == corev1.ConditionTrue && st.AvailableReplicas >= desired
+	if c != nil && c.Status != corev1.ConditionTrue {
+		r.message = fmt.Sprintf("Deployment %q is not available: %s", name, c.Message)
+	}
+	return r
+}
+
+// deploymentCondition returns d's condition of type t, or nil.
+func deploymentCondition(d *appsv1.Deployment, t appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {
+	for i := range d.Status.Conditions {
+		if d.Status.Conditions[i].Type == t {
+			return &d.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// setCondition sets a condition of status, keeping its transition time when its status
+// does not change.
+func setCondition(status *appv1.AppStatus, app *appv1.App, now metav1.Time, conditionType string, s metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+		Type:               conditionType,
+		Status:             s,
+		ObservedGeneration: app.Generation,
+		LastTransitionTime: now,
+		Reason:             reason,
+		Message:            message,
+	})
+}

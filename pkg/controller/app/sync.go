@@ -1,0 +1,152 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller"
+	appv1ac "github.com/app-controller/app-controller/pkg/generated/applyconfiguration/appcontroller/v1"
+)
+
+// syncApp makes the children of the App named key match its spec and writes what it
+// observed to the App's status. It is level-triggered: it compares the desired state
+// with the cached state of the world, whatever event queued it, and writes nothing when
+// they agree.
+func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) error {
+	logger := klog.FromContext(ctx)
+	start := c.clock.Now()
+	defer func() {
+		logger.V(4).Info("Finished syncing App", "duration", c.clock.Since(start))
+	}()
+
+	app, exists, err := c.getApp(key)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		logger.V(4).Info("App no longer exists")
+		return nil
+	}
+	if app.DeletionTimestamp != nil {
+		// The garbage collector deletes the children; recreating them would fight it.
+		return nil
+	}
+
+	desiredDeployment, err := newDeployment(app)
+	if err != nil {
+		return fmt.Errorf("building the Deployment of App %s: %w", key, err)
+	}
+	desiredService, err := newService(app)
+	if err != nil {
+		return fmt.Errorf("building the Service of App %s: %w", key, err)
+	}
+
+	var deploymentName, serviceName string
+	if t := app.Spec.DeploymentTemplate; t != nil {
+		deploymentName = t.Name
+	}
+	if t := app.Spec.ServiceTemplate; t != nil {
+		serviceName = t.Name
+	}
+	deployment, err := c.deployments.reconcile(ctx, app, deploymentName, desiredDeployment,
+		c.claimants(claimKey("Deployment", app.Namespace, deploymentName)))
+	if err != nil {
+		return err
+	}
+	service, err := c.services.reconcile(ctx, app, serviceName, desiredService,
+		c.claimants(claimKey("Service", app.Namespace, serviceName)))
+	if err != nil {
+		return err
+	}
+
+	status := computeStatus(app, deployment, service, metav1.NewTime(c.clock.Now()))
+	c.recordConflicts(app, status, []string{deployment.conflict, service.conflict}, []string{deploymentName, serviceName})
+	if deployment.changed || service.changed {
+		c.recorder.Event(app, corev1.EventTypeNormal, SuccessSynced, MessageResourceSynced)
+	}
+	return c.writeStatus(ctx, app, status)
+}
+
+// recordConflicts emits the seed's ErrResourceExists Warning for each child name held by
+// something else, once per conflict rather than on every sync: only when the conflict is
+// not already reported in the App's NamesAccepted condition.
+func (c *Controller) recordConflicts(app *appv1.App, status *appv1.AppStatus, conflicts, names []string) {
+	old := meta.FindStatusCondition(app.Status.Conditions, ConditionNamesAccepted)
+	for i, conflict := range conflicts {
+		if conflict == "" {
+			continue
+		}
+		if old != nil && old.Status == metav1.ConditionFalse && strings.Contains(old.Message, conflict) {
+			continue
+		}
+		c.recorder.Eventf(app, corev1.EventTypeWarning, ErrResourceExists, MessageResourceExists, names[i])
+	}
+}
+
+// writeStatus writes status to app's status subresource with server-side apply, unless
+// it equals what app already has.
+func (c *Controller) writeStatus(ctx context.Context, app *appv1.App, status *appv1.AppStatus) error {
+	if equality.Semantic.DeepEqual(&app.Status, status) {
+		return nil
+	}
+	statusConfig := &appv1ac.AppStatusApplyConfiguration{}
+	if err := convert(status, statusConfig); err != nil {
+		return fmt.Errorf("converting the status of App %s/%s: %w", app.Namespace, app.Name, err)
+	}
+	updated, err := c.appClient.AppcontrollerV1().Apps(app.Namespace).ApplyStatus(ctx,
+		appv1ac.App(app.Name, app.Namespace).WithStatus(statusConfig),
+		metav1.ApplyOptions{FieldManager: controller.FieldManager, Force: true})
+	if err != nil {
+		return fmt.Errorf("writing the status of App %s/%s: %w", app.Namespace, app.Name, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Updated App status", "ready", conditionStatus(updated.Status.Conditions, ConditionReady))
+	updated.SetManagedFields(nil)
+	c.apps.Mutation(updated)
+	return nil
+}
+
+// reportReconcileFailed records in the App's conditions and in a Warning Event that its
+// retry budget ran out, with the last error.
+func (c *Controller) reportReconcileFailed(ctx context.Context, key cache.ObjectName, attempts int, syncErr error) error {
+	app, exists, err := c.getApp(key)
+	if err != nil || !exists {
+		return err
+	}
+	msg := truncate(fmt.Sprintf("Gave up after %d failed attempts in a row; will retry on the next resync or change. Last error: %v", attempts, syncErr))
+	c.recorder.Event(app, corev1.EventTypeWarning, ReasonReconcileFailed, msg)
+
+	status := app.Status.DeepCopy()
+	status.ObservedGeneration = app.Generation
+	now := metav1.NewTime(c.clock.Now())
+	setCondition(status, app, now, ConditionReady, metav1.ConditionFalse, ReasonReconcileFailed, msg)
+	setCondition(status, app, now, ConditionStalled, metav1.ConditionTrue, ReasonReconcileFailed, msg)
+	return c.writeStatus(ctx, app, status)
+}
+
+// conditionStatus returns the status of the condition of type t, or Unknown.
+func conditionStatus(conditions []metav1.Condition, t string) metav1.ConditionStatus {
+	if cond := meta.FindStatusCondition(conditions, t); cond != nil {
+		return cond.Status
+	}
+	return metav1.ConditionUnknown
+}
+
+// maxConditionMessage is the API's limit on a condition message.
+const maxConditionMessage = 32768
+
+// truncate shortens msg to what a condition message may hold.
+func truncate(msg string) string {
+	if len(msg) <= maxConditionMessage {
+		return msg
+	}
+	return msg[:maxConditionMessage-3] + "..."
+}

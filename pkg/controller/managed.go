@@ -1,0 +1,73 @@
+package controller
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/tools/cache"
+)
+
+const (
+	// FieldManager is the server-side apply field manager of every write this binary
+	// makes, and the event source component.
+	FieldManager = "app-controller"
+
+	// ManagedByLabel marks the objects that app-controller creates and manages, with the
+	// value ManagedByValue. Informers of children watch only objects that carry it.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	// ManagedByValue is the value of ManagedByLabel on managed objects.
+	ManagedByValue = "app-controller"
+)
+
+// ManagedSelector selects the objects labelled as managed by app-controller.
+func ManagedSelector() labels.Selector {
+	return labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})
+}
+
+// UnmanagedSelector selects the objects not labelled as managed by app-controller:
+// together with ManagedSelector it covers every object exactly once.
+func UnmanagedSelector() labels.Selector {
+	req, err := labels.NewRequirement(ManagedByLabel, selection.NotEquals, []string{ManagedByValue})
+	if err != nil {
+		panic(fmt.Sprintf("building the unmanaged selector: %v", err)) // constant input
+	}
+	return labels.NewSelector().Add(*req)
+}
+
+// StripManagedFields is an informer transform that drops metadata.managedFields, which
+// no controller here reads, to keep the caches small. It leaves tombstones and objects
+// without metadata as they are.
+func StripManagedFields(obj interface{}) (interface{}, error) {
+	if acc, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		acc.GetObjectMeta().SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// ObjectFromTombstone returns obj, or the last known state of the object inside a
+// cache.DeletedFinalStateUnknown tombstone. It returns nil when obj is neither an object
+// with metadata nor a tombstone holding one.
+func ObjectFromTombstone(obj interface{}) metav1.Object {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return nil
+	}
+	return o
+}
+
+// StripToIdentity is an informer transform for metadata-only informers that are used
+// to know which names are taken and by whom: it drops managedFields and annotations,
+// keeping name, namespace, UID, resourceVersion, labels and owner references.
+func StripToIdentity(obj interface{}) (interface{}, error) {
+	if acc, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		meta := acc.GetObjectMeta()
+		meta.SetManagedFields(nil)
+		meta.SetAnnotations(nil)
+	}
+	return obj, nil
+}

@@ -1,0 +1,129 @@
+package controllermanager
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller"
+	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
+	appinformers "github.com/app-controller/app-controller/pkg/generated/informers/externalversions"
+)
+
+// ControllerContext is what every controller's InitFunc gets: clients and one set of
+// shared informer factories. A factory starts only the informers that enabled
+// controllers asked for.
+type ControllerContext struct {
+	KubeClient     kubernetes.Interface
+	AppClient      appclientset.Interface
+	MetadataClient metadata.Interface
+
+	// KubeInformers watch every object of a type.
+	KubeInformers informers.SharedInformerFactory
+	// ManagedInformers watch only objects labelled as managed by app-controller, without
+	// their managedFields.
+	ManagedInformers informers.SharedInformerFactory
+	// UnmanagedMetadataInformers watch the metadata of every object not labelled as
+	// managed by app-controller, without managedFields and annotations.
+	UnmanagedMetadataInformers metadatainformer.SharedInformerFactory
+	// AppInformers watch Apps.
+	AppInformers appinformers.SharedInformerFactory
+
+	// EventRecorder records Events as component app-controller.
+	EventRecorder record.EventRecorder
+	broadcaster   record.EventBroadcaster
+
+	Options *Options
+}
+
+// NewControllerContext builds the clients and informer factories for cfg.
+func NewControllerContext(ctx context.Context, cfg *rest.Config, opts *Options) (*ControllerContext, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS = float32(opts.KubeAPIQPS)
+	cfg.Burst = opts.KubeAPIBurst
+	cfg = rest.AddUserAgent(cfg, controller.FieldManager)
+
+	kubeClient, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the Kubernetes clientset: %w", err)
+	}
+	appClient, err := appclientset.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the App clientset: %w", err)
+	}
+	metadataClient, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the metadata client: %w", err)
+	}
+
+	managed := controller.ManagedSelector().String()
+	unmanaged := controller.UnmanagedSelector().String()
+	unmanagedInformers := metadatainformer.NewFilteredSharedInformerFactory(metadataClient, opts.ResyncPeriod, metav1.NamespaceAll,
+		func(o *metav1.ListOptions) { o.LabelSelector = unmanaged })
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(appv1.AddToScheme(scheme))
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+
+	return &ControllerContext{
+		KubeClient:     kubeClient,
+		AppClient:      appClient,
+		MetadataClient: metadataClient,
+		KubeInformers: informers.NewSharedInformerFactoryWithOptions(kubeClient, opts.ResyncPeriod,
+			informers.WithTransform(controller.StripManagedFields)),
+		ManagedInformers: informers.NewSharedInformerFactoryWithOptions(kubeClient, opts.ResyncPeriod,
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managed }),
+			informers.WithTransform(controller.StripManagedFields)),
+		UnmanagedMetadataInformers: unmanagedInformers,
+		AppInformers: appinformers.NewSharedInformerFactoryWithOptions(appClient, opts.ResyncPeriod,
+			appinformers.WithTransform(controller.StripManagedFields)),
+		EventRecorder: broadcaster.NewRecorder(scheme, corev1.EventSource{Component: controller.FieldManager}),
+		broadcaster:   broadcaster,
+		Options:       opts,
+	}, nil
+}
+
+// unmanagedMetadataInformer returns the shared metadata informer of the objects of gvr
+// not managed by app-controller, keeping only their identity and owners in its cache.
+func (cc *ControllerContext) unmanagedMetadataInformer(gvr schema.GroupVersionResource) (informers.GenericInformer, error) {
+	i := cc.UnmanagedMetadataInformers.ForResource(gvr)
+	if err := i.Informer().SetTransform(controller.StripToIdentity); err != nil {
+		return nil, fmt.Errorf("setting the transform of the unmanaged %s informer: %w", gvr.Resource, err)
+	}
+	return i, nil
+}
+
+// start starts event recording and every informer that a controller asked for.
+func (cc *ControllerContext) start(ctx context.Context) {
+	cc.broadcaster.StartStructuredLogging(3)
+	cc.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cc.KubeClient.CoreV1().Events("")})
+	cc.KubeInformers.Start(ctx.Done())
+	cc.ManagedInformers.Start(ctx.Done())
+	cc.UnmanagedMetadataInformers.Start(ctx.Done())
+	cc.AppInformers.Start(ctx.Done())
+}
+
+// shutdown stops the informers and event recording, after the controllers stopped.
+func (cc *ControllerContext) shutdown() {
+	cc.KubeInformers.Shutdown()
+	cc.ManagedInformers.Shutdown()
+	cc.UnmanagedMetadataInformers.Shutdown()
+	cc.AppInformers.Shutdown()
+	cc.broadcaster.Shutdown()
+}

@@ -1,0 +1,89 @@
+// Package controllermanager runs the controllers of app-controller in one process, like
+// kube-controller-manager: a registry of named controllers selected with --controllers,
+// sharing clients, informer factories and an event recorder.
+package controllermanager
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+)
+
+// Run builds the client configuration from opts and runs the enabled controllers until
+// ctx ends. It returns after every controller stopped.
+func Run(ctx context.Context, opts *Options) error {
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	cfg, err := BuildConfig(opts.Kubeconfig, opts.Master)
+	if err != nil {
+		return err
+	}
+	return RunWithConfig(ctx, cfg, opts)
+}
+
+// RunWithConfig runs the enabled controllers against cfg until ctx ends.
+func RunWithConfig(ctx context.Context, cfg *rest.Config, opts *Options) error {
+	logger := klog.FromContext(ctx)
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	cc, err := NewControllerContext(ctx, cfg, opts)
+	if err != nil {
+		return err
+	}
+
+	type started struct {
+		name string
+		r    Runnable
+	}
+	var runnables []started
+	for _, d := range descriptors {
+		if !IsControllerEnabled(d.name, opts.Controllers) {
+			logger.Info("Controller disabled", "controller", d.name)
+			continue
+		}
+		r, err := d.init(klog.NewContext(ctx, klog.LoggerWithName(logger, d.name)), cc)
+		if err != nil {
+			return fmt.Errorf("initializing the %s controller: %w", d.name, err)
+		}
+		runnables = append(runnables, started{d.name, r})
+	}
+
+	cc.start(ctx)
+	defer cc.shutdown()
+
+	var wg sync.WaitGroup
+	for _, s := range runnables {
+		ctx := klog.NewContext(ctx, klog.LoggerWithValues(klog.LoggerWithName(logger, s.name), "controller", s.name))
+		wg.Go(func() { s.r.Run(ctx, opts.Workers) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// BuildConfig returns the client configuration: from kubeconfig and master when either
+// is given; else in-cluster when running in a pod; else $KUBECONFIG or ~/.kube/config.
+func BuildConfig(kubeconfig, master string) (*rest.Config, error) {
+	if kubeconfig == "" && master == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("building the in-cluster client configuration: %w", err)
+		}
+		return cfg, nil
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	overrides := &clientcmd.ConfigOverrides{}
+	overrides.ClusterInfo.Server = master
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("building the client configuration from kubeconfig %q and master %q: %w", kubeconfig, master, err)
+	}
+	return cfg, nil
+}

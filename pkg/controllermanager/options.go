@@ -1,0 +1,113 @@
+package controllermanager
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/app-controller/app-controller/pkg/controller/app"
+)
+
+// Options are the settings of the controller-manager, set from flags.
+type Options struct {
+	// Kubeconfig and Master locate the API server. Neither set: in-cluster config when
+	// running in a pod, else $KUBECONFIG or ~/.kube/config.
+	Kubeconfig string
+	Master     string
+	// KubeAPIQPS and KubeAPIBurst limit the client's request rate.
+	KubeAPIQPS   float64
+	KubeAPIBurst int
+
+	// Controllers selects controllers, kube-controller-manager style: "*" is every
+	// controller, "foo" enables foo, "-foo" disables foo.
+	Controllers []string
+	// Workers is the number of concurrent syncs of each controller.
+	Workers int
+	// ResyncPeriod is how often informers replay their cache to the handlers.
+	ResyncPeriod time.Duration
+	// ShutdownTimeout bounds how long in-flight syncs may run after a stop signal.
+	ShutdownTimeout time.Duration
+
+	// IngressClass is the IngressClass of Ingresses created for annotated Services that
+	// do not name one; empty means the cluster's default class.
+	IngressClass string
+	// NodeLabelConfig is the path of the node labeler's rules; empty leaves it idle.
+	NodeLabelConfig string
+}
+
+// NewOptions returns the default options.
+func NewOptions() *Options {
+	return &Options{
+		KubeAPIQPS:      50,
+		KubeAPIBurst:    100,
+		Controllers:     []string{"*"},
+		Workers:         app.DefaultWorkers,
+		ResyncPeriod:    30 * time.Second,
+		ShutdownTimeout: 30 * time.Second,
+	}
+}
+
+// AddFlags registers the options as flags of fs.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Only required if out-of-cluster; defaults to $KUBECONFIG, then ~/.kube/config.")
+	fs.StringVar(&o.Kubeconfig, "kubeConfig", o.Kubeconfig, "Deprecated spelling of --kubeconfig.")
+	fs.StringVar(&o.Master, "master", o.Master, "The address of the Kubernetes API server. Overrides any value in kubeconfig. Only required if out-of-cluster.")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second the controllers may send to the API server.")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries the controllers may send to the API server.")
+	fs.Var(newStringSliceValue(&o.Controllers), "controllers", fmt.Sprintf(
+		"A list of controllers to enable. '*' enables all, 'foo' enables the controller named 'foo', '-foo' disables it. Controllers: %s.",
+		strings.Join(KnownControllers(), ", ")))
+	fs.IntVar(&o.Workers, "workers", o.Workers, "Number of objects each controller syncs concurrently.")
+	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often informers resync; Apps whose retries ran out are retried at each resync.")
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "How long in-flight syncs may run after SIGINT or SIGTERM before they are cancelled.")
+	fs.StringVar(&o.IngressClass, "ingress-class", o.IngressClass, "IngressClass of the Ingresses created for Services annotated ingress/http that set no ingress/class; empty: the cluster's default class.")
+	fs.StringVar(&o.NodeLabelConfig, "node-label-config", o.NodeLabelConfig, "Path of the node labeler's rules (YAML). Without it the node labeler is idle.")
+}
+
+// Validate checks the options.
+func (o *Options) Validate() error {
+	if o.Workers < 1 {
+		return fmt.Errorf("--workers must be at least 1, got %d", o.Workers)
+	}
+	if o.ResyncPeriod < 0 {
+		return fmt.Errorf("--resync-period must not be negative, got %s", o.ResyncPeriod)
+	}
+	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
+		return fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive")
+	}
+	return validateControllers(o.Controllers)
+}
+
+// stringSliceValue is a flag.Value holding a comma-separated list.
+type stringSliceValue struct {
+	value   *[]string
+	changed bool
+}
+
+func newStringSliceValue(p *[]string) *stringSliceValue { return &stringSliceValue{value: p} }
+
+// Set replaces the default on first use and appends after that, so that both
+// --controllers=a,b and --controllers=a --controllers=b work.
+func (s *stringSliceValue) Set(v string) error {
+	var items []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			items = append(items, item)
+		}
+	}
+	if !s.changed {
+		*s.value = items
+		s.changed = true
+	} else {
+		*s.value = append(*s.value, items...)
+	}
+	return nil
+}
+
+func (s *stringSliceValue) String() string {
+	if s == nil || s.value == nil {
+		return ""
+	}
+	return strings.Join(*s.value, ",")
+}

@@ -1,0 +1,68 @@
+package controllermanager
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Runnable is a controller the manager runs until its context ends.
+type Runnable interface {
+	Run(ctx context.Context, workers int)
+}
+
+// InitFunc builds a controller from the shared context. It registers the informers the
+// controller needs; only the informers of enabled controllers are started.
+type InitFunc func(ctx context.Context, cc *ControllerContext) (Runnable, error)
+
+// descriptor registers a controller under a name.
+type descriptor struct {
+	name string
+	init InitFunc
+}
+
+// descriptors lists every controller of the binary, in start order. Names are unique.
+var descriptors = []descriptor{
+	{name: appControllerName, init: startAppController},
+}
+
+// KnownControllers returns the names of every registered controller.
+func KnownControllers() []string {
+	names := make([]string, 0, len(descriptors))
+	for _, d := range descriptors {
+		names = append(names, d.name)
+	}
+	return names
+}
+
+// IsControllerEnabled tells whether name is enabled by controllers, with the semantics of
+// kube-controller-manager's --controllers: an explicit "name" or "-name" wins, then "*".
+func IsControllerEnabled(name string, controllers []string) bool {
+	star := false
+	for _, c := range controllers {
+		switch c {
+		case name:
+			return true
+		case "-" + name:
+			return false
+		case "*":
+			star = true
+		}
+	}
+	return star
+}
+
+// validateControllers rejects unknown names in a --controllers list.
+func validateControllers(controllers []string) error {
+	known := KnownControllers()
+	for _, c := range controllers {
+		if c == "*" {
+			continue
+		}
+		if !slices.Contains(known, strings.TrimPrefix(c, "-")) {
+			return fmt.Errorf("--controllers: unknown controller %q; known controllers: %s", c, strings.Join(known, ", "))
+		}
+	}
+	return nil
+}

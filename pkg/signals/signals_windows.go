@@ -1,0 +1,5 @@
+package signals
+
+import "os"
+
+var shutdownSignals = []os.Signal{os.Interrupt}
