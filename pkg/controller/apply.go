@@ -43,6 +43,11 @@ func UpToDate(live, desired any) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("converting the desired configuration: %w", err)
 	}
+	if m, ok := d.(map[string]any); ok {
+		// Objects from informers carry no type meta; the kind is known by construction.
+		delete(m, "apiVersion")
+		delete(m, "kind")
+	}
 	return covers(d, l), nil
 }
 

@@ -115,8 +115,8 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		return nil, fmt.Errorf("adding the claimed-name index to the App informer: %w", err)
 	}
 	for name, i := range map[string]cache.SharedIndexInformer{
-		"Deployment":          inf.Deployments.Informer(),
-		"Service":             inf.Services.Informer(),
+		"Deployment":           inf.Deployments.Informer(),
+		"Service":              inf.Services.Informer(),
 		"unmanaged Deployment": inf.UnmanagedDeployments.Informer(),
 		"unmanaged Service":    inf.UnmanagedServices.Informer(),
 	} {

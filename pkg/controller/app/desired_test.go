@@ -1,0 +1,228 @@
+package app
+
+import (
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller"
+)
+
+func TestNewDeployment(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*appv1.App)
+		check  func(t *testing.T, app *appv1.App, d *appsv1.Deployment)
+	}{
+		{
+			name: "seed example: name, image, replicas, per-App labels and selector, controller reference",
+			check: func(t *testing.T, app *appv1.App, d *appsv1.Deployment) {
+				if d.Name != "test-app-deploy" || d.Namespace != "tcs" {
+					t.Errorf("name = %s/%s", d.Namespace, d.Name)
+				}
+				if *d.Spec.Replicas != 2 || d.Spec.Template.Spec.Containers[0].Image != "nginx" {
+					t.Errorf("replicas/image = %d/%s", *d.Spec.Replicas, d.Spec.Template.Spec.Containers[0].Image)
+				}
+				if c := d.Spec.Template.Spec.Containers[0]; c.Name != ContainerName || len(c.Ports) != 0 {
+					t.Errorf("container = %+v", c)
+				}
+				wantSel := map[string]string{NameLabel: "test-app", InstanceLabel: "test-app"}
+				if !equalMaps(d.Spec.Selector.MatchLabels, wantSel) {
+					t.Errorf("selector = %v, want %v", d.Spec.Selector.MatchLabels, wantSel)
+				}
+				wantLabels := map[string]string{NameLabel: "test-app", InstanceLabel: "test-app", controller.ManagedByLabel: controller.ManagedByValue}
+				if !equalMaps(d.Labels, wantLabels) || !equalMaps(d.Spec.Template.Labels, wantLabels) {
+					t.Errorf("labels = %v, pod labels = %v, want %v", d.Labels, d.Spec.Template.Labels, wantLabels)
+				}
+				ref := d.OwnerReferences[0]
+				if ref.Kind != "App" || ref.UID != app.UID || !*ref.Controller || !*ref.BlockOwnerDeletion {
+					t.Errorf("owner reference = %+v", ref)
+				}
+				if d.Annotations[controller.AppliedConfigHashAnnotation] == "" {
+					t.Error("no applied-config hash annotation")
+				}
+			},
+		},
+		{
+			name:   "replicas unset: 1",
+			mutate: func(a *appv1.App) { a.Spec.DeploymentTemplate.Replicas = nil },
+			check: func(t *testing.T, _ *appv1.App, d *appsv1.Deployment) {
+				if *d.Spec.Replicas != 1 {
+					t.Errorf("replicas = %d, want 1", *d.Spec.Replicas)
+				}
+			},
+		},
+		{
+			name:   "replicas 0 is kept",
+			mutate: func(a *appv1.App) { a.Spec.DeploymentTemplate.Replicas = ptr.To[int32](0) },
+			check: func(t *testing.T, _ *appv1.App, d *appsv1.Deployment) {
+				if *d.Spec.Replicas != 0 {
+					t.Errorf("replicas = %d, want 0", *d.Spec.Replicas)
+				}
+			},
+		},
+		{
+			name: "optional container fields",
+			mutate: func(a *appv1.App) {
+				t := a.Spec.DeploymentTemplate
+				t.ContainerPort = ptr.To[int32](80)
+				t.Command = []string{"nginx"}
+				t.Args = []string{"-g", "daemon off;"}
+				t.Env = []corev1.EnvVar{
+					{Name: "A", Value: "1"},
+					{Name: "B", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+				}
+				t.Resources = &corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0.5")},
+					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
+				}
+			},
+			check: func(t *testing.T, _ *appv1.App, d *appsv1.Deployment) {
+				c := d.Spec.Template.Spec.Containers[0]
+				if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 80 || c.Ports[0].Name != PortName {
+					t.Errorf("ports = %+v", c.Ports)
+				}
+				if len(c.Command) != 1 || len(c.Args) != 2 || c.Args[1] != "daemon off;" {
+					t.Errorf("command/args = %q %q", c.Command, c.Args)
+				}
+				if len(c.Env) != 2 || c.Env[1].ValueFrom.FieldRef.FieldPath != "metadata.name" {
+					t.Errorf("env = %+v", c.Env)
+				}
+				if got := c.Resources.Requests.Cpu().String(); got != "500m" {
+					t.Errorf("cpu request = %s, want canonical 500m", got)
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			app := newApp("test-app", time.Now())
+			if tc.mutate != nil {
+				tc.mutate(app)
+			}
+			desired, err := newDeployment(app)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := &appsv1.Deployment{}
+			if err := convert(desired, d); err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, app, d)
+		})
+	}
+}
+
+func TestNewService(t *testing.T) {
+	tests := []struct {
+		name           string
+		mutate         func(*appv1.App)
+		wantPort       int32
+		wantTargetPort intstr.IntOrString
+		wantType       corev1.ServiceType
+	}{
+		{name: "seed defaults", wantPort: 8080, wantTargetPort: intstr.FromInt32(8080), wantType: corev1.ServiceTypeClusterIP},
+		{
+			name:     "port unset in Go: 8080",
+			mutate:   func(a *appv1.App) { a.Spec.ServiceTemplate.Port = 0; a.Spec.ServiceTemplate.Type = "" },
+			wantPort: 8080, wantTargetPort: intstr.FromInt32(8080), wantType: corev1.ServiceTypeClusterIP,
+		},
+		{
+			name:     "target port defaults to the container port",
+			mutate:   func(a *appv1.App) { a.Spec.DeploymentTemplate.ContainerPort = ptr.To[int32](80) },
+			wantPort: 8080, wantTargetPort: intstr.FromInt32(80), wantType: corev1.ServiceTypeClusterIP,
+		},
+		{
+			name: "explicit target port and type win",
+			mutate: func(a *appv1.App) {
+				a.Spec.DeploymentTemplate.ContainerPort = ptr.To[int32](80)
+				a.Spec.ServiceTemplate.TargetPort = ptr.To[int32](9090)
+				a.Spec.ServiceTemplate.Port = 443
+				a.Spec.ServiceTemplate.Type = corev1.ServiceTypeNodePort
+			},
+			wantPort: 443, wantTargetPort: intstr.FromInt32(9090), wantType: corev1.ServiceTypeNodePort,
+		},
+		{
+			name:     "no deployment template: target port is the port",
+			mutate:   func(a *appv1.App) { a.Spec.DeploymentTemplate = nil; a.Spec.ServiceTemplate.Port = 81 },
+			wantPort: 81, wantTargetPort: intstr.FromInt32(81), wantType: corev1.ServiceTypeClusterIP,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			app := newApp("test-app", time.Now())
+			if tc.mutate != nil {
+				tc.mutate(app)
+			}
+			desired, err := newService(app)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := &corev1.Service{}
+			if err := convert(desired, s); err != nil {
+				t.Fatal(err)
+			}
+			p := s.Spec.Ports[0]
+			if p.Port != tc.wantPort || p.TargetPort != tc.wantTargetPort || s.Spec.Type != tc.wantType {
+				t.Errorf("port %d -> %s type %s, want %d -> %s type %s", p.Port, p.TargetPort.String(), s.Spec.Type,
+					tc.wantPort, tc.wantTargetPort.String(), tc.wantType)
+			}
+			want := map[string]string{NameLabel: "test-app", InstanceLabel: "test-app"}
+			if !equalMaps(s.Spec.Selector, want) {
+				t.Errorf("selector = %v, want %v", s.Spec.Selector, want)
+			}
+		})
+	}
+}
+
+// TestSelectorsAreDisjoint checks that two Apps in one namespace never select each
+// other's pods.
+func TestSelectorsAreDisjoint(t *testing.T) {
+	a, b := newApp("a", time.Now()), newApp("b", time.Now())
+	da, _ := newDeployment(a)
+	sb, _ := newService(b)
+	podLabels := da.Spec.Template.Labels
+	for k, v := range sb.Spec.Selector {
+		if podLabels[k] != v {
+			return // b's Service does not select a's pods
+		}
+	}
+	t.Errorf("Service of App b (selector %v) selects the pods of App a (labels %v)", sb.Spec.Selector, podLabels)
+}
+
+func TestConfigHash(t *testing.T) {
+	a := newApp("test-app", time.Now())
+	d1, _ := newDeployment(a)
+	d2, _ := newDeployment(a.DeepCopy())
+	if h1, h2 := d1.Annotations[controller.AppliedConfigHashAnnotation], d2.Annotations[controller.AppliedConfigHashAnnotation]; h1 != h2 {
+		t.Errorf("hash not stable: %s != %s", h1, h2)
+	}
+	b := a.DeepCopy()
+	b.Spec.DeploymentTemplate.Env = nil
+	b.Spec.DeploymentTemplate.Image = "nginx:1.27"
+	d3, _ := newDeployment(b)
+	if d1.Annotations[controller.AppliedConfigHashAnnotation] == d3.Annotations[controller.AppliedConfigHashAnnotation] {
+		t.Error("hash did not change with the spec")
+	}
+	if n, _ := newDeployment(&appv1.App{Spec: appv1.AppSpec{ServiceTemplate: a.Spec.ServiceTemplate}}); n != nil {
+		t.Error("an App without deploymentTemplate wants a Deployment")
+	}
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}

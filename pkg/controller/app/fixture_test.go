@@ -1,0 +1,281 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
+	"k8s.io/client-go/metadata/metadatainformer"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	appfake "github.com/app-controller/app-controller/pkg/generated/clientset/versioned/fake"
+	appinformers "github.com/app-controller/app-controller/pkg/generated/informers/externalversions"
+)
+
+// testNow is the fixed time of the fake clock.
+var testNow = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+// fixture is a Controller on fake clientsets whose informer caches are seeded directly
+// (the informers never run), in the style of kube-controller-manager's tests.
+type fixture struct {
+	t          *testing.T
+	ctx        context.Context
+	c          *Controller
+	kubeClient *kubefake.Clientset
+	appClient  *appfake.Clientset
+	recorder   *record.FakeRecorder
+	inf        Informers
+}
+
+// newFixture builds a Controller; seed its caches with the add* methods.
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	f := &fixture{t: t, ctx: ctx}
+	f.kubeClient = kubefake.NewClientset()
+	f.appClient = appfake.NewClientset()
+	// The fake tracker has no schema for App to apply status with: answer status applies
+	// with the App as written.
+	f.appClient.PrependReactor("patch", "apps", func(action core.Action) (bool, runtime.Object, error) {
+		patch := action.(core.PatchAction)
+		if patch.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		obj, exists, err := f.inf.Apps.Informer().GetIndexer().GetByKey(patch.GetNamespace() + "/" + patch.GetName())
+		if err != nil || !exists {
+			return true, nil, err
+		}
+		app := obj.(*appv1.App).DeepCopy()
+		if err := jsonMergeStatus(patch.GetPatch(), app); err != nil {
+			return true, nil, err
+		}
+		app.ResourceVersion += "1"
+		return true, app, nil
+	})
+
+	kubeInformers := informers.NewSharedInformerFactory(f.kubeClient, 0)
+	appInformers := appinformers.NewSharedInformerFactory(f.appClient, 0)
+	scheme := runtime.NewScheme()
+	metav1.AddMetaToScheme(scheme)
+	metadataInformers := metadatainformer.NewSharedInformerFactory(metadatafake.NewSimpleMetadataClient(scheme), 0)
+	f.inf = Informers{
+		Apps:                 appInformers.Appcontroller().V1().Apps(),
+		Deployments:          kubeInformers.Apps().V1().Deployments(),
+		Services:             kubeInformers.Core().V1().Services(),
+		UnmanagedDeployments: metadataInformers.ForResource(appsv1.SchemeGroupVersion.WithResource("deployments")),
+		UnmanagedServices:    metadataInformers.ForResource(corev1.SchemeGroupVersion.WithResource("services")),
+	}
+	f.recorder = record.NewFakeRecorder(100)
+	c, err := NewController(ctx, f.kubeClient, f.appClient, f.inf, f.recorder, Options{
+		Clock: clocktesting.NewFakePassiveClock(testNow),
+	})
+	if err != nil {
+		t.Fatalf("NewController: %v", err)
+	}
+	f.c = c
+	return f
+}
+
+// addApps seeds the App cache.
+func (f *fixture) addApps(apps ...*appv1.App) {
+	for _, a := range apps {
+		if err := f.inf.Apps.Informer().GetIndexer().Add(a); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+// addDeployments seeds the managed Deployment cache and the fake API server.
+func (f *fixture) addDeployments(ds ...*appsv1.Deployment) {
+	for _, d := range ds {
+		if err := f.inf.Deployments.Informer().GetIndexer().Add(d); err != nil {
+			f.t.Fatal(err)
+		}
+		if err := f.kubeClient.Tracker().Add(d); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+// addServices seeds the managed Service cache and the fake API server.
+func (f *fixture) addServices(ss ...*corev1.Service) {
+	for _, s := range ss {
+		if err := f.inf.Services.Informer().GetIndexer().Add(s); err != nil {
+			f.t.Fatal(err)
+		}
+		if err := f.kubeClient.Tracker().Add(s); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+// addUnmanaged seeds the unmanaged metadata cache of kind ("Deployment" or "Service").
+func (f *fixture) addUnmanaged(kind string, objs ...*metav1.PartialObjectMetadata) {
+	i := f.inf.UnmanagedDeployments
+	if kind == "Service" {
+		i = f.inf.UnmanagedServices
+	}
+	for _, o := range objs {
+		if err := i.Informer().GetIndexer().Add(o); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+// sync runs syncApp for the App namespace/name.
+func (f *fixture) sync(namespace, name string) error {
+	f.kubeClient.ClearActions()
+	f.appClient.ClearActions()
+	return f.c.syncApp(f.ctx, cache.ObjectName{Namespace: namespace, Name: name})
+}
+
+// writes returns the write actions (everything but get, list and watch) of both clients.
+func (f *fixture) writes() []core.Action {
+	var out []core.Action
+	for _, a := range append(f.kubeClient.Actions(), f.appClient.Actions()...) {
+		switch a.GetVerb() {
+		case "get", "list", "watch":
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// events drains the recorded events.
+func (f *fixture) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// newApp returns an App like the seed's test_app.yaml, with schema defaults applied.
+func newApp(name string, created time.Time) *appv1.App {
+	return &appv1.App{
+		TypeMeta: metav1.TypeMeta{APIVersion: appv1.SchemeGroupVersion.String(), Kind: "App"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              name,
+			Namespace:         "tcs",
+			UID:               types.UID(name + "-uid"),
+			Generation:        1,
+			ResourceVersion:   "1",
+			CreationTimestamp: metav1.NewTime(created),
+		},
+		Spec: appv1.AppSpec{
+			DeploymentTemplate: &appv1.DeploymentTemplate{Name: name + "-deploy", Image: "nginx", Replicas: ptr.To[int32](2)},
+			ServiceTemplate:    &appv1.ServiceTemplate{Name: name + "-service", Port: 8080, Type: corev1.ServiceTypeClusterIP},
+		},
+	}
+}
+
+// controlledBy returns owner references making app the controller.
+func controlledBy(app *appv1.App) []metav1.OwnerReference {
+	return []metav1.OwnerReference{*metav1.NewControllerRef(app, appv1.SchemeGroupVersion.WithKind("App"))}
+}
+
+// liveDeployment returns the Deployment the API server would hold after applying what
+// app wants, as the deployment controller reports it when fully rolled out.
+func liveDeployment(t *testing.T, app *appv1.App) *appsv1.Deployment {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	desired, err := newDeployment(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := convert(desired, d); err != nil {
+		t.Fatal(err)
+	}
+	d.TypeMeta = metav1.TypeMeta{} // informers' objects carry no type meta
+	d.UID = types.UID(d.Name + "-uid")
+	d.ResourceVersion = "10"
+	d.Generation = 1
+	// Server-side defaults, which the controller does not own.
+	d.Spec.Strategy.Type = appsv1.RollingUpdateDeploymentStrategyType
+	d.Spec.Template.Spec.Containers[0].ImagePullPolicy = corev1.PullAlways
+	d.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	replicas := *d.Spec.Replicas
+	d.Status = appsv1.DeploymentStatus{
+		ObservedGeneration: 1, Replicas: replicas, UpdatedReplicas: replicas,
+		ReadyReplicas: replicas, AvailableReplicas: replicas,
+		Conditions: []appsv1.DeploymentCondition{
+			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
+			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"},
+		},
+	}
+	return d
+}
+
+// liveService returns the Service the API server would hold after applying what app wants.
+func liveService(t *testing.T, app *appv1.App) *corev1.Service {
+	t.Helper()
+	s := &corev1.Service{}
+	desired, err := newService(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := convert(desired, s); err != nil {
+		t.Fatal(err)
+	}
+	s.TypeMeta = metav1.TypeMeta{}
+	s.UID = types.UID(s.Name + "-uid")
+	s.ResourceVersion = "11"
+	s.Spec.ClusterIP = "10.96.0.10"
+	s.Spec.SessionAffinity = corev1.ServiceAffinityNone
+	return s
+}
+
+// unmanaged returns the metadata of an object not managed by app-controller.
+func unmanaged(kind, name string, owners ...metav1.OwnerReference) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{Kind: kind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tcs", Name: name, UID: types.UID(name + "-foreign"), OwnerReferences: owners},
+	}
+}
+
+// jsonMergeStatus sets app's status to the status of an App apply patch.
+func jsonMergeStatus(patch []byte, app *appv1.App) error {
+	var applied appv1.App
+	if err := json.Unmarshal(patch, &applied); err != nil {
+		return err
+	}
+	app.Status = applied.Status
+	return nil
+}
+
+// nameOf is the queue key of an object.
+func nameOf(obj metav1.Object) cache.ObjectName { return cache.MetaObjectToName(obj) }
+
+// withRV returns a copy of app with another resourceVersion.
+func withRV(app *appv1.App, rv string) *appv1.App {
+	app = app.DeepCopy()
+	app.ResourceVersion = rv
+	return app
+}
+
+// runtimeObject shortens reactor signatures.
+type runtimeObject = runtime.Object
+
+// errBoom is an injected API failure.
+var errBoom = errors.New("injected failure")

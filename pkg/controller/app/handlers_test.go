@@ -1,0 +1,186 @@
+package app
+
+import (
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+)
+
+// queued drains the controller's queue and returns the keys it held.
+func queued(c *Controller) sets.Set[string] {
+	out := sets.New[string]()
+	for c.queue.Len() > 0 {
+		key, _ := c.queue.Get()
+		out.Insert(key.String())
+		c.queue.Done(key)
+		c.queue.Forget(key)
+	}
+	return out
+}
+
+func TestChildHandlers(t *testing.T) {
+	owner := newApp("owner", time.Now())
+	claimant := newApp("claimant", time.Now().Add(time.Minute))
+	claimant.Spec.DeploymentTemplate.Name = "owner-deploy" // also claims the owner's Deployment name
+	recreated := newApp("owner", time.Now())
+	recreated.UID = "other-uid"
+
+	owned := func(rv string) *appsv1.Deployment {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{
+			Namespace: "tcs", Name: "owner-deploy", ResourceVersion: rv, UID: "d-uid",
+			OwnerReferences: controlledBy(owner),
+		}}
+		return d
+	}
+	orphan := owned("2")
+	orphan.OwnerReferences = nil
+
+	tests := []struct {
+		name    string
+		apps    []*appv1.App
+		managed bool
+		event   func(h cache.ResourceEventHandler)
+		want    []string
+	}{
+		{
+			name: "add of an owned child queues its App and the Apps claiming its name",
+			apps: []*appv1.App{owner, claimant}, managed: true,
+			event: func(h cache.ResourceEventHandler) { h.OnAdd(owned("1"), false) },
+			want:  []string{"tcs/owner", "tcs/claimant"},
+		},
+		{
+			name: "update of an owned child queues its App only",
+			apps: []*appv1.App{owner, claimant}, managed: true,
+			event: func(h cache.ResourceEventHandler) { h.OnUpdate(owned("1"), owned("2")) },
+			want:  []string{"tcs/owner"},
+		},
+		{
+			name: "periodic resync is skipped",
+			apps: []*appv1.App{owner, claimant}, managed: true,
+			event: func(h cache.ResourceEventHandler) { h.OnUpdate(owned("1"), owned("1")) },
+		},
+		{
+			name: "controller removed: old owner and claimants queued",
+			apps: []*appv1.App{owner, claimant}, managed: true,
+			event: func(h cache.ResourceEventHandler) { h.OnUpdate(owned("1"), orphan) },
+			want:  []string{"tcs/owner", "tcs/claimant"},
+		},
+		{
+			name: "tombstone of a deleted child is unwrapped",
+			apps: []*appv1.App{owner}, managed: true,
+			event: func(h cache.ResourceEventHandler) {
+				h.OnDelete(cache.DeletedFinalStateUnknown{Key: "tcs/owner-deploy", Obj: owned("1")})
+			},
+			want: []string{"tcs/owner"},
+		},
+		{
+			name: "owner recreated with another UID: the new App is not the owner",
+			apps: []*appv1.App{recreated}, managed: true,
+			event: func(h cache.ResourceEventHandler) { h.OnUpdate(owned("1"), owned("2")) },
+		},
+		{
+			name: "delete of an unmanaged object frees the name for its claimants",
+			apps: []*appv1.App{owner, claimant}, managed: false,
+			event: func(h cache.ResourceEventHandler) {
+				h.OnDelete(unmanaged("Deployment", "owner-deploy"))
+			},
+			want: []string{"tcs/owner", "tcs/claimant"},
+		},
+		{
+			name: "update of an unmanaged object is ignored",
+			apps: []*appv1.App{owner, claimant}, managed: false,
+			event: func(h cache.ResourceEventHandler) {
+				old, cur := unmanaged("Deployment", "owner-deploy"), unmanaged("Deployment", "owner-deploy")
+				old.ResourceVersion, cur.ResourceVersion = "1", "2"
+				h.OnUpdate(old, cur)
+			},
+		},
+		{
+			name: "garbage in the cache is ignored",
+			apps: []*appv1.App{owner}, managed: true,
+			event: func(h cache.ResourceEventHandler) {
+				h.OnAdd("not an object", false)
+				h.OnDelete(cache.DeletedFinalStateUnknown{Key: "x", Obj: 42})
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.addApps(tc.apps...)
+			h := f.c.childHandler(klog.FromContext(f.ctx), "Deployment", tc.managed)
+			tc.event(h)
+			if got, want := queued(f.c), sets.New(tc.want...); !got.Equal(want) {
+				t.Errorf("queued %v, want %v", sets.List(got), sets.List(want))
+			}
+		})
+	}
+}
+
+func TestAppHandlers(t *testing.T) {
+	a := newApp("a", time.Now())
+	b := newApp("b", time.Now().Add(time.Minute))
+	b.Spec.ServiceTemplate.Name = "a-service"
+	aRenamed := withRV(a, "2")
+	aRenamed.Spec.ServiceTemplate = aRenamed.Spec.ServiceTemplate.DeepCopy()
+	aRenamed.Spec.ServiceTemplate.Name = "a-service-2"
+	aRenamed.Generation = 2
+
+	f := newFixture(t)
+	f.addApps(a, b)
+	logger := klog.FromContext(f.ctx)
+
+	f.c.addApp(logger, a)
+	if got := queued(f.c); !got.Equal(sets.New("tcs/a")) {
+		t.Errorf("add: queued %v", sets.List(got))
+	}
+	f.c.updateApp(logger, a, a)
+	if got := queued(f.c); got.Len() != 0 {
+		t.Errorf("resync: queued %v, want nothing", sets.List(got))
+	}
+	f.c.updateApp(logger, a, aRenamed)
+	if got := queued(f.c); !got.Equal(sets.New("tcs/a", "tcs/b")) {
+		t.Errorf("rename: queued %v, want the App and the claimant of the freed name", sets.List(got))
+	}
+	f.c.deleteApp(logger, cache.DeletedFinalStateUnknown{Key: "tcs/a", Obj: a})
+	if got := queued(f.c); !got.Equal(sets.New("tcs/a", "tcs/b")) {
+		t.Errorf("delete: queued %v", sets.List(got))
+	}
+}
+
+func TestOldestApp(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	mk := func(name string, created time.Time) *appv1.App {
+		a := newApp(name, created)
+		a.UID = types.UID(name)
+		return a
+	}
+	tests := []struct {
+		name string
+		apps []*appv1.App
+		want string
+	}{
+		{"older wins", []*appv1.App{mk("b", t0.Add(time.Second)), mk("a", t0.Add(2 * time.Second))}, "b"},
+		{"tie broken by name", []*appv1.App{mk("z", t0), mk("m", t0)}, "m"},
+		{"order does not matter", []*appv1.App{mk("m", t0), mk("z", t0)}, "m"},
+		{"single", []*appv1.App{mk("x", t0)}, "x"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := oldestApp(tc.apps).Name; got != tc.want {
+				t.Errorf("oldestApp = %s, want %s", got, tc.want)
+			}
+		})
+	}
+	if oldestApp(nil) != nil {
+		t.Error("oldestApp(nil) != nil")
+	}
+}

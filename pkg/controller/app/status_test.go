@@ -1,0 +1,180 @@
+package app
+
+import (
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+)
+
+func TestComputeStatus(t *testing.T) {
+	now := metav1.NewTime(testNow)
+	app := newApp("test-app", testNow.Add(-time.Hour))
+
+	rolledOut := liveDeployment(t, app)
+	newGeneration := rolledOut.DeepCopy()
+	newGeneration.Generation = 2
+	updating := rolledOut.DeepCopy()
+	updating.Status.UpdatedReplicas = 1
+	oldPending := rolledOut.DeepCopy()
+	oldPending.Status.Replicas = 3
+	unavailable := rolledOut.DeepCopy()
+	unavailable.Status.AvailableReplicas = 1
+	unavailable.Status.Conditions[0].Status = corev1.ConditionFalse
+	unavailable.Status.Conditions[0].Message = "Deployment does not have minimum availability."
+	stuck := updating.DeepCopy()
+	stuck.Status.Conditions[1] = appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded", Message: "ReplicaSet has timed out progressing."}
+	svc := liveService(t, app)
+
+	tests := []struct {
+		name       string
+		app        *appv1.App
+		deployment childResult[*appsv1.Deployment]
+		service    childResult[*corev1.Service]
+		want       map[string]string // condition type -> "Status/Reason"; "" = absent
+		wantKstat  kstatus.Status
+	}{
+		{
+			name:       "rolled out and Service present: Ready, kstatus Current",
+			deployment: childResult[*appsv1.Deployment]{name: "test-app-deploy", obj: rolledOut},
+			service:    childResult[*corev1.Service]{name: "test-app-service", obj: svc},
+			want: map[string]string{ConditionReady: "True/Available", ConditionProgressing: "False/RolloutComplete",
+				ConditionNamesAccepted: "True/NoConflicts", ConditionReconciling: "", ConditionStalled: ""},
+			wantKstat: kstatus.CurrentStatus,
+		},
+		{
+			name:       "deployment controller has not seen the new generation",
+			deployment: childResult[*appsv1.Deployment]{name: "test-app-deploy", obj: newGeneration},
+			service:    childResult[*corev1.Service]{name: "test-app-service", obj: svc},
+			want:       map[string]string{ConditionReady: "False/RollingOut", ConditionProgressing: "True/RollingOut", ConditionReconciling: "True/RollingOut"},
+			wantKstat:  kstatus.InProgressStatus,
+		},
+		{
+			name:       "replicas being updated: InProgress",
+			deployment: childResult[*appsv1.Deployment]{name: "test-app-deploy", obj: updating},
+			service:    childResult[*corev1.Service]{name: "test-app-service", obj: svc},
+			want:       map[string]string{ConditionReady: "False/RollingOut", ConditionReconciling: "True/RollingOut"},
+			wantKstat:  kstatus.InProgressStatus,
+		},
+		{
+			name:       "old replicas still terminating",
+			deployment: childResult[*appsv1.Deployment]{name: "test-app-deploy", obj: oldPending},
+			service:    childResult[*corev1.Service]{name: "test-app-service", obj: svc},
+			want:       map[string]string{ConditionReady: "False/RollingOut"},
+			wantKstat:  kstatus.InProgressStatus,
+		},
+		{
+			name:       "rolled out but unavailable",
+			deployment: childResult[*appsv1.Deployment]{name: "test-app-deploy", obj: unavailable},
+			service:    childResult[*corev1.Service]{name: "test-app-service", obj: svc},
+			want:       map[string]string{ConditionReady: "False/RollingOut"},
+			wantKstat:  kstatus.InProgressStatus,
+		},
+		{
+			name:       "progress deadline exceeded: Stalled, kstatus Failed",
+			deployment: childResult[*appsv1.Deployment]{name: "test-app-deploy", obj: stuck},
+			service:    childResult[*corev1.Service]{name: "test-app-service", obj: svc},
+			want: map[string]string{ConditionReady: "False/ProgressDeadlineExceeded", ConditionProgressing: "False/ProgressDeadlineExceeded",
+				ConditionStalled: "True/ProgressDeadlineExceeded", ConditionReconciling: ""},
+			wantKstat: kstatus.FailedStatus,
+		},
+		{
+			name:       "name conflict: Stalled, kstatus Failed",
+			deployment: childResult[*appsv1.Deployment]{name: "test-app-deploy", conflict: `Deployment "test-app-deploy" already exists and is not managed by this App`},
+			service:    childResult[*corev1.Service]{name: "test-app-service", obj: svc},
+			want: map[string]string{ConditionNamesAccepted: "False/NameConflict", ConditionReady: "False/NameConflict",
+				ConditionStalled: "True/NameConflict"},
+			wantKstat: kstatus.FailedStatus,
+		},
+		{
+			name:      "Service-only App",
+			app:       func() *appv1.App { a := app.DeepCopy(); a.Spec.DeploymentTemplate = nil; return a }(),
+			service:   childResult[*corev1.Service]{name: "test-app-service", obj: svc},
+			want:      map[string]string{ConditionReady: "True/Available", ConditionProgressing: "False/RolloutComplete"},
+			wantKstat: kstatus.CurrentStatus,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := app
+			if tc.app != nil {
+				a = tc.app
+			}
+			st := computeStatus(a, tc.deployment, tc.service, now)
+			for typ, want := range tc.want {
+				got := ""
+				if c := meta.FindStatusCondition(st.Conditions, typ); c != nil {
+					got = string(c.Status) + "/" + c.Reason
+					if c.ObservedGeneration != a.Generation {
+						t.Errorf("condition %s observedGeneration = %d, want %d", typ, c.ObservedGeneration, a.Generation)
+					}
+				}
+				if got != want {
+					t.Errorf("condition %s = %q, want %q", typ, got, want)
+				}
+			}
+			if st.ObservedGeneration != a.Generation {
+				t.Errorf("observedGeneration = %d, want %d", st.ObservedGeneration, a.Generation)
+			}
+			if tc.deployment.obj != nil && st.DeploymentStatus.AvailableReplicas != tc.deployment.obj.Status.AvailableReplicas {
+				t.Errorf("deploymentStatus not copied from the Deployment")
+			}
+			withStatus := a.DeepCopy()
+			withStatus.Status = *st
+			if got := kstatusOf(t, withStatus); got != tc.wantKstat {
+				t.Errorf("kstatus = %s, want %s", got, tc.wantKstat)
+			}
+		})
+	}
+}
+
+// TestComputeStatusKeepsTransitionTime checks that an unchanged condition keeps its
+// lastTransitionTime, so that a resync computes an identical status and writes nothing.
+func TestComputeStatusKeepsTransitionTime(t *testing.T) {
+	app := newApp("test-app", testNow)
+	dep := childResult[*appsv1.Deployment]{name: "test-app-deploy", obj: liveDeployment(t, app)}
+	svc := childResult[*corev1.Service]{name: "test-app-service", obj: liveService(t, app)}
+	first := computeStatus(app, dep, svc, metav1.NewTime(testNow))
+	app.Status = *first
+	second := computeStatus(app, dep, svc, metav1.NewTime(testNow.Add(time.Hour)))
+	for _, c := range second.Conditions {
+		if !c.LastTransitionTime.Time.Equal(testNow) {
+			t.Errorf("condition %s transition time moved to %s", c.Type, c.LastTransitionTime)
+		}
+	}
+}
+
+// TestKstatusGenerationNotObserved checks that an App whose spec changed since the last
+// status is InProgress for kstatus, whatever its conditions say.
+func TestKstatusGenerationNotObserved(t *testing.T) {
+	app := newApp("test-app", testNow)
+	dep := childResult[*appsv1.Deployment]{name: "test-app-deploy", obj: liveDeployment(t, app)}
+	svc := childResult[*corev1.Service]{name: "test-app-service", obj: liveService(t, app)}
+	app.Status = *computeStatus(app, dep, svc, metav1.NewTime(testNow))
+	app.Generation = 2
+	if got := kstatusOf(t, app); got != kstatus.InProgressStatus {
+		t.Errorf("kstatus = %s, want InProgress", got)
+	}
+}
+
+// kstatusOf computes the kstatus of app, as Flux, Argo CD and kubectl-based tools do.
+func kstatusOf(t *testing.T, app *appv1.App) kstatus.Status {
+	t.Helper()
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := kstatus.Compute(&unstructured.Unstructured{Object: content})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Status
+}
