@@ -168,7 +168,7 @@ func TestOldestApp(t *testing.T) {
 		apps []*appv1.App
 		want string
 	}{
-		{"older wins", []*appv1.App{mk("b", t0.Add(time.Second)), mk("a", t0.Add(2 * time.Second))}, "b"},
+		{"older wins", []*appv1.App{mk("b", t0.Add(time.Second)), mk("a", t0.Add(2*time.Second))}, "b"},
 		{"tie broken by name", []*appv1.App{mk("z", t0), mk("m", t0)}, "m"},
 		{"order does not matter", []*appv1.App{mk("m", t0), mk("z", t0)}, "m"},
 		{"single", []*appv1.App{mk("x", t0)}, "x"},

@@ -434,4 +434,3 @@ func containsPrefix(list []string, prefix string) bool {
 	}
 	return false
 }
-
