@@ -85,7 +85,7 @@ $(CLUSTER_BINS) &: hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go
 $(KWOK_STAGES): hack/tools/go.mod
 	@rm -rf $@ && mkdir -p $@
 	kwok_dir=$$(cd hack/tools && $(GO) list -m -f '{{.Dir}}' sigs.k8s.io/kwok) && \
-		cp $$kwok_dir/kustomize/stage/node/fast/*.yaml $$kwok_dir/kustomize/stage/pod/fast/*.yaml $@/ && \
+		cp $$kwok_dir/kustomize/stage/node/fast/node-*.yaml $$kwok_dir/kustomize/stage/pod/fast/pod-*.yaml $@/ && \
 		chmod u+w $@/*.yaml
 
 .PHONY: $(BIN)/localcluster

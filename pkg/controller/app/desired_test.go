@@ -78,7 +78,7 @@ func TestNewDeployment(t *testing.T) {
 					{Name: "A", Value: "1"},
 					{Name: "B", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 				}
-				t.Resources = &corev1.ResourceRequirements{
+				t.Resources = &appv1.ResourceRequirements{
 					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0.5")},
 					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
 				}

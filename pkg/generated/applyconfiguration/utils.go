@@ -40,6 +40,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &appcontrollerv1.AppStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DeploymentTemplate"):
 		return &appcontrollerv1.DeploymentTemplateApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("ResourceRequirements"):
+		return &appcontrollerv1.ResourceRequirementsApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ServiceTemplate"):
 		return &appcontrollerv1.ServiceTemplateApplyConfiguration{}
 

@@ -51,8 +51,6 @@ type AppSpec struct {
 }
 
 // DeploymentTemplate describes the Deployment of an App. Its pods run one container.
-//
-// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.requests) || !has(self.resources.limits) || self.resources.requests.all(r, !(r in self.resources.limits) || quantity(string(self.resources.requests[r])).compareTo(quantity(string(self.resources.limits[r]))) <= 0)",message="resources.requests must not exceed resources.limits"
 type DeploymentTemplate struct {
 	// Name of the Deployment, a DNS-1123 label. Changing it replaces the Deployment.
 	// +required
@@ -99,7 +97,19 @@ type DeploymentTemplate struct {
 
 	// Resources are the container's compute resource requests and limits.
 	// +optional
-	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	Resources *ResourceRequirements `json:"resources,omitempty"`
+}
+
+// ResourceRequirements are the compute resources of the App's container, as in a Pod.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.requests) || !has(self.limits) || ['cpu', 'memory', 'ephemeral-storage'].all(r, !(r in self.requests) || !(r in self.limits) || quantity(string(self.requests[r])).compareTo(quantity(string(self.limits[r]))) <= 0)",message="requests must not exceed limits"
+type ResourceRequirements struct {
+	// Limits are the most the container may use.
+	// +optional
+	Limits corev1.ResourceList `json:"limits,omitempty"`
+	// Requests are what the container is guaranteed; at most the limits.
+	// +optional
+	Requests corev1.ResourceList `json:"requests,omitempty"`
 }
 
 // ServiceTemplate describes the Service of an App. It selects the App's own pods.

@@ -43,7 +43,7 @@ type DeploymentTemplateApplyConfiguration struct {
 	// Env is the container's environment.
 	Env []corev1.EnvVarApplyConfiguration `json:"env,omitempty"`
 	// Resources are the container's compute resource requests and limits.
-	Resources *corev1.ResourceRequirementsApplyConfiguration `json:"resources,omitempty"`
+	Resources *ResourceRequirementsApplyConfiguration `json:"resources,omitempty"`
 }
 
 // DeploymentTemplateApplyConfiguration constructs a declarative configuration of the DeploymentTemplate type for use with
@@ -120,7 +120,7 @@ func (b *DeploymentTemplateApplyConfiguration) WithEnv(values ...*corev1.EnvVarA
 // WithResources sets the Resources field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Resources field is set to the value of the last call.
-func (b *DeploymentTemplateApplyConfiguration) WithResources(value *corev1.ResourceRequirementsApplyConfiguration) *DeploymentTemplateApplyConfiguration {
+func (b *DeploymentTemplateApplyConfiguration) WithResources(value *ResourceRequirementsApplyConfiguration) *DeploymentTemplateApplyConfiguration {
 	b.Resources = value
 	return b
 }

@@ -1,0 +1,406 @@
+package localcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Options configure Start.
+type Options struct {
+	// BinDir holds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and
+	// the kwok-stages directory (see BinDirFromEnv).
+	BinDir string
+	// StateDir receives the certificates, etcd's data, one log per component
+	// (logs/<name>.log) and the admin kubeconfig. It is created, and must be empty if it
+	// exists. Stop removes it unless KeepState is set; a Start that fails keeps it, for
+	// the logs.
+	StateDir string
+	// Out receives progress lines for humans; nil discards them.
+	Out io.Writer
+	// KeepState keeps StateDir after Stop, for debugging.
+	KeepState bool
+}
+
+// Cluster is a running control plane started by Start.
+type Cluster struct {
+	// Kubeconfig is the path of the admin kubeconfig inside StateDir.
+	Kubeconfig string
+	// Config is the admin client config (user in group system:masters). Copy it (with
+	// rest.CopyConfig) before changing it.
+	Config *rest.Config
+	// StateDir is the directory holding the cluster's state.
+	StateDir string
+	// LogDir holds one log file per component, named <component>.log.
+	LogDir string
+
+	opts Options
+	out  io.Writer
+
+	mu    sync.Mutex
+	procs map[string]*process
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Timeouts of the start sequence. The machine may be busy (2 cores, tests compiling), so
+// they are several times what a start takes on an idle machine.
+const (
+	etcdTimeout      = 30 * time.Second
+	apiserverTimeout = 90 * time.Second
+	healthzTimeout   = 60 * time.Second
+	kwokTimeout      = 30 * time.Second
+	nodeReadyTimeout = 60 * time.Second
+	saTimeout        = 60 * time.Second
+
+	// stopGrace is how long a component has to exit after SIGTERM before SIGKILL.
+	stopGrace = 5 * time.Second
+)
+
+// Start starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok,
+// creates the kwok node kwok-node-0 and returns once the node is Ready and the default
+// ServiceAccount exists. On failure it stops whatever it started and returns an error
+// naming the component, with the end of its log; StateDir is then kept.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	begin := time.Now()
+	if opts.BinDir == "" || opts.StateDir == "" {
+		return nil, errors.New("starting the local cluster: Options.BinDir and Options.StateDir are required")
+	}
+	binDir, err := filepath.Abs(opts.BinDir)
+	if err != nil {
+		return nil, fmt.Errorf("starting the local cluster: %w", err)
+	}
+	stateDir, err := filepath.Abs(opts.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("starting the local cluster: %w", err)
+	}
+	if err := CheckBinDir(binDir); err != nil {
+		return nil, err
+	}
+	stages, err := kwokStageFiles(filepath.Join(binDir, kwokStagesDir))
+	if err != nil {
+		return nil, err
+	}
+	if err := prepareStateDir(stateDir); err != nil {
+		return nil, err
+	}
+	opts.BinDir, opts.StateDir = binDir, stateDir
+
+	c := &Cluster{
+		Kubeconfig: filepath.Join(stateDir, "kubeconfig"),
+		StateDir:   stateDir,
+		LogDir:     filepath.Join(stateDir, "logs"),
+		opts:       opts,
+		out:        opts.Out,
+		procs:      map[string]*process{},
+	}
+	if c.out == nil {
+		c.out = io.Discard
+	}
+	if err := c.start(ctx, stages); err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			// Interrupted by the caller: nothing to debug.
+			return nil, errors.Join(fmt.Errorf("starting the local cluster: interrupted: %w", ctx.Err()), c.Stop())
+		}
+		// The logs explain the failure: keep them.
+		if stopErr := c.stop(false); stopErr != nil {
+			err = errors.Join(err, stopErr)
+		}
+		return nil, fmt.Errorf("%w\n(state and logs kept in %s)", err, stateDir)
+	}
+	c.printf("control plane ready in %.1fs; kubeconfig: %s\n", time.Since(begin).Seconds(), c.Kubeconfig)
+	return c, nil
+}
+
+// prepareStateDir creates dir, refusing one that already has content: it will be removed
+// by Stop, and a left-over etcd data directory would bring back an old cluster.
+func prepareStateDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("reading the state directory: %w", err)
+	case len(entries) > 0:
+		return fmt.Errorf("state directory %s is not empty (left from an earlier run?): remove it or use another", dir)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return fmt.Errorf("creating the state directory: %w", err)
+	}
+	return nil
+}
+
+// start runs the start sequence.
+func (c *Cluster) start(ctx context.Context, stages []string) error {
+	t := time.Now()
+	certs, err := writeCerts(filepath.Join(c.StateDir, "certs"))
+	if err != nil {
+		return err
+	}
+	c.printf("certificates written (%.1fs)\n", time.Since(t).Seconds())
+
+	probe, err := newProbeClient(certs.caPEM, certs.adminCert, certs.adminKey)
+	if err != nil {
+		return err
+	}
+
+	// etcd. Its data directory is reset before each attempt: a failed attempt may have
+	// recorded a peer URL with a port that is no longer ours.
+	etcdDataDir := filepath.Join(c.StateDir, "etcd")
+	etcdPorts, err := c.startComponent(ctx, component{
+		name:   etcdName,
+		nPorts: 2,
+		prepare: func() error {
+			return os.RemoveAll(etcdDataDir)
+		},
+		args: func(ports []int) []string { return etcdArgs(etcdDataDir, ports[0], ports[1]) },
+		ready: func(ctx context.Context, ports []int) error {
+			return probeHTTP(ctx, probe, "http://"+hostPort(ports[0])+"/health")
+		},
+		timeout: etcdTimeout,
+		address: func(ports []int) string { return hostPort(ports[0]) },
+	})
+	if err != nil {
+		return err
+	}
+
+	// kube-apiserver, ready when /readyz answers the admin.
+	etcdURL := "http://" + hostPort(etcdPorts[0])
+	apiPorts, err := c.startComponent(ctx, component{
+		name:   apiserverName,
+		nPorts: 1,
+		args: func(ports []int) []string {
+			return apiserverArgs(certs, filepath.Join(c.StateDir, "apiserver-certs"), etcdURL, ports[0])
+		},
+		ready: func(ctx context.Context, ports []int) error {
+			return probeHTTP(ctx, probe, "https://"+hostPort(ports[0])+"/readyz")
+		},
+		timeout: apiserverTimeout,
+		address: func(ports []int) string { return "https://" + hostPort(ports[0]) },
+	})
+	if err != nil {
+		return err
+	}
+	c.Config = adminRESTConfig("https://"+hostPort(apiPorts[0]), certs.caPEM, certs.adminCert, certs.adminKey)
+	if err := writeKubeconfig(c.Kubeconfig, c.Config); err != nil {
+		return err
+	}
+
+	// kube-controller-manager and kube-scheduler, started together.
+	healthz := func(ctx context.Context, ports []int) error {
+		return probeHTTP(ctx, probe, "https://"+hostPort(ports[0])+"/healthz")
+	}
+	address := func(ports []int) string { return hostPort(ports[0]) }
+	var wg sync.WaitGroup
+	var kcmErr, schedErr error
+	wg.Go(func() {
+		_, kcmErr = c.startComponent(ctx, component{
+			name:    controllerManagerName,
+			nPorts:  1,
+			args:    func(ports []int) []string { return controllerManagerArgs(certs, c.Kubeconfig, ports[0]) },
+			ready:   healthz,
+			timeout: healthzTimeout,
+			address: address,
+		})
+	})
+	wg.Go(func() {
+		_, schedErr = c.startComponent(ctx, component{
+			name:    schedulerName,
+			nPorts:  1,
+			args:    func(ports []int) []string { return schedulerArgs(certs, c.Kubeconfig, ports[0]) },
+			ready:   healthz,
+			timeout: healthzTimeout,
+			address: address,
+		})
+	})
+	wg.Wait()
+	if err := errors.Join(kcmErr, schedErr); err != nil {
+		return err
+	}
+
+	// kwok, then its node.
+	kwokWorkDir := filepath.Join(c.StateDir, "kwok")
+	if err := os.MkdirAll(kwokWorkDir, 0o755); err != nil {
+		return fmt.Errorf("creating kwok's work directory: %w", err)
+	}
+	_, err = c.startComponent(ctx, component{
+		name:   kwokName,
+		nPorts: 1,
+		env:    kwokEnv(kwokWorkDir),
+		args:   func(ports []int) []string { return kwokArgs(c.Kubeconfig, stages, ports[0]) },
+		ready: func(ctx context.Context, ports []int) error {
+			return probeHTTP(ctx, probe, "http://"+hostPort(ports[0])+"/healthz")
+		},
+		timeout: kwokTimeout,
+		address: address,
+	})
+	if err != nil {
+		return err
+	}
+
+	cfg := rest.CopyConfig(c.Config)
+	cfg.QPS, cfg.Burst = 100, 200
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("making the admin client: %w", err)
+	}
+	t = time.Now()
+	if err := CreateKwokNode(ctx, client, DefaultNodeName); err != nil {
+		return err
+	}
+	if err := WaitNodeReady(ctx, client, DefaultNodeName, nodeReadyTimeout); err != nil {
+		return c.withLog(kwokName, err)
+	}
+	c.printf("node %s Ready (%.1fs)\n", DefaultNodeName, time.Since(t).Seconds())
+
+	t = time.Now()
+	err = wait.PollUntilContextTimeout(ctx, probeInterval, saTimeout, true, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		return c.withLog(controllerManagerName, fmt.Errorf("waiting for the ServiceAccount default/default: %w", err))
+	}
+	c.printf("ServiceAccount default/default exists (%.1fs)\n", time.Since(t).Seconds())
+	return nil
+}
+
+// component describes how to start one component and tell when it is ready.
+type component struct {
+	name    string   // binary and log name
+	nPorts  int      // free ports it needs
+	env     []string // extra environment
+	prepare func() error
+	args    func(ports []int) []string
+	ready   func(ctx context.Context, ports []int) error
+	timeout time.Duration
+	address func(ports []int) string // for the progress line
+}
+
+// startComponent starts comp on fresh ports and waits until it is ready. If it exits
+// because a port was taken in the meantime, it is started once more with new ports.
+func (c *Cluster) startComponent(ctx context.Context, comp component) ([]int, error) {
+	logPath := filepath.Join(c.LogDir, comp.name+".log")
+	for attempt := 1; ; attempt++ {
+		t := time.Now()
+		ports, err := freePorts(comp.nPorts)
+		if err != nil {
+			return nil, fmt.Errorf("starting %s: %w", comp.name, err)
+		}
+		if comp.prepare != nil {
+			if err := comp.prepare(); err != nil {
+				return nil, fmt.Errorf("preparing %s: %w", comp.name, err)
+			}
+		}
+		p, err := startProcess(comp.name, filepath.Join(c.opts.BinDir, comp.name), comp.args(ports), comp.env, logPath)
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		c.procs[comp.name] = p
+		c.mu.Unlock()
+
+		err = waitReady(ctx, p, comp.timeout, func(ctx context.Context) error { return comp.ready(ctx, ports) })
+		if err == nil {
+			c.printf("%s ready on %s (%.1fs, pid %d)\n", comp.name, comp.address(ports), time.Since(t).Seconds(), p.pid())
+			return ports, nil
+		}
+		exitedByItself := p.exited()
+		if stopErr := p.stop(stopGrace); stopErr != nil {
+			err = errors.Join(err, stopErr)
+		}
+		if attempt == 1 && exitedByItself && isBindFailure(p.logTail()) {
+			c.printf("%s could not bind its port; retrying with new ports\n", comp.name)
+			continue
+		}
+		return nil, fmt.Errorf("starting %s: %w\nlast lines of %s:\n%s", comp.name, err, logPath, p.logTail())
+	}
+}
+
+// withLog wraps err with the name and log tail of a component that seems at fault.
+func (c *Cluster) withLog(name string, err error) error {
+	logPath := filepath.Join(c.LogDir, name+".log")
+	return fmt.Errorf("%w\nlast lines of %s:\n%s", err, logPath, tailFile(logPath, 30))
+}
+
+func (c *Cluster) printf(format string, args ...any) {
+	fmt.Fprintf(c.out, format, args...)
+}
+
+// Stop stops the components in reverse start order (kwok, scheduler, controller-manager,
+// apiserver, etcd), each with SIGTERM and, after a few seconds, SIGKILL, and returns
+// once they are all gone. Then it removes StateDir unless Options.KeepState is set. It
+// signals only the processes this Cluster started, by pid. Stop is idempotent.
+func (c *Cluster) Stop() error {
+	return c.stop(!c.opts.KeepState)
+}
+
+// stop stops the components and, if removeState, removes StateDir. Only the first call
+// does anything; later ones return its result.
+func (c *Cluster) stop(removeState bool) error {
+	c.stopOnce.Do(func() {
+		t := time.Now()
+		var errs []error
+		for i := len(componentNames) - 1; i >= 0; i-- {
+			c.mu.Lock()
+			p := c.procs[componentNames[i]]
+			c.mu.Unlock()
+			if p == nil {
+				continue
+			}
+			if err := p.stop(stopGrace); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if len(errs) == 0 {
+			c.printf("control plane stopped (%.1fs)\n", time.Since(t).Seconds())
+		}
+		if !removeState {
+			c.printf("state kept in %s\n", c.StateDir)
+		} else if len(errs) == 0 {
+			if err := os.RemoveAll(c.StateDir); err != nil {
+				errs = append(errs, fmt.Errorf("removing the state directory: %w", err))
+			}
+		}
+		if len(errs) > 0 {
+			c.stopErr = fmt.Errorf("stopping the local cluster: %w", errors.Join(errs...))
+		}
+	})
+	return c.stopErr
+}
+
+// PIDs returns the pid of each running component, keyed by component name.
+func (c *Cluster) PIDs() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pids := make(map[string]int, len(c.procs))
+	for name, p := range c.procs {
+		if !p.exited() {
+			pids[name] = p.pid()
+		}
+	}
+	return pids
+}
+
+// Exited returns an error if a component has exited since Start, nil while all run. It
+// lets long-running users (the CLI's serve command) notice a crashed component.
+func (c *Cluster) Exited() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, name := range componentNames {
+		if p := c.procs[name]; p != nil && p.exited() {
+			return c.withLog(name, p.exitError())
+		}
+	}
+	return nil
+}

@@ -1,0 +1,176 @@
+package localcluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestStartComponent runs startComponent with a shell script in place of a component:
+// the script prints "ready" to its log when it is up.
+func TestStartComponent(t *testing.T) {
+	tests := []struct {
+		name         string
+		script       string // %s is replaced by the path of a marker file
+		timeout      time.Duration
+		wantErr      []string
+		wantAttempts int
+	}{
+		{
+			name:         "ready at once",
+			script:       "echo ready; exec sleep 60",
+			timeout:      10 * time.Second,
+			wantAttempts: 1,
+		},
+		{
+			name: "port taken on the first attempt, retried with a new port",
+			script: `if [ ! -e %[1]s ]; then touch %[1]s; echo "listen tcp 127.0.0.1:$1: bind: address already in use"; exit 1; fi
+echo ready; exec sleep 60`,
+			timeout:      10 * time.Second,
+			wantAttempts: 2,
+		},
+		{
+			name:         "port taken twice",
+			script:       `echo "listen tcp 127.0.0.1:$1: bind: address already in use"; exit 1`,
+			timeout:      10 * time.Second,
+			wantErr:      []string{"starting kwok", "exit status 1", "address already in use", "kwok.log"},
+			wantAttempts: 2,
+		},
+		{
+			name:         "exits with an error",
+			script:       `echo "error: unknown flag --bogus" >&2; exit 3`,
+			timeout:      10 * time.Second,
+			wantErr:      []string{"starting kwok", "exit status 3", "unknown flag --bogus"},
+			wantAttempts: 1,
+		},
+		{
+			name:         "never ready",
+			script:       `echo starting; exec sleep 60`,
+			timeout:      500 * time.Millisecond,
+			wantErr:      []string{"starting kwok", "not ready after 500ms", "starting"},
+			wantAttempts: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			binDir := t.TempDir()
+			marker := filepath.Join(binDir, "attempted")
+			script := "#!/bin/sh\n" + strings.ReplaceAll(tt.script, "%[1]s", marker) + "\n"
+			if err := os.WriteFile(filepath.Join(binDir, kwokName), []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			stateDir := filepath.Join(t.TempDir(), "state")
+			var out bytes.Buffer
+			c := &Cluster{
+				StateDir: stateDir,
+				LogDir:   filepath.Join(stateDir, "logs"),
+				opts:     Options{BinDir: binDir, StateDir: stateDir},
+				out:      &out,
+				procs:    map[string]*process{},
+			}
+			if err := os.MkdirAll(c.LogDir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			logPath := filepath.Join(c.LogDir, kwokName+".log")
+			var seenPorts []int
+			ports, err := c.startComponent(context.Background(), component{
+				name:   kwokName,
+				nPorts: 1,
+				args: func(ports []int) []string {
+					seenPorts = append(seenPorts, ports[0])
+					return []string{fmt.Sprint(ports[0])}
+				},
+				ready: func(context.Context, []int) error {
+					if data, _ := os.ReadFile(logPath); !bytes.Contains(data, []byte("\nready\n")) {
+						return fmt.Errorf("no ready line yet")
+					}
+					return nil
+				},
+				timeout: tt.timeout,
+				address: func(ports []int) string { return hostPort(ports[0]) },
+			})
+			if len(seenPorts) != tt.wantAttempts {
+				t.Errorf("%d attempts (ports %v), want %d", len(seenPorts), seenPorts, tt.wantAttempts)
+			}
+			if len(seenPorts) == 2 && seenPorts[0] == seenPorts[1] {
+				t.Errorf("retry used the same port %d", seenPorts[0])
+			}
+			if len(tt.wantErr) > 0 {
+				if err == nil {
+					t.Fatal("startComponent succeeded, want an error")
+				}
+				for _, want := range tt.wantErr {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("error %q does not contain %q", err, want)
+					}
+				}
+			} else {
+				if err != nil {
+					t.Fatalf("startComponent: %v", err)
+				}
+				if len(ports) != 1 || ports[0] != seenPorts[len(seenPorts)-1] {
+					t.Errorf("ports = %v, want the last attempt's %v", ports, seenPorts)
+				}
+				if !strings.Contains(out.String(), "kwok ready on 127.0.0.1:") {
+					t.Errorf("progress output %q lacks the ready line", out.String())
+				}
+			}
+
+			pids := c.PIDs()
+			if err := c.Stop(); err != nil {
+				t.Fatalf("Stop: %v", err)
+			}
+			for name, pid := range pids {
+				if err := syscall.Kill(pid, 0); err == nil {
+					t.Errorf("%s (pid %d) still running after Stop", name, pid)
+				}
+			}
+			if _, err := os.Stat(stateDir); !os.IsNotExist(err) {
+				t.Errorf("state directory still there after Stop: %v", err)
+			}
+			if err := c.Stop(); err != nil {
+				t.Errorf("second Stop: %v", err)
+			}
+		})
+	}
+}
+
+func TestStartValidatesOptions(t *testing.T) {
+	binDir := t.TempDir()
+	makeBinDir(t, binDir, false)
+	nonEmpty := t.TempDir()
+	if err := os.WriteFile(filepath.Join(nonEmpty, "something"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		opts    Options
+		wantErr string
+	}{
+		{"no bin dir", Options{StateDir: t.TempDir()}, "BinDir and Options.StateDir are required"},
+		{"no state dir", Options{BinDir: binDir}, "BinDir and Options.StateDir are required"},
+		{"binaries missing", Options{BinDir: t.TempDir(), StateDir: t.TempDir()}, "run `make tools`"},
+		{"state dir not empty", Options{BinDir: binDir, StateDir: nonEmpty}, "is not empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Start(context.Background(), tt.opts)
+			if err == nil {
+				_ = c.Stop()
+				t.Fatal("Start succeeded")
+			}
+			if !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("Start() error = %q, want it to contain %q", err, tt.wantErr)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(nonEmpty, "something")); err != nil {
+		t.Errorf("Start touched a non-empty state directory: %v", err)
+	}
+}

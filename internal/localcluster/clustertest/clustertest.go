@@ -1,0 +1,214 @@
+// Package clustertest runs integration tests against a real local control plane: one per
+// test binary, started by Main from the test package's TestMain.
+//
+//	func TestMain(m *testing.M) { clustertest.Main(m) }
+//
+//	func TestSomething(t *testing.T) {
+//		cfg := clustertest.Config(t)
+//		ns := clustertest.Namespace(t)
+//		...
+//	}
+//
+// The binaries come from $APP_CONTROLLER_BIN_DIR or <repo>/bin (built by `make tools`).
+// Set APP_CONTROLLER_KEEP_CLUSTER=1 to keep the cluster's state directory (certificates,
+// component logs, kubeconfig) after the tests, for debugging.
+package clustertest
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/app-controller/app-controller/internal/localcluster"
+)
+
+// KeepClusterEnv names the environment variable that, set to 1, keeps the cluster's state
+// directory after the tests.
+const KeepClusterEnv = "APP_CONTROLLER_KEEP_CLUSTER"
+
+// startTimeout bounds the start of the control plane and the installation of the CRDs.
+const startTimeout = 3 * time.Minute
+
+// cluster is the control plane of this test binary, set by Main.
+var cluster *localcluster.Cluster
+
+// Main starts a control plane, installs the CRDs of <repo>/config/crd/bases, runs the
+// tests, stops the control plane and exits with the tests' exit code. If the binaries are
+// missing or the control plane does not start, it fails (exit code 1) with the reason.
+func Main(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	flag.Parse()
+	fail := func(err error) int {
+		fmt.Fprintf(os.Stderr, "clustertest: %v\n", err)
+		return 1
+	}
+	binDir, err := localcluster.BinDirFromEnv()
+	if err != nil {
+		return fail(err)
+	}
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		return fail(fmt.Errorf("locating the CRDs: %w", err))
+	}
+	stateDir, err := os.MkdirTemp("", "app-controller-cluster-")
+	if err != nil {
+		return fail(err)
+	}
+	keep := os.Getenv(KeepClusterEnv) == "1"
+
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	c, err := localcluster.Start(ctx, localcluster.Options{
+		BinDir:    binDir,
+		StateDir:  stateDir,
+		Out:       prefixWriter{},
+		KeepState: keep,
+	})
+	if err != nil {
+		return fail(err) // the error says where the logs are
+	}
+	cluster = c
+	stop := func() {
+		if err := c.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "clustertest: %v\n", err)
+		}
+		if keep {
+			fmt.Fprintf(os.Stderr, "clustertest: %s=1: cluster state kept in %s (logs in %s)\n", KeepClusterEnv, c.StateDir, c.LogDir)
+		}
+	}
+
+	// Ctrl-C reaches only this process (the components have their own process group):
+	// stop them in order rather than leave it to the kernel's SIGKILL.
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-signals
+		fmt.Fprintf(os.Stderr, "clustertest: %v: stopping the control plane\n", sig)
+		stop()
+		os.Exit(1)
+	}()
+
+	crdDir := filepath.Join(root, "config", "crd", "bases")
+	if err := InstallCRDs(ctx, c.Config, crdDir); err != nil {
+		stop()
+		return fail(err)
+	}
+	cancel()
+
+	code := m.Run()
+	signal.Stop(signals)
+	stop()
+	return code
+}
+
+// prefixWriter writes the control plane's progress lines to stderr, prefixed.
+type prefixWriter struct{}
+
+func (prefixWriter) Write(p []byte) (int, error) {
+	for line := range strings.SplitSeq(strings.TrimRight(string(p), "\n"), "\n") {
+		fmt.Fprintf(os.Stderr, "clustertest: %s\n", line)
+	}
+	return len(p), nil
+}
+
+// Cluster returns the control plane started by Main, or nil if Main did not run.
+func Cluster() *localcluster.Cluster {
+	return cluster
+}
+
+// Config returns a copy of the admin config with client-side rate limits raised to
+// QPS 1000 and Burst 2000. It fails the test if Main did not start a cluster.
+func Config(t testing.TB) *rest.Config {
+	t.Helper()
+	if cluster == nil {
+		t.Fatal("clustertest: no cluster; call clustertest.Main(m) from TestMain")
+	}
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.QPS, cfg.Burst = 1000, 2000
+	return cfg
+}
+
+// Client returns a Kubernetes clientset for Config(t).
+func Client(t testing.TB) kubernetes.Interface {
+	t.Helper()
+	client, err := kubernetes.NewForConfig(Config(t))
+	if err != nil {
+		t.Fatalf("clustertest: making a client: %v", err)
+	}
+	return client
+}
+
+// Namespace creates a fresh namespace named after the test and returns its name. The
+// namespace is deleted when the test ends. Namespace returns once the namespace's default
+// ServiceAccount exists, so Pods can be created in it right away.
+func Namespace(t testing.TB) string {
+	t.Helper()
+	client := Client(t)
+	ctx := context.Background()
+	ns, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: namespacePrefix(t.Name())},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("clustertest: creating a namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		err := client.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+		if err != nil {
+			t.Errorf("clustertest: deleting namespace %s: %v", ns.Name, err)
+		}
+	})
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("clustertest: waiting for the default ServiceAccount of namespace %s: %v", ns.Name, err)
+	}
+	return ns.Name
+}
+
+var notDNSLabel = regexp.MustCompile(`[^a-z0-9]+`)
+
+// namespacePrefix turns a test name into a generateName prefix: lower case, runs of
+// characters outside [a-z0-9] turned into "-", at most 40 characters, ending in "-".
+func namespacePrefix(testName string) string {
+	s := notDNSLabel.ReplaceAllString(strings.ToLower(testName), "-")
+	s = strings.Trim(s, "-")
+	if len(s) > 40 {
+		s = strings.TrimRight(s[:40], "-")
+	}
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		s = "test-" + s
+		s = strings.TrimRight(s, "-")
+	}
+	return s + "-"
+}
+
+// Eventually polls condition every 100ms until it returns true, and fails the test if
+// that does not happen within timeout. An error from condition fails the test at once:
+// return (false, nil) for states worth waiting out.
+func Eventually(t testing.TB, timeout time.Duration, condition func() (bool, error)) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true,
+		func(context.Context) (bool, error) { return condition() })
+	if err != nil {
+		t.Fatalf("condition not met within %s: %v", timeout, err)
+	}
+}

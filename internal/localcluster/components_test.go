@@ -1,0 +1,210 @@
+package localcluster
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// flagValues turns "--name=value" arguments into a map from name to its values.
+func flagValues(t *testing.T, args []string) map[string][]string {
+	t.Helper()
+	flags := map[string][]string{}
+	for _, a := range args {
+		name, value, ok := strings.Cut(a, "=")
+		if !ok || !strings.HasPrefix(name, "--") {
+			t.Fatalf("argument %q is not of the form --name=value", a)
+		}
+		flags[name] = append(flags[name], value)
+	}
+	return flags
+}
+
+func TestComponentArgs(t *testing.T) {
+	certs := &certFiles{
+		CACert: "/s/certs/ca.crt", CAKey: "/s/certs/ca.key",
+		ServingCert: "/s/certs/apiserver.crt", ServingKey: "/s/certs/apiserver.key",
+		ServiceAccountPrivateKey: "/s/certs/sa.key", ServiceAccountPublicKey: "/s/certs/sa.pub",
+	}
+	const kubeconfig = "/s/kubeconfig"
+	tests := []struct {
+		name string
+		args []string
+		want map[string]string // flags that must have exactly this value
+		// repeated flags that must have exactly these values, in order
+		wantRepeated map[string][]string
+	}{
+		{
+			name: "etcd",
+			args: etcdArgs("/s/etcd", 40001, 40002),
+			want: map[string]string{
+				"--data-dir":                    "/s/etcd",
+				"--listen-client-urls":          "http://127.0.0.1:40001",
+				"--advertise-client-urls":       "http://127.0.0.1:40001",
+				"--listen-peer-urls":            "http://127.0.0.1:40002",
+				"--initial-advertise-peer-urls": "http://127.0.0.1:40002",
+				"--initial-cluster":             "localcluster=http://127.0.0.1:40002",
+				"--unsafe-no-fsync":             "true",
+				"--log-level":                   "warn",
+			},
+		},
+		{
+			name: "kube-apiserver",
+			args: apiserverArgs(certs, "/s/apiserver-certs", "http://127.0.0.1:40001", 40003),
+			want: map[string]string{
+				"--advertise-address":                "127.0.0.1",
+				"--bind-address":                     "127.0.0.1",
+				"--secure-port":                      "40003",
+				"--etcd-servers":                     "http://127.0.0.1:40001",
+				"--tls-cert-file":                    "/s/certs/apiserver.crt",
+				"--tls-private-key-file":             "/s/certs/apiserver.key",
+				"--client-ca-file":                   "/s/certs/ca.crt",
+				"--authorization-mode":               "RBAC",
+				"--service-cluster-ip-range":         "10.96.0.0/16",
+				"--service-account-issuer":           "https://kubernetes.default.svc.cluster.local",
+				"--service-account-key-file":         "/s/certs/sa.pub",
+				"--service-account-signing-key-file": "/s/certs/sa.key",
+				"--cert-dir":                         "/s/apiserver-certs",
+				"--disable-admission-plugins":        "TaintNodesByCondition",
+			},
+		},
+		{
+			name: "kube-controller-manager",
+			args: controllerManagerArgs(certs, kubeconfig, 40004),
+			want: map[string]string{
+				"--kubeconfig":                       kubeconfig,
+				"--bind-address":                     "127.0.0.1",
+				"--secure-port":                      "40004",
+				"--controllers":                      "*,-serviceaccount-token,-node-lifecycle-controller",
+				"--leader-elect":                     "false",
+				"--use-service-account-credentials":  "false",
+				"--service-account-private-key-file": "/s/certs/sa.key",
+				"--root-ca-file":                     "/s/certs/ca.crt",
+				"--kube-api-qps":                     "1000",
+				"--kube-api-burst":                   "2000",
+				"--concurrent-deployment-syncs":      concurrentSyncs,
+				"--concurrent-replicaset-syncs":      concurrentSyncs,
+				"--tls-cert-file":                    "/s/certs/apiserver.crt",
+			},
+		},
+		{
+			name: "kube-scheduler",
+			args: schedulerArgs(certs, kubeconfig, 40005),
+			want: map[string]string{
+				"--kubeconfig":     kubeconfig,
+				"--bind-address":   "127.0.0.1",
+				"--secure-port":    "40005",
+				"--leader-elect":   "false",
+				"--kube-api-qps":   "1000",
+				"--kube-api-burst": "2000",
+			},
+		},
+		{
+			name: "kwok",
+			args: kwokArgs(kubeconfig, []string{"/b/kwok-stages/a.yaml", "/b/kwok-stages/b.yaml"}, 40006),
+			want: map[string]string{
+				"--kubeconfig":                            kubeconfig,
+				"--manage-all-nodes":                      "false",
+				"--manage-nodes-with-annotation-selector": "kwok.x-k8s.io/node=fake",
+				"--server-address":                        "127.0.0.1:40006",
+			},
+			wantRepeated: map[string][]string{
+				"--config": {"/b/kwok-stages/a.yaml", "/b/kwok-stages/b.yaml"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			flags := flagValues(t, tt.args)
+			for name, want := range tt.want {
+				if got := flags[name]; len(got) != 1 || got[0] != want {
+					t.Errorf("%s = %q, want [%q]", name, got, want)
+				}
+			}
+			for name, want := range tt.wantRepeated {
+				if got := flags[name]; !reflect.DeepEqual(got, want) {
+					t.Errorf("%s = %q, want %q", name, got, want)
+				}
+			}
+			for name, values := range flags {
+				if _, repeated := tt.wantRepeated[name]; len(values) > 1 && !repeated {
+					t.Errorf("%s given %d times: %q", name, len(values), values)
+				}
+				for _, v := range values {
+					// Nothing listens anywhere but loopback, nor on a well-known port.
+					if strings.Contains(v, "0.0.0.0") {
+						t.Errorf("%s=%s listens on all interfaces", name, v)
+					}
+					for _, port := range []string{":2379", ":2380", ":6443", ":10257", ":10259"} {
+						if strings.HasSuffix(v, port) {
+							t.Errorf("%s=%s uses a fixed well-known port", name, v)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestKwokStageFiles(t *testing.T) {
+	stage := "apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata:\n  name: x\n"
+	tests := []struct {
+		name    string
+		files   map[string]string
+		want    []string
+		wantErr string
+	}{
+		{
+			name: "stages only, kustomization skipped",
+			files: map[string]string{
+				"pod-ready.yaml":       stage,
+				"node-initialize.yaml": stage,
+				"kustomization.yaml":   "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- pod-ready.yaml\n",
+				"README.md":            "kind: Stage\n",
+			},
+			want: []string{"node-initialize.yaml", "pod-ready.yaml"},
+		},
+		{
+			name:  "CRLF line endings",
+			files: map[string]string{"a.yml": strings.ReplaceAll(stage, "\n", "\r\n")},
+			want:  []string{"a.yml"},
+		},
+		{
+			name:    "no stage files",
+			files:   map[string]string{"kustomization.yaml": "kind: Kustomization\n"},
+			wantErr: "run `make tools`",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, content := range tt.files {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := kwokStageFiles(dir)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("kwokStageFiles() error = %v, want it to contain %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for _, w := range tt.want {
+				want = append(want, filepath.Join(dir, w))
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("kwokStageFiles() = %q, want %q", got, want)
+			}
+		})
+	}
+	if _, err := kwokStageFiles(filepath.Join(t.TempDir(), "missing")); err == nil || !strings.Contains(err.Error(), "make tools") {
+		t.Errorf("missing stage directory: error = %v, want one saying to run make tools", err)
+	}
+}

@@ -1,0 +1,133 @@
+package localcluster
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// process is one child process of the cluster, its output going to a log file.
+type process struct {
+	name    string
+	logPath string
+	cmd     *exec.Cmd
+
+	done    chan struct{} // closed once the process has exited and been reaped
+	waitErr error         // the result of cmd.Wait, set before done is closed
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// startProcess starts path with args, appending its stdout and stderr to logPath. extraEnv
+// is added to this process's environment. The child gets its own process group (so a
+// terminal's Ctrl-C reaches only the parent, which then stops it in order) and is killed
+// by the kernel if the thread that started it dies.
+func startProcess(name, path string, args, extraEnv []string, logPath string) (*process, error) {
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening the log of %s: %w", name, err)
+	}
+	fmt.Fprintf(logFile, "=== %s %s %s\n", time.Now().Format(time.RFC3339), path, strings.Join(args, " "))
+
+	cmd := exec.Command(path, args...)
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.Env = append(os.Environ(), extraEnv...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("starting %s (%s): %w", name, path, err)
+	}
+	p := &process{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.waitErr = cmd.Wait()
+		_ = logFile.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// pid returns the process id.
+func (p *process) pid() int { return p.cmd.Process.Pid }
+
+// exited reports whether the process has exited.
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// exitError describes how the process ended; call it only after exited returns true.
+func (p *process) exitError() error {
+	if p.waitErr == nil {
+		return fmt.Errorf("%s exited with status 0", p.name)
+	}
+	return fmt.Errorf("%s exited: %w", p.name, p.waitErr)
+}
+
+// stop sends SIGTERM, waits up to grace for the process to exit, then sends SIGKILL and
+// waits for it to be gone. It signals only this process, by its pid, and is idempotent.
+func (p *process) stop(grace time.Duration) error {
+	p.stopOnce.Do(func() {
+		if p.exited() {
+			return
+		}
+		// os.Process.Signal uses a pidfd where available, so it cannot hit a reused pid.
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			p.stopErr = fmt.Errorf("sending SIGTERM to %s (pid %d): %w", p.name, p.pid(), err)
+		}
+		select {
+		case <-p.done:
+			return
+		case <-time.After(grace):
+		}
+		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			p.stopErr = fmt.Errorf("sending SIGKILL to %s (pid %d): %w", p.name, p.pid(), err)
+			return
+		}
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			p.stopErr = fmt.Errorf("%s (pid %d) still running 10s after SIGKILL", p.name, p.pid())
+		}
+	})
+	return p.stopErr
+}
+
+// logTail returns the last lines of the process's log.
+func (p *process) logTail() string { return tailFile(p.logPath, 30) }
+
+// tailFile returns up to the last n lines of the file at path (reading at most its last
+// 64 KiB), or a note saying why it could not be read.
+func tailFile(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Sprintf("(cannot read %s: %v)", path, err)
+	}
+	defer f.Close()
+	const maxBytes = 64 << 10
+	if info, err := f.Stat(); err == nil && info.Size() > maxBytes {
+		if _, err := f.Seek(-maxBytes, io.SeekEnd); err != nil {
+			return fmt.Sprintf("(cannot read %s: %v)", path, err)
+		}
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return fmt.Sprintf("(cannot read %s: %v)", path, err)
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,357 @@
+// Package api tests the App API as the real kube-apiserver serves it from the generated
+// CRD: schema validation, CEL rules, defaults, the status subresource, printer columns,
+// the seed's examples, and the generated clientset, lister and informer.
+package api
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/app-controller/app-controller/internal/localcluster"
+	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
+	appinformers "github.com/app-controller/app-controller/pkg/generated/informers/externalversions"
+)
+
+func TestMain(m *testing.M) { clustertest.Main(m) }
+
+var appsGVR = schema.GroupVersionResource{Group: "appcontroller.k8s.io", Version: "v1", Resource: "apps"}
+
+// TestCRDInstalled checks the CRD's names, scope, subresources and printer columns.
+func TestCRDInstalled(t *testing.T) {
+	client, err := apiextensionsclient.NewForConfig(clustertest.Config(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), "apps.appcontroller.k8s.io", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("getting the CRD: %v", err)
+	}
+	if crd.Spec.Names.Kind != "App" || crd.Spec.Names.Plural != "apps" || crd.Spec.Scope != "Namespaced" || len(crd.Spec.Names.ShortNames) == 0 {
+		t.Errorf("names = %+v, scope %s", crd.Spec.Names, crd.Spec.Scope)
+	}
+	v := crd.Spec.Versions[0]
+	if v.Name != "v1" || v.Subresources == nil || v.Subresources.Status == nil {
+		t.Errorf("version %s: status subresource missing", v.Name)
+	}
+	var columns []string
+	for _, c := range v.AdditionalPrinterColumns {
+		columns = append(columns, c.Name)
+	}
+	for _, want := range []string{"Ready", "Image", "Replicas", "Available", "Age"} {
+		if !strings.Contains(strings.Join(columns, ","), want) {
+			t.Errorf("printer columns %v lack %s", columns, want)
+		}
+	}
+}
+
+// TestExamplesApply applies the seed's examples with kubectl, as a user would, and checks
+// that the server stored them with their defaults.
+func TestExamplesApply(t *testing.T) {
+	binDir, err := localcluster.BinDirFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(binDir, "kubectl"), append([]string{"--kubeconfig", clustertest.Cluster().Kubeconfig}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	kubectl("create", "namespace", "tcs")
+	t.Cleanup(func() { kubectl("delete", "namespace", "tcs", "--wait=false") })
+	out := kubectl("apply", "-f", filepath.Join(root, "artifacts", "example"))
+	for _, want := range []string{"app.appcontroller.k8s.io/test-app created", "app.appcontroller.k8s.io/test-app-2 created"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl apply printed %q, want %q", out, want)
+		}
+	}
+
+	apps := appClient(t).AppcontrollerV1().Apps("tcs")
+	for name, want := range map[string]struct {
+		deploy, image, service string
+		replicas               int32
+	}{
+		"test-app":   {"app-deploy", "nginx", "app-service", 2},
+		"test-app-2": {"app-deploy-test", "tomcat", "app-service-test", 3},
+	} {
+		app, err := apps.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("getting App %s: %v", name, err)
+		}
+		d, s := app.Spec.DeploymentTemplate, app.Spec.ServiceTemplate
+		if d.Name != want.deploy || d.Image != want.image || *d.Replicas != want.replicas || s.Name != want.service {
+			t.Errorf("App %s spec = %+v / %+v", name, d, s)
+		}
+		if s.Port != 8080 || s.Type != "ClusterIP" {
+			t.Errorf("App %s: service defaults port=%d type=%s, want 8080 ClusterIP", name, s.Port, s.Type)
+		}
+	}
+	// The short name and the printer columns work.
+	if out := kubectl("get", "ap", "-n", "tcs"); !strings.Contains(out, "IMAGE") || !strings.Contains(out, "test-app-2") {
+		t.Errorf("kubectl get ap:\n%s", out)
+	}
+}
+
+// TestDefaults checks the schema defaults the API server applies.
+func TestDefaults(t *testing.T) {
+	ns := clustertest.Namespace(t)
+	app, err := appClient(t).AppcontrollerV1().Apps(ns).Create(context.Background(), &appv1.App{
+		ObjectMeta: metav1.ObjectMeta{Name: "defaults"},
+		Spec: appv1.AppSpec{
+			DeploymentTemplate: &appv1.DeploymentTemplate{Name: "web", Image: "nginx"},
+			ServiceTemplate:    &appv1.ServiceTemplate{Name: "web"},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := app.Spec.DeploymentTemplate.Replicas; r == nil || *r != 1 {
+		t.Errorf("replicas default = %v, want 1", r)
+	}
+	if s := app.Spec.ServiceTemplate; s.Port != 8080 || s.Type != "ClusterIP" || s.TargetPort != nil {
+		t.Errorf("service defaults = %+v, want port 8080, type ClusterIP, no targetPort", s)
+	}
+}
+
+// TestValidation checks that invalid Apps are rejected with a message that names the
+// offending field. The objects are sent as unstructured JSON so that every value,
+// including zeros the Go types would omit, reaches the server as written.
+func TestValidation(t *testing.T) {
+	ns := clustertest.Namespace(t)
+	dyn, err := dynamic.NewForConfig(clustertest.Config(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	valid := `
+deploymentTemplate: {name: web, image: nginx, replicas: 2}
+serviceTemplate: {name: web}`
+	tests := []struct {
+		name     string
+		metaName string
+		spec     string // YAML of spec; "-" for no spec at all
+		strict   bool   // server-side strict field validation
+		want     []string
+	}{
+		{name: "no spec", spec: "-", want: []string{"spec: Required value"}},
+		{name: "no template", spec: `{}`, want: []string{"spec", "at least one of deploymentTemplate and serviceTemplate must be set"}},
+		{name: "image missing", spec: `deploymentTemplate: {name: web}`, want: []string{"spec.deploymentTemplate.image: Required value"}},
+		{name: "image empty", spec: `deploymentTemplate: {name: web, image: ""}`, want: []string{"spec.deploymentTemplate.image"}},
+		{name: "image with spaces", spec: `deploymentTemplate: {name: web, image: "nginx latest"}`, want: []string{"spec.deploymentTemplate.image"}},
+		{name: "deployment name not DNS-1123", spec: `deploymentTemplate: {name: Web_1, image: nginx}`, want: []string{"spec.deploymentTemplate.name", "should match"}},
+		{name: "deployment name too long", spec: `deploymentTemplate: {name: ` + strings.Repeat("a", 64) + `, image: nginx}`, want: []string{"spec.deploymentTemplate.name", "63"}},
+		{name: "deployment name missing", spec: `deploymentTemplate: {image: nginx}`, want: []string{"spec.deploymentTemplate.name: Required value"}},
+		{name: "negative replicas", spec: `deploymentTemplate: {name: web, image: nginx, replicas: -1}`, want: []string{"spec.deploymentTemplate.replicas", "greater than or equal to 0"}},
+		{name: "container port 0", spec: `deploymentTemplate: {name: web, image: nginx, containerPort: 0}`, want: []string{"spec.deploymentTemplate.containerPort", "greater than or equal to 1"}},
+		{name: "container port too big", spec: `deploymentTemplate: {name: web, image: nginx, containerPort: 65536}`, want: []string{"spec.deploymentTemplate.containerPort", "less than or equal to 65535"}},
+		{name: "service port 0", spec: `serviceTemplate: {name: web, port: 0}`, want: []string{"spec.serviceTemplate.port"}},
+		{name: "target port too big", spec: `serviceTemplate: {name: web, targetPort: 70000}`, want: []string{"spec.serviceTemplate.targetPort"}},
+		{name: "service name not DNS-1035", spec: `serviceTemplate: {name: 1web}`, want: []string{"spec.serviceTemplate.name", "should match"}},
+		{name: "unsupported service type", spec: `serviceTemplate: {name: web, type: ExternalName}`, want: []string{"spec.serviceTemplate.type", "Unsupported value"}},
+		{name: "duplicate env names", spec: `deploymentTemplate: {name: web, image: nginx, env: [{name: A, value: "1"}, {name: A, value: "2"}]}`, want: []string{"spec.deploymentTemplate.env[1]", "Duplicate value"}},
+		{name: "requests above limits (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, resources: {requests: {cpu: "2"}, limits: {cpu: 500m}}}`, want: []string{"spec.deploymentTemplate.resources", "requests must not exceed limits"}},
+		{name: "App name too long for a label value (CEL)", metaName: strings.Repeat("a", 64), spec: valid, want: []string{"metadata.name must be no more than 63 characters"}},
+		{name: "unknown field, strict", spec: `deploymentTemplate: {name: web, image: nginx, imagePullPolicy: Always}`, strict: true, want: []string{`unknown field "spec.deploymentTemplate.imagePullPolicy"`}},
+		{name: "replicas of the wrong type", spec: `deploymentTemplate: {name: web, image: nginx, replicas: two}`, want: []string{"spec.deploymentTemplate.replicas", "integer"}},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "appcontroller.k8s.io/v1",
+				"kind":       "App",
+				"metadata":   map[string]any{"name": tc.metaName},
+			}}
+			if tc.metaName == "" {
+				obj.SetName("invalid-" + string(rune('a'+i)))
+			}
+			if tc.spec != "-" {
+				var spec map[string]any
+				if err := yaml.Unmarshal([]byte(tc.spec), &spec); err != nil {
+					t.Fatalf("test spec: %v", err)
+				}
+				if spec == nil {
+					spec = map[string]any{}
+				}
+				obj.Object["spec"] = spec
+			}
+			opts := metav1.CreateOptions{}
+			if tc.strict {
+				opts.FieldValidation = metav1.FieldValidationStrict
+			}
+			_, err := dyn.Resource(appsGVR).Namespace(ns).Create(context.Background(), obj, opts)
+			if err == nil {
+				t.Fatalf("created an invalid App: %v", obj.Object)
+			}
+			if !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
+				t.Errorf("error %v is neither Invalid nor BadRequest", err)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not contain %q", err, want)
+				}
+			}
+		})
+	}
+
+	// And the valid spec of the table is accepted, so the cases fail for their own reason.
+	var spec map[string]any
+	_ = yaml.Unmarshal([]byte(valid), &spec)
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "appcontroller.k8s.io/v1", "kind": "App",
+		"metadata": map[string]any{"name": "valid"}, "spec": spec,
+	}}
+	if _, err := dyn.Resource(appsGVR).Namespace(ns).Create(context.Background(), obj, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}); err != nil {
+		t.Errorf("the valid App was rejected: %v", err)
+	}
+}
+
+// TestStatusSubresource checks that status is written only through the status
+// subresource, and that spec changes bump the generation while status changes do not.
+func TestStatusSubresource(t *testing.T) {
+	ns := clustertest.Namespace(t)
+	apps := appClient(t).AppcontrollerV1().Apps(ns)
+	ctx := context.Background()
+	app, err := apps.Create(ctx, &appv1.App{
+		ObjectMeta: metav1.ObjectMeta{Name: "status"},
+		Spec:       appv1.AppSpec{ServiceTemplate: &appv1.ServiceTemplate{Name: "web"}},
+		Status:     appv1.AppStatus{ObservedGeneration: 42},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if app.Status.ObservedGeneration != 0 {
+		t.Errorf("create wrote status: %+v", app.Status)
+	}
+	app.Status.ObservedGeneration = 1
+	app, err = apps.UpdateStatus(ctx, app, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if app.Status.ObservedGeneration != 1 || app.Generation != 1 {
+		t.Errorf("after UpdateStatus: observedGeneration %d generation %d", app.Status.ObservedGeneration, app.Generation)
+	}
+	app.Spec.ServiceTemplate.Port = 9090
+	if app, err = apps.Update(ctx, app, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if app.Generation != 2 {
+		t.Errorf("spec update: generation %d, want 2", app.Generation)
+	}
+}
+
+// TestGeneratedClient round-trips an App through the generated clientset, watch,
+// informer and lister.
+func TestGeneratedClient(t *testing.T) {
+	ns := clustertest.Namespace(t)
+	client := appClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	factory := appinformers.NewSharedInformerFactoryWithOptions(client, 0, appinformers.WithNamespace(ns))
+	informer := factory.Appcontroller().V1().Apps()
+	lister := informer.Lister()
+	events := make(chan string, 10)
+	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { events <- "add" },
+		UpdateFunc: func(any, any) { events <- "update" },
+		DeleteFunc: func(any) { events <- "delete" },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	defer func() {
+		cancel() // Shutdown waits for the informers, which stop when ctx ends
+		factory.Shutdown()
+	}()
+	if !cache.WaitForCacheSync(ctx.Done(), informer.Informer().HasSynced) {
+		t.Fatal("informer did not sync")
+	}
+
+	w, err := client.AppcontrollerV1().Apps(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	created, err := client.AppcontrollerV1().Apps(ns).Create(ctx, &appv1.App{
+		ObjectMeta: metav1.ObjectMeta{Name: "roundtrip"},
+		Spec: appv1.AppSpec{DeploymentTemplate: &appv1.DeploymentTemplate{
+			Name: "web", Image: "nginx", Replicas: ptr.To[int32](3)}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(t, events, "add")
+	if ev := <-w.ResultChan(); ev.Type != watch.Added || ev.Object.(*appv1.App).Name != "roundtrip" {
+		t.Errorf("watch event %s %T, want ADDED roundtrip", ev.Type, ev.Object)
+	}
+	cached, err := lister.Apps(ns).Get("roundtrip")
+	if err != nil || cached.UID != created.UID || *cached.Spec.DeploymentTemplate.Replicas != 3 {
+		t.Fatalf("lister: %v %+v", err, cached)
+	}
+
+	update := cached.DeepCopy()
+	update.Spec.DeploymentTemplate.Image = "nginx:1.27"
+	if _, err := client.AppcontrollerV1().Apps(ns).Update(ctx, update, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, events, "update")
+	if got, _ := lister.Apps(ns).Get("roundtrip"); got.Spec.DeploymentTemplate.Image != "nginx:1.27" {
+		t.Errorf("lister image = %s", got.Spec.DeploymentTemplate.Image)
+	}
+	if ev := <-w.ResultChan(); ev.Type != watch.Modified {
+		t.Errorf("watch event %s, want MODIFIED", ev.Type)
+	}
+
+	if err := client.AppcontrollerV1().Apps(ns).Delete(ctx, "roundtrip", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, events, "delete")
+	if _, err := lister.Apps(ns).Get("roundtrip"); !apierrors.IsNotFound(err) {
+		t.Errorf("lister after delete: %v, want NotFound", err)
+	}
+}
+
+func expect(t *testing.T, events <-chan string, want string) {
+	t.Helper()
+	select {
+	case got := <-events:
+		if got != want {
+			t.Errorf("informer event %s, want %s", got, want)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no informer %s event", want)
+	}
+}
+
+func appClient(t *testing.T) appclientset.Interface {
+	t.Helper()
+	client, err := appclientset.NewForConfig(clustertest.Config(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
