@@ -58,7 +58,7 @@ examples: $(KUBECTL) ## Apply the example Apps (namespace tcs).
 
 .PHONY: cluster-up
 cluster-up: tools $(BIN)/localcluster ## Start the local control plane in the background; admin kubeconfig at .local/kubeconfig.
-	$(BIN)/localcluster up --bin-dir $(BIN) --state-dir $(LOCAL)
+	$(BIN)/localcluster up --bin-dir $(BIN) --state-dir $(LOCAL) --crd-dir config/crd/bases
 
 .PHONY: cluster-down
 cluster-down: $(BIN)/localcluster ## Stop the local control plane and remove its state.

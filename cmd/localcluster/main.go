@@ -52,9 +52,12 @@ kube-controller-manager, kube-scheduler and kwok (simulated nodes and pods), all
 127.0.0.1 with ports chosen at run time.
 
 Usage:
-  localcluster up    --bin-dir DIR --state-dir DIR   start it in the background, wait until ready
-  localcluster down  --state-dir DIR                 stop it and remove the state directory
-  localcluster serve --bin-dir DIR --state-dir DIR   run it in the foreground until SIGINT/SIGTERM
+  localcluster up    --bin-dir DIR --state-dir DIR [--crd-dir DIR]   start it in the background, wait until ready
+  localcluster down  --state-dir DIR                                 stop it and remove the state directory
+  localcluster serve --bin-dir DIR --state-dir DIR [--crd-dir DIR]   run it in the foreground until SIGINT/SIGTERM
+
+--crd-dir installs the CustomResourceDefinitions of DIR before kube-controller-manager
+starts, so that its garbage collector knows them at once.
 
 The binaries in --bin-dir are built by 'make tools'. The admin kubeconfig is written to
 <state-dir>/kubeconfig; component logs are in <state-dir>/cluster/logs/, the output of the
@@ -89,6 +92,9 @@ func main() {
 	}
 }
 
+// crdDir is the --crd-dir of up and serve.
+var crdDir string
+
 // errReported is returned when the failure has already been printed.
 var errReported = errors.New("failure already reported")
 
@@ -102,6 +108,7 @@ func parseFlags(cmd string, args []string, withBinDir bool) (binDir, stateDir st
 	}
 	if withBinDir {
 		fs.StringVar(&binDir, "bin-dir", "", "directory with the control plane binaries and kwok-stages/ (built by 'make tools'); default: $"+localcluster.BinDirEnv+" or <repo>/bin")
+		fs.StringVar(&crdDir, "crd-dir", "", "directory of CustomResourceDefinition YAML files to install before kube-controller-manager starts (optional)")
 	}
 	fs.StringVar(&stateDir, "state-dir", "", "directory for the cluster's state, logs and kubeconfig (required)")
 	if err := fs.Parse(args); err != nil {
@@ -116,6 +123,11 @@ func parseFlags(cmd string, args []string, withBinDir bool) (binDir, stateDir st
 	}
 	if stateDir, err = filepath.Abs(stateDir); err != nil {
 		return "", "", err
+	}
+	if withBinDir && crdDir != "" {
+		if crdDir, err = filepath.Abs(crdDir); err != nil {
+			return "", "", err
+		}
 	}
 	if withBinDir {
 		if binDir == "" {
@@ -174,7 +186,7 @@ func runUp(args []string) error {
 		return fmt.Errorf("finding this executable: %w", err)
 	}
 	fmt.Fprintf(log, "=== %s localcluster serve\n", time.Now().Format(time.RFC3339))
-	cmd := exec.Command(self, "serve", "--bin-dir", binDir, "--state-dir", stateDir)
+	cmd := exec.Command(self, "serve", "--bin-dir", binDir, "--state-dir", stateDir, "--crd-dir", crdDir)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Dir = stateDir
 	// A session of its own: the terminal's signals and hang-up do not reach it.
@@ -286,6 +298,7 @@ func runServe(args []string) error {
 		BinDir:   binDir,
 		StateDir: filepath.Join(stateDir, clusterDir),
 		Out:      os.Stdout,
+		CRDDir:   crdDir,
 	})
 	if err != nil {
 		if ctx.Err() != nil {

@@ -5,11 +5,18 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/app-controller/app-controller/pkg/controller/app"
+	"github.com/app-controller/app-controller/pkg/controller/ingress"
+	"github.com/app-controller/app-controller/pkg/controller/nodelabel"
 )
 
-const appControllerName = app.ControllerName
+const (
+	appControllerName       = app.ControllerName
+	ingressControllerName   = ingress.ControllerName
+	nodeLabelControllerName = nodelabel.ControllerName
+)
 
 // startAppController builds the App controller.
 func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, error) {
@@ -28,4 +35,29 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 		UnmanagedDeployments: unmanagedDeployments,
 		UnmanagedServices:    unmanagedServices,
 	}, cc.EventRecorder, app.Options{ShutdownTimeout: cc.Options.ShutdownTimeout})
+}
+
+// startIngressController builds the Service->Ingress controller, which watches every
+// Service and every Ingress.
+func startIngressController(ctx context.Context, cc *ControllerContext) (Runnable, error) {
+	return ingress.NewController(ctx, cc.KubeClient, ingress.Informers{
+		Services:  cc.KubeInformers.Core().V1().Services(),
+		Ingresses: cc.KubeInformers.Networking().V1().Ingresses(),
+	}, cc.EventRecorder, ingress.Options{IngressClass: cc.Options.IngressClass})
+}
+
+// startNodeLabelController builds the node labeler from the --node-label-config file.
+// Without a file it is idle and watches nothing; an invalid file fails the start, with
+// an error naming the rule and the field.
+func startNodeLabelController(ctx context.Context, cc *ControllerContext) (Runnable, error) {
+	if cc.Options.NodeLabelConfig == "" {
+		return nodelabel.Idle{}, nil
+	}
+	config, err := nodelabel.LoadConfig(cc.Options.NodeLabelConfig)
+	if err != nil {
+		return nil, err
+	}
+	klog.FromContext(ctx).Info("Loaded node label config", "path", cc.Options.NodeLabelConfig, "rules", len(config.Rules))
+	return nodelabel.NewController(ctx, cc.KubeClient, cc.KubeInformers.Core().V1().Nodes(),
+		config, cc.EventRecorder, nodelabel.Options{})
 }

@@ -25,6 +25,8 @@ type descriptor struct {
 // descriptors lists every controller of the binary, in start order. Names are unique.
 var descriptors = []descriptor{
 	{name: appControllerName, init: startAppController},
+	{name: ingressControllerName, init: startIngressController},
+	{name: nodeLabelControllerName, init: startNodeLabelController},
 }
 
 // KnownControllers returns the names of every registered controller.
@@ -38,8 +40,16 @@ func KnownControllers() []string {
 
 // IsControllerEnabled tells whether name is enabled by controllers, with the semantics of
 // kube-controller-manager's --controllers: an explicit "name" or "-name" wins, then "*".
+// One convenience on top: a list made only of exclusions ("-nodelabel") means every
+// controller but those, where kube-controller-manager would enable none.
 func IsControllerEnabled(name string, controllers []string) bool {
-	star := false
+	star := true
+	for _, c := range controllers {
+		if !strings.HasPrefix(c, "-") {
+			star = false
+			break
+		}
+	}
 	for _, c := range controllers {
 		switch c {
 		case name:

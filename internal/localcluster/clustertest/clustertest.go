@@ -80,6 +80,7 @@ func run(m *testing.M) int {
 		StateDir:  stateDir,
 		Out:       prefixWriter{},
 		KeepState: keep,
+		CRDDir:    filepath.Join(root, "config", "crd", "bases"),
 	})
 	if err != nil {
 		return fail(err) // the error says where the logs are
@@ -105,11 +106,6 @@ func run(m *testing.M) int {
 		os.Exit(1)
 	}()
 
-	crdDir := filepath.Join(root, "config", "crd", "bases")
-	if err := InstallCRDs(ctx, c.Config, crdDir); err != nil {
-		stop()
-		return fail(err)
-	}
 	cancel()
 
 	code := m.Run()

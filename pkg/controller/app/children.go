@@ -2,13 +2,16 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -33,6 +36,10 @@ type childAPI[T childObject] interface {
 	apply(ctx context.Context, desired any, force bool) (T, error)
 	get(ctx context.Context, namespace, name string) (T, error)
 	delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
+	// exclusivePatch returns a JSON patch that removes from live what others added to
+	// the fields the App must own alone, or nil when there is nothing to remove.
+	exclusivePatch(live T, desired any) ([]byte, error)
+	patch(ctx context.Context, namespace, name string, jsonPatch []byte) (T, error)
 }
 
 // childClient reconciles one kind of child.
@@ -102,9 +109,22 @@ func (k *childClient[T]) reconcile(ctx context.Context, app *appv1.App, name str
 		if err != nil {
 			return res, fmt.Errorf("comparing %s %s with the desired state: %w", k.kind, key, err)
 		}
-		if upToDate {
+		exclusive, err := k.client.exclusivePatch(current, desired)
+		if err != nil {
+			return res, fmt.Errorf("comparing %s %s with the desired state: %w", k.kind, key, err)
+		}
+		if upToDate && exclusive == nil {
 			res.obj = current
 			return res, nil
+		}
+		if exclusive != nil {
+			// Server-side apply merges: it would keep what others added to these fields
+			// (a Service port or selector key), which can even make the apply invalid.
+			if _, err := k.client.patch(ctx, app.Namespace, name, exclusive); err != nil {
+				return res, fmt.Errorf("restoring the %s %s fields the App owns alone: %w", k.kind, key, err)
+			}
+			klog.FromContext(ctx).V(2).Info("Removed foreign entries from owned fields", "kind", k.kind, "name", name)
+			res.changed = true
 		}
 	} else if obj, exists, err := k.unmanaged.GetByKey(key); err != nil {
 		return res, fmt.Errorf("reading %s %s from the cache: %w", k.kind, key, err)
@@ -216,7 +236,10 @@ func isControlledBy(obj metav1.Object, app *appv1.App) bool {
 	return ref != nil && ref.UID == app.UID
 }
 
-// deploymentClient is the childAPI of Deployments.
+// deploymentClient is the childAPI of Deployments. A Deployment's selector is immutable,
+// and entries others add to its lists (a sidecar container, a label) do not break it:
+// nothing is owned exclusively.
+
 type deploymentClient struct{ kubernetes.Interface }
 
 func (c deploymentClient) apply(ctx context.Context, desired any, force bool) (*appsv1.Deployment, error) {
@@ -230,6 +253,12 @@ func (c deploymentClient) get(ctx context.Context, namespace, name string) (*app
 
 func (c deploymentClient) delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
 	return c.AppsV1().Deployments(namespace).Delete(ctx, name, opts)
+}
+
+func (deploymentClient) exclusivePatch(*appsv1.Deployment, any) ([]byte, error) { return nil, nil }
+
+func (c deploymentClient) patch(ctx context.Context, namespace, name string, jsonPatch []byte) (*appsv1.Deployment, error) {
+	return c.AppsV1().Deployments(namespace).Patch(ctx, name, types.JSONPatchType, jsonPatch, metav1.PatchOptions{FieldManager: controller.FieldManager})
 }
 
 // serviceClient is the childAPI of Services.
@@ -246,4 +275,41 @@ func (c serviceClient) get(ctx context.Context, namespace, name string) (*corev1
 
 func (c serviceClient) delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
 	return c.CoreV1().Services(namespace).Delete(ctx, name, opts)
+}
+
+func (c serviceClient) patch(ctx context.Context, namespace, name string, jsonPatch []byte) (*corev1.Service, error) {
+	return c.CoreV1().Services(namespace).Patch(ctx, name, types.JSONPatchType, jsonPatch, metav1.PatchOptions{FieldManager: controller.FieldManager})
+}
+
+// exclusivePatch: a Service's ports and selector decide where its traffic goes, so the
+// App owns them alone. Server-side apply keeps a port or selector key that someone else
+// added; worse, a port edited by hand becomes a second port with the App's port name,
+// and every later apply is invalid. The patch replaces both with the App's, guarded by
+// the resourceVersion, keeping the node ports already allocated.
+func (serviceClient) exclusivePatch(live *corev1.Service, desired any) ([]byte, error) {
+	want := &corev1.Service{}
+	if err := convert(desired, want); err != nil {
+		return nil, err
+	}
+	ports := make([]corev1.ServicePort, len(want.Spec.Ports))
+	portsMatch := len(live.Spec.Ports) == len(want.Spec.Ports)
+	for i, p := range want.Spec.Ports {
+		ports[i] = p
+		found := false
+		for _, l := range live.Spec.Ports {
+			if l.Name == p.Name && l.Port == p.Port && l.Protocol == p.Protocol {
+				ports[i].NodePort = l.NodePort
+				found = found || l.TargetPort == p.TargetPort
+			}
+		}
+		portsMatch = portsMatch && found
+	}
+	if portsMatch && maps.Equal(live.Spec.Selector, want.Spec.Selector) {
+		return nil, nil
+	}
+	return json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/resourceVersion", "value": live.ResourceVersion},
+		{"op": "add", "path": "/spec/selector", "value": want.Spec.Selector},
+		{"op": "add", "path": "/spec/ports", "value": ports},
+	})
 }

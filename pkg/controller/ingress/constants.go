@@ -1,0 +1,57 @@
+package ingress
+
+// Annotations on a Service that the controller reads. AnnotationHTTP is the seed's.
+const (
+	// AnnotationHTTP set to "true" asks for an Ingress routing to the Service. Any other
+	// value, or none, means no Ingress: the one the Service controls is deleted.
+	AnnotationHTTP = "ingress/http"
+	// AnnotationHost is the host the Ingress rule matches; unset or empty: every host.
+	AnnotationHost = "ingress/host"
+	// AnnotationPath is the path prefix routed to the Service; unset or empty: "/".
+	AnnotationPath = "ingress/path"
+	// AnnotationClass is the IngressClass of the Ingress; unset or empty: the controller's
+	// --ingress-class, else the cluster's default class.
+	AnnotationClass = "ingress/class"
+)
+
+// Event reasons. Every Event is recorded on the Service.
+const (
+	// ReasonIngressCreated is the reason of the Normal event emitted when the controller
+	// created a Service's Ingress.
+	ReasonIngressCreated = "IngressCreated"
+	// ReasonIngressUpdated is the reason of the Normal event emitted when the controller
+	// changed a Service's Ingress back to what the Service asks for.
+	ReasonIngressUpdated = "IngressUpdated"
+	// ReasonIngressDeleted is the reason of the Normal event emitted when the controller
+	// deleted the Ingress of a Service that no longer asks for one.
+	ReasonIngressDeleted = "IngressDeleted"
+	// ErrResourceExists is the reason of the Warning event emitted when the Ingress name
+	// is held by an Ingress the Service does not control. That Ingress is left alone.
+	ErrResourceExists = "ErrResourceExists"
+	// MessageResourceExists is the message of the ErrResourceExists event; %q is the name.
+	MessageResourceExists = "Ingress %q already exists and is not controlled by this Service; leaving it alone"
+	// ReasonInvalidAnnotation is the reason of the Warning event emitted when an ingress/*
+	// annotation has a value an Ingress cannot hold. Nothing is written until it is fixed.
+	ReasonInvalidAnnotation = "InvalidAnnotation"
+	// ReasonNoServicePort is the reason of the Warning event emitted when a Service that
+	// asks for an Ingress has no port to route to. Nothing is written until it has one.
+	ReasonNoServicePort = "NoServicePort"
+	// ReasonIngressRejected is the reason of the Warning event emitted when the API server
+	// rejects the Ingress as invalid. It is not retried until the Service changes.
+	ReasonIngressRejected = "IngressRejected"
+	// ReasonSyncFailed is the reason of the Warning event emitted on the first failure of
+	// a streak of failed syncs.
+	ReasonSyncFailed = "SyncFailed"
+)
+
+const (
+	// ControllerName names the controller in --controllers, the workqueue and logs.
+	ControllerName = "ingress"
+
+	// MaxRetries is how many times in a row a failing Service is retried with backoff
+	// before the controller gives up until the Service or its Ingress changes (seed: 10).
+	MaxRetries = 10
+
+	// defaultPath is the seed's path: everything.
+	defaultPath = "/"
+)

@@ -1,0 +1,194 @@
+package ingress
+
+import (
+	"fmt"
+	"net"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
+
+	"github.com/app-controller/app-controller/pkg/controller"
+)
+
+// settings are what a Service's annotations ask of its Ingress, validated.
+type settings struct {
+	// host is the host the rule matches; "" matches every host.
+	host string
+	// path is the path prefix routed to the Service.
+	path string
+	// class is the IngressClass name; "" leaves the choice to the cluster's default class.
+	class string
+}
+
+// invalidServiceError says why the Ingress a Service asks for cannot be built. Retrying
+// does not help: the user must change the Service. reason is the Event reason.
+type invalidServiceError struct {
+	reason string
+	msg    string
+}
+
+// Error returns the message, which is also the Event's.
+func (e *invalidServiceError) Error() string { return e.msg }
+
+// wantsIngress reports whether svc asks for an Ingress: the seed's ingress/http
+// annotation set to exactly "true".
+func wantsIngress(svc *corev1.Service) bool {
+	return svc.Annotations[AnnotationHTTP] == "true"
+}
+
+// parseSettings reads and validates the ingress/* annotations of svc. defaultClass is the
+// class used when the Service names none ("" for the cluster's default). Every invalid
+// annotation is reported in one invalidServiceError.
+func parseSettings(svc *corev1.Service, defaultClass string) (settings, error) {
+	s := settings{
+		host:  svc.Annotations[AnnotationHost],
+		path:  svc.Annotations[AnnotationPath],
+		class: svc.Annotations[AnnotationClass],
+	}
+	if s.path == "" {
+		s.path = defaultPath
+	}
+	if s.class == "" {
+		s.class = defaultClass
+	}
+
+	var problems []string
+	for _, check := range []struct {
+		annotation, value string
+		errs              []string
+	}{
+		{AnnotationHost, s.host, validateHost(s.host)},
+		{AnnotationPath, s.path, validatePath(s.path)},
+		{AnnotationClass, s.class, validateClass(s.class)},
+	} {
+		if len(check.errs) > 0 {
+			problems = append(problems, fmt.Sprintf("annotation %s: invalid value %q: %s",
+				check.annotation, check.value, strings.Join(check.errs, ", ")))
+		}
+	}
+	if len(problems) > 0 {
+		return settings{}, &invalidServiceError{reason: ReasonInvalidAnnotation, msg: strings.Join(problems, "; ")}
+	}
+	return s, nil
+}
+
+// validateHost checks an Ingress rule host as the API server does: a DNS subdomain,
+// optionally with a leading "*." wildcard label, and not an IP address. "" is valid: it
+// matches every host.
+func validateHost(host string) []string {
+	switch {
+	case host == "":
+		return nil
+	case net.ParseIP(host) != nil:
+		return []string{"must be a DNS name, not an IP address"}
+	case strings.HasPrefix(host, "*."):
+		return validation.IsWildcardDNS1123Subdomain(host)
+	}
+	return validation.IsDNS1123Subdomain(host)
+}
+
+// invalidPathSequences and invalidPathSuffixes are what the API server rejects in a
+// Prefix path besides a missing leading "/".
+var (
+	invalidPathSequences = []string{"//", "/./", "/../", "%2f", "%2F"}
+	invalidPathSuffixes  = []string{"/..", "/."}
+)
+
+// validatePath checks a Prefix path: absolute, without empty, "." or ".." segments, and
+// without encoded slashes.
+func validatePath(path string) []string {
+	if !strings.HasPrefix(path, "/") {
+		return []string{`must be an absolute path starting with "/"`}
+	}
+	var errs []string
+	for _, seq := range invalidPathSequences {
+		if strings.Contains(path, seq) {
+			errs = append(errs, fmt.Sprintf("must not contain %q", seq))
+		}
+	}
+	for _, suffix := range invalidPathSuffixes {
+		if strings.HasSuffix(path, suffix) {
+			errs = append(errs, fmt.Sprintf("must not end with %q", suffix))
+		}
+	}
+	return errs
+}
+
+// validateClass checks an IngressClass name. "" is valid: the cluster's default class.
+func validateClass(class string) []string {
+	if class == "" {
+		return nil
+	}
+	return validation.IsDNS1123Subdomain(class)
+}
+
+// backendPort returns the Service port the Ingress routes to: the Service's first port,
+// by its name when it has one (a name keeps pointing at the right port when the Service
+// renumbers it, and is how a multi-port Service tells its ports apart), else by number.
+func backendPort(svc *corev1.Service) (*networkingv1ac.ServiceBackendPortApplyConfiguration, error) {
+	if len(svc.Spec.Ports) == 0 {
+		return nil, &invalidServiceError{
+			reason: ReasonNoServicePort,
+			msg:    fmt.Sprintf("Service has no port for Ingress %q to route to; add a port or remove annotation %s", svc.Name, AnnotationHTTP),
+		}
+	}
+	port := svc.Spec.Ports[0]
+	if port.Name != "" {
+		return networkingv1ac.ServiceBackendPort().WithName(port.Name), nil
+	}
+	return networkingv1ac.ServiceBackendPort().WithNumber(port.Port), nil
+}
+
+// ownerReference makes svc the controller of its Ingress, so that garbage collection
+// deletes the Ingress with the Service.
+func ownerReference(svc *corev1.Service) *metav1ac.OwnerReferenceApplyConfiguration {
+	return metav1ac.OwnerReference().
+		WithAPIVersion(corev1.SchemeGroupVersion.String()).
+		WithKind("Service").
+		WithName(svc.Name).
+		WithUID(svc.UID).
+		WithController(true).
+		WithBlockOwnerDeletion(true)
+}
+
+// newIngress returns the apply configuration of the Ingress that svc asks for, with
+// exactly the fields the controller owns: one rule routing s.path (pathType Prefix) on
+// s.host to the Service's first port, the managed-by label, the Service as controller,
+// and the hash of all that. It returns an invalidServiceError when the Service has no
+// port.
+func newIngress(svc *corev1.Service, s settings) (*networkingv1ac.IngressApplyConfiguration, error) {
+	port, err := backendPort(svc)
+	if err != nil {
+		return nil, err
+	}
+	rule := networkingv1ac.IngressRule().
+		WithHTTP(networkingv1ac.HTTPIngressRuleValue().
+			WithPaths(networkingv1ac.HTTPIngressPath().
+				WithPath(s.path).
+				WithPathType(networkingv1.PathTypePrefix).
+				WithBackend(networkingv1ac.IngressBackend().
+					WithService(networkingv1ac.IngressServiceBackend().
+						WithName(svc.Name).
+						WithPort(port)))))
+	if s.host != "" {
+		rule.WithHost(s.host)
+	}
+	spec := networkingv1ac.IngressSpec().WithRules(rule)
+	if s.class != "" {
+		spec.WithIngressClassName(s.class)
+	}
+	ing := networkingv1ac.Ingress(svc.Name, svc.Namespace).
+		WithLabels(map[string]string{controller.ManagedByLabel: controller.ManagedByValue}).
+		WithOwnerReferences(ownerReference(svc)).
+		WithSpec(spec)
+
+	hash, err := controller.ConfigHash(ing)
+	if err != nil {
+		return nil, err
+	}
+	return ing.WithAnnotations(map[string]string{controller.AppliedConfigHashAnnotation: hash}), nil
+}

@@ -1,0 +1,176 @@
+package ingress
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
+)
+
+// fixture is a Controller on a fake clientset, which models server-side apply, with
+// informer caches seeded by hand (the informers never run).
+type fixture struct {
+	t        *testing.T
+	ctx      context.Context
+	c        *Controller
+	client   *kubefake.Clientset
+	inf      Informers
+	recorder *record.FakeRecorder
+}
+
+// newFixture builds a Controller with the given default IngressClass.
+func newFixture(t *testing.T, ingressClass string) *fixture {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	f := &fixture{t: t, ctx: ctx, client: kubefake.NewClientset(), recorder: record.NewFakeRecorder(100)}
+	factory := informers.NewSharedInformerFactory(f.client, 0)
+	f.inf = Informers{Services: factory.Core().V1().Services(), Ingresses: factory.Networking().V1().Ingresses()}
+	c, err := NewController(ctx, f.client, f.inf, f.recorder, Options{IngressClass: ingressClass})
+	if err != nil {
+		t.Fatalf("NewController: %v", err)
+	}
+	f.c = c
+	t.Cleanup(c.queue.ShutDown)
+	return f
+}
+
+// addServices seeds the Service cache.
+func (f *fixture) addServices(svcs ...*corev1.Service) {
+	for _, s := range svcs {
+		if err := f.inf.Services.Informer().GetIndexer().Add(s); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+// addIngresses seeds the Ingress cache and the clientset.
+func (f *fixture) addIngresses(ings ...*networkingv1.Ingress) {
+	for _, ing := range ings {
+		if err := f.inf.Ingresses.Informer().GetIndexer().Add(ing); err != nil {
+			f.t.Fatal(err)
+		}
+		if err := f.client.Tracker().Add(ing); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+// sync runs syncService for namespace/name after clearing the recorded actions.
+func (f *fixture) sync(name string) error {
+	f.client.ClearActions()
+	return f.c.syncService(f.ctx, cache.ObjectName{Namespace: testNamespace, Name: name})
+}
+
+// writes returns the write actions (everything but get, list and watch) since the last
+// sync, as "verb resource" strings.
+func (f *fixture) writes() []string {
+	var out []string
+	for _, a := range f.client.Actions() {
+		switch a.GetVerb() {
+		case "get", "list", "watch":
+			continue
+		}
+		out = append(out, a.GetVerb()+" "+a.GetResource().Resource)
+	}
+	return out
+}
+
+// liveIngress returns the Ingress the clientset holds, or nil.
+func (f *fixture) liveIngress(name string) *networkingv1.Ingress {
+	f.t.Helper()
+	ing, err := f.client.NetworkingV1().Ingresses(testNamespace).Get(f.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	return ing
+}
+
+// events drains the recorded events and returns their "Type Reason" prefixes.
+func (f *fixture) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			fields := strings.Fields(e)
+			if len(fields) >= 2 {
+				e = fields[0] + " " + fields[1]
+			}
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// rawEvents drains the recorded events in full.
+func (f *fixture) rawEvents() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// queued drains the queue and returns the keys it held, sorted.
+func (f *fixture) queued() []string {
+	var out []string
+	for f.c.queue.Len() > 0 {
+		key, _ := f.c.queue.Get()
+		f.c.queue.Done(key)
+		f.c.queue.Forget(key)
+		out = append(out, key.String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+const testNamespace = "web"
+
+// newService returns a Service with one port and the given annotations.
+func newService(name string, annotations map[string]string) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: testNamespace, UID: types.UID(name + "-uid"), ResourceVersion: "1",
+			Annotations: annotations,
+		},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 8080, Protocol: corev1.ProtocolTCP}}},
+	}
+}
+
+// annotated returns the annotations asking for an Ingress, plus extra key/value pairs.
+func annotated(kv ...string) map[string]string {
+	a := map[string]string{AnnotationHTTP: "true"}
+	for i := 0; i+1 < len(kv); i += 2 {
+		a[kv[i]] = kv[i+1]
+	}
+	return a
+}
+
+// controlledBy returns owner references making svc the controller.
+func controlledBy(svc *corev1.Service) []metav1.OwnerReference {
+	return []metav1.OwnerReference{*metav1.NewControllerRef(svc, corev1.SchemeGroupVersion.WithKind("Service"))}
+}
+
+// newTestIngress returns an Ingress of the test namespace with the given owners.
+func newTestIngress(name string, owners []metav1.OwnerReference) *networkingv1.Ingress {
+	return &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: testNamespace, UID: types.UID(name + "-ingress-uid"), ResourceVersion: "1",
+			OwnerReferences: owners,
+		},
+	}
+}

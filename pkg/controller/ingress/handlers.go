@@ -1,0 +1,119 @@
+package ingress
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/app-controller/app-controller/pkg/controller"
+)
+
+// addService queues a new Service.
+func (c *Controller) addService(logger klog.Logger, obj interface{}) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return
+	}
+	logger.V(4).Info("Service added", "service", klog.KObj(svc))
+	c.queue.Add(cache.MetaObjectToName(svc))
+}
+
+// updateService queues a changed Service. Periodic resyncs (same resourceVersion) are
+// skipped: nothing changed.
+func (c *Controller) updateService(logger klog.Logger, old, cur interface{}) {
+	oldSvc, ok1 := old.(*corev1.Service)
+	curSvc, ok2 := cur.(*corev1.Service)
+	if !ok1 || !ok2 || oldSvc.ResourceVersion == curSvc.ResourceVersion {
+		return
+	}
+	logger.V(4).Info("Service updated", "service", klog.KObj(curSvc))
+	c.queue.Add(cache.MetaObjectToName(curSvc))
+}
+
+// addIngress queues the Service that controls a new Ingress, and the Service of the same
+// name: a foreign Ingress now holds the name that Service may ask for.
+func (c *Controller) addIngress(logger klog.Logger, obj interface{}) {
+	ing, ok := obj.(*networkingv1.Ingress)
+	if !ok {
+		return
+	}
+	logger.V(4).Info("Ingress added", "ingress", klog.KObj(ing))
+	c.enqueueServices(c.servicesForIngress(ing, true))
+}
+
+// updateIngress queues the Service that controls a changed Ingress, so that edits are
+// undone. When the Ingress changed controller, the Services it was and is controlled by
+// and the Service of its name are queued. Updates of foreign Ingresses that keep their
+// controller are ignored: the Service's answer to them does not change.
+func (c *Controller) updateIngress(logger klog.Logger, old, cur interface{}) {
+	oldIng, ok1 := old.(*networkingv1.Ingress)
+	curIng, ok2 := cur.(*networkingv1.Ingress)
+	if !ok1 || !ok2 || oldIng.ResourceVersion == curIng.ResourceVersion {
+		return
+	}
+	logger.V(4).Info("Ingress updated", "ingress", klog.KObj(curIng))
+	oldRef, curRef := metav1.GetControllerOfNoCopy(oldIng), metav1.GetControllerOfNoCopy(curIng)
+	if !equalRefs(oldRef, curRef) {
+		c.enqueueServices(c.servicesForIngress(oldIng, true))
+	}
+	c.enqueueServices(c.servicesForIngress(curIng, !equalRefs(oldRef, curRef)))
+}
+
+// deleteIngress queues the Service that controlled a deleted Ingress, so that it is
+// restored, and the Service of the same name, which may now take the freed name.
+func (c *Controller) deleteIngress(logger klog.Logger, obj interface{}) {
+	ing, ok := controller.ObjectFromTombstone(obj).(*networkingv1.Ingress)
+	if !ok {
+		return
+	}
+	logger.V(4).Info("Ingress deleted", "ingress", klog.KObj(ing))
+	c.enqueueServices(c.servicesForIngress(ing, true))
+}
+
+// enqueueServices queues keys.
+func (c *Controller) enqueueServices(keys []cache.ObjectName) {
+	for _, key := range keys {
+		c.queue.Add(key)
+	}
+}
+
+// servicesForIngress returns the keys of the Services an Ingress event concerns: the
+// Service that controls ing (ControllerRef of kind Service, with a matching UID), and, if
+// sameName, the existing Service whose name ing has.
+func (c *Controller) servicesForIngress(ing *networkingv1.Ingress, sameName bool) []cache.ObjectName {
+	var keys []cache.ObjectName
+	if svc := c.resolveControllerRef(ing.Namespace, metav1.GetControllerOfNoCopy(ing)); svc != nil {
+		keys = append(keys, cache.MetaObjectToName(svc))
+	}
+	if sameName {
+		key := cache.MetaObjectToName(ing)
+		if _, err := c.serviceLister.Services(key.Namespace).Get(key.Name); err == nil && (len(keys) == 0 || keys[0] != key) {
+			keys = append(keys, key)
+		}
+	}
+	return keys
+}
+
+// resolveControllerRef returns the Service that ref points to, or nil if ref is not a
+// Service's or that Service no longer exists (a new Service of the same name has
+// another UID).
+func (c *Controller) resolveControllerRef(namespace string, ref *metav1.OwnerReference) *corev1.Service {
+	if ref == nil || ref.Kind != "Service" || ref.APIVersion != corev1.SchemeGroupVersion.String() {
+		return nil
+	}
+	svc, err := c.serviceLister.Services(namespace).Get(ref.Name)
+	if err != nil || svc.UID != ref.UID {
+		return nil
+	}
+	return svc
+}
+
+// equalRefs reports whether two controller references point to the same owner.
+func equalRefs(a, b *metav1.OwnerReference) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.UID == b.UID
+}

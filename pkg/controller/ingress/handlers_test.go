@@ -1,0 +1,114 @@
+package ingress
+
+import (
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+)
+
+func TestServiceHandlers(t *testing.T) {
+	svc := newService("shop", annotated())
+	changed := svc.DeepCopy()
+	changed.ResourceVersion = "2"
+	tests := []struct {
+		name   string
+		handle func(c *Controller)
+		want   []string
+	}{
+		{"add", func(c *Controller) { c.addService(testLogger(t), svc) }, []string{"web/shop"}},
+		{"add of something else", func(c *Controller) { c.addService(testLogger(t), &corev1.Pod{}) }, nil},
+		{"update", func(c *Controller) { c.updateService(testLogger(t), svc, changed) }, []string{"web/shop"}},
+		{"resync", func(c *Controller) { c.updateService(testLogger(t), svc, svc.DeepCopy()) }, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, "")
+			tt.handle(f.c)
+			if got := f.queued(); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("queued %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// testLogger returns a logger that writes to t.
+func testLogger(t *testing.T) klog.Logger {
+	logger, _ := ktesting.NewTestContext(t)
+	return logger
+}
+
+func TestIngressHandlers(t *testing.T) {
+	shop := newService("shop", annotated())
+	cart := newService("cart", annotated())
+	// recreated is a Service named like a deleted one whose Ingress is still around.
+	oldShop := newService("shop", annotated())
+	oldShop.UID = "deleted-shop-uid"
+
+	owned := newTestIngress("shop", controlledBy(shop))
+	stale := newTestIngress("shop", controlledBy(oldShop))
+	foreign := newTestIngress("shop", nil)
+	foreignOther := newTestIngress("blog", nil)
+	// crossNamed is controlled by cart but named like shop (made by hand).
+	crossNamed := newTestIngress("shop", controlledBy(cart))
+	notAService := newTestIngress("shop", []metav1.OwnerReference{{
+		APIVersion: "apps/v1", Kind: "Deployment", Name: "shop", UID: shop.UID, Controller: ptr.To(true),
+	}})
+	bumped := func(ing *networkingv1.Ingress, owners []metav1.OwnerReference) *networkingv1.Ingress {
+		ing = ing.DeepCopy()
+		ing.ResourceVersion = "2"
+		if owners != nil {
+			ing.OwnerReferences = owners
+		}
+		return ing
+	}
+
+	tests := []struct {
+		name   string
+		handle func(c *Controller)
+		want   []string
+	}{
+		{"add owned", func(c *Controller) { c.addIngress(testLogger(t), owned) }, []string{"web/shop"}},
+		{"add foreign of a Service's name", func(c *Controller) { c.addIngress(testLogger(t), foreign) }, []string{"web/shop"}},
+		{"add foreign of no Service's name", func(c *Controller) { c.addIngress(testLogger(t), foreignOther) }, nil},
+		{"add controlled by another Service", func(c *Controller) { c.addIngress(testLogger(t), crossNamed) }, []string{"web/cart", "web/shop"}},
+		{"add stale (owner UID gone)", func(c *Controller) { c.addIngress(testLogger(t), stale) }, []string{"web/shop"}},
+		{"add controlled by a non-Service", func(c *Controller) { c.addIngress(testLogger(t), notAService) }, []string{"web/shop"}},
+		{"update owned (edit)", func(c *Controller) { c.updateIngress(testLogger(t), owned, bumped(owned, nil)) }, []string{"web/shop"}},
+		{"update resync", func(c *Controller) { c.updateIngress(testLogger(t), owned, owned.DeepCopy()) }, nil},
+		{"update foreign, same controller", func(c *Controller) { c.updateIngress(testLogger(t), foreign, bumped(foreign, nil)) }, nil},
+		{"update foreign gains the Service as controller", func(c *Controller) {
+			c.updateIngress(testLogger(t), foreign, bumped(foreign, controlledBy(shop)))
+		}, []string{"web/shop"}},
+		{"update owned loses its controller", func(c *Controller) {
+			c.updateIngress(testLogger(t), owned, bumped(owned, []metav1.OwnerReference{}))
+		}, []string{"web/shop"}},
+		{"update changes controller to another Service", func(c *Controller) {
+			c.updateIngress(testLogger(t), owned, bumped(owned, controlledBy(cart)))
+		}, []string{"web/cart", "web/shop"}},
+		{"delete owned", func(c *Controller) { c.deleteIngress(testLogger(t), owned) }, []string{"web/shop"}},
+		{"delete owned, tombstone", func(c *Controller) {
+			c.deleteIngress(testLogger(t), cache.DeletedFinalStateUnknown{Key: "web/shop", Obj: owned})
+		}, []string{"web/shop"}},
+		{"delete foreign frees the name", func(c *Controller) { c.deleteIngress(testLogger(t), foreign) }, []string{"web/shop"}},
+		{"delete tombstone of something else", func(c *Controller) {
+			c.deleteIngress(testLogger(t), cache.DeletedFinalStateUnknown{Key: "x", Obj: "garbage"})
+		}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, "")
+			f.addServices(shop, cart)
+			tt.handle(f.c)
+			if got := f.queued(); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("queued %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

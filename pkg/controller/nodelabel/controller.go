@@ -1,0 +1,187 @@
+// Package nodelabel is the node labeler: nodes that match a rule of its configuration
+// get the rule's labels. Labels are written with server-side apply under their own field
+// manager, holding only metadata.labels and a hash annotation, so that the API server's
+// ownership tracking removes exactly the labels the labeler applied when a node stops
+// matching, and never a label someone else set. A label someone else already set to
+// another value is left alone and reported.
+//
+// Files: config.go reads and validates the rules; rules.go matches them against a node;
+// controller.go wires the informer, queue and workers; handlers.go maps node events to
+// keys; sync.go reconciles one node.
+package nodelabel
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// mutationCacheTTL is how long the controller prefers its own node writes over an
+// informer cache that has not caught up with them yet.
+const mutationCacheTTL = time.Minute
+
+// Options tune a Controller.
+type Options struct {
+	// RateLimiter defaults to an exponential per-node backoff from BaseRetryDelay to
+	// MaxRetryDelay.
+	RateLimiter workqueue.TypedRateLimiter[cache.ObjectName]
+}
+
+// Controller labels nodes by its rules.
+type Controller struct {
+	kubeClient kubernetes.Interface
+	config     *Config
+
+	// nodes holds the newest of the node cache and the controller's own writes.
+	nodes       cache.MutationCache
+	nodesSynced cache.InformerSynced
+
+	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	recorder record.EventRecorder
+
+	heldLock sync.Mutex
+	// held records, per node, the labels found set to another value by another field
+	// manager, with the value they had then. They are left out of what the labeler
+	// applies while they keep that value, so that the conflict is reported once rather
+	// than on every sync.
+	held map[string]map[string]heldLabel
+}
+
+// heldLabel is a label that another field manager holds: its value when the conflict
+// was found.
+type heldLabel struct {
+	value   string
+	present bool
+}
+
+// NewController wires a Controller to its client and node informer and registers its
+// event handlers. config is validated first. The informer must not have been started.
+func NewController(ctx context.Context, kubeClient kubernetes.Interface, nodeInformer coreinformers.NodeInformer,
+	config *Config, recorder record.EventRecorder, opts Options) (*Controller, error) {
+	logger := klog.FromContext(ctx)
+	if err := config.Validate(); err != nil {
+		return nil, fmt.Errorf("node label config: %w", err)
+	}
+	if opts.RateLimiter == nil {
+		opts.RateLimiter = newRateLimiter()
+	}
+
+	informer := nodeInformer.Informer()
+	c := &Controller{
+		kubeClient: kubeClient,
+		config:     config,
+		nodes: cache.NewIntegerResourceVersionMutationCache(logger,
+			informer.GetStore(), informer.GetIndexer(), mutationCacheTTL, false),
+		nodesSynced: informer.HasSynced,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: ControllerName}),
+		recorder: recorder,
+		held:     map[string]map[string]heldLabel{},
+	}
+	if _, err := informer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { c.addNode(logger, obj) },
+		UpdateFunc: func(old, cur interface{}) { c.updateNode(logger, old, cur) },
+		DeleteFunc: func(obj interface{}) { c.deleteNode(logger, obj) },
+	}, cache.HandlerOptions{Logger: &logger}); err != nil {
+		return nil, fmt.Errorf("adding the Node event handler: %w", err)
+	}
+	return c, nil
+}
+
+// newRateLimiter returns the default rate limiter: a per-node exponential backoff from
+// BaseRetryDelay, capped at the seed's retry delay, MaxRetryDelay.
+func newRateLimiter() workqueue.TypedRateLimiter[cache.ObjectName] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](BaseRetryDelay, MaxRetryDelay)
+}
+
+// Run waits for the node cache to sync, then runs workers until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	defer c.queue.ShutDown()
+	logger := klog.FromContext(ctx)
+
+	logger.Info("Starting controller", "workers", workers, "rules", len(c.config.Rules))
+	defer logger.Info("Stopped controller")
+
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.nodesSynced) {
+		return
+	}
+	for range workers {
+		go wait.UntilWithContext(ctx, c.worker, time.Second)
+	}
+	<-ctx.Done()
+}
+
+// worker processes queue items until the queue shuts down.
+func (c *Controller) worker(ctx context.Context) {
+	for c.processNextWorkItem(ctx) {
+	}
+}
+
+// processNextWorkItem syncs one node from the queue. It returns false when the queue is
+// shut down.
+func (c *Controller) processNextWorkItem(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "node", klog.KRef("", key.Name))
+	ctx = klog.NewContext(ctx, logger)
+	c.handleErr(ctx, key, c.syncNode(ctx, key))
+	return true
+}
+
+// handleErr retries a failed node with the queue's backoff, capped at MaxRetryDelay, for
+// as long as it fails: a node's labels matter as long as the node exists. The first
+// failure of a streak is reported in a Warning Event.
+func (c *Controller) handleErr(ctx context.Context, key cache.ObjectName, err error) {
+	if err == nil {
+		c.queue.Forget(key)
+		return
+	}
+	attempts := c.queue.NumRequeues(key) + 1
+	if attempts == 1 {
+		if node, getErr := c.getNode(key); getErr == nil && node != nil {
+			c.recorder.Eventf(node, corev1.EventTypeWarning, ReasonSyncFailed, "Labelling the node failed, will retry: %v", err)
+		}
+	}
+	klog.FromContext(ctx).V(2).Info("Sync failed, retrying", "attempt", attempts, "err", err)
+	c.queue.AddRateLimited(key)
+}
+
+// getNode returns the newest known state of the node named key, or nil if it does not
+// exist.
+func (c *Controller) getNode(key cache.ObjectName) (*corev1.Node, error) {
+	obj, exists, err := c.nodes.GetByKey(key.Name)
+	if err != nil || !exists {
+		return nil, err
+	}
+	node, ok := obj.(*corev1.Node)
+	if !ok {
+		return nil, fmt.Errorf("unexpected object %T in the Node cache", obj)
+	}
+	return node, nil
+}
+
+// Idle is the node labeler when no configuration file is given: it watches nothing and
+// does nothing until its context ends.
+type Idle struct{}
+
+// Run logs that the node labeler is idle and waits for ctx to end.
+func (Idle) Run(ctx context.Context, _ int) {
+	klog.FromContext(ctx).Info("No --node-label-config given: node labeler idle")
+	<-ctx.Done()
+}

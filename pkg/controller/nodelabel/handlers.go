@@ -1,0 +1,54 @@
+package nodelabel
+
+import (
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/app-controller/app-controller/pkg/controller"
+)
+
+// addNode queues a new node.
+func (c *Controller) addNode(logger klog.Logger, obj interface{}) {
+	node, ok := obj.(*corev1.Node)
+	if !ok {
+		return
+	}
+	logger.V(4).Info("Node added", "node", klog.KObj(node))
+	c.queue.Add(cache.MetaObjectToName(node))
+}
+
+// updateNode queues a node whose labels, provider ID or applied-config hash changed:
+// what the rules match on and what the labeler compares. Periodic resyncs and the
+// frequent status-only updates (heartbeats) are skipped.
+func (c *Controller) updateNode(logger klog.Logger, old, cur interface{}) {
+	oldNode, ok1 := old.(*corev1.Node)
+	curNode, ok2 := cur.(*corev1.Node)
+	if !ok1 || !ok2 || oldNode.ResourceVersion == curNode.ResourceVersion {
+		return
+	}
+	if !relevantChange(oldNode, curNode) {
+		return
+	}
+	logger.V(4).Info("Node updated", "node", klog.KObj(curNode))
+	c.queue.Add(cache.MetaObjectToName(curNode))
+}
+
+// deleteNode queues a deleted node, so that its sync forgets what was recorded about it.
+func (c *Controller) deleteNode(logger klog.Logger, obj interface{}) {
+	node, ok := controller.ObjectFromTombstone(obj).(*corev1.Node)
+	if !ok {
+		return
+	}
+	logger.V(4).Info("Node deleted", "node", klog.KObj(node))
+	c.queue.Add(cache.MetaObjectToName(node))
+}
+
+// relevantChange reports whether a node update changed anything the labeler looks at.
+func relevantChange(old, cur *corev1.Node) bool {
+	return !maps.Equal(old.Labels, cur.Labels) ||
+		old.Spec.ProviderID != cur.Spec.ProviderID ||
+		old.Annotations[controller.AppliedConfigHashAnnotation] != cur.Annotations[controller.AppliedConfigHashAnnotation]
+}

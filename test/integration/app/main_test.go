@@ -1,0 +1,237 @@
+// Package app tests the App controller end to end against a real control plane:
+// kube-apiserver and etcd, kube-controller-manager (garbage collector, deployment and
+// replicaset controllers), kube-scheduler and kwok, which runs the pods.
+package app
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
+	"github.com/app-controller/app-controller/pkg/controllermanager"
+	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
+)
+
+func TestMain(m *testing.M) { clustertest.Main(m) }
+
+// converge bounds how long the controller and the cluster may take to converge.
+const converge = 60 * time.Second
+
+// manager is an app-controller running in the test process.
+type manager struct {
+	mu sync.Mutex
+	// log lists the controller's requests that are not reads, as "METHOD path".
+	log []string
+}
+
+// startManager runs the App controller (only) against the test cluster until the test
+// ends, with the given resync period.
+func startManager(t *testing.T, resync time.Duration) *manager {
+	t.Helper()
+	m := &manager{}
+	cfg := clustertest.Config(t)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			switch req.Method {
+			case http.MethodGet, http.MethodHead:
+			default:
+				m.mu.Lock()
+				m.log = append(m.log, req.Method+" "+req.URL.Path)
+				m.mu.Unlock()
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	opts := controllermanager.NewOptions()
+	opts.Controllers = []string{appctrl.ControllerName}
+	opts.ResyncPeriod = resync
+	opts.ShutdownTimeout = 5 * time.Second
+
+	logger, _ := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	done := make(chan error, 1)
+	go func() { done <- controllermanager.RunWithConfig(ctx, cfg, opts) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("controller manager: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("controller manager did not stop")
+		}
+	})
+	return m
+}
+
+// writesIn returns the writes made so far to objects in namespace ns.
+func (m *manager) writesIn(ns string) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, w := range m.log {
+		if strings.Contains(w, "/namespaces/"+ns+"/") {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// clients are the typed clients of the tests (admin, not the controller's).
+type clients struct {
+	kube kubernetes.Interface
+	app  appclientset.Interface
+	cfg  *rest.Config
+}
+
+func newClients(t *testing.T) clients {
+	t.Helper()
+	cfg := clustertest.Config(t)
+	app, err := appclientset.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clients{kube: clustertest.Client(t), app: app, cfg: cfg}
+}
+
+// getApp returns the App or fails the test.
+func (c clients) getApp(t *testing.T, ns, name string) *appv1.App {
+	t.Helper()
+	app, err := c.app.AppcontrollerV1().Apps(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("getting App %s/%s: %v", ns, name, err)
+	}
+	return app
+}
+
+// condition returns "Status/Reason" of the App's condition, "" if absent.
+func condition(app *appv1.App, conditionType string) string {
+	c := meta.FindStatusCondition(app.Status.Conditions, conditionType)
+	if c == nil {
+		return ""
+	}
+	return string(c.Status) + "/" + c.Reason
+}
+
+// waitReady waits until the App is Ready at its current generation.
+func (c clients) waitReady(t *testing.T, ns, name string) *appv1.App {
+	t.Helper()
+	var app *appv1.App
+	clustertest.Eventually(t, converge, func() (bool, error) {
+		app = c.getApp(t, ns, name)
+		return app.Status.ObservedGeneration == app.Generation && condition(app, appctrl.ConditionReady) == "True/Available", nil
+	})
+	return app
+}
+
+// waitCondition waits until the App's condition has the given "Status/Reason".
+func (c clients) waitCondition(t *testing.T, ns, name, conditionType, want string) *appv1.App {
+	t.Helper()
+	var app *appv1.App
+	clustertest.Eventually(t, converge, func() (bool, error) {
+		app = c.getApp(t, ns, name)
+		return condition(app, conditionType) == want, nil
+	})
+	return app
+}
+
+// waitDeployment waits until the Deployment exists and check passes.
+func (c clients) waitDeployment(t *testing.T, ns, name string, check func(*appsv1.Deployment) bool) *appsv1.Deployment {
+	t.Helper()
+	var d *appsv1.Deployment
+	clustertest.Eventually(t, converge, func() (bool, error) {
+		var err error
+		d, err = c.kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		return check(d), nil
+	})
+	return d
+}
+
+// waitGone waits until get returns NotFound.
+func waitGone(t *testing.T, what string, get func() error) {
+	t.Helper()
+	clustertest.Eventually(t, converge, func() (bool, error) {
+		err := get()
+		return err != nil && strings.Contains(err.Error(), "not found"), nil
+	})
+}
+
+// events returns "Type Reason Message" of the Events about an object.
+func (c clients) events(t *testing.T, ns, kind, name string) []string {
+	t.Helper()
+	list, err := c.kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=" + kind + ",involvedObject.name=" + name,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		out = append(out, e.Type+" "+e.Reason+" "+e.Message)
+	}
+	return out
+}
+
+// newApp returns an App with a Deployment and a Service named after it.
+func newApp(ns, name, image string, replicas int32) *appv1.App {
+	return &appv1.App{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appv1.AppSpec{
+			DeploymentTemplate: &appv1.DeploymentTemplate{Name: name + "-deploy", Image: image, Replicas: &replicas},
+			ServiceTemplate:    &appv1.ServiceTemplate{Name: name + "-svc"},
+		},
+	}
+}
+
+// create creates the App or fails the test.
+func (c clients) create(t *testing.T, app *appv1.App) *appv1.App {
+	t.Helper()
+	created, err := c.app.AppcontrollerV1().Apps(app.Namespace).Create(context.Background(), app, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating App %s: %v", app.Name, err)
+	}
+	return created
+}
+
+// update applies mutate to the latest App and updates it, retrying on conflicts.
+func (c clients) update(t *testing.T, ns, name string, mutate func(*appv1.App)) {
+	t.Helper()
+	clustertest.Eventually(t, converge, func() (bool, error) {
+		app := c.getApp(t, ns, name)
+		mutate(app)
+		_, err := c.app.AppcontrollerV1().Apps(ns).Update(context.Background(), app, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+}
+
+func mustQuantity(t *testing.T, s string) resource.Quantity {
+	t.Helper()
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}

@@ -1,0 +1,233 @@
+package nodelabel
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/app-controller/app-controller/internal/localcluster"
+	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
+	"github.com/app-controller/app-controller/pkg/controller"
+	"github.com/app-controller/app-controller/pkg/controller/nodelabel"
+	"github.com/app-controller/app-controller/pkg/controllermanager"
+)
+
+const (
+	pool      = "it.example.com/pool"
+	joinedVia = "it.example.com/joined-via"
+	contested = "it.example.com/contested"
+	extra     = "it.example.com/extra"
+	owner     = "it.example.com/owner"
+)
+
+// rules match the test's kwok nodes (provider ID, name and a label the test controls)
+// and disagree on joined-via, which the first rule wins.
+const rules = `
+rules:
+- name: it-kwok
+  match:
+    providerIDPrefix: "kwok://"
+    nameRegex: "nl-.*"
+    labelSelector:
+      matchLabels: {it.example.com/pool: blue}
+  labels:
+    it.example.com/joined-via: kwok
+    it.example.com/contested: rule
+- name: it-shadow
+  match:
+    nameRegex: "nl-.*"
+    labelSelector:
+      matchLabels: {it.example.com/pool: blue}
+  labels:
+    it.example.com/joined-via: shadow
+    it.example.com/extra: "yes"
+`
+
+// TestNodeLabels runs the labeler on a node present at start and one created after:
+// both get the labels, the first rule wins a disagreement, a label someone else set is
+// left alone and reported, and the labels go when a node stops matching while foreign
+// labels stay.
+func TestNodeLabels(t *testing.T) {
+	kube := clustertest.Client(t)
+
+	// Present at start: matching, with a foreign label and a foreign value for a label
+	// the rule sets.
+	createNode(t, kube, "nl-present", map[string]string{pool: "blue", owner: "admin", contested: "manual"})
+	startManager(t, []string{nodelabel.ControllerName}, writeConfig(t, rules))
+
+	node := waitLabels(t, kube, "nl-present", func(l map[string]string) bool {
+		return l[joinedVia] == "kwok" && l[extra] == "yes"
+	})
+	if node.Labels[owner] != "admin" || node.Labels[contested] != "manual" {
+		t.Errorf("foreign labels changed: %v", node.Labels)
+	}
+	if got := labelManagers(node, contested); !slices.Equal(got, []string{adminManager}) {
+		t.Errorf("managers of %s = %v, want only %s", contested, got, adminManager)
+	}
+	if got := labelManagers(node, joinedVia); !slices.Equal(got, []string{nodelabel.FieldManager}) {
+		t.Errorf("managers of %s = %v, want only %s", joinedVia, got, nodelabel.FieldManager)
+	}
+	if node.Annotations[controller.AppliedConfigHashAnnotation] == "" {
+		t.Errorf("no %s annotation on a labelled node", controller.AppliedConfigHashAnnotation)
+	}
+	msg := waitEvent(t, kube, "nl-present", "Warning "+nodelabel.ReasonLabelConflict)
+	if !strings.Contains(msg, contested) || !strings.Contains(msg, adminManager) {
+		t.Errorf("conflict event %q does not name the label and its owner", msg)
+	}
+	msg = waitEvent(t, kube, "nl-present", "Warning "+nodelabel.ReasonRuleConflict)
+	if !strings.Contains(msg, `"it-kwok"`) || !strings.Contains(msg, `"it-shadow"`) || !strings.Contains(msg, joinedVia) {
+		t.Errorf("rule conflict event %q does not name both rules and the label", msg)
+	}
+
+	// Created after start.
+	createNode(t, kube, "nl-late", map[string]string{pool: "blue"})
+	waitLabels(t, kube, "nl-late", func(l map[string]string) bool {
+		return l[joinedVia] == "kwok" && l[contested] == "rule" && l[extra] == "yes"
+	})
+	waitEvent(t, kube, "nl-late", "Normal "+nodelabel.ReasonLabelsApplied)
+
+	// The node stops matching: the labeler's labels go; kwok's and the admin's stay.
+	setLabels(t, kube, "nl-late", map[string]string{pool: "", owner: "admin"})
+	node = waitLabels(t, kube, "nl-late", func(l map[string]string) bool {
+		_, j := l[joinedVia]
+		_, c := l[contested]
+		_, e := l[extra]
+		return !j && !c && !e
+	})
+	if node.Labels["type"] != "kwok" || node.Labels[corev1.LabelHostname] != "nl-late" || node.Labels[owner] != "admin" {
+		t.Errorf("foreign labels removed: %v", node.Labels)
+	}
+	if _, found := node.Annotations[controller.AppliedConfigHashAnnotation]; found {
+		t.Errorf("hash annotation left on a node that matches no rule")
+	}
+	waitEvent(t, kube, "nl-late", "Normal "+nodelabel.ReasonLabelsRemoved)
+
+	// It matches again: labelled again.
+	setLabels(t, kube, "nl-late", map[string]string{pool: "blue"})
+	waitLabels(t, kube, "nl-late", func(l map[string]string) bool { return l[joinedVia] == "kwok" })
+
+	// The admin gives up the contested label: the rule's value is applied.
+	setLabels(t, kube, "nl-present", map[string]string{contested: ""})
+	waitLabels(t, kube, "nl-present", func(l map[string]string) bool { return l[contested] == "rule" })
+
+	// kwok-node-0 matches the provider ID but not the name: untouched.
+	for _, key := range []string{joinedVia, contested, extra} {
+		if v, found := getNode(t, kube, localcluster.DefaultNodeName).Labels[key]; found {
+			t.Errorf("%s labelled %s=%s", localcluster.DefaultNodeName, key, v)
+		}
+	}
+}
+
+// TestNodeLabelerDisabled checks that --controllers=-nodelabel leaves nodes alone and
+// does not even read the configuration, and that without --node-label-config the
+// labeler is idle.
+func TestNodeLabelerDisabled(t *testing.T) {
+	kube := clustertest.Client(t)
+	ctx := context.Background()
+	invalid := writeConfig(t, "rules:\n- name: broken\n  match: {nameRegex: \"(\"}\n  labels: {k: v}\n")
+	valid := writeConfig(t, rules)
+
+	tests := []struct {
+		name        string
+		node        string
+		controllers []string
+		config      string
+	}{
+		{"disabled with an invalid config", "nl-disabled", []string{"*", "-" + nodelabel.ControllerName}, invalid},
+		{"disabled with a valid config", "nl-disabled-valid", []string{"*", "-" + nodelabel.ControllerName}, valid},
+		{"enabled without a config", "nl-idle", []string{"ingress", nodelabel.ControllerName}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			createNode(t, kube, tt.node, map[string]string{pool: "blue"})
+			startManager(t, tt.controllers, tt.config)
+
+			// The ingress controller proves that the manager is up and syncing.
+			if controllermanager.IsControllerEnabled("ingress", tt.controllers) {
+				ns := clustertest.Namespace(t)
+				if _, err := kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+					ObjectMeta: metav1.ObjectMeta{Name: "probe", Annotations: map[string]string{"ingress/http": "true"}},
+					Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+				}, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				clustertest.Eventually(t, converge, func() (bool, error) {
+					_, err := kube.NetworkingV1().Ingresses(ns).Get(ctx, "probe", metav1.GetOptions{})
+					return err == nil, nil
+				})
+			}
+			// Give a running labeler ample time to act, then check it did not.
+			deadline := time.Now().Add(5 * time.Second)
+			for time.Now().Before(deadline) {
+				node := getNode(t, kube, tt.node)
+				if _, found := node.Labels[joinedVia]; found || len(labelManagers(node, joinedVia)) > 0 {
+					t.Fatalf("node labelled by a disabled or idle labeler: %v", node.Labels)
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// TestInvalidConfigRefusesToStart checks that an invalid --node-label-config stops the
+// controller-manager before it starts anything, with an error naming the rule and field,
+// in process and as the bin/app-controller binary (non-zero exit).
+func TestInvalidConfigRefusesToStart(t *testing.T) {
+	config := writeConfig(t, `
+rules:
+- name: ok
+  match: {providerIDPrefix: "kwok://"}
+  labels: {it.example.com/a: "1"}
+- name: x
+  match: {nameRegex: "nl-("}
+  labels: {it.example.com/b: "2"}
+`)
+	want := `rules[1] (name "x"): match.nameRegex: invalid regexp`
+
+	t.Run("in process", func(t *testing.T) {
+		opts := controllermanager.NewOptions()
+		opts.NodeLabelConfig = config
+		ctx, cancel := context.WithTimeout(context.Background(), converge)
+		defer cancel()
+		err := controllermanager.RunWithConfig(ctx, clustertest.Config(t), opts)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), config) {
+			t.Fatalf("RunWithConfig = %v, want an error naming %s and %q", err, config, want)
+		}
+	})
+
+	t.Run("binary", func(t *testing.T) {
+		goTool, err := exec.LookPath("go")
+		if err != nil {
+			t.Skip("no go tool to build bin/app-controller")
+		}
+		root, err := localcluster.RepoRoot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin := filepath.Join(t.TempDir(), "app-controller")
+		build := exec.Command(goTool, "build", "-o", bin, "./cmd/app-controller")
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("building app-controller: %v\n%s", err, out)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), converge)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, "--kubeconfig", clustertest.Cluster().Kubeconfig, "--node-label-config", config)
+		out, err := cmd.CombinedOutput()
+		var exitErr *exec.ExitError
+		if !errors.As(err, &exitErr) || exitErr.ExitCode() == 0 {
+			t.Fatalf("app-controller with an invalid config: err %v, want a non-zero exit\n%s", err, out)
+		}
+		if !strings.Contains(string(out), strings.ReplaceAll(want, `"`, `\"`)) && !strings.Contains(string(out), want) {
+			t.Errorf("output does not name the rule and field (%q):\n%s", want, out)
+		}
+	})
+}
