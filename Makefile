@@ -12,6 +12,8 @@ KUBECONFIG ?= $(LOCAL)/kubeconfig
 export KUBECONFIG
 
 GO         ?= go
+# Log verbosity of `make run`: 2 shows every write and status change.
+V          ?= 2
 KUBECTL    := $(BIN)/kubectl
 # The control plane binaries, built from the separate tools module in hack/tools.
 CLUSTER_BINS := $(addprefix $(BIN)/,kube-apiserver kube-controller-manager kube-scheduler kubectl kwok etcd)
@@ -23,18 +25,20 @@ INTEGRATION_TIMEOUT ?= 30m
 ##@ Run the product
 
 .PHONY: dev
-dev: cluster-up install examples ## Start a local control plane, install the CRD, apply the examples and run the controller.
+dev: cluster-up ## Start a local control plane, install the CRD, apply the examples and run the controller.
+	@# Always the local cluster: never a KUBECONFIG from the environment.
+	@$(MAKE) --no-print-directory install examples KUBECONFIG=$(LOCAL)/kubeconfig
 	@echo
 	@echo "Control plane up. In another terminal:"
-	@echo "  export KUBECONFIG=$(KUBECONFIG)"
+	@echo "  export KUBECONFIG=$(LOCAL)/kubeconfig"
 	@echo "  $(KUBECTL) get apps -A"
 	@echo "Stop the controller with Ctrl-C, the control plane with 'make cluster-down'."
 	@echo
-	$(MAKE) --no-print-directory run
+	@$(MAKE) --no-print-directory run KUBECONFIG=$(LOCAL)/kubeconfig
 
 .PHONY: run
-run: build ## Run the controller in the foreground against the current KUBECONFIG.
-	$(BIN)/app-controller --kubeconfig "$(KUBECONFIG)" $(ARGS)
+run: build ## Run the controller in the foreground against the current KUBECONFIG (ARGS=... adds flags, V=log verbosity).
+	$(BIN)/app-controller --kubeconfig "$(KUBECONFIG)" -v=$(V) $(ARGS)
 
 .PHONY: build
 build: ## Build the controller into bin/app-controller.
