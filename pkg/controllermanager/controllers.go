@@ -43,7 +43,7 @@ func startIngressController(ctx context.Context, cc *ControllerContext) (Runnabl
 	return ingress.NewController(ctx, cc.KubeClient, ingress.Informers{
 		Services:  cc.KubeInformers.Core().V1().Services(),
 		Ingresses: cc.KubeInformers.Networking().V1().Ingresses(),
-	}, cc.EventRecorder, ingress.Options{IngressClass: cc.Options.IngressClass})
+	}, cc.EventRecorder, ingress.Options{IngressClass: cc.Options.IngressClass, ShutdownTimeout: cc.Options.ShutdownTimeout})
 }
 
 // startNodeLabelController builds the node labeler from the --node-label-config file.
@@ -59,5 +59,5 @@ func startNodeLabelController(ctx context.Context, cc *ControllerContext) (Runna
 	}
 	klog.FromContext(ctx).Info("Loaded node label config", "path", cc.Options.NodeLabelConfig, "rules", len(config.Rules))
 	return nodelabel.NewController(ctx, cc.KubeClient, cc.KubeInformers.Core().V1().Nodes(),
-		config, cc.EventRecorder, nodelabel.Options{})
+		config, cc.EventRecorder, nodelabel.Options{ShutdownTimeout: cc.Options.ShutdownTimeout})
 }

@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/clock"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	appinformers "github.com/app-controller/app-controller/pkg/generated/informers/externalversions/appcontroller/v1"
 	applisters "github.com/app-controller/app-controller/pkg/generated/listers/appcontroller/v1"
@@ -84,13 +85,32 @@ type Controller struct {
 type Options struct {
 	// MaxRetries defaults to MaxRetries.
 	MaxRetries int
-	// ShutdownTimeout defaults to 30s.
+	// ShutdownTimeout defaults to controller.DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
 	// RateLimiter defaults to the client-go default controller rate limiter.
 	RateLimiter workqueue.TypedRateLimiter[cache.ObjectName]
 }
+
+// RBAC of the App controller, generated into config/rbac/role.yaml by controller-gen
+// (make generate). Apps are listed and watched by the App informer, and only their
+// status is written (server-side apply: patch). Children carry an owner reference with
+// blockOwnerDeletion=true, which the OwnerReferencesPermissionEnforcement admission
+// plugin accepts only from a user who may update the App's finalizers (and delete the
+// child).
+// Deployments and Services are listed and watched by the managed informers and by the
+// metadata-only informers of unmanaged ones; they are written with server-side apply
+// and JSON patches (patch; an apply that creates the object is authorized as create
+// too), read live after a create that conflicted (get) and deleted when pruned or when
+// the name goes to an older App. Events go through the recorder.
+//
+// +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=apps,verbs=list;watch
+// +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=apps/status,verbs=patch
+// +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=apps/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // NewController wires a Controller to its clients and informers and registers its event
 // handlers and indexers. The informers must not have been started yet.
@@ -99,9 +119,6 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 	logger := klog.FromContext(ctx)
 	if opts.MaxRetries <= 0 {
 		opts.MaxRetries = MaxRetries
-	}
-	if opts.ShutdownTimeout <= 0 {
-		opts.ShutdownTimeout = 30 * time.Second
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -191,8 +208,8 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 }
 
 // Run waits for the caches to sync, then runs workers until ctx ends. It then stops
-// taking work and waits up to the shutdown timeout for in-flight syncs to finish before
-// cancelling them.
+// taking work and lets in-flight syncs finish within the shutdown timeout (see
+// controller.RunWorkers).
 func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
@@ -205,49 +222,14 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		return
 	}
 
-	// Syncs get a context that outlives ctx, so that a stop signal does not abort a
-	// half-done sync; it is cancelled once the shutdown timeout has passed.
-	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelWork()
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for c.processNextWorkItem(workCtx) {
-			}
-		})
-	}
-
-	<-ctx.Done()
-	logger.Info("Stopping: finishing in-flight syncs", "timeout", c.shutdownTimeout)
-	c.queue.ShutDown()
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(c.shutdownTimeout):
-		logger.Info("In-flight syncs did not finish in time, cancelling them")
-		cancelWork()
-		<-done
-	}
+	controller.RunWorkers(ctx, c.queue, workers, c.shutdownTimeout, c.process)
 }
 
-// processNextWorkItem syncs one App from the queue. It returns false when the queue is
-// shut down.
-func (c *Controller) processNextWorkItem(ctx context.Context) bool {
-	key, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(key)
-
+// process syncs the App named key and handles the outcome.
+func (c *Controller) process(ctx context.Context, key cache.ObjectName) {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "app", klog.KRef(key.Namespace, key.Name))
 	ctx = klog.NewContext(ctx, logger)
-	err := c.syncApp(ctx, key)
-	c.handleErr(ctx, key, err)
-	return true
+	c.handleErr(ctx, key, c.syncApp(ctx, key))
 }
 
 // handleErr retries a failed App with backoff. After maxRetries failed attempts in a

@@ -18,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	networkinginformers "k8s.io/client-go/informers/networking/v1"
 	"k8s.io/client-go/kubernetes"
@@ -27,6 +26,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"github.com/app-controller/app-controller/pkg/controller"
 )
 
 // mutationCacheTTL is how long the controller prefers its own Ingress writes over an
@@ -48,6 +49,9 @@ type Options struct {
 	MaxRetries int
 	// RateLimiter defaults to the client-go default controller rate limiter.
 	RateLimiter workqueue.TypedRateLimiter[cache.ObjectName]
+	// ShutdownTimeout bounds how long in-flight syncs may run after Run's context ends;
+	// it defaults to controller.DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
 }
 
 // Controller reconciles the Ingresses of annotated Services.
@@ -64,7 +68,24 @@ type Controller struct {
 
 	ingressClass string
 	maxRetries   int
+
+	// shutdownTimeout bounds how long in-flight syncs may run after Run's context ends.
+	shutdownTimeout time.Duration
 }
+
+// RBAC of the Service->Ingress controller, generated into config/rbac/role.yaml by
+// controller-gen (make generate). Services and Ingresses are listed and watched by the
+// informers; Services are never written. Ingresses are written with server-side apply
+// (patch; an apply that creates the Ingress is authorized as create too), read live
+// after a create that conflicted (get) and deleted when the annotation goes. Their owner reference has blockOwnerDeletion=true, which the
+// OwnerReferencesPermissionEnforcement admission plugin accepts only from a user who may
+// update the Service's finalizers (and delete the Ingress). Events go through the
+// recorder.
+//
+// +kubebuilder:rbac:groups="",resources=services,verbs=list;watch
+// +kubebuilder:rbac:groups="",resources=services/finalizers,verbs=update
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // NewController wires a Controller to its client and informers and registers its event
 // handlers. The informers must not have been started yet.
@@ -91,9 +112,10 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, inf Inf
 		synced: []cache.InformerSynced{serviceInformer.HasSynced, ingressInformer.HasSynced},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: ControllerName}),
-		recorder:     recorder,
-		ingressClass: opts.IngressClass,
-		maxRetries:   opts.MaxRetries,
+		recorder:        recorder,
+		ingressClass:    opts.IngressClass,
+		maxRetries:      opts.MaxRetries,
+		shutdownTimeout: opts.ShutdownTimeout,
 	}
 
 	// No delete handler for Services: garbage collection deletes their Ingresses.
@@ -113,43 +135,28 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, inf Inf
 	return c, nil
 }
 
-// Run waits for the caches to sync, then runs workers until ctx ends.
+// Run waits for the caches to sync, then runs workers until ctx ends. It then stops
+// taking work and lets in-flight syncs finish within the shutdown timeout (see
+// controller.RunWorkers).
 func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
-	defer c.queue.ShutDown()
 	logger := klog.FromContext(ctx)
 
 	logger.Info("Starting controller", "workers", workers, "defaultIngressClass", c.ingressClass)
 	defer logger.Info("Stopped controller")
 
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
+		c.queue.ShutDown()
 		return
 	}
-	for range workers {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
-	<-ctx.Done()
+	controller.RunWorkers(ctx, c.queue, workers, c.shutdownTimeout, c.process)
 }
 
-// worker processes queue items until the queue shuts down.
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNextWorkItem(ctx) {
-	}
-}
-
-// processNextWorkItem syncs one Service from the queue. It returns false when the queue
-// is shut down.
-func (c *Controller) processNextWorkItem(ctx context.Context) bool {
-	key, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(key)
-
+// process syncs the Service named key and handles the outcome.
+func (c *Controller) process(ctx context.Context, key cache.ObjectName) {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "service", klog.KRef(key.Namespace, key.Name))
 	ctx = klog.NewContext(ctx, logger)
 	c.handleErr(ctx, key, c.syncService(ctx, key))
-	return true
 }
 
 // handleErr retries a failed Service with backoff, reporting the first failure of a

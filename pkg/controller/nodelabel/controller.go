@@ -18,13 +18,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"github.com/app-controller/app-controller/pkg/controller"
 )
 
 // mutationCacheTTL is how long the controller prefers its own node writes over an
@@ -36,6 +37,9 @@ type Options struct {
 	// RateLimiter defaults to an exponential per-node backoff from BaseRetryDelay to
 	// MaxRetryDelay.
 	RateLimiter workqueue.TypedRateLimiter[cache.ObjectName]
+	// ShutdownTimeout bounds how long in-flight syncs may run after Run's context ends;
+	// it defaults to controller.DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
 }
 
 // Controller labels nodes by its rules.
@@ -56,6 +60,9 @@ type Controller struct {
 	// applies while they keep that value, so that the conflict is reported once rather
 	// than on every sync.
 	held map[string]map[string]heldLabel
+
+	// shutdownTimeout bounds how long in-flight syncs may run after Run's context ends.
+	shutdownTimeout time.Duration
 }
 
 // heldLabel is a label that another field manager holds: its value when the conflict
@@ -64,6 +71,15 @@ type heldLabel struct {
 	value   string
 	present bool
 }
+
+// RBAC of the node labeler, generated into config/rbac/role.yaml by controller-gen (make
+// generate). Nodes are listed and watched by the informer and labelled with server-side
+// apply (patch). The labeler never creates a node, so it is not granted create: an apply
+// to a node deleted meanwhile is refused and retried until the informer sees the delete.
+// Events go through the recorder (Events about nodes land in namespace default).
+//
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // NewController wires a Controller to its client and node informer and registers its
 // event handlers. config is validated first. The informer must not have been started.
@@ -86,8 +102,9 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, nodeInf
 		nodesSynced: informer.HasSynced,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: ControllerName}),
-		recorder: recorder,
-		held:     map[string]map[string]heldLabel{},
+		recorder:        recorder,
+		shutdownTimeout: opts.ShutdownTimeout,
+		held:            map[string]map[string]heldLabel{},
 	}
 	if _, err := informer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { c.addNode(logger, obj) },
@@ -105,43 +122,28 @@ func newRateLimiter() workqueue.TypedRateLimiter[cache.ObjectName] {
 	return workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](BaseRetryDelay, MaxRetryDelay)
 }
 
-// Run waits for the node cache to sync, then runs workers until ctx ends.
+// Run waits for the caches to sync, then runs workers until ctx ends. It then stops
+// taking work and lets in-flight syncs finish within the shutdown timeout (see
+// controller.RunWorkers).
 func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
-	defer c.queue.ShutDown()
 	logger := klog.FromContext(ctx)
 
 	logger.Info("Starting controller", "workers", workers, "rules", len(c.config.Rules))
 	defer logger.Info("Stopped controller")
 
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.nodesSynced) {
+		c.queue.ShutDown()
 		return
 	}
-	for range workers {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
-	<-ctx.Done()
+	controller.RunWorkers(ctx, c.queue, workers, c.shutdownTimeout, c.process)
 }
 
-// worker processes queue items until the queue shuts down.
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNextWorkItem(ctx) {
-	}
-}
-
-// processNextWorkItem syncs one node from the queue. It returns false when the queue is
-// shut down.
-func (c *Controller) processNextWorkItem(ctx context.Context) bool {
-	key, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(key)
-
+// process syncs the node named key and handles the outcome.
+func (c *Controller) process(ctx context.Context, key cache.ObjectName) {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "node", klog.KRef("", key.Name))
 	ctx = klog.NewContext(ctx, logger)
 	c.handleErr(ctx, key, c.syncNode(ctx, key))
-	return true
 }
 
 // handleErr retries a failed node with the queue's backoff, capped at MaxRetryDelay, for
