@@ -3,6 +3,7 @@ package controllermanager
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -117,6 +118,25 @@ func (cc *ControllerContext) start(ctx context.Context) {
 	cc.ManagedInformers.Start(ctx.Done())
 	cc.UnmanagedMetadataInformers.Start(ctx.Done())
 	cc.AppInformers.Start(ctx.Done())
+}
+
+// waitForCacheSync waits until every started informer has synced; false if ctx ended
+// first or an informer failed to sync.
+func (cc *ControllerContext) waitForCacheSync(ctx context.Context) bool {
+	ok := true
+	for _, m := range []map[reflect.Type]bool{
+		cc.KubeInformers.WaitForCacheSync(ctx.Done()),
+		cc.ManagedInformers.WaitForCacheSync(ctx.Done()),
+		cc.AppInformers.WaitForCacheSync(ctx.Done()),
+	} {
+		for _, synced := range m {
+			ok = ok && synced
+		}
+	}
+	for _, synced := range cc.UnmanagedMetadataInformers.WaitForCacheSync(ctx.Done()) {
+		ok = ok && synced
+	}
+	return ok
 }
 
 // shutdown stops the informers and event recording, after the controllers stopped.

@@ -5,9 +5,11 @@ package controllermanager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -27,12 +29,43 @@ func Run(ctx context.Context, opts *Options) error {
 	return RunWithConfig(ctx, cfg, opts)
 }
 
-// RunWithConfig runs the enabled controllers against cfg until ctx ends.
+// RunWithConfig runs the enabled controllers against cfg until ctx ends, as the leader
+// when opts.LeaderElect is set, serving probes and metrics if their addresses are set.
 func RunWithConfig(ctx context.Context, cfg *rest.Config, opts *Options) error {
-	logger := klog.FromContext(ctx)
 	if err := opts.Validate(); err != nil {
 		return err
 	}
+	// Readiness: a standby is ready; a leader once its informers have synced.
+	var leading, synced atomic.Bool
+	ready := func() error {
+		if leading.Load() && !synced.Load() {
+			return errors.New("informer caches not synced yet")
+		}
+		return nil
+	}
+	serveCtx, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	if err := serve(serveCtx, "health probes", opts.HealthProbeBindAddress, probes(ready)); err != nil {
+		return err
+	}
+	if err := serve(serveCtx, "metrics", opts.MetricsBindAddress, metricsHandler()); err != nil {
+		return err
+	}
+
+	run := func(ctx context.Context) error {
+		leading.Store(true)
+		return runControllers(ctx, cfg, opts, func() { synced.Store(true) })
+	}
+	if !opts.LeaderElect {
+		return run(ctx)
+	}
+	return runAsLeader(ctx, cfg, opts, run)
+}
+
+// runControllers builds the enabled controllers, starts the informers they asked for and
+// runs the controllers until ctx ends; onSynced is called once every informer synced.
+func runControllers(ctx context.Context, cfg *rest.Config, opts *Options, onSynced func()) error {
+	logger := klog.FromContext(ctx)
 	cc, err := NewControllerContext(ctx, cfg, opts)
 	if err != nil {
 		return err
@@ -57,6 +90,11 @@ func RunWithConfig(ctx context.Context, cfg *rest.Config, opts *Options) error {
 
 	cc.start(ctx)
 	defer cc.shutdown()
+	go func() {
+		if cc.waitForCacheSync(ctx) {
+			onSynced()
+		}
+	}()
 
 	var wg sync.WaitGroup
 	for _, s := range runnables {

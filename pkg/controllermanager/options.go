@@ -34,6 +34,20 @@ type Options struct {
 	IngressClass string
 	// NodeLabelConfig is the path of the node labeler's rules; empty leaves it idle.
 	NodeLabelConfig string
+
+	// LeaderElect makes instances elect one leader through a Lease; only the leader runs
+	// the controllers.
+	LeaderElect              bool
+	LeaderElectNamespace     string
+	LeaderElectName          string
+	LeaderElectLeaseDuration time.Duration
+	LeaderElectRenewDeadline time.Duration
+	LeaderElectRetryPeriod   time.Duration
+
+	// HealthProbeBindAddress serves /healthz and /readyz; empty or "0" disables it.
+	HealthProbeBindAddress string
+	// MetricsBindAddress serves Prometheus metrics on /metrics; empty or "0" disables it.
+	MetricsBindAddress string
 }
 
 // NewOptions returns the default options.
@@ -45,6 +59,12 @@ func NewOptions() *Options {
 		Workers:         app.DefaultWorkers,
 		ResyncPeriod:    30 * time.Second,
 		ShutdownTimeout: 30 * time.Second,
+
+		LeaderElectNamespace:     defaultLeaderElectNamespace(),
+		LeaderElectName:          "app-controller",
+		LeaderElectLeaseDuration: defaultLeaseDuration,
+		LeaderElectRenewDeadline: defaultRenewDeadline,
+		LeaderElectRetryPeriod:   defaultRetryPeriod,
 	}
 }
 
@@ -63,6 +83,14 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "How long in-flight syncs may run after SIGINT or SIGTERM before they are cancelled.")
 	fs.StringVar(&o.IngressClass, "ingress-class", o.IngressClass, "IngressClass of the Ingresses created for Services annotated ingress/http that set no ingress/class; empty: the cluster's default class.")
 	fs.StringVar(&o.NodeLabelConfig, "node-label-config", o.NodeLabelConfig, "Path of the node labeler's rules (YAML). Without it the node labeler is idle.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader among the instances through a Lease; only the leader runs the controllers. Use it when running more than one replica.")
+	fs.StringVar(&o.LeaderElectNamespace, "leader-elect-namespace", o.LeaderElectNamespace, "Namespace of the leader election Lease (default: the pod's namespace, else default).")
+	fs.StringVar(&o.LeaderElectName, "leader-elect-name", o.LeaderElectName, "Name of the leader election Lease.")
+	fs.DurationVar(&o.LeaderElectLeaseDuration, "leader-elect-lease-duration", o.LeaderElectLeaseDuration, "How long a standby waits before taking over a lease that is not renewed.")
+	fs.DurationVar(&o.LeaderElectRenewDeadline, "leader-elect-renew-deadline", o.LeaderElectRenewDeadline, "How long the leader tries to renew its lease before giving up leadership.")
+	fs.DurationVar(&o.LeaderElectRetryPeriod, "leader-elect-retry-period", o.LeaderElectRetryPeriod, "How often instances try to acquire or renew the lease.")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address to serve /healthz and /readyz on, e.g. :8081; empty or 0 disables it.")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address to serve Prometheus /metrics on, e.g. :8080; empty or 0 disables it.")
 }
 
 // Validate checks the options.
@@ -75,6 +103,15 @@ func (o *Options) Validate() error {
 	}
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		return fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive")
+	}
+	if o.LeaderElect {
+		if o.LeaderElectNamespace == "" || o.LeaderElectName == "" {
+			return fmt.Errorf("--leader-elect needs --leader-elect-namespace and --leader-elect-name")
+		}
+		if !(o.LeaderElectRetryPeriod > 0 && o.LeaderElectRetryPeriod < o.LeaderElectRenewDeadline && o.LeaderElectRenewDeadline < o.LeaderElectLeaseDuration) {
+			return fmt.Errorf("leader election timings must satisfy 0 < --leader-elect-retry-period (%s) < --leader-elect-renew-deadline (%s) < --leader-elect-lease-duration (%s)",
+				o.LeaderElectRetryPeriod, o.LeaderElectRenewDeadline, o.LeaderElectLeaseDuration)
+		}
 	}
 	return validateControllers(o.Controllers)
 }

@@ -1,0 +1,68 @@
+package controllermanager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+
+	// Workqueue (depth, adds, latency, retries per queue name) and client-go request
+	// metrics on /metrics.
+	_ "k8s.io/component-base/metrics/prometheus/restclient"
+	_ "k8s.io/component-base/metrics/prometheus/workqueue"
+)
+
+// probes answers /healthz (the process serves) and /readyz (ready() is nil).
+func probes(ready func() error) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	return mux
+}
+
+// metricsHandler serves the Prometheus metrics of the process.
+func metricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", legacyregistry.Handler())
+	return mux
+}
+
+// serve listens on addr (nothing if addr is "" or "0") and serves handler until ctx
+// ends. It fails at once if the address cannot be bound.
+func serve(ctx context.Context, name, addr string, handler http.Handler) error {
+	if addr == "" || addr == "0" {
+		return nil
+	}
+	listener, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s for %s: %w", addr, name, err)
+	}
+	logger := klog.FromContext(ctx)
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}()
+	go func() {
+		logger.Info("Serving", "what", name, "address", listener.Addr().String())
+		if err := srv.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error(err, "Server stopped", "what", name)
+		}
+	}()
+	return nil
+}

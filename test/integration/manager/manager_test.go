@@ -1,0 +1,226 @@
+// Package manager tests the controller-manager around the controllers against a real
+// control plane: leader election between instances, health probes and metrics.
+package manager
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controllermanager"
+	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
+)
+
+func TestMain(m *testing.M) { clustertest.Main(m) }
+
+const converge = 60 * time.Second
+
+// instance is a controller-manager running in the test process.
+type instance struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// start runs a manager with the App controller until stop or the end of the test.
+func start(t *testing.T, mutate func(*controllermanager.Options)) *instance {
+	t.Helper()
+	opts := controllermanager.NewOptions()
+	opts.Controllers = []string{"app"}
+	opts.ShutdownTimeout = 5 * time.Second
+	mutate(opts)
+	logger, _ := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	in := &instance{cancel: cancel, done: make(chan error, 1)}
+	go func() { in.done <- controllermanager.RunWithConfig(ctx, clustertest.Config(t), opts) }()
+	t.Cleanup(func() { _ = in.stop(t) })
+	return in
+}
+
+// stop cancels the manager and returns what RunWithConfig returned.
+func (in *instance) stop(t *testing.T) error {
+	t.Helper()
+	in.cancel()
+	return in.wait(t)
+}
+
+// wait returns what RunWithConfig returned.
+func (in *instance) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err, ok := <-in.done:
+		if !ok {
+			return nil
+		}
+		close(in.done)
+		return err
+	case <-time.After(converge):
+		t.Fatal("the manager did not stop")
+		return nil
+	}
+}
+
+func leaderOpts(ns string) func(*controllermanager.Options) {
+	return func(o *controllermanager.Options) {
+		o.LeaderElect = true
+		o.LeaderElectNamespace = ns
+		o.LeaderElectName = "app-controller"
+		o.LeaderElectLeaseDuration = 3 * time.Second
+		o.LeaderElectRenewDeadline = 2 * time.Second
+		o.LeaderElectRetryPeriod = 300 * time.Millisecond
+	}
+}
+
+// holder returns the holder of the lease, "" if none.
+func holder(t *testing.T, ns string) string {
+	t.Helper()
+	lease, err := clustertest.Client(t).CoordinationV1().Leases(ns).Get(context.Background(), "app-controller", metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *lease.Spec.HolderIdentity
+}
+
+// waitAppReady creates an App and waits until it is Ready: some instance leads.
+func waitAppReady(t *testing.T, ns, name string) {
+	t.Helper()
+	client, err := appclientset.NewForConfig(clustertest.Config(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas := int32(1)
+	_, err = client.AppcontrollerV1().Apps(ns).Create(context.Background(), &appv1.App{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appv1.AppSpec{DeploymentTemplate: &appv1.DeploymentTemplate{
+			Name: name, Image: "nginx", Replicas: &replicas}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clustertest.Eventually(t, converge, func() (bool, error) {
+		app, err := client.AppcontrollerV1().Apps(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range app.Status.Conditions {
+			if c.Type == "Ready" && c.Status == metav1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// TestLeaderElection runs two instances: one leads and reconciles, the other stands by;
+// when the leader stops gracefully it releases the lease and the standby takes over.
+func TestLeaderElection(t *testing.T) {
+	ns := clustertest.Namespace(t)
+	a := start(t, leaderOpts(ns))
+	var leaderA string
+	clustertest.Eventually(t, converge, func() (bool, error) {
+		leaderA = holder(t, ns)
+		return leaderA != "", nil
+	})
+	b := start(t, leaderOpts(ns))
+	waitAppReady(t, ns, "first")
+	// Several retry periods later, the first instance still leads.
+	time.Sleep(time.Second)
+	if got := holder(t, ns); got != leaderA {
+		t.Fatalf("lease holder changed from %s to %s while the leader ran", leaderA, got)
+	}
+
+	if err := a.stop(t); err != nil {
+		t.Errorf("the leader's graceful stop returned %v", err)
+	}
+	clustertest.Eventually(t, converge, func() (bool, error) {
+		h := holder(t, ns)
+		return h != "" && h != leaderA, nil
+	})
+	waitAppReady(t, ns, "second")
+	if err := b.stop(t); err != nil {
+		t.Errorf("the second leader's stop returned %v", err)
+	}
+}
+
+// TestLeadershipLost takes the lease away from the leader: it stops its controllers and
+// RunWithConfig fails, so that the process exits instead of running as a second leader.
+func TestLeadershipLost(t *testing.T) {
+	ns := clustertest.Namespace(t)
+	a := start(t, leaderOpts(ns))
+	clustertest.Eventually(t, converge, func() (bool, error) { return holder(t, ns) != "", nil })
+
+	leases := clustertest.Client(t).CoordinationV1().Leases(ns)
+	clustertest.Eventually(t, converge, func() (bool, error) {
+		lease, err := leases.Get(context.Background(), "app-controller", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		lease.Spec.HolderIdentity = ptr.To("thief")
+		lease.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
+		lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+		_, err = leases.Update(context.Background(), lease, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+	if err := a.wait(t); err == nil || !strings.Contains(err.Error(), "leader election lost") {
+		t.Errorf("RunWithConfig returned %v, want leader election lost", err)
+	}
+}
+
+// TestProbesAndMetrics checks /healthz, /readyz and the Prometheus metrics, including the
+// workqueue metrics of the named App queue.
+func TestProbesAndMetrics(t *testing.T) {
+	ns := clustertest.Namespace(t)
+	health, metrics := freeAddr(t), freeAddr(t)
+	start(t, func(o *controllermanager.Options) {
+		o.HealthProbeBindAddress = health
+		o.MetricsBindAddress = metrics
+	})
+	clustertest.Eventually(t, converge, func() (bool, error) {
+		code, _ := get("http://" + health + "/readyz")
+		return code == http.StatusOK, nil
+	})
+	if code, body := get("http://" + health + "/healthz"); code != http.StatusOK || body != "ok" {
+		t.Errorf("/healthz = %d %q", code, body)
+	}
+	waitAppReady(t, ns, "metered")
+	code, body := get("http://" + metrics + "/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics = %d", code)
+	}
+	for _, want := range []string{`workqueue_adds_total{name="app"}`, `workqueue_depth{name="app"}`, "rest_client_requests_total"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func get(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, fmt.Sprint(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
