@@ -53,6 +53,16 @@ install: $(KUBECTL) ## Apply the CRD to the cluster of the current KUBECONFIG an
 uninstall: $(KUBECTL) ## Delete the CRD (and every App) from the cluster of the current KUBECONFIG.
 	$(KUBECTL) delete --ignore-not-found -f config/crd/bases
 
+IMG ?= app-controller:latest
+
+.PHONY: deploy
+deploy: $(KUBECTL) ## Install the CRD, RBAC and the controller Deployment (config/default) into the current KUBECONFIG's cluster; IMG=... sets the image.
+	$(KUBECTL) kustomize config/default | sed 's|image: app-controller:latest$$|image: $(IMG)|' | $(KUBECTL) apply --server-side -f -
+
+.PHONY: undeploy
+undeploy: $(KUBECTL) ## Delete what deploy installed, the CRD and every App included.
+	$(KUBECTL) kustomize config/default | $(KUBECTL) delete --ignore-not-found -f -
+
 .PHONY: examples
 examples: $(KUBECTL) ## Apply the example Apps (namespace tcs).
 	$(KUBECTL) create namespace tcs --dry-run=client -o yaml | $(KUBECTL) apply -f -
@@ -99,7 +109,7 @@ $(BIN)/localcluster:
 ##@ Develop
 
 .PHONY: generate
-generate: ## Regenerate deepcopy, register, clientset, listers, informers, apply configurations and the CRD.
+generate: ## Regenerate deepcopy, register, clientset, listers, informers, apply configurations, the CRD and the ClusterRole.
 	./hack/update-codegen.sh
 
 .PHONY: verify

@@ -2,7 +2,8 @@
 # Regenerates everything generated from pkg/apis: deepcopy and register code, the typed
 # clientset, listers, informers and apply configurations (k8s.io/code-generator's
 # kube_codegen.sh, at the version pinned in go.mod), and the CRD (controller-gen, pinned
-# as a tool in go.mod). Nothing is downloaded but Go modules.
+# as a tool in go.mod), and the ClusterRole from the +kubebuilder:rbac markers of the
+# controllers (controller-gen). Nothing is downloaded but Go modules.
 set -o errexit -o nounset -o pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -46,3 +47,8 @@ go tool controller-gen \
     crd:crdVersions=v1 \
     paths="./pkg/apis/..." \
     output:crd:artifacts:config=config/crd/bases
+
+go tool controller-gen \
+    rbac:roleName=app-controller \
+    paths="./pkg/..." \
+    output:rbac:artifacts:config=config/rbac

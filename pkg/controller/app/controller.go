@@ -99,6 +99,7 @@ type Options struct {
 // blockOwnerDeletion=true, which the OwnerReferencesPermissionEnforcement admission
 // plugin accepts only from a user who may update the App's finalizers (and delete the
 // child).
+//
 // Deployments and Services are listed and watched by the managed informers and by the
 // metadata-only informers of unmanaged ones; they are written with server-side apply
 // and JSON patches (patch; an apply that creates the object is authorized as create

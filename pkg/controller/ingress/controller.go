@@ -77,7 +77,8 @@ type Controller struct {
 // controller-gen (make generate). Services and Ingresses are listed and watched by the
 // informers; Services are never written. Ingresses are written with server-side apply
 // (patch; an apply that creates the Ingress is authorized as create too), read live
-// after a create that conflicted (get) and deleted when the annotation goes. Their owner reference has blockOwnerDeletion=true, which the
+// after a create that conflicted (get) and deleted when the annotation goes. Their
+// owner reference has blockOwnerDeletion=true, which the
 // OwnerReferencesPermissionEnforcement admission plugin accepts only from a user who may
 // update the Service's finalizers (and delete the Ingress). Events go through the
 // recorder.

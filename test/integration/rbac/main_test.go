@@ -1,0 +1,390 @@
+// Package rbac proves, against a real kube-apiserver with RBAC authorization, that the
+// RBAC app-controller ships in config/rbac is enough for everything the controllers do
+// and no more than that, and that the Deployment in config/manager can run under it.
+//
+// The controller-manager runs in the test process as the app-controller ServiceAccount,
+// through impersonation. Every request it makes is recorded: a single 403 fails the
+// tests, which catches a missing permission even where a controller only logs the error
+// (the event recorder, an informer that keeps retrying its list).
+package rbac
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	"sigs.k8s.io/yaml"
+
+	"github.com/app-controller/app-controller/internal/localcluster"
+	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
+	"github.com/app-controller/app-controller/pkg/controllermanager"
+)
+
+func TestMain(m *testing.M) { clustertest.Main(m) }
+
+// converge bounds how long the controllers and the cluster may take to converge.
+const converge = 60 * time.Second
+
+// The identity the shipped manifests give the controller.
+const (
+	controllerNamespace      = "app-controller-system"
+	controllerServiceAccount = "app-controller"
+	controllerUser           = "system:serviceaccount:" + controllerNamespace + ":" + controllerServiceAccount
+)
+
+// shippedRBAC is what config/rbac holds.
+type shippedRBAC struct {
+	role           *rbacv1.ClusterRole
+	binding        *rbacv1.ClusterRoleBinding
+	serviceAccount *corev1.ServiceAccount
+}
+
+// loadRBAC reads config/rbac/*.yaml. Each file may hold several YAML documents; the
+// kustomization is skipped, and any kind other than a ClusterRole, a ClusterRoleBinding
+// or a ServiceAccount fails the test, as does a second object of one of those kinds:
+// this test must be updated when the RBAC grows.
+func loadRBAC(t *testing.T) shippedRBAC {
+	t.Helper()
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(root, "config", "rbac", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out shippedRBAC
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, doc := range splitYAML(data) {
+			where := fmt.Sprintf("%s (document %d)", filepath.Base(file), i+1)
+			var obj any
+			switch kind := kindOf(t, where, doc); kind {
+			case "Kustomization":
+				continue
+			case "ClusterRole":
+				obj = setOnce(t, where, &out.role)
+			case "ClusterRoleBinding":
+				obj = setOnce(t, where, &out.binding)
+			case "ServiceAccount":
+				obj = setOnce(t, where, &out.serviceAccount)
+			default:
+				t.Fatalf("%s: unexpected kind %q in config/rbac", where, kind)
+			}
+			if err := yaml.UnmarshalStrict(doc, obj); err != nil {
+				t.Fatalf("%s: %v", where, err)
+			}
+		}
+	}
+	if out.role == nil || out.binding == nil || out.serviceAccount == nil {
+		t.Fatalf("config/rbac must hold a ClusterRole, a ClusterRoleBinding and a ServiceAccount; got %+v", out)
+	}
+	return out
+}
+
+// setOnce allocates *p and returns it, failing the test if it was already set.
+func setOnce[T any](t *testing.T, where string, p **T) *T {
+	t.Helper()
+	if *p != nil {
+		t.Fatalf("%s: a second %T in config/rbac", where, *p)
+	}
+	*p = new(T)
+	return *p
+}
+
+// splitYAML splits a multi-document YAML file into its non-empty documents.
+func splitYAML(data []byte) [][]byte {
+	var docs [][]byte
+	for _, doc := range bytes.Split(append([]byte("\n"), data...), []byte("\n---")) {
+		// A separator line may carry a comment or trailing spaces after the dashes.
+		if i := bytes.IndexByte(doc, '\n'); i >= 0 {
+			doc = doc[i+1:]
+		}
+		if len(bytes.TrimSpace(stripComments(doc))) > 0 {
+			docs = append(docs, doc)
+		}
+	}
+	return docs
+}
+
+// stripComments drops the lines that hold only a YAML comment.
+func stripComments(doc []byte) []byte {
+	var out [][]byte
+	for line := range bytes.Lines(doc) {
+		if !bytes.HasPrefix(bytes.TrimSpace(line), []byte("#")) {
+			out = append(out, line)
+		}
+	}
+	return bytes.Join(out, nil)
+}
+
+// kindOf returns the kind of a YAML document.
+func kindOf(t *testing.T, where string, doc []byte) string {
+	t.Helper()
+	var meta metav1.TypeMeta
+	if err := yaml.Unmarshal(doc, &meta); err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	return meta.Kind
+}
+
+// installRBAC creates the namespace app-controller-system and the objects of
+// config/rbac, as the admin, unless they exist already (another test of this binary
+// installed them; they stay until the control plane stops). It returns once the API
+// server authorizes the ServiceAccount by them, so that the controller's first requests
+// are not refused by an authorizer that has not seen the binding yet.
+func installRBAC(t *testing.T) shippedRBAC {
+	t.Helper()
+	rb := loadRBAC(t)
+	admin := clustertest.Client(t)
+	ctx := context.Background()
+	ignoreExists := func(what string, err error) {
+		t.Helper()
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("creating %s: %v", what, err)
+		}
+	}
+	_, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controllerNamespace}}, metav1.CreateOptions{})
+	ignoreExists("namespace "+controllerNamespace, err)
+	_, err = admin.CoreV1().ServiceAccounts(rb.serviceAccount.Namespace).Create(ctx, rb.serviceAccount, metav1.CreateOptions{})
+	ignoreExists("the ServiceAccount", err)
+	_, err = admin.RbacV1().ClusterRoles().Create(ctx, rb.role, metav1.CreateOptions{})
+	ignoreExists("the ClusterRole", err)
+	_, err = admin.RbacV1().ClusterRoleBindings().Create(ctx, rb.binding, metav1.CreateOptions{})
+	ignoreExists("the ClusterRoleBinding", err)
+
+	sa := impersonatedClient(t)
+	probe := authorizationv1.ResourceAttributes{Verb: "watch", Group: "appcontroller.k8s.io", Resource: "apps"}
+	clustertest.Eventually(t, converge, func() (bool, error) {
+		allowed, _, err := canI(ctx, sa, probe)
+		return allowed, err
+	})
+	return rb
+}
+
+// impersonatedConfig returns the admin config of the test cluster, impersonating the
+// controller's ServiceAccount. The API server then authenticates requests as that
+// ServiceAccount, with its groups, exactly as with its token inside the cluster.
+func impersonatedConfig(t *testing.T) *rest.Config {
+	t.Helper()
+	cfg := clustertest.Config(t)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: controllerUser}
+	return cfg
+}
+
+// impersonatedClient returns a clientset acting as the controller's ServiceAccount.
+func impersonatedClient(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	client, err := kubernetes.NewForConfig(impersonatedConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// canI asks the API server whether the client's user may do what attrs describe.
+func canI(ctx context.Context, client kubernetes.Interface, attrs authorizationv1.ResourceAttributes) (bool, string, error) {
+	review, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return false, "", fmt.Errorf("reviewing access %+v: %w", attrs, err)
+	}
+	return review.Status.Allowed, review.Status.Reason, nil
+}
+
+// permission is a verb on a resource (with its subresource, if any) of an API group, as
+// RBAC sees a request.
+type permission struct {
+	verb, group, resource string
+}
+
+// String renders p as "verb group/resource", with "core" for the core group.
+func (p permission) String() string {
+	group := p.group
+	if group == "" {
+		group = "core"
+	}
+	return p.verb + " " + group + "/" + p.resource
+}
+
+// attributes returns p as the attributes of an access review, in every namespace.
+func (p permission) attributes() authorizationv1.ResourceAttributes {
+	resource, subresource, _ := strings.Cut(p.resource, "/")
+	return authorizationv1.ResourceAttributes{Verb: p.verb, Group: p.group, Resource: resource, Subresource: subresource}
+}
+
+// requestPermission tells which permission an API request needs, from its method, path
+// and query, as the API server's request info resolver does for the requests a client-go
+// client makes. ok is false for requests outside /api and /apis (discovery, health).
+func requestPermission(req *http.Request) (p permission, ok bool) {
+	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	switch {
+	case len(parts) >= 3 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 4 && parts[0] == "apis":
+		p.group = parts[1]
+		parts = parts[3:]
+	default:
+		return p, false
+	}
+	// "namespaces/<name>" is a namespace, "namespaces/<name>/status" or ".../finalize" one
+	// of its subresources, anything longer a resource in the namespace.
+	if len(parts) >= 3 && parts[0] == "namespaces" && !(len(parts) == 3 && (parts[2] == "status" || parts[2] == "finalize")) {
+		parts = parts[2:]
+	}
+	p.resource = parts[0]
+	named := len(parts) >= 2
+	if len(parts) >= 3 {
+		p.resource += "/" + parts[2]
+	}
+	switch req.Method {
+	case http.MethodGet, http.MethodHead:
+		switch w := req.URL.Query().Get("watch"); {
+		case w == "true" || w == "1":
+			p.verb = "watch"
+		case named:
+			p.verb = "get"
+		default:
+			p.verb = "list"
+		}
+	case http.MethodPost:
+		p.verb = "create"
+	case http.MethodPut:
+		p.verb = "update"
+	case http.MethodPatch:
+		p.verb = "patch"
+	case http.MethodDelete:
+		p.verb = "delete"
+		if !named {
+			p.verb = "deletecollection"
+		}
+	default:
+		return p, false
+	}
+	return p, true
+}
+
+// requestLog records the permissions a client's successful requests needed and the
+// requests the API server refused with 403 Forbidden.
+type requestLog struct {
+	mu        sync.Mutex
+	used      map[permission]int
+	forbidden []string
+}
+
+// wrap is a rest.Config WrapTransport that records into l.
+func (l *requestLog) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		p, ok := requestPermission(req)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if ok && err == nil && resp.StatusCode < 400 {
+			if l.used == nil {
+				l.used = map[permission]int{}
+			}
+			l.used[p]++
+			if p.verb == "patch" && resp.StatusCode == http.StatusCreated {
+				// A server-side apply that created the object: the API server authorized
+				// it as create as well.
+				l.used[permission{"create", p.group, p.resource}]++
+			}
+		}
+		if err == nil && resp.StatusCode == http.StatusForbidden {
+			l.forbidden = append(l.forbidden, fmt.Sprintf("%s %s (%s)", req.Method, req.URL.RequestURI(), p))
+		}
+		return resp, err
+	})
+}
+
+// snapshot returns the permissions used, sorted, and the forbidden requests.
+func (l *requestLog) snapshot() (used []permission, forbidden []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for p := range l.used {
+		used = append(used, p)
+	}
+	slices.SortFunc(used, func(a, b permission) int { return strings.Compare(a.String(), b.String()) })
+	return used, slices.Clone(l.forbidden)
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// startManager runs the whole controller-manager (every controller) in the test process
+// with cfg and opts. The returned function stops it and waits until it has returned; it
+// is also called when the test ends.
+func startManager(t *testing.T, cfg *rest.Config, opts *controllermanager.Options) (stop func()) {
+	t.Helper()
+	logger, _ := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	done := make(chan error, 1)
+	go func() { done <- controllermanager.RunWithConfig(ctx, cfg, opts) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("controller manager: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Error("controller manager did not stop")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// eventsAbout returns "Type Reason Message" of the Events about an object, in every
+// namespace (Events about nodes land in namespace default).
+func eventsAbout(t *testing.T, client kubernetes.Interface, kind, namespace, name string) []string {
+	t.Helper()
+	selector := "involvedObject.kind=" + kind + ",involvedObject.name=" + name
+	if namespace != "" {
+		selector += ",involvedObject.namespace=" + namespace
+	}
+	list, err := client.CoreV1().Events(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{FieldSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		out = append(out, e.Type+" "+e.Reason+" "+e.Message)
+	}
+	return out
+}
+
+// waitEvent waits for an Event about the object that starts with prefix.
+func waitEvent(t *testing.T, client kubernetes.Interface, kind, namespace, name, prefix string) {
+	t.Helper()
+	clustertest.Eventually(t, converge, func() (bool, error) {
+		return slices.ContainsFunc(eventsAbout(t, client, kind, namespace, name), func(e string) bool {
+			return strings.HasPrefix(e, prefix)
+		}), nil
+	})
+}

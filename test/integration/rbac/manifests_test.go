@@ -1,0 +1,199 @@
+package rbac
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/app-controller/app-controller/internal/localcluster"
+	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
+	"github.com/app-controller/app-controller/pkg/controllermanager"
+)
+
+// TestDeployableManifests renders config/default with kubectl kustomize, as users
+// install it, and checks that the pieces fit: the Deployment runs as the ServiceAccount
+// that the ClusterRoleBinding names, in the namespace they share; its arguments are flags
+// the binary accepts; it stops within its grace period; and its pod is admitted by the
+// API server under the Pod Security level its namespace enforces (restricted), with a
+// read-only root filesystem and resource limits on top.
+func TestDeployableManifests(t *testing.T) {
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	binDir, err := localcluster.BinDirFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(binDir, "kubectl"), "kustomize", filepath.Join(root, "config", "default"))
+	rendered, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize config/default: %v\n%s", err, stderrOf(err))
+	}
+
+	var (
+		kinds      []string
+		namespace  corev1.Namespace
+		sa         corev1.ServiceAccount
+		binding    rbacv1.ClusterRoleBinding
+		deployment appsv1.Deployment
+	)
+	for i, doc := range splitYAML(rendered) {
+		where := fmt.Sprintf("config/default document %d", i+1)
+		kind := kindOf(t, where, doc)
+		kinds = append(kinds, kind)
+		var obj any
+		switch kind {
+		case "Namespace":
+			obj = &namespace
+		case "ServiceAccount":
+			obj = &sa
+		case "ClusterRoleBinding":
+			obj = &binding
+		case "Deployment":
+			obj = &deployment
+		default:
+			continue
+		}
+		if err := yaml.UnmarshalStrict(doc, obj); err != nil {
+			t.Fatalf("%s (%s): %v", where, kind, err)
+		}
+	}
+	slices.Sort(kinds)
+	if want := []string{"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Deployment", "Namespace", "ServiceAccount"}; !slices.Equal(kinds, want) {
+		t.Fatalf("config/default renders %v, want one each of %v", kinds, want)
+	}
+
+	// One identity throughout.
+	pod := deployment.Spec.Template.Spec
+	if namespace.Name != controllerNamespace || sa.Namespace != controllerNamespace || deployment.Namespace != controllerNamespace {
+		t.Errorf("namespaces: Namespace %s, ServiceAccount %s, Deployment %s; want %s", namespace.Name, sa.Namespace, deployment.Namespace, controllerNamespace)
+	}
+	if sa.Name != controllerServiceAccount || pod.ServiceAccountName != sa.Name {
+		t.Errorf("ServiceAccount %s, Deployment's serviceAccountName %s; want %s", sa.Name, pod.ServiceAccountName, controllerServiceAccount)
+	}
+	if !slices.Contains(binding.Subjects, rbacv1.Subject{Kind: "ServiceAccount", Name: sa.Name, Namespace: sa.Namespace}) {
+		t.Errorf("ClusterRoleBinding subjects %+v do not include ServiceAccount %s/%s", binding.Subjects, sa.Namespace, sa.Name)
+	}
+	if ptr.Deref(deployment.Spec.Replicas, 1) != 1 {
+		t.Errorf("replicas = %d: without leader election only one instance may run", *deployment.Spec.Replicas)
+	}
+	if len(pod.Containers) != 1 {
+		t.Fatalf("the pod has %d containers, want 1", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+
+	// The arguments are the binary's flags, with valid values, and it stops in time.
+	opts := parseArgs(t, c.Args)
+	if grace := time.Duration(ptr.Deref(pod.TerminationGracePeriodSeconds, 30)) * time.Second; opts.ShutdownTimeout >= grace {
+		t.Errorf("--shutdown-timeout %s is not below terminationGracePeriodSeconds %s: in-flight syncs would be killed", opts.ShutdownTimeout, grace)
+	}
+
+	// Hardening that Pod Security's restricted level does not check.
+	if sc := c.SecurityContext; sc == nil || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) {
+		t.Errorf("container %s: the root filesystem is not read-only", c.Name)
+	}
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if _, ok := c.Resources.Requests[r]; !ok {
+			t.Errorf("container %s: no %s request", c.Name, r)
+		}
+		if _, ok := c.Resources.Limits[r]; !ok {
+			t.Errorf("container %s: no %s limit", c.Name, r)
+		}
+	}
+	if c.LivenessProbe != nil || c.ReadinessProbe != nil || c.StartupProbe != nil {
+		t.Errorf("container %s has probes, but the binary serves no health endpoint yet", c.Name)
+	}
+
+	// The API server admits the pod in a namespace labelled like the shipped one.
+	if namespace.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
+		t.Errorf("namespace %s does not enforce Pod Security level restricted: labels %v", namespace.Name, namespace.Labels)
+	}
+	admin := clustertest.Client(t)
+	ctx := context.Background()
+	ns := clustertest.Namespace(t)
+	live, err := admin.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range namespace.Labels {
+		if strings.HasPrefix(k, "pod-security.kubernetes.io/") {
+			live.Labels[k] = v
+		}
+	}
+	if _, err := admin.CoreV1().Namespaces().Update(ctx, live, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The ServiceAccount admission plugin refuses pods whose ServiceAccount does not exist.
+	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa.Name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	newPod := func(spec corev1.PodSpec) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "app-controller-", Namespace: ns, Labels: deployment.Spec.Template.Labels},
+			Spec:       spec,
+		}
+	}
+	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	if _, err := admin.CoreV1().Pods(ns).Create(ctx, newPod(*pod.DeepCopy()), dryRun); err != nil {
+		t.Errorf("the API server refuses the controller's pod: %v", err)
+	}
+	// Control: the same pod, allowed to escalate privileges, is refused, so the namespace
+	// labels do enforce the level.
+	weakened := pod.DeepCopy()
+	weakened.Containers[0].SecurityContext.AllowPrivilegeEscalation = ptr.To(true)
+	_, err = admin.CoreV1().Pods(ns).Create(ctx, newPod(*weakened), dryRun)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "PodSecurity") {
+		t.Errorf("a pod allowed to escalate privileges: err = %v, want a PodSecurity refusal", err)
+	}
+}
+
+// parseArgs parses args as the binary does (cmd/app-controller) and validates the
+// result. klog's flags get stand-ins, so that parsing does not change this process's
+// logging.
+func parseArgs(t *testing.T, args []string) *controllermanager.Options {
+	t.Helper()
+	fs := flag.NewFlagSet("app-controller", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	opts := controllermanager.NewOptions()
+	opts.AddFlags(fs)
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	klogFlags.VisitAll(func(f *flag.Flag) { fs.String(f.Name, f.DefValue, f.Usage) })
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("the Deployment's arguments %q: %v", args, err)
+	}
+	if fs.NArg() > 0 {
+		t.Fatalf("the Deployment's arguments %q: unexpected arguments %q", args, fs.Args())
+	}
+	if err := opts.Validate(); err != nil {
+		t.Fatalf("the Deployment's arguments %q: %v", args, err)
+	}
+	return opts
+}
+
+// stderrOf returns the standard error of a failed command, if err carries it.
+func stderrOf(err error) string {
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		return string(exitErr.Stderr)
+	}
+	return ""
+}
