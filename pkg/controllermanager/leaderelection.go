@@ -25,6 +25,13 @@ import (
 // exit rather than keep running as a second leader.
 var errLeadershipLost = errors.New("leader election lost")
 
+// RBAC of leader election (--leader-elect), in the namespace the shipped Deployment runs
+// in, where its Lease lives: resourcelock.LeaseLock reads the Lease (get), creates it
+// when missing (create), and acquires, renews and releases it by update. It never lists
+// or watches Leases, and records no Events (no EventRecorder is configured).
+//
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update,namespace=app-controller-system
+
 // runAsLeader runs run once this instance holds the lease opts.LeaderElectName in
 // opts.LeaderElectNamespace, and until ctx ends or the lease is lost. On a graceful stop
 // run finishes first (in-flight syncs included), then the lease is released so that a

@@ -1,6 +1,7 @@
 // Package rbac proves, against a real kube-apiserver with RBAC authorization, that the
-// RBAC app-controller ships in config/rbac is enough for everything the controllers do
-// and no more than that, and that the Deployment in config/manager can run under it.
+// RBAC app-controller ships in config/rbac is enough for everything the controllers and
+// leader election do and no more than that, and that the Deployment in config/manager
+// can run under it.
 //
 // The controller-manager runs in the test process as the app-controller ServiceAccount,
 // through impersonation. Every request it makes is recorded: a single 403 fails the
@@ -51,15 +52,21 @@ const (
 
 // shippedRBAC is what config/rbac holds.
 type shippedRBAC struct {
-	role           *rbacv1.ClusterRole
-	binding        *rbacv1.ClusterRoleBinding
+	// clusterRole is what the controllers need, in every namespace; clusterBinding grants
+	// it to the ServiceAccount.
+	clusterRole    *rbacv1.ClusterRole
+	clusterBinding *rbacv1.ClusterRoleBinding
+	// role is what leader election needs, in the controller's namespace only; binding
+	// grants it to the ServiceAccount there.
+	role           *rbacv1.Role
+	binding        *rbacv1.RoleBinding
 	serviceAccount *corev1.ServiceAccount
 }
 
 // loadRBAC reads config/rbac/*.yaml. Each file may hold several YAML documents; the
-// kustomization is skipped, and any kind other than a ClusterRole, a ClusterRoleBinding
-// or a ServiceAccount fails the test, as does a second object of one of those kinds:
-// this test must be updated when the RBAC grows.
+// kustomization is skipped, and any kind other than a ClusterRole, a ClusterRoleBinding,
+// a Role, a RoleBinding or a ServiceAccount fails the test, as does a second object of
+// one of those kinds: this test must be updated when the RBAC grows.
 func loadRBAC(t *testing.T) shippedRBAC {
 	t.Helper()
 	root, err := localcluster.RepoRoot()
@@ -83,8 +90,12 @@ func loadRBAC(t *testing.T) shippedRBAC {
 			case "Kustomization":
 				continue
 			case "ClusterRole":
-				obj = setOnce(t, where, &out.role)
+				obj = setOnce(t, where, &out.clusterRole)
 			case "ClusterRoleBinding":
+				obj = setOnce(t, where, &out.clusterBinding)
+			case "Role":
+				obj = setOnce(t, where, &out.role)
+			case "RoleBinding":
 				obj = setOnce(t, where, &out.binding)
 			case "ServiceAccount":
 				obj = setOnce(t, where, &out.serviceAccount)
@@ -96,8 +107,8 @@ func loadRBAC(t *testing.T) shippedRBAC {
 			}
 		}
 	}
-	if out.role == nil || out.binding == nil || out.serviceAccount == nil {
-		t.Fatalf("config/rbac must hold a ClusterRole, a ClusterRoleBinding and a ServiceAccount; got %+v", out)
+	if out.clusterRole == nil || out.clusterBinding == nil || out.role == nil || out.binding == nil || out.serviceAccount == nil {
+		t.Fatalf("config/rbac must hold a ClusterRole, a ClusterRoleBinding, a Role, a RoleBinding and a ServiceAccount; got %+v", out)
 	}
 	return out
 }
@@ -168,18 +179,40 @@ func installRBAC(t *testing.T) shippedRBAC {
 	ignoreExists("namespace "+controllerNamespace, err)
 	_, err = admin.CoreV1().ServiceAccounts(rb.serviceAccount.Namespace).Create(ctx, rb.serviceAccount, metav1.CreateOptions{})
 	ignoreExists("the ServiceAccount", err)
-	_, err = admin.RbacV1().ClusterRoles().Create(ctx, rb.role, metav1.CreateOptions{})
+	_, err = admin.RbacV1().ClusterRoles().Create(ctx, rb.clusterRole, metav1.CreateOptions{})
 	ignoreExists("the ClusterRole", err)
-	_, err = admin.RbacV1().ClusterRoleBindings().Create(ctx, rb.binding, metav1.CreateOptions{})
+	_, err = admin.RbacV1().ClusterRoleBindings().Create(ctx, rb.clusterBinding, metav1.CreateOptions{})
 	ignoreExists("the ClusterRoleBinding", err)
+	_, err = admin.RbacV1().Roles(rb.role.Namespace).Create(ctx, rb.role, metav1.CreateOptions{})
+	ignoreExists("the Role", err)
+	_, err = admin.RbacV1().RoleBindings(rb.binding.Namespace).Create(ctx, rb.binding, metav1.CreateOptions{})
+	ignoreExists("the RoleBinding", err)
 
+	// Probe each binding with the first permission of its role: whether the role gives
+	// what it should is for the tests to tell, not a reason to wait here.
 	sa := impersonatedClient(t)
-	probe := authorizationv1.ResourceAttributes{Verb: "watch", Group: "appcontroller.k8s.io", Resource: "apps"}
-	clustertest.Eventually(t, converge, func() (bool, error) {
-		allowed, _, err := canI(ctx, sa, probe)
-		return allowed, err
-	})
+	for _, probe := range []authorizationv1.ResourceAttributes{
+		firstPermission(t, "ClusterRole", rb.clusterRole.Rules, metav1.NamespaceAll),
+		firstPermission(t, "Role", rb.role.Rules, rb.role.Namespace),
+	} {
+		clustertest.Eventually(t, converge, func() (bool, error) {
+			allowed, _, err := canI(ctx, sa, probe)
+			return allowed, err
+		})
+	}
 	return rb
+}
+
+// firstPermission returns the first permission of rules, in namespace, as the
+// attributes of an access review.
+func firstPermission(t *testing.T, kind string, rules []rbacv1.PolicyRule, namespace string) authorizationv1.ResourceAttributes {
+	t.Helper()
+	if len(rules) == 0 || len(rules[0].APIGroups) == 0 || len(rules[0].Resources) == 0 || len(rules[0].Verbs) == 0 {
+		t.Fatalf("the %s grants nothing", kind)
+	}
+	attrs := permission{rules[0].Verbs[0], rules[0].APIGroups[0], rules[0].Resources[0]}.attributes()
+	attrs.Namespace = namespace
+	return attrs
 }
 
 // impersonatedConfig returns the admin config of the test cluster, impersonating the
@@ -234,10 +267,19 @@ func (p permission) attributes() authorizationv1.ResourceAttributes {
 	return authorizationv1.ResourceAttributes{Verb: p.verb, Group: p.group, Resource: resource, Subresource: subresource}
 }
 
-// requestPermission tells which permission an API request needs, from its method, path
-// and query, as the API server's request info resolver does for the requests a client-go
-// client makes. ok is false for requests outside /api and /apis (discovery, health).
-func requestPermission(req *http.Request) (p permission, ok bool) {
+// use is a permission as a request used it: in a namespace, or in none ("") for a
+// request across every namespace or about a cluster-scoped resource.
+type use struct {
+	permission
+	namespace string
+}
+
+// requestPermission tells which permission an API request needs, and in which
+// namespace, from its method, path and query, as the API server's request info resolver
+// does for the requests a client-go client makes. ok is false for requests outside /api
+// and /apis (discovery, health).
+func requestPermission(req *http.Request) (u use, ok bool) {
+	p := &u.permission
 	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
 	switch {
 	case len(parts) >= 3 && parts[0] == "api":
@@ -246,11 +288,12 @@ func requestPermission(req *http.Request) (p permission, ok bool) {
 		p.group = parts[1]
 		parts = parts[3:]
 	default:
-		return p, false
+		return u, false
 	}
 	// "namespaces/<name>" is a namespace, "namespaces/<name>/status" or ".../finalize" one
 	// of its subresources, anything longer a resource in the namespace.
 	if len(parts) >= 3 && parts[0] == "namespaces" && !(len(parts) == 3 && (parts[2] == "status" || parts[2] == "finalize")) {
+		u.namespace = parts[1]
 		parts = parts[2:]
 	}
 	p.resource = parts[0]
@@ -280,16 +323,16 @@ func requestPermission(req *http.Request) (p permission, ok bool) {
 			p.verb = "deletecollection"
 		}
 	default:
-		return p, false
+		return u, false
 	}
-	return p, true
+	return u, true
 }
 
-// requestLog records the permissions a client's successful requests needed and the
-// requests the API server refused with 403 Forbidden.
+// requestLog records the permissions a client's successful requests needed, with their
+// namespace, and the requests the API server refused with 403 Forbidden.
 type requestLog struct {
 	mu        sync.Mutex
-	used      map[permission]int
+	used      map[use]int
 	forbidden []string
 }
 
@@ -297,35 +340,41 @@ type requestLog struct {
 func (l *requestLog) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		resp, err := rt.RoundTrip(req)
-		p, ok := requestPermission(req)
+		u, ok := requestPermission(req)
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if ok && err == nil && resp.StatusCode < 400 {
 			if l.used == nil {
-				l.used = map[permission]int{}
+				l.used = map[use]int{}
 			}
-			l.used[p]++
-			if p.verb == "patch" && resp.StatusCode == http.StatusCreated {
+			l.used[u]++
+			if u.verb == "patch" && resp.StatusCode == http.StatusCreated {
 				// A server-side apply that created the object: the API server authorized
 				// it as create as well.
-				l.used[permission{"create", p.group, p.resource}]++
+				l.used[use{permission{"create", u.group, u.resource}, u.namespace}]++
 			}
 		}
 		if err == nil && resp.StatusCode == http.StatusForbidden {
-			l.forbidden = append(l.forbidden, fmt.Sprintf("%s %s (%s)", req.Method, req.URL.RequestURI(), p))
+			l.forbidden = append(l.forbidden, fmt.Sprintf("%s %s (%s)", req.Method, req.URL.RequestURI(), u.permission))
 		}
 		return resp, err
 	})
 }
 
-// snapshot returns the permissions used, sorted, and the forbidden requests.
-func (l *requestLog) snapshot() (used []permission, forbidden []string) {
+// snapshot returns the permissions used with their namespaces, sorted, and the
+// forbidden requests.
+func (l *requestLog) snapshot() (used []use, forbidden []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for p := range l.used {
-		used = append(used, p)
+	for u := range l.used {
+		used = append(used, u)
 	}
-	slices.SortFunc(used, func(a, b permission) int { return strings.Compare(a.String(), b.String()) })
+	slices.SortFunc(used, func(a, b use) int {
+		if c := strings.Compare(a.String(), b.String()); c != 0 {
+			return c
+		}
+		return strings.Compare(a.namespace, b.namespace)
+	})
 	return used, slices.Clone(l.forbidden)
 }
 

@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -29,10 +32,12 @@ import (
 
 // TestDeployableManifests renders config/default with kubectl kustomize, as users
 // install it, and checks that the pieces fit: the Deployment runs as the ServiceAccount
-// that the ClusterRoleBinding names, in the namespace they share; its arguments are flags
-// the binary accepts; it stops within its grace period; and its pod is admitted by the
-// API server under the Pod Security level its namespace enforces (restricted), with a
-// read-only root filesystem and resource limits on top.
+// that the ClusterRoleBinding and the RoleBinding name, in the namespace they share; its
+// arguments are flags the binary accepts; with more than one replica it elects a leader,
+// through a Lease in the namespace where the Role grants it Leases; its probes and ports
+// are those the binary serves; it stops within its grace period; and its pod is admitted
+// by the API server under the Pod Security level its namespace enforces (restricted),
+// with a read-only root filesystem and resource limits on top.
 func TestDeployableManifests(t *testing.T) {
 	root, err := localcluster.RepoRoot()
 	if err != nil {
@@ -53,6 +58,8 @@ func TestDeployableManifests(t *testing.T) {
 		namespace  corev1.Namespace
 		sa         corev1.ServiceAccount
 		binding    rbacv1.ClusterRoleBinding
+		role       rbacv1.Role
+		rb         rbacv1.RoleBinding
 		deployment appsv1.Deployment
 	)
 	for i, doc := range splitYAML(rendered) {
@@ -67,6 +74,10 @@ func TestDeployableManifests(t *testing.T) {
 			obj = &sa
 		case "ClusterRoleBinding":
 			obj = &binding
+		case "Role":
+			obj = &role
+		case "RoleBinding":
+			obj = &rb
 		case "Deployment":
 			obj = &deployment
 		default:
@@ -77,14 +88,16 @@ func TestDeployableManifests(t *testing.T) {
 		}
 	}
 	slices.Sort(kinds)
-	if want := []string{"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Deployment", "Namespace", "ServiceAccount"}; !slices.Equal(kinds, want) {
+	if want := []string{"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Deployment", "Namespace", "Role", "RoleBinding", "ServiceAccount"}; !slices.Equal(kinds, want) {
 		t.Fatalf("config/default renders %v, want one each of %v", kinds, want)
 	}
 
 	// One identity throughout.
 	pod := deployment.Spec.Template.Spec
-	if namespace.Name != controllerNamespace || sa.Namespace != controllerNamespace || deployment.Namespace != controllerNamespace {
-		t.Errorf("namespaces: Namespace %s, ServiceAccount %s, Deployment %s; want %s", namespace.Name, sa.Namespace, deployment.Namespace, controllerNamespace)
+	if namespace.Name != controllerNamespace || sa.Namespace != controllerNamespace || deployment.Namespace != controllerNamespace ||
+		role.Namespace != controllerNamespace || rb.Namespace != controllerNamespace {
+		t.Errorf("namespaces: Namespace %s, ServiceAccount %s, Deployment %s, Role %s, RoleBinding %s; want %s",
+			namespace.Name, sa.Namespace, deployment.Namespace, role.Namespace, rb.Namespace, controllerNamespace)
 	}
 	if sa.Name != controllerServiceAccount || pod.ServiceAccountName != sa.Name {
 		t.Errorf("ServiceAccount %s, Deployment's serviceAccountName %s; want %s", sa.Name, pod.ServiceAccountName, controllerServiceAccount)
@@ -92,8 +105,11 @@ func TestDeployableManifests(t *testing.T) {
 	if !slices.Contains(binding.Subjects, rbacv1.Subject{Kind: "ServiceAccount", Name: sa.Name, Namespace: sa.Namespace}) {
 		t.Errorf("ClusterRoleBinding subjects %+v do not include ServiceAccount %s/%s", binding.Subjects, sa.Namespace, sa.Name)
 	}
-	if ptr.Deref(deployment.Spec.Replicas, 1) != 1 {
-		t.Errorf("replicas = %d: without leader election only one instance may run", *deployment.Spec.Replicas)
+	if rb.RoleRef.Kind != "Role" || rb.RoleRef.Name != role.Name {
+		t.Errorf("RoleBinding roleRef %+v, want the Role %s", rb.RoleRef, role.Name)
+	}
+	if !slices.Contains(rb.Subjects, rbacv1.Subject{Kind: "ServiceAccount", Name: sa.Name, Namespace: sa.Namespace}) {
+		t.Errorf("RoleBinding subjects %+v do not include ServiceAccount %s/%s", rb.Subjects, sa.Namespace, sa.Name)
 	}
 	if len(pod.Containers) != 1 {
 		t.Fatalf("the pod has %d containers, want 1", len(pod.Containers))
@@ -101,9 +117,45 @@ func TestDeployableManifests(t *testing.T) {
 	c := pod.Containers[0]
 
 	// The arguments are the binary's flags, with valid values, and it stops in time.
-	opts := parseArgs(t, c.Args)
+	opts, given := parseArgs(t, c.Args)
 	if grace := time.Duration(ptr.Deref(pod.TerminationGracePeriodSeconds, 30)) * time.Second; opts.ShutdownTimeout >= grace {
 		t.Errorf("--shutdown-timeout %s is not below terminationGracePeriodSeconds %s: in-flight syncs would be killed", opts.ShutdownTimeout, grace)
+	}
+
+	// More than one instance only with leader election, whose Lease is in the namespace
+	// of the Role that grants Leases.
+	if replicas := ptr.Deref(deployment.Spec.Replicas, 1); replicas > 1 && !opts.LeaderElect {
+		t.Errorf("replicas = %d without --leader-elect: every instance would reconcile every object", replicas)
+	}
+	if opts.LeaderElect {
+		if got := leaseNamespace(c, pod, opts, given, deployment.Namespace); got != role.Namespace {
+			t.Errorf("the leader election Lease would be in namespace %q, but the Role granting Leases is in %q", got, role.Namespace)
+		}
+	}
+
+	// The probes and ports are what the binary serves.
+	healthPort := bindPort(t, "--health-probe-bind-address", opts.HealthProbeBindAddress)
+	for _, probe := range []struct {
+		kind  string
+		probe *corev1.Probe
+		path  string
+	}{{"liveness", c.LivenessProbe, "/healthz"}, {"readiness", c.ReadinessProbe, "/readyz"}} {
+		if probe.probe == nil || probe.probe.HTTPGet == nil {
+			t.Errorf("container %s: no HTTP %s probe", c.Name, probe.kind)
+			continue
+		}
+		get := probe.probe.HTTPGet
+		if get.Path != probe.path || containerPort(c, get.Port) != healthPort {
+			t.Errorf("container %s: %s probe on %s port %s (%d), want %s on --health-probe-bind-address's port %d",
+				c.Name, probe.kind, get.Path, get.Port.String(), containerPort(c, get.Port), probe.path, healthPort)
+		}
+	}
+	if c.StartupProbe != nil {
+		t.Errorf("container %s has a startup probe: the binary serves its probes at once", c.Name)
+	}
+	metricsPort := bindPort(t, "--metrics-bind-address", opts.MetricsBindAddress)
+	if got := containerPort(c, intstr.FromString("metrics")); got != metricsPort {
+		t.Errorf("container %s: port metrics is %d, want --metrics-bind-address's port %d", c.Name, got, metricsPort)
 	}
 
 	// Hardening that Pod Security's restricted level does not check.
@@ -117,9 +169,6 @@ func TestDeployableManifests(t *testing.T) {
 		if _, ok := c.Resources.Limits[r]; !ok {
 			t.Errorf("container %s: no %s limit", c.Name, r)
 		}
-	}
-	if c.LivenessProbe != nil || c.ReadinessProbe != nil || c.StartupProbe != nil {
-		t.Errorf("container %s has probes, but the binary serves no health endpoint yet", c.Name)
 	}
 
 	// The API server admits the pod in a namespace labelled like the shipped one.
@@ -166,13 +215,13 @@ func TestDeployableManifests(t *testing.T) {
 }
 
 // parseArgs parses args as the binary does (cmd/app-controller) and validates the
-// result. klog's flags get stand-ins, so that parsing does not change this process's
-// logging.
-func parseArgs(t *testing.T, args []string) *controllermanager.Options {
+// result; given holds the names of the flags args set. klog's flags get stand-ins, so
+// that parsing does not change this process's logging.
+func parseArgs(t *testing.T, args []string) (opts *controllermanager.Options, given map[string]bool) {
 	t.Helper()
 	fs := flag.NewFlagSet("app-controller", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	opts := controllermanager.NewOptions()
+	opts = controllermanager.NewOptions()
 	opts.AddFlags(fs)
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
@@ -186,7 +235,75 @@ func parseArgs(t *testing.T, args []string) *controllermanager.Options {
 	if err := opts.Validate(); err != nil {
 		t.Fatalf("the Deployment's arguments %q: %v", args, err)
 	}
-	return opts
+	given = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	return opts, given
+}
+
+// leaseNamespace returns the namespace of the leader election Lease of container c of
+// pod, in namespace podNamespace, as the binary would choose it: --leader-elect-namespace
+// if given, else $POD_NAMESPACE, else the namespace of its ServiceAccount token, else
+// default. The default of opts is that of this process, hence given.
+func leaseNamespace(c corev1.Container, pod corev1.PodSpec, opts *controllermanager.Options, given map[string]bool, podNamespace string) string {
+	if given["leader-elect-namespace"] {
+		return opts.LeaderElectNamespace
+	}
+	for _, env := range c.Env {
+		if env.Name != "POD_NAMESPACE" {
+			continue
+		}
+		switch {
+		case env.ValueFrom == nil:
+			if env.Value != "" {
+				return env.Value
+			}
+		case env.ValueFrom.FieldRef != nil && env.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
+			return podNamespace
+		case env.ValueFrom.FieldRef != nil:
+			return "$POD_NAMESPACE from field " + env.ValueFrom.FieldRef.FieldPath
+		default:
+			return "$POD_NAMESPACE from a ConfigMap, a Secret or a resource"
+		}
+	}
+	if ptr.Deref(pod.AutomountServiceAccountToken, true) {
+		return podNamespace
+	}
+	return metav1.NamespaceDefault
+}
+
+// bindPort returns the port of a bind address flag's value, which must listen on every
+// interface (the kubelet and Prometheus reach the pod's IP).
+func bindPort(t *testing.T, flagName, addr string) int32 {
+	t.Helper()
+	if addr == "" || addr == "0" {
+		t.Fatalf("%s is not set: the binary serves nothing there", flagName)
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", flagName, addr, err)
+	}
+	if host != "" && host != "0.0.0.0" && host != "::" {
+		t.Errorf("%s=%q listens on %s only, not on the pod's IP", flagName, addr, host)
+	}
+	n, err := strconv.ParseInt(port, 10, 32)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: not a fixed port", flagName, addr)
+	}
+	return int32(n)
+}
+
+// containerPort resolves port, a number or the name of one of c's ports, to a number;
+// 0 if c has no port of that name.
+func containerPort(c corev1.Container, port intstr.IntOrString) int32 {
+	if port.Type == intstr.Int {
+		return port.IntVal
+	}
+	for _, p := range c.Ports {
+		if p.Name == port.StrVal {
+			return p.ContainerPort
+		}
+	}
+	return 0
 }
 
 // stderrOf returns the standard error of a failed command, if err carries it.

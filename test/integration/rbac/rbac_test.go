@@ -10,8 +10,10 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,7 +31,7 @@ import (
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 )
 
-// grant is a permission the ClusterRole must give, and why the code needs it.
+// grant is a permission the shipped RBAC must give, where, and why the code needs it.
 type grant struct {
 	permission
 	why string
@@ -37,65 +39,140 @@ type grant struct {
 	// needed on paths it does not reach (a conflict with an object the cache has not
 	// seen yet, a repeated Event), or are checked by admission rather than requested.
 	exercised bool
+	// namespace: everywhere for a permission in every namespace (the ClusterRole
+	// app-controller); else the only namespace it is granted in (the Role app-controller
+	// there).
+	namespace string
 }
 
-// grants is everything the ClusterRole app-controller must give, and nothing else: each
-// line names the code path that needs it. A marker added to pkg/controller without a
-// line here fails TestClusterRoleIsLeastPrivilege.
+// everywhere is the namespace of a grant of the ClusterRole: every namespace.
+const everywhere = ""
+
+// attributes returns g as the attributes of an access review, in its namespace.
+func (g grant) attributes() authorizationv1.ResourceAttributes {
+	attrs := g.permission.attributes()
+	attrs.Namespace = g.namespace
+	return attrs
+}
+
+// scope describes where g is granted.
+func (g grant) scope() string {
+	if g.namespace == everywhere {
+		return "in every namespace"
+	}
+	return "in namespace " + g.namespace
+}
+
+// grants is everything the ClusterRole and the Role app-controller must give, and
+// nothing else: each line names the code path that needs it. A marker added to
+// pkg/controller or pkg/controllermanager without a line here fails
+// TestRolesAreLeastPrivilege.
 var grants = []grant{
 	// App controller (pkg/controller/app).
-	{permission{"list", "appcontroller.k8s.io", "apps"}, "App informer: initial list when the API server serves no watch-list, relists", false},
-	{permission{"watch", "appcontroller.k8s.io", "apps"}, "App informer", true},
-	{permission{"patch", "appcontroller.k8s.io", "apps/status"}, "writeStatus: status written with server-side apply", true},
-	{permission{"update", "appcontroller.k8s.io", "apps/finalizers"}, "OwnerReferencesPermissionEnforcement: children's owner reference has blockOwnerDeletion=true", false},
-	{permission{"list", "apps", "deployments"}, "managed and unmanaged (metadata-only) Deployment informers", false},
-	{permission{"watch", "apps", "deployments"}, "managed and unmanaged (metadata-only) Deployment informers", true},
-	{permission{"get", "apps", "deployments"}, "liveHolder: who holds the name after a create that conflicted", false},
-	{permission{"create", "apps", "deployments"}, "server-side apply that creates the Deployment: authorized as create too", true},
-	{permission{"patch", "apps", "deployments"}, "server-side apply of the Deployment", true},
-	{permission{"delete", "apps", "deployments"}, "prune of a renamed Deployment; name given up to an older App", true},
-	{permission{"list", "", "services"}, "managed and unmanaged Service informers; Ingress controller's Service informer", false},
-	{permission{"watch", "", "services"}, "managed and unmanaged Service informers; Ingress controller's Service informer", true},
-	{permission{"get", "", "services"}, "liveHolder: who holds the name after a create that conflicted", false},
-	{permission{"create", "", "services"}, "server-side apply that creates the Service: authorized as create too", true},
-	{permission{"patch", "", "services"}, "server-side apply of the Service; JSON patch of foreign ports and selector", true},
-	{permission{"delete", "", "services"}, "prune of a removed Service; name given up to an older App", true},
+	{permission{"list", "appcontroller.k8s.io", "apps"}, "App informer: initial list when the API server serves no watch-list, relists", false, everywhere},
+	{permission{"watch", "appcontroller.k8s.io", "apps"}, "App informer", true, everywhere},
+	{permission{"patch", "appcontroller.k8s.io", "apps/status"}, "writeStatus: status written with server-side apply", true, everywhere},
+	{permission{"update", "appcontroller.k8s.io", "apps/finalizers"}, "OwnerReferencesPermissionEnforcement: children's owner reference has blockOwnerDeletion=true", false, everywhere},
+	{permission{"list", "apps", "deployments"}, "managed and unmanaged (metadata-only) Deployment informers", false, everywhere},
+	{permission{"watch", "apps", "deployments"}, "managed and unmanaged (metadata-only) Deployment informers", true, everywhere},
+	{permission{"get", "apps", "deployments"}, "liveHolder: who holds the name after a create that conflicted", false, everywhere},
+	{permission{"create", "apps", "deployments"}, "server-side apply that creates the Deployment: authorized as create too", true, everywhere},
+	{permission{"patch", "apps", "deployments"}, "server-side apply of the Deployment", true, everywhere},
+	{permission{"delete", "apps", "deployments"}, "prune of a renamed Deployment; name given up to an older App", true, everywhere},
+	{permission{"list", "", "services"}, "managed and unmanaged Service informers; Ingress controller's Service informer", false, everywhere},
+	{permission{"watch", "", "services"}, "managed and unmanaged Service informers; Ingress controller's Service informer", true, everywhere},
+	{permission{"get", "", "services"}, "liveHolder: who holds the name after a create that conflicted", false, everywhere},
+	{permission{"create", "", "services"}, "server-side apply that creates the Service: authorized as create too", true, everywhere},
+	{permission{"patch", "", "services"}, "server-side apply of the Service; JSON patch of foreign ports and selector", true, everywhere},
+	{permission{"delete", "", "services"}, "prune of a removed Service; name given up to an older App", true, everywhere},
 	// Service->Ingress controller (pkg/controller/ingress).
-	{permission{"update", "", "services/finalizers"}, "OwnerReferencesPermissionEnforcement: the Ingress's owner reference has blockOwnerDeletion=true", false},
-	{permission{"list", "networking.k8s.io", "ingresses"}, "Ingress informer", false},
-	{permission{"watch", "networking.k8s.io", "ingresses"}, "Ingress informer", true},
-	{permission{"get", "networking.k8s.io", "ingresses"}, "applyIngress: who holds the name after a create that conflicted", false},
-	{permission{"create", "networking.k8s.io", "ingresses"}, "server-side apply that creates the Ingress: authorized as create too", true},
-	{permission{"patch", "networking.k8s.io", "ingresses"}, "server-side apply of the Ingress", true},
-	{permission{"delete", "networking.k8s.io", "ingresses"}, "removeIngress: the annotation went", true},
+	{permission{"update", "", "services/finalizers"}, "OwnerReferencesPermissionEnforcement: the Ingress's owner reference has blockOwnerDeletion=true", false, everywhere},
+	{permission{"list", "networking.k8s.io", "ingresses"}, "Ingress informer", false, everywhere},
+	{permission{"watch", "networking.k8s.io", "ingresses"}, "Ingress informer", true, everywhere},
+	{permission{"get", "networking.k8s.io", "ingresses"}, "applyIngress: who holds the name after a create that conflicted", false, everywhere},
+	{permission{"create", "networking.k8s.io", "ingresses"}, "server-side apply that creates the Ingress: authorized as create too", true, everywhere},
+	{permission{"patch", "networking.k8s.io", "ingresses"}, "server-side apply of the Ingress", true, everywhere},
+	{permission{"delete", "networking.k8s.io", "ingresses"}, "removeIngress: the annotation went", true, everywhere},
 	// Node labeler (pkg/controller/nodelabel).
-	{permission{"list", "", "nodes"}, "Node informer", false},
-	{permission{"watch", "", "nodes"}, "Node informer", true},
-	{permission{"patch", "", "nodes"}, "server-side apply of the labels", true},
+	{permission{"list", "", "nodes"}, "Node informer", false, everywhere},
+	{permission{"watch", "", "nodes"}, "Node informer", true, everywhere},
+	{permission{"patch", "", "nodes"}, "server-side apply of the labels", true, everywhere},
 	// Event recorder (pkg/controllermanager), used by every controller.
-	{permission{"create", "", "events"}, "new Events", true},
-	{permission{"patch", "", "events"}, "repeated Events: the recorder bumps the count of the existing one", false},
+	{permission{"create", "", "events"}, "new Events", true, everywhere},
+	{permission{"patch", "", "events"}, "repeated Events: the recorder bumps the count of the existing one", false, everywhere},
+	// Leader election (pkg/controllermanager/leaderelection.go, client-go's LeaseLock),
+	// with --leader-elect: the Lease lives in the controller's own namespace.
+	{permission{"get", "coordination.k8s.io", "leases"}, "LeaseLock.Get: read the Lease before acquiring it and before releasing it", true, controllerNamespace},
+	{permission{"create", "coordination.k8s.io", "leases"}, "LeaseLock.Create: the first instance creates the missing Lease", true, controllerNamespace},
+	{permission{"update", "coordination.k8s.io", "leases"}, "LeaseLock.Update: acquire, renew and, on a graceful stop, release the Lease", true, controllerNamespace},
 }
 
-// TestClusterRoleIsLeastPrivilege checks the generated ClusterRole statically: no
-// wildcard, no resource names or non-resource URLs, and exactly the permissions of
-// grants. It also checks that the binding grants that role to the ServiceAccount
-// config/rbac defines, in app-controller-system.
-func TestClusterRoleIsLeastPrivilege(t *testing.T) {
-	rb := loadRBAC(t)
-	if rb.role.Name != "app-controller" {
-		t.Errorf("ClusterRole name = %q, want app-controller", rb.role.Name)
+// grantOf returns the line of grants for p, if any.
+func grantOf(p permission) (grant, bool) {
+	i := slices.IndexFunc(grants, func(g grant) bool { return g.permission == p })
+	if i < 0 {
+		return grant{}, false
 	}
+	return grants[i], true
+}
+
+// TestRolesAreLeastPrivilege checks the generated ClusterRole and Role statically: no
+// wildcard, no resource names or non-resource URLs, and exactly the permissions of
+// grants, the ClusterRole those in every namespace, the Role, in app-controller-system,
+// those of that namespace. It also checks that the bindings grant these roles to the
+// ServiceAccount config/rbac defines, in app-controller-system, and nothing else.
+func TestRolesAreLeastPrivilege(t *testing.T) {
+	rb := loadRBAC(t)
+	if rb.clusterRole.Name != "app-controller" {
+		t.Errorf("ClusterRole name = %q, want app-controller", rb.clusterRole.Name)
+	}
+	if rb.role.Name != "app-controller" || rb.role.Namespace != controllerNamespace {
+		t.Errorf("Role = %s/%s, want %s/app-controller", rb.role.Namespace, rb.role.Name, controllerNamespace)
+	}
+	checkRules(t, "ClusterRole", rb.clusterRole.Rules, everywhere)
+	checkRules(t, "Role", rb.role.Rules, controllerNamespace)
+
+	sa := rb.serviceAccount
+	if sa.Namespace != controllerNamespace || sa.Name != controllerServiceAccount {
+		t.Errorf("ServiceAccount = %s/%s, want %s/%s", sa.Namespace, sa.Name, controllerNamespace, controllerServiceAccount)
+	}
+	onlyServiceAccount := func(subjects []rbacv1.Subject) bool {
+		return len(subjects) == 1 && subjects[0].Kind == "ServiceAccount" &&
+			subjects[0].Namespace == sa.Namespace && subjects[0].Name == sa.Name
+	}
+	ref := rb.clusterBinding.RoleRef
+	if ref.APIGroup != "rbac.authorization.k8s.io" || ref.Kind != "ClusterRole" || ref.Name != rb.clusterRole.Name {
+		t.Errorf("ClusterRoleBinding roleRef = %+v, want the ClusterRole %s", ref, rb.clusterRole.Name)
+	}
+	if !onlyServiceAccount(rb.clusterBinding.Subjects) {
+		t.Errorf("ClusterRoleBinding subjects = %+v, want only the ServiceAccount %s/%s", rb.clusterBinding.Subjects, sa.Namespace, sa.Name)
+	}
+	if rb.binding.Namespace != rb.role.Namespace {
+		t.Errorf("RoleBinding namespace = %q, want the Role's, %q", rb.binding.Namespace, rb.role.Namespace)
+	}
+	ref = rb.binding.RoleRef
+	if ref.APIGroup != "rbac.authorization.k8s.io" || ref.Kind != "Role" || ref.Name != rb.role.Name {
+		t.Errorf("RoleBinding roleRef = %+v, want the Role %s", ref, rb.role.Name)
+	}
+	if !onlyServiceAccount(rb.binding.Subjects) {
+		t.Errorf("RoleBinding subjects = %+v, want only the ServiceAccount %s/%s", rb.binding.Subjects, sa.Namespace, sa.Name)
+	}
+}
+
+// checkRules checks that rules, of the role of the given kind, hold no wildcard, resource
+// names or non-resource URLs, and give exactly the permissions of grants in namespace.
+func checkRules(t *testing.T, kind string, rules []rbacv1.PolicyRule, namespace string) {
+	t.Helper()
 	got := map[permission]bool{}
-	for i, rule := range rb.role.Rules {
+	for i, rule := range rules {
 		if len(rule.ResourceNames) > 0 || len(rule.NonResourceURLs) > 0 {
-			t.Errorf("rule %d: resourceNames %v, nonResourceURLs %v: not expected", i, rule.ResourceNames, rule.NonResourceURLs)
+			t.Errorf("%s rule %d: resourceNames %v, nonResourceURLs %v: not expected", kind, i, rule.ResourceNames, rule.NonResourceURLs)
 		}
 		for _, group := range rule.APIGroups {
 			for _, resource := range rule.Resources {
 				for _, verb := range rule.Verbs {
 					if group == "*" || resource == "*" || verb == "*" || strings.HasSuffix(resource, "/*") {
-						t.Errorf("rule %d grants a wildcard: %s %s/%s", i, verb, group, resource)
+						t.Errorf("%s rule %d grants a wildcard: %s %s/%s", kind, i, verb, group, resource)
 					}
 					got[permission{verb, group, resource}] = true
 				}
@@ -104,28 +181,22 @@ func TestClusterRoleIsLeastPrivilege(t *testing.T) {
 	}
 	want := map[permission]bool{}
 	for _, g := range grants {
+		if g.namespace != namespace {
+			continue
+		}
 		want[g.permission] = true
 		if !got[g.permission] {
-			t.Errorf("ClusterRole lacks %s, needed for: %s", g.permission, g.why)
+			t.Errorf("%s lacks %s, needed %s for: %s", kind, g.permission, g.scope(), g.why)
 		}
 	}
 	for p := range got {
 		if !want[p] {
-			t.Errorf("ClusterRole grants %s, which no code path needs (or add it to grants, saying which)", p)
+			if g, ok := grantOf(p); ok {
+				t.Errorf("%s grants %s, which grants wants %s only", kind, p, g.scope())
+				continue
+			}
+			t.Errorf("%s grants %s, which no code path needs (or add it to grants, saying which)", kind, p)
 		}
-	}
-
-	sa := rb.serviceAccount
-	if sa.Namespace != controllerNamespace || sa.Name != controllerServiceAccount {
-		t.Errorf("ServiceAccount = %s/%s, want %s/%s", sa.Namespace, sa.Name, controllerNamespace, controllerServiceAccount)
-	}
-	ref := rb.binding.RoleRef
-	if ref.APIGroup != "rbac.authorization.k8s.io" || ref.Kind != "ClusterRole" || ref.Name != rb.role.Name {
-		t.Errorf("ClusterRoleBinding roleRef = %+v, want the ClusterRole %s", ref, rb.role.Name)
-	}
-	if len(rb.binding.Subjects) != 1 || rb.binding.Subjects[0].Kind != "ServiceAccount" ||
-		rb.binding.Subjects[0].Namespace != sa.Namespace || rb.binding.Subjects[0].Name != sa.Name {
-		t.Errorf("ClusterRoleBinding subjects = %+v, want only the ServiceAccount %s/%s", rb.binding.Subjects, sa.Namespace, sa.Name)
 	}
 }
 
@@ -144,7 +215,22 @@ func TestServiceAccountPermissions(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !allowed {
-			t.Errorf("%s in every namespace: denied (%q), but needed for: %s", g.permission, reason, g.why)
+			t.Errorf("%s %s: denied (%q), but needed for: %s", g.permission, g.scope(), reason, g.why)
+		}
+		if g.namespace == everywhere {
+			continue
+		}
+		// A permission of the Role: nowhere else.
+		for _, elsewhere := range []string{metav1.NamespaceDefault, metav1.NamespaceAll} {
+			attrs := g.attributes()
+			attrs.Namespace = elsewhere
+			allowed, _, err := canI(ctx, sa, attrs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if allowed {
+				t.Errorf("%s in namespace %q: allowed, but must be %s only", g.permission, elsewhere, g.scope())
+			}
 		}
 	}
 
@@ -179,7 +265,20 @@ func TestServiceAccountPermissions(t *testing.T) {
 		{Verb: "update", Group: "appcontroller.k8s.io", Resource: "apps", Subresource: "status"},
 		{Verb: "list", Resource: "events"},
 		{Verb: "delete", Resource: "events"},
-		{Verb: "create", Group: "coordination.k8s.io", Resource: "leases", Namespace: controllerNamespace},
+		// Leader election gets, creates and updates its Lease, in its own namespace only:
+		// other instances' Leases (kube-controller-manager's, the kubelets' heartbeats in
+		// kube-node-lease) are out of reach.
+		{Verb: "list", Group: "coordination.k8s.io", Resource: "leases", Namespace: controllerNamespace},
+		{Verb: "watch", Group: "coordination.k8s.io", Resource: "leases", Namespace: controllerNamespace},
+		{Verb: "patch", Group: "coordination.k8s.io", Resource: "leases", Namespace: controllerNamespace},
+		{Verb: "delete", Group: "coordination.k8s.io", Resource: "leases", Namespace: controllerNamespace},
+		{Verb: "deletecollection", Group: "coordination.k8s.io", Resource: "leases", Namespace: controllerNamespace},
+		{Verb: "get", Group: "coordination.k8s.io", Resource: "leases", Namespace: metav1.NamespaceSystem},
+		{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: metav1.NamespaceSystem},
+		{Verb: "create", Group: "coordination.k8s.io", Resource: "leases", Namespace: metav1.NamespaceSystem},
+		{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: corev1.NamespaceNodeLease},
+		{Verb: "list", Group: "coordination.k8s.io", Resource: "leases"},
+		{Verb: "create", Group: "coordination.k8s.io", Resource: "leasecandidates", Namespace: controllerNamespace},
 		{Verb: "create", Resource: "serviceaccounts", Subresource: "token", Namespace: controllerNamespace},
 		{Verb: "impersonate", Resource: "users"},
 		{Verb: "impersonate", Resource: "serviceaccounts"},
@@ -217,6 +316,16 @@ func TestServiceAccountPermissions(t *testing.T) {
 				metav1.CreateOptions{DryRun: dryRun})
 			return err
 		},
+		"get the kube-controller-manager Lease": func() error {
+			_, err := sa.CoordinationV1().Leases(metav1.NamespaceSystem).Get(ctx, "kube-controller-manager", metav1.GetOptions{})
+			return err
+		},
+		"create a Lease in kube-node-lease": func() error {
+			_, err := sa.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Name: "rbac-test-forbidden"},
+			}, metav1.CreateOptions{DryRun: dryRun})
+			return err
+		},
 		"create a pod": func() error {
 			_, err := sa.CoreV1().Pods(controllerNamespace).Create(ctx, &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Name: "rbac-test-forbidden"},
@@ -239,7 +348,10 @@ const (
 )
 
 // TestManagerRunsWithShippedRBAC runs the whole controller-manager as the ServiceAccount,
-// with only the shipped RBAC, through every controller's main paths:
+// with only the shipped RBAC, with leader election as the shipped Deployment runs it
+// (faster), through every controller's main paths:
+//   - the manager creates its Lease in app-controller-system, acquires and renews it,
+//     and releases it when it stops;
 //   - an App becomes Ready, with its Deployment and Service (App informers, server-side
 //     apply of children and of the status);
 //   - an annotated Service gets its Ingress, which goes with the annotation;
@@ -248,8 +360,9 @@ const (
 //   - the Events of each controller are recorded.
 //
 // The API server refuses none of the manager's requests (not one 403, from any
-// controller, informer or the event recorder), and every permission the manager used is
-// in grants. The permissions of grants marked exercised were all used.
+// controller, informer, the event recorder or leader election), and every permission the
+// manager used is in grants, in the namespace grants gives it. The permissions of grants
+// marked exercised were all used.
 //
 // The test cluster's API server does not enable the OwnerReferencesPermissionEnforcement
 // admission plugin, so the finalizers grants go untested here:
@@ -289,7 +402,29 @@ rules:
 	opts.NodeLabelConfig = rules
 	opts.ResyncPeriod = 10 * time.Second
 	opts.ShutdownTimeout = 5 * time.Second
+	opts.LeaderElect = true
+	opts.LeaderElectNamespace = controllerNamespace
+	opts.LeaderElectLeaseDuration = 3 * time.Second
+	opts.LeaderElectRenewDeadline = 2 * time.Second
+	opts.LeaderElectRetryPeriod = 300 * time.Millisecond
+	// No Lease yet, so that the manager creates it (a Lease left by an earlier run
+	// would only be updated).
+	leases := admin.CoordinationV1().Leases(opts.LeaderElectNamespace)
+	if err := leases.Delete(ctx, opts.LeaderElectName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
 	stop := startManager(t, cfg, opts)
+
+	// Leader election: the manager holds the Lease.
+	var holder string
+	clustertest.Eventually(t, converge, func() (bool, error) {
+		lease, err := leases.Get(ctx, opts.LeaderElectName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		holder = ptr.Deref(lease.Spec.HolderIdentity, "")
+		return holder != "", nil
+	})
 
 	// App controller: an App becomes Ready, with its Deployment and Service.
 	app, err := apps.AppcontrollerV1().Apps(ns).Create(ctx, &appv1.App{
@@ -372,27 +507,46 @@ rules:
 	waitEvent(t, admin, "Service", ns, "shop", "Normal "+ingressctrl.ReasonIngressDeleted)
 
 	stop()
+
+	// Leader election: the manager renewed the Lease all along, and released it when it
+	// stopped, so that a standby would take over at once.
+	lease, err := leases.Get(ctx, opts.LeaderElectName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ptr.Deref(lease.Spec.HolderIdentity, ""); got != "" {
+		t.Errorf("Lease %s/%s still held by %q after the manager stopped, want released (held by %q while it ran)", lease.Namespace, lease.Name, got, holder)
+	}
+	if transitions := ptr.Deref(lease.Spec.LeaseTransitions, 0); transitions != 0 {
+		t.Errorf("Lease %s/%s changed hands %d times, want 0: the manager lost it while running", lease.Namespace, lease.Name, transitions)
+	}
 }
 
 // checkRequests fails the test if the API server refused any request of the manager, or
-// if the manager used a permission grants does not list. Unless the test failed already,
-// it also fails it if a permission of grants marked exercised was not used. It logs the
-// permissions used. Call it after the manager stopped.
+// if the manager used a permission grants does not list, or one of the Role outside its
+// namespace. Unless the test failed already, it also fails it if a permission of grants
+// marked exercised was not used. It logs the permissions used. Call it after the manager
+// stopped.
 func checkRequests(t *testing.T, requests *requestLog) {
 	t.Helper()
 	used, forbidden := requests.snapshot()
 	for _, f := range forbidden {
 		t.Errorf("the API server refused a request of the manager: %s", f)
 	}
-	granted := map[permission]bool{}
-	for _, g := range grants {
-		granted[g.permission] = true
-	}
 	var usedNames []string
-	for _, p := range used {
-		usedNames = append(usedNames, p.String())
-		if !granted[p] {
-			t.Errorf("the manager used %s, which grants does not list", p)
+	for _, u := range used {
+		g, ok := grantOf(u.permission)
+		if !ok {
+			t.Errorf("the manager used %s, which grants does not list", u.permission)
+		} else if g.namespace != everywhere && u.namespace != g.namespace {
+			t.Errorf("the manager used %s in namespace %q, but grants has it %s", u.permission, u.namespace, g.scope())
+		}
+		name := u.String()
+		if ok && g.namespace != everywhere {
+			name += " (in " + u.namespace + ")"
+		}
+		if !slices.Contains(usedNames, name) {
+			usedNames = append(usedNames, name)
 		}
 	}
 	t.Logf("permissions the manager used: %s", strings.Join(usedNames, ", "))
@@ -400,7 +554,7 @@ func checkRequests(t *testing.T, requests *requestLog) {
 		return
 	}
 	for _, g := range grants {
-		if g.exercised && !slices.Contains(used, g.permission) {
+		if g.exercised && !slices.ContainsFunc(used, func(u use) bool { return u.permission == g.permission }) {
 			t.Errorf("the manager never used %s (%s): the test no longer covers it", g.permission, g.why)
 		}
 	}
