@@ -1,0 +1,12 @@
+// Package plugin is the logic of the kubectl plugin `kubectl app` (binary kubectl-app):
+//
+//   - tree: the objects an App owns, found by walking ownerReferences (by UID) through
+//     every namespaced resource that discovery reports as listable, with a health word
+//     for each computed by kstatus;
+//   - status: a compact health summary whose exit code tells scripts whether the App is
+//     Ready;
+//   - list: the Apps of a namespace, or of all, with their Ready condition.
+//
+// Everything here takes its API clients (Clients) and an io.Writer, so it runs against
+// fake clients in unit tests; cmd/kubectl-app only wires flags and exit codes.
+package plugin

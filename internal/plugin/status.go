@@ -1,0 +1,223 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/utils/ptr"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
+)
+
+// serviceResource is the resource of core/v1 Services.
+var serviceResource = corev1.SchemeGroupVersion.WithResource("services")
+
+// Status is what `kubectl app status` shows of an App.
+type Status struct {
+	App *appv1.App
+	// Ready is true when the App's Ready condition is True and describes the App's
+	// current generation.
+	Ready bool
+	// Readiness says so in one line: the Ready condition's status, reason and message, or
+	// why there is none to trust.
+	Readiness string
+	// Service is the App's Service, when the App controls it.
+	Service *corev1.Service
+	// ServiceNote says why Service is nil.
+	ServiceNote string
+}
+
+// GetStatus reads the App namespace/name and the Service it controls. An absent App is
+// an *AppNotFoundError; a Service that cannot be read is noted, not an error.
+func GetStatus(ctx context.Context, c Clients, namespace, name string) (*Status, error) {
+	gvr, err := appResource(c.Discovery)
+	if err != nil {
+		return nil, err
+	}
+	u, err := getApp(ctx, c.Dynamic, gvr, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	app := &appv1.App{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, app); err != nil {
+		return nil, fmt.Errorf("decoding App %s/%s: %w", namespace, name, err)
+	}
+	s := &Status{App: app}
+	s.Ready, s.Readiness = readiness(app)
+	s.Service, s.ServiceNote = appService(ctx, c, app)
+	return s, nil
+}
+
+// readiness tells whether app is Ready, and says why in one line.
+func readiness(app *appv1.App) (bool, string) {
+	c := meta.FindStatusCondition(app.Status.Conditions, appctrl.ConditionReady)
+	switch {
+	case app.DeletionTimestamp != nil:
+		return false, "False: the App is being deleted"
+	case c == nil:
+		return false, "Unknown: the controller has not reported a Ready condition yet"
+	case c.ObservedGeneration < app.Generation:
+		return false, fmt.Sprintf("Unknown: the Ready condition describes generation %d of the App, which is at generation %d",
+			c.ObservedGeneration, app.Generation)
+	}
+	line := fmt.Sprintf("%s, %s", c.Status, c.Reason)
+	if c.Message != "" {
+		line += ": " + c.Message
+	}
+	return c.Status == metav1.ConditionTrue, line
+}
+
+// appService returns the Service app controls, or nil and why not.
+func appService(ctx context.Context, c Clients, app *appv1.App) (*corev1.Service, string) {
+	t := app.Spec.ServiceTemplate
+	if t == nil {
+		return nil, "none (the App has no serviceTemplate)"
+	}
+	u, err := c.Dynamic.Resource(serviceResource).Namespace(app.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, t.Name + ": does not exist"
+	}
+	if err != nil {
+		return nil, fmt.Sprintf("%s: cannot read it: %v", t.Name, err)
+	}
+	svc := &corev1.Service{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, svc); err != nil {
+		return nil, fmt.Sprintf("%s: cannot decode it: %v", t.Name, err)
+	}
+	if ref := metav1.GetControllerOfNoCopy(svc); ref == nil || ref.UID != app.UID {
+		owner := "no controller"
+		if ref != nil {
+			owner = fmt.Sprintf("controlled by %s %s", ref.Kind, ref.Name)
+		}
+		return nil, fmt.Sprintf("%s: held by an object this App does not control (%s)", t.Name, owner)
+	}
+	return svc, ""
+}
+
+// PrintStatus writes s: the App's readiness, its Deployment's replicas, its Service's
+// type, cluster IP and ports, then a table of its conditions. now is the time condition
+// ages are counted to.
+func PrintStatus(w io.Writer, s *Status, now time.Time) error {
+	tw := printers.GetNewTabWriter(w)
+	app := s.App
+	fmt.Fprintf(tw, "App:\t%s/%s\n", app.Namespace, app.Name)
+	fmt.Fprintf(tw, "Ready:\t%s\n", oneLine(s.Readiness))
+	fmt.Fprintf(tw, "Deployment:\t%s\n", deploymentLine(app))
+	if s.Service != nil {
+		fmt.Fprintf(tw, "Service:\t%s\n", serviceLine(s.Service))
+	} else {
+		fmt.Fprintf(tw, "Service:\t%s\n", oneLine(s.ServiceNote))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing the status: %w", err)
+	}
+
+	fmt.Fprintln(w)
+	if len(app.Status.Conditions) == 0 {
+		fmt.Fprintln(w, "No conditions reported yet.")
+		return nil
+	}
+	tw = printers.GetNewTabWriter(w)
+	fmt.Fprintln(tw, "CONDITION\tSTATUS\tREASON\tAGE\tMESSAGE")
+	for _, c := range orderedConditions(app.Status.Conditions) {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, age(c.LastTransitionTime, now), oneLine(c.Message))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing the conditions: %w", err)
+	}
+	return nil
+}
+
+// orderedConditions returns Ready first, then the other conditions in their order.
+func orderedConditions(conditions []metav1.Condition) []metav1.Condition {
+	out := make([]metav1.Condition, 0, len(conditions))
+	for _, c := range conditions {
+		if c.Type == appctrl.ConditionReady {
+			out = append(out, c)
+		}
+	}
+	for _, c := range conditions {
+		if c.Type != appctrl.ConditionReady {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// deploymentLine describes the App's Deployment from the App's status: "NAME (image
+// IMAGE): 2 desired, 2 updated, 2 ready, 2 available".
+func deploymentLine(app *appv1.App) string {
+	t := app.Spec.DeploymentTemplate
+	if t == nil {
+		return "none (the App has no deploymentTemplate)"
+	}
+	line := fmt.Sprintf("%s (image %s): %d desired", t.Name, t.Image, ptr.Deref(t.Replicas, 1))
+	st := app.Status.DeploymentStatus
+	if st == nil {
+		return line + ", no status reported"
+	}
+	line += fmt.Sprintf(", %d updated, %d ready, %d available", st.UpdatedReplicas, st.ReadyReplicas, st.AvailableReplicas)
+	if st.UnavailableReplicas > 0 {
+		line += fmt.Sprintf(", %d unavailable", st.UnavailableReplicas)
+	}
+	return oneLine(line)
+}
+
+// serviceLine describes a Service: "NAME: TYPE CLUSTER-IP, ports PORTS[, external IPS]".
+func serviceLine(svc *corev1.Service) string {
+	typ := svc.Spec.Type
+	if typ == "" {
+		typ = corev1.ServiceTypeClusterIP
+	}
+	clusterIP := svc.Spec.ClusterIP
+	if clusterIP == "" {
+		clusterIP = "<none>"
+	}
+	line := fmt.Sprintf("%s: %s %s", svc.Name, typ, clusterIP)
+	var ports []string
+	for _, p := range svc.Spec.Ports {
+		port := fmt.Sprintf("%d", p.Port)
+		if p.NodePort != 0 {
+			port += fmt.Sprintf(":%d", p.NodePort)
+		}
+		port += "/" + string(p.Protocol)
+		if p.Name != "" {
+			port = p.Name + " " + port
+		}
+		if p.TargetPort.String() != "" && p.TargetPort.String() != "0" {
+			port += " -> " + p.TargetPort.String()
+		}
+		ports = append(ports, port)
+	}
+	if len(ports) == 0 {
+		line += ", no ports"
+	} else {
+		line += ", ports " + strings.Join(ports, ", ")
+	}
+	if typ == corev1.ServiceTypeLoadBalancer {
+		var external []string
+		for _, ing := range svc.Status.LoadBalancer.Ingress {
+			if ing.IP != "" {
+				external = append(external, ing.IP)
+			} else if ing.Hostname != "" {
+				external = append(external, ing.Hostname)
+			}
+		}
+		if len(external) == 0 {
+			line += ", external <pending>"
+		} else {
+			line += ", external " + strings.Join(external, ", ")
+		}
+	}
+	return oneLine(line)
+}
