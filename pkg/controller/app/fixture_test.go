@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -34,7 +36,7 @@ var testNow = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 // fixture is a Controller on fake clientsets whose informer caches are seeded directly
 // (the informers never run), in the style of kube-controller-manager's tests.
 type fixture struct {
-	t          *testing.T
+	t          testing.TB
 	ctx        context.Context
 	c          *Controller
 	kubeClient *kubefake.Clientset
@@ -43,15 +45,18 @@ type fixture struct {
 	inf        Informers
 }
 
-// newFixture builds a Controller; seed its caches with the add* methods.
-func newFixture(t *testing.T) *fixture {
+// newFixture builds a Controller; seed its caches with the add* methods. Tests log to
+// the test's log; benchmarks log as in production, with klog at its default verbosity.
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	_, ctx := ktesting.NewTestContext(t)
+	ctx := klog.NewContext(context.Background(), klog.Background())
+	if tt, ok := t.(*testing.T); ok {
+		_, ctx = ktesting.NewTestContext(tt)
+	}
 	f := &fixture{t: t, ctx: ctx}
 	f.kubeClient = kubefake.NewClientset()
 	f.appClient = appfake.NewClientset()
-	// The fake tracker has no schema for App to apply status with: answer status applies
-	// with the App as written.
+	// Answer status patches from the App cache, as the fake tracker holds no Apps.
 	f.appClient.PrependReactor("patch", "apps", func(action core.Action) (bool, runtime.Object, error) {
 		patch := action.(core.PatchAction)
 		if patch.GetSubresource() != "status" {
@@ -81,7 +86,7 @@ func newFixture(t *testing.T) *fixture {
 		UnmanagedDeployments: metadataInformers.ForResource(appsv1.SchemeGroupVersion.WithResource("deployments")),
 		UnmanagedServices:    metadataInformers.ForResource(corev1.SchemeGroupVersion.WithResource("services")),
 	}
-	f.recorder = record.NewFakeRecorder(100)
+	f.recorder = record.NewFakeRecorder(1000)
 	c, err := NewController(ctx, f.kubeClient, f.appClient, f.inf, f.recorder, Options{
 		Clock: clocktesting.NewFakePassiveClock(testNow),
 	})
@@ -197,7 +202,7 @@ func controlledBy(app *appv1.App) []metav1.OwnerReference {
 
 // liveDeployment returns the Deployment the API server would hold after applying what
 // app wants, as the deployment controller reports it when fully rolled out.
-func liveDeployment(t *testing.T, app *appv1.App) *appsv1.Deployment {
+func liveDeployment(t testing.TB, app *appv1.App) *appsv1.Deployment {
 	t.Helper()
 	d := &appsv1.Deployment{}
 	desired, err := newDeployment(app)
@@ -228,7 +233,7 @@ func liveDeployment(t *testing.T, app *appv1.App) *appsv1.Deployment {
 }
 
 // liveService returns the Service the API server would hold after applying what app wants.
-func liveService(t *testing.T, app *appv1.App) *corev1.Service {
+func liveService(t testing.TB, app *appv1.App) *corev1.Service {
 	t.Helper()
 	s := &corev1.Service{}
 	desired, err := newService(app)
@@ -254,13 +259,20 @@ func unmanaged(kind, name string, owners ...metav1.OwnerReference) *metav1.Parti
 	}
 }
 
-// jsonMergeStatus sets app's status to the status of an App apply patch.
+// jsonMergeStatus sets app's status to the value of the controller's status patch,
+// [{"op": "add", "path": "/status", "value": ...}].
 func jsonMergeStatus(patch []byte, app *appv1.App) error {
-	var applied appv1.App
-	if err := json.Unmarshal(patch, &applied); err != nil {
+	var ops []struct {
+		Op, Path string
+		Value    appv1.AppStatus
+	}
+	if err := json.Unmarshal(patch, &ops); err != nil {
 		return err
 	}
-	app.Status = applied.Status
+	if len(ops) != 1 || ops[0].Op != "add" || ops[0].Path != "/status" {
+		return fmt.Errorf("unexpected status patch %s", patch)
+	}
+	app.Status = ops[0].Value
 	return nil
 }
 

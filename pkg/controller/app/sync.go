@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -9,12 +10,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
-	appv1ac "github.com/app-controller/app-controller/pkg/generated/applyconfiguration/appcontroller/v1"
 )
 
 // syncApp makes the children of the App named key match its spec and writes what it
@@ -92,19 +93,22 @@ func (c *Controller) recordConflicts(app *appv1.App, status *appv1.AppStatus, co
 	}
 }
 
-// writeStatus writes status to app's status subresource with server-side apply, unless
-// it equals what app already has.
+// writeStatus writes status to app's status subresource, unless it equals what app
+// already has. The controller is the only writer of an App's status and always writes
+// all of it, so one JSON patch replaces it whole: no conflict on a stale resourceVersion,
+// and no merge with what an earlier write set. (A server-side apply would have to own
+// every nested field, and turns an object it empties, a Deployment status after a
+// rename, into null, which the schema rejects.)
 func (c *Controller) writeStatus(ctx context.Context, app *appv1.App, status *appv1.AppStatus) error {
 	if equality.Semantic.DeepEqual(&app.Status, status) {
 		return nil
 	}
-	statusConfig := &appv1ac.AppStatusApplyConfiguration{}
-	if err := convert(status, statusConfig); err != nil {
-		return fmt.Errorf("converting the status of App %s/%s: %w", app.Namespace, app.Name, err)
+	patch, err := json.Marshal([]map[string]any{{"op": "add", "path": "/status", "value": status}})
+	if err != nil {
+		return fmt.Errorf("encoding the status of App %s/%s: %w", app.Namespace, app.Name, err)
 	}
-	updated, err := c.appClient.AppcontrollerV1().Apps(app.Namespace).ApplyStatus(ctx,
-		appv1ac.App(app.Name, app.Namespace).WithStatus(statusConfig),
-		metav1.ApplyOptions{FieldManager: controller.FieldManager, Force: true})
+	updated, err := c.appClient.AppcontrollerV1().Apps(app.Namespace).Patch(ctx, app.Name, types.JSONPatchType, patch,
+		metav1.PatchOptions{FieldManager: controller.FieldManager}, "status")
 	if err != nil {
 		return fmt.Errorf("writing the status of App %s/%s: %w", app.Namespace, app.Name, err)
 	}

@@ -219,6 +219,11 @@ func TestRenamePrunes(t *testing.T) {
 	if app.Status.ServiceStatus != nil {
 		t.Errorf("serviceStatus = %+v after the Service template was removed", app.Status.ServiceStatus)
 	}
+	for _, e := range c.events(t, ns, "App", "web") {
+		if strings.HasPrefix(e, "Warning") {
+			t.Errorf("the rename caused a failure: %s", e)
+		}
+	}
 }
 
 // TestForeignDeploymentLeftAlone gives the App a Deployment name that a Deployment it does

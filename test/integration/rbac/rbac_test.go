@@ -71,7 +71,7 @@ var grants = []grant{
 	// App controller (pkg/controller/app).
 	{permission{"list", "appcontroller.k8s.io", "apps"}, "App informer: initial list when the API server serves no watch-list, relists", false, everywhere},
 	{permission{"watch", "appcontroller.k8s.io", "apps"}, "App informer", true, everywhere},
-	{permission{"patch", "appcontroller.k8s.io", "apps/status"}, "writeStatus: status written with server-side apply", true, everywhere},
+	{permission{"patch", "appcontroller.k8s.io", "apps/status"}, "writeStatus: the whole status written with one JSON patch", true, everywhere},
 	{permission{"update", "appcontroller.k8s.io", "apps/finalizers"}, "OwnerReferencesPermissionEnforcement: children's owner reference has blockOwnerDeletion=true", false, everywhere},
 	{permission{"list", "apps", "deployments"}, "managed and unmanaged (metadata-only) Deployment informers", false, everywhere},
 	{permission{"watch", "apps", "deployments"}, "managed and unmanaged (metadata-only) Deployment informers", true, everywhere},
