@@ -25,13 +25,14 @@ INTEGRATION_TIMEOUT ?= 30m
 ##@ Run the product
 
 .PHONY: dev
-dev: cluster-up ## Start a local control plane, install the CRD, apply the examples and run the controller.
+dev: cluster-up plugin ## Start a local control plane, install the CRD, apply the examples and run the controller.
 	@# Always the local cluster: never a KUBECONFIG from the environment.
 	@$(MAKE) --no-print-directory install examples KUBECONFIG=$(LOCAL)/kubeconfig
 	@echo
 	@echo "Control plane up. In another terminal:"
 	@echo "  export KUBECONFIG=$(LOCAL)/kubeconfig"
 	@echo "  $(KUBECTL) get apps -A"
+	@echo "  PATH=$(BIN):\$$PATH kubectl app tree test-app -n tcs"
 	@echo "Stop the controller with Ctrl-C, the control plane with 'make cluster-down'."
 	@echo
 	@$(MAKE) --no-print-directory run KUBECONFIG=$(LOCAL)/kubeconfig
@@ -43,6 +44,10 @@ run: build ## Run the controller in the foreground against the current KUBECONFI
 .PHONY: build
 build: ## Build the controller into bin/app-controller.
 	$(GO) build -o $(BIN)/app-controller ./cmd/app-controller
+
+.PHONY: plugin
+plugin: ## Build the kubectl plugin into bin/kubectl-app (then: PATH=$$PWD/bin:$$PATH kubectl app tree NAME).
+	$(GO) build -o $(BIN)/kubectl-app ./cmd/kubectl-app
 
 .PHONY: install
 install: $(KUBECTL) ## Apply the CRD to the cluster of the current KUBECONFIG and wait until it is established.

@@ -95,7 +95,7 @@ type Options struct {
 
 // RBAC of the App controller, generated into config/rbac/role.yaml by controller-gen
 // (make generate). Apps are listed and watched by the App informer, and only their
-// status is written (server-side apply: patch). Children carry an owner reference with
+// status is written (a JSON patch: patch). Children carry an owner reference with
 // blockOwnerDeletion=true, which the OwnerReferencesPermissionEnforcement admission
 // plugin accepts only from a user who may update the App's finalizers (and delete the
 // child).
