@@ -46,7 +46,7 @@ build: ## Build the controller into bin/app-controller.
 	$(GO) build -o $(BIN)/app-controller ./cmd/app-controller
 
 .PHONY: plugin
-plugin: ## Build the kubectl plugin into bin/kubectl-app (then: PATH=$$PWD/bin:$$PATH kubectl app tree NAME).
+plugin: ## Build the kubectl plugin into bin/kubectl-app (put bin/ on PATH, then: kubectl app tree NAME).
 	$(GO) build -o $(BIN)/kubectl-app ./cmd/kubectl-app
 
 .PHONY: install

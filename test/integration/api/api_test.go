@@ -25,6 +25,7 @@ import (
 	"github.com/app-controller/app-controller/internal/localcluster"
 	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	appv1ac "github.com/app-controller/app-controller/pkg/generated/applyconfiguration/appcontroller/v1"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	appinformers "github.com/app-controller/app-controller/pkg/generated/informers/externalversions"
 )
@@ -354,4 +355,44 @@ func appClient(t *testing.T) appclientset.Interface {
 		t.Fatal(err)
 	}
 	return client
+}
+
+// TestApplyConfiguration writes Apps with server-side apply through the generated apply
+// configurations: fields are owned per manager, and a second manager changing an owned
+// field gets a conflict unless it forces.
+func TestApplyConfiguration(t *testing.T) {
+	ns := clustertest.Namespace(t)
+	apps := appClient(t).AppcontrollerV1().Apps(ns)
+	ctx := context.Background()
+	desired := appv1ac.App("applied", ns).WithSpec(appv1ac.AppSpec().
+		WithDeploymentTemplate(appv1ac.DeploymentTemplate().WithName("web").WithImage("nginx").WithReplicas(2)))
+	app, err := apps.Apply(ctx, desired, metav1.ApplyOptions{FieldManager: "team-a"})
+	if err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	if *app.Spec.DeploymentTemplate.Replicas != 2 || app.Spec.DeploymentTemplate.Image != "nginx" {
+		t.Errorf("applied spec = %+v", app.Spec.DeploymentTemplate)
+	}
+	managers := map[string]metav1.ManagedFieldsOperationType{}
+	for _, m := range app.ManagedFields {
+		managers[m.Manager] = m.Operation
+	}
+	if managers["team-a"] != metav1.ManagedFieldsOperationApply {
+		t.Errorf("managed fields %v, want team-a as Apply", managers)
+	}
+	// Applying the same configuration again changes nothing.
+	again, err := apps.Apply(ctx, desired, metav1.ApplyOptions{FieldManager: "team-a"})
+	if err != nil || again.ResourceVersion != app.ResourceVersion {
+		t.Errorf("re-apply: %v; resourceVersion %s -> %s, want unchanged", err, app.ResourceVersion, again.ResourceVersion)
+	}
+
+	other := appv1ac.App("applied", ns).WithSpec(appv1ac.AppSpec().
+		WithDeploymentTemplate(appv1ac.DeploymentTemplate().WithName("web").WithImage("httpd")))
+	if _, err := apps.Apply(ctx, other, metav1.ApplyOptions{FieldManager: "team-b"}); !apierrors.IsConflict(err) {
+		t.Errorf("apply of an owned field by another manager: %v, want a conflict", err)
+	}
+	forced, err := apps.Apply(ctx, other, metav1.ApplyOptions{FieldManager: "team-b", Force: true})
+	if err != nil || forced.Spec.DeploymentTemplate.Image != "httpd" {
+		t.Errorf("forced apply: %v, image %v", err, forced)
+	}
 }
