@@ -17,8 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
 
 	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
@@ -62,21 +60,7 @@ func startManager(t *testing.T, resync time.Duration) *manager {
 	opts.ResyncPeriod = resync
 	opts.ShutdownTimeout = 5 * time.Second
 
-	logger, _ := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
-	done := make(chan error, 1)
-	go func() { done <- controllermanager.RunWithConfig(ctx, cfg, opts) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("controller manager: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("controller manager did not stop")
-		}
-	})
+	clustertest.StartManager(t, cfg, opts)
 	return m
 }
 

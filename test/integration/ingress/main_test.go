@@ -13,8 +13,6 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
 
 	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
 	ingressctrl "github.com/app-controller/app-controller/pkg/controller/ingress"
@@ -36,21 +34,7 @@ func startManager(t *testing.T, ingressClass string) {
 	opts.ResyncPeriod = 10 * time.Second
 	opts.ShutdownTimeout = 5 * time.Second
 
-	logger, _ := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
-	done := make(chan error, 1)
-	go func() { done <- controllermanager.RunWithConfig(ctx, clustertest.Config(t), opts) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("controller manager: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("controller manager did not stop")
-		}
-	})
+	clustertest.StartManager(t, clustertest.Config(t), opts)
 }
 
 // env is a test's client and namespace.

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
 	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
@@ -27,48 +25,14 @@ func TestMain(m *testing.M) { clustertest.Main(m) }
 
 const converge = 60 * time.Second
 
-// instance is a controller-manager running in the test process.
-type instance struct {
-	cancel context.CancelFunc
-	done   chan error
-}
-
-// start runs a manager with the App controller until stop or the end of the test.
-func start(t *testing.T, mutate func(*controllermanager.Options)) *instance {
+// start runs a manager with the App controller until it is stopped or the test ends.
+func start(t *testing.T, mutate func(*controllermanager.Options)) *clustertest.Manager {
 	t.Helper()
 	opts := controllermanager.NewOptions()
 	opts.Controllers = []string{"app"}
 	opts.ShutdownTimeout = 5 * time.Second
 	mutate(opts)
-	logger, _ := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
-	in := &instance{cancel: cancel, done: make(chan error, 1)}
-	go func() { in.done <- controllermanager.RunWithConfig(ctx, clustertest.Config(t), opts) }()
-	t.Cleanup(func() { _ = in.stop(t) })
-	return in
-}
-
-// stop cancels the manager and returns what RunWithConfig returned.
-func (in *instance) stop(t *testing.T) error {
-	t.Helper()
-	in.cancel()
-	return in.wait(t)
-}
-
-// wait returns what RunWithConfig returned.
-func (in *instance) wait(t *testing.T) error {
-	t.Helper()
-	select {
-	case err, ok := <-in.done:
-		if !ok {
-			return nil
-		}
-		close(in.done)
-		return err
-	case <-time.After(converge):
-		t.Fatal("the manager did not stop")
-		return nil
-	}
+	return clustertest.StartManager(t, clustertest.Config(t), opts)
 }
 
 func leaderOpts(ns string) func(*controllermanager.Options) {
@@ -140,7 +104,7 @@ func TestLeaderElection(t *testing.T) {
 		t.Fatalf("lease holder changed from %s to %s while the leader ran", leaderA, got)
 	}
 
-	if err := a.stop(t); err != nil {
+	if err := a.Stop(t); err != nil {
 		t.Errorf("the leader's graceful stop returned %v", err)
 	}
 	clustertest.Eventually(t, converge, func() (bool, error) {
@@ -148,7 +112,7 @@ func TestLeaderElection(t *testing.T) {
 		return h != "" && h != leaderA, nil
 	})
 	waitAppReady(t, ns, "second")
-	if err := b.stop(t); err != nil {
+	if err := b.Stop(t); err != nil {
 		t.Errorf("the second leader's stop returned %v", err)
 	}
 }
@@ -172,7 +136,7 @@ func TestLeadershipLost(t *testing.T) {
 		_, err = leases.Update(context.Background(), lease, metav1.UpdateOptions{})
 		return err == nil, nil
 	})
-	if err := a.wait(t); err == nil || !strings.Contains(err.Error(), "leader election lost") {
+	if err := a.Wait(t); err == nil || !strings.Contains(err.Error(), "leader election lost") {
 		t.Errorf("RunWithConfig returned %v, want leader election lost", err)
 	}
 }

@@ -18,8 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
 	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
@@ -55,21 +53,7 @@ func startManager(t *testing.T, controllers []string, configPath string) {
 	opts.ResyncPeriod = 10 * time.Second
 	opts.ShutdownTimeout = 5 * time.Second
 
-	logger, _ := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
-	done := make(chan error, 1)
-	go func() { done <- controllermanager.RunWithConfig(ctx, clustertest.Config(t), opts) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("controller manager: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("controller manager did not stop")
-		}
-	})
+	clustertest.StartManager(t, clustertest.Config(t), opts)
 }
 
 // createNode creates a kwok node with extra labels set by adminManager, and deletes it

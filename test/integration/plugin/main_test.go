@@ -16,9 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
-
 	"github.com/app-controller/app-controller/internal/localcluster"
 	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
 	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
@@ -42,21 +39,7 @@ func startManager(t *testing.T) {
 	opts.Controllers = []string{appctrl.ControllerName, ingressctrl.ControllerName}
 	opts.ShutdownTimeout = 5 * time.Second
 
-	logger, _ := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
-	done := make(chan error, 1)
-	go func() { done <- controllermanager.RunWithConfig(ctx, clustertest.Config(t), opts) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("controller manager: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("controller manager did not stop")
-		}
-	})
+	clustertest.StartManager(t, clustertest.Config(t), opts)
 }
 
 // kubectlApp is the plugin binary, built for the test.

@@ -29,8 +29,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
 	"sigs.k8s.io/yaml"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
@@ -387,26 +385,12 @@ func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) {
 // is also called when the test ends.
 func startManager(t *testing.T, cfg *rest.Config, opts *controllermanager.Options) (stop func()) {
 	t.Helper()
-	logger, _ := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
-	done := make(chan error, 1)
-	go func() { done <- controllermanager.RunWithConfig(ctx, cfg, opts) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("controller manager: %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Error("controller manager did not stop")
-			}
-		})
+	m := clustertest.StartManager(t, cfg, opts)
+	return func() {
+		if err := m.Stop(t); err != nil {
+			t.Errorf("controller manager: %v", err)
+		}
 	}
-	t.Cleanup(stop)
-	return stop
 }
 
 // eventsAbout returns "Type Reason Message" of the Events about an object, in every
