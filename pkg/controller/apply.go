@@ -51,18 +51,22 @@ func UpToDate(live, desired any) (bool, error) {
 	return covers(d, l), nil
 }
 
-// toJSONValue converts v to its generic JSON form (maps, slices, strings, float64s,
-// bools), so that typed objects and apply configurations compare field by field.
-func toJSONValue(v any) (any, error) {
-	data, err := json.Marshal(v)
+// Convert copies in to out through JSON. API types, their apply configurations and the
+// generic JSON form (maps, slices, strings, float64s, bools) share their JSON shape.
+func Convert(in, out any) error {
+	data, err := json.Marshal(in)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	return json.Unmarshal(data, out)
+}
+
+// toJSONValue converts v to its generic JSON form, so that typed objects and apply
+// configurations compare field by field.
+func toJSONValue(v any) (any, error) {
 	var out any
-	if err := json.Unmarshal(data, &out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	err := Convert(v, &out)
+	return out, err
 }
 
 // covers reports whether live holds everything desired holds.

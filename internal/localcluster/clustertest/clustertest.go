@@ -208,3 +208,20 @@ func Eventually(t testing.TB, timeout time.Duration, condition func() (bool, err
 		t.Fatalf("condition not met within %s: %v", timeout, err)
 	}
 }
+
+// Events returns "Type Reason Message" of the Events about the object kind/name, in
+// namespace ("" for every namespace: Events about nodes land in default).
+func Events(t testing.TB, client kubernetes.Interface, namespace, kind, name string) []string {
+	t.Helper()
+	list, err := client.CoreV1().Events(namespace).List(context.Background(), metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=" + kind + ",involvedObject.name=" + name,
+	})
+	if err != nil {
+		t.Fatalf("clustertest: listing the Events about %s %s: %v", kind, name, err)
+	}
+	out := make([]string, 0, len(list.Items))
+	for _, e := range list.Items {
+		out = append(out, e.Type+" "+e.Reason+" "+e.Message)
+	}
+	return out
+}

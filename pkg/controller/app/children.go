@@ -90,7 +90,7 @@ func (k *childClient[T]) reconcile(ctx context.Context, app *appv1.App, name str
 
 	if winner := oldestApp(append(claimants, app)); winner.UID != app.UID {
 		res.conflict = fmt.Sprintf("%s %q is also claimed by App %q, which is older", k.kind, name, winner.Name)
-		if current != nil && metav1.IsControlledBy(current, app) {
+		if current != nil && isControlledBy(current, app) {
 			// Give the name up to the older App.
 			deleted, err := k.deleteOwned(ctx, app, current, "the name is claimed by older App "+winner.Name)
 			res.changed = res.changed || deleted
@@ -101,7 +101,7 @@ func (k *childClient[T]) reconcile(ctx context.Context, app *appv1.App, name str
 
 	force := true
 	if current != nil {
-		if !metav1.IsControlledBy(current, app) {
+		if !isControlledBy(current, app) {
 			res.conflict = k.describeHolder(name, metav1.GetControllerOfNoCopy(current))
 			return res, nil
 		}
@@ -120,11 +120,19 @@ func (k *childClient[T]) reconcile(ctx context.Context, app *appv1.App, name str
 		if exclusive != nil {
 			// Server-side apply merges: it would keep what others added to these fields
 			// (a Service port or selector key), which can even make the apply invalid.
-			if _, err := k.client.patch(ctx, app.Namespace, name, exclusive); err != nil {
+			patched, err := k.client.patch(ctx, app.Namespace, name, exclusive)
+			if err != nil {
 				return res, fmt.Errorf("restoring the %s %s fields the App owns alone: %w", k.kind, key, err)
 			}
 			klog.FromContext(ctx).V(2).Info("Removed foreign entries from owned fields", "kind", k.kind, "name", name)
 			res.changed = true
+			if upToDate {
+				// Nothing else differed: the patch was the whole repair.
+				patched.SetManagedFields(nil)
+				k.managed.Mutation(patched)
+				res.obj = patched
+				return res, nil
+			}
 		}
 	} else if obj, exists, err := k.unmanaged.GetByKey(key); err != nil {
 		return res, fmt.Errorf("reading %s %s from the cache: %w", k.kind, key, err)
@@ -216,7 +224,7 @@ func (k *childClient[T]) deleteOwned(ctx context.Context, app *appv1.App, obj me
 // not control holds the name (a cache that had not seen it yet).
 func (k *childClient[T]) liveHolder(ctx context.Context, app *appv1.App, name string) (string, bool) {
 	obj, err := k.client.get(ctx, app.Namespace, name)
-	if err != nil || metav1.IsControlledBy(obj, app) {
+	if err != nil || isControlledBy(obj, app) {
 		return "", false
 	}
 	return k.describeHolder(name, metav1.GetControllerOfNoCopy(obj)), true
@@ -288,7 +296,7 @@ func (c serviceClient) patch(ctx context.Context, namespace, name string, jsonPa
 // the resourceVersion, keeping the node ports already allocated.
 func (serviceClient) exclusivePatch(live *corev1.Service, desired any) ([]byte, error) {
 	want := &corev1.Service{}
-	if err := convert(desired, want); err != nil {
+	if err := controller.Convert(desired, want); err != nil {
 		return nil, err
 	}
 	ports := make([]corev1.ServicePort, len(want.Spec.Ports))

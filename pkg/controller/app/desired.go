@@ -1,7 +1,6 @@
 package app
 
 import (
-	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -73,14 +72,14 @@ func newDeployment(app *appv1.App) (*appsv1ac.DeploymentApplyConfiguration, erro
 	}
 	for i := range t.Env {
 		env := &corev1ac.EnvVarApplyConfiguration{}
-		if err := convert(&t.Env[i], env); err != nil {
+		if err := controller.Convert(&t.Env[i], env); err != nil {
 			return nil, fmt.Errorf("converting env %q: %w", t.Env[i].Name, err)
 		}
 		container.WithEnv(env)
 	}
 	if t.Resources != nil {
 		resources := &corev1ac.ResourceRequirementsApplyConfiguration{}
-		if err := convert(t.Resources, resources); err != nil {
+		if err := controller.Convert(t.Resources, resources); err != nil {
 			return nil, fmt.Errorf("converting resources: %w", err)
 		}
 		container.WithResources(resources)
@@ -147,14 +146,4 @@ func newService(app *appv1.App) (*corev1ac.ServiceApplyConfiguration, error) {
 		return nil, err
 	}
 	return s.WithAnnotations(map[string]string{controller.AppliedConfigHashAnnotation: hash}), nil
-}
-
-// convert copies in to out through JSON; API types and their apply configurations share
-// their JSON form.
-func convert(in, out any) error {
-	data, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(data, out)
 }

@@ -111,7 +111,7 @@ func TestNewDeployment(t *testing.T) {
 				t.Fatal(err)
 			}
 			d := &appsv1.Deployment{}
-			if err := convert(desired, d); err != nil {
+			if err := controller.Convert(desired, d); err != nil {
 				t.Fatal(err)
 			}
 			tc.check(t, app, d)
@@ -165,7 +165,7 @@ func TestNewService(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := &corev1.Service{}
-			if err := convert(desired, s); err != nil {
+			if err := controller.Convert(desired, s); err != nil {
 				t.Fatal(err)
 			}
 			p := s.Spec.Ports[0]

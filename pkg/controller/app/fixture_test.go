@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller"
 	appfake "github.com/app-controller/app-controller/pkg/generated/clientset/versioned/fake"
 	appinformers "github.com/app-controller/app-controller/pkg/generated/informers/externalversions"
 )
@@ -209,7 +210,7 @@ func liveDeployment(t testing.TB, app *appv1.App) *appsv1.Deployment {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := convert(desired, d); err != nil {
+	if err := controller.Convert(desired, d); err != nil {
 		t.Fatal(err)
 	}
 	d.TypeMeta = metav1.TypeMeta{} // informers' objects carry no type meta
@@ -240,7 +241,7 @@ func liveService(t testing.TB, app *appv1.App) *corev1.Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := convert(desired, s); err != nil {
+	if err := controller.Convert(desired, s); err != nil {
 		t.Fatal(err)
 	}
 	s.TypeMeta = metav1.TypeMeta{}

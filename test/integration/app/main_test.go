@@ -166,17 +166,7 @@ func waitGone(t *testing.T, what string, get func() error) {
 // events returns "Type Reason Message" of the Events about an object.
 func (c clients) events(t *testing.T, ns, kind, name string) []string {
 	t.Helper()
-	list, err := c.kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{
-		FieldSelector: "involvedObject.kind=" + kind + ",involvedObject.name=" + name,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range list.Items {
-		out = append(out, e.Type+" "+e.Reason+" "+e.Message)
-	}
-	return out
+	return clustertest.Events(t, c.kube, ns, kind, name)
 }
 
 // newApp returns an App with a Deployment and a Service named after it.

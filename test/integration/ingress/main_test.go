@@ -119,17 +119,7 @@ func (e env) waitIngressGone(t *testing.T, name string) {
 // events returns "Type Reason Message" of the Events about the Service.
 func (e env) events(t *testing.T, service string) []string {
 	t.Helper()
-	list, err := e.kube.CoreV1().Events(e.ns).List(context.Background(), metav1.ListOptions{
-		FieldSelector: "involvedObject.kind=Service,involvedObject.name=" + service,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, ev := range list.Items {
-		out = append(out, ev.Type+" "+ev.Reason+" "+ev.Message)
-	}
-	return out
+	return clustertest.Events(t, e.kube, e.ns, "Service", service)
 }
 
 // waitEvent waits for an Event about the Service that starts with prefix ("Type Reason

@@ -118,17 +118,7 @@ func waitLabels(t *testing.T, kube kubernetes.Interface, name string, check func
 // nodeEvents returns "Type Reason Message" of the Events about a node.
 func nodeEvents(t *testing.T, kube kubernetes.Interface, name string) []string {
 	t.Helper()
-	list, err := kube.CoreV1().Events(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{
-		FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + name,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, ev := range list.Items {
-		out = append(out, ev.Type+" "+ev.Reason+" "+ev.Message)
-	}
-	return out
+	return clustertest.Events(t, kube, metav1.NamespaceAll, "Node", name)
 }
 
 // waitEvent waits for an Event about the node that starts with prefix and returns it.

@@ -393,23 +393,11 @@ func startManager(t *testing.T, cfg *rest.Config, opts *controllermanager.Option
 	}
 }
 
-// eventsAbout returns "Type Reason Message" of the Events about an object, in every
-// namespace (Events about nodes land in namespace default).
+// eventsAbout returns "Type Reason Message" of the Events about an object in namespace
+// ("" for every namespace: Events about nodes land in namespace default).
 func eventsAbout(t *testing.T, client kubernetes.Interface, kind, namespace, name string) []string {
 	t.Helper()
-	selector := "involvedObject.kind=" + kind + ",involvedObject.name=" + name
-	if namespace != "" {
-		selector += ",involvedObject.namespace=" + namespace
-	}
-	list, err := client.CoreV1().Events(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{FieldSelector: selector})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range list.Items {
-		out = append(out, e.Type+" "+e.Reason+" "+e.Message)
-	}
-	return out
+	return clustertest.Events(t, client, namespace, kind, name)
 }
 
 // waitEvent waits for an Event about the object that starts with prefix.
