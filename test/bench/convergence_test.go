@@ -28,13 +28,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
 	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	appinformers "github.com/app-controller/app-controller/pkg/generated/informers/externalversions"
+	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
 const (
@@ -80,7 +80,7 @@ const (
 func BenchmarkConvergence(b *testing.B) {
 	b.StopTimer()
 	n, replicas := *appsFlag, int32(*replicasFlag)
-	admin := newClients(b, clustertest.Config(b))
+	admin := newClients(b, framework.Config(b))
 	ctx := context.Background()
 
 	// One Deployment through the whole pipeline (scheduler, kwok, deployment and
@@ -187,7 +187,7 @@ func runFloor(ctx context.Context, b *testing.B, admin clients, n int, replicas 
 	b.Helper()
 	ns := createNamespace(ctx, b, admin.kube, "bench-floor-")
 	counter := newRequestCounter()
-	cfg := clustertest.Config(b)
+	cfg := framework.Config(b)
 	cfg.QPS, cfg.Burst = clientQPS, clientBurst
 	cfg.Wrap(counter.wrap)
 	loop := newClients(b, cfg)
@@ -221,7 +221,7 @@ func runApp(ctx context.Context, b *testing.B, admin clients, n int, replicas in
 	heap.before = readHeap()
 
 	counter := newRequestCounter()
-	cfg := clustertest.Config(b)
+	cfg := framework.Config(b)
 	cfg.Wrap(counter.wrap)
 	mgr := startManager(cfg)
 	defer mgr.stop(b)
@@ -293,7 +293,7 @@ func warmUpApp(ctx context.Context, b *testing.B, admin clients, mgr *manager, r
 // warmUpManager runs a manager until a warm-up App is Ready, then stops it.
 func warmUpManager(ctx context.Context, b *testing.B, admin clients, replicas int32) {
 	b.Helper()
-	cfg := clustertest.Config(b)
+	cfg := framework.Config(b)
 	mgr := startManager(cfg)
 	defer mgr.stop(b)
 	ns := warmUpApp(ctx, b, admin, mgr, replicas)

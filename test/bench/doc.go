@@ -1,6 +1,6 @@
 // Package bench holds the end-to-end benchmarks of app-controller against a real local
 // control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok),
-// started once per test binary by clustertest.Main, and only when a benchmark of this
+// started once per test binary by framework.Main, and only when a benchmark of this
 // package is selected with -bench: `go test` without -bench (make unit) starts nothing.
 //
 // Every figure is reported next to a floor measured in the same run, and as a ratio to

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
+	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
 // benchmarks lists the benchmarks of this package; TestMain starts a control plane only
@@ -22,7 +22,7 @@ var (
 	roundsFlag   = flag.Int("bench.rounds", envInt("APP_CONTROLLER_BENCH_ROUNDS", 2), "rounds of floor and app phases per iteration, in alternating order ($APP_CONTROLLER_BENCH_ROUNDS)")
 )
 
-// TestMain starts the control plane through clustertest.Main, which runs m.Run (tests and
+// TestMain starts the control plane through framework.Main, which runs m.Run (tests and
 // benchmarks alike) and stops it. Without -bench there is nothing to run here, so no
 // control plane is started: `make unit` (go test ./...) stays fast and needs no binaries.
 func TestMain(m *testing.M) {
@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 	if !benchmarkSelected(flag.Lookup("test.bench").Value.String()) {
 		os.Exit(m.Run())
 	}
-	clustertest.Main(m)
+	framework.Main(m)
 }
 
 // benchmarkSelected tells whether the -bench pattern selects a benchmark of this package

@@ -23,20 +23,20 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
-	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	appv1ac "github.com/app-controller/app-controller/pkg/generated/applyconfiguration/appcontroller/v1"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	appinformers "github.com/app-controller/app-controller/pkg/generated/informers/externalversions"
+	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
-func TestMain(m *testing.M) { clustertest.Main(m) }
+func TestMain(m *testing.M) { framework.Main(m) }
 
 var appsGVR = schema.GroupVersionResource{Group: "appcontroller.k8s.io", Version: "v1", Resource: "apps"}
 
 // TestCRDInstalled checks the CRD's names, scope, subresources and printer columns.
 func TestCRDInstalled(t *testing.T) {
-	client, err := apiextensionsclient.NewForConfig(clustertest.Config(t))
+	client, err := apiextensionsclient.NewForConfig(framework.Config(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestExamplesApply(t *testing.T) {
 	}
 	kubectl := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command(filepath.Join(binDir, "kubectl"), append([]string{"--kubeconfig", clustertest.Cluster().Kubeconfig}, args...)...)
+		cmd := exec.Command(filepath.Join(binDir, "kubectl"), append([]string{"--kubeconfig", framework.Cluster().Kubeconfig}, args...)...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -119,7 +119,7 @@ func TestExamplesApply(t *testing.T) {
 
 // TestDefaults checks the schema defaults the API server applies.
 func TestDefaults(t *testing.T) {
-	ns := clustertest.Namespace(t)
+	ns := framework.Namespace(t)
 	app, err := appClient(t).AppcontrollerV1().Apps(ns).Create(context.Background(), &appv1.App{
 		ObjectMeta: metav1.ObjectMeta{Name: "defaults"},
 		Spec: appv1.AppSpec{
@@ -142,8 +142,8 @@ func TestDefaults(t *testing.T) {
 // offending field. The objects are sent as unstructured JSON so that every value,
 // including zeros the Go types would omit, reaches the server as written.
 func TestValidation(t *testing.T) {
-	ns := clustertest.Namespace(t)
-	dyn, err := dynamic.NewForConfig(clustertest.Config(t))
+	ns := framework.Namespace(t)
+	dyn, err := dynamic.NewForConfig(framework.Config(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ serviceTemplate: {name: web}`
 // TestStatusSubresource checks that status is written only through the status
 // subresource, and that spec changes bump the generation while status changes do not.
 func TestStatusSubresource(t *testing.T) {
-	ns := clustertest.Namespace(t)
+	ns := framework.Namespace(t)
 	apps := appClient(t).AppcontrollerV1().Apps(ns)
 	ctx := context.Background()
 	app, err := apps.Create(ctx, &appv1.App{
@@ -266,7 +266,7 @@ func TestStatusSubresource(t *testing.T) {
 // TestGeneratedClient round-trips an App through the generated clientset, watch,
 // informer and lister.
 func TestGeneratedClient(t *testing.T) {
-	ns := clustertest.Namespace(t)
+	ns := framework.Namespace(t)
 	client := appClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -350,7 +350,7 @@ func expect(t *testing.T, events <-chan string, want string) {
 
 func appClient(t *testing.T) appclientset.Interface {
 	t.Helper()
-	client, err := appclientset.NewForConfig(clustertest.Config(t))
+	client, err := appclientset.NewForConfig(framework.Config(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +361,7 @@ func appClient(t *testing.T) appclientset.Interface {
 // configurations: fields are owned per manager, and a second manager changing an owned
 // field gets a conflict unless it forces.
 func TestApplyConfiguration(t *testing.T) {
-	ns := clustertest.Namespace(t)
+	ns := framework.Namespace(t)
 	apps := appClient(t).AppcontrollerV1().Apps(ns)
 	ctx := context.Background()
 	desired := appv1ac.App("applied", ns).WithSpec(appv1ac.AppSpec().

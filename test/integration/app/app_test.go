@@ -23,9 +23,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
-	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
+	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
 // TestSeedExamplesConverge runs the seed's two examples: their Deployments become
@@ -93,7 +93,7 @@ func TestSeedExamplesConverge(t *testing.T) {
 		if wantIPs.Len() != int(want.replicas) {
 			t.Errorf("App %s has %d pod IPs, want %d", want.app, wantIPs.Len(), want.replicas)
 		}
-		clustertest.Eventually(t, converge, func() (bool, error) {
+		framework.Eventually(t, converge, func() (bool, error) {
 			slices, err := c.kube.DiscoveryV1().EndpointSlices("tcs").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + want.service})
 			if err != nil {
 				return false, err
@@ -110,7 +110,7 @@ func TestSeedExamplesConverge(t *testing.T) {
 
 	// kubectl wait works on the Ready condition.
 	binDir, _ := localcluster.BinDirFromEnv()
-	out, err := exec.Command(filepath.Join(binDir, "kubectl"), "--kubeconfig", clustertest.Cluster().Kubeconfig,
+	out, err := exec.Command(filepath.Join(binDir, "kubectl"), "--kubeconfig", framework.Cluster().Kubeconfig,
 		"wait", "--for=condition=Ready", "--timeout=30s", "-n", "tcs", "app/test-app", "app/test-app-2").CombinedOutput()
 	if err != nil {
 		t.Errorf("kubectl wait: %v\n%s", err, out)
@@ -126,7 +126,7 @@ func TestRolloutAndDrift(t *testing.T) {
 	c := newClients(t)
 	// A long resync: repairs must come from watch events, not from resyncs.
 	startManager(t, 10*time.Minute)
-	ns := clustertest.Namespace(t)
+	ns := framework.Namespace(t)
 	ctx := context.Background()
 	c.create(t, newApp(ns, "web", "nginx", 2))
 	c.waitReady(t, ns, "web")
@@ -168,7 +168,7 @@ func TestRolloutAndDrift(t *testing.T) {
 	if _, err := c.kube.CoreV1().Services(ns).Update(ctx, svc, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
 		t.Fatal(err)
 	}
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		s, err := c.kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
 		if err != nil {
 			return false, nil
@@ -185,7 +185,7 @@ func TestRolloutAndDrift(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool { return d.UID != oldDeployUID })
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		s, err := c.kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
 		return err == nil && s.UID != oldSvcUID, nil
 	})
@@ -197,7 +197,7 @@ func TestRolloutAndDrift(t *testing.T) {
 func TestRenamePrunes(t *testing.T) {
 	c := newClients(t)
 	startManager(t, 10*time.Minute)
-	ns := clustertest.Namespace(t)
+	ns := framework.Namespace(t)
 	ctx := context.Background()
 	c.create(t, newApp(ns, "web", "nginx", 1))
 	c.waitReady(t, ns, "web")
@@ -232,7 +232,7 @@ func TestRenamePrunes(t *testing.T) {
 func TestForeignDeploymentLeftAlone(t *testing.T) {
 	c := newClients(t)
 	startManager(t, 10*time.Minute)
-	ns := clustertest.Namespace(t)
+	ns := framework.Namespace(t)
 	ctx := context.Background()
 
 	foreign := &appsv1.Deployment{
@@ -262,7 +262,7 @@ func TestForeignDeploymentLeftAlone(t *testing.T) {
 	if kstatusOf(t, got) != kstatus.FailedStatus {
 		t.Errorf("kstatus of a conflicting App = %s, want Failed", kstatusOf(t, got))
 	}
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		return slices.Contains(c.events(t, ns, "App", "web"),
 			`Warning ErrResourceExists Resource "taken" already exists and is not managed by App`), nil
 	})
@@ -289,7 +289,7 @@ func TestForeignDeploymentLeftAlone(t *testing.T) {
 	}
 	released := time.Now()
 	webApp := c.getApp(t, ns, "web")
-	clustertest.Eventually(t, 5*time.Second, func() (bool, error) {
+	framework.Eventually(t, 5*time.Second, func() (bool, error) {
 		d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "taken", metav1.GetOptions{})
 		if err != nil {
 			return false, nil
@@ -306,7 +306,7 @@ func TestForeignDeploymentLeftAlone(t *testing.T) {
 func TestContendedName(t *testing.T) {
 	c := newClients(t)
 	startManager(t, 10*time.Minute)
-	ns := clustertest.Namespace(t)
+	ns := framework.Namespace(t)
 	ctx := context.Background()
 
 	older := c.create(t, newApp(ns, "older", "nginx", 1))
@@ -351,7 +351,7 @@ func TestContendedName(t *testing.T) {
 func TestGarbageCollection(t *testing.T) {
 	c := newClients(t)
 	startManager(t, 10*time.Minute)
-	ns := clustertest.Namespace(t)
+	ns := framework.Namespace(t)
 	ctx := context.Background()
 	c.create(t, newApp(ns, "web", "nginx", 1))
 	c.waitReady(t, ns, "web")
@@ -374,7 +374,7 @@ func TestIdleMakesNoWrites(t *testing.T) {
 	c := newClients(t)
 	const resync = 2 * time.Second
 	m := startManager(t, resync)
-	ns := clustertest.Namespace(t)
+	ns := framework.Namespace(t)
 	c.create(t, newApp(ns, "web", "nginx", 2))
 	app := newApp(ns, "svc-only", "", 0)
 	app.Spec.DeploymentTemplate = nil
@@ -398,7 +398,7 @@ func TestIdleMakesNoWrites(t *testing.T) {
 func TestRolloutInProgress(t *testing.T) {
 	c := newClients(t)
 	startManager(t, 10*time.Minute)
-	ns := clustertest.Namespace(t)
+	ns := framework.Namespace(t)
 	app := newApp(ns, "web", "nginx", 2)
 	// A rollout that cannot finish: no node has 1000 CPUs, so the pods stay Pending.
 	app.Spec.DeploymentTemplate.Resources = &appv1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: mustQuantity(t, "1000")}}

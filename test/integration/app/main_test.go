@@ -18,14 +18,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
+	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
-func TestMain(m *testing.M) { clustertest.Main(m) }
+func TestMain(m *testing.M) { framework.Main(m) }
 
 // converge bounds how long the controller and the cluster may take to converge.
 const converge = 60 * time.Second
@@ -42,7 +42,7 @@ type manager struct {
 func startManager(t *testing.T, resync time.Duration) *manager {
 	t.Helper()
 	m := &manager{}
-	cfg := clustertest.Config(t)
+	cfg := framework.Config(t)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 			switch req.Method {
@@ -60,7 +60,7 @@ func startManager(t *testing.T, resync time.Duration) *manager {
 	opts.ResyncPeriod = resync
 	opts.ShutdownTimeout = 5 * time.Second
 
-	clustertest.StartManager(t, cfg, opts)
+	framework.StartManager(t, cfg, opts)
 	return m
 }
 
@@ -90,12 +90,12 @@ type clients struct {
 
 func newClients(t *testing.T) clients {
 	t.Helper()
-	cfg := clustertest.Config(t)
+	cfg := framework.Config(t)
 	app, err := appclientset.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return clients{kube: clustertest.Client(t), app: app, cfg: cfg}
+	return clients{kube: framework.Client(t), app: app, cfg: cfg}
 }
 
 // getApp returns the App or fails the test.
@@ -121,7 +121,7 @@ func condition(app *appv1.App, conditionType string) string {
 func (c clients) waitReady(t *testing.T, ns, name string) *appv1.App {
 	t.Helper()
 	var app *appv1.App
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		app = c.getApp(t, ns, name)
 		return app.Status.ObservedGeneration == app.Generation && condition(app, appctrl.ConditionReady) == "True/Available", nil
 	})
@@ -132,7 +132,7 @@ func (c clients) waitReady(t *testing.T, ns, name string) *appv1.App {
 func (c clients) waitCondition(t *testing.T, ns, name, conditionType, want string) *appv1.App {
 	t.Helper()
 	var app *appv1.App
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		app = c.getApp(t, ns, name)
 		return condition(app, conditionType) == want, nil
 	})
@@ -143,7 +143,7 @@ func (c clients) waitCondition(t *testing.T, ns, name, conditionType, want strin
 func (c clients) waitDeployment(t *testing.T, ns, name string, check func(*appsv1.Deployment) bool) *appsv1.Deployment {
 	t.Helper()
 	var d *appsv1.Deployment
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		var err error
 		d, err = c.kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
@@ -157,7 +157,7 @@ func (c clients) waitDeployment(t *testing.T, ns, name string, check func(*appsv
 // waitGone waits until get returns NotFound.
 func waitGone(t *testing.T, what string, get func() error) {
 	t.Helper()
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		err := get()
 		return err != nil && strings.Contains(err.Error(), "not found"), nil
 	})
@@ -166,7 +166,7 @@ func waitGone(t *testing.T, what string, get func() error) {
 // events returns "Type Reason Message" of the Events about an object.
 func (c clients) events(t *testing.T, ns, kind, name string) []string {
 	t.Helper()
-	return clustertest.Events(t, c.kube, ns, kind, name)
+	return framework.Events(t, c.kube, ns, kind, name)
 }
 
 // newApp returns an App with a Deployment and a Service named after it.
@@ -193,7 +193,7 @@ func (c clients) create(t *testing.T, app *appv1.App) *appv1.App {
 // update applies mutate to the latest App and updates it, retrying on conflicts.
 func (c clients) update(t *testing.T, ns, name string, mutate func(*appv1.App)) {
 	t.Helper()
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		app := c.getApp(t, ns, name)
 		mutate(app)
 		_, err := c.app.AppcontrollerV1().Apps(ns).Update(context.Background(), app, metav1.UpdateOptions{})

@@ -10,8 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
 	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
+	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
 // TestRetryBudget makes every Service write fail (a ResourceQuota allowing no Service):
@@ -22,7 +22,7 @@ func TestRetryBudget(t *testing.T) {
 	c := newClients(t)
 	const resync = 2 * time.Second
 	startManager(t, resync)
-	ns := clustertest.Namespace(t)
+	ns := framework.Namespace(t)
 	ctx := context.Background()
 
 	quota := &corev1.ResourceQuota{
@@ -33,7 +33,7 @@ func TestRetryBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The quota admission needs the quota's status before it enforces it.
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		q, err := c.kube.CoreV1().ResourceQuotas(ns).Get(ctx, "no-services", metav1.GetOptions{})
 		return err == nil && q.Status.Hard != nil, nil
 	})
@@ -47,7 +47,7 @@ func TestRetryBudget(t *testing.T) {
 	if got := condition(app, appctrl.ConditionStalled); got != "True/ReconcileFailed" {
 		t.Errorf("Stalled = %q, want True/ReconcileFailed", got)
 	}
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		events := c.events(t, ns, "App", "web")
 		return slices.ContainsFunc(events, func(e string) bool { return strings.HasPrefix(e, "Warning ReconcileFailed ") }) &&
 			slices.ContainsFunc(events, func(e string) bool { return strings.HasPrefix(e, "Warning SyncFailed ") }), nil

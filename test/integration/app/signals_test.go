@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
-	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
+	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
 // TestSignals runs the real binary, through a proxy that holds its Deployment writes for
@@ -29,7 +29,7 @@ import (
 // during the stop exits at once with status 1 (the seed's behaviour).
 func TestSignals(t *testing.T) {
 	c := newClients(t)
-	ns := clustertest.Namespace(t)
+	ns := framework.Namespace(t)
 	const hold = 3 * time.Second
 	held := make(chan struct{}, 10)
 	proxy := slowWritesProxy(t, hold, held)
@@ -49,7 +49,7 @@ func TestSignals(t *testing.T) {
 	start := func(t *testing.T, extra ...string) (*exec.Cmd, <-chan string) {
 		t.Helper()
 		// The seed's flag spellings: -kubeConfig and -master.
-		args := append([]string{"-kubeConfig", clustertest.Cluster().Kubeconfig, "-master", proxy,
+		args := append([]string{"-kubeConfig", framework.Cluster().Kubeconfig, "-master", proxy,
 			"--controllers", "app", "--shutdown-timeout", "20s"}, extra...)
 		cmd := exec.Command(bin, args...)
 		stderr, err := cmd.StderrPipe()
@@ -157,7 +157,7 @@ func TestSignals(t *testing.T) {
 // holding every Deployment write for hold and announcing it on held.
 func slowWritesProxy(t *testing.T, hold time.Duration, held chan<- struct{}) string {
 	t.Helper()
-	cfg := clustertest.Config(t)
+	cfg := framework.Config(t)
 	target, err := url.Parse(cfg.Host)
 	if err != nil {
 		t.Fatal(err)

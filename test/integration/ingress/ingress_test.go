@@ -10,9 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
 	"github.com/app-controller/app-controller/pkg/controller"
 	ingressctrl "github.com/app-controller/app-controller/pkg/controller/ingress"
+	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
 // annotations asks for an Ingress, with extra key/value pairs.
@@ -148,7 +148,7 @@ func TestForeignIngressUntouched(t *testing.T) {
 	// The second warning proves that the second sync ran; the event recorder aggregates
 	// it into the first Event, so wait for the count.
 	e.updateService(t, "shop", func(s *corev1.Service) { s.Annotations[ingressctrl.AnnotationPath] = "/store" })
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		list, err := e.kube.CoreV1().Events(e.ns).List(ctx, metav1.ListOptions{
 			FieldSelector: "involvedObject.kind=Service,involvedObject.name=shop,reason=" + ingressctrl.ErrResourceExists,
 		})
@@ -304,7 +304,7 @@ func TestServiceRecreatedWithSameName(t *testing.T) {
 	}
 	// The garbage collector orphans the Ingress: it loses its owner reference.
 	e.waitIngress(t, "shop", func(ing *networkingv1.Ingress) bool { return len(ing.OwnerReferences) == 0 })
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		_, err := e.kube.CoreV1().Services(e.ns).Get(ctx, "shop", metav1.GetOptions{})
 		return err != nil && strings.Contains(err.Error(), "not found"), nil
 	})

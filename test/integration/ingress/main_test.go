@@ -14,12 +14,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
 	ingressctrl "github.com/app-controller/app-controller/pkg/controller/ingress"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
+	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
-func TestMain(m *testing.M) { clustertest.Main(m) }
+func TestMain(m *testing.M) { framework.Main(m) }
 
 // converge bounds how long the controller and the cluster may take to converge.
 const converge = 60 * time.Second
@@ -34,7 +34,7 @@ func startManager(t *testing.T, ingressClass string) {
 	opts.ResyncPeriod = 10 * time.Second
 	opts.ShutdownTimeout = 5 * time.Second
 
-	clustertest.StartManager(t, clustertest.Config(t), opts)
+	framework.StartManager(t, framework.Config(t), opts)
 }
 
 // env is a test's client and namespace.
@@ -45,7 +45,7 @@ type env struct {
 
 func newEnv(t *testing.T) env {
 	t.Helper()
-	return env{kube: clustertest.Client(t), ns: clustertest.Namespace(t)}
+	return env{kube: framework.Client(t), ns: framework.Namespace(t)}
 }
 
 // service returns a ClusterIP Service named name with one port and the annotations.
@@ -73,7 +73,7 @@ func (e env) createService(t *testing.T, svc *corev1.Service) *corev1.Service {
 // conflicts.
 func (e env) updateService(t *testing.T, name string, mutate func(*corev1.Service)) {
 	t.Helper()
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		svc, err := e.kube.CoreV1().Services(e.ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -101,7 +101,7 @@ func (e env) getIngress(t *testing.T, name string) *networkingv1.Ingress {
 func (e env) waitIngress(t *testing.T, name string, check func(*networkingv1.Ingress) bool) *networkingv1.Ingress {
 	t.Helper()
 	var ing *networkingv1.Ingress
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		ing = e.getIngress(t, name)
 		return ing != nil && check(ing), nil
 	})
@@ -111,7 +111,7 @@ func (e env) waitIngress(t *testing.T, name string, check func(*networkingv1.Ing
 // waitIngressGone waits until the Ingress does not exist.
 func (e env) waitIngressGone(t *testing.T, name string) {
 	t.Helper()
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		return e.getIngress(t, name) == nil, nil
 	})
 }
@@ -119,7 +119,7 @@ func (e env) waitIngressGone(t *testing.T, name string) {
 // events returns "Type Reason Message" of the Events about the Service.
 func (e env) events(t *testing.T, service string) []string {
 	t.Helper()
-	return clustertest.Events(t, e.kube, e.ns, "Service", service)
+	return framework.Events(t, e.kube, e.ns, "Service", service)
 }
 
 // waitEvent waits for an Event about the Service that starts with prefix ("Type Reason
@@ -127,7 +127,7 @@ func (e env) events(t *testing.T, service string) []string {
 func (e env) waitEvent(t *testing.T, service, prefix string) string {
 	t.Helper()
 	var found string
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		for _, ev := range e.events(t, service) {
 			if strings.HasPrefix(ev, prefix) {
 				found = ev

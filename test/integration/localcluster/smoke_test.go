@@ -19,14 +19,14 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
-	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
+	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
-func TestMain(m *testing.M) { clustertest.Main(m) }
+func TestMain(m *testing.M) { framework.Main(m) }
 
 func TestCRDIsEstablished(t *testing.T) {
 	t.Parallel()
-	client, err := apiextensionsclient.NewForConfig(clustertest.Config(t))
+	client, err := apiextensionsclient.NewForConfig(framework.Config(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestCRDIsEstablished(t *testing.T) {
 
 func TestKwokNodeIsReady(t *testing.T) {
 	t.Parallel()
-	node, err := clustertest.Client(t).CoreV1().Nodes().Get(context.Background(), localcluster.DefaultNodeName, metav1.GetOptions{})
+	node, err := framework.Client(t).CoreV1().Nodes().Get(context.Background(), localcluster.DefaultNodeName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,14 +65,14 @@ func TestKwokNodeIsReady(t *testing.T) {
 
 func TestDeploymentBecomesAvailable(t *testing.T) {
 	t.Parallel()
-	client := clustertest.Client(t)
-	ns := clustertest.Namespace(t)
+	client := framework.Client(t)
+	ns := framework.Namespace(t)
 	ctx := context.Background()
 
 	if _, err := client.AppsV1().Deployments(ns).Create(ctx, deployment("web", 2), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	clustertest.Eventually(t, 60*time.Second, func() (bool, error) {
+	framework.Eventually(t, 60*time.Second, func() (bool, error) {
 		d, err := client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -96,8 +96,8 @@ func TestDeploymentBecomesAvailable(t *testing.T) {
 
 func TestDeletingDeploymentGarbageCollectsReplicaSets(t *testing.T) {
 	t.Parallel()
-	client := clustertest.Client(t)
-	ns := clustertest.Namespace(t)
+	client := framework.Client(t)
+	ns := framework.Namespace(t)
 	ctx := context.Background()
 
 	if _, err := client.AppsV1().Deployments(ns).Create(ctx, deployment("gc", 1), metav1.CreateOptions{}); err != nil {
@@ -111,7 +111,7 @@ func TestDeletingDeploymentGarbageCollectsReplicaSets(t *testing.T) {
 		}
 		return len(list.Items)
 	}
-	clustertest.Eventually(t, 30*time.Second, func() (bool, error) { return replicaSets() == 1, nil })
+	framework.Eventually(t, 30*time.Second, func() (bool, error) { return replicaSets() == 1, nil })
 
 	// Background propagation: the Deployment goes at once, the garbage collector then
 	// deletes the ReplicaSet it owns.
@@ -121,19 +121,19 @@ func TestDeletingDeploymentGarbageCollectsReplicaSets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clustertest.Eventually(t, 60*time.Second, func() (bool, error) { return replicaSets() == 0, nil })
+	framework.Eventually(t, 60*time.Second, func() (bool, error) { return replicaSets() == 0, nil })
 }
 
 func TestRBACIsEnforced(t *testing.T) {
 	t.Parallel()
-	ns := clustertest.Namespace(t)
+	ns := framework.Namespace(t)
 	ctx := context.Background()
 
-	if _, err := clustertest.Client(t).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err != nil {
+	if _, err := framework.Client(t).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err != nil {
 		t.Fatalf("admin cannot list pods: %v", err)
 	}
 
-	cfg := clustertest.Config(t)
+	cfg := framework.Config(t)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "unprivileged-user", Groups: []string{"system:authenticated"}}
 	unprivileged, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

@@ -15,24 +15,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
+	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
-func TestMain(m *testing.M) { clustertest.Main(m) }
+func TestMain(m *testing.M) { framework.Main(m) }
 
 const converge = 60 * time.Second
 
 // start runs a manager with the App controller until it is stopped or the test ends.
-func start(t *testing.T, mutate func(*controllermanager.Options)) *clustertest.Manager {
+func start(t *testing.T, mutate func(*controllermanager.Options)) *framework.Manager {
 	t.Helper()
 	opts := controllermanager.NewOptions()
 	opts.Controllers = []string{"app"}
 	opts.ShutdownTimeout = 5 * time.Second
 	mutate(opts)
-	return clustertest.StartManager(t, clustertest.Config(t), opts)
+	return framework.StartManager(t, framework.Config(t), opts)
 }
 
 func leaderOpts(ns string) func(*controllermanager.Options) {
@@ -49,7 +49,7 @@ func leaderOpts(ns string) func(*controllermanager.Options) {
 // holder returns the holder of the lease, "" if none.
 func holder(t *testing.T, ns string) string {
 	t.Helper()
-	lease, err := clustertest.Client(t).CoordinationV1().Leases(ns).Get(context.Background(), "app-controller", metav1.GetOptions{})
+	lease, err := framework.Client(t).CoordinationV1().Leases(ns).Get(context.Background(), "app-controller", metav1.GetOptions{})
 	if err != nil || lease.Spec.HolderIdentity == nil {
 		return ""
 	}
@@ -59,7 +59,7 @@ func holder(t *testing.T, ns string) string {
 // waitAppReady creates an App and waits until it is Ready: some instance leads.
 func waitAppReady(t *testing.T, ns, name string) {
 	t.Helper()
-	client, err := appclientset.NewForConfig(clustertest.Config(t))
+	client, err := appclientset.NewForConfig(framework.Config(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func waitAppReady(t *testing.T, ns, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		app, err := client.AppcontrollerV1().Apps(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -89,10 +89,10 @@ func waitAppReady(t *testing.T, ns, name string) {
 // TestLeaderElection runs two instances: one leads and reconciles, the other stands by;
 // when the leader stops gracefully it releases the lease and the standby takes over.
 func TestLeaderElection(t *testing.T) {
-	ns := clustertest.Namespace(t)
+	ns := framework.Namespace(t)
 	a := start(t, leaderOpts(ns))
 	var leaderA string
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		leaderA = holder(t, ns)
 		return leaderA != "", nil
 	})
@@ -107,7 +107,7 @@ func TestLeaderElection(t *testing.T) {
 	if err := a.Stop(t); err != nil {
 		t.Errorf("the leader's graceful stop returned %v", err)
 	}
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		h := holder(t, ns)
 		return h != "" && h != leaderA, nil
 	})
@@ -120,12 +120,12 @@ func TestLeaderElection(t *testing.T) {
 // TestLeadershipLost takes the lease away from the leader: it stops its controllers and
 // RunWithConfig fails, so that the process exits instead of running as a second leader.
 func TestLeadershipLost(t *testing.T) {
-	ns := clustertest.Namespace(t)
+	ns := framework.Namespace(t)
 	a := start(t, leaderOpts(ns))
-	clustertest.Eventually(t, converge, func() (bool, error) { return holder(t, ns) != "", nil })
+	framework.Eventually(t, converge, func() (bool, error) { return holder(t, ns) != "", nil })
 
-	leases := clustertest.Client(t).CoordinationV1().Leases(ns)
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	leases := framework.Client(t).CoordinationV1().Leases(ns)
+	framework.Eventually(t, converge, func() (bool, error) {
 		lease, err := leases.Get(context.Background(), "app-controller", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -144,13 +144,13 @@ func TestLeadershipLost(t *testing.T) {
 // TestProbesAndMetrics checks /healthz, /readyz and the Prometheus metrics, including the
 // workqueue metrics of the named App queue.
 func TestProbesAndMetrics(t *testing.T) {
-	ns := clustertest.Namespace(t)
+	ns := framework.Namespace(t)
 	health, metrics := freeAddr(t), freeAddr(t)
 	start(t, func(o *controllermanager.Options) {
 		o.HealthProbeBindAddress = health
 		o.MetricsBindAddress = metrics
 	})
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		code, _ := get("http://" + health + "/readyz")
 		return code == http.StatusOK, nil
 	})

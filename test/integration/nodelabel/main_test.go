@@ -20,11 +20,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
-	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
+	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
-func TestMain(m *testing.M) { clustertest.Main(m) }
+func TestMain(m *testing.M) { framework.Main(m) }
 
 // converge bounds how long the controller and the cluster may take to converge.
 const converge = 60 * time.Second
@@ -53,7 +53,7 @@ func startManager(t *testing.T, controllers []string, configPath string) {
 	opts.ResyncPeriod = 10 * time.Second
 	opts.ShutdownTimeout = 5 * time.Second
 
-	clustertest.StartManager(t, clustertest.Config(t), opts)
+	framework.StartManager(t, framework.Config(t), opts)
 }
 
 // createNode creates a kwok node with extra labels set by adminManager, and deletes it
@@ -108,7 +108,7 @@ func getNode(t *testing.T, kube kubernetes.Interface, name string) *corev1.Node 
 func waitLabels(t *testing.T, kube kubernetes.Interface, name string, check func(map[string]string) bool) *corev1.Node {
 	t.Helper()
 	var node *corev1.Node
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		node = getNode(t, kube, name)
 		return check(node.Labels), nil
 	})
@@ -118,14 +118,14 @@ func waitLabels(t *testing.T, kube kubernetes.Interface, name string, check func
 // nodeEvents returns "Type Reason Message" of the Events about a node.
 func nodeEvents(t *testing.T, kube kubernetes.Interface, name string) []string {
 	t.Helper()
-	return clustertest.Events(t, kube, metav1.NamespaceAll, "Node", name)
+	return framework.Events(t, kube, metav1.NamespaceAll, "Node", name)
 }
 
 // waitEvent waits for an Event about the node that starts with prefix and returns it.
 func waitEvent(t *testing.T, kube kubernetes.Interface, node, prefix string) string {
 	t.Helper()
 	var found string
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		for _, ev := range nodeEvents(t, kube, node) {
 			if strings.HasPrefix(ev, prefix) {
 				found = ev

@@ -14,10 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
-	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
 	"github.com/app-controller/app-controller/pkg/controller"
 	"github.com/app-controller/app-controller/pkg/controller/nodelabel"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
+	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
 const (
@@ -56,7 +56,7 @@ rules:
 // left alone and reported, and the labels go when a node stops matching while foreign
 // labels stay.
 func TestNodeLabels(t *testing.T) {
-	kube := clustertest.Client(t)
+	kube := framework.Client(t)
 
 	// Present at start: matching, with a foreign label and a foreign value for a label
 	// the rule sets.
@@ -130,7 +130,7 @@ func TestNodeLabels(t *testing.T) {
 // does not even read the configuration, and that without --node-label-config the
 // labeler is idle.
 func TestNodeLabelerDisabled(t *testing.T) {
-	kube := clustertest.Client(t)
+	kube := framework.Client(t)
 	ctx := context.Background()
 	invalid := writeConfig(t, "rules:\n- name: broken\n  match: {nameRegex: \"(\"}\n  labels: {k: v}\n")
 	valid := writeConfig(t, rules)
@@ -152,14 +152,14 @@ func TestNodeLabelerDisabled(t *testing.T) {
 
 			// The ingress controller proves that the manager is up and syncing.
 			if controllermanager.IsControllerEnabled("ingress", tt.controllers) {
-				ns := clustertest.Namespace(t)
+				ns := framework.Namespace(t)
 				if _, err := kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
 					ObjectMeta: metav1.ObjectMeta{Name: "probe", Annotations: map[string]string{"ingress/http": "true"}},
 					Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
 				}, metav1.CreateOptions{}); err != nil {
 					t.Fatal(err)
 				}
-				clustertest.Eventually(t, converge, func() (bool, error) {
+				framework.Eventually(t, converge, func() (bool, error) {
 					_, err := kube.NetworkingV1().Ingresses(ns).Get(ctx, "probe", metav1.GetOptions{})
 					return err == nil, nil
 				})
@@ -197,7 +197,7 @@ rules:
 		opts.NodeLabelConfig = config
 		ctx, cancel := context.WithTimeout(context.Background(), converge)
 		defer cancel()
-		err := controllermanager.RunWithConfig(ctx, clustertest.Config(t), opts)
+		err := controllermanager.RunWithConfig(ctx, framework.Config(t), opts)
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), config) {
 			t.Fatalf("RunWithConfig = %v, want an error naming %s and %q", err, config, want)
 		}
@@ -220,7 +220,7 @@ rules:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), converge)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, bin, "--kubeconfig", clustertest.Cluster().Kubeconfig, "--node-label-config", config)
+		cmd := exec.CommandContext(ctx, bin, "--kubeconfig", framework.Cluster().Kubeconfig, "--node-label-config", config)
 		out, err := cmd.CombinedOutput()
 		var exitErr *exec.ExitError
 		if !errors.As(err, &exitErr) || exitErr.ExitCode() == 0 {

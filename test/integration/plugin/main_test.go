@@ -17,13 +17,13 @@ import (
 	"time"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
-	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
 	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
 	ingressctrl "github.com/app-controller/app-controller/pkg/controller/ingress"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
+	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
-func TestMain(m *testing.M) { clustertest.Main(m) }
+func TestMain(m *testing.M) { framework.Main(m) }
 
 // converge bounds how long the controllers and the cluster may take to converge.
 const converge = 60 * time.Second
@@ -39,7 +39,7 @@ func startManager(t *testing.T) {
 	opts.Controllers = []string{appctrl.ControllerName, ingressctrl.ControllerName}
 	opts.ShutdownTimeout = 5 * time.Second
 
-	clustertest.StartManager(t, clustertest.Config(t), opts)
+	framework.StartManager(t, framework.Config(t), opts)
 }
 
 // kubectlApp is the plugin binary, built for the test.
@@ -84,7 +84,7 @@ func (k kubectlApp) run(t *testing.T, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	args = append(args, "--kubeconfig", clustertest.Cluster().Kubeconfig, "--cache-dir", k.cacheDir)
+	args = append(args, "--kubeconfig", framework.Cluster().Kubeconfig, "--cache-dir", k.cacheDir)
 	cmd := exec.CommandContext(ctx, k.bin, args...)
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
 	var stdout, stderr bytes.Buffer

@@ -16,11 +16,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
 	ingressctrl "github.com/app-controller/app-controller/pkg/controller/ingress"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
+	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
 // TestKubectlApp builds kubectl-app once and runs its commands against Apps the App
@@ -29,19 +29,19 @@ import (
 func TestKubectlApp(t *testing.T) {
 	plugin := buildPlugin(t)
 	startManager(t)
-	kube := clustertest.Client(t)
-	apps, err := appclientset.NewForConfig(clustertest.Config(t))
+	kube := framework.Client(t)
+	apps, err := appclientset.NewForConfig(framework.Config(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	t.Run("healthy App with an Ingress", func(t *testing.T) {
-		ns := clustertest.Namespace(t)
+		ns := framework.Namespace(t)
 		ctx := context.Background()
 		createApp(t, apps, newApp(ns, "web", "web-deploy", 2))
 
 		// Annotate the Service the App controller created, as `kubectl annotate` would.
-		clustertest.Eventually(t, converge, func() (bool, error) {
+		framework.Eventually(t, converge, func() (bool, error) {
 			_, err := kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
 			return err == nil, nil
 		})
@@ -54,7 +54,7 @@ func TestKubectlApp(t *testing.T) {
 		}
 
 		waitAppCondition(t, apps, ns, "web", appctrl.ConditionReady, "True/Available")
-		clustertest.Eventually(t, converge, func() (bool, error) {
+		framework.Eventually(t, converge, func() (bool, error) {
 			_, err := kube.NetworkingV1().Ingresses(ns).Get(ctx, "web-svc", metav1.GetOptions{})
 			return err == nil, nil
 		})
@@ -96,7 +96,7 @@ func TestKubectlApp(t *testing.T) {
 	})
 
 	t.Run("App in a name conflict", func(t *testing.T) {
-		ns := clustertest.Namespace(t)
+		ns := framework.Namespace(t)
 		ctx := context.Background()
 		foreign := &appsv1.Deployment{
 			ObjectMeta: metav1.ObjectMeta{Name: "clash-deploy", Namespace: ns, Labels: map[string]string{"team": "other"}},
@@ -150,7 +150,7 @@ func TestKubectlApp(t *testing.T) {
 	})
 
 	t.Run("missing App", func(t *testing.T) {
-		ns := clustertest.Namespace(t)
+		ns := framework.Namespace(t)
 		want := fmt.Sprintf(`error: App "nope" not found in namespace %q`, ns)
 		for _, command := range []string{"status", "tree"} {
 			r := plugin.run(t, command, "nope", "-n", ns)
@@ -235,7 +235,7 @@ func createApp(t *testing.T, client appclientset.Interface, app *appv1.App) {
 // current generation.
 func waitAppCondition(t *testing.T, client appclientset.Interface, ns, name, conditionType, want string) {
 	t.Helper()
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		app, err := client.AppcontrollerV1().Apps(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
@@ -250,7 +250,7 @@ func waitAppCondition(t *testing.T, client appclientset.Interface, ns, name, con
 func waitEndpointSlice(t *testing.T, kube kubernetes.Interface, ns, service string) {
 	t.Helper()
 	var slices []discoveryv1.EndpointSlice
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		list, err := kube.DiscoveryV1().EndpointSlices(ns).List(context.Background(), metav1.ListOptions{
 			LabelSelector: discoveryv1.LabelServiceName + "=" + service,
 		})

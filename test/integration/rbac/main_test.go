@@ -32,11 +32,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
-	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
+	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
-func TestMain(m *testing.M) { clustertest.Main(m) }
+func TestMain(m *testing.M) { framework.Main(m) }
 
 // converge bounds how long the controllers and the cluster may take to converge.
 const converge = 60 * time.Second
@@ -165,7 +165,7 @@ func kindOf(t *testing.T, where string, doc []byte) string {
 func installRBAC(t *testing.T) shippedRBAC {
 	t.Helper()
 	rb := loadRBAC(t)
-	admin := clustertest.Client(t)
+	admin := framework.Client(t)
 	ctx := context.Background()
 	ignoreExists := func(what string, err error) {
 		t.Helper()
@@ -193,7 +193,7 @@ func installRBAC(t *testing.T) shippedRBAC {
 		firstPermission(t, "ClusterRole", rb.clusterRole.Rules, metav1.NamespaceAll),
 		firstPermission(t, "Role", rb.role.Rules, rb.role.Namespace),
 	} {
-		clustertest.Eventually(t, converge, func() (bool, error) {
+		framework.Eventually(t, converge, func() (bool, error) {
 			allowed, _, err := canI(ctx, sa, probe)
 			return allowed, err
 		})
@@ -218,7 +218,7 @@ func firstPermission(t *testing.T, kind string, rules []rbacv1.PolicyRule, names
 // ServiceAccount, with its groups, exactly as with its token inside the cluster.
 func impersonatedConfig(t *testing.T) *rest.Config {
 	t.Helper()
-	cfg := clustertest.Config(t)
+	cfg := framework.Config(t)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: controllerUser}
 	return cfg
 }
@@ -385,7 +385,7 @@ func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) {
 // is also called when the test ends.
 func startManager(t *testing.T, cfg *rest.Config, opts *controllermanager.Options) (stop func()) {
 	t.Helper()
-	m := clustertest.StartManager(t, cfg, opts)
+	m := framework.StartManager(t, cfg, opts)
 	return func() {
 		if err := m.Stop(t); err != nil {
 			t.Errorf("controller manager: %v", err)
@@ -397,13 +397,13 @@ func startManager(t *testing.T, cfg *rest.Config, opts *controllermanager.Option
 // ("" for every namespace: Events about nodes land in namespace default).
 func eventsAbout(t *testing.T, client kubernetes.Interface, kind, namespace, name string) []string {
 	t.Helper()
-	return clustertest.Events(t, client, namespace, kind, name)
+	return framework.Events(t, client, namespace, kind, name)
 }
 
 // waitEvent waits for an Event about the object that starts with prefix.
 func waitEvent(t *testing.T, client kubernetes.Interface, kind, namespace, name, prefix string) {
 	t.Helper()
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		return slices.ContainsFunc(eventsAbout(t, client, kind, namespace, name), func(e string) bool {
 			return strings.HasPrefix(e, prefix)
 		}), nil

@@ -26,8 +26,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
-	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
+	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
 // TestDeployableManifests renders config/default with kubectl kustomize, as users
@@ -175,9 +175,9 @@ func TestDeployableManifests(t *testing.T) {
 	if namespace.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
 		t.Errorf("namespace %s does not enforce Pod Security level restricted: labels %v", namespace.Name, namespace.Labels)
 	}
-	admin := clustertest.Client(t)
+	admin := framework.Client(t)
 	ctx := context.Background()
-	ns := clustertest.Namespace(t)
+	ns := framework.Namespace(t)
 	live, err := admin.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
-	"github.com/app-controller/app-controller/internal/localcluster/clustertest"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
 	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
@@ -29,6 +28,7 @@ import (
 	"github.com/app-controller/app-controller/pkg/controller/nodelabel"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
+	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
 // grant is a permission the shipped RBAC must give, where, and why the code needs it.
@@ -369,12 +369,12 @@ const (
 // TestServiceAccountPermissions checks that the ServiceAccount has them.
 func TestManagerRunsWithShippedRBAC(t *testing.T) {
 	installRBAC(t)
-	admin := clustertest.Client(t)
-	apps, err := appclientset.NewForConfig(clustertest.Config(t))
+	admin := framework.Client(t)
+	apps, err := appclientset.NewForConfig(framework.Config(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := clustertest.Namespace(t)
+	ns := framework.Namespace(t)
 	ctx := context.Background()
 
 	// Registered before the manager starts, so that it runs after the manager stopped:
@@ -417,7 +417,7 @@ rules:
 
 	// Leader election: the manager holds the Lease.
 	var holder string
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		lease, err := leases.Get(ctx, opts.LeaderElectName, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
@@ -460,7 +460,7 @@ rules:
 		t.Fatal(err)
 	}
 	var ing *networkingv1.Ingress
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		ing, err = admin.NetworkingV1().Ingresses(ns).Get(ctx, "shop", metav1.GetOptions{})
 		return err == nil, nil
 	})
@@ -470,7 +470,7 @@ rules:
 	waitEvent(t, admin, "Service", ns, "shop", "Normal "+ingressctrl.ReasonIngressCreated)
 
 	// Node labeler: kwok-node-0 gets the label of the rule.
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		node, err := admin.CoreV1().Nodes().Get(ctx, localcluster.DefaultNodeName, metav1.GetOptions{})
 		return err == nil && node.Labels[labelledKey] == labelledValue, nil
 	})
@@ -478,7 +478,7 @@ rules:
 
 	// Deletes: the renamed Deployment and the dropped Service are pruned; the Ingress
 	// goes with the annotation.
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		app, err := apps.AppcontrollerV1().Apps(ns).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -488,7 +488,7 @@ rules:
 		_, err = apps.AppcontrollerV1().Apps(ns).Update(ctx, app, metav1.UpdateOptions{})
 		return err == nil, nil
 	})
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		_, err := admin.CoreV1().Services(ns).Patch(ctx, "shop", types.JSONPatchType,
 			[]byte(`[{"op":"remove","path":"/metadata/annotations/ingress~1http"}]`), metav1.PatchOptions{})
 		return err == nil, nil
@@ -563,7 +563,7 @@ func checkRequests(t *testing.T, requests *requestLog) {
 // waitAppReady waits until the App is Ready at its current generation.
 func waitAppReady(t *testing.T, apps appclientset.Interface, ns, name string) {
 	t.Helper()
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		app, err := apps.AppcontrollerV1().Apps(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -577,7 +577,7 @@ func waitAppReady(t *testing.T, apps appclientset.Interface, ns, name string) {
 // waitGone waits until get returns NotFound.
 func waitGone(t *testing.T, get func() error) {
 	t.Helper()
-	clustertest.Eventually(t, converge, func() (bool, error) {
+	framework.Eventually(t, converge, func() (bool, error) {
 		err := get()
 		if err != nil && !apierrors.IsNotFound(err) {
 			return false, err
@@ -591,7 +591,7 @@ func waitGone(t *testing.T, get func() error) {
 // after the manager stopped.
 func removeNodeLabel(t *testing.T) {
 	t.Helper()
-	admin := clustertest.Client(t)
+	admin := framework.Client(t)
 	patch := `{"metadata":{"labels":{"` + labelledKey + `":null},"annotations":{"` + controller.AppliedConfigHashAnnotation + `":null}}}`
 	node, err := admin.CoreV1().Nodes().Patch(context.Background(), localcluster.DefaultNodeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if err != nil {

@@ -1,18 +1,18 @@
-// Package clustertest runs integration tests against a real local control plane: one per
+// Package framework runs integration tests against a real local control plane: one per
 // test binary, started by Main from the test package's TestMain.
 //
-//	func TestMain(m *testing.M) { clustertest.Main(m) }
+//	func TestMain(m *testing.M) { framework.Main(m) }
 //
 //	func TestSomething(t *testing.T) {
-//		cfg := clustertest.Config(t)
-//		ns := clustertest.Namespace(t)
+//		cfg := framework.Config(t)
+//		ns := framework.Namespace(t)
 //		...
 //	}
 //
 // The binaries come from $APP_CONTROLLER_BIN_DIR or <repo>/bin (built by `make tools`).
 // Set APP_CONTROLLER_KEEP_CLUSTER=1 to keep the cluster's state directory (certificates,
 // component logs, kubeconfig) after the tests, for debugging.
-package clustertest
+package framework
 
 import (
 	"context"
@@ -56,7 +56,7 @@ func Main(m *testing.M) {
 func run(m *testing.M) int {
 	flag.Parse()
 	fail := func(err error) int {
-		fmt.Fprintf(os.Stderr, "clustertest: %v\n", err)
+		fmt.Fprintf(os.Stderr, "framework: %v\n", err)
 		return 1
 	}
 	binDir, err := localcluster.BinDirFromEnv()
@@ -88,10 +88,10 @@ func run(m *testing.M) int {
 	cluster = c
 	stop := func() {
 		if err := c.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "clustertest: %v\n", err)
+			fmt.Fprintf(os.Stderr, "framework: %v\n", err)
 		}
 		if keep {
-			fmt.Fprintf(os.Stderr, "clustertest: %s=1: cluster state kept in %s (logs in %s)\n", KeepClusterEnv, c.StateDir, c.LogDir)
+			fmt.Fprintf(os.Stderr, "framework: %s=1: cluster state kept in %s (logs in %s)\n", KeepClusterEnv, c.StateDir, c.LogDir)
 		}
 	}
 
@@ -101,7 +101,7 @@ func run(m *testing.M) int {
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		sig := <-signals
-		fmt.Fprintf(os.Stderr, "clustertest: %v: stopping the control plane\n", sig)
+		fmt.Fprintf(os.Stderr, "framework: %v: stopping the control plane\n", sig)
 		stop()
 		os.Exit(1)
 	}()
@@ -119,7 +119,7 @@ type prefixWriter struct{}
 
 func (prefixWriter) Write(p []byte) (int, error) {
 	for line := range strings.SplitSeq(strings.TrimRight(string(p), "\n"), "\n") {
-		fmt.Fprintf(os.Stderr, "clustertest: %s\n", line)
+		fmt.Fprintf(os.Stderr, "framework: %s\n", line)
 	}
 	return len(p), nil
 }
@@ -134,7 +134,7 @@ func Cluster() *localcluster.Cluster {
 func Config(t testing.TB) *rest.Config {
 	t.Helper()
 	if cluster == nil {
-		t.Fatal("clustertest: no cluster; call clustertest.Main(m) from TestMain")
+		t.Fatal("framework: no cluster; call framework.Main(m) from TestMain")
 	}
 	cfg := rest.CopyConfig(cluster.Config)
 	cfg.QPS, cfg.Burst = 1000, 2000
@@ -146,7 +146,7 @@ func Client(t testing.TB) kubernetes.Interface {
 	t.Helper()
 	client, err := kubernetes.NewForConfig(Config(t))
 	if err != nil {
-		t.Fatalf("clustertest: making a client: %v", err)
+		t.Fatalf("framework: making a client: %v", err)
 	}
 	return client
 }
@@ -162,12 +162,12 @@ func Namespace(t testing.TB) string {
 		ObjectMeta: metav1.ObjectMeta{GenerateName: namespacePrefix(t.Name())},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("clustertest: creating a namespace: %v", err)
+		t.Fatalf("framework: creating a namespace: %v", err)
 	}
 	t.Cleanup(func() {
 		err := client.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
 		if err != nil {
-			t.Errorf("clustertest: deleting namespace %s: %v", ns.Name, err)
+			t.Errorf("framework: deleting namespace %s: %v", ns.Name, err)
 		}
 	})
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -175,7 +175,7 @@ func Namespace(t testing.TB) string {
 		return err == nil, nil
 	})
 	if err != nil {
-		t.Fatalf("clustertest: waiting for the default ServiceAccount of namespace %s: %v", ns.Name, err)
+		t.Fatalf("framework: waiting for the default ServiceAccount of namespace %s: %v", ns.Name, err)
 	}
 	return ns.Name
 }
@@ -217,7 +217,7 @@ func Events(t testing.TB, client kubernetes.Interface, namespace, kind, name str
 		FieldSelector: "involvedObject.kind=" + kind + ",involvedObject.name=" + name,
 	})
 	if err != nil {
-		t.Fatalf("clustertest: listing the Events about %s %s: %v", kind, name, err)
+		t.Fatalf("framework: listing the Events about %s %s: %v", kind, name, err)
 	}
 	out := make([]string, 0, len(list.Items))
 	for _, e := range list.Items {

@@ -1,4 +1,4 @@
-package clustertest
+package framework
 
 import (
 	"context"
