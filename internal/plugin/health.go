@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
-	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
 
 // Health is the one-word health of a line of the tree.
@@ -59,7 +59,7 @@ func healthOf(u *unstructured.Unstructured) (Health, string) {
 // is absent or describes an older generation of the App.
 func appHealth(app *unstructured.Unstructured) (Health, string) {
 	health, message := healthOf(app)
-	ready, ok := findCondition(app, appctrl.ConditionReady)
+	ready, ok := findCondition(app, appv1.ConditionReady)
 	if !ok || ready.observedGeneration < app.GetGeneration() {
 		return health, message
 	}

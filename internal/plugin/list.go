@@ -15,7 +15,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
 )
 
 // ListApps returns the Apps of namespace, or of every namespace if namespace is empty,
@@ -83,7 +82,7 @@ func PrintList(w io.Writer, apps []appv1.App, withNamespace bool, now time.Time)
 // readyColumns returns the status and reason of app's Ready condition; Unknown when it
 // is absent or describes an older generation.
 func readyColumns(app *appv1.App) (string, string) {
-	c := meta.FindStatusCondition(app.Status.Conditions, appctrl.ConditionReady)
+	c := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionReady)
 	switch {
 	case c == nil:
 		return string(metav1.ConditionUnknown), "<none>"

@@ -16,7 +16,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
 )
 
 // serviceResource is the resource of core/v1 Services.
@@ -60,7 +59,7 @@ func GetStatus(ctx context.Context, c Clients, namespace, name string) (*Status,
 
 // readiness tells whether app is Ready, and says why in one line.
 func readiness(app *appv1.App) (bool, string) {
-	c := meta.FindStatusCondition(app.Status.Conditions, appctrl.ConditionReady)
+	c := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionReady)
 	switch {
 	case app.DeletionTimestamp != nil:
 		return false, "False: the App is being deleted"
@@ -142,12 +141,12 @@ func PrintStatus(w io.Writer, s *Status, now time.Time) error {
 func orderedConditions(conditions []metav1.Condition) []metav1.Condition {
 	out := make([]metav1.Condition, 0, len(conditions))
 	for _, c := range conditions {
-		if c.Type == appctrl.ConditionReady {
+		if c.Type == appv1.ConditionReady {
 			out = append(out, c)
 		}
 	}
 	for _, c := range conditions {
-		if c.Type != appctrl.ConditionReady {
+		if c.Type != appv1.ConditionReady {
 			out = append(out, c)
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
 
 func TestUpToDate(t *testing.T) {
@@ -97,8 +99,8 @@ func TestUpToDateService(t *testing.T) {
 }
 
 func TestSelectors(t *testing.T) {
-	managed := map[string]string{ManagedByLabel: ManagedByValue}
-	other := map[string]string{ManagedByLabel: "helm"}
+	managed := map[string]string{appv1.ManagedByLabel: appv1.ManagedByValue}
+	other := map[string]string{appv1.ManagedByLabel: "helm"}
 	none := map[string]string{}
 	for _, l := range []map[string]string{managed, other, none} {
 		m, u := ManagedSelector().Matches(labelSet(l)), UnmanagedSelector().Matches(labelSet(l))

@@ -7,29 +7,19 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/tools/cache"
-)
 
-const (
-	// FieldManager is the server-side apply field manager of every write this binary
-	// makes, and the event source component.
-	FieldManager = "app-controller"
-
-	// ManagedByLabel marks the objects that app-controller creates and manages, with the
-	// value ManagedByValue. Informers of children watch only objects that carry it.
-	ManagedByLabel = "app.kubernetes.io/managed-by"
-	// ManagedByValue is the value of ManagedByLabel on managed objects.
-	ManagedByValue = "app-controller"
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
 
 // ManagedSelector selects the objects labelled as managed by app-controller.
 func ManagedSelector() labels.Selector {
-	return labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})
+	return labels.SelectorFromSet(labels.Set{appv1.ManagedByLabel: appv1.ManagedByValue})
 }
 
 // UnmanagedSelector selects the objects not labelled as managed by app-controller:
 // together with ManagedSelector it covers every object exactly once.
 func UnmanagedSelector() labels.Selector {
-	req, err := labels.NewRequirement(ManagedByLabel, selection.NotEquals, []string{ManagedByValue})
+	req, err := labels.NewRequirement(appv1.ManagedByLabel, selection.NotEquals, []string{appv1.ManagedByValue})
 	if err != nil {
 		panic(fmt.Sprintf("building the unmanaged selector: %v", err)) // constant input
 	}

@@ -57,7 +57,7 @@ func NewControllerContext(ctx context.Context, cfg *rest.Config, opts *Options) 
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS = float32(opts.KubeAPIQPS)
 	cfg.Burst = opts.KubeAPIBurst
-	cfg = rest.AddUserAgent(cfg, controller.FieldManager)
+	cfg = rest.AddUserAgent(cfg, appv1.FieldManager)
 
 	kubeClient, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -94,7 +94,7 @@ func NewControllerContext(ctx context.Context, cfg *rest.Config, opts *Options) 
 		UnmanagedMetadataInformers: unmanagedInformers,
 		AppInformers: appinformers.NewSharedInformerFactoryWithOptions(appClient, opts.ResyncPeriod,
 			appinformers.WithTransform(controller.StripManagedFields)),
-		EventRecorder: broadcaster.NewRecorder(scheme, corev1.EventSource{Component: controller.FieldManager}),
+		EventRecorder: broadcaster.NewRecorder(scheme, corev1.EventSource{Component: appv1.FieldManager}),
 		broadcaster:   broadcaster,
 		Options:       opts,
 	}, nil

@@ -474,9 +474,9 @@ func appName(i int) string { return fmt.Sprintf("app-%04d", i) }
 // labelsOf returns the labels that select an app's pods, and those of its objects, as
 // the App controller sets them.
 func labelsOf(name string) (selector, labels map[string]string) {
-	selector = map[string]string{appctrl.NameLabel: name, appctrl.InstanceLabel: name}
+	selector = map[string]string{appv1.NameLabel: name, appv1.InstanceLabel: name}
 	labels = maps.Clone(selector)
-	labels[controller.ManagedByLabel] = controller.ManagedByValue
+	labels[appv1.ManagedByLabel] = appv1.ManagedByValue
 	return selector, labels
 }
 
@@ -498,7 +498,7 @@ func floorDeployment(ns, name string, replicas int32) *appsv1.Deployment {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: appctrl.ContainerName, Image: image,
+					Name: appv1.ContainerName, Image: image,
 				}}},
 			},
 		},
@@ -517,7 +517,7 @@ func floorService(ns, name string) *corev1.Service {
 			Type:     corev1.ServiceTypeClusterIP,
 			Selector: selector,
 			Ports: []corev1.ServicePort{{
-				Name: appctrl.PortName, Protocol: corev1.ProtocolTCP,
+				Name: appv1.PortName, Protocol: corev1.ProtocolTCP,
 				Port: servicePort, TargetPort: intstr.FromInt32(servicePort),
 			}},
 		},
@@ -715,7 +715,7 @@ func deploymentDone(d *appsv1.Deployment) bool {
 
 // appReady tells whether the App reports Ready=True at its generation.
 func appReady(a *appv1.App) bool {
-	cond := meta.FindStatusCondition(a.Status.Conditions, appctrl.ConditionReady)
+	cond := meta.FindStatusCondition(a.Status.Conditions, appv1.ConditionReady)
 	return cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == a.Generation &&
 		a.Status.ObservedGeneration == a.Generation
 }

@@ -216,7 +216,7 @@ func (k *childClient[T]) deleteOwned(ctx context.Context, app *appv1.App, obj me
 		return false, fmt.Errorf("deleting %s %s/%s (%s): %w", k.kind, obj.GetNamespace(), obj.GetName(), why, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted child", "kind", k.kind, "name", obj.GetName(), "reason", why)
-	k.recorder.Eventf(app, corev1.EventTypeNormal, ReasonPruned, "Deleted %s %q: %s", k.kind, obj.GetName(), why)
+	k.recorder.Eventf(app, corev1.EventTypeNormal, appv1.EventReasonPruned, "Deleted %s %q: %s", k.kind, obj.GetName(), why)
 	return true, nil
 }
 
@@ -252,7 +252,7 @@ type deploymentClient struct{ kubernetes.Interface }
 
 func (c deploymentClient) apply(ctx context.Context, desired any, force bool) (*appsv1.Deployment, error) {
 	d := desired.(*appsv1ac.DeploymentApplyConfiguration)
-	return c.AppsV1().Deployments(*d.Namespace).Apply(ctx, d, metav1.ApplyOptions{FieldManager: controller.FieldManager, Force: force})
+	return c.AppsV1().Deployments(*d.Namespace).Apply(ctx, d, metav1.ApplyOptions{FieldManager: appv1.FieldManager, Force: force})
 }
 
 func (c deploymentClient) get(ctx context.Context, namespace, name string) (*appsv1.Deployment, error) {
@@ -266,7 +266,7 @@ func (c deploymentClient) delete(ctx context.Context, namespace, name string, op
 func (deploymentClient) exclusivePatch(*appsv1.Deployment, any) ([]byte, error) { return nil, nil }
 
 func (c deploymentClient) patch(ctx context.Context, namespace, name string, jsonPatch []byte) (*appsv1.Deployment, error) {
-	return c.AppsV1().Deployments(namespace).Patch(ctx, name, types.JSONPatchType, jsonPatch, metav1.PatchOptions{FieldManager: controller.FieldManager})
+	return c.AppsV1().Deployments(namespace).Patch(ctx, name, types.JSONPatchType, jsonPatch, metav1.PatchOptions{FieldManager: appv1.FieldManager})
 }
 
 // serviceClient is the childAPI of Services.
@@ -274,7 +274,7 @@ type serviceClient struct{ kubernetes.Interface }
 
 func (c serviceClient) apply(ctx context.Context, desired any, force bool) (*corev1.Service, error) {
 	s := desired.(*corev1ac.ServiceApplyConfiguration)
-	return c.CoreV1().Services(*s.Namespace).Apply(ctx, s, metav1.ApplyOptions{FieldManager: controller.FieldManager, Force: force})
+	return c.CoreV1().Services(*s.Namespace).Apply(ctx, s, metav1.ApplyOptions{FieldManager: appv1.FieldManager, Force: force})
 }
 
 func (c serviceClient) get(ctx context.Context, namespace, name string) (*corev1.Service, error) {
@@ -286,7 +286,7 @@ func (c serviceClient) delete(ctx context.Context, namespace, name string, opts 
 }
 
 func (c serviceClient) patch(ctx context.Context, namespace, name string, jsonPatch []byte) (*corev1.Service, error) {
-	return c.CoreV1().Services(namespace).Patch(ctx, name, types.JSONPatchType, jsonPatch, metav1.PatchOptions{FieldManager: controller.FieldManager})
+	return c.CoreV1().Services(namespace).Patch(ctx, name, types.JSONPatchType, jsonPatch, metav1.PatchOptions{FieldManager: appv1.FieldManager})
 }
 
 // exclusivePatch: a Service's ports and selector decide where its traffic goes, so the

@@ -247,7 +247,7 @@ func (c *Controller) handleErr(ctx context.Context, key cache.ObjectName, err er
 	attempts := c.queue.NumRequeues(key) + 1
 	if attempts == 1 {
 		if app, getErr := c.appLister.Apps(key.Namespace).Get(key.Name); getErr == nil {
-			c.recorder.Eventf(app, corev1.EventTypeWarning, ReasonSyncFailed, "Sync failed, will retry: %v", err)
+			c.recorder.Eventf(app, corev1.EventTypeWarning, controller.ReasonSyncFailed, "Sync failed, will retry: %v", err)
 		}
 	}
 	if attempts < c.maxRetries {

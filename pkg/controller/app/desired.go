@@ -24,15 +24,15 @@ const (
 // Apps never select each other's pods.
 func selectorLabels(app *appv1.App) map[string]string {
 	return map[string]string{
-		NameLabel:     app.Name,
-		InstanceLabel: app.Name,
+		appv1.NameLabel:     app.Name,
+		appv1.InstanceLabel: app.Name,
 	}
 }
 
 // childLabels are the labels of an App's Deployment, Service and pods.
 func childLabels(app *appv1.App) map[string]string {
 	l := selectorLabels(app)
-	l[controller.ManagedByLabel] = controller.ManagedByValue
+	l[appv1.ManagedByLabel] = appv1.ManagedByValue
 	return l
 }
 
@@ -56,11 +56,11 @@ func newDeployment(app *appv1.App) (*appsv1ac.DeploymentApplyConfiguration, erro
 		return nil, nil
 	}
 	container := corev1ac.Container().
-		WithName(ContainerName).
+		WithName(appv1.ContainerName).
 		WithImage(t.Image)
 	if t.ContainerPort != nil {
 		container.WithPorts(corev1ac.ContainerPort().
-			WithName(PortName).
+			WithName(appv1.PortName).
 			WithContainerPort(*t.ContainerPort).
 			WithProtocol(corev1.ProtocolTCP))
 	}
@@ -136,7 +136,7 @@ func newService(app *appv1.App) (*corev1ac.ServiceApplyConfiguration, error) {
 			WithType(serviceType).
 			WithSelector(selectorLabels(app)).
 			WithPorts(corev1ac.ServicePort().
-				WithName(PortName).
+				WithName(appv1.PortName).
 				WithProtocol(corev1.ProtocolTCP).
 				WithPort(port).
 				WithTargetPort(intstr.FromInt32(targetPort))))

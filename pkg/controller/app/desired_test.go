@@ -29,14 +29,14 @@ func TestNewDeployment(t *testing.T) {
 				if *d.Spec.Replicas != 2 || d.Spec.Template.Spec.Containers[0].Image != "nginx" {
 					t.Errorf("replicas/image = %d/%s", *d.Spec.Replicas, d.Spec.Template.Spec.Containers[0].Image)
 				}
-				if c := d.Spec.Template.Spec.Containers[0]; c.Name != ContainerName || len(c.Ports) != 0 {
+				if c := d.Spec.Template.Spec.Containers[0]; c.Name != appv1.ContainerName || len(c.Ports) != 0 {
 					t.Errorf("container = %+v", c)
 				}
-				wantSel := map[string]string{NameLabel: "test-app", InstanceLabel: "test-app"}
+				wantSel := map[string]string{appv1.NameLabel: "test-app", appv1.InstanceLabel: "test-app"}
 				if !equalMaps(d.Spec.Selector.MatchLabels, wantSel) {
 					t.Errorf("selector = %v, want %v", d.Spec.Selector.MatchLabels, wantSel)
 				}
-				wantLabels := map[string]string{NameLabel: "test-app", InstanceLabel: "test-app", controller.ManagedByLabel: controller.ManagedByValue}
+				wantLabels := map[string]string{appv1.NameLabel: "test-app", appv1.InstanceLabel: "test-app", appv1.ManagedByLabel: appv1.ManagedByValue}
 				if !equalMaps(d.Labels, wantLabels) || !equalMaps(d.Spec.Template.Labels, wantLabels) {
 					t.Errorf("labels = %v, pod labels = %v, want %v", d.Labels, d.Spec.Template.Labels, wantLabels)
 				}
@@ -85,7 +85,7 @@ func TestNewDeployment(t *testing.T) {
 			},
 			check: func(t *testing.T, _ *appv1.App, d *appsv1.Deployment) {
 				c := d.Spec.Template.Spec.Containers[0]
-				if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 80 || c.Ports[0].Name != PortName {
+				if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 80 || c.Ports[0].Name != appv1.PortName {
 					t.Errorf("ports = %+v", c.Ports)
 				}
 				if len(c.Command) != 1 || len(c.Args) != 2 || c.Args[1] != "daemon off;" {
@@ -173,7 +173,7 @@ func TestNewService(t *testing.T) {
 				t.Errorf("port %d -> %s type %s, want %d -> %s type %s", p.Port, p.TargetPort.String(), s.Spec.Type,
 					tc.wantPort, tc.wantTargetPort.String(), tc.wantType)
 			}
-			want := map[string]string{NameLabel: "test-app", InstanceLabel: "test-app"}
+			want := map[string]string{appv1.NameLabel: "test-app", appv1.InstanceLabel: "test-app"}
 			if !equalMaps(s.Spec.Selector, want) {
 				t.Errorf("selector = %v, want %v", s.Spec.Selector, want)
 			}

@@ -39,47 +39,47 @@ func computeStatus(app *appv1.App, deployment childResult[*appsv1.Deployment], s
 	}
 	if len(conflicts) > 0 {
 		msg := strings.Join(conflicts, "; ")
-		set(ConditionNamesAccepted, metav1.ConditionFalse, ReasonNameConflict, msg)
-		set(ConditionReady, metav1.ConditionFalse, ReasonNameConflict, msg)
-		set(ConditionProgressing, metav1.ConditionFalse, ReasonNameConflict, msg)
-		set(ConditionStalled, metav1.ConditionTrue, ReasonNameConflict, msg)
-		meta.RemoveStatusCondition(&status.Conditions, ConditionReconciling)
+		set(appv1.ConditionNamesAccepted, metav1.ConditionFalse, appv1.ReasonNameConflict, msg)
+		set(appv1.ConditionReady, metav1.ConditionFalse, appv1.ReasonNameConflict, msg)
+		set(appv1.ConditionProgressing, metav1.ConditionFalse, appv1.ReasonNameConflict, msg)
+		set(appv1.ConditionStalled, metav1.ConditionTrue, appv1.ReasonNameConflict, msg)
+		meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionReconciling)
 		return status
 	}
-	set(ConditionNamesAccepted, metav1.ConditionTrue, ReasonNamesAccepted, "Every child name is held by this App")
+	set(appv1.ConditionNamesAccepted, metav1.ConditionTrue, appv1.ReasonNoNameConflict, "Every child name is held by this App")
 
 	var ready []string
 	switch r := deploymentRollout(deployment.name, deployment.obj); {
 	case deployment.name == "":
-		set(ConditionProgressing, metav1.ConditionFalse, ReasonRolloutComplete, "The App has no Deployment")
+		set(appv1.ConditionProgressing, metav1.ConditionFalse, appv1.ReasonRolloutComplete, "The App has no Deployment")
 	case r.deadlineExceeded:
-		set(ConditionReady, metav1.ConditionFalse, ReasonProgressDeadlineExceeded, r.message)
-		set(ConditionProgressing, metav1.ConditionFalse, ReasonProgressDeadlineExceeded, r.message)
-		set(ConditionStalled, metav1.ConditionTrue, ReasonProgressDeadlineExceeded, r.message)
-		meta.RemoveStatusCondition(&status.Conditions, ConditionReconciling)
+		set(appv1.ConditionReady, metav1.ConditionFalse, appv1.ReasonProgressDeadlineExceeded, r.message)
+		set(appv1.ConditionProgressing, metav1.ConditionFalse, appv1.ReasonProgressDeadlineExceeded, r.message)
+		set(appv1.ConditionStalled, metav1.ConditionTrue, appv1.ReasonProgressDeadlineExceeded, r.message)
+		meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionReconciling)
 		return status
 	case !r.rolledOut:
-		set(ConditionReady, metav1.ConditionFalse, ReasonRollingOut, r.message)
-		set(ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, r.message)
-		set(ConditionReconciling, metav1.ConditionTrue, ReasonRollingOut, r.message)
-		meta.RemoveStatusCondition(&status.Conditions, ConditionStalled)
+		set(appv1.ConditionReady, metav1.ConditionFalse, appv1.ReasonRollingOut, r.message)
+		set(appv1.ConditionProgressing, metav1.ConditionTrue, appv1.ReasonRollingOut, r.message)
+		set(appv1.ConditionReconciling, metav1.ConditionTrue, appv1.ReasonRollingOut, r.message)
+		meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionStalled)
 		return status
 	case !r.available:
-		set(ConditionReady, metav1.ConditionFalse, ReasonDeploymentUnavailable, r.message)
-		set(ConditionProgressing, metav1.ConditionFalse, ReasonRolloutComplete, r.message)
-		meta.RemoveStatusCondition(&status.Conditions, ConditionReconciling)
-		meta.RemoveStatusCondition(&status.Conditions, ConditionStalled)
+		set(appv1.ConditionReady, metav1.ConditionFalse, appv1.ReasonDeploymentUnavailable, r.message)
+		set(appv1.ConditionProgressing, metav1.ConditionFalse, appv1.ReasonRolloutComplete, r.message)
+		meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionReconciling)
+		meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionStalled)
 		return status
 	default:
-		set(ConditionProgressing, metav1.ConditionFalse, ReasonRolloutComplete, r.message)
+		set(appv1.ConditionProgressing, metav1.ConditionFalse, appv1.ReasonRolloutComplete, r.message)
 		ready = append(ready, r.message)
 	}
 	if service.name != "" && service.obj != nil {
 		ready = append(ready, fmt.Sprintf("Service %q selects the App's pods", service.name))
 	}
-	meta.RemoveStatusCondition(&status.Conditions, ConditionReconciling)
-	meta.RemoveStatusCondition(&status.Conditions, ConditionStalled)
-	set(ConditionReady, metav1.ConditionTrue, ReasonAvailable, strings.Join(ready, "; "))
+	meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionReconciling)
+	meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionStalled)
+	set(appv1.ConditionReady, metav1.ConditionTrue, appv1.ReasonAvailable, strings.Join(ready, "; "))
 	return status
 }
 

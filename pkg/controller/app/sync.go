@@ -15,7 +15,6 @@ import (
 	"k8s.io/klog/v2"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	"github.com/app-controller/app-controller/pkg/controller"
 )
 
 // syncApp makes the children of the App named key match its spec and writes what it
@@ -72,7 +71,7 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) error {
 	status := computeStatus(app, deployment, service, metav1.NewTime(c.clock.Now()))
 	c.recordConflicts(app, status, []string{deployment.conflict, service.conflict}, []string{deploymentName, serviceName})
 	if deployment.changed || service.changed {
-		c.recorder.Event(app, corev1.EventTypeNormal, SuccessSynced, MessageResourceSynced)
+		c.recorder.Event(app, corev1.EventTypeNormal, appv1.EventReasonSynced, appv1.EventMessageSynced)
 	}
 	return c.writeStatus(ctx, app, status)
 }
@@ -81,7 +80,7 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) error {
 // something else, once per conflict rather than on every sync: only when the conflict is
 // not already reported in the App's NamesAccepted condition.
 func (c *Controller) recordConflicts(app *appv1.App, status *appv1.AppStatus, conflicts, names []string) {
-	old := meta.FindStatusCondition(app.Status.Conditions, ConditionNamesAccepted)
+	old := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionNamesAccepted)
 	for i, conflict := range conflicts {
 		if conflict == "" {
 			continue
@@ -89,7 +88,7 @@ func (c *Controller) recordConflicts(app *appv1.App, status *appv1.AppStatus, co
 		if old != nil && old.Status == metav1.ConditionFalse && strings.Contains(old.Message, conflict) {
 			continue
 		}
-		c.recorder.Eventf(app, corev1.EventTypeWarning, ErrResourceExists, MessageResourceExists, names[i])
+		c.recorder.Eventf(app, corev1.EventTypeWarning, appv1.EventReasonResourceExists, appv1.EventMessageResourceExists, names[i])
 	}
 }
 
@@ -108,11 +107,11 @@ func (c *Controller) writeStatus(ctx context.Context, app *appv1.App, status *ap
 		return fmt.Errorf("encoding the status of App %s/%s: %w", app.Namespace, app.Name, err)
 	}
 	updated, err := c.appClient.AppcontrollerV1().Apps(app.Namespace).Patch(ctx, app.Name, types.JSONPatchType, patch,
-		metav1.PatchOptions{FieldManager: controller.FieldManager}, "status")
+		metav1.PatchOptions{FieldManager: appv1.FieldManager}, "status")
 	if err != nil {
 		return fmt.Errorf("writing the status of App %s/%s: %w", app.Namespace, app.Name, err)
 	}
-	klog.FromContext(ctx).V(2).Info("Updated App status", "ready", conditionStatus(updated.Status.Conditions, ConditionReady))
+	klog.FromContext(ctx).V(2).Info("Updated App status", "ready", conditionStatus(updated.Status.Conditions, appv1.ConditionReady))
 	updated.SetManagedFields(nil)
 	c.apps.Mutation(updated)
 	return nil
@@ -126,13 +125,13 @@ func (c *Controller) reportReconcileFailed(ctx context.Context, key cache.Object
 		return err
 	}
 	msg := truncate(fmt.Sprintf("Gave up after %d failed attempts in a row; will retry on the next resync or change. Last error: %v", attempts, syncErr))
-	c.recorder.Event(app, corev1.EventTypeWarning, ReasonReconcileFailed, msg)
+	c.recorder.Event(app, corev1.EventTypeWarning, appv1.ReasonReconcileFailed, msg)
 
 	status := app.Status.DeepCopy()
 	status.ObservedGeneration = app.Generation
 	now := metav1.NewTime(c.clock.Now())
-	setCondition(status, app, now, ConditionReady, metav1.ConditionFalse, ReasonReconcileFailed, msg)
-	setCondition(status, app, now, ConditionStalled, metav1.ConditionTrue, ReasonReconcileFailed, msg)
+	setCondition(status, app, now, appv1.ConditionReady, metav1.ConditionFalse, appv1.ReasonReconcileFailed, msg)
+	setCondition(status, app, now, appv1.ConditionStalled, metav1.ConditionTrue, appv1.ReasonReconcileFailed, msg)
 	return c.writeStatus(ctx, app, status)
 }
 

@@ -74,8 +74,8 @@ func TestSyncApp(t *testing.T) {
 			},
 			wantEvents: []string{"Normal Synced App synced successfully"},
 			wantConditions: map[string]string{
-				ConditionReady: "False/RollingOut", ConditionProgressing: "True/RollingOut",
-				ConditionReconciling: "True/RollingOut", ConditionNamesAccepted: "True/NoConflicts",
+				appv1.ConditionReady: "False/RollingOut", appv1.ConditionProgressing: "True/RollingOut",
+				appv1.ConditionReconciling: "True/RollingOut", appv1.ConditionNamesAccepted: "True/NoConflicts",
 			},
 			check: func(t *testing.T, f *fixture) {
 				// Creation must not take over fields of an object a stale cache hides.
@@ -97,8 +97,8 @@ func TestSyncApp(t *testing.T) {
 			},
 			wantWrites: []action{{"patch", "apps", "status", "test-app"}},
 			wantConditions: map[string]string{
-				ConditionReady: "True/Available", ConditionProgressing: "False/RolloutComplete", ConditionNamesAccepted: "True/NoConflicts",
-				ConditionReconciling: "", ConditionStalled: "",
+				appv1.ConditionReady: "True/Available", appv1.ConditionProgressing: "False/RolloutComplete", appv1.ConditionNamesAccepted: "True/NoConflicts",
+				appv1.ConditionReconciling: "", appv1.ConditionStalled: "",
 			},
 		},
 		{
@@ -112,7 +112,7 @@ func TestSyncApp(t *testing.T) {
 			},
 			wantWrites: nil,
 			wantConditions: map[string]string{
-				ConditionReady: "True/Available",
+				appv1.ConditionReady: "True/Available",
 			},
 		},
 		{
@@ -149,12 +149,12 @@ func TestSyncApp(t *testing.T) {
 				{"patch", "apps", "status", "test-app"},
 			},
 			wantEvents: []string{
-				`Warning ErrResourceExists Resource "test-app-deploy" already exists and is not managed by App`,
+				`Warning appv1.EventReasonResourceExists Resource "test-app-deploy" already exists and is not managed by App`,
 				"Normal Synced App synced successfully",
 			},
 			wantConditions: map[string]string{
-				ConditionNamesAccepted: "False/NameConflict", ConditionReady: "False/NameConflict",
-				ConditionStalled: "True/NameConflict", ConditionReconciling: "",
+				appv1.ConditionNamesAccepted: "False/NameConflict", appv1.ConditionReady: "False/NameConflict",
+				appv1.ConditionStalled: "True/NameConflict", appv1.ConditionReconciling: "",
 			},
 		},
 		{
@@ -170,10 +170,10 @@ func TestSyncApp(t *testing.T) {
 				return app
 			},
 			wantWrites: []action{{"patch", "apps", "status", "test-app"}},
-			wantEvents: []string{`Warning ErrResourceExists Resource "test-app-deploy" already exists and is not managed by App`},
+			wantEvents: []string{`Warning appv1.EventReasonResourceExists Resource "test-app-deploy" already exists and is not managed by App`},
 			check: func(t *testing.T, f *fixture) {
 				app, _, _ := f.c.getApp(nameOf(newApp("test-app", older)))
-				c := meta.FindStatusCondition(app.Status.Conditions, ConditionNamesAccepted)
+				c := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionNamesAccepted)
 				if !strings.Contains(c.Message, `controlled by App "other"`) {
 					t.Errorf("NamesAccepted message %q does not name the holder", c.Message)
 				}
@@ -193,10 +193,10 @@ func TestSyncApp(t *testing.T) {
 				{"patch", "apps", "status", "young"},
 			},
 			wantEvents: []string{
-				`Warning ErrResourceExists Resource "old-deploy" already exists and is not managed by App`,
+				`Warning appv1.EventReasonResourceExists Resource "old-deploy" already exists and is not managed by App`,
 				"Normal Synced App synced successfully",
 			},
-			wantConditions: map[string]string{ConditionNamesAccepted: "False/NameConflict"},
+			wantConditions: map[string]string{appv1.ConditionNamesAccepted: "False/NameConflict"},
 		},
 		{
 			name: "the younger App holds a name the older claims: it gives the name up",
@@ -215,10 +215,10 @@ func TestSyncApp(t *testing.T) {
 			},
 			wantEvents: []string{
 				`Normal Pruned Deleted Deployment "young-deploy": the name is claimed by older App old`,
-				`Warning ErrResourceExists Resource "young-deploy" already exists and is not managed by App`,
+				`Warning appv1.EventReasonResourceExists Resource "young-deploy" already exists and is not managed by App`,
 				"Normal Synced App synced successfully",
 			},
-			wantConditions: map[string]string{ConditionNamesAccepted: "False/NameConflict"},
+			wantConditions: map[string]string{appv1.ConditionNamesAccepted: "False/NameConflict"},
 		},
 		{
 			name: "renamed Deployment: the old one is pruned, the new one created",
@@ -380,9 +380,9 @@ func TestRetryBudget(t *testing.T) {
 		t.Errorf("NumRequeues = %d after giving up, want 0 (forgotten)", n)
 	}
 	updated, _, _ := f.c.getApp(key)
-	for _, typ := range []string{ConditionReady, ConditionStalled} {
+	for _, typ := range []string{appv1.ConditionReady, appv1.ConditionStalled} {
 		c := meta.FindStatusCondition(updated.Status.Conditions, typ)
-		if c == nil || c.Reason != ReasonReconcileFailed || !strings.Contains(c.Message, errBoom.Error()) {
+		if c == nil || c.Reason != appv1.ReasonReconcileFailed || !strings.Contains(c.Message, errBoom.Error()) {
 			t.Errorf("condition %s = %+v, want reason ReconcileFailed with the last error", typ, c)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
 )
 
@@ -182,7 +183,7 @@ func newIngress(svc *corev1.Service, s settings) (*networkingv1ac.IngressApplyCo
 		spec.WithIngressClassName(s.class)
 	}
 	ing := networkingv1ac.Ingress(svc.Name, svc.Namespace).
-		WithLabels(map[string]string{controller.ManagedByLabel: controller.ManagedByValue}).
+		WithLabels(map[string]string{appv1.ManagedByLabel: appv1.ManagedByValue}).
 		WithOwnerReferences(ownerReference(svc)).
 		WithSpec(spec)
 

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
 )
 
@@ -173,7 +174,7 @@ func TestNewIngress(t *testing.T) {
 			if !reflect.DeepEqual(ing.Spec, tt.want) {
 				t.Errorf("spec =\n%+v\nwant\n%+v", ing.Spec, tt.want)
 			}
-			if want := map[string]string{controller.ManagedByLabel: controller.ManagedByValue}; !reflect.DeepEqual(ing.Labels, want) {
+			if want := map[string]string{appv1.ManagedByLabel: appv1.ManagedByValue}; !reflect.DeepEqual(ing.Labels, want) {
 				t.Errorf("labels = %v, want %v", ing.Labels, want)
 			}
 			ref := metav1.GetControllerOf(ing)

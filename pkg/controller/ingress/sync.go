@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
 )
 
@@ -94,7 +95,7 @@ func (c *Controller) desiredIngress(svc *corev1.Service) (*networkingv1ac.Ingres
 func (c *Controller) applyIngress(ctx context.Context, svc *corev1.Service, desired *networkingv1ac.IngressApplyConfiguration, exists bool) error {
 	logger := klog.FromContext(ctx)
 	client := c.kubeClient.NetworkingV1().Ingresses(svc.Namespace)
-	applied, err := client.Apply(ctx, desired, metav1.ApplyOptions{FieldManager: controller.FieldManager, Force: exists})
+	applied, err := client.Apply(ctx, desired, metav1.ApplyOptions{FieldManager: appv1.FieldManager, Force: exists})
 	if err != nil {
 		switch {
 		case apierrors.IsInvalid(err):

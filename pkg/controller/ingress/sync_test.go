@@ -20,7 +20,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
-	"github.com/app-controller/app-controller/pkg/controller"
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
 
 // appliedIngress returns the Ingress the API server holds after applying what svc asks
@@ -90,7 +90,7 @@ func TestSyncService(t *testing.T) {
 			wantWrites: []string{"patch ingresses"},
 			wantEvents: []string{"Normal " + ReasonIngressCreated},
 			wantLive: func(t *testing.T, ing *networkingv1.Ingress) {
-				if ing == nil || !metav1.IsControlledBy(ing, shop) || ing.Labels[controller.ManagedByLabel] != controller.ManagedByValue {
+				if ing == nil || !metav1.IsControlledBy(ing, shop) || ing.Labels[appv1.ManagedByLabel] != appv1.ManagedByValue {
 					t.Fatalf("Ingress = %+v, want one controlled by the Service and labelled managed", ing)
 				}
 				if ing.Spec.IngressClassName != nil {
@@ -257,10 +257,10 @@ func TestSyncService(t *testing.T) {
 				switch a := a.(type) {
 				case core.PatchActionImpl:
 					opts := a.GetPatchOptions()
-					if a.GetPatchType() != types.ApplyPatchType || opts.FieldManager != controller.FieldManager ||
+					if a.GetPatchType() != types.ApplyPatchType || opts.FieldManager != appv1.FieldManager ||
 						ptr.Deref(opts.Force, false) != tt.wantForce {
 						t.Errorf("patch %s, field manager %q, force %v; want an apply by %q, force %v",
-							a.GetPatchType(), opts.FieldManager, ptr.Deref(opts.Force, false), controller.FieldManager, tt.wantForce)
+							a.GetPatchType(), opts.FieldManager, ptr.Deref(opts.Force, false), appv1.FieldManager, tt.wantForce)
 					}
 				case core.DeleteActionImpl:
 					pre := a.GetDeleteOptions().Preconditions

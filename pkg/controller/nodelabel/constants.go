@@ -3,7 +3,7 @@ package nodelabel
 import (
 	"time"
 
-	"github.com/app-controller/app-controller/pkg/controller"
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
 
 const (
@@ -13,7 +13,7 @@ const (
 	// FieldManager is the server-side apply field manager of the labels the node labeler
 	// sets. The API server tracks which labels it owns: those it stops applying are
 	// removed, and labels that other managers set are never touched.
-	FieldManager = controller.FieldManager + "-nodelabel"
+	FieldManager = appv1.FieldManager + "-nodelabel"
 
 	// MaxRetryDelay caps the backoff of a failing node (seed: a 30s retry delay).
 	MaxRetryDelay = 30 * time.Second

@@ -24,7 +24,6 @@ import (
 
 	"github.com/app-controller/app-controller/internal/localcluster"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
@@ -79,7 +78,7 @@ func TestSeedExamplesConverge(t *testing.T) {
 		}
 
 		// The Service's endpoints are exactly the App's own pods.
-		pods, err := c.kube.CoreV1().Pods("tcs").List(ctx, metav1.ListOptions{LabelSelector: appctrl.InstanceLabel + "=" + want.app})
+		pods, err := c.kube.CoreV1().Pods("tcs").List(ctx, metav1.ListOptions{LabelSelector: appv1.InstanceLabel + "=" + want.app})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +172,7 @@ func TestRolloutAndDrift(t *testing.T) {
 		if err != nil {
 			return false, nil
 		}
-		return s.Spec.Ports[0].Port == 8080 && s.Spec.Selector[appctrl.InstanceLabel] == "web" && s.Spec.Selector["app"] == "", nil
+		return s.Spec.Ports[0].Port == 8080 && s.Spec.Selector[appv1.InstanceLabel] == "web" && s.Spec.Selector["app"] == "", nil
 	})
 
 	// Deleted children come back.
@@ -255,8 +254,8 @@ func TestForeignDeploymentLeftAlone(t *testing.T) {
 	app := newApp(ns, "web", "nginx", 1)
 	app.Spec.DeploymentTemplate.Name = "taken"
 	c.create(t, app)
-	got := c.waitCondition(t, ns, "web", appctrl.ConditionNamesAccepted, "False/NameConflict")
-	if msg := conditionMessage(got, appctrl.ConditionNamesAccepted); !strings.Contains(msg, `Deployment "taken" already exists`) {
+	got := c.waitCondition(t, ns, "web", appv1.ConditionNamesAccepted, "False/NameConflict")
+	if msg := conditionMessage(got, appv1.ConditionNamesAccepted); !strings.Contains(msg, `Deployment "taken" already exists`) {
 		t.Errorf("NamesAccepted message %q does not name the holder", msg)
 	}
 	if kstatusOf(t, got) != kstatus.FailedStatus {
@@ -324,8 +323,8 @@ func TestContendedName(t *testing.T) {
 		return ref != nil && ref.UID == older.UID && d.Spec.Template.Spec.Containers[0].Image == "nginx"
 	})
 	c.waitReady(t, ns, "older")
-	got := c.waitCondition(t, ns, "younger", appctrl.ConditionNamesAccepted, "False/NameConflict")
-	if msg := conditionMessage(got, appctrl.ConditionNamesAccepted); !strings.Contains(msg, `claimed by App "older"`) {
+	got := c.waitCondition(t, ns, "younger", appv1.ConditionNamesAccepted, "False/NameConflict")
+	if msg := conditionMessage(got, appv1.ConditionNamesAccepted); !strings.Contains(msg, `claimed by App "older"`) {
 		t.Errorf("younger's NamesAccepted message = %q", msg)
 	}
 	if _, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "older-deploy", metav1.GetOptions{}); err == nil {
@@ -403,9 +402,9 @@ func TestRolloutInProgress(t *testing.T) {
 	// A rollout that cannot finish: no node has 1000 CPUs, so the pods stay Pending.
 	app.Spec.DeploymentTemplate.Resources = &appv1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: mustQuantity(t, "1000")}}
 	c.create(t, app)
-	got := c.waitCondition(t, ns, "web", appctrl.ConditionReconciling, "True/RollingOut")
-	if condition(got, appctrl.ConditionReady) != "False/RollingOut" || kstatusOf(t, got) != kstatus.InProgressStatus {
-		t.Errorf("rolling out: Ready %s, kstatus %s; want False/RollingOut, InProgress", condition(got, appctrl.ConditionReady), kstatusOf(t, got))
+	got := c.waitCondition(t, ns, "web", appv1.ConditionReconciling, "True/RollingOut")
+	if condition(got, appv1.ConditionReady) != "False/RollingOut" || kstatusOf(t, got) != kstatus.InProgressStatus {
+		t.Errorf("rolling out: Ready %s, kstatus %s; want False/RollingOut, InProgress", condition(got, appv1.ConditionReady), kstatusOf(t, got))
 	}
 }
 

@@ -123,7 +123,7 @@ func (c clients) waitReady(t *testing.T, ns, name string) *appv1.App {
 	var app *appv1.App
 	framework.Eventually(t, converge, func() (bool, error) {
 		app = c.getApp(t, ns, name)
-		return app.Status.ObservedGeneration == app.Generation && condition(app, appctrl.ConditionReady) == "True/Available", nil
+		return app.Status.ObservedGeneration == app.Generation && condition(app, appv1.ConditionReady) == "True/Available", nil
 	})
 	return app
 }

@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
@@ -39,12 +39,12 @@ func TestRetryBudget(t *testing.T) {
 	})
 
 	c.create(t, newApp(ns, "web", "nginx", 1))
-	app := c.waitCondition(t, ns, "web", appctrl.ConditionReady, "False/ReconcileFailed")
-	msg := conditionMessage(app, appctrl.ConditionReady)
+	app := c.waitCondition(t, ns, "web", appv1.ConditionReady, "False/ReconcileFailed")
+	msg := conditionMessage(app, appv1.ConditionReady)
 	if !strings.Contains(msg, "10 failed attempts") || !strings.Contains(msg, "exceeded quota") {
 		t.Errorf("Ready message %q does not give the attempts and the last error", msg)
 	}
-	if got := condition(app, appctrl.ConditionStalled); got != "True/ReconcileFailed" {
+	if got := condition(app, appv1.ConditionStalled); got != "True/ReconcileFailed" {
 		t.Errorf("Stalled = %q, want True/ReconcileFailed", got)
 	}
 	framework.Eventually(t, converge, func() (bool, error) {
@@ -57,7 +57,7 @@ func TestRetryBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	app = c.waitReady(t, ns, "web")
-	if got := condition(app, appctrl.ConditionStalled); got != "" {
+	if got := condition(app, appv1.ConditionStalled); got != "" {
 		t.Errorf("Stalled = %q after recovery, want it gone", got)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/app-controller/app-controller/pkg/controller"
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	ingressctrl "github.com/app-controller/app-controller/pkg/controller/ingress"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
@@ -40,8 +40,8 @@ func TestIngressLifecycle(t *testing.T) {
 	if !metav1.IsControlledBy(ing, svc) {
 		t.Errorf("Ingress owners = %+v, want the Service %s as controller", ing.OwnerReferences, svc.UID)
 	}
-	if ing.Labels[controller.ManagedByLabel] != controller.ManagedByValue {
-		t.Errorf("Ingress labels = %v, want %s=%s", ing.Labels, controller.ManagedByLabel, controller.ManagedByValue)
+	if ing.Labels[appv1.ManagedByLabel] != appv1.ManagedByValue {
+		t.Errorf("Ingress labels = %v, want %s=%s", ing.Labels, appv1.ManagedByLabel, appv1.ManagedByValue)
 	}
 	host, path, pathType, backend, port := route(ing)
 	if host != "" || path != "/" || pathType != networkingv1.PathTypePrefix || backend != "shop" || port.Number != 80 {
@@ -167,8 +167,8 @@ func TestForeignIngressUntouched(t *testing.T) {
 			foreign.ResourceVersion, now.ResourceVersion, now.OwnerReferences)
 	}
 	for _, f := range now.ManagedFields {
-		if f.Manager == controller.FieldManager {
-			t.Errorf("foreign Ingress has fields managed by %s: %+v", controller.FieldManager, f)
+		if f.Manager == appv1.FieldManager {
+			t.Errorf("foreign Ingress has fields managed by %s: %+v", appv1.FieldManager, f)
 		}
 	}
 

@@ -17,7 +17,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
 	ingressctrl "github.com/app-controller/app-controller/pkg/controller/ingress"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	"github.com/app-controller/app-controller/test/integration/framework"
@@ -53,7 +52,7 @@ func TestKubectlApp(t *testing.T) {
 			t.Fatalf("annotating Service web-svc: %v", err)
 		}
 
-		waitAppCondition(t, apps, ns, "web", appctrl.ConditionReady, "True/Available")
+		waitAppCondition(t, apps, ns, "web", appv1.ConditionReady, "True/Available")
 		framework.Eventually(t, converge, func() (bool, error) {
 			_, err := kube.NetworkingV1().Ingresses(ns).Get(ctx, "web-svc", metav1.GetOptions{})
 			return err == nil, nil
@@ -113,7 +112,7 @@ func TestKubectlApp(t *testing.T) {
 			t.Fatalf("creating the foreign Deployment: %v", err)
 		}
 		createApp(t, apps, newApp(ns, "clash", "clash-deploy", 2))
-		waitAppCondition(t, apps, ns, "clash", appctrl.ConditionNamesAccepted, "False/NameConflict")
+		waitAppCondition(t, apps, ns, "clash", appv1.ConditionNamesAccepted, "False/NameConflict")
 
 		r := plugin.run(t, "status", "clash", "-n", ns)
 		if r.code != 1 {

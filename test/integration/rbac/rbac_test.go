@@ -23,7 +23,6 @@ import (
 	"github.com/app-controller/app-controller/internal/localcluster"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
-	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
 	ingressctrl "github.com/app-controller/app-controller/pkg/controller/ingress"
 	"github.com/app-controller/app-controller/pkg/controller/nodelabel"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
@@ -446,7 +445,7 @@ rules:
 	if err != nil || !metav1.IsControlledBy(svc, app) {
 		t.Errorf("Service web: %v, controlled by the App: %v", err, err == nil && metav1.IsControlledBy(svc, app))
 	}
-	waitEvent(t, admin, "App", ns, "web", "Normal "+appctrl.SuccessSynced)
+	waitEvent(t, admin, "App", ns, "web", "Normal "+appv1.EventReasonSynced)
 
 	// Service->Ingress controller: an annotated Service gets its Ingress.
 	shop, err := admin.CoreV1().Services(ns).Create(ctx, &corev1.Service{
@@ -503,7 +502,7 @@ rules:
 		_, err := admin.NetworkingV1().Ingresses(ns).Get(ctx, "shop", metav1.GetOptions{})
 		return err
 	})
-	waitEvent(t, admin, "App", ns, "web", "Normal "+appctrl.ReasonPruned)
+	waitEvent(t, admin, "App", ns, "web", "Normal "+appv1.EventReasonPruned)
 	waitEvent(t, admin, "Service", ns, "shop", "Normal "+ingressctrl.ReasonIngressDeleted)
 
 	stop()
@@ -568,7 +567,7 @@ func waitAppReady(t *testing.T, apps appclientset.Interface, ns, name string) {
 		if err != nil {
 			return false, err
 		}
-		ready := meta.FindStatusCondition(app.Status.Conditions, appctrl.ConditionReady)
+		ready := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionReady)
 		return app.Status.ObservedGeneration == app.Generation && ready != nil &&
 			ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == app.Generation, nil
 	})

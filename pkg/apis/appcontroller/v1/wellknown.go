@@ -1,0 +1,94 @@
+package v1
+
+// What users and tools read on an App and its children: condition types and reasons,
+// Event reasons and messages, labels and the field manager. They live beside the types
+// so that clients (the kubectl plugin, tests, other controllers) never link the
+// controller.
+
+// Condition types of App.status.conditions. Ready, Reconciling and Stalled follow the
+// kstatus conventions, so `kubectl wait --for=condition=Ready`, Flux and Argo CD read an
+// App's health without custom code.
+const (
+	// ConditionReady is True when the Deployment is available at the App's current
+	// generation with every replica updated, and the Service exists.
+	ConditionReady = "Ready"
+	// ConditionProgressing is True while the Deployment rolls out.
+	ConditionProgressing = "Progressing"
+	// ConditionNamesAccepted is False when a child's name is held by something else.
+	ConditionNamesAccepted = "NamesAccepted"
+	// ConditionReconciling is the kstatus "abnormal-true" twin of Progressing: present
+	// and True only while the App is rolling out.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is present and True only when the App cannot make progress without
+	// someone acting: a name conflict, a rollout past its deadline, an exhausted retry
+	// budget. kstatus reports such an App as Failed.
+	ConditionStalled = "Stalled"
+)
+
+// Reasons of the App's conditions.
+const (
+	// ReasonAvailable: the Deployment is available and up to date (Ready=True).
+	ReasonAvailable = "Available"
+	// ReasonRollingOut: the Deployment is rolling out (Progressing=True).
+	ReasonRollingOut = "RollingOut"
+	// ReasonRolloutComplete: the last rollout finished (Progressing=False).
+	ReasonRolloutComplete = "RolloutComplete"
+	// ReasonProgressDeadlineExceeded: the rollout exceeded its progress deadline
+	// (Stalled=True).
+	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+	// ReasonDeploymentUnavailable: the Deployment does not have its minimum of available
+	// replicas (Ready=False).
+	ReasonDeploymentUnavailable = "DeploymentUnavailable"
+	// ReasonNameConflict: a child's name is held by an object the App does not control,
+	// or claimed by an older App (NamesAccepted=False, Stalled=True).
+	ReasonNameConflict = "NameConflict"
+	// ReasonNoNameConflict: every child name is held by this App (NamesAccepted=True).
+	ReasonNoNameConflict = "NoConflicts"
+	// ReasonDeleting: the App is being deleted.
+	ReasonDeleting = "Deleting"
+	// ReasonReconcileFailed: the App's retry budget ran out (Ready=False, Stalled=True);
+	// also the reason of the Warning Event that says so. The App is retried at the next
+	// resync or change.
+	ReasonReconcileFailed = "ReconcileFailed"
+)
+
+// Event reasons and messages of Events about an App. The first four are the seed's.
+const (
+	// EventReasonSynced is the reason of the Normal Event emitted when a sync changed a
+	// child.
+	EventReasonSynced = "Synced"
+	// EventMessageSynced is the message of the EventReasonSynced Event.
+	EventMessageSynced = "App synced successfully"
+	// EventReasonResourceExists is the reason of the Warning Event emitted when a child's
+	// name is held by an object the App does not control.
+	EventReasonResourceExists = "ErrResourceExists"
+	// EventMessageResourceExists is the message of the EventReasonResourceExists Event;
+	// %q is the name.
+	EventMessageResourceExists = "Resource %q already exists and is not managed by App"
+	// EventReasonPruned is the reason of the Normal Event emitted when a child the App no
+	// longer wants (renamed or removed template) is deleted.
+	EventReasonPruned = "Pruned"
+)
+
+// Labels, names and the field manager of an App's children.
+const (
+	// NameLabel is set to "app" on every child and pod of an App; with InstanceLabel it
+	// forms the App's selector, so the Services of two Apps never select each other's
+	// pods.
+	NameLabel = "app.kubernetes.io/name"
+	// InstanceLabel is set to the App's name on every child and pod of an App.
+	InstanceLabel = "app.kubernetes.io/instance"
+	// ManagedByLabel marks the objects that app-controller creates and manages, with the
+	// value ManagedByValue (App children and the Ingresses of annotated Services).
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	// ManagedByValue is the value of ManagedByLabel on managed objects.
+	ManagedByValue = "app-controller"
+	// FieldManager is the server-side apply field manager of every write app-controller
+	// makes (the node labeler uses FieldManager + "-nodelabel"), and its Event source.
+	FieldManager = "app-controller"
+
+	// ContainerName is the name of the container of an App's pods (the seed's name).
+	ContainerName = "app-deploy-container"
+	// PortName names the container port and the Service port of an App.
+	PortName = "http"
+)

@@ -1,0 +1,203 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// ReasonSyncFailed is the reason of the Warning Event every controller emits on the
+// object it reconciles at the first failure of a streak of failed syncs.
+const ReasonSyncFailed = "SyncFailed"
+
+// SyncFunc reconciles the object named key. It is level-triggered: whatever queued key,
+// it compares the desired state with the cached state of the world. A nil error means
+// the object is done until the next event; an error retries it by the RetryPolicy.
+type SyncFunc func(ctx context.Context, key cache.ObjectName) error
+
+// RetryPolicy says what a controller's loop does when a sync fails. Every failure is
+// retried with the queue's rate limiter backoff, and the first failure of a streak is
+// reported in a Warning Event (reason SyncFailed) on the object.
+type RetryPolicy struct {
+	// MaxAttempts is how many failed syncs in a row an object gets before the loop gives
+	// up on it; 0 means it is retried for as long as it fails.
+	MaxAttempts int
+	// RetryOnResync makes a periodic resync of an object the loop gave up on retry it
+	// (see Loop.Resync). Without it, only a change of the object (or of what it watches)
+	// queues it again.
+	RetryOnResync bool
+	// GiveUp, if set, is called once when MaxAttempts is reached, with the number of
+	// attempts and the last error: it reports the failure where users look (an Event, a
+	// condition). An error it returns is logged.
+	GiveUp func(ctx context.Context, key cache.ObjectName, attempts int, lastErr error) error
+}
+
+// LoopConfig configures a Loop.
+type LoopConfig struct {
+	// Name names the controller: the work queue (and its metrics) and the logs.
+	Name string
+	// LogKey is the key under which the object being synced is logged ("app", "node").
+	LogKey string
+	// Sync reconciles one object.
+	Sync SyncFunc
+	// Synced are the informers that must have synced before the first sync.
+	Synced []cache.InformerSynced
+	// Policy is the retry policy.
+	Policy RetryPolicy
+	// RateLimiter is the queue's per-object backoff; nil: client-go's default controller
+	// rate limiter (exponential per object from 5ms to 1000s, plus an overall bucket).
+	RateLimiter workqueue.TypedRateLimiter[cache.ObjectName]
+	// ShutdownTimeout bounds how long in-flight syncs may run after Run's context ends;
+	// 0: DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// Recorder records the SyncFailed Warning Events.
+	Recorder record.EventRecorder
+	// Object returns the object named key for the SyncFailed Event (nil: no Event).
+	Object func(key cache.ObjectName) runtime.Object
+	// FailureMessage is the SyncFailed Event's message; "%v" is the error. Default:
+	// "Sync failed, will retry: %v".
+	FailureMessage string
+}
+
+// Loop is the worker loop every controller runs: event handlers queue keys with
+// Enqueue, workers take them and call the controller's sync function, and failures are
+// retried by the controller's RetryPolicy. The loop, the queue handling and the graceful
+// stop live here once; a controller supplies only its sync function and its policy.
+type Loop struct {
+	cfg   LoopConfig
+	queue workqueue.TypedRateLimitingInterface[cache.ObjectName]
+
+	lock sync.Mutex
+	// gaveUp holds the keys whose retries ran out, until they sync again or are
+	// forgotten.
+	gaveUp sets.Set[cache.ObjectName]
+}
+
+// NewLoop returns a Loop with its own named, rate-limited queue.
+func NewLoop(cfg LoopConfig) *Loop {
+	if cfg.RateLimiter == nil {
+		cfg.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]()
+	}
+	if cfg.FailureMessage == "" {
+		cfg.FailureMessage = "Sync failed, will retry: %v"
+	}
+	return &Loop{
+		cfg: cfg,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(cfg.RateLimiter,
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: cfg.Name}),
+		gaveUp: sets.New[cache.ObjectName](),
+	}
+}
+
+// Queue returns the loop's work queue (for tests and for controllers that inspect it).
+func (l *Loop) Queue() workqueue.TypedRateLimitingInterface[cache.ObjectName] {
+	return l.queue
+}
+
+// Enqueue queues key for a sync.
+func (l *Loop) Enqueue(key cache.ObjectName) {
+	l.queue.Add(key)
+}
+
+// Resync handles a periodic resync of key (an informer update with an unchanged
+// resourceVersion): it queues key if the loop gave up on it and the policy retries on
+// resync, and reports whether it did. Other resyncs carry no change and are dropped.
+func (l *Loop) Resync(key cache.ObjectName) bool {
+	if !l.cfg.Policy.RetryOnResync || !l.GaveUp(key) {
+		return false
+	}
+	l.queue.Add(key)
+	return true
+}
+
+// GaveUp reports whether the loop gave up on key: its retries ran out and it has not
+// synced successfully since.
+func (l *Loop) GaveUp(key cache.ObjectName) bool {
+	l.lock.Lock()
+	defer l.lock.Unlock()
+	return l.gaveUp.Has(key)
+}
+
+// Forget clears what the loop remembers of key (its object was deleted).
+func (l *Loop) Forget(key cache.ObjectName) {
+	l.setGaveUp(key, false)
+}
+
+func (l *Loop) setGaveUp(key cache.ObjectName, gaveUp bool) {
+	l.lock.Lock()
+	defer l.lock.Unlock()
+	if gaveUp {
+		l.gaveUp.Insert(key)
+	} else {
+		l.gaveUp.Delete(key)
+	}
+}
+
+// Run waits for the informers to sync, then runs workers until ctx ends, and then stops
+// as RunWorkers does. keysAndValues are logged with the start message.
+func (l *Loop) Run(ctx context.Context, workers int, keysAndValues ...any) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting controller", append([]any{"workers", workers}, keysAndValues...)...)
+	defer logger.Info("Stopped controller")
+
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, l.cfg.Synced...) {
+		l.queue.ShutDown()
+		return
+	}
+	RunWorkers(ctx, l.queue, workers, l.cfg.ShutdownTimeout, l.process)
+}
+
+// process syncs key, with the key in the logger, and handles the outcome.
+func (l *Loop) process(ctx context.Context, key cache.ObjectName) {
+	ref := klog.KRef(key.Namespace, key.Name)
+	ctx = klog.NewContext(ctx, klog.LoggerWithValues(klog.FromContext(ctx), l.cfg.LogKey, ref))
+	l.HandleErr(ctx, key, l.cfg.Sync(ctx, key))
+}
+
+// HandleErr applies the retry policy to the outcome of a sync of key: success forgets
+// the key's failures; a failure is retried with backoff, reported in a Warning Event at
+// the first failure of a streak, and after Policy.MaxAttempts failures in a row the loop
+// gives up on the key and calls Policy.GiveUp.
+func (l *Loop) HandleErr(ctx context.Context, key cache.ObjectName, err error) {
+	if err == nil {
+		l.queue.Forget(key)
+		l.setGaveUp(key, false)
+		return
+	}
+	logger := klog.FromContext(ctx)
+	attempts := l.queue.NumRequeues(key) + 1
+	if attempts == 1 && l.cfg.Recorder != nil && l.cfg.Object != nil {
+		if obj := l.cfg.Object(key); obj != nil {
+			l.cfg.Recorder.Eventf(obj, corev1.EventTypeWarning, ReasonSyncFailed, l.cfg.FailureMessage, err)
+		}
+	}
+	if max := l.cfg.Policy.MaxAttempts; max <= 0 || attempts < max {
+		logger.V(2).Info("Sync failed, retrying", "attempt", attempts, "err", err)
+		l.queue.AddRateLimited(key)
+		return
+	}
+
+	l.queue.Forget(key)
+	l.setGaveUp(key, true)
+	retry := "until it changes"
+	if l.cfg.Policy.RetryOnResync {
+		retry = "until the next resync or change"
+	}
+	utilruntime.HandleErrorWithContext(ctx, err, "Giving up "+retry, "attempts", attempts)
+	if l.cfg.Policy.GiveUp != nil {
+		if reportErr := l.cfg.Policy.GiveUp(ctx, key, attempts, err); reportErr != nil {
+			utilruntime.HandleErrorWithContext(ctx, fmt.Errorf("reporting that retries ran out: %w", reportErr), "Reporting failed")
+		}
+	}
+}
