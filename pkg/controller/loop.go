@@ -155,6 +155,12 @@ func (l *Loop) Run(ctx context.Context, workers int, keysAndValues ...any) {
 		l.queue.ShutDown()
 		return
 	}
+	l.RunWorkers(ctx, workers)
+}
+
+// RunWorkers runs workers until ctx ends, without waiting for the informers (Run does
+// that first; tests whose caches are seeded by hand call RunWorkers directly).
+func (l *Loop) RunWorkers(ctx context.Context, workers int) {
 	RunWorkers(ctx, l.queue, workers, l.cfg.ShutdownTimeout, l.process)
 }
 

@@ -30,27 +30,33 @@ type childObject interface {
 	runtime.Object
 }
 
-// childAPI is the part of a child kind's typed client the controller uses. desired is
-// the kind's apply configuration.
-type childAPI[T childObject] interface {
-	apply(ctx context.Context, desired any, force bool) (T, error)
+// childApplyConfiguration is the apply configuration of a child kind.
+type childApplyConfiguration interface {
+	*appsv1ac.DeploymentApplyConfiguration | *corev1ac.ServiceApplyConfiguration
+}
+
+// childAPI is the part of a child kind's typed client the controller uses; A is the
+// kind's apply configuration.
+type childAPI[T childObject, A childApplyConfiguration] interface {
+	apply(ctx context.Context, namespace string, desired A, force bool) (T, error)
 	get(ctx context.Context, namespace, name string) (T, error)
 	delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
-	// exclusivePatch returns a JSON patch that removes from live what others added to
-	// the fields the App must own alone, or nil when there is nothing to remove.
-	exclusivePatch(live T, desired any) ([]byte, error)
 	patch(ctx context.Context, namespace, name string, jsonPatch []byte) (T, error)
 }
 
-// childClient reconciles one kind of child.
-type childClient[T childObject] struct {
+// childReconciler reconciles an App's child of one kind: T is the object, A its apply
+// configuration.
+type childReconciler[T childObject, A childApplyConfiguration] struct {
 	kind string
 	// managed holds the managed children (informer cache, newest of it and own writes).
 	managed cache.MutationCache
 	// unmanaged holds the metadata of every other object of the kind.
 	unmanaged cache.Indexer
-	client    childAPI[T]
-	recorder  record.EventRecorder
+	client    childAPI[T, A]
+	// exclusivePatch, if set, returns a JSON patch that removes from live what others
+	// added to the fields the App must own alone, or nil when there is nothing to remove.
+	exclusivePatch func(live T, desired A) ([]byte, error)
+	recorder       record.EventRecorder
 }
 
 // childResult is what reconciling one child found.
@@ -65,114 +71,148 @@ type childResult[T childObject] struct {
 	changed bool
 }
 
-// reconcile makes the App's child of this kind match desired (nil: no child wanted)
-// under name. It deletes the children the App controls under other names, leaves alone
-// any object it does not control, and gives a name claimed by several Apps to the oldest.
-func (k *childClient[T]) reconcile(ctx context.Context, app *appv1.App, name string, desired any, claimants []*appv1.App) (childResult[T], error) {
-	res := childResult[T]{name: name}
+// nameHolder is what the caches know of the object holding a child name.
+type nameHolder[T childObject] struct {
+	// managed is the managed object of that name, nil if none.
+	managed T
+	// exists tells whether any object holds the name, managed or not.
+	exists bool
+	// ours tells whether the App controls it.
+	ours bool
+	// controller is its controller reference, nil if it has none or it is not known.
+	controller *metav1.OwnerReference
+}
 
+// reconcile makes the App's child of this kind match desired (nil: no child wanted)
+// under name: it prunes the children the App controls under other names, looks up who
+// holds name, arbitrates the name between the Apps that claim it (the oldest wins) and
+// never writes to an object the App does not control, then writes what differs.
+func (k *childReconciler[T, A]) reconcile(ctx context.Context, app *appv1.App, name string, desired A, claimants []*appv1.App) (childResult[T], error) {
+	res := childResult[T]{name: name}
 	pruned, err := k.prune(ctx, app, name)
 	res.changed = pruned
+	if err != nil || name == "" {
+		return res, err
+	}
+
+	holder, err := k.lookup(app, name)
 	if err != nil {
 		return res, err
 	}
-	if name == "" {
-		return res, nil
-	}
-
-	key := cache.ObjectName{Namespace: app.Namespace, Name: name}.String()
-	var current T
-	if obj, exists, err := k.managed.GetByKey(key); err != nil {
-		return res, fmt.Errorf("reading %s %s from the cache: %w", k.kind, key, err)
-	} else if exists {
-		current = obj.(T)
-	}
-
 	if winner := oldestApp(append(claimants, app)); winner.UID != app.UID {
 		res.conflict = fmt.Sprintf("%s %q is also claimed by App %q, which is older", k.kind, name, winner.Name)
-		if current != nil && isControlledBy(current, app) {
+		if holder.managed != nil && holder.ours {
 			// Give the name up to the older App.
-			deleted, err := k.deleteOwned(ctx, app, current, "the name is claimed by older App "+winner.Name)
+			deleted, err := k.deleteOwned(ctx, app, holder.managed, "the name is claimed by older App "+winner.Name)
 			res.changed = res.changed || deleted
 			return res, err
 		}
 		return res, nil
 	}
+	if holder.exists && !holder.ours {
+		res.conflict = k.describeHolder(name, holder.controller)
+		return res, nil
+	}
 
-	force := true
-	if current != nil {
-		if !isControlledBy(current, app) {
-			res.conflict = k.describeHolder(name, metav1.GetControllerOfNoCopy(current))
-			return res, nil
+	obj, changed, conflict, err := k.write(ctx, app, name, holder, desired)
+	res.obj, res.conflict = obj, conflict
+	res.changed = res.changed || changed
+	return res, err
+}
+
+// lookup returns what the caches know of the object named name in app's namespace.
+func (k *childReconciler[T, A]) lookup(app *appv1.App, name string) (nameHolder[T], error) {
+	key := cache.ObjectName{Namespace: app.Namespace, Name: name}.String()
+	if obj, exists, err := k.managed.GetByKey(key); err != nil {
+		return nameHolder[T]{}, fmt.Errorf("reading %s %s from the cache: %w", k.kind, key, err)
+	} else if exists {
+		managed, ok := obj.(T)
+		if !ok {
+			return nameHolder[T]{}, fmt.Errorf("unexpected object %T in the %s cache", obj, k.kind)
 		}
+		return nameHolder[T]{managed: managed, exists: true, ours: controller.IsControlledBy(managed, app),
+			controller: metav1.GetControllerOfNoCopy(managed)}, nil
+	}
+	obj, exists, err := k.unmanaged.GetByKey(key)
+	if err != nil {
+		return nameHolder[T]{}, fmt.Errorf("reading %s %s from the cache: %w", k.kind, key, err)
+	}
+	if !exists {
+		return nameHolder[T]{}, nil
+	}
+	meta, ok := obj.(metav1.Object)
+	if !ok {
+		return nameHolder[T]{exists: true}, nil
+	}
+	// The App's own child may be here if someone removed its managed-by label: applying
+	// restores the label.
+	return nameHolder[T]{exists: true, ours: controller.IsControlledBy(meta, app),
+		controller: metav1.GetControllerOfNoCopy(meta)}, nil
+}
+
+// write makes the App's child named name, which holder describes and which is the
+// App's or does not exist, match desired. It returns the child, whether it wrote, and a
+// conflict when a create finds the name taken by an object the caches had not seen.
+func (k *childReconciler[T, A]) write(ctx context.Context, app *appv1.App, name string, holder nameHolder[T], desired A) (T, bool, string, error) {
+	logger := klog.FromContext(ctx)
+	var none T
+	changed := false
+	if current := holder.managed; current != nil {
 		upToDate, err := controller.UpToDate(current, desired)
 		if err != nil {
-			return res, fmt.Errorf("comparing %s %s with the desired state: %w", k.kind, key, err)
+			return none, false, "", fmt.Errorf("comparing %s %s/%s with the desired state: %w", k.kind, app.Namespace, name, err)
 		}
-		exclusive, err := k.client.exclusivePatch(current, desired)
-		if err != nil {
-			return res, fmt.Errorf("comparing %s %s with the desired state: %w", k.kind, key, err)
+		var exclusive []byte
+		if k.exclusivePatch != nil {
+			if exclusive, err = k.exclusivePatch(current, desired); err != nil {
+				return none, false, "", fmt.Errorf("comparing %s %s/%s with the desired state: %w", k.kind, app.Namespace, name, err)
+			}
 		}
 		if upToDate && exclusive == nil {
-			res.obj = current
-			return res, nil
+			return current, false, "", nil
 		}
 		if exclusive != nil {
 			// Server-side apply merges: it would keep what others added to these fields
 			// (a Service port or selector key), which can even make the apply invalid.
 			patched, err := k.client.patch(ctx, app.Namespace, name, exclusive)
 			if err != nil {
-				return res, fmt.Errorf("restoring the %s %s fields the App owns alone: %w", k.kind, key, err)
+				return none, false, "", fmt.Errorf("restoring the %s %s/%s fields the App owns alone: %w", k.kind, app.Namespace, name, err)
 			}
-			klog.FromContext(ctx).V(2).Info("Removed foreign entries from owned fields", "kind", k.kind, "name", name)
-			res.changed = true
+			logger.V(2).Info("Removed foreign entries from owned fields", "kind", k.kind, "name", name)
 			if upToDate {
 				// Nothing else differed: the patch was the whole repair.
-				patched.SetManagedFields(nil)
-				k.managed.Mutation(patched)
-				res.obj = patched
-				return res, nil
+				return k.remember(patched), true, "", nil
 			}
+			changed = true
 		}
-	} else if obj, exists, err := k.unmanaged.GetByKey(key); err != nil {
-		return res, fmt.Errorf("reading %s %s from the cache: %w", k.kind, key, err)
-	} else if exists {
-		meta, ok := obj.(metav1.Object)
-		if !ok || !isControlledBy(meta, app) {
-			var ref *metav1.OwnerReference
-			if ok {
-				ref = metav1.GetControllerOfNoCopy(meta)
-			}
-			res.conflict = k.describeHolder(name, ref)
-			return res, nil
-		}
-		// The App's own child, whose managed-by label was removed: applying restores it.
-	} else {
-		// Not known to exist: create it, without taking over fields of an object that a
-		// stale cache does not show yet.
-		force = false
 	}
 
-	applied, err := k.client.apply(ctx, desired, force)
+	// Not known to exist: create it without force, so as not to take over the fields of
+	// an object that a stale cache does not show yet.
+	force := holder.exists
+	applied, err := k.client.apply(ctx, app.Namespace, desired, force)
 	if err != nil {
 		if !force {
-			if holder, found := k.liveHolder(ctx, app, name); found {
-				res.conflict = holder
-				return res, nil
+			if conflict, found := k.liveHolder(ctx, app, name); found {
+				return none, changed, conflict, nil
 			}
 		}
-		return res, fmt.Errorf("applying %s %s: %w", k.kind, key, err)
+		return none, changed, "", fmt.Errorf("applying %s %s/%s: %w", k.kind, app.Namespace, name, err)
 	}
-	klog.FromContext(ctx).V(2).Info("Applied child", "kind", k.kind, "name", name, "created", current == nil)
-	applied.SetManagedFields(nil)
-	k.managed.Mutation(applied)
-	res.obj = applied
-	res.changed = true
-	return res, nil
+	logger.V(2).Info("Applied child", "kind", k.kind, "name", name, "created", !holder.exists)
+	return k.remember(applied), true, "", nil
+}
+
+// remember records the controller's own write in the managed cache, so that a sync that
+// runs before the informer sees it does not write again.
+func (k *childReconciler[T, A]) remember(obj T) T {
+	obj.SetManagedFields(nil)
+	k.managed.Mutation(obj)
+	return obj
 }
 
 // prune deletes the children of this kind that app controls under any name but keep.
-func (k *childClient[T]) prune(ctx context.Context, app *appv1.App, keep string) (bool, error) {
+func (k *childReconciler[T, A]) prune(ctx context.Context, app *appv1.App, keep string) (bool, error) {
 	var owned []interface{}
 	for _, store := range []interface {
 		ByIndex(indexName, indexedValue string) ([]interface{}, error)
@@ -204,7 +244,7 @@ func (k *childClient[T]) prune(ctx context.Context, app *appv1.App, keep string)
 
 // deleteOwned deletes a child app controls. The UID precondition makes sure that an
 // object created since under the same name is never deleted.
-func (k *childClient[T]) deleteOwned(ctx context.Context, app *appv1.App, obj metav1.Object, why string) (bool, error) {
+func (k *childReconciler[T, A]) deleteOwned(ctx context.Context, app *appv1.App, obj metav1.Object, why string) (bool, error) {
 	uid := obj.GetUID()
 	err := k.client.delete(ctx, obj.GetNamespace(), obj.GetName(), metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid},
@@ -222,37 +262,29 @@ func (k *childClient[T]) deleteOwned(ctx context.Context, app *appv1.App, obj me
 
 // liveHolder asks the API server, after a failed create, whether an object the App does
 // not control holds the name (a cache that had not seen it yet).
-func (k *childClient[T]) liveHolder(ctx context.Context, app *appv1.App, name string) (string, bool) {
+func (k *childReconciler[T, A]) liveHolder(ctx context.Context, app *appv1.App, name string) (string, bool) {
 	obj, err := k.client.get(ctx, app.Namespace, name)
-	if err != nil || isControlledBy(obj, app) {
+	if err != nil || controller.IsControlledBy(obj, app) {
 		return "", false
 	}
 	return k.describeHolder(name, metav1.GetControllerOfNoCopy(obj)), true
 }
 
 // describeHolder says who holds a child name, for the NamesAccepted condition.
-func (k *childClient[T]) describeHolder(name string, ref *metav1.OwnerReference) string {
+func (k *childReconciler[T, A]) describeHolder(name string, ref *metav1.OwnerReference) string {
 	if ref == nil {
 		return fmt.Sprintf("%s %q already exists and is not managed by this App", k.kind, name)
 	}
 	return fmt.Sprintf("%s %q already exists and is controlled by %s %q", k.kind, name, ref.Kind, ref.Name)
 }
 
-// isControlledBy reports whether obj's controller is app (UID included).
-func isControlledBy(obj metav1.Object, app *appv1.App) bool {
-	ref := metav1.GetControllerOfNoCopy(obj)
-	return ref != nil && ref.UID == app.UID
-}
-
 // deploymentClient is the childAPI of Deployments. A Deployment's selector is immutable,
 // and entries others add to its lists (a sidecar container, a label) do not break it:
-// nothing is owned exclusively.
-
+// nothing is owned exclusively, so Deployments have no exclusivePatch.
 type deploymentClient struct{ kubernetes.Interface }
 
-func (c deploymentClient) apply(ctx context.Context, desired any, force bool) (*appsv1.Deployment, error) {
-	d := desired.(*appsv1ac.DeploymentApplyConfiguration)
-	return c.AppsV1().Deployments(*d.Namespace).Apply(ctx, d, metav1.ApplyOptions{FieldManager: appv1.FieldManager, Force: force})
+func (c deploymentClient) apply(ctx context.Context, namespace string, desired *appsv1ac.DeploymentApplyConfiguration, force bool) (*appsv1.Deployment, error) {
+	return c.AppsV1().Deployments(namespace).Apply(ctx, desired, metav1.ApplyOptions{FieldManager: appv1.FieldManager, Force: force})
 }
 
 func (c deploymentClient) get(ctx context.Context, namespace, name string) (*appsv1.Deployment, error) {
@@ -263,8 +295,6 @@ func (c deploymentClient) delete(ctx context.Context, namespace, name string, op
 	return c.AppsV1().Deployments(namespace).Delete(ctx, name, opts)
 }
 
-func (deploymentClient) exclusivePatch(*appsv1.Deployment, any) ([]byte, error) { return nil, nil }
-
 func (c deploymentClient) patch(ctx context.Context, namespace, name string, jsonPatch []byte) (*appsv1.Deployment, error) {
 	return c.AppsV1().Deployments(namespace).Patch(ctx, name, types.JSONPatchType, jsonPatch, metav1.PatchOptions{FieldManager: appv1.FieldManager})
 }
@@ -272,9 +302,8 @@ func (c deploymentClient) patch(ctx context.Context, namespace, name string, jso
 // serviceClient is the childAPI of Services.
 type serviceClient struct{ kubernetes.Interface }
 
-func (c serviceClient) apply(ctx context.Context, desired any, force bool) (*corev1.Service, error) {
-	s := desired.(*corev1ac.ServiceApplyConfiguration)
-	return c.CoreV1().Services(*s.Namespace).Apply(ctx, s, metav1.ApplyOptions{FieldManager: appv1.FieldManager, Force: force})
+func (c serviceClient) apply(ctx context.Context, namespace string, desired *corev1ac.ServiceApplyConfiguration, force bool) (*corev1.Service, error) {
+	return c.CoreV1().Services(namespace).Apply(ctx, desired, metav1.ApplyOptions{FieldManager: appv1.FieldManager, Force: force})
 }
 
 func (c serviceClient) get(ctx context.Context, namespace, name string) (*corev1.Service, error) {
@@ -289,12 +318,12 @@ func (c serviceClient) patch(ctx context.Context, namespace, name string, jsonPa
 	return c.CoreV1().Services(namespace).Patch(ctx, name, types.JSONPatchType, jsonPatch, metav1.PatchOptions{FieldManager: appv1.FieldManager})
 }
 
-// exclusivePatch: a Service's ports and selector decide where its traffic goes, so the
-// App owns them alone. Server-side apply keeps a port or selector key that someone else
+// serviceExclusivePatch is the exclusivePatch of Services: a Service's ports and
+// selector decide where its traffic goes, so the App owns them alone. Server-side apply keeps a port or selector key that someone else
 // added; worse, a port edited by hand becomes a second port with the App's port name,
 // and every later apply is invalid. The patch replaces both with the App's, guarded by
 // the resourceVersion, keeping the node ports already allocated.
-func (serviceClient) exclusivePatch(live *corev1.Service, desired any) ([]byte, error) {
+func serviceExclusivePatch(live *corev1.Service, desired *corev1ac.ServiceApplyConfiguration) ([]byte, error) {
 	want := &corev1.Service{}
 	if err := controller.Convert(desired, want); err != nil {
 		return nil, err

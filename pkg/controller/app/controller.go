@@ -10,13 +10,13 @@ package app
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/runtime"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/informers"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -33,10 +33,6 @@ import (
 	appinformers "github.com/app-controller/app-controller/pkg/generated/informers/externalversions/appcontroller/v1"
 	applisters "github.com/app-controller/app-controller/pkg/generated/listers/appcontroller/v1"
 )
-
-// mutationCacheTTL is how long the controller prefers its own writes over an informer
-// cache that has not caught up with them yet.
-const mutationCacheTTL = time.Minute
 
 // Informers are the informers the App controller reads. Deployments and Services watch
 // only objects labelled as managed by app-controller (see controller.ManagedSelector);
@@ -60,25 +56,15 @@ type Controller struct {
 	// apps holds the newest of the App cache and the controller's own status writes.
 	apps cache.MutationCache
 
-	deployments *childClient[*appsv1.Deployment]
-	services    *childClient[*corev1.Service]
+	deployments *childReconciler[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]
+	services    *childReconciler[*corev1.Service, *corev1ac.ServiceApplyConfiguration]
 
-	synced []cache.InformerSynced
-
-	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	// loop runs the workers. Its retry policy: MaxRetries attempts with backoff, then
+	// ReconcileFailed in the App's conditions and a Warning Event; the next resync or
+	// change of the App retries it.
+	loop     *controller.Loop
 	recorder record.EventRecorder
 	clock    clock.PassiveClock
-
-	// maxRetries is how many failed attempts in a row an App gets before the controller
-	// reports ReconcileFailed and stops retrying until the next resync or change.
-	maxRetries int
-	// shutdownTimeout bounds how long Run waits for in-flight syncs after its context ends.
-	shutdownTimeout time.Duration
-
-	exhaustedLock sync.Mutex
-	// exhausted holds the Apps whose retry budget ran out. Periodic resyncs, which the
-	// update handler otherwise ignores, retry them.
-	exhausted sets.Set[cache.ObjectName]
 }
 
 // Options tune a Controller.
@@ -124,9 +110,6 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	if opts.RateLimiter == nil {
-		opts.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]()
-	}
 
 	appInformer := inf.Apps.Informer()
 	if err := appInformer.AddIndexers(cache.Indexers{claimIndex: indexByClaim}); err != nil {
@@ -148,37 +131,44 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		appClient:  appClient,
 		appLister:  inf.Apps.Lister(),
 		appIndexer: appInformer.GetIndexer(),
-		apps: cache.NewIntegerResourceVersionMutationCache(logger,
-			appInformer.GetStore(), appInformer.GetIndexer(), mutationCacheTTL, false),
-		deployments: &childClient[*appsv1.Deployment]{
-			kind: "Deployment",
-			managed: cache.NewIntegerResourceVersionMutationCache(logger,
-				inf.Deployments.Informer().GetStore(), inf.Deployments.Informer().GetIndexer(), mutationCacheTTL, false),
+		apps:       controller.NewMutationCache(logger, appInformer),
+		deployments: &childReconciler[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]{
+			kind:      "Deployment",
+			managed:   controller.NewMutationCache(logger, inf.Deployments.Informer()),
 			unmanaged: inf.UnmanagedDeployments.Informer().GetIndexer(),
 			client:    deploymentClient{kubeClient},
 		},
-		services: &childClient[*corev1.Service]{
-			kind: "Service",
-			managed: cache.NewIntegerResourceVersionMutationCache(logger,
-				inf.Services.Informer().GetStore(), inf.Services.Informer().GetIndexer(), mutationCacheTTL, false),
-			unmanaged: inf.UnmanagedServices.Informer().GetIndexer(),
-			client:    serviceClient{kubeClient},
+		services: &childReconciler[*corev1.Service, *corev1ac.ServiceApplyConfiguration]{
+			kind:           "Service",
+			managed:        controller.NewMutationCache(logger, inf.Services.Informer()),
+			unmanaged:      inf.UnmanagedServices.Informer().GetIndexer(),
+			client:         serviceClient{kubeClient},
+			exclusivePatch: serviceExclusivePatch,
 		},
-		synced: []cache.InformerSynced{
+		recorder: recorder,
+		clock:    opts.Clock,
+	}
+	c.loop = controller.NewLoop(controller.LoopConfig{
+		Name:   ControllerName,
+		LogKey: "app",
+		Sync:   c.syncApp,
+		Synced: []cache.InformerSynced{
 			appInformer.HasSynced,
 			inf.Deployments.Informer().HasSynced,
 			inf.Services.Informer().HasSynced,
 			inf.UnmanagedDeployments.Informer().HasSynced,
 			inf.UnmanagedServices.Informer().HasSynced,
 		},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: ControllerName}),
-		recorder:        recorder,
-		clock:           opts.Clock,
-		maxRetries:      opts.MaxRetries,
-		shutdownTimeout: opts.ShutdownTimeout,
-		exhausted:       sets.New[cache.ObjectName](),
-	}
+		Policy: controller.RetryPolicy{
+			MaxAttempts:   opts.MaxRetries,
+			RetryOnResync: true,
+			GiveUp:        c.reportReconcileFailed,
+		},
+		RateLimiter:     opts.RateLimiter,
+		ShutdownTimeout: opts.ShutdownTimeout,
+		Recorder:        recorder,
+		Object:          c.appForEvent,
+	})
 	c.deployments.recorder = recorder
 	c.services.recorder = recorder
 
@@ -212,74 +202,16 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 // taking work and lets in-flight syncs finish within the shutdown timeout (see
 // controller.RunWorkers).
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrashWithContext(ctx)
-	logger := klog.FromContext(ctx)
-
-	logger.Info("Starting controller", "workers", workers)
-	defer logger.Info("Stopped controller")
-
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
-		c.queue.ShutDown()
-		return
-	}
-
-	controller.RunWorkers(ctx, c.queue, workers, c.shutdownTimeout, c.process)
+	c.loop.Run(ctx, workers)
 }
 
-// process syncs the App named key and handles the outcome.
-func (c *Controller) process(ctx context.Context, key cache.ObjectName) {
-	logger := klog.LoggerWithValues(klog.FromContext(ctx), "app", klog.KRef(key.Namespace, key.Name))
-	ctx = klog.NewContext(ctx, logger)
-	c.handleErr(ctx, key, c.syncApp(ctx, key))
-}
-
-// handleErr retries a failed App with backoff. After maxRetries failed attempts in a
-// row it stops retrying, reports ReconcileFailed in the App's conditions and a Warning
-// Event, and leaves the App to the next resync or change.
-func (c *Controller) handleErr(ctx context.Context, key cache.ObjectName, err error) {
-	logger := klog.FromContext(ctx)
-	if err == nil {
-		c.queue.Forget(key)
-		c.setExhausted(key, false)
-		return
+// appForEvent returns the cached App named key for an Event about it, or nil.
+func (c *Controller) appForEvent(key cache.ObjectName) runtime.Object {
+	app, err := c.appLister.Apps(key.Namespace).Get(key.Name)
+	if err != nil {
+		return nil
 	}
-
-	attempts := c.queue.NumRequeues(key) + 1
-	if attempts == 1 {
-		if app, getErr := c.appLister.Apps(key.Namespace).Get(key.Name); getErr == nil {
-			c.recorder.Eventf(app, corev1.EventTypeWarning, controller.ReasonSyncFailed, "Sync failed, will retry: %v", err)
-		}
-	}
-	if attempts < c.maxRetries {
-		logger.V(2).Info("Sync failed, retrying", "attempt", attempts, "err", err)
-		c.queue.AddRateLimited(key)
-		return
-	}
-
-	c.queue.Forget(key)
-	c.setExhausted(key, true)
-	utilruntime.HandleErrorWithContext(ctx, err, "Giving up on App until the next resync or change", "attempts", attempts)
-	if reportErr := c.reportReconcileFailed(ctx, key, attempts, err); reportErr != nil {
-		utilruntime.HandleErrorWithContext(ctx, reportErr, "Reporting ReconcileFailed")
-	}
-}
-
-// setExhausted records whether key's retry budget ran out.
-func (c *Controller) setExhausted(key cache.ObjectName, exhausted bool) {
-	c.exhaustedLock.Lock()
-	defer c.exhaustedLock.Unlock()
-	if exhausted {
-		c.exhausted.Insert(key)
-	} else {
-		c.exhausted.Delete(key)
-	}
-}
-
-// isExhausted reports whether key's retry budget ran out.
-func (c *Controller) isExhausted(key cache.ObjectName) bool {
-	c.exhaustedLock.Lock()
-	defer c.exhaustedLock.Unlock()
-	return c.exhausted.Has(key)
+	return app
 }
 
 // getApp returns the newest known state of an App: the informer's, or the controller's

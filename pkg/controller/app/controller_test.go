@@ -14,7 +14,6 @@ import (
 // taken, and Run returns.
 func TestRunFinishesInFlightSyncs(t *testing.T) {
 	f := newFixture(t)
-	f.c.synced = []cache.InformerSynced{func() bool { return true }} // the caches are seeded
 	app := newApp("test-app", testNow)
 	f.addApps(app)
 	inApply := make(chan struct{})
@@ -24,17 +23,17 @@ func TestRunFinishesInFlightSyncs(t *testing.T) {
 		<-release
 		return false, nil, nil // let the tracker apply it
 	})
-	f.c.queue.Add(nameOf(app))
+	f.c.loop.Enqueue(nameOf(app))
 
 	ctx, cancel := context.WithCancel(f.ctx)
 	done := make(chan struct{})
 	go func() {
-		f.c.Run(ctx, 2)
+		f.c.loop.RunWorkers(ctx, 2) // the caches are seeded: no informer to wait for
 		close(done)
 	}()
 	<-inApply
 	cancel()
-	f.c.queue.Add(cache.ObjectName{Namespace: "tcs", Name: "queued-after-stop"})
+	f.c.loop.Enqueue(cache.ObjectName{Namespace: "tcs", Name: "queued-after-stop"})
 	select {
 	case <-done:
 		t.Fatal("Run returned while a sync was in flight")

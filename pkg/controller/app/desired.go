@@ -36,17 +36,8 @@ func childLabels(app *appv1.App) map[string]string {
 	return l
 }
 
-// ownerReference makes app the controller of a child, so that garbage collection deletes
-// the child with the App.
-func ownerReference(app *appv1.App) *metav1ac.OwnerReferenceApplyConfiguration {
-	return metav1ac.OwnerReference().
-		WithAPIVersion(appv1.SchemeGroupVersion.String()).
-		WithKind("App").
-		WithName(app.Name).
-		WithUID(app.UID).
-		WithController(true).
-		WithBlockOwnerDeletion(true)
-}
+// appKind is the kind of the owner of every child.
+var appKind = appv1.SchemeGroupVersion.WithKind("App")
 
 // newDeployment returns the apply configuration of the Deployment that app wants, with
 // exactly the fields the controller owns, or nil when app has no deploymentTemplate.
@@ -91,7 +82,7 @@ func newDeployment(app *appv1.App) (*appsv1ac.DeploymentApplyConfiguration, erro
 	}
 	d := appsv1ac.Deployment(t.Name, app.Namespace).
 		WithLabels(childLabels(app)).
-		WithOwnerReferences(ownerReference(app)).
+		WithOwnerReferences(controller.OwnerReference(app, appKind)).
 		WithSpec(appsv1ac.DeploymentSpec().
 			WithReplicas(replicas).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(app))).
@@ -131,7 +122,7 @@ func newService(app *appv1.App) (*corev1ac.ServiceApplyConfiguration, error) {
 	}
 	s := corev1ac.Service(t.Name, app.Namespace).
 		WithLabels(childLabels(app)).
-		WithOwnerReferences(ownerReference(app)).
+		WithOwnerReferences(controller.OwnerReference(app, appKind)).
 		WithSpec(corev1ac.ServiceSpec().
 			WithType(serviceType).
 			WithSelector(selectorLabels(app)).

@@ -20,13 +20,11 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
+	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 	appfake "github.com/app-controller/app-controller/pkg/generated/clientset/versioned/fake"
 	appinformers "github.com/app-controller/app-controller/pkg/generated/informers/externalversions"
 )
@@ -50,10 +48,7 @@ type fixture struct {
 // the test's log; benchmarks log as in production, with klog at its default verbosity.
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	ctx := klog.NewContext(context.Background(), klog.Background())
-	if tt, ok := t.(*testing.T); ok {
-		_, ctx = ktesting.NewTestContext(tt)
-	}
+	ctx := controllertest.Context(t)
 	f := &fixture{t: t, ctx: ctx}
 	f.kubeClient = kubefake.NewClientset()
 	f.appClient = appfake.NewClientset()
@@ -101,33 +96,21 @@ func newFixture(t testing.TB) *fixture {
 // addApps seeds the App cache.
 func (f *fixture) addApps(apps ...*appv1.App) {
 	for _, a := range apps {
-		if err := f.inf.Apps.Informer().GetIndexer().Add(a); err != nil {
-			f.t.Fatal(err)
-		}
+		controllertest.Seed(f.t, f.inf.Apps.Informer().GetIndexer(), nil, a)
 	}
 }
 
 // addDeployments seeds the managed Deployment cache and the fake API server.
 func (f *fixture) addDeployments(ds ...*appsv1.Deployment) {
 	for _, d := range ds {
-		if err := f.inf.Deployments.Informer().GetIndexer().Add(d); err != nil {
-			f.t.Fatal(err)
-		}
-		if err := f.kubeClient.Tracker().Add(d); err != nil {
-			f.t.Fatal(err)
-		}
+		controllertest.Seed(f.t, f.inf.Deployments.Informer().GetIndexer(), f.kubeClient.Tracker(), d)
 	}
 }
 
 // addServices seeds the managed Service cache and the fake API server.
 func (f *fixture) addServices(ss ...*corev1.Service) {
 	for _, s := range ss {
-		if err := f.inf.Services.Informer().GetIndexer().Add(s); err != nil {
-			f.t.Fatal(err)
-		}
-		if err := f.kubeClient.Tracker().Add(s); err != nil {
-			f.t.Fatal(err)
-		}
+		controllertest.Seed(f.t, f.inf.Services.Informer().GetIndexer(), f.kubeClient.Tracker(), s)
 	}
 }
 
@@ -138,9 +121,7 @@ func (f *fixture) addUnmanaged(kind string, objs ...*metav1.PartialObjectMetadat
 		i = f.inf.UnmanagedServices
 	}
 	for _, o := range objs {
-		if err := i.Informer().GetIndexer().Add(o); err != nil {
-			f.t.Fatal(err)
-		}
+		controllertest.Seed(f.t, i.Informer().GetIndexer(), nil, o)
 	}
 }
 
@@ -153,47 +134,23 @@ func (f *fixture) sync(namespace, name string) error {
 
 // writes returns the write actions (everything but get, list and watch) of both clients.
 func (f *fixture) writes() []core.Action {
-	var out []core.Action
-	for _, a := range append(f.kubeClient.Actions(), f.appClient.Actions()...) {
-		switch a.GetVerb() {
-		case "get", "list", "watch":
-			continue
-		}
-		out = append(out, a)
-	}
-	return out
+	return controllertest.Writes(f.kubeClient.Actions(), f.appClient.Actions())
 }
 
 // events drains the recorded events.
-func (f *fixture) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
+func (f *fixture) events() []string { return controllertest.DrainEvents(f.recorder) }
 
-// newApp returns an App like the seed's test_app.yaml, with schema defaults applied.
+// newApp returns an App like the seed's test_app.yaml as the API server holds it:
+// schema defaults applied, identity and creation time set.
 func newApp(name string, created time.Time) *appv1.App {
-	return &appv1.App{
-		TypeMeta: metav1.TypeMeta{APIVersion: appv1.SchemeGroupVersion.String(), Kind: "App"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              name,
-			Namespace:         "tcs",
-			UID:               types.UID(name + "-uid"),
-			Generation:        1,
-			ResourceVersion:   "1",
-			CreationTimestamp: metav1.NewTime(created),
-		},
-		Spec: appv1.AppSpec{
-			DeploymentTemplate: &appv1.DeploymentTemplate{Name: name + "-deploy", Image: "nginx", Replicas: ptr.To[int32](2)},
-			ServiceTemplate:    &appv1.ServiceTemplate{Name: name + "-service", Port: 8080, Type: corev1.ServiceTypeClusterIP},
-		},
-	}
+	app := controllertest.NewApp("tcs", name, "nginx", 2)
+	app.TypeMeta = metav1.TypeMeta{APIVersion: appv1.SchemeGroupVersion.String(), Kind: "App"}
+	app.UID = types.UID(name + "-uid")
+	app.Generation = 1
+	app.ResourceVersion = "1"
+	app.CreationTimestamp = metav1.NewTime(created)
+	app.Spec.ServiceTemplate = &appv1.ServiceTemplate{Name: name + "-service", Port: 8080, Type: corev1.ServiceTypeClusterIP}
+	return app
 }
 
 // controlledBy returns owner references making app the controller.

@@ -20,7 +20,7 @@ func (c *Controller) addApp(logger klog.Logger, obj interface{}) {
 		return
 	}
 	logger.V(4).Info("App added", "app", klog.KObj(app))
-	c.queue.Add(cache.MetaObjectToName(app))
+	c.loop.Enqueue(cache.MetaObjectToName(app))
 }
 
 // updateApp queues a changed App, and the other Apps that claim a child name it claimed
@@ -38,17 +38,16 @@ func (c *Controller) updateApp(logger klog.Logger, old, cur interface{}) {
 	}
 	key := cache.MetaObjectToName(curApp)
 	if oldApp.ResourceVersion == curApp.ResourceVersion {
-		if c.isExhausted(key) {
+		if c.loop.Resync(key) {
 			logger.V(4).Info("Retrying App on resync", "app", klog.KObj(curApp))
-			c.queue.Add(key)
 		}
 		return
 	}
-	if c.isExhausted(key) && oldApp.Generation == curApp.Generation {
+	if c.loop.GaveUp(key) && oldApp.Generation == curApp.Generation {
 		return
 	}
 	logger.V(4).Info("App updated", "app", klog.KObj(curApp))
-	c.queue.Add(key)
+	c.loop.Enqueue(key)
 	for _, claim := range sets.List(sets.New(claimKeys(oldApp)...).Insert(claimKeys(curApp)...)) {
 		c.enqueueClaimants(claim, curApp.UID)
 	}
@@ -63,8 +62,8 @@ func (c *Controller) deleteApp(logger klog.Logger, obj interface{}) {
 	}
 	logger.V(4).Info("App deleted", "app", klog.KObj(app))
 	key := cache.MetaObjectToName(app)
-	c.setExhausted(key, false)
-	c.queue.Add(key)
+	c.loop.Forget(key)
+	c.loop.Enqueue(key)
 	for _, claim := range claimKeys(app) {
 		c.enqueueClaimants(claim, app.UID)
 	}
@@ -85,7 +84,7 @@ func (c *Controller) childHandler(logger klog.Logger, kind string, managed bool)
 				return // periodic resync
 			}
 			oldRef, curRef := metav1.GetControllerOfNoCopy(oldObj), metav1.GetControllerOfNoCopy(curObj)
-			ownerChanged := !equalRefs(oldRef, curRef)
+			ownerChanged := !controller.SameController(oldRef, curRef)
 			if ownerChanged {
 				c.childChanged(logger, kind, "lost its controller", oldObj, true)
 			}
@@ -107,7 +106,7 @@ func (c *Controller) childChanged(logger klog.Logger, kind, what string, obj met
 	}
 	logger.V(4).Info("Child "+what, "kind", kind, "object", klog.KObj(obj))
 	if app := c.resolveControllerRef(obj.GetNamespace(), metav1.GetControllerOfNoCopy(obj)); app != nil {
-		c.queue.Add(cache.MetaObjectToName(app))
+		c.loop.Enqueue(cache.MetaObjectToName(app))
 	}
 	if withClaimants {
 		c.enqueueClaimants(claimKey(kind, obj.GetNamespace(), obj.GetName()), "")
@@ -117,13 +116,7 @@ func (c *Controller) childChanged(logger klog.Logger, kind, what string, obj met
 // resolveControllerRef returns the App that ref points to, or nil if ref is not an App's
 // or that App no longer exists (a new App with the same name has another UID).
 func (c *Controller) resolveControllerRef(namespace string, ref *metav1.OwnerReference) *appv1.App {
-	if ref == nil || ref.Kind != "App" || ref.APIVersion != appv1.SchemeGroupVersion.String() {
-		return nil
-	}
-	app, err := c.appLister.Apps(namespace).Get(ref.Name)
-	if err != nil || app.UID != ref.UID {
-		return nil
-	}
+	app, _ := controller.ResolveControllerRef(ref, appKind, c.appLister.Apps(namespace).Get)
 	return app
 }
 
@@ -131,7 +124,7 @@ func (c *Controller) resolveControllerRef(namespace string, ref *metav1.OwnerRef
 func (c *Controller) enqueueClaimants(claim string, skip types.UID) {
 	for _, app := range c.claimants(claim) {
 		if app.UID != skip {
-			c.queue.Add(cache.MetaObjectToName(app))
+			c.loop.Enqueue(cache.MetaObjectToName(app))
 		}
 	}
 }
@@ -149,14 +142,6 @@ func (c *Controller) claimants(claim string) []*appv1.App {
 		}
 	}
 	return apps
-}
-
-// equalRefs reports whether two controller references point to the same owner.
-func equalRefs(a, b *metav1.OwnerReference) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return a.UID == b.UID
 }
 
 // claimKey is the claim index key of a child name.
@@ -191,8 +176,8 @@ func indexByControllerUID(obj interface{}) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	ref := metav1.GetControllerOfNoCopy(o)
-	if ref == nil || ref.Kind != "App" || ref.APIVersion != appv1.SchemeGroupVersion.String() {
+	ref := controller.ControllerOfKind(o, appKind)
+	if ref == nil {
 		return nil, nil
 	}
 	return []string{string(ref.UID)}, nil

@@ -12,18 +12,12 @@ import (
 	"k8s.io/klog/v2"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 )
 
 // queued drains the controller's queue and returns the keys it held.
 func queued(c *Controller) sets.Set[string] {
-	out := sets.New[string]()
-	for c.queue.Len() > 0 {
-		key, _ := c.queue.Get()
-		out.Insert(key.String())
-		c.queue.Done(key)
-		c.queue.Forget(key)
-	}
-	return out
+	return sets.New(controllertest.DrainQueue(c.loop.Queue())...)
 }
 
 func TestChildHandlers(t *testing.T) {

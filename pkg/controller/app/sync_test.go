@@ -149,7 +149,7 @@ func TestSyncApp(t *testing.T) {
 				{"patch", "apps", "status", "test-app"},
 			},
 			wantEvents: []string{
-				`Warning appv1.EventReasonResourceExists Resource "test-app-deploy" already exists and is not managed by App`,
+				`Warning ErrResourceExists Resource "test-app-deploy" already exists and is not managed by App`,
 				"Normal Synced App synced successfully",
 			},
 			wantConditions: map[string]string{
@@ -170,7 +170,7 @@ func TestSyncApp(t *testing.T) {
 				return app
 			},
 			wantWrites: []action{{"patch", "apps", "status", "test-app"}},
-			wantEvents: []string{`Warning appv1.EventReasonResourceExists Resource "test-app-deploy" already exists and is not managed by App`},
+			wantEvents: []string{`Warning ErrResourceExists Resource "test-app-deploy" already exists and is not managed by App`},
 			check: func(t *testing.T, f *fixture) {
 				app, _, _ := f.c.getApp(nameOf(newApp("test-app", older)))
 				c := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionNamesAccepted)
@@ -193,7 +193,7 @@ func TestSyncApp(t *testing.T) {
 				{"patch", "apps", "status", "young"},
 			},
 			wantEvents: []string{
-				`Warning appv1.EventReasonResourceExists Resource "old-deploy" already exists and is not managed by App`,
+				`Warning ErrResourceExists Resource "old-deploy" already exists and is not managed by App`,
 				"Normal Synced App synced successfully",
 			},
 			wantConditions: map[string]string{appv1.ConditionNamesAccepted: "False/NameConflict"},
@@ -215,7 +215,7 @@ func TestSyncApp(t *testing.T) {
 			},
 			wantEvents: []string{
 				`Normal Pruned Deleted Deployment "young-deploy": the name is claimed by older App old`,
-				`Warning appv1.EventReasonResourceExists Resource "young-deploy" already exists and is not managed by App`,
+				`Warning ErrResourceExists Resource "young-deploy" already exists and is not managed by App`,
 				"Normal Synced App synced successfully",
 			},
 			wantConditions: map[string]string{appv1.ConditionNamesAccepted: "False/NameConflict"},
@@ -368,15 +368,15 @@ func TestRetryBudget(t *testing.T) {
 		if err == nil {
 			t.Fatalf("attempt %d: sync succeeded, want the injected error", i)
 		}
-		f.c.handleErr(f.ctx, key, err)
-		if i < MaxRetries && f.c.isExhausted(key) {
+		f.c.loop.HandleErr(f.ctx, key, err)
+		if i < MaxRetries && f.c.loop.GaveUp(key) {
 			t.Fatalf("attempt %d: exhausted too early", i)
 		}
 	}
-	if !f.c.isExhausted(key) {
+	if !f.c.loop.GaveUp(key) {
 		t.Fatal("App not marked exhausted after MaxRetries failures")
 	}
-	if n := f.c.queue.NumRequeues(key); n != 0 {
+	if n := f.c.loop.Queue().NumRequeues(key); n != 0 {
 		t.Errorf("NumRequeues = %d after giving up, want 0 (forgotten)", n)
 	}
 	updated, _, _ := f.c.getApp(key)
@@ -393,11 +393,11 @@ func TestRetryBudget(t *testing.T) {
 
 	// Its own status write does not requeue it; a resync does.
 	f.c.updateApp(klog.FromContext(f.ctx), app, withRV(updated, "99"))
-	if f.c.queue.Len() != 0 {
+	if f.c.loop.Queue().Len() != 0 {
 		t.Errorf("status-only update requeued an exhausted App")
 	}
 	f.c.updateApp(klog.FromContext(f.ctx), updated, updated)
-	if f.c.queue.Len() != 1 {
+	if f.c.loop.Queue().Len() != 1 {
 		t.Errorf("resync did not requeue an exhausted App")
 	}
 }

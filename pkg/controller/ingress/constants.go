@@ -39,9 +39,6 @@ const (
 	// ReasonIngressRejected is the reason of the Warning event emitted when the API server
 	// rejects the Ingress as invalid. It is not retried until the Service changes.
 	ReasonIngressRejected = "IngressRejected"
-	// ReasonSyncFailed is the reason of the Warning event emitted on the first failure of
-	// a streak of failed syncs.
-	ReasonSyncFailed = "SyncFailed"
 )
 
 const (

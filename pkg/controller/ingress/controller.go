@@ -15,9 +15,8 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/runtime"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	networkinginformers "k8s.io/client-go/informers/networking/v1"
 	"k8s.io/client-go/kubernetes"
@@ -29,10 +28,6 @@ import (
 
 	"github.com/app-controller/app-controller/pkg/controller"
 )
-
-// mutationCacheTTL is how long the controller prefers its own Ingress writes over an
-// informer cache that has not caught up with them yet.
-const mutationCacheTTL = time.Minute
 
 // Informers are the informers the controller reads: every Service and every Ingress.
 type Informers struct {
@@ -61,16 +56,13 @@ type Controller struct {
 	serviceLister corelisters.ServiceLister
 	// ingresses holds the newest of the Ingress cache and the controller's own writes.
 	ingresses cache.MutationCache
-	synced    []cache.InformerSynced
 
-	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	// loop runs the workers. Its retry policy: MaxRetries attempts with backoff, then
+	// nothing until the Service or its Ingress changes.
+	loop     *controller.Loop
 	recorder record.EventRecorder
 
 	ingressClass string
-	maxRetries   int
-
-	// shutdownTimeout bounds how long in-flight syncs may run after Run's context ends.
-	shutdownTimeout time.Duration
 }
 
 // RBAC of the Service->Ingress controller, generated into config/rbac/role.yaml by
@@ -96,9 +88,6 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, inf Inf
 	if opts.MaxRetries <= 0 {
 		opts.MaxRetries = MaxRetries
 	}
-	if opts.RateLimiter == nil {
-		opts.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]()
-	}
 	if errs := validateClass(opts.IngressClass); len(errs) > 0 {
 		return nil, fmt.Errorf("--ingress-class %q: %v", opts.IngressClass, errs)
 	}
@@ -108,16 +97,22 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, inf Inf
 	c := &Controller{
 		kubeClient:    kubeClient,
 		serviceLister: inf.Services.Lister(),
-		ingresses: cache.NewIntegerResourceVersionMutationCache(logger,
-			ingressInformer.GetStore(), ingressInformer.GetIndexer(), mutationCacheTTL, false),
-		synced: []cache.InformerSynced{serviceInformer.HasSynced, ingressInformer.HasSynced},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: ControllerName}),
-		recorder:        recorder,
-		ingressClass:    opts.IngressClass,
-		maxRetries:      opts.MaxRetries,
-		shutdownTimeout: opts.ShutdownTimeout,
+		ingresses:     controller.NewMutationCache(logger, ingressInformer),
+		recorder:      recorder,
+		ingressClass:  opts.IngressClass,
 	}
+	c.loop = controller.NewLoop(controller.LoopConfig{
+		Name:            ControllerName,
+		LogKey:          "service",
+		Sync:            c.syncService,
+		Synced:          []cache.InformerSynced{serviceInformer.HasSynced, ingressInformer.HasSynced},
+		Policy:          controller.RetryPolicy{MaxAttempts: opts.MaxRetries},
+		RateLimiter:     opts.RateLimiter,
+		ShutdownTimeout: opts.ShutdownTimeout,
+		Recorder:        recorder,
+		Object:          c.serviceForEvent,
+		FailureMessage:  "Syncing the Ingress failed, will retry: %v",
+	})
 
 	// No delete handler for Services: garbage collection deletes their Ingresses.
 	if _, err := serviceInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
@@ -140,47 +135,16 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, inf Inf
 // taking work and lets in-flight syncs finish within the shutdown timeout (see
 // controller.RunWorkers).
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrashWithContext(ctx)
-	logger := klog.FromContext(ctx)
-
-	logger.Info("Starting controller", "workers", workers, "defaultIngressClass", c.ingressClass)
-	defer logger.Info("Stopped controller")
-
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
-		c.queue.ShutDown()
-		return
-	}
-	controller.RunWorkers(ctx, c.queue, workers, c.shutdownTimeout, c.process)
+	c.loop.Run(ctx, workers, "defaultIngressClass", c.ingressClass)
 }
 
-// process syncs the Service named key and handles the outcome.
-func (c *Controller) process(ctx context.Context, key cache.ObjectName) {
-	logger := klog.LoggerWithValues(klog.FromContext(ctx), "service", klog.KRef(key.Namespace, key.Name))
-	ctx = klog.NewContext(ctx, logger)
-	c.handleErr(ctx, key, c.syncService(ctx, key))
-}
-
-// handleErr retries a failed Service with backoff, reporting the first failure of a
-// streak in a Warning Event. After maxRetries failed attempts in a row it gives up until
-// the Service or its Ingress changes again.
-func (c *Controller) handleErr(ctx context.Context, key cache.ObjectName, err error) {
-	if err == nil {
-		c.queue.Forget(key)
-		return
+// serviceForEvent returns the cached Service named key for an Event about it, or nil.
+func (c *Controller) serviceForEvent(key cache.ObjectName) runtime.Object {
+	svc, err := c.serviceLister.Services(key.Namespace).Get(key.Name)
+	if err != nil {
+		return nil
 	}
-	attempts := c.queue.NumRequeues(key) + 1
-	if attempts == 1 {
-		if svc, getErr := c.serviceLister.Services(key.Namespace).Get(key.Name); getErr == nil {
-			c.recorder.Eventf(svc, corev1.EventTypeWarning, ReasonSyncFailed, "Syncing the Ingress failed, will retry: %v", err)
-		}
-	}
-	if attempts < c.maxRetries {
-		klog.FromContext(ctx).V(2).Info("Sync failed, retrying", "attempt", attempts, "err", err)
-		c.queue.AddRateLimited(key)
-		return
-	}
-	c.queue.Forget(key)
-	utilruntime.HandleErrorWithContext(ctx, err, "Giving up on Service until it or its Ingress changes", "attempts", attempts)
+	return svc
 }
 
 // getIngress returns the newest known state of the Ingress named key: the informer's,

@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
@@ -144,17 +143,8 @@ func backendPort(svc *corev1.Service) (*networkingv1ac.ServiceBackendPortApplyCo
 	return networkingv1ac.ServiceBackendPort().WithNumber(port.Port), nil
 }
 
-// ownerReference makes svc the controller of its Ingress, so that garbage collection
-// deletes the Ingress with the Service.
-func ownerReference(svc *corev1.Service) *metav1ac.OwnerReferenceApplyConfiguration {
-	return metav1ac.OwnerReference().
-		WithAPIVersion(corev1.SchemeGroupVersion.String()).
-		WithKind("Service").
-		WithName(svc.Name).
-		WithUID(svc.UID).
-		WithController(true).
-		WithBlockOwnerDeletion(true)
-}
+// serviceKind is the kind of the owner of every Ingress the controller makes.
+var serviceKind = corev1.SchemeGroupVersion.WithKind("Service")
 
 // newIngress returns the apply configuration of the Ingress that svc asks for, with
 // exactly the fields the controller owns: one rule routing s.path (pathType Prefix) on
@@ -184,7 +174,7 @@ func newIngress(svc *corev1.Service, s settings) (*networkingv1ac.IngressApplyCo
 	}
 	ing := networkingv1ac.Ingress(svc.Name, svc.Namespace).
 		WithLabels(map[string]string{appv1.ManagedByLabel: appv1.ManagedByValue}).
-		WithOwnerReferences(ownerReference(svc)).
+		WithOwnerReferences(controller.OwnerReference(svc, serviceKind)).
 		WithSpec(spec)
 
 	hash, err := controller.ConfigHash(ing)

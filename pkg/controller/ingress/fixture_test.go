@@ -2,7 +2,6 @@ package ingress
 
 import (
 	"context"
-	"sort"
 	"strings"
 	"testing"
 
@@ -15,6 +14,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 )
 
 // fixture is a Controller on a fake clientset, which models server-side apply, with
@@ -40,28 +41,21 @@ func newFixture(t *testing.T, ingressClass string) *fixture {
 		t.Fatalf("NewController: %v", err)
 	}
 	f.c = c
-	t.Cleanup(c.queue.ShutDown)
+	t.Cleanup(c.loop.Queue().ShutDown)
 	return f
 }
 
 // addServices seeds the Service cache.
 func (f *fixture) addServices(svcs ...*corev1.Service) {
 	for _, s := range svcs {
-		if err := f.inf.Services.Informer().GetIndexer().Add(s); err != nil {
-			f.t.Fatal(err)
-		}
+		controllertest.Seed(f.t, f.inf.Services.Informer().GetIndexer(), nil, s)
 	}
 }
 
 // addIngresses seeds the Ingress cache and the clientset.
 func (f *fixture) addIngresses(ings ...*networkingv1.Ingress) {
 	for _, ing := range ings {
-		if err := f.inf.Ingresses.Informer().GetIndexer().Add(ing); err != nil {
-			f.t.Fatal(err)
-		}
-		if err := f.client.Tracker().Add(ing); err != nil {
-			f.t.Fatal(err)
-		}
+		controllertest.Seed(f.t, f.inf.Ingresses.Informer().GetIndexer(), f.client.Tracker(), ing)
 	}
 }
 
@@ -74,15 +68,7 @@ func (f *fixture) sync(name string) error {
 // writes returns the write actions (everything but get, list and watch) since the last
 // sync, as "verb resource" strings.
 func (f *fixture) writes() []string {
-	var out []string
-	for _, a := range f.client.Actions() {
-		switch a.GetVerb() {
-		case "get", "list", "watch":
-			continue
-		}
-		out = append(out, a.GetVerb()+" "+a.GetResource().Resource)
-	}
-	return out
+	return controllertest.Verbs(controllertest.Writes(f.client.Actions()))
 }
 
 // liveIngress returns the Ingress the clientset holds, or nil.
@@ -97,46 +83,20 @@ func (f *fixture) liveIngress(name string) *networkingv1.Ingress {
 
 // events drains the recorded events and returns their "Type Reason" prefixes.
 func (f *fixture) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			fields := strings.Fields(e)
-			if len(fields) >= 2 {
-				e = fields[0] + " " + fields[1]
-			}
-			out = append(out, e)
-		default:
-			return out
+	out := controllertest.DrainEvents(f.recorder)
+	for i, e := range out {
+		if fields := strings.Fields(e); len(fields) >= 2 {
+			out[i] = fields[0] + " " + fields[1]
 		}
 	}
+	return out
 }
 
 // rawEvents drains the recorded events in full.
-func (f *fixture) rawEvents() []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
+func (f *fixture) rawEvents() []string { return controllertest.DrainEvents(f.recorder) }
 
 // queued drains the queue and returns the keys it held, sorted.
-func (f *fixture) queued() []string {
-	var out []string
-	for f.c.queue.Len() > 0 {
-		key, _ := f.c.queue.Get()
-		f.c.queue.Done(key)
-		f.c.queue.Forget(key)
-		out = append(out, key.String())
-	}
-	sort.Strings(out)
-	return out
-}
+func (f *fixture) queued() []string { return controllertest.DrainQueue(f.c.loop.Queue()) }
 
 const testNamespace = "web"
 

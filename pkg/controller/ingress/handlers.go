@@ -17,7 +17,7 @@ func (c *Controller) addService(logger klog.Logger, obj interface{}) {
 		return
 	}
 	logger.V(4).Info("Service added", "service", klog.KObj(svc))
-	c.queue.Add(cache.MetaObjectToName(svc))
+	c.loop.Enqueue(cache.MetaObjectToName(svc))
 }
 
 // updateService queues a changed Service. Periodic resyncs (same resourceVersion) are
@@ -29,7 +29,7 @@ func (c *Controller) updateService(logger klog.Logger, old, cur interface{}) {
 		return
 	}
 	logger.V(4).Info("Service updated", "service", klog.KObj(curSvc))
-	c.queue.Add(cache.MetaObjectToName(curSvc))
+	c.loop.Enqueue(cache.MetaObjectToName(curSvc))
 }
 
 // addIngress queues the Service that controls a new Ingress, and the Service of the same
@@ -55,10 +55,10 @@ func (c *Controller) updateIngress(logger klog.Logger, old, cur interface{}) {
 	}
 	logger.V(4).Info("Ingress updated", "ingress", klog.KObj(curIng))
 	oldRef, curRef := metav1.GetControllerOfNoCopy(oldIng), metav1.GetControllerOfNoCopy(curIng)
-	if !equalRefs(oldRef, curRef) {
+	if !controller.SameController(oldRef, curRef) {
 		c.enqueueServices(c.servicesForIngress(oldIng, true))
 	}
-	c.enqueueServices(c.servicesForIngress(curIng, !equalRefs(oldRef, curRef)))
+	c.enqueueServices(c.servicesForIngress(curIng, !controller.SameController(oldRef, curRef)))
 }
 
 // deleteIngress queues the Service that controlled a deleted Ingress, so that it is
@@ -75,7 +75,7 @@ func (c *Controller) deleteIngress(logger klog.Logger, obj interface{}) {
 // enqueueServices queues keys.
 func (c *Controller) enqueueServices(keys []cache.ObjectName) {
 	for _, key := range keys {
-		c.queue.Add(key)
+		c.loop.Enqueue(key)
 	}
 }
 
@@ -100,20 +100,6 @@ func (c *Controller) servicesForIngress(ing *networkingv1.Ingress, sameName bool
 // Service's or that Service no longer exists (a new Service of the same name has
 // another UID).
 func (c *Controller) resolveControllerRef(namespace string, ref *metav1.OwnerReference) *corev1.Service {
-	if ref == nil || ref.Kind != "Service" || ref.APIVersion != corev1.SchemeGroupVersion.String() {
-		return nil
-	}
-	svc, err := c.serviceLister.Services(namespace).Get(ref.Name)
-	if err != nil || svc.UID != ref.UID {
-		return nil
-	}
+	svc, _ := controller.ResolveControllerRef(ref, serviceKind, c.serviceLister.Services(namespace).Get)
 	return svc
-}
-
-// equalRefs reports whether two controller references point to the same owner.
-func equalRefs(a, b *metav1.OwnerReference) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return a.UID == b.UID
 }

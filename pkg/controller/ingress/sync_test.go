@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller"
 )
 
 // appliedIngress returns the Ingress the API server holds after applying what svc asks
@@ -359,17 +360,17 @@ func TestHandleErr(t *testing.T) {
 	key := cache.ObjectName{Namespace: testNamespace, Name: "shop"}
 	failure := errors.New("boom")
 	for i := 1; i < MaxRetries; i++ {
-		f.c.handleErr(ctx, key, failure)
-		if got := f.c.queue.NumRequeues(key); got != i {
+		f.c.loop.HandleErr(ctx, key, failure)
+		if got := f.c.loop.Queue().NumRequeues(key); got != i {
 			t.Fatalf("after %d failures NumRequeues = %d", i, got)
 		}
 	}
-	if got := f.events(); !reflect.DeepEqual(got, []string{"Warning " + ReasonSyncFailed}) {
+	if got := f.events(); !reflect.DeepEqual(got, []string{"Warning " + controller.ReasonSyncFailed}) {
 		t.Errorf("events = %v, want one SyncFailed for the streak", got)
 	}
 	// The last allowed failure gives up: the key is forgotten.
-	f.c.handleErr(ctx, key, failure)
-	if got := f.c.queue.NumRequeues(key); got != 0 {
+	f.c.loop.HandleErr(ctx, key, failure)
+	if got := f.c.loop.Queue().NumRequeues(key); got != 0 {
 		t.Errorf("after giving up NumRequeues = %d, want 0", got)
 	}
 }

@@ -36,7 +36,4 @@ const (
 	// ReasonRuleConflict is the reason of the Warning event emitted when two rules that
 	// match a node set a label to different values; the first rule in the file wins.
 	ReasonRuleConflict = "RuleConflict"
-	// ReasonSyncFailed is the reason of the Warning event emitted on the first failure of
-	// a streak of failed syncs.
-	ReasonSyncFailed = "SyncFailed"
 )

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/runtime"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -27,10 +27,6 @@ import (
 
 	"github.com/app-controller/app-controller/pkg/controller"
 )
-
-// mutationCacheTTL is how long the controller prefers its own node writes over an
-// informer cache that has not caught up with them yet.
-const mutationCacheTTL = time.Minute
 
 // Options tune a Controller.
 type Options struct {
@@ -48,10 +44,11 @@ type Controller struct {
 	config     *Config
 
 	// nodes holds the newest of the node cache and the controller's own writes.
-	nodes       cache.MutationCache
-	nodesSynced cache.InformerSynced
+	nodes cache.MutationCache
 
-	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	// loop runs the workers. Its retry policy: retried with backoff up to MaxRetryDelay
+	// for as long as it fails: a node's labels matter as long as the node exists.
+	loop     *controller.Loop
 	recorder record.EventRecorder
 
 	heldLock sync.Mutex
@@ -60,9 +57,6 @@ type Controller struct {
 	// applies while they keep that value, so that the conflict is reported once rather
 	// than on every sync.
 	held map[string]map[string]heldLabel
-
-	// shutdownTimeout bounds how long in-flight syncs may run after Run's context ends.
-	shutdownTimeout time.Duration
 }
 
 // heldLabel is a label that another field manager holds: its value when the conflict
@@ -97,15 +91,22 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, nodeInf
 	c := &Controller{
 		kubeClient: kubeClient,
 		config:     config,
-		nodes: cache.NewIntegerResourceVersionMutationCache(logger,
-			informer.GetStore(), informer.GetIndexer(), mutationCacheTTL, false),
-		nodesSynced: informer.HasSynced,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: ControllerName}),
-		recorder:        recorder,
-		shutdownTimeout: opts.ShutdownTimeout,
-		held:            map[string]map[string]heldLabel{},
+		nodes:      controller.NewMutationCache(logger, informer),
+		recorder:   recorder,
+		held:       map[string]map[string]heldLabel{},
 	}
+	c.loop = controller.NewLoop(controller.LoopConfig{
+		Name:            ControllerName,
+		LogKey:          "node",
+		Sync:            c.syncNode,
+		Synced:          []cache.InformerSynced{informer.HasSynced},
+		Policy:          controller.RetryPolicy{}, // no limit: retried for as long as it fails
+		RateLimiter:     opts.RateLimiter,
+		ShutdownTimeout: opts.ShutdownTimeout,
+		Recorder:        recorder,
+		Object:          c.nodeForEvent,
+		FailureMessage:  "Labelling the node failed, will retry: %v",
+	})
 	if _, err := informer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { c.addNode(logger, obj) },
 		UpdateFunc: func(old, cur interface{}) { c.updateNode(logger, old, cur) },
@@ -126,42 +127,16 @@ func newRateLimiter() workqueue.TypedRateLimiter[cache.ObjectName] {
 // taking work and lets in-flight syncs finish within the shutdown timeout (see
 // controller.RunWorkers).
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrashWithContext(ctx)
-	logger := klog.FromContext(ctx)
-
-	logger.Info("Starting controller", "workers", workers, "rules", len(c.config.Rules))
-	defer logger.Info("Stopped controller")
-
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.nodesSynced) {
-		c.queue.ShutDown()
-		return
-	}
-	controller.RunWorkers(ctx, c.queue, workers, c.shutdownTimeout, c.process)
+	c.loop.Run(ctx, workers, "rules", len(c.config.Rules))
 }
 
-// process syncs the node named key and handles the outcome.
-func (c *Controller) process(ctx context.Context, key cache.ObjectName) {
-	logger := klog.LoggerWithValues(klog.FromContext(ctx), "node", klog.KRef("", key.Name))
-	ctx = klog.NewContext(ctx, logger)
-	c.handleErr(ctx, key, c.syncNode(ctx, key))
-}
-
-// handleErr retries a failed node with the queue's backoff, capped at MaxRetryDelay, for
-// as long as it fails: a node's labels matter as long as the node exists. The first
-// failure of a streak is reported in a Warning Event.
-func (c *Controller) handleErr(ctx context.Context, key cache.ObjectName, err error) {
-	if err == nil {
-		c.queue.Forget(key)
-		return
+// nodeForEvent returns the node named key for an Event about it, or nil.
+func (c *Controller) nodeForEvent(key cache.ObjectName) runtime.Object {
+	node, err := c.getNode(key)
+	if err != nil || node == nil {
+		return nil
 	}
-	attempts := c.queue.NumRequeues(key) + 1
-	if attempts == 1 {
-		if node, getErr := c.getNode(key); getErr == nil && node != nil {
-			c.recorder.Eventf(node, corev1.EventTypeWarning, ReasonSyncFailed, "Labelling the node failed, will retry: %v", err)
-		}
-	}
-	klog.FromContext(ctx).V(2).Info("Sync failed, retrying", "attempt", attempts, "err", err)
-	c.queue.AddRateLimited(key)
+	return node
 }
 
 // getNode returns the newest known state of the node named key, or nil if it does not

@@ -2,7 +2,6 @@ package nodelabel
 
 import (
 	"context"
-	"sort"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +13,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 )
 
 // fixture is a Controller on a fake clientset, which models server-side apply with
@@ -39,7 +40,7 @@ func newFixture(t *testing.T, rulesYAML string) *fixture {
 		t.Fatalf("NewController: %v", err)
 	}
 	f.c = c
-	t.Cleanup(c.queue.ShutDown)
+	t.Cleanup(c.loop.Queue().ShutDown)
 	return f
 }
 
@@ -86,40 +87,10 @@ func (f *fixture) sync(name string) error {
 
 // writes returns the write actions (everything but get, list and watch) since the last
 // sync.
-func (f *fixture) writes() []core.Action {
-	var out []core.Action
-	for _, a := range f.client.Actions() {
-		switch a.GetVerb() {
-		case "get", "list", "watch":
-			continue
-		}
-		out = append(out, a)
-	}
-	return out
-}
+func (f *fixture) writes() []core.Action { return controllertest.Writes(f.client.Actions()) }
 
 // events drains the recorded events.
-func (f *fixture) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
+func (f *fixture) events() []string { return controllertest.DrainEvents(f.recorder) }
 
 // queued drains the queue and returns the names it held, sorted.
-func (f *fixture) queued() []string {
-	var out []string
-	for f.c.queue.Len() > 0 {
-		key, _ := f.c.queue.Get()
-		f.c.queue.Done(key)
-		f.c.queue.Forget(key)
-		out = append(out, key.Name)
-	}
-	sort.Strings(out)
-	return out
-}
+func (f *fixture) queued() []string { return controllertest.DrainQueue(f.c.loop.Queue()) }

@@ -17,7 +17,7 @@ func (c *Controller) addNode(logger klog.Logger, obj interface{}) {
 		return
 	}
 	logger.V(4).Info("Node added", "node", klog.KObj(node))
-	c.queue.Add(cache.MetaObjectToName(node))
+	c.loop.Enqueue(cache.MetaObjectToName(node))
 }
 
 // updateNode queues a node whose labels, provider ID or applied-config hash changed:
@@ -33,7 +33,7 @@ func (c *Controller) updateNode(logger klog.Logger, old, cur interface{}) {
 		return
 	}
 	logger.V(4).Info("Node updated", "node", klog.KObj(curNode))
-	c.queue.Add(cache.MetaObjectToName(curNode))
+	c.loop.Enqueue(cache.MetaObjectToName(curNode))
 }
 
 // deleteNode queues a deleted node, so that its sync forgets what was recorded about it.
@@ -43,7 +43,7 @@ func (c *Controller) deleteNode(logger klog.Logger, obj interface{}) {
 		return
 	}
 	logger.V(4).Info("Node deleted", "node", klog.KObj(node))
-	c.queue.Add(cache.MetaObjectToName(node))
+	c.loop.Enqueue(cache.MetaObjectToName(node))
 }
 
 // relevantChange reports whether a node update changed anything the labeler looks at.

@@ -124,16 +124,16 @@ func TestHandleErrRetriesForever(t *testing.T) {
 	f.createNode(kwokNode("n1", nil), "kwok")
 	key := cache.ObjectName{Name: "n1"}
 	for i := range 15 {
-		f.c.handleErr(ctx, key, errTest)
-		if got := f.c.queue.NumRequeues(key); got != i+1 {
+		f.c.loop.HandleErr(ctx, key, errTest)
+		if got := f.c.loop.Queue().NumRequeues(key); got != i+1 {
 			t.Fatalf("after %d failures NumRequeues = %d", i+1, got)
 		}
 	}
-	if got := eventReasons(f.events()); !reflect.DeepEqual(got, []string{ReasonSyncFailed}) {
-		t.Errorf("events = %v, want one %s for the streak", got, ReasonSyncFailed)
+	if got := eventReasons(f.events()); !reflect.DeepEqual(got, []string{controller.ReasonSyncFailed}) {
+		t.Errorf("events = %v, want one %s for the streak", got, controller.ReasonSyncFailed)
 	}
-	f.c.handleErr(ctx, key, nil)
-	if got := f.c.queue.NumRequeues(key); got != 0 {
+	f.c.loop.HandleErr(ctx, key, nil)
+	if got := f.c.loop.Queue().NumRequeues(key); got != 0 {
 		t.Errorf("success did not reset the backoff: NumRequeues = %d", got)
 	}
 }

@@ -1,0 +1,112 @@
+// Package controllertest holds what the controllers' unit tests and the benchmarks
+// share: a test context, seeding of informer caches, draining of work queues and fake
+// event recorders, the write actions of a fake clientset, and an App builder. Tests run
+// controllers on fake clientsets with caches seeded by hand (the informers never run),
+// in the style of kube-controller-manager's tests.
+package controllertest
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+)
+
+// Context returns a context whose logger writes to the test's log; for benchmarks (or
+// any non-*testing.T) it logs as in production, with klog at its default verbosity.
+func Context(tb testing.TB) context.Context {
+	if t, ok := tb.(*testing.T); ok {
+		_, ctx := ktesting.NewTestContext(t)
+		return ctx
+	}
+	return klog.NewContext(context.Background(), klog.Background())
+}
+
+// Seed adds objs to an informer's cache and, if tracker is not nil, to a fake
+// clientset's object tracker, so that the cache and the fake API server agree.
+func Seed(tb testing.TB, indexer cache.Indexer, tracker core.ObjectTracker, objs ...runtime.Object) {
+	tb.Helper()
+	for _, obj := range objs {
+		if err := indexer.Add(obj); err != nil {
+			tb.Fatalf("seeding the cache: %v", err)
+		}
+		if tracker == nil {
+			continue
+		}
+		if err := tracker.Add(obj); err != nil {
+			tb.Fatalf("seeding the fake API server: %v", err)
+		}
+	}
+}
+
+// Writes returns the write actions (every verb but get, list and watch) among actions.
+func Writes(actions ...[]core.Action) []core.Action {
+	var out []core.Action
+	for _, a := range slices.Concat(actions...) {
+		switch a.GetVerb() {
+		case "get", "list", "watch":
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// Verbs returns actions as "verb resource" strings (nil for no action).
+func Verbs(actions []core.Action) []string {
+	var out []string
+	for _, a := range actions {
+		out = append(out, a.GetVerb()+" "+a.GetResource().Resource)
+	}
+	return out
+}
+
+// DrainEvents returns the events a fake recorder holds ("Type Reason Message"), and
+// empties it.
+func DrainEvents(recorder *record.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// DrainQueue returns the keys queue holds, sorted, and empties it (each key is taken,
+// done and forgotten).
+func DrainQueue(queue workqueue.TypedRateLimitingInterface[cache.ObjectName]) []string {
+	var out []string
+	for queue.Len() > 0 {
+		key, _ := queue.Get()
+		queue.Done(key)
+		queue.Forget(key)
+		out = append(out, key.String())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// NewApp returns an App as a user writes it: a Deployment NAME-deploy of image with
+// replicas, and a Service NAME-svc, everything else left to the schema's defaults.
+func NewApp(namespace, name, image string, replicas int32) *appv1.App {
+	return &appv1.App{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: appv1.AppSpec{
+			DeploymentTemplate: &appv1.DeploymentTemplate{Name: name + "-deploy", Image: image, Replicas: &replicas},
+			ServiceTemplate:    &appv1.ServiceTemplate{Name: name + "-svc"},
+		},
+	}
+}
