@@ -34,6 +34,11 @@ func RunWorkers[T comparable](ctx context.Context, queue workqueue.TypedInterfac
 				if shutdown {
 					return
 				}
+				if ctx.Err() != nil {
+					// Stopping: what is still queued is left for the next instance.
+					queue.Done(key)
+					return
+				}
 				func() {
 					defer queue.Done(key)
 					process(workCtx, key)

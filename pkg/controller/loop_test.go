@@ -1,0 +1,240 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2/ktesting"
+)
+
+var errSync = errors.New("injected sync failure")
+
+// newTestLoop returns a Loop whose rate limiter never delays, syncing with sync, and the
+// recorder of its Events.
+func newTestLoop(policy RetryPolicy, sync SyncFunc) (*Loop, *record.FakeRecorder) {
+	recorder := record.NewFakeRecorder(100)
+	return NewLoop(LoopConfig{
+		Name:        "test",
+		LogKey:      "object",
+		Sync:        sync,
+		Policy:      policy,
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](0, 0),
+		Recorder:    recorder,
+		Object: func(key cache.ObjectName) runtime.Object {
+			return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+		},
+	}), recorder
+}
+
+func drain(recorder *record.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// TestHandleErr checks each retry policy: how many attempts, what giving up does,
+// whether a resync retries, and that success clears the failures.
+func TestHandleErr(t *testing.T) {
+	key := cache.ObjectName{Namespace: "ns", Name: "obj"}
+	tests := []struct {
+		name          string
+		policy        RetryPolicy
+		failures      int
+		wantRequeues  int
+		wantGaveUp    bool
+		wantResync    bool
+		wantGiveUpArg string
+	}{
+		{name: "under the budget: retried", policy: RetryPolicy{MaxAttempts: 3}, failures: 2, wantRequeues: 2},
+		{name: "budget spent, no resync retry: forgotten until a change", policy: RetryPolicy{MaxAttempts: 3},
+			failures: 3, wantGaveUp: true},
+		{name: "budget spent, resync retries and GiveUp reports", failures: 3, wantGaveUp: true, wantResync: true,
+			wantGiveUpArg: "3 attempts: injected sync failure",
+			policy:        RetryPolicy{MaxAttempts: 3, RetryOnResync: true}},
+		{name: "no limit: retried for ever", policy: RetryPolicy{}, failures: 25, wantRequeues: 25},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			var gaveUpWith []string
+			if tt.wantGiveUpArg != "" {
+				tt.policy.GiveUp = func(_ context.Context, k cache.ObjectName, attempts int, err error) error {
+					if k != key {
+						t.Errorf("GiveUp called for %v", k)
+					}
+					gaveUpWith = append(gaveUpWith, fmt.Sprintf("%d attempts: %v", attempts, err))
+					return nil
+				}
+			}
+			l, recorder := newTestLoop(tt.policy, nil)
+			defer l.Queue().ShutDown()
+			for range tt.failures {
+				l.HandleErr(ctx, key, errSync)
+			}
+			if got := l.Queue().NumRequeues(key); got != tt.wantRequeues {
+				t.Errorf("NumRequeues = %d, want %d", got, tt.wantRequeues)
+			}
+			if got := l.GaveUp(key); got != tt.wantGaveUp {
+				t.Errorf("GaveUp = %v, want %v", got, tt.wantGaveUp)
+			}
+			if tt.wantGiveUpArg != "" && (len(gaveUpWith) != 1 || gaveUpWith[0] != tt.wantGiveUpArg) {
+				t.Errorf("GiveUp calls = %q, want one with %q", gaveUpWith, tt.wantGiveUpArg)
+			}
+			events := drain(recorder)
+			if len(events) != 1 || !strings.HasPrefix(events[0], "Warning SyncFailed Sync failed, will retry: injected") {
+				t.Errorf("events = %q, want one SyncFailed Warning for the streak", events)
+			}
+			if got := l.Resync(key); got != tt.wantResync {
+				t.Errorf("Resync queued = %v, want %v", got, tt.wantResync)
+			}
+
+			// A success ends the streak: failures forgotten, not given up, and the next
+			// failure is reported again.
+			l.HandleErr(ctx, key, nil)
+			if l.Queue().NumRequeues(key) != 0 || l.GaveUp(key) {
+				t.Errorf("after a success: NumRequeues = %d, GaveUp = %v, want 0 and false", l.Queue().NumRequeues(key), l.GaveUp(key))
+			}
+			l.HandleErr(ctx, key, errSync)
+			if events := drain(recorder); len(events) != 1 {
+				t.Errorf("events after a new failure = %q, want one", events)
+			}
+		})
+	}
+}
+
+// TestResyncOfHealthyKeyIsDropped checks that a resync queues nothing for a key the loop
+// did not give up on, even with RetryOnResync.
+func TestResyncOfHealthyKeyIsDropped(t *testing.T) {
+	l, _ := newTestLoop(RetryPolicy{MaxAttempts: 1, RetryOnResync: true}, nil)
+	defer l.Queue().ShutDown()
+	if l.Resync(cache.ObjectName{Name: "healthy"}) || l.Queue().Len() != 0 {
+		t.Errorf("a resync of a healthy key was queued")
+	}
+}
+
+// TestLoopRun checks that queued keys reach the sync function with the key in the logger
+// context, that failures are retried through the queue, and that Run returns when its
+// context ends.
+func TestLoopRun(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	var mu sync.Mutex
+	calls := map[string]int{}
+	done := make(chan struct{})
+	l, _ := newTestLoop(RetryPolicy{MaxAttempts: 5}, func(_ context.Context, key cache.ObjectName) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls[key.String()]++
+		if key.Name == "flaky" && calls[key.String()] < 3 {
+			return errSync
+		}
+		if calls["ns/ok"] == 1 && calls["ns/flaky"] == 3 {
+			close(done)
+		}
+		return nil
+	})
+	l.cfg.Synced = []cache.InformerSynced{func() bool { return true }}
+	l.Enqueue(cache.ObjectName{Namespace: "ns", Name: "ok"})
+	l.Enqueue(cache.ObjectName{Namespace: "ns", Name: "flaky"})
+	stopped := make(chan struct{})
+	go func() {
+		l.Run(ctx, 2)
+		close(stopped)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("syncs did not happen: %v", calls)
+	}
+	cancel()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	if !l.Queue().ShuttingDown() {
+		t.Error("the queue was not shut down")
+	}
+}
+
+// TestRunWorkers checks the graceful stop: an in-flight sync finishes on a context that
+// outlives the stop signal, no key is taken after the stop, and a sync that outlasts the
+// shutdown timeout has its context cancelled.
+func TestRunWorkers(t *testing.T) {
+	tests := []struct {
+		name          string
+		timeout       time.Duration
+		release       bool // release the in-flight sync after the stop
+		wantCancelled bool
+	}{
+		{name: "in-flight sync finishes", timeout: time.Minute, release: true},
+		{name: "sync past the timeout is cancelled", timeout: 100 * time.Millisecond, wantCancelled: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			ctx, cancel := context.WithCancel(ctx)
+			queue := workqueue.NewTyped[string]()
+			started, release := make(chan struct{}), make(chan struct{})
+			var cancelled, processed atomic.Int32
+			process := func(workCtx context.Context, key string) {
+				processed.Add(1)
+				if key != "slow" {
+					return
+				}
+				close(started)
+				select {
+				case <-release:
+				case <-workCtx.Done():
+					cancelled.Add(1)
+				}
+			}
+			queue.Add("slow")
+			stopped := make(chan struct{})
+			go func() {
+				RunWorkers(ctx, queue, 1, tt.timeout, process)
+				close(stopped)
+			}()
+			<-started
+			cancel()
+			queue.Add("after-stop")
+			if tt.release {
+				select {
+				case <-stopped:
+					t.Fatal("RunWorkers returned while a sync was in flight")
+				case <-time.After(100 * time.Millisecond):
+				}
+				close(release)
+			}
+			select {
+			case <-stopped:
+			case <-time.After(10 * time.Second):
+				t.Fatal("RunWorkers did not return")
+			}
+			if got := cancelled.Load() == 1; got != tt.wantCancelled {
+				t.Errorf("in-flight sync cancelled = %v, want %v", got, tt.wantCancelled)
+			}
+			if got := processed.Load(); got != 1 {
+				t.Errorf("processed %d keys, want 1 (nothing after the stop)", got)
+			}
+		})
+	}
+}
