@@ -47,11 +47,11 @@ func startIngressController(ctx context.Context, cc *ControllerContext) (Runnabl
 }
 
 // startNodeLabelController builds the node labeler from the --node-label-config file.
-// Without a file it is idle and watches nothing; an invalid file fails the start, with
-// an error naming the rule and the field.
+// Without a file it has nothing to do and is reported disabled (it watches nothing); an
+// invalid file fails the start, with an error naming the rule and the field.
 func startNodeLabelController(ctx context.Context, cc *ControllerContext) (Runnable, error) {
 	if cc.Options.NodeLabelConfig == "" {
-		return nodelabel.Idle{}, nil
+		return nil, &DisabledError{Reason: "no --node-label-config given"}
 	}
 	config, err := nodelabel.LoadConfig(cc.Options.NodeLabelConfig)
 	if err != nil {

@@ -82,6 +82,10 @@ func runControllers(ctx context.Context, cfg *rest.Config, opts *Options, onSync
 			continue
 		}
 		r, err := d.init(klog.NewContext(ctx, klog.LoggerWithName(logger, d.name)), cc)
+		if disabled := (*DisabledError)(nil); errors.As(err, &disabled) {
+			logger.Info("Controller disabled", "controller", d.name, "reason", disabled.Reason)
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("initializing the %s controller: %w", d.name, err)
 		}
@@ -96,6 +100,11 @@ func runControllers(ctx context.Context, cfg *rest.Config, opts *Options, onSync
 		}
 	}()
 
+	if len(runnables) == 0 {
+		logger.Info("No controller to run; serving probes and metrics until stopped")
+		<-ctx.Done()
+		return nil
+	}
 	var wg sync.WaitGroup
 	for _, s := range runnables {
 		ctx := klog.NewContext(ctx, klog.LoggerWithValues(klog.LoggerWithName(logger, s.name), "controller", s.name))

@@ -32,7 +32,7 @@ type Options struct {
 	// IngressClass is the IngressClass of Ingresses created for annotated Services that
 	// do not name one; empty means the cluster's default class.
 	IngressClass string
-	// NodeLabelConfig is the path of the node labeler's rules; empty leaves it idle.
+	// NodeLabelConfig is the path of the node labeler's rules; empty disables it.
 	NodeLabelConfig string
 
 	// LeaderElect makes instances elect one leader through a Lease; only the leader runs
@@ -82,7 +82,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often informers resync; Apps whose retries ran out are retried at each resync.")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "How long in-flight syncs may run after SIGINT or SIGTERM before they are cancelled.")
 	fs.StringVar(&o.IngressClass, "ingress-class", o.IngressClass, "IngressClass of the Ingresses created for Services annotated ingress/http that set no ingress/class; empty: the cluster's default class.")
-	fs.StringVar(&o.NodeLabelConfig, "node-label-config", o.NodeLabelConfig, "Path of the node labeler's rules (YAML). Without it the node labeler is idle.")
+	fs.StringVar(&o.NodeLabelConfig, "node-label-config", o.NodeLabelConfig, "Path of the node labeler's rules (YAML). Without it the node labeler is disabled.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader among the instances through a Lease; only the leader runs the controllers. Use it when running more than one replica.")
 	fs.StringVar(&o.LeaderElectNamespace, "leader-elect-namespace", o.LeaderElectNamespace, "Namespace of the leader election Lease (default: the pod's namespace, else default).")
 	fs.StringVar(&o.LeaderElectName, "leader-elect-name", o.LeaderElectName, "Name of the leader election Lease.")

@@ -13,8 +13,17 @@ type Runnable interface {
 }
 
 // InitFunc builds a controller from the shared context. It registers the informers the
-// controller needs; only the informers of enabled controllers are started.
+// controller needs; only the informers of enabled controllers are started. A controller
+// with nothing to do under the given options returns a DisabledError: the manager
+// reports it disabled and runs the others.
 type InitFunc func(ctx context.Context, cc *ControllerContext) (Runnable, error)
+
+// DisabledError says why an enabled controller has nothing to do and is not run.
+type DisabledError struct {
+	Reason string
+}
+
+func (e *DisabledError) Error() string { return "disabled: " + e.Reason }
 
 // descriptor registers a controller under a name.
 type descriptor struct {

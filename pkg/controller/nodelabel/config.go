@@ -10,10 +10,8 @@ import (
 	"strconv"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
@@ -27,7 +25,8 @@ import (
 //	  labels:
 //	    node.example.com/joined-via: kwok
 //
-// Build it with LoadConfig or ParseConfig, which validate it.
+// Build it with LoadConfig or ParseConfig, which validate it; Compile turns it into
+// Rules that match nodes.
 type Config struct {
 	// Rules are applied in order. When two rules that match a node set the same label
 	// to different values, the first one wins.
@@ -42,11 +41,6 @@ type Rule struct {
 	Match Match `json:"match"`
 	// Labels are set on every matching node; at least one.
 	Labels map[string]string `json:"labels"`
-
-	// nameRegex is Match.NameRegex anchored at both ends; nil when unset.
-	nameRegex *regexp.Regexp
-	// selector is Match.LabelSelector; nil when unset.
-	selector labels.Selector
 }
 
 // Match selects nodes. A node matches when it meets every criterion that is set; at
@@ -134,9 +128,9 @@ func (cfg *Config) ruleRef(i int) string {
 	return fmt.Sprintf("rules[%d]", i)
 }
 
-// Validate checks every rule and prepares its matchers, reporting every problem found,
-// each naming the rule and the field. ParseConfig and NewController call it; a Config
-// built by hand must pass it before its rules match anything.
+// Validate checks every rule, reporting every problem found, each naming the rule and
+// the field. It has no side effect: ParseConfig calls it, and Compile, which builds the
+// matchers, calls it first.
 func (cfg *Config) Validate() error {
 	if cfg.Rules == nil {
 		return fmt.Errorf("rules: required (use \"rules: []\" to remove every label the labeler applied)")
@@ -176,15 +170,12 @@ func (cfg *Config) Validate() error {
 			if _, err := regexp.Compile(m.NameRegex); err != nil {
 				report("match.nameRegex", "invalid regexp: %v", err)
 			} else {
-				r.nameRegex = regexp.MustCompile(`^(?:` + m.NameRegex + `)$`)
+				// valid: compile builds the anchored matcher
 			}
 		}
 		if m.LabelSelector != nil {
-			selector, err := metav1.LabelSelectorAsSelector(m.LabelSelector)
-			if err != nil {
+			if _, err := metav1.LabelSelectorAsSelector(m.LabelSelector); err != nil {
 				report("match.labelSelector", "%v", err)
-			} else {
-				r.selector = selector
 			}
 			for _, key := range selectorKeys(m.LabelSelector) {
 				if setter, found := setBy[key]; found {
@@ -240,18 +231,4 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-// Matches reports whether node meets every criterion of the rule's match.
-func (r *Rule) Matches(node *corev1.Node) bool {
-	if r.Match.ProviderIDPrefix != "" && !strings.HasPrefix(node.Spec.ProviderID, r.Match.ProviderIDPrefix) {
-		return false
-	}
-	if r.nameRegex != nil && !r.nameRegex.MatchString(node.Name) {
-		return false
-	}
-	if r.selector != nil && !r.selector.Matches(labels.Set(node.Labels)) {
-		return false
-	}
-	return true
 }

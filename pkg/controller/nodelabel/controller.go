@@ -41,7 +41,7 @@ type Options struct {
 // Controller labels nodes by its rules.
 type Controller struct {
 	kubeClient kubernetes.Interface
-	config     *Config
+	rules      Rules
 
 	// nodes holds the newest of the node cache and the controller's own writes.
 	nodes cache.MutationCache
@@ -76,11 +76,12 @@ type heldLabel struct {
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // NewController wires a Controller to its client and node informer and registers its
-// event handlers. config is validated first. The informer must not have been started.
+// event handlers. config is validated and compiled first. The informer must not have been started.
 func NewController(ctx context.Context, kubeClient kubernetes.Interface, nodeInformer coreinformers.NodeInformer,
 	config *Config, recorder record.EventRecorder, opts Options) (*Controller, error) {
 	logger := klog.FromContext(ctx)
-	if err := config.Validate(); err != nil {
+	rules, err := config.Compile()
+	if err != nil {
 		return nil, fmt.Errorf("node label config: %w", err)
 	}
 	if opts.RateLimiter == nil {
@@ -90,7 +91,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, nodeInf
 	informer := nodeInformer.Informer()
 	c := &Controller{
 		kubeClient: kubeClient,
-		config:     config,
+		rules:      rules,
 		nodes:      controller.NewMutationCache(logger, informer),
 		recorder:   recorder,
 		held:       map[string]map[string]heldLabel{},
@@ -127,7 +128,7 @@ func newRateLimiter() workqueue.TypedRateLimiter[cache.ObjectName] {
 // taking work and lets in-flight syncs finish within the shutdown timeout (see
 // controller.RunWorkers).
 func (c *Controller) Run(ctx context.Context, workers int) {
-	c.loop.Run(ctx, workers, "rules", len(c.config.Rules))
+	c.loop.Run(ctx, workers, "rules", len(c.rules))
 }
 
 // nodeForEvent returns the node named key for an Event about it, or nil.
@@ -151,14 +152,4 @@ func (c *Controller) getNode(key cache.ObjectName) (*corev1.Node, error) {
 		return nil, fmt.Errorf("unexpected object %T in the Node cache", obj)
 	}
 	return node, nil
-}
-
-// Idle is the node labeler when no configuration file is given: it watches nothing and
-// does nothing until its context ends.
-type Idle struct{}
-
-// Run logs that the node labeler is idle and waits for ctx to end.
-func (Idle) Run(ctx context.Context, _ int) {
-	klog.FromContext(ctx).Info("No --node-label-config given: node labeler idle")
-	<-ctx.Done()
 }

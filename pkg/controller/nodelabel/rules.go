@@ -1,8 +1,66 @@
 package nodelabel
 
 import (
+	"fmt"
+	"regexp"
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
+
+// Rules are a validated configuration's rules, ready to match nodes, in the
+// configuration's order.
+type Rules []compiledRule
+
+// compiledRule is a Rule with its matchers built.
+type compiledRule struct {
+	Rule
+	// nameRegex is Match.NameRegex anchored at both ends; nil when unset.
+	nameRegex *regexp.Regexp
+	// selector is Match.LabelSelector; nil when unset.
+	selector labels.Selector
+}
+
+// Compile validates cfg and returns its rules ready to match nodes. It never changes
+// cfg.
+func (cfg *Config) Compile() (Rules, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	rules := make(Rules, 0, len(cfg.Rules))
+	for i, r := range cfg.Rules {
+		cr := compiledRule{Rule: r}
+		var err error
+		if r.Match.NameRegex != "" {
+			if cr.nameRegex, err = regexp.Compile(`^(?:` + r.Match.NameRegex + `)$`); err != nil {
+				return nil, fmt.Errorf("%s: match.nameRegex: %w", cfg.ruleRef(i), err)
+			}
+		}
+		if r.Match.LabelSelector != nil {
+			if cr.selector, err = metav1.LabelSelectorAsSelector(r.Match.LabelSelector); err != nil {
+				return nil, fmt.Errorf("%s: match.labelSelector: %w", cfg.ruleRef(i), err)
+			}
+		}
+		rules = append(rules, cr)
+	}
+	return rules, nil
+}
+
+// matches reports whether node meets every criterion of the rule's match.
+func (r *compiledRule) matches(node *corev1.Node) bool {
+	if r.Match.ProviderIDPrefix != "" && !strings.HasPrefix(node.Spec.ProviderID, r.Match.ProviderIDPrefix) {
+		return false
+	}
+	if r.nameRegex != nil && !r.nameRegex.MatchString(node.Name) {
+		return false
+	}
+	if r.selector != nil && !r.selector.Matches(labels.Set(node.Labels)) {
+		return false
+	}
+	return true
+}
 
 // ruleConflict is two rules that match a node and set one label to different values.
 // The earlier rule, the winner, sets the label.
@@ -25,12 +83,12 @@ type evaluation struct {
 // evaluate applies the rules to node. Rules are taken in order: when two matching rules
 // set a label to different values, the first one wins and the disagreement is reported
 // in conflicts.
-func (cfg *Config) evaluate(node *corev1.Node) evaluation {
+func (rules Rules) evaluate(node *corev1.Node) evaluation {
 	ev := evaluation{labels: map[string]string{}}
 	setBy := map[string]string{}
-	for i := range cfg.Rules {
-		r := &cfg.Rules[i]
-		if !r.Matches(node) {
+	for i := range rules {
+		r := &rules[i]
+		if !r.matches(node) {
 			continue
 		}
 		ev.matched = append(ev.matched, r.Name)

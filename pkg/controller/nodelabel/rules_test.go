@@ -9,6 +9,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
+// mustCompile parses and compiles a config that the test knows to be valid.
+func mustCompile(t *testing.T, yaml string) Rules {
+	t.Helper()
+	rules, err := mustParse(t, yaml).Compile()
+	if err != nil {
+		t.Fatalf("Compile: %v", err)
+	}
+	return rules
+}
+
 // mustParse parses a config that the test knows to be valid.
 func mustParse(t *testing.T, yaml string) *Config {
 	t.Helper()
@@ -50,8 +60,8 @@ func TestRuleMatches(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := mustParse(t, "rules:\n- name: r\n  match: {"+tt.match+"}\n  labels: {node.example.com/x: v}\n")
-			if got := cfg.Rules[0].Matches(tt.node); got != tt.want {
+			rules := mustCompile(t, "rules:\n- name: r\n  match: {"+tt.match+"}\n  labels: {node.example.com/x: v}\n")
+			if got := rules[0].matches(tt.node); got != tt.want {
 				t.Errorf("Matches = %v, want %v", got, tt.want)
 			}
 		})
@@ -59,7 +69,7 @@ func TestRuleMatches(t *testing.T) {
 }
 
 func TestEvaluate(t *testing.T) {
-	cfg := mustParse(t, `
+	rules := mustCompile(t, `
 rules:
 - name: kwok
   match: {providerIDPrefix: "kwok://"}
@@ -107,7 +117,7 @@ rules:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := cfg.evaluate(tt.node); !reflect.DeepEqual(got, tt.want) {
+			if got := rules.evaluate(tt.node); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("evaluate =\n%+v\nwant\n%+v", got, tt.want)
 			}
 		})

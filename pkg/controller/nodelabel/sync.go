@@ -35,7 +35,7 @@ func (c *Controller) syncNode(ctx context.Context, key cache.ObjectName) error {
 		return nil
 	}
 
-	ev := c.config.evaluate(node)
+	ev := c.rules.evaluate(node)
 	want := c.withoutHeld(node, ev.labels)
 	_, appliedBefore := node.Annotations[controller.AppliedConfigHashAnnotation]
 	if len(want) == 0 && !appliedBefore {

@@ -128,7 +128,7 @@ func TestSyncNodeAppliesAndRemovesLabels(t *testing.T) {
 	}
 
 	// A rule that no longer sets a label: that label is removed, the others stay.
-	f.c.config = mustParse(t, `
+	f.c.rules = mustCompile(t, `
 rules:
 - name: kwok-nodes
   match: {providerIDPrefix: "kwok://"}
@@ -250,7 +250,7 @@ func TestSyncNodeSharedLabelSurvivesRelease(t *testing.T) {
 	}
 
 	// The rules stop matching: the labeler's own label goes, the shared one stays.
-	f.c.config = mustParse(t, "rules: []\n")
+	f.c.rules = mustCompile(t, "rules: []\n")
 	f.refresh("n1")
 	if err := f.sync("n1"); err != nil {
 		t.Fatalf("sync: %v", err)
