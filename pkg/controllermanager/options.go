@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/app-controller/app-controller/pkg/controller"
 	"github.com/app-controller/app-controller/pkg/controller/app"
 )
 
@@ -50,15 +51,25 @@ type Options struct {
 	MetricsBindAddress string
 }
 
-// NewOptions returns the default options.
+// Defaults of the options that have no better home.
+const (
+	// DefaultKubeAPIQPS and DefaultKubeAPIBurst are the client's default rate limits.
+	DefaultKubeAPIQPS   = 50
+	DefaultKubeAPIBurst = 100
+	// DefaultResyncPeriod is how often informers replay their caches (seed: 30s).
+	DefaultResyncPeriod = 30 * time.Second
+)
+
+// NewOptions returns the default options. Each default is defined once, beside what it
+// tunes; flags show them as their defaults.
 func NewOptions() *Options {
 	return &Options{
-		KubeAPIQPS:      50,
-		KubeAPIBurst:    100,
+		KubeAPIQPS:      DefaultKubeAPIQPS,
+		KubeAPIBurst:    DefaultKubeAPIBurst,
 		Controllers:     []string{"*"},
 		Workers:         app.DefaultWorkers,
-		ResyncPeriod:    30 * time.Second,
-		ShutdownTimeout: 30 * time.Second,
+		ResyncPeriod:    DefaultResyncPeriod,
+		ShutdownTimeout: controller.DefaultShutdownTimeout,
 
 		LeaderElectNamespace:     defaultLeaderElectNamespace(),
 		LeaderElectName:          "app-controller",
