@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -31,6 +30,7 @@ import (
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
 	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
+	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	appinformers "github.com/app-controller/app-controller/pkg/generated/informers/externalversions"
@@ -471,68 +471,35 @@ func convergeTimeout(n int) time.Duration {
 
 func appName(i int) string { return fmt.Sprintf("app-%04d", i) }
 
-// labelsOf returns the labels that select an app's pods, and those of its objects, as
-// the App controller sets them.
-func labelsOf(name string) (selector, labels map[string]string) {
-	selector = map[string]string{appv1.NameLabel: name, appv1.InstanceLabel: name}
-	labels = maps.Clone(selector)
-	labels[appv1.ManagedByLabel] = appv1.ManagedByValue
-	return selector, labels
-}
-
-// floorHash stands for the applied-configuration hash annotation the controller sets.
-const floorHash = "00000000000000000000"
-
-// floorDeployment is the Deployment the App controller makes for an App named name, but
-// without an App to own it.
-func floorDeployment(ns, name string, replicas int32) *appsv1.Deployment {
-	selector, labels := labelsOf(name)
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name + "-deploy", Namespace: ns, Labels: labels,
-			Annotations: map[string]string{controller.AppliedConfigHashAnnotation: floorHash},
-		},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: selector},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: appv1.ContainerName, Image: image,
-				}}},
-			},
-		},
+// floorChildren returns the Deployment and Service the App controller makes for an App
+// named name (the controller's own builders), but without an App to own them.
+func floorChildren(ns, name string, replicas int32) (*appsv1.Deployment, *corev1.Service, error) {
+	app := newApp(ns, name, replicas)
+	desiredDeployment, err := appctrl.DesiredDeployment(app)
+	if err != nil {
+		return nil, nil, err
 	}
-}
-
-// floorService is the Service the App controller makes for an App named name.
-func floorService(ns, name string) *corev1.Service {
-	selector, labels := labelsOf(name)
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name + "-svc", Namespace: ns, Labels: labels,
-			Annotations: map[string]string{controller.AppliedConfigHashAnnotation: floorHash},
-		},
-		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeClusterIP,
-			Selector: selector,
-			Ports: []corev1.ServicePort{{
-				Name: appv1.PortName, Protocol: corev1.ProtocolTCP,
-				Port: servicePort, TargetPort: intstr.FromInt32(servicePort),
-			}},
-		},
+	desiredService, err := appctrl.DesiredService(app)
+	if err != nil {
+		return nil, nil, err
 	}
+	deployment, service := &appsv1.Deployment{}, &corev1.Service{}
+	if err := controller.Convert(desiredDeployment, deployment); err != nil {
+		return nil, nil, err
+	}
+	if err := controller.Convert(desiredService, service); err != nil {
+		return nil, nil, err
+	}
+	deployment.OwnerReferences, service.OwnerReferences = nil, nil
+	return deployment, service, nil
 }
 
-// newApp is an App whose children have the shapes of floorDeployment and floorService.
+// newApp is the App of the product phase; floorChildren builds its children.
 func newApp(ns, name string, replicas int32) *appv1.App {
-	return &appv1.App{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: appv1.AppSpec{
-			DeploymentTemplate: &appv1.DeploymentTemplate{Name: name + "-deploy", Image: image, Replicas: &replicas},
-			ServiceTemplate:    &appv1.ServiceTemplate{Name: name + "-svc", Port: servicePort, Type: corev1.ServiceTypeClusterIP},
-		},
-	}
+	app := controllertest.NewApp(ns, name, image, replicas)
+	app.Spec.ServiceTemplate.Port = servicePort
+	app.Spec.ServiceTemplate.Type = corev1.ServiceTypeClusterIP
+	return app
 }
 
 // clients are typed clients for one configuration.
@@ -561,10 +528,14 @@ func newClients(tb testing.TB, cfg *rest.Config) clients {
 
 // createChildren creates the floor's Deployment and Service of one app.
 func (c clients) createChildren(ctx context.Context, ns, name string, replicas int32) error {
-	if _, err := c.kube.AppsV1().Deployments(ns).Create(ctx, floorDeployment(ns, name, replicas), metav1.CreateOptions{}); err != nil {
+	deployment, service, err := floorChildren(ns, name, replicas)
+	if err != nil {
 		return err
 	}
-	_, err := c.kube.CoreV1().Services(ns).Create(ctx, floorService(ns, name), metav1.CreateOptions{})
+	if _, err := c.kube.AppsV1().Deployments(ns).Create(ctx, deployment, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	_, err = c.kube.CoreV1().Services(ns).Create(ctx, service, metav1.CreateOptions{})
 	return err
 }
 
@@ -816,7 +787,7 @@ func (c *requestCounter) snapshot() (map[string]writeStats, int) {
 
 // wrap is a rest.Config WrapTransport that counts requests.
 func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+	return framework.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		key, counted := c.classify(req)
 		if !counted || key == "" {
 			return rt.RoundTrip(req)
@@ -867,10 +838,6 @@ func (c *requestCounter) recordWrite(key string, sent time.Time) {
 	w.last = sent.Sub(c.start)
 	c.writes[key] = w
 }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // parallel runs do(0..n-1) on `workers` goroutines and returns the first error.
 func parallel(n int, do func(i int) error) error {

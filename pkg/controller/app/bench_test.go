@@ -59,10 +59,10 @@ func BenchmarkSteadyStateSync(b *testing.B) {
 		}
 	}
 	buildOnce := func() {
-		if _, err := newDeployment(steady); err != nil {
+		if _, err := DesiredDeployment(steady); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := newService(steady); err != nil {
+		if _, err := DesiredService(steady); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -96,11 +96,11 @@ func BenchmarkSteadyStateSync(b *testing.B) {
 // json.Marshal of the same live object.
 func BenchmarkUpToDate(b *testing.B) {
 	app := newApp("bench-app", testNow)
-	desiredDeployment, err := newDeployment(app)
+	desiredDeployment, err := DesiredDeployment(app)
 	if err != nil {
 		b.Fatal(err)
 	}
-	desiredService, err := newService(app)
+	desiredService, err := DesiredService(app)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -39,9 +39,9 @@ func childLabels(app *appv1.App) map[string]string {
 // appKind is the kind of the owner of every child.
 var appKind = appv1.SchemeGroupVersion.WithKind("App")
 
-// newDeployment returns the apply configuration of the Deployment that app wants, with
+// DesiredDeployment returns the apply configuration of the Deployment that app wants, with
 // exactly the fields the controller owns, or nil when app has no deploymentTemplate.
-func newDeployment(app *appv1.App) (*appsv1ac.DeploymentApplyConfiguration, error) {
+func DesiredDeployment(app *appv1.App) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	t := app.Spec.DeploymentTemplate
 	if t == nil {
 		return nil, nil
@@ -97,10 +97,10 @@ func newDeployment(app *appv1.App) (*appsv1ac.DeploymentApplyConfiguration, erro
 	return d.WithAnnotations(map[string]string{controller.AppliedConfigHashAnnotation: hash}), nil
 }
 
-// newService returns the apply configuration of the Service that app wants, or nil when
+// DesiredService returns the apply configuration of the Service that app wants, or nil when
 // app has no serviceTemplate. The Service selects the App's pods; its target port is
 // serviceTemplate.targetPort, else the container port, else the Service port.
-func newService(app *appv1.App) (*corev1ac.ServiceApplyConfiguration, error) {
+func DesiredService(app *appv1.App) (*corev1ac.ServiceApplyConfiguration, error) {
 	t := app.Spec.ServiceTemplate
 	if t == nil {
 		return nil, nil

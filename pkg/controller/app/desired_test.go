@@ -106,7 +106,7 @@ func TestNewDeployment(t *testing.T) {
 			if tc.mutate != nil {
 				tc.mutate(app)
 			}
-			desired, err := newDeployment(app)
+			desired, err := DesiredDeployment(app)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -160,7 +160,7 @@ func TestNewService(t *testing.T) {
 			if tc.mutate != nil {
 				tc.mutate(app)
 			}
-			desired, err := newService(app)
+			desired, err := DesiredService(app)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,8 +185,8 @@ func TestNewService(t *testing.T) {
 // other's pods.
 func TestSelectorsAreDisjoint(t *testing.T) {
 	a, b := newApp("a", time.Now()), newApp("b", time.Now())
-	da, _ := newDeployment(a)
-	sb, _ := newService(b)
+	da, _ := DesiredDeployment(a)
+	sb, _ := DesiredService(b)
 	podLabels := da.Spec.Template.Labels
 	for k, v := range sb.Spec.Selector {
 		if podLabels[k] != v {
@@ -198,19 +198,19 @@ func TestSelectorsAreDisjoint(t *testing.T) {
 
 func TestConfigHash(t *testing.T) {
 	a := newApp("test-app", time.Now())
-	d1, _ := newDeployment(a)
-	d2, _ := newDeployment(a.DeepCopy())
+	d1, _ := DesiredDeployment(a)
+	d2, _ := DesiredDeployment(a.DeepCopy())
 	if h1, h2 := d1.Annotations[controller.AppliedConfigHashAnnotation], d2.Annotations[controller.AppliedConfigHashAnnotation]; h1 != h2 {
 		t.Errorf("hash not stable: %s != %s", h1, h2)
 	}
 	b := a.DeepCopy()
 	b.Spec.DeploymentTemplate.Env = nil
 	b.Spec.DeploymentTemplate.Image = "nginx:1.27"
-	d3, _ := newDeployment(b)
+	d3, _ := DesiredDeployment(b)
 	if d1.Annotations[controller.AppliedConfigHashAnnotation] == d3.Annotations[controller.AppliedConfigHashAnnotation] {
 		t.Error("hash did not change with the spec")
 	}
-	if n, _ := newDeployment(&appv1.App{Spec: appv1.AppSpec{ServiceTemplate: a.Spec.ServiceTemplate}}); n != nil {
+	if n, _ := DesiredDeployment(&appv1.App{Spec: appv1.AppSpec{ServiceTemplate: a.Spec.ServiceTemplate}}); n != nil {
 		t.Error("an App without deploymentTemplate wants a Deployment")
 	}
 }

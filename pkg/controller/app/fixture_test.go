@@ -163,7 +163,7 @@ func controlledBy(app *appv1.App) []metav1.OwnerReference {
 func liveDeployment(t testing.TB, app *appv1.App) *appsv1.Deployment {
 	t.Helper()
 	d := &appsv1.Deployment{}
-	desired, err := newDeployment(app)
+	desired, err := DesiredDeployment(app)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func liveDeployment(t testing.TB, app *appv1.App) *appsv1.Deployment {
 func liveService(t testing.TB, app *appv1.App) *corev1.Service {
 	t.Helper()
 	s := &corev1.Service{}
-	desired, err := newService(app)
+	desired, err := DesiredService(app)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,11 +41,11 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) error {
 		return nil
 	}
 
-	desiredDeployment, err := newDeployment(app)
+	desiredDeployment, err := DesiredDeployment(app)
 	if err != nil {
 		return fmt.Errorf("building the Deployment of App %s: %w", key, err)
 	}
-	desiredService, err := newService(app)
+	desiredService, err := DesiredService(app)
 	if err != nil {
 		return fmt.Errorf("building the Service of App %s: %w", key, err)
 	}

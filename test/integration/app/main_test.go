@@ -20,6 +20,7 @@ import (
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
+	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	"github.com/app-controller/app-controller/test/integration/framework"
@@ -44,7 +45,7 @@ func startManager(t *testing.T, resync time.Duration) *manager {
 	m := &manager{}
 	cfg := framework.Config(t)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		return framework.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
 			switch req.Method {
 			case http.MethodGet, http.MethodHead:
 			default:
@@ -76,10 +77,6 @@ func (m *manager) writesIn(ns string) []string {
 	}
 	return out
 }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // clients are the typed clients of the tests (admin, not the controller's).
 type clients struct {
@@ -169,16 +166,8 @@ func (c clients) events(t *testing.T, ns, kind, name string) []string {
 	return framework.Events(t, c.kube, ns, kind, name)
 }
 
-// newApp returns an App with a Deployment and a Service named after it.
-func newApp(ns, name, image string, replicas int32) *appv1.App {
-	return &appv1.App{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: appv1.AppSpec{
-			DeploymentTemplate: &appv1.DeploymentTemplate{Name: name + "-deploy", Image: image, Replicas: &replicas},
-			ServiceTemplate:    &appv1.ServiceTemplate{Name: name + "-svc"},
-		},
-	}
-}
+// newApp returns an App with a Deployment NAME-deploy and a Service NAME-svc.
+var newApp = controllertest.NewApp
 
 // create creates the App or fails the test.
 func (c clients) create(t *testing.T, app *appv1.App) *appv1.App {

@@ -18,6 +18,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -225,3 +226,28 @@ func Events(t testing.TB, client kubernetes.Interface, namespace, kind, name str
 	}
 	return out
 }
+
+// WaitEvent waits up to timeout for an Event about the object kind/name in namespace
+// ("" for every namespace) whose "Type Reason Message" starts with prefix, and returns
+// it.
+func WaitEvent(t testing.TB, client kubernetes.Interface, namespace, kind, name, prefix string, timeout time.Duration) string {
+	t.Helper()
+	var found string
+	Eventually(t, timeout, func() (bool, error) {
+		for _, e := range Events(t, client, namespace, kind, name) {
+			if strings.HasPrefix(e, prefix) {
+				found = e
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return found
+}
+
+// RoundTripperFunc is an http.RoundTripper made of a function, for wrapping a client's
+// transport (counting or failing requests).
+type RoundTripperFunc func(*http.Request) (*http.Response, error)
+
+// RoundTrip calls f.
+func (f RoundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

@@ -124,17 +124,7 @@ func nodeEvents(t *testing.T, kube kubernetes.Interface, name string) []string {
 // waitEvent waits for an Event about the node that starts with prefix and returns it.
 func waitEvent(t *testing.T, kube kubernetes.Interface, node, prefix string) string {
 	t.Helper()
-	var found string
-	framework.Eventually(t, converge, func() (bool, error) {
-		for _, ev := range nodeEvents(t, kube, node) {
-			if strings.HasPrefix(ev, prefix) {
-				found = ev
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	return found
+	return framework.WaitEvent(t, kube, metav1.NamespaceAll, "Node", node, prefix, converge)
 }
 
 // labelManagers returns the field managers that own the label key on node.

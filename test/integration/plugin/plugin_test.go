@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 	ingressctrl "github.com/app-controller/app-controller/pkg/controller/ingress"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	"github.com/app-controller/app-controller/test/integration/framework"
@@ -213,13 +214,9 @@ func checkHealthyTree(t *testing.T, lines []treeLine, out string) {
 // newApp returns an App with a Deployment of the given name and replicas and a Service
 // named NAME-svc.
 func newApp(ns, name, deployment string, replicas int32) *appv1.App {
-	return &appv1.App{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: appv1.AppSpec{
-			DeploymentTemplate: &appv1.DeploymentTemplate{Name: deployment, Image: "nginx", Replicas: &replicas},
-			ServiceTemplate:    &appv1.ServiceTemplate{Name: name + "-svc"},
-		},
-	}
+	app := controllertest.NewApp(ns, name, "nginx", replicas)
+	app.Spec.DeploymentTemplate.Name = deployment
+	return app
 }
 
 // createApp creates the App or fails the test.

@@ -336,7 +336,7 @@ type requestLog struct {
 
 // wrap is a rest.Config WrapTransport that records into l.
 func (l *requestLog) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+	return framework.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		resp, err := rt.RoundTrip(req)
 		u, ok := requestPermission(req)
 		l.mu.Lock()
@@ -376,10 +376,6 @@ func (l *requestLog) snapshot() (used []use, forbidden []string) {
 	return used, slices.Clone(l.forbidden)
 }
 
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
 // startManager runs the whole controller-manager (every controller) in the test process
 // with cfg and opts. The returned function stops it and waits until it has returned; it
 // is also called when the test ends.
@@ -403,9 +399,5 @@ func eventsAbout(t *testing.T, client kubernetes.Interface, kind, namespace, nam
 // waitEvent waits for an Event about the object that starts with prefix.
 func waitEvent(t *testing.T, client kubernetes.Interface, kind, namespace, name, prefix string) {
 	t.Helper()
-	framework.Eventually(t, converge, func() (bool, error) {
-		return slices.ContainsFunc(eventsAbout(t, client, kind, namespace, name), func(e string) bool {
-			return strings.HasPrefix(e, prefix)
-		}), nil
-	})
+	framework.WaitEvent(t, client, namespace, kind, name, prefix, converge)
 }
