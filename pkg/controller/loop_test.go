@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 )
 
 var errSync = errors.New("injected sync failure")
@@ -36,18 +38,6 @@ func newTestLoop(policy RetryPolicy, sync SyncFunc) (*Loop, *record.FakeRecorder
 			return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 		},
 	}), recorder
-}
-
-func drain(recorder *record.FakeRecorder) []string {
-	var out []string
-	for {
-		select {
-		case e := <-recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
 }
 
 // TestHandleErr checks each retry policy: how many attempts, what giving up does,
@@ -98,7 +88,7 @@ func TestHandleErr(t *testing.T) {
 			if tt.wantGiveUpArg != "" && (len(gaveUpWith) != 1 || gaveUpWith[0] != tt.wantGiveUpArg) {
 				t.Errorf("GiveUp calls = %q, want one with %q", gaveUpWith, tt.wantGiveUpArg)
 			}
-			events := drain(recorder)
+			events := controllertest.DrainEvents(recorder)
 			if len(events) != 1 || !strings.HasPrefix(events[0], "Warning SyncFailed Sync failed, will retry: injected") {
 				t.Errorf("events = %q, want one SyncFailed Warning for the streak", events)
 			}
@@ -113,7 +103,7 @@ func TestHandleErr(t *testing.T) {
 				t.Errorf("after a success: NumRequeues = %d, GaveUp = %v, want 0 and false", l.Queue().NumRequeues(key), l.GaveUp(key))
 			}
 			l.HandleErr(ctx, key, errSync)
-			if events := drain(recorder); len(events) != 1 {
+			if events := controllertest.DrainEvents(recorder); len(events) != 1 {
 				t.Errorf("events after a new failure = %q, want one", events)
 			}
 		})

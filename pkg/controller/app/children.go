@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -35,13 +34,13 @@ type childApplyConfiguration interface {
 	*appsv1ac.DeploymentApplyConfiguration | *corev1ac.ServiceApplyConfiguration
 }
 
-// childAPI is the part of a child kind's typed client the controller uses; A is the
-// kind's apply configuration.
+// childAPI is the part of a child kind's typed client (client-go's DeploymentInterface,
+// ServiceInterface) the controller uses; A is the kind's apply configuration.
 type childAPI[T childObject, A childApplyConfiguration] interface {
-	apply(ctx context.Context, namespace string, desired A, force bool) (T, error)
-	get(ctx context.Context, namespace, name string) (T, error)
-	delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
-	patch(ctx context.Context, namespace, name string, jsonPatch []byte) (T, error)
+	Apply(ctx context.Context, desired A, opts metav1.ApplyOptions) (T, error)
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
 }
 
 // childReconciler reconciles an App's child of one kind: T is the object, A its apply
@@ -52,7 +51,8 @@ type childReconciler[T childObject, A childApplyConfiguration] struct {
 	managed cache.MutationCache
 	// unmanaged holds the metadata of every other object of the kind.
 	unmanaged cache.Indexer
-	client    childAPI[T, A]
+	// client returns the kind's typed client for a namespace.
+	client func(namespace string) childAPI[T, A]
 	// exclusivePatch, if set, returns a JSON patch that removes from live what others
 	// added to the fields the App must own alone, or nil when there is nothing to remove.
 	exclusivePatch func(live T, desired A) ([]byte, error)
@@ -174,7 +174,7 @@ func (k *childReconciler[T, A]) write(ctx context.Context, app *appv1.App, name 
 		if exclusive != nil {
 			// Server-side apply merges: it would keep what others added to these fields
 			// (a Service port or selector key), which can even make the apply invalid.
-			patched, err := k.client.patch(ctx, app.Namespace, name, exclusive)
+			patched, err := k.client(app.Namespace).Patch(ctx, name, types.JSONPatchType, exclusive, metav1.PatchOptions{FieldManager: appv1.FieldManager})
 			if err != nil {
 				return none, false, "", fmt.Errorf("restoring the %s %s/%s fields the App owns alone: %w", k.kind, app.Namespace, name, err)
 			}
@@ -190,7 +190,7 @@ func (k *childReconciler[T, A]) write(ctx context.Context, app *appv1.App, name 
 	// Not known to exist: create it without force, so as not to take over the fields of
 	// an object that a stale cache does not show yet.
 	force := holder.exists
-	applied, err := k.client.apply(ctx, app.Namespace, desired, force)
+	applied, err := k.client(app.Namespace).Apply(ctx, desired, metav1.ApplyOptions{FieldManager: appv1.FieldManager, Force: force})
 	if err != nil {
 		if !force {
 			if conflict, found := k.liveHolder(ctx, app, name); found {
@@ -246,7 +246,7 @@ func (k *childReconciler[T, A]) prune(ctx context.Context, app *appv1.App, keep 
 // object created since under the same name is never deleted.
 func (k *childReconciler[T, A]) deleteOwned(ctx context.Context, app *appv1.App, obj metav1.Object, why string) (bool, error) {
 	uid := obj.GetUID()
-	err := k.client.delete(ctx, obj.GetNamespace(), obj.GetName(), metav1.DeleteOptions{
+	err := k.client(obj.GetNamespace()).Delete(ctx, obj.GetName(), metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid},
 	})
 	switch {
@@ -263,7 +263,7 @@ func (k *childReconciler[T, A]) deleteOwned(ctx context.Context, app *appv1.App,
 // liveHolder asks the API server, after a failed create, whether an object the App does
 // not control holds the name (a cache that had not seen it yet).
 func (k *childReconciler[T, A]) liveHolder(ctx context.Context, app *appv1.App, name string) (string, bool) {
-	obj, err := k.client.get(ctx, app.Namespace, name)
+	obj, err := k.client(app.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil || controller.IsControlledBy(obj, app) {
 		return "", false
 	}
@@ -276,46 +276,6 @@ func (k *childReconciler[T, A]) describeHolder(name string, ref *metav1.OwnerRef
 		return fmt.Sprintf("%s %q already exists and is not managed by this App", k.kind, name)
 	}
 	return fmt.Sprintf("%s %q already exists and is controlled by %s %q", k.kind, name, ref.Kind, ref.Name)
-}
-
-// deploymentClient is the childAPI of Deployments. A Deployment's selector is immutable,
-// and entries others add to its lists (a sidecar container, a label) do not break it:
-// nothing is owned exclusively, so Deployments have no exclusivePatch.
-type deploymentClient struct{ kubernetes.Interface }
-
-func (c deploymentClient) apply(ctx context.Context, namespace string, desired *appsv1ac.DeploymentApplyConfiguration, force bool) (*appsv1.Deployment, error) {
-	return c.AppsV1().Deployments(namespace).Apply(ctx, desired, metav1.ApplyOptions{FieldManager: appv1.FieldManager, Force: force})
-}
-
-func (c deploymentClient) get(ctx context.Context, namespace, name string) (*appsv1.Deployment, error) {
-	return c.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
-}
-
-func (c deploymentClient) delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
-	return c.AppsV1().Deployments(namespace).Delete(ctx, name, opts)
-}
-
-func (c deploymentClient) patch(ctx context.Context, namespace, name string, jsonPatch []byte) (*appsv1.Deployment, error) {
-	return c.AppsV1().Deployments(namespace).Patch(ctx, name, types.JSONPatchType, jsonPatch, metav1.PatchOptions{FieldManager: appv1.FieldManager})
-}
-
-// serviceClient is the childAPI of Services.
-type serviceClient struct{ kubernetes.Interface }
-
-func (c serviceClient) apply(ctx context.Context, namespace string, desired *corev1ac.ServiceApplyConfiguration, force bool) (*corev1.Service, error) {
-	return c.CoreV1().Services(namespace).Apply(ctx, desired, metav1.ApplyOptions{FieldManager: appv1.FieldManager, Force: force})
-}
-
-func (c serviceClient) get(ctx context.Context, namespace, name string) (*corev1.Service, error) {
-	return c.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
-}
-
-func (c serviceClient) delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
-	return c.CoreV1().Services(namespace).Delete(ctx, name, opts)
-}
-
-func (c serviceClient) patch(ctx context.Context, namespace, name string, jsonPatch []byte) (*corev1.Service, error) {
-	return c.CoreV1().Services(namespace).Patch(ctx, name, types.JSONPatchType, jsonPatch, metav1.PatchOptions{FieldManager: appv1.FieldManager})
 }
 
 // serviceExclusivePatch is the exclusivePatch of Services: a Service's ports and

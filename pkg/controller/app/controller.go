@@ -136,13 +136,17 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 			kind:      "Deployment",
 			managed:   controller.NewMutationCache(logger, inf.Deployments.Informer()),
 			unmanaged: inf.UnmanagedDeployments.Informer().GetIndexer(),
-			client:    deploymentClient{kubeClient},
+			client: func(ns string) childAPI[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration] {
+				return kubeClient.AppsV1().Deployments(ns)
+			},
 		},
 		services: &childReconciler[*corev1.Service, *corev1ac.ServiceApplyConfiguration]{
-			kind:           "Service",
-			managed:        controller.NewMutationCache(logger, inf.Services.Informer()),
-			unmanaged:      inf.UnmanagedServices.Informer().GetIndexer(),
-			client:         serviceClient{kubeClient},
+			kind:      "Service",
+			managed:   controller.NewMutationCache(logger, inf.Services.Informer()),
+			unmanaged: inf.UnmanagedServices.Informer().GetIndexer(),
+			client: func(ns string) childAPI[*corev1.Service, *corev1ac.ServiceApplyConfiguration] {
+				return kubeClient.CoreV1().Services(ns)
+			},
 			exclusivePatch: serviceExclusivePatch,
 		},
 		recorder: recorder,
