@@ -1,5 +1,18 @@
-// Package controller holds what every controller of app-controller shares: the label
-// that marks the objects they manage, the field manager they write with, informer
-// transforms, tombstone handling, and the check that decides whether a server-side
-// apply would change anything.
+// Package controller holds what every controller of app-controller shares:
+//
+//   - Loop (loop.go): the worker loop. A controller supplies its sync function and its
+//     RetryPolicy (how many attempts, what giving up does, whether a resync retries);
+//     the queue, the workers, the SyncFailed Event and the graceful stop (RunWorkers,
+//     workers.go) live here once.
+//   - Ownership (ownership.go): the controller owner reference of children, resolving a
+//     controller reference to its owner (UID checked), the mutation cache that keeps a
+//     controller's own writes visible until its informer catches up.
+//   - Managed objects (managed.go): the selectors of managed and unmanaged objects and
+//     the informer transforms that keep caches small.
+//   - Writes (apply.go): UpToDate, whether a server-side apply would change anything,
+//     with the applied-configuration hash annotation, and Convert.
+//
+// Each controller lives in its own package (app, ingress, nodelabel) with only its own
+// logic: handlers, sync, desired state and status. controllertest holds their shared
+// unit-test fixtures.
 package controller

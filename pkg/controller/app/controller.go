@@ -2,9 +2,12 @@
 // that the App controls, written with server-side apply, and reports their state in the
 // App's status conditions and in Events.
 //
-// Files: controller.go wires informers, queue and workers; handlers.go maps informer
-// events to queue keys; sync.go reconciles one App; children.go reconciles one child
-// (apply, prune, name arbitration); status.go computes the status.
+// Files: controller.go wires informers and the worker loop (controller.Loop) with the
+// App's retry policy; handlers.go maps informer events to queue keys; sync.go reconciles
+// one App and writes its status; children.go reconciles one child (prune, lookup, name
+// arbitration, write); desired.go builds the desired Deployment and Service; status.go
+// computes the status. The condition types, reasons and labels users read are in the
+// API package (pkg/apis/appcontroller/v1).
 package app
 
 import (

@@ -5,8 +5,9 @@
 // goes; garbage collection deletes it with the Service. An Ingress of that name that the
 // Service does not control is never touched.
 //
-// Files: controller.go wires informers, queue and workers; handlers.go maps informer
-// events to Service keys; sync.go reconciles one Service; desired.go reads the
+// Files: controller.go wires informers and the worker loop (controller.Loop: 10
+// attempts, then retried when the Service or its Ingress changes); handlers.go maps
+// informer events to Service keys; sync.go reconciles one Service; desired.go reads the
 // annotations and builds the Ingress.
 package ingress
 

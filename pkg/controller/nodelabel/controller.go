@@ -5,8 +5,9 @@
 // matching, and never a label someone else set. A label someone else already set to
 // another value is left alone and reported.
 //
-// Files: config.go reads and validates the rules; rules.go matches them against a node;
-// controller.go wires the informer, queue and workers; handlers.go maps node events to
+// Files: config.go reads and validates the rules; rules.go compiles them and evaluates
+// them against a node; controller.go wires the informer and the worker loop
+// (controller.Loop, retried for as long as it fails); handlers.go maps node events to
 // keys; sync.go reconciles one node.
 package nodelabel
 
