@@ -83,8 +83,9 @@ func pollGone(proc *os.Process) func(time.Duration) bool {
 }
 
 // stopPID stops the process pid, which this program did not start (so it cannot wait
-// for it), with terminate. is is checked once the process is found: a pid that no longer
-// names our process (it exited and the pid was reused) is left alone.
+// for it), with terminate. The check is(pid) runs once a handle on the process is held:
+// a pid that no longer names our process (it exited and the pid was reused) is left
+// alone.
 func stopPID(name string, pid int, is func(pid int) bool, grace time.Duration, beforeKill func()) error {
 	proc, err := os.FindProcess(pid)
 	if err != nil {
