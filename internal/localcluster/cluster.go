@@ -103,7 +103,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	opts.BinDir, opts.StateDir = binDir, stateDir
 
 	c := &Cluster{
-		Kubeconfig: filepath.Join(stateDir, "kubeconfig"),
+		Kubeconfig: filepath.Join(stateDir, kubeconfigFile),
 		StateDir:   stateDir,
 		LogDir:     filepath.Join(stateDir, "logs"),
 		opts:       opts,

@@ -5,4 +5,23 @@
 // Every component listens on 127.0.0.1 on ports chosen at run time, certificates are made
 // at start, and all state (certificates, etcd data, logs, the admin kubeconfig) lives in one
 // directory that Stop removes.
+//
+// It holds:
+//   - Start, Options and Cluster (cluster.go): the start sequence, each component started
+//     on fresh ports and probed until ready, and Stop in reverse order; the integration
+//     tests' framework and the localcluster command both use them. components.go holds
+//     the components' flags, certs.go the certificates, kubeconfig.go the admin
+//     kubeconfig, health.go the readiness probes, ports.go the free ports, node.go the kwok
+//     node, crds.go the installation of CustomResourceDefinitions.
+//   - BinDirFromEnv, CheckBinDir and RepoRoot (bindir.go): where the binaries are.
+//   - Up, Serve and Down (daemon.go): the control plane of `make cluster-up` run in the
+//     background by a detached `localcluster serve` process, followed until ready, and
+//     stopped again by its pid. state.go lays out their state directory (pid file,
+//     component pids, ready file, serve log, kubeconfig copy, the cluster's own state).
+//   - Process handling: process.go starts a component as a child process with its own
+//     log and holds terminate, the one way a process is stopped (SIGTERM, a grace period,
+//     SIGKILL), used for the components and for the serve process alike; pid.go finds
+//     processes by pid and checks in /proc that a pid still names our process before
+//     signalling it. Processes are only ever signalled by the pid recorded when this
+//     package started them, never looked up by name.
 package localcluster

@@ -75,33 +75,61 @@ func (p *process) exitError() error {
 	return fmt.Errorf("%s exited: %w", p.name, p.waitErr)
 }
 
-// stop sends SIGTERM, waits up to grace for the process to exit, then sends SIGKILL and
-// waits for it to be gone. It signals only this process, by its pid, and is idempotent.
+// stop stops the process with terminate (SIGTERM, up to grace, SIGKILL). It signals
+// only this process, through its handle, and is idempotent.
 func (p *process) stop(grace time.Duration) error {
 	p.stopOnce.Do(func() {
-		if p.exited() {
-			return
-		}
-		// os.Process.Signal uses a pidfd where available, so it cannot hit a reused pid.
-		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-			p.stopErr = fmt.Errorf("sending SIGTERM to %s (pid %d): %w", p.name, p.pid(), err)
-		}
-		select {
-		case <-p.done:
-			return
-		case <-time.After(grace):
-		}
-		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
-			p.stopErr = fmt.Errorf("sending SIGKILL to %s (pid %d): %w", p.name, p.pid(), err)
-			return
-		}
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			p.stopErr = fmt.Errorf("%s (pid %d) still running 10s after SIGKILL", p.name, p.pid())
-		}
+		p.stopErr = terminate(p.name, p.cmd.Process, p.waitExit, grace, nil)
 	})
 	return p.stopErr
+}
+
+// waitExit waits up to timeout for the process to have exited and been reaped, and
+// reports whether it has.
+func (p *process) waitExit(timeout time.Duration) bool {
+	select {
+	case <-p.done:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
+
+// killWait is how long terminate waits for a process to be gone after SIGKILL.
+const killWait = 10 * time.Second
+
+// terminate is the one way this package stops a process, be it a component it started
+// or the serve process of an earlier `up` found by its pid: SIGTERM, up to grace for the
+// process to exit, then (announced by beforeKill, if not nil) SIGKILL and up to killWait
+// for it to be gone. A zero grace sends SIGKILL at once. gone waits up to a duration for
+// the process to be gone and reports whether it is. The signals go through proc, which
+// (holding a pidfd where the kernel has them) cannot reach another process that reused
+// the pid. A process that is already gone is no error.
+func terminate(name string, proc *os.Process, gone func(time.Duration) bool, grace time.Duration, beforeKill func()) error {
+	if grace > 0 {
+		if err := proc.Signal(syscall.SIGTERM); err != nil {
+			if errors.Is(err, os.ErrProcessDone) {
+				return nil
+			}
+			return fmt.Errorf("sending SIGTERM to %s (pid %d): %w", name, proc.Pid, err)
+		}
+	}
+	if gone(grace) {
+		return nil
+	}
+	if beforeKill != nil {
+		beforeKill()
+	}
+	if err := proc.Signal(syscall.SIGKILL); err != nil {
+		if errors.Is(err, os.ErrProcessDone) {
+			return nil
+		}
+		return fmt.Errorf("sending SIGKILL to %s (pid %d): %w", name, proc.Pid, err)
+	}
+	if !gone(killWait) {
+		return fmt.Errorf("%s (pid %d) still running %s after SIGKILL", name, proc.Pid, killWait)
+	}
+	return nil
 }
 
 // logTail returns the last lines of the process's log.

@@ -14,11 +14,12 @@ func TestProcessStop(t *testing.T) {
 		name     string
 		script   string
 		grace    time.Duration
+		minTaken time.Duration
 		maxTaken time.Duration
 	}{
-		{"exits on SIGTERM", "echo started; exec sleep 60", 5 * time.Second, 4 * time.Second},
-		{"ignores SIGTERM, killed after grace", "trap '' TERM; echo started; while :; do sleep 0.1; done", 300 * time.Millisecond, 4 * time.Second},
-		{"already exited", "echo started", time.Second, time.Second},
+		{"exits on SIGTERM", "echo started; exec sleep 60", 5 * time.Second, 0, 4 * time.Second},
+		{"ignores SIGTERM, killed after grace", "trap '' TERM; echo started; while :; do sleep 0.1; done", 300 * time.Millisecond, 300 * time.Millisecond, 4 * time.Second},
+		{"already exited", "echo started", time.Second, 0, time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -27,13 +28,14 @@ func TestProcessStop(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			waitForLog(t, logPath, "started")
+			// At a line start: the header line that startProcess writes holds the script.
+			waitForLog(t, logPath, "\nstarted")
 			start := time.Now()
 			if err := p.stop(tt.grace); err != nil {
 				t.Fatalf("stop: %v", err)
 			}
-			if taken := time.Since(start); taken > tt.maxTaken {
-				t.Errorf("stop took %s", taken)
+			if taken := time.Since(start); taken < tt.minTaken || taken > tt.maxTaken {
+				t.Errorf("stop took %s, want %s to %s", taken, tt.minTaken, tt.maxTaken)
 			}
 			if !p.exited() {
 				t.Fatal("process still running after stop")
