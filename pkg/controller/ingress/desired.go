@@ -127,8 +127,10 @@ func validateClass(class string) []string {
 }
 
 // backendPort returns the Service port the Ingress routes to: the Service's first port,
-// by its name when it has one (a name keeps pointing at the right port when the Service
-// renumbers it, and is how a multi-port Service tells its ports apart), else by number.
+// by its name when it has one that an Ingress backend accepts (a name keeps pointing at
+// the right port when the Service renumbers it), else by number. A Service port name
+// need not be a valid backend port name: kubectl create service names its ports
+// "8080-8080", which has no letter, and the API server rejects an Ingress naming it.
 func backendPort(svc *corev1.Service) (*networkingv1ac.ServiceBackendPortApplyConfiguration, error) {
 	if len(svc.Spec.Ports) == 0 {
 		return nil, &invalidServiceError{
@@ -137,7 +139,7 @@ func backendPort(svc *corev1.Service) (*networkingv1ac.ServiceBackendPortApplyCo
 		}
 	}
 	port := svc.Spec.Ports[0]
-	if port.Name != "" {
+	if port.Name != "" && len(validation.IsValidPortName(port.Name)) == 0 {
 		return networkingv1ac.ServiceBackendPort().WithName(port.Name), nil
 	}
 	return networkingv1ac.ServiceBackendPort().WithNumber(port.Port), nil

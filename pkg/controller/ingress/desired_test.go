@@ -158,6 +158,19 @@ func TestNewIngress(t *testing.T) {
 				Rules:            []networkingv1.IngressRule{rule("shop.example.com", "/api", networkingv1.ServiceBackendPort{Name: "http"})},
 			},
 		},
+		{
+			// kubectl create service clusterip shop --tcp=8080:8080
+			name:     "port named by kubectl: no letter, not a valid backend port name, so by number",
+			ports:    []corev1.ServicePort{{Name: "8080-8080", Port: 8080}},
+			settings: settings{path: "/"},
+			want:     networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{rule("", "/", networkingv1.ServiceBackendPort{Number: 8080})}},
+		},
+		{
+			name:     "port name longer than 15 characters: by number",
+			ports:    []corev1.ServicePort{{Name: "http-frontend-public", Port: 443}},
+			settings: settings{path: "/"},
+			want:     networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{rule("", "/", networkingv1.ServiceBackendPort{Number: 443})}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,7 +5,6 @@ package api
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -65,22 +64,13 @@ func TestCRDInstalled(t *testing.T) {
 // TestExamplesApply applies the seed's examples with kubectl, as a user would, and checks
 // that the server stored them with their defaults.
 func TestExamplesApply(t *testing.T) {
-	binDir, err := localcluster.BinDirFromEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
 	root, err := localcluster.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	kubectl := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command(filepath.Join(binDir, "kubectl"), append([]string{"--kubeconfig", framework.Cluster().Kubeconfig}, args...)...)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
+		return framework.Kubectl(t, args...)
 	}
 	kubectl("create", "namespace", "tcs")
 	t.Cleanup(func() { kubectl("delete", "namespace", "tcs", "--wait=false") })

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
@@ -251,3 +252,22 @@ type RoundTripperFunc func(*http.Request) (*http.Response, error)
 
 // RoundTrip calls f.
 func (f RoundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// Kubectl runs the kubectl of the binaries directory against the test cluster, as a user
+// would, and returns its combined output; a failure fails the test.
+func Kubectl(t testing.TB, args ...string) string {
+	t.Helper()
+	binDir, err := localcluster.BinDirFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cluster == nil {
+		t.Fatal("framework: no cluster; call framework.Main(m) from TestMain")
+	}
+	cmd := exec.Command(filepath.Join(binDir, "kubectl"), append([]string{"--kubeconfig", cluster.Kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}

@@ -320,3 +320,22 @@ func TestServiceRecreatedWithSameName(t *testing.T) {
 	}
 	e.waitIngress(t, "shop", func(ing *networkingv1.Ingress) bool { return metav1.IsControlledBy(ing, second) })
 }
+
+// TestServiceCreatedByKubectl drives the controller the way a user does: a Service made
+// by `kubectl create service` (port named "8080-8080", not a valid Ingress backend port
+// name) and annotated with `kubectl annotate` gets an Ingress routing to its port by
+// number.
+func TestServiceCreatedByKubectl(t *testing.T) {
+	e := newEnv(t)
+	startManager(t, "")
+
+	framework.Kubectl(t, "create", "service", "clusterip", "shop", "--tcp=8080:8080", "-n", e.ns)
+	framework.Kubectl(t, "annotate", "service", "shop", ingressctrl.AnnotationHTTP+"=true", "-n", e.ns)
+
+	ing := e.waitIngress(t, "shop", func(*networkingv1.Ingress) bool { return true })
+	_, path, _, backend, port := route(ing)
+	if path != "/" || backend != "shop" || port.Number != 8080 || port.Name != "" {
+		t.Errorf("route = %s %s:%+v, want / to shop:8080 by number", path, backend, port)
+	}
+	e.waitEvent(t, "shop", "Normal "+ingressctrl.ReasonIngressCreated)
+}
