@@ -14,11 +14,18 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
 
-// ReasonSyncFailed is the reason of the Warning Event every controller emits on the
-// object it reconciles at the first failure of a streak of failed syncs.
-const ReasonSyncFailed = "SyncFailed"
+const (
+	// ReasonSyncFailed is the reason of the Warning Event every controller emits on the
+	// object it reconciles at the first failure of a streak of failed syncs.
+	ReasonSyncFailed = "SyncFailed"
+	// ReasonReconcileFailed is the reason of the Warning Event a controller emits on the
+	// object it gave up on (its RetryPolicy's attempts ran out), with the last error.
+	ReasonReconcileFailed = appv1.ReasonReconcileFailed
+)
 
 // SyncFunc reconciles the object named key. It is level-triggered: whatever queued key,
 // it compares the desired state with the cached state of the world. A nil error means
@@ -27,7 +34,8 @@ type SyncFunc func(ctx context.Context, key cache.ObjectName) error
 
 // RetryPolicy says what a controller's loop does when a sync fails. Every failure is
 // retried with the queue's rate limiter backoff, and the first failure of a streak is
-// reported in a Warning Event (reason SyncFailed) on the object.
+// reported in a Warning Event (reason SyncFailed) on the object. When MaxAttempts run
+// out, the loop says so in a Warning Event (reason ReconcileFailed, GaveUpMessage).
 type RetryPolicy struct {
 	// MaxAttempts is how many failed syncs in a row an object gets before the loop gives
 	// up on it; 0 means it is retried for as long as it fails.
@@ -37,8 +45,8 @@ type RetryPolicy struct {
 	// queues it again.
 	RetryOnResync bool
 	// GiveUp, if set, is called once when MaxAttempts is reached, with the number of
-	// attempts and the last error: it reports the failure where users look (an Event, a
-	// condition). An error it returns is logged.
+	// attempts and the last error, after the ReconcileFailed Event: it reports the
+	// failure where else users look (a condition). An error it returns is logged.
 	GiveUp func(ctx context.Context, key cache.ObjectName, attempts int, lastErr error) error
 }
 
@@ -196,14 +204,33 @@ func (l *Loop) HandleErr(ctx context.Context, key cache.ObjectName, err error) {
 
 	l.queue.Forget(key)
 	l.setGaveUp(key, true)
-	retry := "until it changes"
-	if l.cfg.Policy.RetryOnResync {
-		retry = "until the next resync or change"
+	msg := GaveUpMessage(attempts, l.cfg.Policy.RetryOnResync, err)
+	utilruntime.HandleErrorWithContext(ctx, err, "Giving up", "attempts", attempts, "retryOnResync", l.cfg.Policy.RetryOnResync)
+	if l.cfg.Recorder != nil && l.cfg.Object != nil {
+		if obj := l.cfg.Object(key); obj != nil {
+			l.cfg.Recorder.Event(obj, corev1.EventTypeWarning, ReasonReconcileFailed, msg)
+		}
 	}
-	utilruntime.HandleErrorWithContext(ctx, err, "Giving up "+retry, "attempts", attempts)
 	if l.cfg.Policy.GiveUp != nil {
 		if reportErr := l.cfg.Policy.GiveUp(ctx, key, attempts, err); reportErr != nil {
 			utilruntime.HandleErrorWithContext(ctx, fmt.Errorf("reporting that retries ran out: %w", reportErr), "Reporting failed")
 		}
 	}
+}
+
+// maxMessage is the API's limit on a condition message; Event messages are cut to it too.
+const maxMessage = 32768
+
+// GaveUpMessage says that a loop gave up on an object after attempts failed syncs, when
+// it will retry, and the last error; at most maxMessage bytes.
+func GaveUpMessage(attempts int, retryOnResync bool, lastErr error) string {
+	retry := "when it changes"
+	if retryOnResync {
+		retry = "on the next resync or change"
+	}
+	msg := fmt.Sprintf("Gave up after %d failed attempts in a row; will retry %s. Last error: %v", attempts, retry, lastErr)
+	if len(msg) > maxMessage {
+		msg = msg[:maxMessage-3] + "..."
+	}
+	return msg
 }

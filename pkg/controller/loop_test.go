@@ -89,8 +89,21 @@ func TestHandleErr(t *testing.T) {
 				t.Errorf("GiveUp calls = %q, want one with %q", gaveUpWith, tt.wantGiveUpArg)
 			}
 			events := controllertest.DrainEvents(recorder)
-			if len(events) != 1 || !strings.HasPrefix(events[0], "Warning SyncFailed Sync failed, will retry: injected") {
-				t.Errorf("events = %q, want one SyncFailed Warning for the streak", events)
+			wantEvents := 1
+			if tt.wantGaveUp {
+				wantEvents = 2
+			}
+			if len(events) != wantEvents || !strings.HasPrefix(events[0], "Warning SyncFailed Sync failed, will retry: injected") {
+				t.Errorf("events = %q, want one SyncFailed Warning for the streak (and one ReconcileFailed if it gave up)", events)
+			} else if tt.wantGaveUp {
+				retry := "when it changes"
+				if tt.policy.RetryOnResync {
+					retry = "on the next resync or change"
+				}
+				want := "Warning ReconcileFailed Gave up after 3 failed attempts in a row; will retry " + retry + ". Last error: injected sync failure"
+				if events[1] != want {
+					t.Errorf("give-up event = %q, want %q", events[1], want)
+				}
 			}
 			if got := l.Resync(key); got != tt.wantResync {
 				t.Errorf("Resync queued = %v, want %v", got, tt.wantResync)

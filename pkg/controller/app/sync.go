@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller"
 )
 
 // syncApp makes the children of the App named key match its spec and writes what it
@@ -117,15 +118,14 @@ func (c *Controller) writeStatus(ctx context.Context, app *appv1.App, status *ap
 	return nil
 }
 
-// reportReconcileFailed records in the App's conditions and in a Warning Event that its
-// retry budget ran out, with the last error.
+// reportReconcileFailed records in the App's conditions that its retry budget ran out,
+// with the last error (the loop emitted the ReconcileFailed Event).
 func (c *Controller) reportReconcileFailed(ctx context.Context, key cache.ObjectName, attempts int, syncErr error) error {
 	app, exists, err := c.getApp(key)
 	if err != nil || !exists {
 		return err
 	}
-	msg := truncate(fmt.Sprintf("Gave up after %d failed attempts in a row; will retry on the next resync or change. Last error: %v", attempts, syncErr))
-	c.recorder.Event(app, corev1.EventTypeWarning, appv1.ReasonReconcileFailed, msg)
+	msg := controller.GaveUpMessage(attempts, true, syncErr)
 
 	status := app.Status.DeepCopy()
 	status.ObservedGeneration = app.Generation

@@ -6,7 +6,7 @@
 // Service does not control is never touched.
 //
 // Files: controller.go wires informers and the worker loop (controller.Loop: 10
-// attempts, then retried when the Service or its Ingress changes); handlers.go maps
+// attempts, then a ReconcileFailed Event and a retry at the next resync or change); handlers.go maps
 // informer events to Service keys; sync.go reconciles one Service; desired.go reads the
 // annotations and builds the Ingress.
 package ingress
@@ -58,8 +58,8 @@ type Controller struct {
 	// ingresses holds the newest of the Ingress cache and the controller's own writes.
 	ingresses cache.MutationCache
 
-	// loop runs the workers. Its retry policy: MaxRetries attempts with backoff, then
-	// nothing until the Service or its Ingress changes.
+	// loop runs the workers. Its retry policy: MaxRetries attempts with backoff, then a
+	// ReconcileFailed Warning Event; the next resync or change retries it.
 	loop     *controller.Loop
 	recorder record.EventRecorder
 
@@ -107,7 +107,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, inf Inf
 		LogKey:          "service",
 		Sync:            c.syncService,
 		Synced:          []cache.InformerSynced{serviceInformer.HasSynced, ingressInformer.HasSynced},
-		Policy:          controller.RetryPolicy{MaxAttempts: opts.MaxRetries},
+		Policy:          controller.RetryPolicy{MaxAttempts: opts.MaxRetries, RetryOnResync: true},
 		RateLimiter:     opts.RateLimiter,
 		ShutdownTimeout: opts.ShutdownTimeout,
 		Recorder:        recorder,

@@ -21,11 +21,17 @@ func (c *Controller) addService(logger klog.Logger, obj interface{}) {
 }
 
 // updateService queues a changed Service. Periodic resyncs (same resourceVersion) are
-// skipped: nothing changed.
+// dropped, except for a Service the controller gave up on: the resync is its retry.
 func (c *Controller) updateService(logger klog.Logger, old, cur interface{}) {
 	oldSvc, ok1 := old.(*corev1.Service)
 	curSvc, ok2 := cur.(*corev1.Service)
-	if !ok1 || !ok2 || oldSvc.ResourceVersion == curSvc.ResourceVersion {
+	if !ok1 || !ok2 {
+		return
+	}
+	if oldSvc.ResourceVersion == curSvc.ResourceVersion {
+		if c.loop.Resync(cache.MetaObjectToName(curSvc)) {
+			logger.V(4).Info("Retrying Service on resync", "service", klog.KObj(curSvc))
+		}
 		return
 	}
 	logger.V(4).Info("Service updated", "service", klog.KObj(curSvc))

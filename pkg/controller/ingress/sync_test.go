@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
@@ -368,10 +369,24 @@ func TestHandleErr(t *testing.T) {
 	if got := f.events(); !reflect.DeepEqual(got, []string{"Warning " + controller.ReasonSyncFailed}) {
 		t.Errorf("events = %v, want one SyncFailed for the streak", got)
 	}
-	// The last allowed failure gives up: the key is forgotten.
+	// The last allowed failure gives up: the key is forgotten, and the Service says so.
 	f.c.loop.HandleErr(ctx, key, failure)
 	if got := f.c.loop.Queue().NumRequeues(key); got != 0 {
 		t.Errorf("after giving up NumRequeues = %d, want 0", got)
+	}
+	if got := f.events(); !reflect.DeepEqual(got, []string{"Warning " + controller.ReasonReconcileFailed}) {
+		t.Errorf("events = %v, want one ReconcileFailed when giving up", got)
+	}
+	// The next resync retries it; a resync of a healthy Service queues nothing.
+	svc := newService("shop", annotated())
+	f.c.updateService(klog.FromContext(ctx), svc, svc)
+	if got := f.queued(); !reflect.DeepEqual(got, []string{key.String()}) {
+		t.Errorf("resync after giving up queued %v, want %s", got, key)
+	}
+	f.c.loop.HandleErr(ctx, key, nil)
+	f.c.updateService(klog.FromContext(ctx), svc, svc)
+	if got := f.queued(); len(got) != 0 {
+		t.Errorf("resync of a healthy Service queued %v", got)
 	}
 }
 
