@@ -186,14 +186,21 @@ func TestRunWorkers(t *testing.T) {
 		name          string
 		timeout       time.Duration
 		release       bool // release the in-flight sync after the stop
+		abort         bool // stop through WithAbort's context (a lost lease)
 		wantCancelled bool
 	}{
 		{name: "in-flight sync finishes", timeout: time.Minute, release: true},
 		{name: "sync past the timeout is cancelled", timeout: 100 * time.Millisecond, wantCancelled: true},
+		{name: "abort cancels the in-flight sync at once", timeout: time.Hour, abort: true, wantCancelled: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
+			abortCtx, abort := context.WithCancel(ctx)
+			defer abort()
+			if tt.abort {
+				ctx = WithAbort(ctx, abortCtx)
+			}
 			ctx, cancel := context.WithCancel(ctx)
 			queue := workqueue.NewTyped[string]()
 			started, release := make(chan struct{}), make(chan struct{})
@@ -217,6 +224,9 @@ func TestRunWorkers(t *testing.T) {
 				close(stopped)
 			}()
 			<-started
+			if tt.abort {
+				abort()
+			}
 			cancel()
 			queue.Add("after-stop")
 			if tt.release {

@@ -17,7 +17,8 @@ const DefaultShutdownTimeout = 30 * time.Second
 // until ctx ends. Then it stops taking work (the queue is shut down) and waits up to
 // shutdownTimeout for the syncs in flight to finish: they run on a context that outlives
 // ctx, so that a stop signal does not abort a half-done sync; it is cancelled once the
-// timeout has passed. RunWorkers returns when every worker has returned.
+// timeout has passed, or at once when the abort context of WithAbort ends. RunWorkers
+// returns when every worker has returned.
 func RunWorkers[T comparable](ctx context.Context, queue workqueue.TypedInterface[T], workers int,
 	shutdownTimeout time.Duration, process func(ctx context.Context, key T)) {
 	if shutdownTimeout <= 0 {
@@ -25,6 +26,10 @@ func RunWorkers[T comparable](ctx context.Context, queue workqueue.TypedInterfac
 	}
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
+	if abort, ok := ctx.Value(abortKey{}).(context.Context); ok {
+		// No grace: in-flight syncs are cancelled the moment abort ends.
+		defer context.AfterFunc(abort, cancelWork)()
+	}
 
 	var wg sync.WaitGroup
 	for range workers {
@@ -63,4 +68,15 @@ func RunWorkers[T comparable](ctx context.Context, queue workqueue.TypedInterfac
 		cancelWork()
 		<-done
 	}
+}
+
+// abortKey is the context key of WithAbort.
+type abortKey struct{}
+
+// WithAbort returns ctx carrying abort: when abort ends, the syncs RunWorkers has in
+// flight are cancelled at once rather than given the shutdown timeout to finish. A
+// leader that lost its lease uses it: another instance may already lead, and this one
+// must not write any more.
+func WithAbort(ctx, abort context.Context) context.Context {
+	return context.WithValue(ctx, abortKey{}, abort)
 }

@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
+	"github.com/app-controller/app-controller/pkg/controller"
+
 	// Leader election metrics (leader_election_master_status) on /metrics.
 	_ "k8s.io/component-base/metrics/prometheus/clientgo/leaderelection"
 )
@@ -35,7 +37,8 @@ var errLeadershipLost = errors.New("leader election lost")
 // runAsLeader runs run once this instance holds the lease opts.LeaderElectName in
 // opts.LeaderElectNamespace, and until ctx ends or the lease is lost. On a graceful stop
 // run finishes first (in-flight syncs included), then the lease is released so that a
-// standby takes over at once.
+// standby takes over at once. On a lost lease in-flight syncs are cancelled at once and
+// it returns errLeadershipLost: the process exits, as kube-controller-manager does.
 func runAsLeader(ctx context.Context, cfg *rest.Config, opts *Options, run func(context.Context) error) error {
 	logger := klog.FromContext(ctx)
 	client, err := kubernetes.NewForConfig(rest.AddUserAgent(cfg, "app-controller-leader-election"))
@@ -80,7 +83,9 @@ func runAsLeader(ctx context.Context, cfg *rest.Config, opts *Options, run func(
 				defer close(runDone)
 				defer stopElector()
 				logger.Info("Acquired the leader lease", "identity", identity)
-				runCtx, cancel := context.WithCancel(leaderCtx)
+				// A graceful stop (ctx) lets in-flight syncs finish while the lease is still
+				// held; a lost lease (leaderCtx) cancels them at once.
+				runCtx, cancel := context.WithCancel(controller.WithAbort(leaderCtx, leaderCtx))
 				defer cancel()
 				stop := context.AfterFunc(ctx, cancel)
 				defer stop()
