@@ -20,6 +20,16 @@ CLUSTER_BINS := $(addprefix $(BIN)/,kube-apiserver kube-controller-manager kube-
 KWOK_STAGES  := $(BIN)/kwok-stages
 
 UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e /test/integration -e /pkg/generated/)
+
+# What every build of the binary is stamped with (`app-controller --version`, the
+# app_controller_build_info metric, the image labels), computed once per make run.
+# `make VERSION=v0.1.0` overrides it.
+VERSION     := $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+COMMIT      := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+VERSION_PKG := github.com/app-controller/app-controller/pkg/version
+LDFLAGS     := -X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).commit=$(COMMIT)
+# The flags of every go build of the controller binary (make build, make image).
+GO_BUILD_FLAGS = -trimpath -ldflags '$(LDFLAGS)'
 INTEGRATION_TIMEOUT ?= 30m
 
 ##@ Run the product
@@ -42,8 +52,8 @@ run: build ## Run the controller in the foreground against the current KUBECONFI
 	$(BIN)/app-controller --kubeconfig "$(KUBECONFIG)" -v=$(V) $(ARGS)
 
 .PHONY: build
-build: ## Build the controller into bin/app-controller.
-	$(GO) build -o $(BIN)/app-controller ./cmd/app-controller
+build: ## Build the controller into bin/app-controller (stamped with VERSION and COMMIT).
+	$(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/app-controller ./cmd/app-controller
 
 .PHONY: plugin
 plugin: ## Build the kubectl plugin into bin/kubectl-app (put bin/ on PATH, then: kubectl app tree NAME).
