@@ -129,11 +129,11 @@ $(IMAGEBUILD): hack/tools/go.mod hack/tools/go.sum $(shell find hack/tools/image
 
 # With Docker (or CONTAINER_TOOL=podman), as the kubebuilder scaffold has them.
 .PHONY: docker-build
-docker-build: ## Build the image with $(CONTAINER_TOOL) from the Dockerfile, tagged IMG.
+docker-build: ## Build the image from the Dockerfile with CONTAINER_TOOL (default docker), tagged IMG.
 	$(CONTAINER_TOOL) build $(DOCKER_BUILD_ARGS) -t $(IMG) .
 
 .PHONY: docker-push
-docker-push: ## Push IMG with $(CONTAINER_TOOL).
+docker-push: ## Push IMG with CONTAINER_TOOL.
 	$(CONTAINER_TOOL) push $(IMG)
 
 # docker-buildx cross-compiles in the builder stage (FROM --platform=$BUILDPLATFORM) for
