@@ -20,6 +20,16 @@ CLUSTER_BINS := $(addprefix $(BIN)/,kube-apiserver kube-controller-manager kube-
 KWOK_STAGES  := $(BIN)/kwok-stages
 
 UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e /test/integration -e /pkg/generated/)
+
+# What every build of the binary is stamped with (`app-controller --version`, the
+# app_controller_build_info metric, the image labels), computed once per make run.
+# `make VERSION=v0.1.0` overrides it.
+VERSION     := $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+COMMIT      := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+VERSION_PKG := github.com/app-controller/app-controller/pkg/version
+LDFLAGS     := -X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).commit=$(COMMIT)
+# The flags of every go build of the controller binary (make build, make image).
+GO_BUILD_FLAGS = -trimpath -ldflags '$(LDFLAGS)'
 INTEGRATION_TIMEOUT ?= 30m
 
 ##@ Run the product
@@ -42,8 +52,8 @@ run: build ## Run the controller in the foreground against the current KUBECONFI
 	$(BIN)/app-controller --kubeconfig "$(KUBECONFIG)" -v=$(V) $(ARGS)
 
 .PHONY: build
-build: ## Build the controller into bin/app-controller.
-	$(GO) build -o $(BIN)/app-controller ./cmd/app-controller
+build: ## Build the controller into bin/app-controller (stamped with VERSION and COMMIT).
+	$(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/app-controller ./cmd/app-controller
 
 .PHONY: plugin
 plugin: ## Build the kubectl plugin into bin/kubectl-app (put bin/ on PATH, then: kubectl app tree NAME).
@@ -58,8 +68,6 @@ install: $(KUBECTL) ## Apply the CRD to the cluster of the current KUBECONFIG an
 uninstall: $(KUBECTL) ## Delete the CRD (and every App) from the cluster of the current KUBECONFIG.
 	$(KUBECTL) delete --ignore-not-found -f config/crd/bases
 
-IMG ?= app-controller:latest
-
 .PHONY: deploy
 deploy: $(KUBECTL) ## Install the CRD, RBAC and the controller Deployment (config/default) into the current KUBECONFIG's cluster; IMG=... sets the image.
 	$(KUBECTL) kustomize config/default | sed 's|image: app-controller:latest$$|image: $(IMG)|' | $(KUBECTL) apply --server-side -f -
@@ -72,6 +80,72 @@ undeploy: $(KUBECTL) ## Delete what deploy installed, the CRD and every App incl
 examples: $(KUBECTL) ## Apply the example Apps (namespace tcs).
 	$(KUBECTL) create namespace tcs --dry-run=client -o yaml | $(KUBECTL) apply -f -
 	$(KUBECTL) apply -f artifacts/example/
+
+##@ Container image
+
+# The image: name and tag (the Deployment of make deploy uses it too).
+IMG ?= app-controller:latest
+# Platforms of the image index (make image, make docker-buildx).
+PLATFORMS ?= linux/amd64,linux/arm64
+CONTAINER_TOOL ?= docker
+# The image creation time, for reproducible digests: the commit time unless set.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+IMAGE_SOURCE := https://github.com/app-controller/app-controller
+# SOURCE_DATE_EPOCH as RFC 3339 (GNU date, else BSD date), for the Dockerfile's label.
+IMAGE_CREATED = $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ 2>/dev/null || date -u -r $(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
+DOCKER_BUILD_ARGS = --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) \
+	--build-arg SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) --label org.opencontainers.image.created=$(IMAGE_CREATED)
+
+IMAGE_DIR     := $(BIN)/image
+IMAGE_LAYOUT  := $(IMAGE_DIR)/oci
+HOST_ARCH     := $(shell $(GO) env GOARCH)
+IMAGE_TARBALL := $(IMAGE_DIR)/app-controller-linux-$(HOST_ARCH).tar
+IMAGEBUILD    := $(BIN)/imagebuild
+comma := ,
+
+.PHONY: image
+image: $(IMAGEBUILD) ## Build the image without Docker: OCI layout bin/image/oci (PLATFORMS) and a docker-load tarball of the host arch.
+	@for platform in $(subst $(comma), ,$(PLATFORMS)); do \
+		os=$${platform%%/*}; arch=$${platform#*/}; \
+		echo "GOOS=$$os GOARCH=$$arch CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -o $(IMAGE_DIR)/$$os-$$arch/app-controller ./cmd/app-controller"; \
+		GOOS=$$os GOARCH=$$arch CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -o $(IMAGE_DIR)/$$os-$$arch/app-controller ./cmd/app-controller; \
+	done
+	$(IMAGEBUILD) build --layout $(IMAGE_LAYOUT) --tag $(IMG) \
+		$(foreach p,$(subst $(comma), ,$(PLATFORMS)),--platform $(p)=$(IMAGE_DIR)/$(subst /,-,$(p))/app-controller) \
+		--tarball $(IMAGE_TARBALL) --tarball-platform linux/$(HOST_ARCH) \
+		--created-epoch $(SOURCE_DATE_EPOCH) --version $(VERSION) --revision $(COMMIT) --source $(IMAGE_SOURCE)
+
+.PHONY: image-push
+image-push: $(IMAGEBUILD) ## Push the image index of bin/image/oci (make image first) to IMG, with the credentials of ~/.docker/config.json.
+	$(IMAGEBUILD) push --layout $(IMAGE_LAYOUT) $(IMG)
+
+.PHONY: test-image
+test-image: image ## Build the image, then check it: valid index, both platforms, config, static binary, files, reproducible digest.
+	cd hack/tools && IMAGE_LAYOUT=$(IMAGE_LAYOUT) IMAGE_BINARIES=$(IMAGE_DIR) $(GO) test -count=1 ./imagebuild/...
+
+# The image builder (go-containerregistry), from the tools module.
+$(IMAGEBUILD): hack/tools/go.mod hack/tools/go.sum $(shell find hack/tools/imagebuild -name '*.go' -not -name '*_test.go')
+	cd hack/tools && $(GO) build -o $@ ./imagebuild
+
+# With Docker (or CONTAINER_TOOL=podman), as the kubebuilder scaffold has them.
+.PHONY: docker-build
+docker-build: ## Build the image from the Dockerfile with CONTAINER_TOOL (default docker), tagged IMG.
+	$(CONTAINER_TOOL) build $(DOCKER_BUILD_ARGS) -t $(IMG) .
+
+.PHONY: docker-push
+docker-push: ## Push IMG with CONTAINER_TOOL.
+	$(CONTAINER_TOOL) push $(IMG)
+
+# docker-buildx cross-compiles in the builder stage (FROM --platform=$BUILDPLATFORM) for
+# each of PLATFORMS and pushes the multi-platform image to IMG.
+.PHONY: docker-buildx
+docker-buildx: ## Build and push the image for PLATFORMS with docker buildx.
+	sed -e '1 s/\(^FROM\)/FROM --platform=\$$\{BUILDPLATFORM\}/; t' -e ' 1,// s//FROM --platform=\$$\{BUILDPLATFORM\}/' Dockerfile > Dockerfile.cross
+	- $(CONTAINER_TOOL) buildx create --name app-controller-builder
+	$(CONTAINER_TOOL) buildx use app-controller-builder
+	- $(CONTAINER_TOOL) buildx build --push --platform=$(PLATFORMS) --tag $(IMG) $(DOCKER_BUILD_ARGS) -f Dockerfile.cross .
+	- $(CONTAINER_TOOL) buildx rm app-controller-builder
+	rm Dockerfile.cross
 
 ##@ Local control plane
 
@@ -122,7 +196,7 @@ verify: ## Fail if generated code is stale, code is not gofmt-clean, go vet comp
 	./hack/verify.sh
 
 .PHONY: test
-test: verify unit integration ## Everything CI runs: verify, unit tests with -race, integration tests on a real control plane.
+test: verify unit test-image integration ## Everything CI runs: verify, unit tests with -race, the image, integration tests on a real control plane.
 
 .PHONY: unit
 unit: ## Unit tests, with the race detector and the cache mutation detector.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/app-controller/app-controller/pkg/controllermanager"
 	"github.com/app-controller/app-controller/pkg/signals"
+	"github.com/app-controller/app-controller/pkg/version"
 )
 
 func main() {
@@ -18,6 +19,7 @@ func main() {
 	klog.InitFlags(fs)
 	opts := controllermanager.NewOptions()
 	opts.AddFlags(fs)
+	showVersion := fs.Bool("version", false, "Print the version, git commit, Go version and platform, then exit.")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: %s [flags]\n\nRuns the app-controller controllers against a Kubernetes API server.\n\nFlags:\n", os.Args[0])
 		fs.PrintDefaults()
@@ -26,6 +28,10 @@ func main() {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "unexpected arguments: %v\n", fs.Args())
 		os.Exit(2)
+	}
+	if *showVersion {
+		fmt.Println(version.Get())
+		return
 	}
 
 	ctx := signals.SetupSignalContext()

@@ -18,6 +18,7 @@ import (
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
+	"github.com/app-controller/app-controller/pkg/version"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
@@ -142,7 +143,7 @@ func TestLeadershipLost(t *testing.T) {
 }
 
 // TestProbesAndMetrics checks /healthz, /readyz and the Prometheus metrics, including the
-// workqueue metrics of the named App queue.
+// workqueue metrics of the named App queue and the build info.
 func TestProbesAndMetrics(t *testing.T) {
 	ns := framework.Namespace(t)
 	health, metrics := freeAddr(t), freeAddr(t)
@@ -162,7 +163,9 @@ func TestProbesAndMetrics(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("/metrics = %d", code)
 	}
-	for _, want := range []string{`workqueue_adds_total{name="app"}`, `workqueue_depth{name="app"}`, "rest_client_requests_total"} {
+	info := version.Get()
+	buildInfo := fmt.Sprintf("app_controller_build_info{commit=%q,go_version=%q,version=%q} 1\n", info.Commit, info.GoVersion, info.Version)
+	for _, want := range []string{`workqueue_adds_total{name="app"}`, `workqueue_depth{name="app"}`, "rest_client_requests_total", buildInfo} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

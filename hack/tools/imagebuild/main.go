@@ -1,0 +1,137 @@
+// Command imagebuild builds and pushes the app-controller container image without a
+// container engine (make image, make image-push).
+//
+//	imagebuild build --layout DIR [--tarball FILE --tarball-platform linux/amd64] --tag IMG \
+//	    --platform linux/amd64=bin/image/linux-amd64/app-controller --platform linux/arm64=... \
+//	    --created-epoch SECONDS --version V --revision SHA --source URL
+//	imagebuild push --layout DIR IMG
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/app-controller/app-controller/hack/tools/imagebuild/ociimage"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: imagebuild build|push [flags]")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "build":
+		err = build(os.Args[2:])
+	case "push":
+		err = push(ctx, os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown command %q: want build or push", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "imagebuild:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+// platformsFlag collects repeated --platform os/arch=path flags.
+type platformsFlag []ociimage.Platform
+
+func (p *platformsFlag) String() string { return fmt.Sprint(*p) }
+
+func (p *platformsFlag) Set(s string) error {
+	platform, err := ociimage.ParsePlatform(s)
+	if err != nil {
+		return err
+	}
+	*p = append(*p, platform)
+	return nil
+}
+
+func build(args []string) error {
+	fs := flag.NewFlagSet("imagebuild build", flag.ContinueOnError)
+	var platforms platformsFlag
+	fs.Var(&platforms, "platform", "os/arch[/variant]=path of a static binary; repeat for each image of the index")
+	layoutDir := fs.String("layout", "", "OCI layout directory to write the index into (replaced)")
+	tarballPath := fs.String("tarball", "", "also write the image of --tarball-platform here as a `docker load` tarball")
+	tarballPlatform := fs.String("tarball-platform", "", "os/arch of the image written to --tarball")
+	tag := fs.String("tag", "", "image name and tag, such as example.com/app-controller:v0.1.0 (tarball tag and layout ref name)")
+	epoch := fs.String("created-epoch", "", "creation time in seconds since the epoch (SOURCE_DATE_EPOCH, or the commit time)")
+	entrypoint := fs.String("entrypoint", "/app-controller", "path of the binary in the image")
+	opts := ociimage.Options{}
+	fs.StringVar(&opts.Version, "version", "", "org.opencontainers.image.version")
+	fs.StringVar(&opts.Revision, "revision", "", "org.opencontainers.image.revision (git commit)")
+	fs.StringVar(&opts.Source, "source", "https://github.com/app-controller/app-controller", "org.opencontainers.image.source")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *layoutDir == "" || *tag == "" || *epoch == "" || opts.Version == "" || opts.Revision == "" {
+		return fmt.Errorf("--layout, --tag, --created-epoch, --version and --revision are required")
+	}
+	seconds, err := strconv.ParseInt(strings.TrimSpace(*epoch), 10, 64)
+	if err != nil {
+		return fmt.Errorf("parsing --created-epoch %q: %w", *epoch, err)
+	}
+	opts.Created = time.Unix(seconds, 0)
+	opts.Platforms = platforms
+	opts.Entrypoint = *entrypoint
+
+	res, err := ociimage.Build(opts)
+	if err != nil {
+		return err
+	}
+	if err := ociimage.WriteLayout(*layoutDir, res.Index, ociimage.RefName(*tag)); err != nil {
+		return err
+	}
+	for i, p := range res.Platforms {
+		digest, err := res.Images[i].Digest()
+		if err != nil {
+			return fmt.Errorf("computing the digest of the %s image: %w", p, err)
+		}
+		fmt.Printf("image %-14s %s\n", p, digest)
+	}
+	if *tarballPath != "" {
+		osName, arch, _ := strings.Cut(*tarballPlatform, "/")
+		img := res.Image(osName, arch)
+		if img == nil {
+			return fmt.Errorf("--tarball-platform %q is not one of the built platforms", *tarballPlatform)
+		}
+		if err := ociimage.WriteTarball(*tarballPath, *tag, img); err != nil {
+			return err
+		}
+		fmt.Printf("docker load -i %s   # %s, %s\n", *tarballPath, *tarballPlatform, *tag)
+	}
+	digest, err := res.Index.Digest()
+	if err != nil {
+		return fmt.Errorf("computing the index digest: %w", err)
+	}
+	fmt.Printf("OCI layout %s: image index %s\n", *layoutDir, digest)
+	return nil
+}
+
+func push(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("imagebuild push", flag.ContinueOnError)
+	layoutDir := fs.String("layout", "", "OCI layout directory written by imagebuild build")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *layoutDir == "" || fs.NArg() != 1 {
+		return fmt.Errorf("usage: imagebuild push --layout DIR registry/repository:tag")
+	}
+	digest, err := ociimage.Push(ctx, *layoutDir, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("pushed %s@%s\n", fs.Arg(0), digest)
+	return nil
+}

@@ -1,0 +1,301 @@
+package ociimage
+
+import (
+	"archive/tar"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/validate"
+)
+
+// The image `make image` wrote; `make test-image` sets these.
+const (
+	envLayout   = "IMAGE_LAYOUT"   // the OCI layout directory
+	envBinaries = "IMAGE_BINARIES" // holds <os>-<arch>/app-controller, the binaries it was built from
+)
+
+var wantPlatforms = []string{"linux/amd64", "linux/arm64/v8"}
+
+// TestBuiltImage checks the image `make image` built: a valid index of both platforms,
+// each with the user, entrypoint and labels; the host platform's binary is static, runs
+// and names the commit of the revision label; the base files are right; and building
+// again from the same binaries and labels gives the same index digest.
+func TestBuiltImage(t *testing.T) {
+	dir := os.Getenv(envLayout)
+	if dir == "" {
+		t.Skipf("%s is not set: run `make test-image`, which builds the image first", envLayout)
+	}
+	top, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := validate.Index(top); err != nil {
+		t.Fatalf("the layout does not validate: %v", err)
+	}
+	idx, err := ReadIndex(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var opts Options
+	images := map[string]v1.Image{}
+	for _, desc := range m.Manifests {
+		if desc.Platform == nil {
+			t.Fatalf("manifest %s has no platform", desc.Digest)
+		}
+		p := desc.Platform.String()
+		img, err := idx.Image(desc.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		images[p] = img
+		t.Run(p, func(t *testing.T) { opts = checkConfig(t, img, desc.Platform) })
+	}
+	for _, p := range wantPlatforms {
+		if images[p] == nil {
+			t.Errorf("the index lacks %s; it has %v", p, keys(images))
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	host := "linux/" + runtime.GOARCH
+	if runtime.GOARCH == "arm64" {
+		host += "/v8"
+	}
+	img := images[host]
+	if img == nil {
+		t.Fatalf("no image for the host platform %s", host)
+	}
+	files := extract(t, img)
+	t.Run("static binary", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "app-controller")
+		if err := os.WriteFile(path, files["app-controller"].body, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := checkStatic(path); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(path, "--version").CombinedOutput()
+		if err != nil {
+			t.Fatalf("app-controller --version: %v\n%s", err, out)
+		}
+		if want := "commit " + opts.Revision; !strings.Contains(string(out), want) {
+			t.Errorf("app-controller --version printed %q, want it to contain %q (the revision label)", out, want)
+		}
+		if want := "version " + opts.Version + ","; !strings.Contains(string(out), want) {
+			t.Errorf("app-controller --version printed %q, want it to contain %q (the version label)", out, want)
+		}
+		t.Logf("app-controller --version: %s", strings.TrimSpace(string(out)))
+	})
+	t.Run("base files", func(t *testing.T) { checkBase(t, files) })
+
+	t.Run("reproducible", func(t *testing.T) {
+		bins := os.Getenv(envBinaries)
+		if bins == "" {
+			t.Skipf("%s is not set", envBinaries)
+		}
+		for _, p := range wantPlatforms {
+			platform, err := ParsePlatform(p + "=" + filepath.Join(bins, strings.ReplaceAll(strings.TrimSuffix(p, "/v8"), "/", "-"), "app-controller"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts.Platforms = append(opts.Platforms, platform)
+		}
+		opts.Entrypoint = "/app-controller"
+		want, err := idx.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := indexDigest(t, opts); got != want {
+			t.Errorf("built again from the same binaries and labels: index %s, the layout holds %s", got, want)
+		}
+	})
+}
+
+// checkConfig checks the config of one image and returns the build options its labels
+// give.
+func checkConfig(t *testing.T, img v1.Image, platform *v1.Platform) Options {
+	t.Helper()
+	if err := validate.Image(img); err != nil {
+		t.Fatalf("image does not validate: %v", err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.OS != platform.OS || cfg.Architecture != platform.Architecture || cfg.Variant != platform.Variant {
+		t.Errorf("config platform %s/%s/%s, index says %s", cfg.OS, cfg.Architecture, cfg.Variant, platform)
+	}
+	if cfg.Config.User != "65532:65532" {
+		t.Errorf("user %q, want 65532:65532", cfg.Config.User)
+	}
+	if len(cfg.Config.Entrypoint) != 1 || cfg.Config.Entrypoint[0] != "/app-controller" {
+		t.Errorf("entrypoint %q, want [/app-controller]", cfg.Config.Entrypoint)
+	}
+	labels := cfg.Config.Labels
+	for _, key := range []string{LabelSource, LabelRevision, LabelVersion, LabelCreated} {
+		if labels[key] == "" {
+			t.Errorf("label %s is missing", key)
+		}
+	}
+	if got := labels[LabelSource]; got != "https://github.com/app-controller/app-controller" {
+		t.Errorf("source label %q", got)
+	}
+	created, err := time.Parse(time.RFC3339, labels[LabelCreated])
+	if err != nil {
+		t.Errorf("created label: %v", err)
+	} else if !cfg.Created.Time.Equal(created) {
+		t.Errorf("config created %v, label %v", cfg.Created.Time, created)
+	}
+	return Options{Created: created, Version: labels[LabelVersion], Revision: labels[LabelRevision], Source: labels[LabelSource]}
+}
+
+type file struct {
+	hdr  *tar.Header
+	body []byte
+}
+
+// extract reads the flattened file system of img.
+func extract(t *testing.T, img v1.Image) map[string]file {
+	t.Helper()
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	files := map[string]file{}
+	tr := tar.NewReader(rc)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return files
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[strings.TrimSuffix(hdr.Name, "/")] = file{hdr: hdr, body: body}
+	}
+}
+
+func checkBase(t *testing.T, files map[string]file) {
+	t.Helper()
+	tests := []struct {
+		path string
+		mode fs.FileMode
+		want string // a line the file holds
+	}{
+		{path: "etc/passwd", mode: 0o644, want: "nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin"},
+		{path: "etc/passwd", mode: 0o644, want: "root:x:0:0:root:/root:/sbin/nologin"},
+		{path: "etc/group", mode: 0o644, want: "nonroot:x:65532:"},
+		{path: "etc/group", mode: 0o644, want: "root:x:0:"},
+		{path: "tmp", mode: fs.ModeDir | fs.ModeSticky | 0o777},
+		{path: "home/nonroot", mode: fs.ModeDir | 0o700},
+		{path: "app-controller", mode: 0o755},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path+" "+tt.want, func(t *testing.T) {
+			f, ok := files[tt.path]
+			if !ok {
+				t.Fatalf("%s is missing", tt.path)
+			}
+			if got := f.hdr.FileInfo().Mode(); got != tt.mode {
+				t.Errorf("mode %v, want %v", got, tt.mode)
+			}
+			if tt.want != "" && !contains(strings.Split(string(f.body), "\n"), tt.want) {
+				t.Errorf("lacks the line %q:\n%s", tt.want, f.body)
+			}
+		})
+	}
+	if f := files["home/nonroot"]; f.hdr != nil && (f.hdr.Uid != NonrootUID || f.hdr.Gid != NonrootUID) {
+		t.Errorf("home/nonroot is owned by %d:%d, want nonroot", f.hdr.Uid, f.hdr.Gid)
+	}
+}
+
+// checkStatic fails if the ELF file at path asks for a dynamic loader.
+func checkStatic(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("opening %s as ELF: %w", path, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s has a PT_INTERP program header: it is dynamically linked", path)
+		}
+	}
+	if f.Section(".interp") != nil {
+		return fmt.Errorf("%s has an .interp section: it is dynamically linked", path)
+	}
+	return nil
+}
+
+// TestCheckStatic: the check tells a dynamically linked binary (/bin/sh) from a static
+// one (a minimal program built with CGO_ENABLED=0).
+func TestCheckStatic(t *testing.T) {
+	dynamic, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh on PATH")
+	}
+	if dynamic, err = filepath.EvalSymlinks(dynamic); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkStatic(dynamic); err == nil {
+		t.Errorf("checkStatic(%s) = nil, want dynamically linked", dynamic)
+	}
+
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"go.mod":  "module static\n",
+		"main.go": "package main\n\nfunc main() {}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build := exec.Command("go", "build", "-o", "static", ".")
+	build.Dir = dir
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building a static binary: %v\n%s", err, out)
+	}
+	if err := checkStatic(filepath.Join(dir, "static")); err != nil {
+		t.Errorf("checkStatic of a CGO_ENABLED=0 binary: %v", err)
+	}
+}
+
+func contains(lines []string, want string) bool {
+	for _, l := range lines {
+		if l == want {
+			return true
+		}
+	}
+	return false
+}
+
+func keys(m map[string]v1.Image) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
