@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/app-controller/app-controller/internal/logformat"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
 	"github.com/app-controller/app-controller/pkg/signals"
 )
@@ -16,6 +17,7 @@ import (
 func main() {
 	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
 	klog.InitFlags(fs)
+	logFormat := logformat.AddFlag(fs)
 	opts := controllermanager.NewOptions()
 	opts.AddFlags(fs)
 	fs.Usage = func() {
@@ -25,6 +27,14 @@ func main() {
 	_ = fs.Parse(os.Args[1:])
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "unexpected arguments: %v\n", fs.Args())
+		os.Exit(2)
+	}
+	verbosity, err := logformat.Verbosity(fs)
+	if err == nil {
+		err = logformat.Apply(*logFormat, verbosity, os.Stderr)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 
