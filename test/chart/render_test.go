@@ -116,8 +116,7 @@ func TestLint(t *testing.T) {
 	}
 }
 
-// TestChartMetadata checks that the chart loads and declares its version, appVersion and
-// the Kubernetes versions it supports, among which the control plane's.
+// TestChartMetadata checks that the chart loads and declares its version and appVersion.
 func TestChartMetadata(t *testing.T) {
 	dir, err := Dir()
 	if err != nil {
@@ -136,8 +135,10 @@ func TestChartMetadata(t *testing.T) {
 	if chrt.Schema == nil {
 		t.Error("the chart has no values.schema.json")
 	}
-	if !chartutil.IsCompatibleRange(chrt.Metadata.KubeVersion, KubeVersion) {
-		t.Errorf("kubeVersion %q does not admit %s", chrt.Metadata.KubeVersion, KubeVersion)
+	// No kubeVersion constraint: the local control plane, built from Go modules without
+	// version ldflags, reports v0.0.0-master, which any constraint would refuse.
+	if chrt.Metadata.KubeVersion != "" {
+		t.Errorf("kubeVersion %q: helm install on the local control plane (v0.0.0-master) would refuse it", chrt.Metadata.KubeVersion)
 	}
 }
 
