@@ -94,7 +94,8 @@ helm: $(HELM) ## Build bin/helm, the Helm version pinned in test/chart/go.mod.
 
 # Rebuilt only when the pinned version changes (first build: about 2 minutes).
 $(HELM): test/chart/go.mod test/chart/go.sum
-	cd test/chart && $(GO) build -o $(HELM) helm.sh/helm/v3/cmd/helm
+	cd test/chart && version=$$($(GO) list -m -f '{{.Version}}' helm.sh/helm/v3) && \
+		$(GO) build -ldflags "-X helm.sh/helm/v3/internal/version.version=$$version" -o $(HELM) helm.sh/helm/v3/cmd/helm
 
 .PHONY: helm-lint
 helm-lint: $(HELM) ## helm lint --strict the chart, and render it with each values file of its ci/ directory.
