@@ -348,12 +348,28 @@ func TestCIValues(t *testing.T) {
 	}
 }
 
-// TestServiceMonitorNeedsItsAPI renders the ServiceMonitor values without the
-// monitoring.coreos.com/v1 capability: the rendering fails and says why.
-func TestServiceMonitorNeedsItsAPI(t *testing.T) {
-	_, err := Render(Options{ValuesFile: serviceMonitorValues})
-	if err == nil || !strings.Contains(err.Error(), "serves no monitoring.coreos.com/v1 ServiceMonitor") {
-		t.Fatalf("err = %v, want the chart's message about the missing ServiceMonitor API", err)
+// TestRefusedCombinations renders values the schema accepts but the chart refuses, with
+// the reason.
+func TestRefusedCombinations(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"ServiceMonitor without its API", Options{ValuesFile: serviceMonitorValues}, "serves no monitoring.coreos.com/v1 ServiceMonitor"},
+		{"ServiceMonitor without the metrics Service", Options{
+			APIVersions: []string{ServiceMonitorAPI},
+			Values:      map[string]any{"metrics": map[string]any{"service": map[string]any{"enabled": false}, "serviceMonitor": map[string]any{"enabled": true}}},
+		}, "needs metrics.service.enabled=true"},
+		{"two replicas without leader election", Options{Values: map[string]any{"leaderElection": map[string]any{"enabled": false}}}, "replicaCount=2 needs leaderElection.enabled=true"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Render(tt.opts)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want one saying %q", err, tt.want)
+			}
+		})
 	}
 }
 
