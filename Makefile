@@ -76,6 +76,15 @@ deploy: $(KUBECTL) ## Install the CRD, RBAC and the controller Deployment (confi
 undeploy: $(KUBECTL) ## Delete what deploy installed, the CRD and every App included.
 	$(KUBECTL) kustomize config/default | $(KUBECTL) delete --ignore-not-found -f -
 
+# The one-file installer: config/default with the image IMG (kubebuilder's build-installer).
+INSTALLER ?= dist/install.yaml
+
+.PHONY: build-installer
+build-installer: $(KUBECTL) ## Write dist/install.yaml (CRD, namespace, RBAC, Deployment of IMG=...) for kubectl apply -f.
+	@mkdir -p $(dir $(INSTALLER))
+	$(KUBECTL) kustomize config/default | sed 's|image: app-controller:latest$$|image: $(IMG)|' > $(INSTALLER)
+	@echo "wrote $(INSTALLER) (image $(IMG))"
+
 .PHONY: examples
 examples: $(KUBECTL) ## Apply the example Apps (namespace tcs).
 	$(KUBECTL) create namespace tcs --dry-run=client -o yaml | $(KUBECTL) apply -f -
@@ -147,6 +156,35 @@ docker-buildx: ## Build and push the image for PLATFORMS with docker buildx.
 	- $(CONTAINER_TOOL) buildx rm app-controller-builder
 	rm Dockerfile.cross
 
+##@ Helm chart
+
+HELM  := $(BIN)/helm
+CHART := charts/app-controller
+# The Kubernetes version the chart is linted and rendered for: the local control plane's.
+CHART_KUBE_VERSION := 1.36.3
+
+.PHONY: helm
+helm: $(HELM) ## Build bin/helm, the Helm version pinned in test/chart/go.mod.
+
+# Rebuilt only when the pinned version changes (first build: about 2 minutes).
+$(HELM): test/chart/go.mod test/chart/go.sum
+	cd test/chart && version=$$($(GO) list -m -f '{{.Version}}' helm.sh/helm/v3) && \
+		$(GO) build -ldflags "-X helm.sh/helm/v3/internal/version.version=$$version" -o $(HELM) helm.sh/helm/v3/cmd/helm
+
+.PHONY: helm-lint
+helm-lint: $(HELM) ## helm lint --strict the chart, and render it with each values file of its ci/ directory.
+	$(HELM) lint --strict --kube-version $(CHART_KUBE_VERSION) $(CHART)
+	@for f in $(CHART)/ci/*-values.yaml; do \
+		echo "helm template -f $$f"; \
+		$(HELM) template app-controller $(CHART) --kube-version $(CHART_KUBE_VERSION) \
+			--api-versions monitoring.coreos.com/v1/ServiceMonitor -f $$f >/dev/null || exit 1; \
+	done
+
+.PHONY: test-chart
+test-chart: tools ## Chart and installer tests: offline (lint, render, schema) and on a local control plane (dry runs, install, run, uninstall).
+	cd test/chart && KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) \
+		$(GO) test -count=1 -p 1 -timeout $(INTEGRATION_TIMEOUT) ./... $(TESTFLAGS)
+
 ##@ Local control plane
 
 .PHONY: cluster-up
@@ -196,7 +234,7 @@ verify: ## Fail if generated code is stale, code is not gofmt-clean, go vet comp
 	./hack/verify.sh
 
 .PHONY: test
-test: verify unit test-image integration ## Everything CI runs: verify, unit tests with -race, the image, integration tests on a real control plane.
+test: verify unit test-image integration test-chart ## Everything CI runs: verify, unit tests with -race, the image, integration tests on a real control plane, the chart's tests.
 
 .PHONY: unit
 unit: ## Unit tests, with the race detector and the cache mutation detector.

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/app-controller/app-controller/internal/logformat"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
 	"github.com/app-controller/app-controller/pkg/signals"
 	"github.com/app-controller/app-controller/pkg/version"
@@ -17,6 +18,7 @@ import (
 func main() {
 	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
 	klog.InitFlags(fs)
+	logFormat := logformat.AddFlag(fs)
 	opts := controllermanager.NewOptions()
 	opts.AddFlags(fs)
 	showVersion := fs.Bool("version", false, "Print the version, git commit, Go version and platform, then exit.")
@@ -32,6 +34,14 @@ func main() {
 	if *showVersion {
 		fmt.Println(version.Get())
 		return
+	}
+	verbosity, err := logformat.Verbosity(fs)
+	if err == nil {
+		err = logformat.Apply(*logFormat, verbosity, os.Stderr)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
 	}
 
 	ctx := signals.SetupSignalContext()

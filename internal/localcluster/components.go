@@ -87,6 +87,10 @@ func apiserverArgs(certs *certFiles, certDir, etcdURL string, securePort int) []
 		// The admission plugin taints every new Node not-ready; the node lifecycle
 		// controller, which would lift the taint once kwok marks the node Ready, is off.
 		"--disable-admission-plugins=TaintNodesByCondition",
+		// Off by default: with it, an owner reference with blockOwnerDeletion=true needs
+		// permission to update the owner's finalizers, as on most production clusters,
+		// so the RBAC tests prove the */finalizers grants instead of assuming them.
+		"--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
 		"--profiling=false",
 	}
 }

@@ -68,6 +68,7 @@ func TestComponentArgs(t *testing.T) {
 				"--service-account-signing-key-file": "/s/certs/sa.key",
 				"--cert-dir":                         "/s/apiserver-certs",
 				"--disable-admission-plugins":        "TaintNodesByCondition",
+				"--enable-admission-plugins":         "OwnerReferencesPermissionEnforcement",
 			},
 		},
 		{

@@ -59,12 +59,35 @@ type shippedRBAC struct {
 	role           *rbacv1.Role
 	binding        *rbacv1.RoleBinding
 	serviceAccount *corev1.ServiceAccount
+	// aggregated are the ClusterRoles for users (aggregate_roles.yaml), labelled to
+	// aggregate into the built-in view, edit and admin roles.
+	aggregated []*rbacv1.ClusterRole
+}
+
+// aggregateLabelPrefix starts the labels by which a ClusterRole aggregates into the
+// built-in view, edit and admin roles.
+const aggregateLabelPrefix = "rbac.authorization.k8s.io/aggregate-to-"
+
+// isAggregated tells whether the ClusterRole document doc aggregates into a built-in role.
+func isAggregated(t *testing.T, where string, doc []byte) bool {
+	t.Helper()
+	var meta metav1.PartialObjectMetadata
+	if err := yaml.Unmarshal(doc, &meta); err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	for key := range meta.Labels {
+		if strings.HasPrefix(key, aggregateLabelPrefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // loadRBAC reads config/rbac/*.yaml. Each file may hold several YAML documents; the
 // kustomization is skipped, and any kind other than a ClusterRole, a ClusterRoleBinding,
 // a Role, a RoleBinding or a ServiceAccount fails the test, as does a second object of
-// one of those kinds: this test must be updated when the RBAC grows.
+// one of those kinds, aggregated ClusterRoles aside: this test must be updated when the
+// RBAC grows.
 func loadRBAC(t *testing.T) shippedRBAC {
 	t.Helper()
 	root, err := localcluster.RepoRoot()
@@ -88,6 +111,12 @@ func loadRBAC(t *testing.T) shippedRBAC {
 			case "Kustomization":
 				continue
 			case "ClusterRole":
+				if isAggregated(t, where, doc) {
+					role := &rbacv1.ClusterRole{}
+					out.aggregated = append(out.aggregated, role)
+					obj = role
+					break
+				}
 				obj = setOnce(t, where, &out.clusterRole)
 			case "ClusterRoleBinding":
 				obj = setOnce(t, where, &out.clusterBinding)
@@ -185,6 +214,10 @@ func installRBAC(t *testing.T) shippedRBAC {
 	ignoreExists("the Role", err)
 	_, err = admin.RbacV1().RoleBindings(rb.binding.Namespace).Create(ctx, rb.binding, metav1.CreateOptions{})
 	ignoreExists("the RoleBinding", err)
+	for _, role := range rb.aggregated {
+		_, err = admin.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})
+		ignoreExists("the ClusterRole "+role.Name, err)
+	}
 
 	// Probe each binding with the first permission of its role: whether the role gives
 	// what it should is for the tests to tell, not a reason to wait here.

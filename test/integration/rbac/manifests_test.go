@@ -17,9 +17,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -61,6 +63,8 @@ func TestDeployableManifests(t *testing.T) {
 		role       rbacv1.Role
 		rb         rbacv1.RoleBinding
 		deployment appsv1.Deployment
+		pdb        policyv1.PodDisruptionBudget
+		metrics    corev1.Service
 	)
 	for i, doc := range splitYAML(rendered) {
 		where := fmt.Sprintf("config/default document %d", i+1)
@@ -80,6 +84,10 @@ func TestDeployableManifests(t *testing.T) {
 			obj = &rb
 		case "Deployment":
 			obj = &deployment
+		case "PodDisruptionBudget":
+			obj = &pdb
+		case "Service":
+			obj = &metrics
 		default:
 			continue
 		}
@@ -88,8 +96,23 @@ func TestDeployableManifests(t *testing.T) {
 		}
 	}
 	slices.Sort(kinds)
-	if want := []string{"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Deployment", "Namespace", "Role", "RoleBinding", "ServiceAccount"}; !slices.Equal(kinds, want) {
-		t.Fatalf("config/default renders %v, want one each of %v", kinds, want)
+	// Three ClusterRoles: the controller's and the aggregated view and edit roles.
+	if want := []string{"ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Deployment", "Namespace",
+		"PodDisruptionBudget", "Role", "RoleBinding", "Service", "ServiceAccount"}; !slices.Equal(kinds, want) {
+		t.Fatalf("config/default renders %v, want %v", kinds, want)
+	}
+
+	// The PodDisruptionBudget and the metrics Service select the controller's pods, and
+	// the Service targets the metrics port.
+	podLabels := labels.Set(deployment.Spec.Template.Labels)
+	if sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err != nil || sel.Empty() || !sel.Matches(podLabels) {
+		t.Errorf("PodDisruptionBudget selector %v (%v) does not select the pods (labels %v)", pdb.Spec.Selector, err, podLabels)
+	}
+	if sel := labels.SelectorFromSet(metrics.Spec.Selector); len(metrics.Spec.Selector) == 0 || !sel.Matches(podLabels) {
+		t.Errorf("metrics Service selector %v does not select the pods (labels %v)", metrics.Spec.Selector, podLabels)
+	}
+	if pdb.Namespace != controllerNamespace || metrics.Namespace != controllerNamespace {
+		t.Errorf("PodDisruptionBudget in %q, metrics Service in %q; want %s", pdb.Namespace, metrics.Namespace, controllerNamespace)
 	}
 
 	// One identity throughout.
@@ -156,6 +179,9 @@ func TestDeployableManifests(t *testing.T) {
 	metricsPort := bindPort(t, "--metrics-bind-address", opts.MetricsBindAddress)
 	if got := containerPort(c, intstr.FromString("metrics")); got != metricsPort {
 		t.Errorf("container %s: port metrics is %d, want --metrics-bind-address's port %d", c.Name, got, metricsPort)
+	}
+	if len(metrics.Spec.Ports) != 1 || containerPort(c, metrics.Spec.Ports[0].TargetPort) != metricsPort {
+		t.Errorf("metrics Service ports %+v: want one, targeting the container's metrics port %d", metrics.Spec.Ports, metricsPort)
 	}
 
 	// Hardening that Pod Security's restricted level does not check.

@@ -363,9 +363,10 @@ const (
 // manager used is in grants, in the namespace grants gives it. The permissions of grants
 // marked exercised were all used.
 //
-// The test cluster's API server does not enable the OwnerReferencesPermissionEnforcement
-// admission plugin, so the finalizers grants go untested here:
-// TestServiceAccountPermissions checks that the ServiceAccount has them.
+// The test cluster's API server enables the OwnerReferencesPermissionEnforcement
+// admission plugin, so the children's owner references with blockOwnerDeletion=true are
+// admitted only thanks to the */finalizers grants (not requests of their own, so not in
+// the request log): TestFinalizersGrantsAreNeeded shows that without them they are not.
 func TestManagerRunsWithShippedRBAC(t *testing.T) {
 	installRBAC(t)
 	admin := framework.Client(t)

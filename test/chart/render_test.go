@@ -1,0 +1,456 @@
+package chart
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/app-controller/app-controller/pkg/controller/nodelabel"
+)
+
+// The ci/ values files the tests render (and helm-lint lints).
+const (
+	oneControllerValues  = "ci/one-controller-values.yaml"
+	serviceMonitorValues = "ci/servicemonitor-values.yaml"
+	digestValues         = "ci/digest-values.yaml"
+)
+
+func render(t *testing.T, opts Options) *Rendering {
+	t.Helper()
+	r, err := Render(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// find returns the rendered object, failing the test if it is missing.
+func find(t *testing.T, r *Rendering, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	obj := r.Find(kind, name)
+	if obj == nil {
+		t.Fatalf("no %s %s rendered; got %v", kind, name, names(r.Objects))
+	}
+	return obj
+}
+
+// names returns "Kind/name" of objs, sorted.
+func names(objs []*unstructured.Unstructured) []string {
+	var out []string
+	for _, obj := range objs {
+		out = append(out, obj.GetKind()+"/"+obj.GetName())
+	}
+	slices.Sort(out)
+	return out
+}
+
+func nested(t *testing.T, obj *unstructured.Unstructured, fields ...string) any {
+	t.Helper()
+	v, found, err := unstructured.NestedFieldNoCopy(obj.Object, fields...)
+	if err != nil || !found {
+		t.Fatalf("%s %s: no %s (%v)", obj.GetKind(), obj.GetName(), strings.Join(fields, "."), err)
+	}
+	return v
+}
+
+// container returns the manager container of the rendered Deployment.
+func container(t *testing.T, d *unstructured.Unstructured) map[string]any {
+	t.Helper()
+	containers := nested(t, d, "spec", "template", "spec", "containers").([]any)
+	if len(containers) != 1 {
+		t.Fatalf("Deployment %s has %d containers, want 1", d.GetName(), len(containers))
+	}
+	return containers[0].(map[string]any)
+}
+
+func args(t *testing.T, d *unstructured.Unstructured) []string {
+	t.Helper()
+	var out []string
+	for _, a := range container(t, d)["args"].([]any) {
+		out = append(out, a.(string))
+	}
+	return out
+}
+
+// TestLint lints the chart as helm lint --strict does, for Kubernetes 1.36, with the
+// default values and the ci/ files that need no extra capability.
+func TestLint(t *testing.T) {
+	dir, err := Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeVersion, err := chartutil.ParseKubeVersion(KubeVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range []string{"", oneControllerValues, digestValues} {
+		t.Run("values="+file, func(t *testing.T) {
+			vals, err := Values(Options{ValuesFile: file})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lint := action.NewLint()
+			lint.Strict = true
+			lint.Namespace = "app-controller-system"
+			lint.KubeVersion = kubeVersion
+			res := lint.Run([]string{dir}, vals)
+			for _, msg := range res.Messages {
+				t.Logf("lint: %s", msg)
+			}
+			for _, err := range res.Errors {
+				t.Errorf("lint: %v", err)
+			}
+			if res.TotalChartsLinted != 1 {
+				t.Errorf("linted %d charts, want 1", res.TotalChartsLinted)
+			}
+		})
+	}
+}
+
+// TestChartMetadata checks that the chart loads and declares its version and appVersion.
+func TestChartMetadata(t *testing.T) {
+	dir, err := Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	chrt, err := loader.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chrt.Validate(); err != nil {
+		t.Error(err)
+	}
+	if chrt.Metadata.AppVersion == "" || chrt.Metadata.Version == "" {
+		t.Errorf("version %q, appVersion %q: both must be set", chrt.Metadata.Version, chrt.Metadata.AppVersion)
+	}
+	if chrt.Schema == nil {
+		t.Error("the chart has no values.schema.json")
+	}
+	// No kubeVersion constraint: the local control plane, built from Go modules without
+	// version ldflags, reports v0.0.0-master, which any constraint would refuse.
+	if chrt.Metadata.KubeVersion != "" {
+		t.Errorf("kubeVersion %q: helm install on the local control plane (v0.0.0-master) would refuse it", chrt.Metadata.KubeVersion)
+	}
+}
+
+// TestDefaultRenderingIsConfigDefault renders the default values and compares them with
+// config/default: the same objects (but the namespace, which helm install
+// --create-namespace makes), the same ClusterRole and Role rules as config/rbac/role.yaml,
+// the same CRD as config/crd (plus the keep annotation), the same Deployment as
+// config/manager/manager.yaml but for labels and the image.
+func TestDefaultRenderingIsConfigDefault(t *testing.T) {
+	r := render(t, Options{})
+	config, err := ConfigObjects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []*unstructured.Unstructured
+	for _, obj := range config {
+		if obj.GetKind() != "Namespace" {
+			want = append(want, obj)
+		}
+	}
+	if diff := cmp.Diff(names(want), names(r.Objects)); diff != "" {
+		t.Errorf("objects rendered with the default values differ from config/default's (-config +chart):\n%s", diff)
+	}
+
+	for _, cfg := range want {
+		chart := r.Find(cfg.GetKind(), cfg.GetName())
+		if chart == nil {
+			continue // reported above
+		}
+		if cfg.GetNamespace() != "" && chart.GetNamespace() != "app-controller-system" {
+			t.Errorf("%s %s: namespace %q, want the release namespace", cfg.GetKind(), cfg.GetName(), chart.GetNamespace())
+		}
+		t.Run(cfg.GetKind()+"/"+cfg.GetName(), func(t *testing.T) {
+			switch cfg.GetKind() {
+			case "ClusterRole", "Role":
+				if diff := cmp.Diff(nested(t, cfg, "rules"), nested(t, chart, "rules")); diff != "" {
+					t.Errorf("rules differ from config/rbac (-config +chart):\n%s", diff)
+				}
+				for key, value := range cfg.GetLabels() {
+					if strings.HasPrefix(key, "rbac.authorization.k8s.io/") && chart.GetLabels()[key] != value {
+						t.Errorf("label %s = %q, want %q", key, chart.GetLabels()[key], value)
+					}
+				}
+			case "CustomResourceDefinition":
+				if diff := cmp.Diff(nested(t, cfg, "spec"), nested(t, chart, "spec")); diff != "" {
+					t.Errorf("spec differs from config/crd (-config +chart):\n%s", diff)
+				}
+				if got := chart.GetAnnotations()["helm.sh/resource-policy"]; got != "keep" {
+					t.Errorf("annotation helm.sh/resource-policy = %q, want keep", got)
+				}
+			case "Deployment":
+				if got, want := container(t, chart)["image"], "app-controller:0.1.0"; got != want {
+					t.Errorf("image = %v, want %s (repository:appVersion)", got, want)
+				}
+				if diff := cmp.Diff(deploymentShape(t, cfg), deploymentShape(t, chart)); diff != "" {
+					t.Errorf("Deployment differs from config/manager/manager.yaml (-config +chart):\n%s", diff)
+				}
+			case "PodDisruptionBudget":
+				if diff := cmp.Diff(nested(t, cfg, "spec", "maxUnavailable"), nested(t, chart, "spec", "maxUnavailable")); diff != "" {
+					t.Errorf("maxUnavailable differs (-config +chart):\n%s", diff)
+				}
+			case "Service":
+				if diff := cmp.Diff(nested(t, cfg, "spec", "ports"), nested(t, chart, "spec", "ports")); diff != "" {
+					t.Errorf("ports differ (-config +chart):\n%s", diff)
+				}
+			}
+		})
+	}
+
+	// Every selector of the chart selects the Deployment's pods.
+	podLabels := find(t, r, "Deployment", "app-controller").Object["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any)["labels"].(map[string]any)
+	for _, sel := range []struct {
+		kind, name string
+		path       []string
+	}{
+		{"Deployment", "app-controller", []string{"spec", "selector", "matchLabels"}},
+		{"PodDisruptionBudget", "app-controller", []string{"spec", "selector", "matchLabels"}},
+		{"Service", "app-controller-metrics", []string{"spec", "selector"}},
+	} {
+		for key, value := range nested(t, find(t, r, sel.kind, sel.name), sel.path...).(map[string]any) {
+			if podLabels[key] != value {
+				t.Errorf("%s %s selects %s=%v, which the pods do not carry", sel.kind, sel.name, key, value)
+			}
+		}
+	}
+	for _, want := range []string{"kubectl -n app-controller-system get deploy,pods", "kubectl get apps -A", "kind: App", "keeps the App CRD"} {
+		if !strings.Contains(r.Notes, want) {
+			t.Errorf("NOTES.txt lacks %q:\n%s", want, r.Notes)
+		}
+	}
+}
+
+// deploymentShape returns the spec of Deployment d without what legitimately differs
+// between config/manager and the chart: labels, selectors and the image.
+func deploymentShape(t *testing.T, d *unstructured.Unstructured) map[string]any {
+	t.Helper()
+	spec := d.DeepCopy().Object["spec"].(map[string]any)
+	delete(spec, "selector")
+	template := spec["template"].(map[string]any)
+	delete(template, "metadata")
+	pod := template["spec"].(map[string]any)
+	for _, c := range pod["topologySpreadConstraints"].([]any) {
+		delete(c.(map[string]any), "labelSelector")
+	}
+	for _, c := range pod["containers"].([]any) {
+		delete(c.(map[string]any), "image")
+	}
+	return spec
+}
+
+// TestCIValues renders each values file of ci/ and checks what it changes.
+func TestCIValues(t *testing.T) {
+	tests := []struct {
+		file        string
+		apiVersions []string
+		check       func(t *testing.T, r *Rendering)
+	}{
+		{file: oneControllerValues, check: func(t *testing.T, r *Rendering) {
+			d := find(t, r, "Deployment", "app-controller")
+			got := args(t, d)
+			for _, want := range []string{"--controllers=nodelabel", "--node-label-config=/etc/app-controller/nodelabel/rules.yaml", "--logging-format=json", "--v=4"} {
+				if !slices.Contains(got, want) {
+					t.Errorf("args %v lack %s", got, want)
+				}
+			}
+			if slices.ContainsFunc(got, func(a string) bool { return strings.HasPrefix(a, "--leader-elect") }) {
+				t.Errorf("args %v: leader election is off, want no --leader-elect*", got)
+			}
+			if n := nested(t, d, "spec", "replicas"); fmt.Sprint(n) != "1" {
+				t.Errorf("replicas = %v, want 1", n)
+			}
+			for _, kind := range []string{"Role", "RoleBinding", "PodDisruptionBudget"} {
+				if obj := r.Find(kind, "app-controller"); obj != nil {
+					t.Errorf("%s rendered, want none (one replica, no leader election)", kind)
+				}
+			}
+			cm := find(t, r, "ConfigMap", "app-controller-node-label-rules")
+			rules := nested(t, cm, "data", "rules.yaml").(string)
+			cfg, err := nodelabel.ParseConfig([]byte(rules))
+			if err != nil {
+				t.Fatalf("the ConfigMap's rules.yaml is not a valid --node-label-config: %v\n%s", err, rules)
+			}
+			if len(cfg.Rules) != 1 || cfg.Rules[0].Name != "kwok-nodes" || cfg.Rules[0].Labels["node.example.com/joined-via"] != "kwok" {
+				t.Errorf("rules = %+v, want the rule kwok-nodes of the values file", cfg.Rules)
+			}
+			volumes := nested(t, d, "spec", "template", "spec", "volumes").([]any)
+			if cmName := volumes[0].(map[string]any)["configMap"].(map[string]any)["name"]; cmName != cm.GetName() {
+				t.Errorf("volume mounts ConfigMap %v, want %s", cmName, cm.GetName())
+			}
+			if d.Object["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any)["annotations"].(map[string]any)["checksum/node-label-rules"] == nil {
+				t.Error("no checksum/node-label-rules annotation: new rules would not roll the pods")
+			}
+		}},
+		{file: serviceMonitorValues, apiVersions: []string{ServiceMonitorAPI}, check: func(t *testing.T, r *Rendering) {
+			sm := find(t, r, "ServiceMonitor", "app-controller")
+			if got := sm.GetLabels()["release"]; got != "kube-prometheus-stack" {
+				t.Errorf("ServiceMonitor label release = %q, want kube-prometheus-stack", got)
+			}
+			endpoint := nested(t, sm, "spec", "endpoints").([]any)[0].(map[string]any)
+			if endpoint["port"] != "metrics" || endpoint["interval"] != "15s" {
+				t.Errorf("endpoint = %v, want port metrics every 15s", endpoint)
+			}
+			svc := find(t, r, "Service", "app-controller-metrics")
+			for key, value := range nested(t, sm, "spec", "selector", "matchLabels").(map[string]any) {
+				if svc.GetLabels()[key] != value {
+					t.Errorf("ServiceMonitor selects %s=%v, which the metrics Service does not carry", key, value)
+				}
+			}
+		}},
+		{file: digestValues, check: func(t *testing.T, r *Rendering) {
+			d := find(t, r, "Deployment", "app-controller")
+			c := container(t, d)
+			const image = "registry.example.com/platform/app-controller@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+			if c["image"] != image || c["imagePullPolicy"] != "Always" {
+				t.Errorf("image %v (%v), want %s (Always): the digest wins over the tag", c["image"], c["imagePullPolicy"], image)
+			}
+			pod := nested(t, d, "spec", "template", "spec").(map[string]any)
+			want := map[string]any{
+				"imagePullSecrets": []any{map[string]any{"name": "registry-example-com"}},
+				"nodeSelector":     map[string]any{"node-role.kubernetes.io/platform": ""},
+				"tolerations":      []any{map[string]any{"key": "dedicated", "operator": "Equal", "value": "platform", "effect": "NoSchedule"}},
+			}
+			for field, value := range want {
+				if diff := cmp.Diff(value, pod[field]); diff != "" {
+					t.Errorf("pod %s (-want +got):\n%s", field, diff)
+				}
+			}
+			if got := nested(t, d, "spec", "template", "metadata", "annotations", "example.com/team"); got != "platform" {
+				t.Errorf("pod annotation example.com/team = %v, want platform", got)
+			}
+			if !slices.Contains(args(t, d), "--ingress-class=nginx") {
+				t.Errorf("args %v lack --ingress-class=nginx", args(t, d))
+			}
+			crd := find(t, r, "CustomResourceDefinition", "apps.appcontroller.k8s.io")
+			if _, found := crd.GetAnnotations()["helm.sh/resource-policy"]; found {
+				t.Error("crds.keep=false, but the CRD has helm.sh/resource-policy")
+			}
+			if !strings.Contains(r.Notes, "deletes the App CRD") {
+				t.Errorf("NOTES.txt does not warn that uninstall deletes the CRD:\n%s", r.Notes)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			tt.check(t, render(t, Options{ValuesFile: tt.file, APIVersions: tt.apiVersions}))
+		})
+	}
+}
+
+// TestRefusedCombinations renders values the schema accepts but the chart refuses, with
+// the reason.
+func TestRefusedCombinations(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"ServiceMonitor without its API", Options{ValuesFile: serviceMonitorValues}, "serves no monitoring.coreos.com/v1 ServiceMonitor"},
+		{"ServiceMonitor without the metrics Service", Options{
+			APIVersions: []string{ServiceMonitorAPI},
+			Values:      map[string]any{"metrics": map[string]any{"service": map[string]any{"enabled": false}, "serviceMonitor": map[string]any{"enabled": true}}},
+		}, "needs metrics.service.enabled=true"},
+		{"two replicas without leader election", Options{Values: map[string]any{"leaderElection": map[string]any{"enabled": false}}}, "replicaCount=2 needs leaderElection.enabled=true"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Render(tt.opts)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want one saying %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestOtherValues checks values the ci/ files leave alone.
+func TestOtherValues(t *testing.T) {
+	tests := []struct {
+		name  string
+		opts  Options
+		check func(t *testing.T, r *Rendering)
+	}{
+		{"crds.enabled=false renders no CRD", Options{Values: map[string]any{"crds": map[string]any{"enabled": false}}}, func(t *testing.T, r *Rendering) {
+			if r.Find("CustomResourceDefinition", "apps.appcontroller.k8s.io") != nil {
+				t.Error("CRD rendered")
+			}
+		}},
+		{"image.tag overrides appVersion", Options{Values: map[string]any{"image": map[string]any{"tag": "v9"}}}, func(t *testing.T, r *Rendering) {
+			if got := container(t, find(t, r, "Deployment", "app-controller"))["image"]; got != "app-controller:v9" {
+				t.Errorf("image = %v, want app-controller:v9", got)
+			}
+		}},
+		{"another release name prefixes every name", Options{ReleaseName: "platform", Namespace: "ops"}, func(t *testing.T, r *Rendering) {
+			b := find(t, r, "ClusterRoleBinding", "platform-app-controller")
+			subject := nested(t, b, "subjects").([]any)[0].(map[string]any)
+			if subject["name"] != "platform-app-controller" || subject["namespace"] != "ops" {
+				t.Errorf("binding subject = %v, want the ServiceAccount ops/platform-app-controller", subject)
+			}
+			find(t, r, "ServiceAccount", "platform-app-controller")
+			find(t, r, "ClusterRole", "platform-app-controller-view")
+			if got := nested(t, find(t, r, "Deployment", "platform-app-controller"), "spec", "template", "spec", "serviceAccountName"); got != "platform-app-controller" {
+				t.Errorf("serviceAccountName = %v", got)
+			}
+		}},
+		{"leader election timings", Options{Values: map[string]any{"leaderElection": map[string]any{"leaseDuration": "30s", "renewDeadline": "20s", "retryPeriod": "4s"}}}, func(t *testing.T, r *Rendering) {
+			got := args(t, find(t, r, "Deployment", "app-controller"))
+			for _, want := range []string{"--leader-elect", "--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s", "--leader-elect-retry-period=4s"} {
+				if !slices.Contains(got, want) {
+					t.Errorf("args %v lack %s", got, want)
+				}
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.check(t, render(t, tt.opts)) })
+	}
+}
+
+// TestSchemaRefusesBadValues renders values the schema must refuse, one from a values
+// file: the error names the offending key.
+func TestSchemaRefusesBadValues(t *testing.T) {
+	badFile := filepath.Join(t.TempDir(), "bad-values.yaml")
+	if err := os.WriteFile(badFile, []byte("image:\n  repository: example.com/app-controller\n  tags: v1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		opts Options
+		want []string
+	}{
+		{"unknown key in a values file", Options{ValuesFile: badFile}, []string{"image", "tags"}},
+		{"unknown top-level key", Options{Values: map[string]any{"replicas": 3}}, []string{"replicas"}},
+		{"unknown nested key", Options{Values: map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enable": true}}}}, []string{"serviceMonitor", "enable"}},
+		{"wrong type", Options{Values: map[string]any{"replicaCount": "two"}}, []string{"replicaCount"}},
+		{"not a duration", Options{Values: map[string]any{"leaderElection": map[string]any{"leaseDuration": "15"}}}, []string{"leaseDuration"}},
+		{"bad digest", Options{Values: map[string]any{"image": map[string]any{"digest": "latest"}}}, []string{"digest"}},
+		{"unknown log format", Options{Values: map[string]any{"logging": map[string]any{"format": "xml"}}}, []string{"format"}},
+		{"node label rule without labels", Options{Values: map[string]any{"nodeLabelRules": []any{map[string]any{"name": "r", "match": map[string]any{"nameRegex": "x"}}}}}, []string{"labels"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Render(tt.opts)
+			if err == nil {
+				t.Fatal("rendered, want refused by values.schema.json")
+			}
+			if !strings.Contains(err.Error(), "schema") {
+				t.Errorf("err = %v, want a schema error", err)
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("err = %v, want it to name %q", err, want)
+				}
+			}
+		})
+	}
+}
