@@ -20,6 +20,7 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
@@ -85,6 +86,8 @@ func newFixture(t testing.TB) *fixture {
 	f.recorder = record.NewFakeRecorder(1000)
 	c, err := NewController(ctx, f.kubeClient, f.appClient, f.inf, f.recorder, Options{
 		Clock: clocktesting.NewFakePassiveClock(testNow),
+		// Retries wait an hour: a retry never lands in the queue while a test looks at it.
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Hour, time.Hour),
 	})
 	if err != nil {
 		t.Fatalf("NewController: %v", err)
