@@ -269,7 +269,11 @@ func setPodOptions(spec *corev1ac.PodSpecApplyConfiguration, t *appv1.Deployment
 		spec.WithSecurityContext(sc)
 	}
 	if t.ServiceAccountName != "" {
-		spec.WithServiceAccountName(t.ServiceAccountName)
+		// The deprecated alias too: the apiserver copies each into the other, so
+		// owning only serviceAccountName would leave the alias behind when the field is
+		// removed from the App, and the alias would set it again.
+		spec.WithServiceAccountName(t.ServiceAccountName).
+			WithDeprecatedServiceAccount(t.ServiceAccountName)
 	}
 	for _, s := range t.ImagePullSecrets {
 		spec.WithImagePullSecrets(corev1ac.LocalObjectReference().WithName(s.Name))
