@@ -57,7 +57,9 @@ func TestEveryFieldConverges(t *testing.T) {
 	if _, err := c.kube.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: refs.PriorityClass}, Value: 1000}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.kube.SchedulingV1().PriorityClasses().Delete(context.Background(), refs.PriorityClass, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = c.kube.SchedulingV1().PriorityClasses().Delete(context.Background(), refs.PriorityClass, metav1.DeleteOptions{})
+	})
 	createBoundClaim(t, c, ns, refs.Claim)
 
 	app := controllertest.WithEveryField(newApp(ns, "web", "nginx", 2), refs)
@@ -197,7 +199,9 @@ func createBoundClaim(t *testing.T, c clients, ns, name string) {
 	if _, err := c.kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.kube.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = c.kube.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
+	})
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PersistentVolumeClaimSpec{
