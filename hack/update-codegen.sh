@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Regenerates everything generated from pkg/apis: deepcopy and register code, the typed
 # clientset, listers, informers and apply configurations (k8s.io/code-generator's
-# kube_codegen.sh, at the version pinned in go.mod), and the CRD (controller-gen, pinned
-# as a tool in go.mod), and the ClusterRole from the +kubebuilder:rbac markers of the
-# controllers (controller-gen). Nothing is downloaded but Go modules.
+# kube_codegen.sh, at the version pinned in go.mod), the CRD (controller-gen, pinned
+# as a tool in go.mod), the ClusterRole from the +kubebuilder:rbac markers of the
+# controllers (controller-gen) and the API reference docs/api.md (crd-ref-docs, pinned in
+# hack/tools/docs). Nothing is downloaded but Go modules.
 set -o errexit -o nounset -o pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -59,3 +60,15 @@ go tool controller-gen \
     rbac:roleName=app-controller \
     paths="./pkg/..." \
     output:rbac:artifacts:config=config/rbac
+
+# The API reference docs/api.md, from the types' doc comments and markers: crd-ref-docs,
+# pinned in its own module (hack/tools/docs) and built once into bin/codegen.
+if [ ! -x "${GOBIN}/crd-ref-docs" ] || [ hack/tools/docs/go.mod -nt "${GOBIN}/crd-ref-docs" ]; then
+    (cd hack/tools/docs && go build -o "${GOBIN}/crd-ref-docs" github.com/elastic/crd-ref-docs)
+fi
+"${GOBIN}/crd-ref-docs" \
+    --source-path=pkg/apis \
+    --config=hack/api-docs.yaml \
+    --renderer=markdown \
+    --output-path=docs/api.md \
+    --log-level=ERROR
