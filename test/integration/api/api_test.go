@@ -118,6 +118,36 @@ func TestExamplesApply(t *testing.T) {
 	}
 }
 
+// TestWebSampleApplies applies config/samples/web_app.yaml (the sample of the fields beyond
+// the seed's) into its restricted namespace with kubectl's strict validation: every field
+// of it is known and valid.
+func TestWebSampleApplies(t *testing.T) {
+	binDir, err := localcluster.BinDirFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(binDir, "kubectl"), append([]string{"--kubeconfig", framework.Cluster().Kubeconfig}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	samples := filepath.Join(root, "config", "samples")
+	out := kubectl("apply", "--server-side", "--validate=strict",
+		"-f", filepath.Join(samples, "namespace-restricted.yaml"), "-f", filepath.Join(samples, "web_app.yaml"))
+	t.Cleanup(func() { kubectl("delete", "namespace", "web", "--wait=false") })
+	if !strings.Contains(out, "app.appcontroller.k8s.io/web serverside-applied") {
+		t.Errorf("kubectl apply printed %q", out)
+	}
+}
+
 // TestDefaults checks the schema defaults the API server applies.
 func TestDefaults(t *testing.T) {
 	ns := framework.Namespace(t)
