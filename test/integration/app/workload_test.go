@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
@@ -107,8 +108,21 @@ func TestEveryFieldConverges(t *testing.T) {
 	pod.NodeSelector = nil
 	pod.Volumes = pod.Volumes[:3]
 	pod.Containers[0].VolumeMounts = pod.Containers[0].VolumeMounts[:3]
+	pod.Containers[0].LivenessProbe = nil
+	pod.Containers[0].StartupProbe.PeriodSeconds = 30
+	pod.Containers[0].SecurityContext.ReadOnlyRootFilesystem = ptr.To(false)
+	pod.Containers[0].ImagePullPolicy = corev1.PullAlways
+	pod.SecurityContext.FSGroup = nil
+	pod.ServiceAccountName, pod.DeprecatedServiceAccount = "default", "default"
+	pod.ImagePullSecrets = nil
+	pod.Affinity = nil
+	pod.TopologySpreadConstraints = nil
+	pod.PriorityClassName, pod.Priority = "", nil
 	d.Spec.Template.Labels["team"] = "other"
+	d.Spec.Template.Annotations = nil
 	d.Spec.MinReadySeconds = 0
+	d.Spec.RevisionHistoryLimit = ptr.To[int32](10)
+	d.Spec.Strategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromString("50%"))
 	if _, err := c.kube.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ type AppSpec struct {
 
 // DeploymentTemplate describes the Deployment of an App. Its pods run one container.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.volumeMounts) || self.volumeMounts.all(m, has(self.volumes) && self.volumes.exists(v, v.name == m.name))",message="every volumeMounts[].name must name a volume of deploymentTemplate.volumes"
+// +kubebuilder:validation:XValidation:rule="!has(self.volumeMounts) || self.volumeMounts.all(m, has(self.volumes) && self.volumes.exists(v, v.name == m.name))",message="every volumeMounts[].name must name a volume of deploymentTemplate.volumes",fieldPath=".volumeMounts"
 type DeploymentTemplate struct {
 	// Name of the Deployment, a DNS-1123 label. Changing it replaces the Deployment.
 	// +required
@@ -219,7 +219,7 @@ type DeploymentTemplate struct {
 	// (the default; rollingUpdate.maxSurge and maxUnavailable, each 25% by default) or
 	// Recreate (every old pod stops before a new one starts).
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="!has(self.rollingUpdate) || !has(self.type) || self.type == 'RollingUpdate'",message="strategy.rollingUpdate may only be set when strategy.type is RollingUpdate"
+	// +kubebuilder:validation:XValidation:rule="!has(self.rollingUpdate) || !has(self.type) || self.type == 'RollingUpdate'",message="strategy.rollingUpdate may only be set when strategy.type is RollingUpdate",fieldPath=".rollingUpdate"
 	Strategy *appsv1.DeploymentStrategy `json:"strategy,omitempty"`
 
 	// MinReadySeconds is how long a new pod must be ready, without a container
@@ -303,7 +303,7 @@ type ResourceRequirements struct {
 
 // ServiceTemplate describes the Service of an App. It selects the App's own pods.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.nodePort) || (has(self.type) && self.type != 'ClusterIP')",message="nodePort requires type NodePort or LoadBalancer"
+// +kubebuilder:validation:XValidation:rule="!has(self.nodePort) || (has(self.type) && self.type != 'ClusterIP')",message="nodePort requires type NodePort or LoadBalancer",fieldPath=".nodePort"
 type ServiceTemplate struct {
 	// Name of the Service, a DNS-1035 label. Changing it replaces the Service.
 	// +required
