@@ -23,7 +23,7 @@ go vet ./... || failed=1
 (cd test/chart && go vet ./...) || failed=1
 
 echo "verify: go.mod tidy"
-for dir in . hack/tools test/chart; do
+for dir in . hack/tools hack/tools/docs test/chart; do
     if ! (cd "${dir}" && go mod tidy -diff >/dev/null); then
         echo "${dir}/go.mod is not tidy: run 'go mod tidy' in ${dir}" >&2
         failed=1
@@ -37,7 +37,7 @@ trap 'rm -rf "${tmp}"' EXIT
 git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} cp --parents {} "${tmp}/" 2>/dev/null || true
 mkdir -p "${tmp}/bin" && cp -r "${ROOT}/bin/codegen" "${tmp}/bin/" 2>/dev/null || true
 (cd "${tmp}" && ./hack/update-codegen.sh >/dev/null)
-for path in pkg/apis pkg/generated config/crd config/rbac charts/app-controller/files; do
+for path in pkg/apis pkg/generated config/crd config/rbac charts/app-controller/files docs/api.md; do
     if ! diff -r "${ROOT}/${path}" "${tmp}/${path}" >/dev/null 2>&1; then
         echo "generated code in ${path} is stale: run 'make generate'" >&2
         diff -r "${ROOT}/${path}" "${tmp}/${path}" | head -40 >&2 || true

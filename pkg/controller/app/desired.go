@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -53,7 +54,7 @@ func DesiredDeployment(app *appv1.App) (*appsv1ac.DeploymentApplyConfiguration, 
 		container.WithPorts(corev1ac.ContainerPort().
 			WithName(appv1.PortName).
 			WithContainerPort(*t.ContainerPort).
-			WithProtocol(corev1.ProtocolTCP))
+			WithProtocol(portProtocol(app)))
 	}
 	if len(t.Command) > 0 {
 		container.WithCommand(t.Command...)
@@ -75,20 +76,50 @@ func DesiredDeployment(app *appv1.App) (*appsv1ac.DeploymentApplyConfiguration, 
 		}
 		container.WithResources(resources)
 	}
+	if err := setContainerOptions(container, t); err != nil {
+		return nil, err
+	}
+	podSpec := corev1ac.PodSpec().WithContainers(container)
+	if err := setPodOptions(podSpec, t); err != nil {
+		return nil, err
+	}
 
 	replicas := defaultReplicas
 	if t.Replicas != nil {
 		replicas = *t.Replicas
 	}
+	// The App's own labels are set last: they win over podLabels (which the schema
+	// already forbids to set them).
+	podLabels := make(map[string]string, len(t.PodLabels)+3)
+	maps.Copy(podLabels, t.PodLabels)
+	maps.Copy(podLabels, childLabels(app))
+	template := corev1ac.PodTemplateSpec().
+		WithLabels(podLabels).
+		WithSpec(podSpec)
+	if len(t.PodAnnotations) > 0 {
+		template.WithAnnotations(t.PodAnnotations)
+	}
+	spec := appsv1ac.DeploymentSpec().
+		WithReplicas(replicas).
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(app))).
+		WithTemplate(template)
+	if t.Strategy != nil {
+		strategy := &appsv1ac.DeploymentStrategyApplyConfiguration{}
+		if err := controller.Convert(t.Strategy, strategy); err != nil {
+			return nil, fmt.Errorf("converting strategy: %w", err)
+		}
+		spec.WithStrategy(strategy)
+	}
+	if t.MinReadySeconds != nil {
+		spec.WithMinReadySeconds(*t.MinReadySeconds)
+	}
+	if t.RevisionHistoryLimit != nil {
+		spec.WithRevisionHistoryLimit(*t.RevisionHistoryLimit)
+	}
 	d := appsv1ac.Deployment(t.Name, app.Namespace).
 		WithLabels(childLabels(app)).
 		WithOwnerReferences(controller.OwnerReference(app, appKind)).
-		WithSpec(appsv1ac.DeploymentSpec().
-			WithReplicas(replicas).
-			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(app))).
-			WithTemplate(corev1ac.PodTemplateSpec().
-				WithLabels(childLabels(app)).
-				WithSpec(corev1ac.PodSpec().WithContainers(container))))
+		WithSpec(spec)
 
 	hash, err := controller.ConfigHash(d)
 	if err != nil {
@@ -120,21 +151,189 @@ func DesiredService(app *appv1.App) (*corev1ac.ServiceApplyConfiguration, error)
 	if serviceType == "" {
 		serviceType = corev1.ServiceTypeClusterIP
 	}
+	portName := t.PortName
+	if portName == "" {
+		portName = appv1.PortName
+	}
+	servicePort := corev1ac.ServicePort().
+		WithName(portName).
+		WithProtocol(portProtocol(app)).
+		WithPort(port).
+		WithTargetPort(intstr.FromInt32(targetPort))
+	if t.NodePort != nil {
+		servicePort.WithNodePort(*t.NodePort)
+	}
+	spec := corev1ac.ServiceSpec().
+		WithType(serviceType).
+		WithSelector(selectorLabels(app)).
+		WithPorts(servicePort)
+	if t.SessionAffinity != "" {
+		spec.WithSessionAffinity(t.SessionAffinity)
+	}
+	// The App's own labels are set last: they win over serviceTemplate.labels (which the
+	// schema already forbids to set them).
+	labels := make(map[string]string, len(t.Labels)+3)
+	maps.Copy(labels, t.Labels)
+	maps.Copy(labels, childLabels(app))
 	s := corev1ac.Service(t.Name, app.Namespace).
-		WithLabels(childLabels(app)).
+		WithLabels(labels).
 		WithOwnerReferences(controller.OwnerReference(app, appKind)).
-		WithSpec(corev1ac.ServiceSpec().
-			WithType(serviceType).
-			WithSelector(selectorLabels(app)).
-			WithPorts(corev1ac.ServicePort().
-				WithName(appv1.PortName).
-				WithProtocol(corev1.ProtocolTCP).
-				WithPort(port).
-				WithTargetPort(intstr.FromInt32(targetPort))))
+		WithSpec(spec)
+	if len(t.Annotations) > 0 {
+		s.WithAnnotations(t.Annotations)
+	}
 
 	hash, err := controller.ConfigHash(s)
 	if err != nil {
 		return nil, err
 	}
 	return s.WithAnnotations(map[string]string{controller.AppliedConfigHashAnnotation: hash}), nil
+}
+
+// portProtocol is the protocol of the App's container port and Service port:
+// serviceTemplate.protocol, else TCP.
+func portProtocol(app *appv1.App) corev1.Protocol {
+	if t := app.Spec.ServiceTemplate; t != nil && t.Protocol != "" {
+		return t.Protocol
+	}
+	return corev1.ProtocolTCP
+}
+
+// setContainerOptions sets the optional container fields of t that are set: envFrom,
+// probes, security context, volume mounts and image pull policy.
+func setContainerOptions(container *corev1ac.ContainerApplyConfiguration, t *appv1.DeploymentTemplate) error {
+	for i := range t.EnvFrom {
+		envFrom := &corev1ac.EnvFromSourceApplyConfiguration{}
+		if err := controller.Convert(&t.EnvFrom[i], envFrom); err != nil {
+			return fmt.Errorf("converting envFrom[%d]: %w", i, err)
+		}
+		container.WithEnvFrom(envFrom)
+	}
+	probes := []struct {
+		name  string
+		probe *corev1.Probe
+		set   func(*corev1ac.ProbeApplyConfiguration) *corev1ac.ContainerApplyConfiguration
+	}{
+		{"readinessProbe", t.ReadinessProbe, container.WithReadinessProbe},
+		{"livenessProbe", t.LivenessProbe, container.WithLivenessProbe},
+		{"startupProbe", t.StartupProbe, container.WithStartupProbe},
+	}
+	for _, p := range probes {
+		if p.probe == nil {
+			continue
+		}
+		probe := &corev1ac.ProbeApplyConfiguration{}
+		if err := controller.Convert(p.probe, probe); err != nil {
+			return fmt.Errorf("converting %s: %w", p.name, err)
+		}
+		p.set(probe)
+	}
+	if t.SecurityContext != nil {
+		sc := &corev1ac.SecurityContextApplyConfiguration{}
+		if err := controller.Convert(t.SecurityContext, sc); err != nil {
+			return fmt.Errorf("converting securityContext: %w", err)
+		}
+		container.WithSecurityContext(sc)
+	}
+	for _, m := range t.VolumeMounts {
+		mount := corev1ac.VolumeMount().WithName(m.Name).WithMountPath(m.MountPath)
+		if m.SubPath != "" {
+			mount.WithSubPath(m.SubPath)
+		}
+		if m.ReadOnly != nil {
+			mount.WithReadOnly(*m.ReadOnly)
+		}
+		container.WithVolumeMounts(mount)
+	}
+	if t.ImagePullPolicy != "" {
+		container.WithImagePullPolicy(t.ImagePullPolicy)
+	}
+	return nil
+}
+
+// setPodOptions sets the optional pod fields of t that are set: volumes, security
+// context, service account, image pull secrets and scheduling.
+func setPodOptions(spec *corev1ac.PodSpecApplyConfiguration, t *appv1.DeploymentTemplate) error {
+	for i := range t.Volumes {
+		v, err := volume(&t.Volumes[i])
+		if err != nil {
+			return err
+		}
+		spec.WithVolumes(v)
+	}
+	if t.PodSecurityContext != nil {
+		sc := &corev1ac.PodSecurityContextApplyConfiguration{}
+		if err := controller.Convert(t.PodSecurityContext, sc); err != nil {
+			return fmt.Errorf("converting podSecurityContext: %w", err)
+		}
+		spec.WithSecurityContext(sc)
+	}
+	if t.ServiceAccountName != "" {
+		// The deprecated alias too: the apiserver copies each into the other, so
+		// owning only serviceAccountName would leave the alias behind when the field is
+		// removed from the App, and the alias would set it again.
+		spec.WithServiceAccountName(t.ServiceAccountName).
+			WithDeprecatedServiceAccount(t.ServiceAccountName)
+	}
+	for _, s := range t.ImagePullSecrets {
+		spec.WithImagePullSecrets(corev1ac.LocalObjectReference().WithName(s.Name))
+	}
+	if len(t.NodeSelector) > 0 {
+		spec.WithNodeSelector(t.NodeSelector)
+	}
+	for i := range t.Tolerations {
+		toleration := &corev1ac.TolerationApplyConfiguration{}
+		if err := controller.Convert(&t.Tolerations[i], toleration); err != nil {
+			return fmt.Errorf("converting tolerations[%d]: %w", i, err)
+		}
+		spec.WithTolerations(toleration)
+	}
+	if t.Affinity != nil {
+		affinity := &corev1ac.AffinityApplyConfiguration{}
+		if err := controller.Convert(t.Affinity, affinity); err != nil {
+			return fmt.Errorf("converting affinity: %w", err)
+		}
+		spec.WithAffinity(affinity)
+	}
+	for i := range t.TopologySpreadConstraints {
+		c := &corev1ac.TopologySpreadConstraintApplyConfiguration{}
+		if err := controller.Convert(&t.TopologySpreadConstraints[i], c); err != nil {
+			return fmt.Errorf("converting topologySpreadConstraints[%d]: %w", i, err)
+		}
+		spec.WithTopologySpreadConstraints(c)
+	}
+	if t.PriorityClassName != "" {
+		spec.WithPriorityClassName(t.PriorityClassName)
+	}
+	return nil
+}
+
+// volume returns the pod volume of v, with its one source.
+func volume(v *appv1.Volume) (*corev1ac.VolumeApplyConfiguration, error) {
+	out := corev1ac.Volume().WithName(v.Name)
+	var err error
+	switch {
+	case v.ConfigMap != nil:
+		src := &corev1ac.ConfigMapVolumeSourceApplyConfiguration{}
+		err = controller.Convert(v.ConfigMap, src)
+		out.WithConfigMap(src)
+	case v.Secret != nil:
+		src := &corev1ac.SecretVolumeSourceApplyConfiguration{}
+		err = controller.Convert(v.Secret, src)
+		out.WithSecret(src)
+	case v.EmptyDir != nil:
+		src := &corev1ac.EmptyDirVolumeSourceApplyConfiguration{}
+		err = controller.Convert(v.EmptyDir, src)
+		out.WithEmptyDir(src)
+	case v.PersistentVolumeClaim != nil:
+		src := &corev1ac.PersistentVolumeClaimVolumeSourceApplyConfiguration{}
+		err = controller.Convert(v.PersistentVolumeClaim, src)
+		out.WithPersistentVolumeClaim(src)
+	default:
+		return nil, fmt.Errorf("volume %q has no source", v.Name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("converting volume %q: %w", v.Name, err)
+	}
+	return out, nil
 }

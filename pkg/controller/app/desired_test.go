@@ -12,6 +12,7 @@ import (
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
+	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 )
 
 func TestNewDeployment(t *testing.T) {
@@ -225,4 +226,59 @@ func equalMaps(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// TestEveryField checks that every optional field of the templates reaches the
+// Deployment and the Service exactly, alone or with the others.
+func TestEveryField(t *testing.T) {
+	refs := controllertest.EveryField{ServiceAccount: "app", PriorityClass: "high", Claim: "data"}
+	tests := []struct {
+		name   string
+		mutate func(*appv1.App)
+	}{
+		{name: "every field", mutate: func(a *appv1.App) { controllertest.WithEveryField(a, refs) }},
+		{name: "Recreate strategy", mutate: func(a *appv1.App) {
+			a.Spec.DeploymentTemplate.Strategy = &appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+		}},
+		{name: "NodePort with a nodePort, UDP, default port name", mutate: func(a *appv1.App) {
+			a.Spec.ServiceTemplate.Type = corev1.ServiceTypeNodePort
+			a.Spec.ServiceTemplate.NodePort = ptr.To[int32](30080)
+			a.Spec.ServiceTemplate.Protocol = corev1.ProtocolUDP
+		}},
+		{name: "pod labels never replace the selector labels", mutate: func(a *appv1.App) {
+			// The schema refuses this; the builder keeps the App's labels anyway.
+			a.Spec.DeploymentTemplate.PodLabels = map[string]string{"team": "x", appv1.InstanceLabel: "other"}
+			a.Spec.ServiceTemplate.Labels = map[string]string{"team": "x", appv1.ManagedByLabel: "someone"}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			app := newApp("test-app", time.Now())
+			tc.mutate(app)
+			desiredDeployment, err := DesiredDeployment(app)
+			if err != nil {
+				t.Fatal(err)
+			}
+			desiredService, err := DesiredService(app)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, s := &appsv1.Deployment{}, &corev1.Service{}
+			if err := controller.Convert(desiredDeployment, d); err != nil {
+				t.Fatal(err)
+			}
+			if err := controller.Convert(desiredService, s); err != nil {
+				t.Fatal(err)
+			}
+			if d.Spec.Template.Spec.SecurityContext == nil {
+				d.Spec.Template.Spec.SecurityContext = &corev1.PodSecurityContext{} // the apiserver's default
+			}
+			for _, diff := range controllertest.EveryFieldDiffs(app, d, s) {
+				t.Error(diff)
+			}
+			if p := d.Spec.Template.Spec.Containers[0].Ports; len(p) > 0 && p[0].Protocol != s.Spec.Ports[0].Protocol {
+				t.Errorf("container port protocol %s, Service port protocol %s", p[0].Protocol, s.Spec.Ports[0].Protocol)
+			}
+		})
+	}
 }

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
@@ -27,6 +28,8 @@ func computeStatus(app *appv1.App, deployment childResult[*appsv1.Deployment], s
 	if service.obj != nil {
 		status.ServiceStatus = service.obj.Status.DeepCopy()
 	}
+	// The scale subresource reports it: a HorizontalPodAutoscaler finds the pods with it.
+	status.Selector = labels.SelectorFromSet(selectorLabels(app)).String()
 	set := func(conditionType string, s metav1.ConditionStatus, reason, message string) {
 		setCondition(status, app, now, conditionType, s, reason, truncate(message))
 	}

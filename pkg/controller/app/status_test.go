@@ -121,6 +121,10 @@ func TestComputeStatus(t *testing.T) {
 					t.Errorf("condition %s = %q, want %q", typ, got, want)
 				}
 			}
+			// The scale subresource's selector: the App's pods, whatever the children's state.
+			if want := "app.kubernetes.io/instance=" + a.Name + ",app.kubernetes.io/name=" + a.Name; st.Selector != want {
+				t.Errorf("selector = %q, want %q", st.Selector, want)
+			}
 			if st.ObservedGeneration != a.Generation {
 				t.Errorf("observedGeneration = %d, want %d", st.ObservedGeneration, a.Generation)
 			}

@@ -44,6 +44,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &appcontrollerv1.ResourceRequirementsApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ServiceTemplate"):
 		return &appcontrollerv1.ServiceTemplateApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("Volume"):
+		return &appcontrollerv1.VolumeApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("VolumeMount"):
+		return &appcontrollerv1.VolumeMountApplyConfiguration{}
 
 	}
 	return nil

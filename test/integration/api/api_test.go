@@ -5,6 +5,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -107,6 +108,27 @@ func TestExamplesApply(t *testing.T) {
 	}
 }
 
+// TestWebSampleApplies applies config/samples/web_app.yaml (the sample of the fields beyond
+// the seed's) into its restricted namespace with kubectl's strict validation: every field
+// of it is known and valid.
+func TestWebSampleApplies(t *testing.T) {
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl := func(args ...string) string {
+		t.Helper()
+		return framework.Kubectl(t, args...)
+	}
+	samples := filepath.Join(root, "config", "samples")
+	out := kubectl("apply", "--server-side", "--validate=strict",
+		"-f", filepath.Join(samples, "namespace-restricted.yaml"), "-f", filepath.Join(samples, "web_app.yaml"))
+	t.Cleanup(func() { kubectl("delete", "namespace", "web", "--wait=false") })
+	if !strings.Contains(out, "app.appcontroller.k8s.io/web serverside-applied") {
+		t.Errorf("kubectl apply printed %q", out)
+	}
+}
+
 // TestDefaults checks the schema defaults the API server applies.
 func TestDefaults(t *testing.T) {
 	ns := framework.Namespace(t)
@@ -165,7 +187,45 @@ serviceTemplate: {name: web}`
 		{name: "duplicate env names", spec: `deploymentTemplate: {name: web, image: nginx, env: [{name: A, value: "1"}, {name: A, value: "2"}]}`, want: []string{"spec.deploymentTemplate.env[1]", "Duplicate value"}},
 		{name: "requests above limits (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, resources: {requests: {cpu: "2"}, limits: {cpu: 500m}}}`, want: []string{"spec.deploymentTemplate.resources", "requests must not exceed limits"}},
 		{name: "App name too long for a label value (CEL)", metaName: strings.Repeat("a", 64), spec: valid, want: []string{"metadata.name must be no more than 63 characters"}},
-		{name: "unknown field, strict", spec: `deploymentTemplate: {name: web, image: nginx, imagePullPolicy: Always}`, strict: true, want: []string{`unknown field "spec.deploymentTemplate.imagePullPolicy"`}},
+		{name: "unknown field, strict", spec: `deploymentTemplate: {name: web, image: nginx, hostNetwork: true}`, strict: true, want: []string{`unknown field "spec.deploymentTemplate.hostNetwork"`}},
+		// The fields added for real workloads.
+		{name: "probe of the wrong shape", spec: `deploymentTemplate: {name: web, image: nginx, readinessProbe: {httpGet: {path: /}, periodSeconds: often}}`, want: []string{"spec.deploymentTemplate.readinessProbe.periodSeconds", "integer"}},
+		{name: "liveness probe handler of the wrong type", spec: `deploymentTemplate: {name: web, image: nginx, livenessProbe: {exec: {command: ls}}}`, want: []string{"spec.deploymentTemplate.livenessProbe.exec.command", "array"}},
+		{name: "startup probe unknown field, strict", spec: `deploymentTemplate: {name: web, image: nginx, startupProbe: {tcpSocket: {port: 80}, everySeconds: 1}}`, strict: true, want: []string{`unknown field "spec.deploymentTemplate.startupProbe.everySeconds"`}},
+		{name: "securityContext of the wrong type", spec: `deploymentTemplate: {name: web, image: nginx, securityContext: {runAsNonRoot: "yes"}}`, want: []string{"spec.deploymentTemplate.securityContext.runAsNonRoot", "boolean"}},
+		{name: "podSecurityContext of the wrong type", spec: `deploymentTemplate: {name: web, image: nginx, podSecurityContext: {runAsUser: root}}`, want: []string{"spec.deploymentTemplate.podSecurityContext.runAsUser", "integer"}},
+		{name: "envFrom of the wrong type", spec: `deploymentTemplate: {name: web, image: nginx, envFrom: {configMapRef: {name: c}}}`, want: []string{"spec.deploymentTemplate.envFrom", "array"}},
+		{name: "volume without a source (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, volumes: [{name: v}]}`, want: []string{"spec.deploymentTemplate.volumes[0]", "volume must set exactly one of configMap, secret, emptyDir and persistentVolumeClaim"}},
+		{name: "volume with two sources (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, volumes: [{name: v, emptyDir: {}, secret: {secretName: s}}]}`, want: []string{"spec.deploymentTemplate.volumes[0]", "exactly one of"}},
+		{name: "volume kind not supported", spec: `deploymentTemplate: {name: web, image: nginx, volumes: [{name: v, hostPath: {path: /}}]}`, strict: true, want: []string{`unknown field "spec.deploymentTemplate.volumes[0].hostPath"`}},
+		{name: "duplicate volume names", spec: `deploymentTemplate: {name: web, image: nginx, volumes: [{name: v, emptyDir: {}}, {name: v, emptyDir: {}}]}`, want: []string{"spec.deploymentTemplate.volumes[1]", "Duplicate value"}},
+		{name: "volume name not DNS-1123", spec: `deploymentTemplate: {name: web, image: nginx, volumes: [{name: V_1, emptyDir: {}}]}`, want: []string{"spec.deploymentTemplate.volumes[0].name", "should match"}},
+		{name: "volumeMount of an undeclared volume (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, volumes: [{name: v, emptyDir: {}}], volumeMounts: [{name: w, mountPath: /w}]}`, want: []string{"spec.deploymentTemplate", "every volumeMounts[].name must name a volume of deploymentTemplate.volumes"}},
+		{name: "volumeMount without volumes (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, volumeMounts: [{name: w, mountPath: /w}]}`, want: []string{"every volumeMounts[].name must name a volume"}},
+		{name: "volumeMount path not absolute", spec: `deploymentTemplate: {name: web, image: nginx, volumes: [{name: v, emptyDir: {}}], volumeMounts: [{name: v, mountPath: data}]}`, want: []string{"spec.deploymentTemplate.volumeMounts[0].mountPath", "should match"}},
+		{name: "serviceAccountName not a DNS subdomain", spec: `deploymentTemplate: {name: web, image: nginx, serviceAccountName: My_SA}`, want: []string{"spec.deploymentTemplate.serviceAccountName", "should match"}},
+		{name: "imagePullSecrets of the wrong type", spec: `deploymentTemplate: {name: web, image: nginx, imagePullSecrets: [registry]}`, want: []string{"spec.deploymentTemplate.imagePullSecrets[0]", "object"}},
+		{name: "imagePullPolicy unknown", spec: `deploymentTemplate: {name: web, image: nginx, imagePullPolicy: Sometimes}`, want: []string{"spec.deploymentTemplate.imagePullPolicy", "Unsupported value"}},
+		{name: "podLabels set the instance label (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, podLabels: {app.kubernetes.io/instance: other}}`, want: []string{"spec.deploymentTemplate.podLabels", "podLabels must not set app.kubernetes.io/name, app.kubernetes.io/instance or app.kubernetes.io/managed-by"}},
+		{name: "podLabels set the name label (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, podLabels: {app.kubernetes.io/name: other}}`, want: []string{"spec.deploymentTemplate.podLabels", "podLabels must not set"}},
+		{name: "podLabels set managed-by (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, podLabels: {app.kubernetes.io/managed-by: me}}`, want: []string{"spec.deploymentTemplate.podLabels", "podLabels must not set"}},
+		{name: "podAnnotations not strings", spec: `deploymentTemplate: {name: web, image: nginx, podAnnotations: {a: {b: c}}}`, want: []string{"spec.deploymentTemplate.podAnnotations.a", "string"}},
+		{name: "nodeSelector not strings", spec: `deploymentTemplate: {name: web, image: nginx, nodeSelector: {zone: [a]}}`, want: []string{"spec.deploymentTemplate.nodeSelector.zone", "string"}},
+		{name: "tolerations of the wrong type", spec: `deploymentTemplate: {name: web, image: nginx, tolerations: {key: a}}`, want: []string{"spec.deploymentTemplate.tolerations", "array"}},
+		{name: "affinity of the wrong type", spec: `deploymentTemplate: {name: web, image: nginx, affinity: {nodeAffinity: []}}`, want: []string{"spec.deploymentTemplate.affinity.nodeAffinity", "object"}},
+		{name: "topologySpreadConstraints missing maxSkew", spec: `deploymentTemplate: {name: web, image: nginx, topologySpreadConstraints: [{topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]}`, want: []string{"spec.deploymentTemplate.topologySpreadConstraints[0].maxSkew: Required value"}},
+		{name: "priorityClassName too long", spec: `deploymentTemplate: {name: web, image: nginx, priorityClassName: ` + strings.Repeat("p", 254) + `}`, want: []string{"spec.deploymentTemplate.priorityClassName", "253"}},
+		{name: "strategy Recreate with rollingUpdate (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, strategy: {type: Recreate, rollingUpdate: {maxSurge: 1}}}`, want: []string{"spec.deploymentTemplate.strategy", "strategy.rollingUpdate may only be set when strategy.type is RollingUpdate"}},
+		{name: "negative minReadySeconds", spec: `deploymentTemplate: {name: web, image: nginx, minReadySeconds: -1}`, want: []string{"spec.deploymentTemplate.minReadySeconds", "greater than or equal to 0"}},
+		{name: "negative revisionHistoryLimit", spec: `deploymentTemplate: {name: web, image: nginx, revisionHistoryLimit: -1}`, want: []string{"spec.deploymentTemplate.revisionHistoryLimit", "greater than or equal to 0"}},
+		{name: "service labels set the instance label (CEL)", spec: `serviceTemplate: {name: web, labels: {app.kubernetes.io/instance: x}}`, want: []string{"spec.serviceTemplate.labels", "serviceTemplate.labels must not set"}},
+		{name: "service annotations set the hash (CEL)", spec: `serviceTemplate: {name: web, annotations: {appcontroller.k8s.io/applied-config-hash: x}}`, want: []string{"spec.serviceTemplate.annotations", "must not set appcontroller.k8s.io/applied-config-hash"}},
+		{name: "port name too long", spec: `serviceTemplate: {name: web, portName: abcdefghijklmnop}`, want: []string{"spec.serviceTemplate.portName", "15"}},
+		{name: "port name without a letter (CEL)", spec: `serviceTemplate: {name: web, portName: "8080"}`, want: []string{"spec.serviceTemplate.portName", "portName must contain a letter"}},
+		{name: "protocol unknown", spec: `serviceTemplate: {name: web, protocol: HTTP}`, want: []string{"spec.serviceTemplate.protocol", "Unsupported value"}},
+		{name: "nodePort with ClusterIP (CEL)", spec: `serviceTemplate: {name: web, nodePort: 30080}`, want: []string{"spec.serviceTemplate", "nodePort requires type NodePort or LoadBalancer"}},
+		{name: "nodePort too big", spec: `serviceTemplate: {name: web, type: NodePort, nodePort: 70000}`, want: []string{"spec.serviceTemplate.nodePort", "less than or equal to 65535"}},
+		{name: "sessionAffinity unknown", spec: `serviceTemplate: {name: web, sessionAffinity: Sticky}`, want: []string{"spec.serviceTemplate.sessionAffinity", "Unsupported value"}},
 		{name: "replicas of the wrong type", spec: `deploymentTemplate: {name: web, image: nginx, replicas: two}`, want: []string{"spec.deploymentTemplate.replicas", "integer"}},
 	}
 	for i, tc := range tests {
@@ -207,15 +267,37 @@ serviceTemplate: {name: web}`
 		})
 	}
 
-	// And the valid spec of the table is accepted, so the cases fail for their own reason.
-	var spec map[string]any
-	_ = yaml.Unmarshal([]byte(valid), &spec)
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "appcontroller.k8s.io/v1", "kind": "App",
-		"metadata": map[string]any{"name": "valid"}, "spec": spec,
-	}}
-	if _, err := dyn.Resource(appsGVR).Namespace(ns).Create(context.Background(), obj, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}); err != nil {
-		t.Errorf("the valid App was rejected: %v", err)
+	// And valid specs are accepted (strictly: no field dropped), so the cases above fail
+	// for their own reason: the seed's valid spec, and each new field alone.
+	validSpecs := []struct{ name, spec string }{
+		{"seed", valid},
+		{"probes", `deploymentTemplate: {name: web, image: nginx, readinessProbe: {httpGet: {path: /ready, port: 8080}}, livenessProbe: {tcpSocket: {port: 8080}, periodSeconds: 20}, startupProbe: {exec: {command: [cat, /ready]}, failureThreshold: 30}}`},
+		{"grpc probe", `deploymentTemplate: {name: web, image: nginx, readinessProbe: {grpc: {port: 9000}}}`},
+		{"restricted security contexts", `deploymentTemplate: {name: web, image: nginx, securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}, podSecurityContext: {runAsNonRoot: true, runAsUser: 1000, seccompProfile: {type: RuntimeDefault}}}`},
+		{"envFrom", `deploymentTemplate: {name: web, image: nginx, envFrom: [{configMapRef: {name: c}}, {prefix: S_, secretRef: {name: s, optional: true}}]}`},
+		{"every volume source, mounted", `deploymentTemplate: {name: web, image: nginx, volumes: [{name: c, configMap: {name: c, items: [{key: k, path: p}]}}, {name: s, secret: {secretName: s}}, {name: e, emptyDir: {sizeLimit: 1Gi}}, {name: p, persistentVolumeClaim: {claimName: p, readOnly: true}}], volumeMounts: [{name: c, mountPath: /c}, {name: s, mountPath: /s, readOnly: true}, {name: e, mountPath: /e}, {name: p, mountPath: /p, subPath: x}]}`},
+		{"pod identity and pull", `deploymentTemplate: {name: web, image: nginx, serviceAccountName: app.sa, imagePullSecrets: [{name: registry}], imagePullPolicy: Always}`},
+		{"pod labels and annotations", `deploymentTemplate: {name: web, image: nginx, podLabels: {team: a, app.kubernetes.io/component: web}, podAnnotations: {prometheus.io/scrape: "true"}}`},
+		{"scheduling", `deploymentTemplate: {name: web, image: nginx, nodeSelector: {zone: a}, tolerations: [{key: k, operator: Exists, effect: NoSchedule}], affinity: {podAntiAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 1, podAffinityTerm: {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app.kubernetes.io/instance: a}}}}]}}, topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway}], priorityClassName: high}`},
+		{"rolling update", `deploymentTemplate: {name: web, image: nginx, strategy: {type: RollingUpdate, rollingUpdate: {maxSurge: 25%, maxUnavailable: 0}}, minReadySeconds: 5, revisionHistoryLimit: 2}`},
+		{"recreate", `deploymentTemplate: {name: web, image: nginx, strategy: {type: Recreate}}`},
+		{"service settings", `serviceTemplate: {name: web, type: NodePort, nodePort: 30080, portName: web, protocol: UDP, sessionAffinity: ClientIP, labels: {team: a}, annotations: {ingress/http: "true"}}`},
+		{"nodePort on a LoadBalancer", `serviceTemplate: {name: web, type: LoadBalancer, nodePort: 30081}`},
+	}
+	for i, tc := range validSpecs {
+		t.Run("valid "+tc.name, func(t *testing.T) {
+			var spec map[string]any
+			if err := yaml.Unmarshal([]byte(tc.spec), &spec); err != nil {
+				t.Fatalf("test spec: %v", err)
+			}
+			obj := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "appcontroller.k8s.io/v1", "kind": "App",
+				"metadata": map[string]any{"name": fmt.Sprintf("valid-%d", i)}, "spec": spec,
+			}}
+			if _, err := dyn.Resource(appsGVR).Namespace(ns).Create(context.Background(), obj, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}); err != nil {
+				t.Errorf("the valid App was rejected: %v", err)
+			}
+		})
 	}
 }
 

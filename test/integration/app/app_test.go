@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -108,12 +107,7 @@ func TestSeedExamplesConverge(t *testing.T) {
 	}
 
 	// kubectl wait works on the Ready condition.
-	binDir, _ := localcluster.BinDirFromEnv()
-	out, err := exec.Command(filepath.Join(binDir, "kubectl"), "--kubeconfig", framework.Cluster().Kubeconfig,
-		"wait", "--for=condition=Ready", "--timeout=30s", "-n", "tcs", "app/test-app", "app/test-app-2").CombinedOutput()
-	if err != nil {
-		t.Errorf("kubectl wait: %v\n%s", err, out)
-	}
+	framework.Kubectl(t, "wait", "--for=condition=Ready", "--timeout=30s", "-n", "tcs", "app/test-app", "app/test-app-2")
 	if events := c.events(t, "tcs", "App", "test-app"); !slices.Contains(events, "Normal Synced App synced successfully") {
 		t.Errorf("events of test-app = %q, want the Synced event", events)
 	}

@@ -13,6 +13,7 @@ import (
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.deploymentTemplate.replicas,statuspath=.status.deploymentStatus.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:path=apps,singular=app,scope=Namespaced,shortName=ap
 // +kubebuilder:metadata:annotations="api-approved.kubernetes.io=unapproved, experimental-only"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
@@ -51,6 +52,8 @@ type AppSpec struct {
 }
 
 // DeploymentTemplate describes the Deployment of an App. Its pods run one container.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.volumeMounts) || self.volumeMounts.all(m, has(self.volumes) && self.volumes.exists(v, v.name == m.name))",message="every volumeMounts[].name must name a volume of deploymentTemplate.volumes",fieldPath=".volumeMounts"
 type DeploymentTemplate struct {
 	// Name of the Deployment, a DNS-1123 label. Changing it replaces the Deployment.
 	// +required
@@ -66,7 +69,11 @@ type DeploymentTemplate struct {
 	// +kubebuilder:validation:Pattern=`^\S+$`
 	Image string `json:"image"`
 
-	// Replicas is the number of pods. Defaults to 1.
+	// Replicas is the number of pods. Defaults to 1. The App's scale subresource reads and
+	// writes it, so `kubectl scale app/NAME` and a HorizontalPodAutoscaler whose
+	// scaleTargetRef is the App set it; the controller then applies it to the Deployment.
+	// An autoscaler must target the App, never its Deployment: the controller owns the
+	// Deployment's replicas and would set them back.
 	// +optional
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
@@ -98,6 +105,188 @@ type DeploymentTemplate struct {
 	// Resources are the container's compute resource requests and limits.
 	// +optional
 	Resources *ResourceRequirements `json:"resources,omitempty"`
+
+	// EnvFrom fills the container's environment from every key of ConfigMaps and
+	// Secrets. A key also named in env takes env's value.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	EnvFrom []corev1.EnvFromSource `json:"envFrom,omitempty"`
+
+	// ReadinessProbe tells when the container is ready for traffic: the Service sends
+	// none to a pod that is not ready, and a rollout waits for new pods to be ready.
+	// +optional
+	ReadinessProbe *corev1.Probe `json:"readinessProbe,omitempty"`
+
+	// LivenessProbe tells when the container must be restarted.
+	// +optional
+	LivenessProbe *corev1.Probe `json:"livenessProbe,omitempty"`
+
+	// StartupProbe holds the other probes off until the container has started; a
+	// container that fails it is restarted.
+	// +optional
+	StartupProbe *corev1.Probe `json:"startupProbe,omitempty"`
+
+	// SecurityContext is the container's security context. Under the restricted Pod
+	// Security Standard set allowPrivilegeEscalation: false, capabilities.drop: [ALL],
+	// runAsNonRoot: true and seccompProfile.type: RuntimeDefault (here or in
+	// podSecurityContext).
+	// +optional
+	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
+
+	// PodSecurityContext is the pod's security context: user and group IDs, fsGroup,
+	// seccomp profile and sysctls shared by the pod.
+	// +optional
+	PodSecurityContext *corev1.PodSecurityContext `json:"podSecurityContext,omitempty"`
+
+	// Volumes of the pod, each mounted into the container by volumeMounts.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Volumes []Volume `json:"volumes,omitempty"`
+
+	// VolumeMounts mount volumes into the container. Each names a volume of volumes.
+	// +optional
+	// +listType=map
+	// +listMapKey=mountPath
+	// +kubebuilder:validation:MaxItems=32
+	VolumeMounts []VolumeMount `json:"volumeMounts,omitempty"`
+
+	// ServiceAccountName is the ServiceAccount the pods run as. Defaults to the
+	// namespace's "default".
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// ImagePullSecrets name Secrets in the App's namespace that hold registry
+	// credentials for pulling the image.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// ImagePullPolicy is when the kubelet pulls the image: Always, IfNotPresent or
+	// Never. Defaults to Always for a :latest or untagged image, else IfNotPresent.
+	// +optional
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// PodLabels are added to the labels of the pods. They may not set the labels the
+	// controller uses to select the App's pods: app.kubernetes.io/name,
+	// app.kubernetes.io/instance and app.kubernetes.io/managed-by.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="!('app.kubernetes.io/name' in self) && !('app.kubernetes.io/instance' in self) && !('app.kubernetes.io/managed-by' in self)",message="podLabels must not set app.kubernetes.io/name, app.kubernetes.io/instance or app.kubernetes.io/managed-by: the controller sets them to select the App's pods"
+	PodLabels map[string]string `json:"podLabels,omitempty"`
+
+	// PodAnnotations are added to the annotations of the pods. Changing them rolls the
+	// pods out.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
+
+	// NodeSelector restricts the pods to nodes with all of these labels.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations let the pods run on nodes with matching taints.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// Affinity is the pods' node affinity, pod affinity and pod anti-affinity.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// TopologySpreadConstraints spread the pods across zones, nodes or other topology
+	// domains. Their labelSelector usually selects the App's pods by
+	// app.kubernetes.io/instance: NAME.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+
+	// PriorityClassName is the PriorityClass of the pods.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// Strategy is how the Deployment replaces old pods with new ones: RollingUpdate
+	// (the default; rollingUpdate.maxSurge and maxUnavailable, each 25% by default) or
+	// Recreate (every old pod stops before a new one starts).
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.rollingUpdate) || !has(self.type) || self.type == 'RollingUpdate'",message="strategy.rollingUpdate may only be set when strategy.type is RollingUpdate",fieldPath=".rollingUpdate"
+	Strategy *appsv1.DeploymentStrategy `json:"strategy,omitempty"`
+
+	// MinReadySeconds is how long a new pod must be ready, without a container
+	// crashing, to count as available. Defaults to 0.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MinReadySeconds *int32 `json:"minReadySeconds,omitempty"`
+
+	// RevisionHistoryLimit is how many old ReplicaSets the Deployment keeps for
+	// rollback. Defaults to 10.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+}
+
+// Volume is a volume of the App's pods: a name and exactly one source.
+//
+// +kubebuilder:validation:XValidation:rule="[has(self.configMap), has(self.secret), has(self.emptyDir), has(self.persistentVolumeClaim)].filter(x, x).size() == 1",message="volume must set exactly one of configMap, secret, emptyDir and persistentVolumeClaim"
+type Volume struct {
+	// Name of the volume, a DNS-1123 label, unique in the pod; volumeMounts refer to it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// ConfigMap mounts the keys of a ConfigMap as files.
+	// +optional
+	ConfigMap *corev1.ConfigMapVolumeSource `json:"configMap,omitempty"`
+
+	// Secret mounts the keys of a Secret as files.
+	// +optional
+	Secret *corev1.SecretVolumeSource `json:"secret,omitempty"`
+
+	// EmptyDir is a scratch directory that lives as long as the pod.
+	// +optional
+	EmptyDir *corev1.EmptyDirVolumeSource `json:"emptyDir,omitempty"`
+
+	// PersistentVolumeClaim mounts a PersistentVolumeClaim of the App's namespace. With
+	// more than one replica, the claim must allow ReadOnlyMany or ReadWriteMany.
+	// +optional
+	PersistentVolumeClaim *corev1.PersistentVolumeClaimVolumeSource `json:"persistentVolumeClaim,omitempty"`
+}
+
+// VolumeMount mounts a volume of the App's pods into its container.
+type VolumeMount struct {
+	// Name of the volume to mount: one of deploymentTemplate.volumes.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// MountPath is the absolute path in the container where the volume appears.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^/`
+	MountPath string `json:"mountPath"`
+
+	// SubPath mounts this path inside the volume instead of its root.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	SubPath string `json:"subPath,omitempty"`
+
+	// ReadOnly mounts the volume read-only.
+	// +optional
+	ReadOnly *bool `json:"readOnly,omitempty"`
 }
 
 // ResourceRequirements are the compute resources of the App's container, as in a Pod.
@@ -113,6 +302,8 @@ type ResourceRequirements struct {
 }
 
 // ServiceTemplate describes the Service of an App. It selects the App's own pods.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.nodePort) || (has(self.type) && self.type != 'ClusterIP')",message="nodePort requires type NodePort or LoadBalancer",fieldPath=".nodePort"
 type ServiceTemplate struct {
 	// Name of the Service, a DNS-1035 label. Changing it replaces the Service.
 	// +required
@@ -140,6 +331,49 @@ type ServiceTemplate struct {
 	// +kubebuilder:default=ClusterIP
 	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
 	Type corev1.ServiceType `json:"type,omitempty"`
+
+	// PortName names the Service port (and is how an Ingress refers to it), an IANA
+	// service name. Defaults to http.
+	// +optional
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('[a-z]') && !self.contains('--')",message="portName must contain a letter and no '--' (an IANA service name)"
+	PortName string `json:"portName,omitempty"`
+
+	// Protocol of the Service port and of the container port: TCP, UDP or SCTP.
+	// Defaults to TCP.
+	// +optional
+	// +kubebuilder:validation:Enum=TCP;UDP;SCTP
+	Protocol corev1.Protocol `json:"protocol,omitempty"`
+
+	// NodePort is the port opened on every node for a NodePort or LoadBalancer Service,
+	// within the cluster's node port range (30000-32767 by default). Unset, the cluster
+	// picks one. Not allowed with type ClusterIP.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	NodePort *int32 `json:"nodePort,omitempty"`
+
+	// SessionAffinity ClientIP sends each client's connections to the same pod;
+	// None (the default) spreads them.
+	// +optional
+	// +kubebuilder:validation:Enum=None;ClientIP
+	SessionAffinity corev1.ServiceAffinity `json:"sessionAffinity,omitempty"`
+
+	// Labels are added to the Service's labels. They may not set
+	// app.kubernetes.io/name, app.kubernetes.io/instance or app.kubernetes.io/managed-by.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="!('app.kubernetes.io/name' in self) && !('app.kubernetes.io/instance' in self) && !('app.kubernetes.io/managed-by' in self)",message="serviceTemplate.labels must not set app.kubernetes.io/name, app.kubernetes.io/instance or app.kubernetes.io/managed-by: the controller sets them"
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// Annotations are added to the Service's annotations, for instance ingress/http:
+	// "true" for an Ingress from the Service->Ingress controller, or a cloud load
+	// balancer's settings.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="!('appcontroller.k8s.io/applied-config-hash' in self)",message="serviceTemplate.annotations must not set appcontroller.k8s.io/applied-config-hash: the controller sets it"
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // AppStatus is the observed state of an App.
@@ -162,6 +396,12 @@ type AppStatus struct {
 	// ServiceStatus is the status of the Service the App controls.
 	// +optional
 	ServiceStatus *corev1.ServiceStatus `json:"serviceStatus,omitempty"`
+
+	// Selector is the label selector of the App's pods, as a string
+	// ("app.kubernetes.io/instance=NAME,app.kubernetes.io/name=NAME"). The scale
+	// subresource reports it, so a HorizontalPodAutoscaler finds the App's pods.
+	// +optional
+	Selector string `json:"selector,omitempty"`
 }
 
 // AppList is a list of Apps.

@@ -38,6 +38,10 @@ type AppStatusApplyConfiguration struct {
 	DeploymentStatus *appsv1.DeploymentStatusApplyConfiguration `json:"deploymentStatus,omitempty"`
 	// ServiceStatus is the status of the Service the App controls.
 	ServiceStatus *corev1.ServiceStatusApplyConfiguration `json:"serviceStatus,omitempty"`
+	// Selector is the label selector of the App's pods, as a string
+	// ("app.kubernetes.io/instance=NAME,app.kubernetes.io/name=NAME"). The scale
+	// subresource reports it, so a HorizontalPodAutoscaler finds the App's pods.
+	Selector *string `json:"selector,omitempty"`
 }
 
 // AppStatusApplyConfiguration constructs a declarative configuration of the AppStatus type for use with
@@ -80,5 +84,13 @@ func (b *AppStatusApplyConfiguration) WithDeploymentStatus(value *appsv1.Deploym
 // If called multiple times, the ServiceStatus field is set to the value of the last call.
 func (b *AppStatusApplyConfiguration) WithServiceStatus(value *corev1.ServiceStatusApplyConfiguration) *AppStatusApplyConfiguration {
 	b.ServiceStatus = value
+	return b
+}
+
+// WithSelector sets the Selector field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Selector field is set to the value of the last call.
+func (b *AppStatusApplyConfiguration) WithSelector(value string) *AppStatusApplyConfiguration {
+	b.Selector = &value
 	return b
 }

@@ -19,6 +19,8 @@ limitations under the License.
 package v1
 
 import (
+	apicorev1 "k8s.io/api/core/v1"
+	appsv1 "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1 "k8s.io/client-go/applyconfigurations/core/v1"
 )
 
@@ -31,7 +33,11 @@ type DeploymentTemplateApplyConfiguration struct {
 	Name *string `json:"name,omitempty"`
 	// Image of the application's container.
 	Image *string `json:"image,omitempty"`
-	// Replicas is the number of pods. Defaults to 1.
+	// Replicas is the number of pods. Defaults to 1. The App's scale subresource reads and
+	// writes it, so `kubectl scale app/NAME` and a HorizontalPodAutoscaler whose
+	// scaleTargetRef is the App set it; the controller then applies it to the Deployment.
+	// An autoscaler must target the App, never its Deployment: the controller owns the
+	// Deployment's replicas and would set them back.
 	Replicas *int32 `json:"replicas,omitempty"`
 	// ContainerPort is the port the container listens on. The Service targets it
 	// unless serviceTemplate.targetPort says otherwise.
@@ -44,6 +50,67 @@ type DeploymentTemplateApplyConfiguration struct {
 	Env []corev1.EnvVarApplyConfiguration `json:"env,omitempty"`
 	// Resources are the container's compute resource requests and limits.
 	Resources *ResourceRequirementsApplyConfiguration `json:"resources,omitempty"`
+	// EnvFrom fills the container's environment from every key of ConfigMaps and
+	// Secrets. A key also named in env takes env's value.
+	EnvFrom []corev1.EnvFromSourceApplyConfiguration `json:"envFrom,omitempty"`
+	// ReadinessProbe tells when the container is ready for traffic: the Service sends
+	// none to a pod that is not ready, and a rollout waits for new pods to be ready.
+	ReadinessProbe *corev1.ProbeApplyConfiguration `json:"readinessProbe,omitempty"`
+	// LivenessProbe tells when the container must be restarted.
+	LivenessProbe *corev1.ProbeApplyConfiguration `json:"livenessProbe,omitempty"`
+	// StartupProbe holds the other probes off until the container has started; a
+	// container that fails it is restarted.
+	StartupProbe *corev1.ProbeApplyConfiguration `json:"startupProbe,omitempty"`
+	// SecurityContext is the container's security context. Under the restricted Pod
+	// Security Standard set allowPrivilegeEscalation: false, capabilities.drop: [ALL],
+	// runAsNonRoot: true and seccompProfile.type: RuntimeDefault (here or in
+	// podSecurityContext).
+	SecurityContext *corev1.SecurityContextApplyConfiguration `json:"securityContext,omitempty"`
+	// PodSecurityContext is the pod's security context: user and group IDs, fsGroup,
+	// seccomp profile and sysctls shared by the pod.
+	PodSecurityContext *corev1.PodSecurityContextApplyConfiguration `json:"podSecurityContext,omitempty"`
+	// Volumes of the pod, each mounted into the container by volumeMounts.
+	Volumes []VolumeApplyConfiguration `json:"volumes,omitempty"`
+	// VolumeMounts mount volumes into the container. Each names a volume of volumes.
+	VolumeMounts []VolumeMountApplyConfiguration `json:"volumeMounts,omitempty"`
+	// ServiceAccountName is the ServiceAccount the pods run as. Defaults to the
+	// namespace's "default".
+	ServiceAccountName *string `json:"serviceAccountName,omitempty"`
+	// ImagePullSecrets name Secrets in the App's namespace that hold registry
+	// credentials for pulling the image.
+	ImagePullSecrets []corev1.LocalObjectReferenceApplyConfiguration `json:"imagePullSecrets,omitempty"`
+	// ImagePullPolicy is when the kubelet pulls the image: Always, IfNotPresent or
+	// Never. Defaults to Always for a :latest or untagged image, else IfNotPresent.
+	ImagePullPolicy *apicorev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+	// PodLabels are added to the labels of the pods. They may not set the labels the
+	// controller uses to select the App's pods: app.kubernetes.io/name,
+	// app.kubernetes.io/instance and app.kubernetes.io/managed-by.
+	PodLabels map[string]string `json:"podLabels,omitempty"`
+	// PodAnnotations are added to the annotations of the pods. Changing them rolls the
+	// pods out.
+	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
+	// NodeSelector restricts the pods to nodes with all of these labels.
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Tolerations let the pods run on nodes with matching taints.
+	Tolerations []corev1.TolerationApplyConfiguration `json:"tolerations,omitempty"`
+	// Affinity is the pods' node affinity, pod affinity and pod anti-affinity.
+	Affinity *corev1.AffinityApplyConfiguration `json:"affinity,omitempty"`
+	// TopologySpreadConstraints spread the pods across zones, nodes or other topology
+	// domains. Their labelSelector usually selects the App's pods by
+	// app.kubernetes.io/instance: NAME.
+	TopologySpreadConstraints []corev1.TopologySpreadConstraintApplyConfiguration `json:"topologySpreadConstraints,omitempty"`
+	// PriorityClassName is the PriorityClass of the pods.
+	PriorityClassName *string `json:"priorityClassName,omitempty"`
+	// Strategy is how the Deployment replaces old pods with new ones: RollingUpdate
+	// (the default; rollingUpdate.maxSurge and maxUnavailable, each 25% by default) or
+	// Recreate (every old pod stops before a new one starts).
+	Strategy *appsv1.DeploymentStrategyApplyConfiguration `json:"strategy,omitempty"`
+	// MinReadySeconds is how long a new pod must be ready, without a container
+	// crashing, to count as available. Defaults to 0.
+	MinReadySeconds *int32 `json:"minReadySeconds,omitempty"`
+	// RevisionHistoryLimit is how many old ReplicaSets the Deployment keeps for
+	// rollback. Defaults to 10.
+	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
 }
 
 // DeploymentTemplateApplyConfiguration constructs a declarative configuration of the DeploymentTemplate type for use with
@@ -122,5 +189,221 @@ func (b *DeploymentTemplateApplyConfiguration) WithEnv(values ...*corev1.EnvVarA
 // If called multiple times, the Resources field is set to the value of the last call.
 func (b *DeploymentTemplateApplyConfiguration) WithResources(value *ResourceRequirementsApplyConfiguration) *DeploymentTemplateApplyConfiguration {
 	b.Resources = value
+	return b
+}
+
+// WithEnvFrom adds the given value to the EnvFrom field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the EnvFrom field.
+func (b *DeploymentTemplateApplyConfiguration) WithEnvFrom(values ...*corev1.EnvFromSourceApplyConfiguration) *DeploymentTemplateApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithEnvFrom")
+		}
+		b.EnvFrom = append(b.EnvFrom, *values[i])
+	}
+	return b
+}
+
+// WithReadinessProbe sets the ReadinessProbe field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ReadinessProbe field is set to the value of the last call.
+func (b *DeploymentTemplateApplyConfiguration) WithReadinessProbe(value *corev1.ProbeApplyConfiguration) *DeploymentTemplateApplyConfiguration {
+	b.ReadinessProbe = value
+	return b
+}
+
+// WithLivenessProbe sets the LivenessProbe field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LivenessProbe field is set to the value of the last call.
+func (b *DeploymentTemplateApplyConfiguration) WithLivenessProbe(value *corev1.ProbeApplyConfiguration) *DeploymentTemplateApplyConfiguration {
+	b.LivenessProbe = value
+	return b
+}
+
+// WithStartupProbe sets the StartupProbe field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the StartupProbe field is set to the value of the last call.
+func (b *DeploymentTemplateApplyConfiguration) WithStartupProbe(value *corev1.ProbeApplyConfiguration) *DeploymentTemplateApplyConfiguration {
+	b.StartupProbe = value
+	return b
+}
+
+// WithSecurityContext sets the SecurityContext field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the SecurityContext field is set to the value of the last call.
+func (b *DeploymentTemplateApplyConfiguration) WithSecurityContext(value *corev1.SecurityContextApplyConfiguration) *DeploymentTemplateApplyConfiguration {
+	b.SecurityContext = value
+	return b
+}
+
+// WithPodSecurityContext sets the PodSecurityContext field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PodSecurityContext field is set to the value of the last call.
+func (b *DeploymentTemplateApplyConfiguration) WithPodSecurityContext(value *corev1.PodSecurityContextApplyConfiguration) *DeploymentTemplateApplyConfiguration {
+	b.PodSecurityContext = value
+	return b
+}
+
+// WithVolumes adds the given value to the Volumes field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Volumes field.
+func (b *DeploymentTemplateApplyConfiguration) WithVolumes(values ...*VolumeApplyConfiguration) *DeploymentTemplateApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithVolumes")
+		}
+		b.Volumes = append(b.Volumes, *values[i])
+	}
+	return b
+}
+
+// WithVolumeMounts adds the given value to the VolumeMounts field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the VolumeMounts field.
+func (b *DeploymentTemplateApplyConfiguration) WithVolumeMounts(values ...*VolumeMountApplyConfiguration) *DeploymentTemplateApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithVolumeMounts")
+		}
+		b.VolumeMounts = append(b.VolumeMounts, *values[i])
+	}
+	return b
+}
+
+// WithServiceAccountName sets the ServiceAccountName field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ServiceAccountName field is set to the value of the last call.
+func (b *DeploymentTemplateApplyConfiguration) WithServiceAccountName(value string) *DeploymentTemplateApplyConfiguration {
+	b.ServiceAccountName = &value
+	return b
+}
+
+// WithImagePullSecrets adds the given value to the ImagePullSecrets field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the ImagePullSecrets field.
+func (b *DeploymentTemplateApplyConfiguration) WithImagePullSecrets(values ...*corev1.LocalObjectReferenceApplyConfiguration) *DeploymentTemplateApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithImagePullSecrets")
+		}
+		b.ImagePullSecrets = append(b.ImagePullSecrets, *values[i])
+	}
+	return b
+}
+
+// WithImagePullPolicy sets the ImagePullPolicy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ImagePullPolicy field is set to the value of the last call.
+func (b *DeploymentTemplateApplyConfiguration) WithImagePullPolicy(value apicorev1.PullPolicy) *DeploymentTemplateApplyConfiguration {
+	b.ImagePullPolicy = &value
+	return b
+}
+
+// WithPodLabels puts the entries into the PodLabels field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, the entries provided by each call will be put on the PodLabels field,
+// overwriting an existing map entries in PodLabels field with the same key.
+func (b *DeploymentTemplateApplyConfiguration) WithPodLabels(entries map[string]string) *DeploymentTemplateApplyConfiguration {
+	if b.PodLabels == nil && len(entries) > 0 {
+		b.PodLabels = make(map[string]string, len(entries))
+	}
+	for k, v := range entries {
+		b.PodLabels[k] = v
+	}
+	return b
+}
+
+// WithPodAnnotations puts the entries into the PodAnnotations field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, the entries provided by each call will be put on the PodAnnotations field,
+// overwriting an existing map entries in PodAnnotations field with the same key.
+func (b *DeploymentTemplateApplyConfiguration) WithPodAnnotations(entries map[string]string) *DeploymentTemplateApplyConfiguration {
+	if b.PodAnnotations == nil && len(entries) > 0 {
+		b.PodAnnotations = make(map[string]string, len(entries))
+	}
+	for k, v := range entries {
+		b.PodAnnotations[k] = v
+	}
+	return b
+}
+
+// WithNodeSelector puts the entries into the NodeSelector field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, the entries provided by each call will be put on the NodeSelector field,
+// overwriting an existing map entries in NodeSelector field with the same key.
+func (b *DeploymentTemplateApplyConfiguration) WithNodeSelector(entries map[string]string) *DeploymentTemplateApplyConfiguration {
+	if b.NodeSelector == nil && len(entries) > 0 {
+		b.NodeSelector = make(map[string]string, len(entries))
+	}
+	for k, v := range entries {
+		b.NodeSelector[k] = v
+	}
+	return b
+}
+
+// WithTolerations adds the given value to the Tolerations field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Tolerations field.
+func (b *DeploymentTemplateApplyConfiguration) WithTolerations(values ...*corev1.TolerationApplyConfiguration) *DeploymentTemplateApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithTolerations")
+		}
+		b.Tolerations = append(b.Tolerations, *values[i])
+	}
+	return b
+}
+
+// WithAffinity sets the Affinity field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Affinity field is set to the value of the last call.
+func (b *DeploymentTemplateApplyConfiguration) WithAffinity(value *corev1.AffinityApplyConfiguration) *DeploymentTemplateApplyConfiguration {
+	b.Affinity = value
+	return b
+}
+
+// WithTopologySpreadConstraints adds the given value to the TopologySpreadConstraints field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the TopologySpreadConstraints field.
+func (b *DeploymentTemplateApplyConfiguration) WithTopologySpreadConstraints(values ...*corev1.TopologySpreadConstraintApplyConfiguration) *DeploymentTemplateApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithTopologySpreadConstraints")
+		}
+		b.TopologySpreadConstraints = append(b.TopologySpreadConstraints, *values[i])
+	}
+	return b
+}
+
+// WithPriorityClassName sets the PriorityClassName field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PriorityClassName field is set to the value of the last call.
+func (b *DeploymentTemplateApplyConfiguration) WithPriorityClassName(value string) *DeploymentTemplateApplyConfiguration {
+	b.PriorityClassName = &value
+	return b
+}
+
+// WithStrategy sets the Strategy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Strategy field is set to the value of the last call.
+func (b *DeploymentTemplateApplyConfiguration) WithStrategy(value *appsv1.DeploymentStrategyApplyConfiguration) *DeploymentTemplateApplyConfiguration {
+	b.Strategy = value
+	return b
+}
+
+// WithMinReadySeconds sets the MinReadySeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the MinReadySeconds field is set to the value of the last call.
+func (b *DeploymentTemplateApplyConfiguration) WithMinReadySeconds(value int32) *DeploymentTemplateApplyConfiguration {
+	b.MinReadySeconds = &value
+	return b
+}
+
+// WithRevisionHistoryLimit sets the RevisionHistoryLimit field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RevisionHistoryLimit field is set to the value of the last call.
+func (b *DeploymentTemplateApplyConfiguration) WithRevisionHistoryLimit(value int32) *DeploymentTemplateApplyConfiguration {
+	b.RevisionHistoryLimit = &value
 	return b
 }

@@ -36,6 +36,26 @@ type ServiceTemplateApplyConfiguration struct {
 	TargetPort *int32 `json:"targetPort,omitempty"`
 	// Type of the Service. Defaults to ClusterIP.
 	Type *corev1.ServiceType `json:"type,omitempty"`
+	// PortName names the Service port (and is how an Ingress refers to it), an IANA
+	// service name. Defaults to http.
+	PortName *string `json:"portName,omitempty"`
+	// Protocol of the Service port and of the container port: TCP, UDP or SCTP.
+	// Defaults to TCP.
+	Protocol *corev1.Protocol `json:"protocol,omitempty"`
+	// NodePort is the port opened on every node for a NodePort or LoadBalancer Service,
+	// within the cluster's node port range (30000-32767 by default). Unset, the cluster
+	// picks one. Not allowed with type ClusterIP.
+	NodePort *int32 `json:"nodePort,omitempty"`
+	// SessionAffinity ClientIP sends each client's connections to the same pod;
+	// None (the default) spreads them.
+	SessionAffinity *corev1.ServiceAffinity `json:"sessionAffinity,omitempty"`
+	// Labels are added to the Service's labels. They may not set
+	// app.kubernetes.io/name, app.kubernetes.io/instance or app.kubernetes.io/managed-by.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Annotations are added to the Service's annotations, for instance ingress/http:
+	// "true" for an Ingress from the Service->Ingress controller, or a cloud load
+	// balancer's settings.
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // ServiceTemplateApplyConfiguration constructs a declarative configuration of the ServiceTemplate type for use with
@@ -73,5 +93,65 @@ func (b *ServiceTemplateApplyConfiguration) WithTargetPort(value int32) *Service
 // If called multiple times, the Type field is set to the value of the last call.
 func (b *ServiceTemplateApplyConfiguration) WithType(value corev1.ServiceType) *ServiceTemplateApplyConfiguration {
 	b.Type = &value
+	return b
+}
+
+// WithPortName sets the PortName field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PortName field is set to the value of the last call.
+func (b *ServiceTemplateApplyConfiguration) WithPortName(value string) *ServiceTemplateApplyConfiguration {
+	b.PortName = &value
+	return b
+}
+
+// WithProtocol sets the Protocol field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Protocol field is set to the value of the last call.
+func (b *ServiceTemplateApplyConfiguration) WithProtocol(value corev1.Protocol) *ServiceTemplateApplyConfiguration {
+	b.Protocol = &value
+	return b
+}
+
+// WithNodePort sets the NodePort field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the NodePort field is set to the value of the last call.
+func (b *ServiceTemplateApplyConfiguration) WithNodePort(value int32) *ServiceTemplateApplyConfiguration {
+	b.NodePort = &value
+	return b
+}
+
+// WithSessionAffinity sets the SessionAffinity field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the SessionAffinity field is set to the value of the last call.
+func (b *ServiceTemplateApplyConfiguration) WithSessionAffinity(value corev1.ServiceAffinity) *ServiceTemplateApplyConfiguration {
+	b.SessionAffinity = &value
+	return b
+}
+
+// WithLabels puts the entries into the Labels field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, the entries provided by each call will be put on the Labels field,
+// overwriting an existing map entries in Labels field with the same key.
+func (b *ServiceTemplateApplyConfiguration) WithLabels(entries map[string]string) *ServiceTemplateApplyConfiguration {
+	if b.Labels == nil && len(entries) > 0 {
+		b.Labels = make(map[string]string, len(entries))
+	}
+	for k, v := range entries {
+		b.Labels[k] = v
+	}
+	return b
+}
+
+// WithAnnotations puts the entries into the Annotations field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, the entries provided by each call will be put on the Annotations field,
+// overwriting an existing map entries in Annotations field with the same key.
+func (b *ServiceTemplateApplyConfiguration) WithAnnotations(entries map[string]string) *ServiceTemplateApplyConfiguration {
+	if b.Annotations == nil && len(entries) > 0 {
+		b.Annotations = make(map[string]string, len(entries))
+	}
+	for k, v := range entries {
+		b.Annotations[k] = v
+	}
 	return b
 }
