@@ -2,12 +2,15 @@ package controllermanager
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
@@ -40,9 +43,26 @@ func metricsHandler() http.Handler {
 	return mux
 }
 
+// metricsServer returns the metrics handler and, with --metrics-secure, its TLS
+// configuration and the bearer token authentication and authorization in front of it.
+func metricsServer(cfg *rest.Config, opts *Options) (http.Handler, *tls.Config, error) {
+	if !opts.MetricsSecure {
+		return metricsHandler(), nil, nil
+	}
+	tlsConfig, err := metricsTLSConfig(opts.MetricsCertFile, opts.MetricsKeyFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), "metrics-auth"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("making the client of the metrics authorization: %w", err)
+	}
+	return authorizeMetrics(client, metricsHandler()), tlsConfig, nil
+}
+
 // serve listens on addr (nothing if addr is "" or "0") and serves handler until ctx
-// ends. It fails at once if the address cannot be bound.
-func serve(ctx context.Context, name, addr string, handler http.Handler) error {
+// ends, over TLS if tlsConfig is set. It fails at once if the address cannot be bound.
+func serve(ctx context.Context, name, addr string, handler http.Handler, tlsConfig *tls.Config) error {
 	if addr == "" || addr == "0" {
 		return nil
 	}
@@ -50,8 +70,14 @@ func serve(ctx context.Context, name, addr string, handler http.Handler) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s for %s: %w", addr, name, err)
 	}
+	if tlsConfig != nil {
+		listener = tls.NewListener(listener, tlsConfig)
+	}
 	logger := klog.FromContext(ctx)
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	// Requests carry the logger; they outlive ctx by the shutdown grace.
+	baseCtx := context.WithoutCancel(ctx)
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return baseCtx }}
 	go func() {
 		<-ctx.Done()
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
