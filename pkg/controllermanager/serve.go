@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -77,7 +79,8 @@ func serve(ctx context.Context, name, addr string, handler http.Handler, tlsConf
 	// Requests carry the logger; they outlive ctx by the shutdown grace.
 	baseCtx := context.WithoutCancel(ctx)
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return baseCtx }}
+		BaseContext: func(net.Listener) context.Context { return baseCtx },
+		ErrorLog:    log.New(serverErrors{logger: logger, what: name}, "", 0)}
 	go func() {
 		<-ctx.Done()
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -91,4 +94,17 @@ func serve(ctx context.Context, name, addr string, handler http.Handler, tlsConf
 		}
 	}()
 	return nil
+}
+
+// serverErrors logs what an http.Server reports (failed TLS handshakes, a client speaking
+// HTTP to the HTTPS port) at verbosity 2: scanners and probes make them common.
+type serverErrors struct {
+	logger klog.Logger
+	what   string
+}
+
+// Write implements io.Writer for log.Logger.
+func (e serverErrors) Write(p []byte) (int, error) {
+	e.logger.V(2).Info("HTTP server error", "what", e.what, "err", strings.TrimSpace(string(p)))
+	return len(p), nil
 }

@@ -200,6 +200,24 @@ func TestMetrics(t *testing.T) {
 		})
 	}
 
+	t.Run("promlint", func(t *testing.T) {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		problems, err := testutil.NewPromLinter(resp.Body).Lint()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range problems {
+			// Only this project's metrics: the others are client-go's and Prometheus's.
+			if strings.HasPrefix(p.Metric, "app_controller_") || strings.HasPrefix(p.Metric, "controller_runtime_") {
+				t.Errorf("promlint: %s", p.String())
+			}
+		}
+	})
+
 	t.Run("alerts and dashboard query exported metrics", func(t *testing.T) {
 		exported := func(name string) bool {
 			if _, ok := families[name]; ok {
