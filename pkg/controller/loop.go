@@ -99,6 +99,8 @@ func NewLoop(cfg LoopConfig) *Loop {
 	if cfg.FailureMessage == "" {
 		cfg.FailureMessage = "Sync failed, will retry: %v"
 	}
+	registerMetrics()
+	initMetrics(cfg.Name)
 	return &Loop{
 		cfg: cfg,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(cfg.RateLimiter,
@@ -169,14 +171,29 @@ func (l *Loop) Run(ctx context.Context, workers int, keysAndValues ...any) {
 // RunWorkers runs workers until ctx ends, without waiting for the informers (Run does
 // that first; tests whose caches are seeded by hand call RunWorkers directly).
 func (l *Loop) RunWorkers(ctx context.Context, workers int) {
+	maxConcurrentReconciles.WithLabelValues(l.cfg.Name).Set(float64(workers))
+	defer maxConcurrentReconciles.WithLabelValues(l.cfg.Name).Set(0)
 	RunWorkers(ctx, l.queue, workers, l.cfg.ShutdownTimeout, l.process)
 }
 
-// process syncs key, with the key in the logger, and handles the outcome.
+// process syncs key, with the key in the logger, records the reconcile metrics and
+// handles the outcome.
 func (l *Loop) process(ctx context.Context, key cache.ObjectName) {
 	ref := klog.KRef(key.Namespace, key.Name)
 	ctx = klog.NewContext(ctx, klog.LoggerWithValues(klog.FromContext(ctx), l.cfg.LogKey, ref))
-	l.HandleErr(ctx, key, l.cfg.Sync(ctx, key))
+	active := activeWorkers.WithLabelValues(l.cfg.Name)
+	active.Inc()
+	start := time.Now()
+	err := l.cfg.Sync(ctx, key)
+	reconcileTime.WithLabelValues(l.cfg.Name).Observe(time.Since(start).Seconds())
+	active.Dec()
+	if err != nil {
+		reconcileTotal.WithLabelValues(l.cfg.Name, ResultError).Inc()
+		reconcileErrors.WithLabelValues(l.cfg.Name).Inc()
+	} else {
+		reconcileTotal.WithLabelValues(l.cfg.Name, ResultSuccess).Inc()
+	}
+	l.HandleErr(ctx, key, err)
 }
 
 // HandleErr applies the retry policy to the outcome of a sync of key: success forgets
@@ -204,6 +221,7 @@ func (l *Loop) HandleErr(ctx context.Context, key cache.ObjectName, err error) {
 
 	l.queue.Forget(key)
 	l.setGaveUp(key, true)
+	retriesExhausted.WithLabelValues(l.cfg.Name).Inc()
 	msg := GaveUpMessage(attempts, l.cfg.Policy.RetryOnResync, err)
 	utilruntime.HandleErrorWithContext(ctx, err, "Giving up", "attempts", attempts, "retryOnResync", l.cfg.Policy.RetryOnResync)
 	if l.cfg.Recorder != nil && l.cfg.Object != nil {

@@ -45,10 +45,14 @@ func RunWithConfig(ctx context.Context, cfg *rest.Config, opts *Options) error {
 	}
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
-	if err := serve(serveCtx, "health probes", opts.HealthProbeBindAddress, probes(ready)); err != nil {
+	if err := serve(serveCtx, "health probes", opts.HealthProbeBindAddress, probes(ready), nil); err != nil {
 		return err
 	}
-	if err := serve(serveCtx, "metrics", opts.MetricsBindAddress, metricsHandler()); err != nil {
+	metrics, metricsTLS, err := metricsServer(cfg, opts)
+	if err != nil {
+		return err
+	}
+	if err := serve(serveCtx, "metrics", opts.MetricsBindAddress, metrics, metricsTLS); err != nil {
 		return err
 	}
 

@@ -49,6 +49,12 @@ type Options struct {
 	HealthProbeBindAddress string
 	// MetricsBindAddress serves Prometheus metrics on /metrics; empty or "0" disables it.
 	MetricsBindAddress string
+	// MetricsSecure serves /metrics over HTTPS to authenticated, authorized bearer
+	// tokens only (TokenReview and SubjectAccessReview).
+	MetricsSecure bool
+	// MetricsCertFile and MetricsKeyFile are the serving certificate and key of the
+	// secure metrics endpoint; empty: a self-signed certificate made at start.
+	MetricsCertFile, MetricsKeyFile string
 }
 
 // Defaults of the options that have no better home.
@@ -104,6 +110,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.LeaderElectRetryPeriod, "leader-elect-retry-period", o.LeaderElectRetryPeriod, "How often instances try to acquire or renew the lease.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address to serve /healthz and /readyz on, e.g. :8081; empty or 0 disables it.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address to serve Prometheus /metrics on, e.g. :8080; empty or 0 disables it.")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "Serve /metrics over HTTPS, only to bearer tokens the API server authenticates (TokenReview) for users allowed to get the non-resource URL /metrics (SubjectAccessReview).")
+	fs.StringVar(&o.MetricsCertFile, "metrics-tls-cert-file", o.MetricsCertFile, "Serving certificate of --metrics-secure (PEM); empty: a self-signed certificate made at start.")
+	fs.StringVar(&o.MetricsKeyFile, "metrics-tls-private-key-file", o.MetricsKeyFile, "Private key of --metrics-tls-cert-file (PEM).")
 }
 
 // Validate checks the options.

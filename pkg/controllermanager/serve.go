@@ -2,12 +2,17 @@ package controllermanager
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
@@ -40,9 +45,26 @@ func metricsHandler() http.Handler {
 	return mux
 }
 
+// metricsServer returns the metrics handler and, with --metrics-secure, its TLS
+// configuration and the bearer token authentication and authorization in front of it.
+func metricsServer(cfg *rest.Config, opts *Options) (http.Handler, *tls.Config, error) {
+	if !opts.MetricsSecure {
+		return metricsHandler(), nil, nil
+	}
+	tlsConfig, err := metricsTLSConfig(opts.MetricsCertFile, opts.MetricsKeyFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), "metrics-auth"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("making the client of the metrics authorization: %w", err)
+	}
+	return authorizeMetrics(client, metricsHandler()), tlsConfig, nil
+}
+
 // serve listens on addr (nothing if addr is "" or "0") and serves handler until ctx
-// ends. It fails at once if the address cannot be bound.
-func serve(ctx context.Context, name, addr string, handler http.Handler) error {
+// ends, over TLS if tlsConfig is set. It fails at once if the address cannot be bound.
+func serve(ctx context.Context, name, addr string, handler http.Handler, tlsConfig *tls.Config) error {
 	if addr == "" || addr == "0" {
 		return nil
 	}
@@ -50,8 +72,15 @@ func serve(ctx context.Context, name, addr string, handler http.Handler) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s for %s: %w", addr, name, err)
 	}
+	if tlsConfig != nil {
+		listener = tls.NewListener(listener, tlsConfig)
+	}
 	logger := klog.FromContext(ctx)
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	// Requests carry the logger; they outlive ctx by the shutdown grace.
+	baseCtx := context.WithoutCancel(ctx)
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return baseCtx },
+		ErrorLog:    log.New(serverErrors{logger: logger, what: name}, "", 0)}
 	go func() {
 		<-ctx.Done()
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -65,4 +94,17 @@ func serve(ctx context.Context, name, addr string, handler http.Handler) error {
 		}
 	}()
 	return nil
+}
+
+// serverErrors logs what an http.Server reports (failed TLS handshakes, a client speaking
+// HTTP to the HTTPS port) at verbosity 2: scanners and probes make them common.
+type serverErrors struct {
+	logger klog.Logger
+	what   string
+}
+
+// Write implements io.Writer for log.Logger.
+func (e serverErrors) Write(p []byte) (int, error) {
+	e.logger.V(2).Info("HTTP server error", "what", e.what, "err", strings.TrimSpace(string(p)))
+	return len(p), nil
 }

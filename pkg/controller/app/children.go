@@ -181,6 +181,7 @@ func (k *childReconciler[T, A]) write(ctx context.Context, app *appv1.App, name 
 			logger.V(2).Info("Removed foreign entries from owned fields", "kind", k.kind, "name", name)
 			if upToDate {
 				// Nothing else differed: the patch was the whole repair.
+				k.countRepair(app, holder)
 				return k.remember(patched), true, "", nil
 			}
 			changed = true
@@ -200,7 +201,17 @@ func (k *childReconciler[T, A]) write(ctx context.Context, app *appv1.App, name 
 		return none, changed, "", fmt.Errorf("applying %s %s/%s: %w", k.kind, app.Namespace, name, err)
 	}
 	logger.V(2).Info("Applied child", "kind", k.kind, "name", name, "created", !holder.exists)
+	k.countRepair(app, holder)
 	return k.remember(applied), true, "", nil
+}
+
+// countRepair counts a write to the existing child holder describes as a drift repair
+// (app_controller_child_repairs_total) when the App's spec has not changed since its
+// last sync: then what differed was changed by someone else, not by the App.
+func (k *childReconciler[T, A]) countRepair(app *appv1.App, holder nameHolder[T]) {
+	if holder.exists && app.Status.ObservedGeneration == app.Generation {
+		childRepairs.WithLabelValues(k.kind).Inc()
+	}
 }
 
 // remember records the controller's own write in the managed cache, so that a sync that

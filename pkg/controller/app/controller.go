@@ -55,6 +55,7 @@ type Controller struct {
 	appClient  appclientset.Interface
 
 	appLister  applisters.AppLister
+	appSynced  cache.InformerSynced
 	appIndexer cache.Indexer
 	// apps holds the newest of the App cache and the controller's own status writes.
 	apps cache.MutationCache
@@ -113,6 +114,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	registerMetrics()
 
 	appInformer := inf.Apps.Informer()
 	if err := appInformer.AddIndexers(cache.Indexers{claimIndex: indexByClaim}); err != nil {
@@ -133,6 +135,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		kubeClient: kubeClient,
 		appClient:  appClient,
 		appLister:  inf.Apps.Lister(),
+		appSynced:  appInformer.HasSynced,
 		appIndexer: appInformer.GetIndexer(),
 		apps:       controller.NewMutationCache(logger, appInformer),
 		deployments: &childReconciler[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]{
@@ -207,8 +210,9 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 
 // Run waits for the caches to sync, then runs workers until ctx ends. It then stops
 // taking work and lets in-flight syncs finish within the shutdown timeout (see
-// controller.RunWorkers).
+// controller.RunWorkers). While it runs, app_controller_apps is computed from its cache.
 func (c *Controller) Run(ctx context.Context, workers int) {
+	defer apps.track(c.appLister, c.appSynced)()
 	c.loop.Run(ctx, workers)
 }
 

@@ -182,3 +182,31 @@ func kstatusOf(t *testing.T, app *appv1.App) kstatus.Status {
 	}
 	return res.Status
 }
+
+// TestDefaultedStatus checks that an App as the API server creates it, with the schema's
+// default status (observedGeneration -1), gets its observedGeneration written by the
+// first sync, and that the next sync writes nothing.
+func TestDefaultedStatus(t *testing.T) {
+	f := newFixture(t)
+	app := newApp("test-app", testNow)
+	app.Status.ObservedGeneration = -1
+	f.addApps(app)
+	f.addDeployments(liveDeployment(t, app))
+	f.addServices(liveService(t, app))
+	if err := f.sync(app.Namespace, app.Name); err != nil {
+		t.Fatal(err)
+	}
+	if w := f.writes(); len(w) != 1 || w[0].GetSubresource() != "status" {
+		t.Fatalf("first sync wrote %v, want the status only", w)
+	}
+	synced, _, _ := f.c.getApp(nameOf(app))
+	if synced.Status.ObservedGeneration != app.Generation {
+		t.Errorf("observedGeneration = %d, want %d", synced.Status.ObservedGeneration, app.Generation)
+	}
+	if err := f.sync(app.Namespace, app.Name); err != nil {
+		t.Fatal(err)
+	}
+	if w := f.writes(); len(w) != 0 {
+		t.Errorf("second sync wrote %v, want nothing", w)
+	}
+}

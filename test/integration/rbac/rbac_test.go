@@ -99,6 +99,10 @@ var grants = []grant{
 	// Event recorder (pkg/controllermanager), used by every controller.
 	{permission{"create", "", "events"}, "new Events", true, everywhere},
 	{permission{"patch", "", "events"}, "repeated Events: the recorder bumps the count of the existing one", false, everywhere},
+	// --metrics-secure (pkg/controllermanager/metricsauth.go): delegated authentication
+	// and authorization of the scrapers, as kube-controller-manager's.
+	{permission{"create", "authentication.k8s.io", "tokenreviews"}, "--metrics-secure: TokenReview of a scraper's bearer token", false, everywhere},
+	{permission{"create", "authorization.k8s.io", "subjectaccessreviews"}, "--metrics-secure: SubjectAccessReview of get /metrics for that user", false, everywhere},
 	// Leader election (pkg/controllermanager/leaderelection.go, client-go's LeaseLock),
 	// with --leader-elect: the Lease lives in the controller's own namespace.
 	{permission{"get", "coordination.k8s.io", "leases"}, "LeaseLock.Get: read the Lease before acquiring it and before releasing it", true, controllerNamespace},

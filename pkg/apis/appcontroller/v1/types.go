@@ -31,8 +31,11 @@ type App struct {
 	// +required
 	Spec AppSpec `json:"spec"`
 
-	// Status is what the controller last observed.
+	// Status is what the controller last observed. A new App gets observedGeneration -1
+	// from the schema default, so that kstatus-based tools (Flux, kubectl wait, cli-utils)
+	// see it InProgress, not Current, until the controller has observed it.
 	// +optional
+	// +default={"observedGeneration": -1}
 	Status AppStatus `json:"status,omitempty"`
 }
 
@@ -378,7 +381,8 @@ type ServiceTemplate struct {
 
 // AppStatus is the observed state of an App.
 type AppStatus struct {
-	// ObservedGeneration is the metadata.generation this status describes.
+	// ObservedGeneration is the metadata.generation this status describes; -1 (the schema
+	// default) until the controller first observes the App.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 

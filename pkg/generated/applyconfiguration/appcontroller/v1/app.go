@@ -34,7 +34,9 @@ type AppApplyConfiguration struct {
 	*metav1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
 	// Spec is what the user wants: the Deployment and the Service of the application.
 	Spec *AppSpecApplyConfiguration `json:"spec,omitempty"`
-	// Status is what the controller last observed.
+	// Status is what the controller last observed. A new App gets observedGeneration -1
+	// from the schema default, so that kstatus-based tools (Flux, kubectl wait, cli-utils)
+	// see it InProgress, not Current, until the controller has observed it.
 	Status *AppStatusApplyConfiguration `json:"status,omitempty"`
 }
 

@@ -29,7 +29,8 @@ import (
 //
 // AppStatus is the observed state of an App.
 type AppStatusApplyConfiguration struct {
-	// ObservedGeneration is the metadata.generation this status describes.
+	// ObservedGeneration is the metadata.generation this status describes; -1 (the schema
+	// default) until the controller first observes the App.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
 	// Conditions: Ready, Progressing and NamesAccepted, and for kstatus-based tools
 	// (Flux, Argo CD, kubectl wait) Reconciling and Stalled.

@@ -1,0 +1,124 @@
+package app
+
+import (
+	"slices"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	applisters "github.com/app-controller/app-controller/pkg/generated/listers/appcontroller/v1"
+)
+
+// ReasonNotObserved is the reason label of app_controller_apps for an App with no Ready
+// condition: the controller has not synced it yet.
+const ReasonNotObserved = "NotObserved"
+
+var (
+	// childRepairs counts drift corrected: writes to an existing child that was not up to
+	// date while the App's spec had not changed since its last sync.
+	childRepairs = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name: "app_controller_child_repairs_total",
+		Help: "Number of writes to an existing child of an App that had drifted from the desired state " +
+			"while the App's spec was unchanged (status.observedGeneration == metadata.generation)",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"kind"})
+
+	appsDesc = metrics.NewDesc("app_controller_apps",
+		"Number of Apps by the status and reason of their Ready condition (reason NotObserved: no Ready condition yet)",
+		[]string{"ready", "reason"}, nil, metrics.ALPHA, "")
+	nameConflictsDesc = metrics.NewDesc("app_controller_name_conflicts",
+		"Number of Apps with a child name held by something else (NamesAccepted=False)",
+		nil, nil, metrics.ALPHA, "")
+
+	apps = &appsCollector{}
+
+	registerOnce sync.Once
+)
+
+// registerMetrics registers the App controller's metrics in the legacy registry, once
+// per process.
+func registerMetrics() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(childRepairs)
+		legacyregistry.CustomMustRegister(apps)
+		for _, kind := range []string{"Deployment", "Service"} {
+			childRepairs.WithLabelValues(kind).Add(0)
+		}
+	})
+}
+
+// appsCollector computes app_controller_apps and app_controller_name_conflicts from the
+// App informer cache at scrape time: no per-App series, nothing to keep up to date on
+// sync. It reads the cache of the App controller that started last and still runs (one
+// per process but in tests).
+type appsCollector struct {
+	metrics.BaseStableCollector
+
+	lock    sync.Mutex
+	sources []*appSource
+}
+
+// appSource is the App cache of one running controller.
+type appSource struct {
+	lister applisters.AppLister
+	synced cache.InformerSynced
+}
+
+// track makes the collector read lister once synced reports true, until the returned
+// function is called.
+func (c *appsCollector) track(lister applisters.AppLister, synced cache.InformerSynced) (untrack func()) {
+	src := &appSource{lister: lister, synced: synced}
+	c.lock.Lock()
+	defer c.lock.Unlock()
+	c.sources = append(c.sources, src)
+	return func() {
+		c.lock.Lock()
+		defer c.lock.Unlock()
+		c.sources = slices.DeleteFunc(c.sources, func(s *appSource) bool { return s == src })
+	}
+}
+
+// DescribeWithStability implements metrics.StableCollector.
+func (c *appsCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
+	ch <- appsDesc
+	ch <- nameConflictsDesc
+}
+
+// CollectWithStability implements metrics.StableCollector.
+func (c *appsCollector) CollectWithStability(ch chan<- metrics.Metric) {
+	c.lock.Lock()
+	var src *appSource
+	if n := len(c.sources); n > 0 {
+		src = c.sources[n-1]
+	}
+	c.lock.Unlock()
+	if src == nil || !src.synced() {
+		return
+	}
+	list, err := src.lister.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	type readyKey struct{ ready, reason string }
+	counts := map[readyKey]int{}
+	conflicts := 0
+	for _, app := range list {
+		key := readyKey{ready: "Unknown", reason: ReasonNotObserved}
+		if cond := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionReady); cond != nil {
+			key = readyKey{ready: string(cond.Status), reason: cond.Reason}
+		}
+		counts[key]++
+		if meta.IsStatusConditionFalse(app.Status.Conditions, appv1.ConditionNamesAccepted) {
+			conflicts++
+		}
+	}
+	for key, n := range counts {
+		ch <- metrics.NewLazyConstMetric(appsDesc, metrics.GaugeValue, float64(n), key.ready, key.reason)
+	}
+	ch <- metrics.NewLazyConstMetric(nameConflictsDesc, metrics.GaugeValue, float64(conflicts))
+}

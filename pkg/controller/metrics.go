@@ -1,0 +1,90 @@
+package controller
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+// Reconcile metrics of every Loop, with controller-runtime's names, labels and buckets,
+// so that dashboards and alerts written for controller-runtime operators work unchanged.
+// They are registered in component-base's legacy registry, which the manager serves on
+// /metrics.
+const (
+	// ResultSuccess is the result label of a sync that returned no error.
+	ResultSuccess = "success"
+	// ResultError is the result label of a sync that returned an error.
+	ResultError = "error"
+	// ResultRequeue and ResultRequeueAfter are controller-runtime's results of a
+	// successful reconcile that asked to be queued again. A SyncFunc cannot ask that, so
+	// these series stay at 0; they exist so that queries summing every result agree.
+	ResultRequeue      = "requeue"
+	ResultRequeueAfter = "requeue_after"
+)
+
+// reconcileBuckets are controller-runtime's buckets of
+// controller_runtime_reconcile_time_seconds.
+var reconcileBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5,
+	0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30,
+	40, 50, 60}
+
+// retriesExhaustedHelp is the help text of app_controller_retries_exhausted_total.
+const retriesExhaustedHelp = "Number of times a controller gave up on an object because its retry budget " +
+	"(failed syncs in a row) ran out"
+
+var (
+	reconcileTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name:           "controller_runtime_reconcile_total",
+		Help:           "Total number of reconciliations per controller",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"controller", "result"})
+	reconcileErrors = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name:           "controller_runtime_reconcile_errors_total",
+		Help:           "Total number of reconciliation errors per controller",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"controller"})
+	reconcileTime = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Name:           "controller_runtime_reconcile_time_seconds",
+		Help:           "Length of time per reconciliation per controller",
+		Buckets:        reconcileBuckets,
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"controller"})
+	activeWorkers = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Name:           "controller_runtime_active_workers",
+		Help:           "Number of currently used workers per controller",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"controller"})
+	maxConcurrentReconciles = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Name:           "controller_runtime_max_concurrent_reconciles",
+		Help:           "Maximum number of concurrent reconciles per controller",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"controller"})
+	retriesExhausted = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name:           "app_controller_retries_exhausted_total",
+		Help:           retriesExhaustedHelp,
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"controller"})
+
+	registerOnce sync.Once
+)
+
+// registerMetrics registers the Loop metrics in the legacy registry, once per process.
+func registerMetrics() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(reconcileTotal, reconcileErrors, reconcileTime, activeWorkers,
+			maxConcurrentReconciles, retriesExhausted)
+	})
+}
+
+// initMetrics makes every series of the controller name exist at 0, as controller-runtime
+// does, so that rate() and absence alerts see the controller before its first sync.
+func initMetrics(name string) {
+	for _, result := range []string{ResultSuccess, ResultError, ResultRequeue, ResultRequeueAfter} {
+		reconcileTotal.WithLabelValues(name, result).Add(0)
+	}
+	reconcileErrors.WithLabelValues(name).Add(0)
+	retriesExhausted.WithLabelValues(name).Add(0)
+	activeWorkers.WithLabelValues(name).Set(0)
+	maxConcurrentReconciles.WithLabelValues(name).Set(0)
+}

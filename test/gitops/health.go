@@ -1,0 +1,115 @@
+// Package gitops runs the App health checks GitOps tools use, for tests: the Argo CD
+// health check in Lua (config/argocd/health.lua) on gopher-lua, the Lua engine Argo CD
+// embeds, and kstatus, which Flux, kubectl wait and cli-utils use; and maps one onto
+// the other. Its tests run both on Apps captured from the real controller
+// (testdata/*.json, written by test/integration/observability).
+package gitops
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	lua "github.com/yuin/gopher-lua"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+)
+
+// Argo CD health statuses the App health check returns.
+const (
+	Healthy     = "Healthy"
+	Progressing = "Progressing"
+	Degraded    = "Degraded"
+)
+
+// ArgoHealth is what an Argo CD health check returns.
+type ArgoHealth struct {
+	Status  string
+	Message string
+}
+
+// RunArgoHealth runs the Argo CD health check script at path on obj, as Argo CD does:
+// the object is the global obj, the script returns a table with status and message.
+func RunArgoHealth(path string, obj map[string]any) (ArgoHealth, error) {
+	script, err := os.ReadFile(path)
+	if err != nil {
+		return ArgoHealth{}, fmt.Errorf("reading the health check: %w", err)
+	}
+	l := lua.NewState(lua.Options{SkipOpenLibs: false})
+	defer l.Close()
+	l.SetGlobal("obj", toLua(l, obj))
+	if err := l.DoString(string(script)); err != nil {
+		return ArgoHealth{}, fmt.Errorf("running the health check %s: %w", path, err)
+	}
+	ret, ok := l.Get(-1).(*lua.LTable)
+	if !ok {
+		return ArgoHealth{}, fmt.Errorf("the health check %s returned %s, not a table", path, l.Get(-1).Type())
+	}
+	return ArgoHealth{
+		Status:  lua.LVAsString(ret.RawGetString("status")),
+		Message: lua.LVAsString(ret.RawGetString("message")),
+	}, nil
+}
+
+// toLua converts a JSON value (as encoding/json decodes into any) to a Lua value, as
+// Argo CD passes objects to health checks: objects and arrays are tables, arrays
+// indexed from 1.
+func toLua(l *lua.LState, v any) lua.LValue {
+	switch v := v.(type) {
+	case nil:
+		return lua.LNil
+	case bool:
+		return lua.LBool(v)
+	case float64:
+		return lua.LNumber(v)
+	case int64:
+		return lua.LNumber(v)
+	case string:
+		return lua.LString(v)
+	case []any:
+		t := l.NewTable()
+		for _, item := range v {
+			t.Append(toLua(l, item))
+		}
+		return t
+	case map[string]any:
+		t := l.NewTable()
+		for key, item := range v {
+			t.RawSetString(key, toLua(l, item))
+		}
+		return t
+	default:
+		return lua.LString(fmt.Sprint(v))
+	}
+}
+
+// Kstatus computes the kstatus status of obj. The object goes through JSON as the API
+// machinery decodes it (integers as int64), whatever obj holds.
+func Kstatus(obj map[string]any) (status.Status, error) {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return "", fmt.Errorf("encoding the object: %w", err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(data); err != nil {
+		return "", fmt.Errorf("decoding the object: %w", err)
+	}
+	res, err := status.Compute(u)
+	if err != nil {
+		return "", fmt.Errorf("computing the kstatus status: %w", err)
+	}
+	return res.Status, nil
+}
+
+// ArgoFor is the Argo CD health status that agrees with a kstatus status: Current is
+// Healthy, Failed is Degraded, InProgress and Terminating are Progressing.
+func ArgoFor(s status.Status) string {
+	switch s {
+	case status.CurrentStatus:
+		return Healthy
+	case status.FailedStatus:
+		return Degraded
+	default:
+		return Progressing
+	}
+}
