@@ -68,9 +68,11 @@ func computeStatus(app *appv1.App, deployment childResult[*appsv1.Deployment], s
 		meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionStalled)
 		return status
 	case !r.available:
+		// Not Ready and not stuck: kstatus (Flux, Argo CD) must read it as InProgress, never
+		// Current, so Reconciling says so.
 		set(appv1.ConditionReady, metav1.ConditionFalse, appv1.ReasonDeploymentUnavailable, r.message)
 		set(appv1.ConditionProgressing, metav1.ConditionFalse, appv1.ReasonRolloutComplete, r.message)
-		meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionReconciling)
+		set(appv1.ConditionReconciling, metav1.ConditionTrue, appv1.ReasonDeploymentUnavailable, r.message)
 		meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionStalled)
 		return status
 	default:

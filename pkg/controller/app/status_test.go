@@ -26,6 +26,9 @@ func TestComputeStatus(t *testing.T) {
 	updating.Status.UpdatedReplicas = 1
 	oldPending := rolledOut.DeepCopy()
 	oldPending.Status.Replicas = 3
+	availableFalse := rolledOut.DeepCopy()
+	availableFalse.Status.Conditions[0].Status = corev1.ConditionFalse
+	availableFalse.Status.Conditions[0].Message = "Deployment does not have minimum availability."
 	unavailable := rolledOut.DeepCopy()
 	unavailable.Status.AvailableReplicas = 1
 	unavailable.Status.Conditions[0].Status = corev1.ConditionFalse
@@ -77,6 +80,14 @@ func TestComputeStatus(t *testing.T) {
 			service:    childResult[*corev1.Service]{name: "test-app-service", obj: svc},
 			want:       map[string]string{appv1.ConditionReady: "False/RollingOut"},
 			wantKstat:  kstatus.InProgressStatus,
+		},
+		{
+			name:       "rolled out, counts complete, Available condition False: Reconciling, kstatus InProgress",
+			deployment: childResult[*appsv1.Deployment]{name: "test-app-deploy", obj: availableFalse},
+			service:    childResult[*corev1.Service]{name: "test-app-service", obj: svc},
+			want: map[string]string{appv1.ConditionReady: "False/DeploymentUnavailable", appv1.ConditionProgressing: "False/RolloutComplete",
+				appv1.ConditionReconciling: "True/DeploymentUnavailable", appv1.ConditionStalled: ""},
+			wantKstat: kstatus.InProgressStatus,
 		},
 		{
 			name:       "progress deadline exceeded: Stalled, kstatus Failed",
