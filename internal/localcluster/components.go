@@ -116,6 +116,8 @@ func controllerManagerArgs(certs *certFiles, kubeconfig string, securePort int) 
 		"--kube-api-burst=" + clientBurst,
 		"--concurrent-deployment-syncs=" + concurrentSyncs,
 		"--concurrent-replicaset-syncs=" + concurrentSyncs,
+		// HorizontalPodAutoscalers act within a second rather than the default 15s.
+		"--horizontal-pod-autoscaler-sync-period=1s",
 		"--profiling=false",
 	}
 }

@@ -252,3 +252,17 @@ type runtimeObject = runtime.Object
 
 // errBoom is an injected API failure.
 var errBoom = errors.New("injected failure")
+
+// syncedApp returns app as the cache shows it after a sync found its children rolled out.
+func syncedApp(t *testing.T, app *appv1.App) *appv1.App {
+	t.Helper()
+	f := newFixture(t)
+	f.addApps(app)
+	f.addDeployments(liveDeployment(t, app))
+	f.addServices(liveService(t, app))
+	if err := f.sync(app.Namespace, app.Name); err != nil {
+		t.Fatal(err)
+	}
+	obj, _, _ := f.c.getApp(nameOf(app))
+	return obj
+}

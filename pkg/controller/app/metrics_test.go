@@ -17,18 +17,7 @@ import (
 // creates the child.
 func TestChildRepairsMetric(t *testing.T) {
 	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	// synced returns app as the cache shows it after a sync found its children rolled out.
-	synced := func(t *testing.T, app *appv1.App) *appv1.App {
-		f := newFixture(t)
-		f.addApps(app)
-		f.addDeployments(liveDeployment(t, app))
-		f.addServices(liveService(t, app))
-		if err := f.sync(app.Namespace, app.Name); err != nil {
-			t.Fatal(err)
-		}
-		obj, _, _ := f.c.getApp(nameOf(app))
-		return obj
-	}
+	synced := syncedApp
 	tests := []struct {
 		name           string
 		setup          func(t *testing.T, f *fixture) *appv1.App

@@ -38,18 +38,7 @@ func TestSyncApp(t *testing.T) {
 	older := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	newer := older.Add(time.Hour)
 
-	readyStatus := func(t *testing.T, app *appv1.App) *appv1.App {
-		// app, after a sync that found its children rolled out, as the cache shows it.
-		f := newFixture(t)
-		f.addApps(app)
-		f.addDeployments(liveDeployment(t, app))
-		f.addServices(liveService(t, app))
-		if err := f.sync(app.Namespace, app.Name); err != nil {
-			t.Fatal(err)
-		}
-		obj, _, _ := f.c.getApp(nameOf(app))
-		return obj
-	}
+	readyStatus := syncedApp
 
 	tests := []struct {
 		name string

@@ -276,16 +276,7 @@ func serviceAccountKubeconfig(t *testing.T, ns string) string {
 // ends. The returned function returns its output so far.
 func runController(t *testing.T, ns string, args []string) (logs func() string) {
 	t.Helper()
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "app-controller")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/app-controller")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/app-controller: %v\n%s", err, out)
-	}
+	bin := framework.BuildBinary(t, "app-controller")
 	var out syncBuffer
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "POD_NAMESPACE="+ns)

@@ -10,7 +10,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
-	"github.com/app-controller/app-controller/internal/localcluster"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
@@ -34,16 +32,7 @@ func TestSignals(t *testing.T) {
 	held := make(chan struct{}, 10)
 	proxy := slowWritesProxy(t, hold, held)
 
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "app-controller")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/app-controller")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := framework.BuildBinary(t, "app-controller")
 
 	// start runs the binary and returns once its App controller has started its workers.
 	start := func(t *testing.T, extra ...string) (*exec.Cmd, <-chan string) {

@@ -271,3 +271,24 @@ func Kubectl(t testing.TB, args ...string) string {
 	}
 	return string(out)
 }
+
+// BuildBinary builds the command ./cmd/NAME of the repository into a temporary directory
+// of the test and returns its path.
+func BuildBinary(t testing.TB, name string) string {
+	t.Helper()
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("finding the go command to build %s: %v", name, err)
+	}
+	bin := filepath.Join(t.TempDir(), name)
+	cmd := exec.Command(goTool, "build", "-o", bin, "./cmd/"+name)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, out)
+	}
+	return bin
+}

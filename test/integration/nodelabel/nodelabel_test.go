@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -204,20 +203,7 @@ rules:
 	})
 
 	t.Run("binary", func(t *testing.T) {
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			t.Skip("no go tool to build bin/app-controller")
-		}
-		root, err := localcluster.RepoRoot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		bin := filepath.Join(t.TempDir(), "app-controller")
-		build := exec.Command(goTool, "build", "-o", bin, "./cmd/app-controller")
-		build.Dir = root
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("building app-controller: %v\n%s", err, out)
-		}
+		bin := framework.BuildBinary(t, "app-controller")
 		ctx, cancel := context.WithTimeout(context.Background(), converge)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, bin, "--kubeconfig", framework.Cluster().Kubeconfig, "--node-label-config", config)

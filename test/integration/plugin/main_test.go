@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/app-controller/app-controller/internal/localcluster"
 	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
 	ingressctrl "github.com/app-controller/app-controller/pkg/controller/ingress"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
@@ -52,24 +51,10 @@ type kubectlApp struct {
 // ends.
 func buildPlugin(t *testing.T) kubectlApp {
 	t.Helper()
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "kubectl-app")
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("finding the go command to build kubectl-app: %v", err)
-	}
-	cmd := exec.Command(goTool, "build", "-o", bin, "./cmd/kubectl-app")
-	cmd.Dir = root
 	start := time.Now()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building kubectl-app: %v\n%s", err, out)
-	}
+	bin := framework.BuildBinary(t, "kubectl-app")
 	t.Logf("built kubectl-app in %s", time.Since(start).Round(time.Millisecond))
-	return kubectlApp{bin: bin, cacheDir: filepath.Join(dir, "cache")}
+	return kubectlApp{bin: bin, cacheDir: filepath.Join(t.TempDir(), "cache")}
 }
 
 // result is the outcome of a run of the plugin.
