@@ -15,8 +15,6 @@ import (
 )
 
 const (
-	// defaultReplicas applies when an App was stored without the schema default.
-	defaultReplicas int32 = 1
 	// defaultServicePort is the seed's Service port, also the schema default.
 	defaultServicePort int32 = 8080
 )
@@ -84,10 +82,6 @@ func DesiredDeployment(app *appv1.App) (*appsv1ac.DeploymentApplyConfiguration, 
 		return nil, err
 	}
 
-	replicas := defaultReplicas
-	if t.Replicas != nil {
-		replicas = *t.Replicas
-	}
 	// The App's own labels are set last: they win over podLabels (which the schema
 	// already forbids to set them).
 	podLabels := make(map[string]string, len(t.PodLabels)+3)
@@ -100,9 +94,12 @@ func DesiredDeployment(app *appv1.App) (*appsv1ac.DeploymentApplyConfiguration, 
 		template.WithAnnotations(t.PodAnnotations)
 	}
 	spec := appsv1ac.DeploymentSpec().
-		WithReplicas(replicas).
 		WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(app))).
 		WithTemplate(template)
+	if t.Replicas != nil {
+		// Unset: the replica count is not ours (an autoscaler of the Deployment owns it).
+		spec.WithReplicas(*t.Replicas)
+	}
 	if t.Strategy != nil {
 		strategy := &appsv1ac.DeploymentStrategyApplyConfiguration{}
 		if err := controller.Convert(t.Strategy, strategy); err != nil {

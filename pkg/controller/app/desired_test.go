@@ -51,11 +51,11 @@ func TestNewDeployment(t *testing.T) {
 			},
 		},
 		{
-			name:   "replicas unset: 1",
+			name:   "replicas unset: not applied, the Deployment's count is not ours",
 			mutate: func(a *appv1.App) { a.Spec.DeploymentTemplate.Replicas = nil },
 			check: func(t *testing.T, _ *appv1.App, d *appsv1.Deployment) {
-				if *d.Spec.Replicas != 1 {
-					t.Errorf("replicas = %d, want 1", *d.Spec.Replicas)
+				if d.Spec.Replicas != nil {
+					t.Errorf("replicas = %d, want unset", *d.Spec.Replicas)
 				}
 			},
 		},

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
@@ -178,6 +179,9 @@ func liveDeployment(t testing.TB, app *appv1.App) *appsv1.Deployment {
 	d.ResourceVersion = "10"
 	d.Generation = 1
 	// Server-side defaults, which the controller does not own.
+	if d.Spec.Replicas == nil {
+		d.Spec.Replicas = ptr.To[int32](1)
+	}
 	d.Spec.Strategy.Type = appsv1.RollingUpdateDeploymentStrategyType
 	d.Spec.Template.Spec.Containers[0].ImagePullPolicy = corev1.PullAlways
 	d.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways

@@ -423,3 +423,29 @@ func containsPrefix(list []string, prefix string) bool {
 	}
 	return false
 }
+
+// TestUnsetReplicasLeftToTheDeployment checks that an App without replicas never writes
+// the replica count of its Deployment: an autoscaler of the Deployment owns it.
+func TestUnsetReplicasLeftToTheDeployment(t *testing.T) {
+	f := newFixture(t)
+	app := newApp("test-app", testNow)
+	app.Spec.DeploymentTemplate.Replicas = nil
+	f.addApps(app)
+	d := liveDeployment(t, app)
+	d.Spec.Replicas = ptr.To[int32](5) // set by a HorizontalPodAutoscaler of the Deployment
+	d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas = 5, 5, 5, 5
+	f.addDeployments(d)
+	f.addServices(liveService(t, app))
+	if err := f.sync("tcs", "test-app"); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range f.writes() {
+		if w.GetResource().Resource == "deployments" {
+			t.Errorf("the Deployment was written (%s): its replica count is not the App's", w.GetVerb())
+		}
+	}
+	got, _, _ := f.c.getApp(nameOf(app))
+	if c := meta.FindStatusCondition(got.Status.Conditions, appv1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("Ready = %+v, want True with the autoscaled Deployment available", c)
+	}
+}

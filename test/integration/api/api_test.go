@@ -142,8 +142,8 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := app.Spec.DeploymentTemplate.Replicas; r == nil || *r != 1 {
-		t.Errorf("replicas default = %v, want 1", r)
+	if r := app.Spec.DeploymentTemplate.Replicas; r != nil {
+		t.Errorf("replicas = %d, want unset (no default: an unset count is left to the Deployment)", *r)
 	}
 	if s := app.Spec.ServiceTemplate; s.Port != 8080 || s.Type != "ClusterIP" || s.TargetPort != nil {
 		t.Errorf("service defaults = %+v, want port 8080, type ClusterIP, no targetPort", s)

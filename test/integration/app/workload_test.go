@@ -309,3 +309,33 @@ func TestScale(t *testing.T) {
 		t.Errorf("scale after the HPA = spec %d, status %d; want 4, 4", s.Spec.Replicas, s.Status.Replicas)
 	}
 }
+
+// TestUnsetReplicasLeftToTheDeployment shows the other way to autoscale: an App without
+// replicas leaves its Deployment's replica count to whoever scales the Deployment (here
+// `kubectl scale deployment`, as a HorizontalPodAutoscaler of the Deployment would through
+// its scale subresource). The controller keeps every other field and never sets the
+// count back, also when the App changes; the App is Ready at the new count.
+func TestUnsetReplicasLeftToTheDeployment(t *testing.T) {
+	c := newClients(t)
+	startManager(t, 10*time.Minute)
+	ns := framework.Namespace(t)
+	app := newApp(ns, "web", "nginx", 1)
+	app.Spec.DeploymentTemplate.Replicas = nil
+	c.create(t, app)
+	c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 1 })
+	c.waitReady(t, ns, "web")
+
+	framework.Kubectl(t, "-n", ns, "scale", "deployment/web-deploy", "--replicas", "3")
+	// A change of the App makes the controller apply its Deployment again.
+	c.update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:1.27" })
+	d := c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool {
+		return d.Spec.Template.Spec.Containers[0].Image == "nginx:1.27"
+	})
+	if *d.Spec.Replicas != 3 {
+		t.Errorf("Deployment replicas after the App changed = %d, want 3 (set by the scaler, not the App's)", *d.Spec.Replicas)
+	}
+	got := c.waitReady(t, ns, "web")
+	if got.Status.DeploymentStatus.AvailableReplicas != 3 {
+		t.Errorf("available replicas = %d, want 3", got.Status.DeploymentStatus.AvailableReplicas)
+	}
+}

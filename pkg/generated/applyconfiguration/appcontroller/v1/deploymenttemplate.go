@@ -33,11 +33,13 @@ type DeploymentTemplateApplyConfiguration struct {
 	Name *string `json:"name,omitempty"`
 	// Image of the application's container.
 	Image *string `json:"image,omitempty"`
-	// Replicas is the number of pods. Defaults to 1. The App's scale subresource reads and
-	// writes it, so `kubectl scale app/NAME` and a HorizontalPodAutoscaler whose
-	// scaleTargetRef is the App set it; the controller then applies it to the Deployment.
-	// An autoscaler must target the App, never its Deployment: the controller owns the
-	// Deployment's replicas and would set them back.
+	// Replicas is the number of pods. When set, the controller owns the Deployment's
+	// replica count: the App's scale subresource reads and writes this field, so
+	// `kubectl scale app/NAME` and a HorizontalPodAutoscaler whose scaleTargetRef is the
+	// App set it, and the controller applies it to the Deployment. When unset, the
+	// controller leaves the Deployment's replica count alone (1 when the Deployment is
+	// created): autoscale the Deployment itself then. Either way only one writer owns the
+	// count, so the controller and an autoscaler never fight.
 	Replicas *int32 `json:"replicas,omitempty"`
 	// ContainerPort is the port the container listens on. The Service targets it
 	// unless serviceTemplate.targetPort says otherwise.
