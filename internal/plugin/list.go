@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/printers"
-	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
@@ -103,7 +102,19 @@ func availableColumn(app *appv1.App) string {
 	if st := app.Status.DeploymentStatus; st != nil {
 		available = st.AvailableReplicas
 	}
-	return fmt.Sprintf("%d/%d", available, ptr.Deref(t.Replicas, 1))
+	return fmt.Sprintf("%d/%d", available, desiredReplicas(app))
+}
+
+// desiredReplicas is the App's replica count; for an App that leaves it to the
+// Deployment (replicas unset), the Deployment's as last reported, else 1.
+func desiredReplicas(app *appv1.App) int32 {
+	if r := app.Spec.DeploymentTemplate.Replicas; r != nil {
+		return *r
+	}
+	if st := app.Status.DeploymentStatus; st != nil {
+		return st.Replicas
+	}
+	return 1
 }
 
 // age returns the age of t at now, as kubectl shows it.

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/printers"
-	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
@@ -160,7 +159,7 @@ func deploymentLine(app *appv1.App) string {
 	if t == nil {
 		return "none (the App has no deploymentTemplate)"
 	}
-	line := fmt.Sprintf("%s (image %s): %d desired", t.Name, t.Image, ptr.Deref(t.Replicas, 1))
+	line := fmt.Sprintf("%s (image %s): %d desired", t.Name, t.Image, desiredReplicas(app))
 	st := app.Status.DeploymentStatus
 	if st == nil {
 		return line + ", no status reported"

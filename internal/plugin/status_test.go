@@ -247,8 +247,12 @@ func TestDeploymentLine(t *testing.T) {
 		want string
 	}{
 		{"no deploymentTemplate", appv1.App{}, "none (the App has no deploymentTemplate)"},
-		{"replicas default to 1", appv1.App{Spec: appv1.AppSpec{DeploymentTemplate: &appv1.DeploymentTemplate{Name: "d", Image: "i"}}},
+		{"replicas unset, nothing reported yet: 1", appv1.App{Spec: appv1.AppSpec{DeploymentTemplate: &appv1.DeploymentTemplate{Name: "d", Image: "i"}}},
 			"d (image i): 1 desired, no status reported"},
+		{"replicas unset: the Deployment's, as its autoscaler set it", appv1.App{
+			Spec:   appv1.AppSpec{DeploymentTemplate: &appv1.DeploymentTemplate{Name: "d", Image: "i"}},
+			Status: appv1.AppStatus{DeploymentStatus: &appsv1.DeploymentStatus{Replicas: 4, UpdatedReplicas: 4, ReadyReplicas: 4, AvailableReplicas: 4}},
+		}, "d (image i): 4 desired, 4 updated, 4 ready, 4 available"},
 		{"scaled to zero", appv1.App{
 			Spec:   appv1.AppSpec{DeploymentTemplate: &appv1.DeploymentTemplate{Name: "d", Image: "i", Replicas: ptr.To[int32](0)}},
 			Status: appv1.AppStatus{DeploymentStatus: &appsv1.DeploymentStatus{}},
