@@ -246,9 +246,13 @@ func GaveUpMessage(attempts int, retryOnResync bool, lastErr error) string {
 	if retryOnResync {
 		retry = "on the next resync or change"
 	}
-	msg := fmt.Sprintf("Gave up after %d failed attempts in a row; will retry %s. Last error: %v", attempts, retry, lastErr)
-	if len(msg) > maxMessage {
-		msg = msg[:maxMessage-3] + "..."
+	return TruncateMessage(fmt.Sprintf("Gave up after %d failed attempts in a row; will retry %s. Last error: %v", attempts, retry, lastErr))
+}
+
+// TruncateMessage shortens msg to what a condition message may hold (maxMessage bytes).
+func TruncateMessage(msg string) string {
+	if len(msg) <= maxMessage {
+		return msg
 	}
-	return msg
+	return msg[:maxMessage-3] + "..."
 }

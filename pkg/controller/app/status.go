@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller"
 )
 
 // computeStatus returns the status app should have, given what reconciling its children
@@ -31,7 +32,7 @@ func computeStatus(app *appv1.App, deployment childResult[*appsv1.Deployment], s
 	// The scale subresource reports it: a HorizontalPodAutoscaler finds the pods with it.
 	status.Selector = labels.SelectorFromSet(selectorLabels(app)).String()
 	set := func(conditionType string, s metav1.ConditionStatus, reason, message string) {
-		setCondition(status, app, now, conditionType, s, reason, truncate(message))
+		setCondition(status, app, now, conditionType, s, reason, controller.TruncateMessage(message))
 	}
 
 	var conflicts []string

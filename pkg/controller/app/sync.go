@@ -142,14 +142,3 @@ func conditionStatus(conditions []metav1.Condition, t string) metav1.ConditionSt
 	}
 	return metav1.ConditionUnknown
 }
-
-// maxConditionMessage is the API's limit on a condition message.
-const maxConditionMessage = 32768
-
-// truncate shortens msg to what a condition message may hold.
-func truncate(msg string) string {
-	if len(msg) <= maxConditionMessage {
-		return msg
-	}
-	return msg[:maxConditionMessage-3] + "..."
-}

@@ -69,13 +69,9 @@ func TestExamplesApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubectl := func(args ...string) string {
-		t.Helper()
-		return framework.Kubectl(t, args...)
-	}
-	kubectl("create", "namespace", "tcs")
-	t.Cleanup(func() { kubectl("delete", "namespace", "tcs", "--wait=false") })
-	out := kubectl("apply", "-f", filepath.Join(root, "artifacts", "example"))
+	framework.Kubectl(t, "create", "namespace", "tcs")
+	t.Cleanup(func() { framework.Kubectl(t, "delete", "namespace", "tcs", "--wait=false") })
+	out := framework.Kubectl(t, "apply", "-f", filepath.Join(root, "artifacts", "example"))
 	for _, want := range []string{"app.appcontroller.k8s.io/test-app created", "app.appcontroller.k8s.io/test-app-2 created"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("kubectl apply printed %q, want %q", out, want)
@@ -103,7 +99,7 @@ func TestExamplesApply(t *testing.T) {
 		}
 	}
 	// The short name and the printer columns work.
-	if out := kubectl("get", "ap", "-n", "tcs"); !strings.Contains(out, "IMAGE") || !strings.Contains(out, "test-app-2") {
+	if out := framework.Kubectl(t, "get", "ap", "-n", "tcs"); !strings.Contains(out, "IMAGE") || !strings.Contains(out, "test-app-2") {
 		t.Errorf("kubectl get ap:\n%s", out)
 	}
 }
@@ -116,14 +112,10 @@ func TestWebSampleApplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubectl := func(args ...string) string {
-		t.Helper()
-		return framework.Kubectl(t, args...)
-	}
 	samples := filepath.Join(root, "config", "samples")
-	out := kubectl("apply", "--server-side", "--validate=strict",
+	out := framework.Kubectl(t, "apply", "--server-side", "--validate=strict",
 		"-f", filepath.Join(samples, "namespace-restricted.yaml"), "-f", filepath.Join(samples, "web_app.yaml"))
-	t.Cleanup(func() { kubectl("delete", "namespace", "web", "--wait=false") })
+	t.Cleanup(func() { framework.Kubectl(t, "delete", "namespace", "web", "--wait=false") })
 	if !strings.Contains(out, "app.appcontroller.k8s.io/web serverside-applied") {
 		t.Errorf("kubectl apply printed %q", out)
 	}
