@@ -263,9 +263,22 @@ integration: tools ## Integration tests against a local kube-apiserver, etcd, co
 	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) \
 		$(GO) test -count=1 -p 1 -timeout $(INTEGRATION_TIMEOUT) ./test/integration/... $(TESTFLAGS)
 
+# make bench: N Apps of REPLICAS replicas, ROUNDS rounds (docs/performance.md).
+N        ?= 1000
+REPLICAS ?= 1
+ROUNDS   ?= 1
+BENCH_WORK_DIR := $(LOCAL)/bench
+
 .PHONY: bench
-bench: tools ## Benchmarks, reported as ratios to a floor measured in the same run (BENCHFLAGS=-v shows the tables).
-	APP_CONTROLLER_BIN_DIR=$(BIN) $(GO) test -p 1 -run '^$$' -bench . -benchmem -count=1 $(UNIT_PKGS) $(BENCHFLAGS)
+bench: tools build ## The harness on its own control plane: floor, converge, idle, restart, churn (N=1000 REPLICAS=1 ROUNDS=1); writes bench/results/latest.json.
+	rm -rf $(BENCH_WORK_DIR)
+	$(GO) run ./test/bench/cmd/appbench -apps $(N) -replicas $(REPLICAS) -rounds $(ROUNDS) \
+		-bin-dir $(BIN) -controller $(BIN)/app-controller -crd-dir config/crd/bases \
+		-work-dir $(BENCH_WORK_DIR) -out bench/results/latest.json $(BENCHFLAGS)
+
+.PHONY: microbench
+microbench: ## Go benchmarks of pure functions (CPU and allocations), without a cluster.
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 $(UNIT_PKGS) $(BENCHFLAGS)
 
 .PHONY: clean
 clean: ## Remove bin/ and .local/ (stops nothing: run cluster-down first).

@@ -35,6 +35,15 @@ type Options struct {
 	// garbage collector then knows the custom resources from the start, instead of
 	// after its next 30 s discovery resync.
 	CRDDir string
+	// PodCapacity is the number of pods the cluster must have room for: Start creates
+	// one kwok node per KwokNodePods pods (kwok-node-0, kwok-node-1, ...). Zero means
+	// one node.
+	PodCapacity int
+	// AuditUsers, if set, turns on the apiserver's audit log (Cluster.AuditLog, JSON
+	// lines): one Metadata-level event per completed request of these users that is not
+	// a get, list or watch; nothing else is recorded. Give each client to attribute its
+	// own user with Cluster.UserConfig.
+	AuditUsers []string
 }
 
 // Cluster is a running control plane started by Start.
@@ -48,6 +57,13 @@ type Cluster struct {
 	StateDir string
 	// LogDir holds one log file per component, named <component>.log.
 	LogDir string
+	// AuditLog is the path of the apiserver's audit log when Options.AuditUsers is set,
+	// else empty.
+	AuditLog string
+	// Nodes are the names of the kwok nodes Start created.
+	Nodes []string
+
+	certs *certFiles
 
 	opts Options
 	out  io.Writer
@@ -74,7 +90,7 @@ const (
 )
 
 // Start starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok,
-// creates the kwok node kwok-node-0 and returns once the node is Ready and the default
+// creates the kwok node kwok-node-0 (and more if Options.PodCapacity asks) and returns once the node is Ready and the default
 // ServiceAccount exists. On failure it stops whatever it started and returns an error
 // naming the component, with the end of its log; StateDir is then kept.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
@@ -152,6 +168,14 @@ func (c *Cluster) start(ctx context.Context, stages []string) error {
 	if err != nil {
 		return err
 	}
+	c.certs = certs
+	var auditArgs []string
+	if len(c.opts.AuditUsers) > 0 {
+		if auditArgs, err = writeAuditPolicy(c.StateDir, c.LogDir, c.opts.AuditUsers); err != nil {
+			return err
+		}
+		c.AuditLog = filepath.Join(c.LogDir, auditLogFile)
+	}
 	c.printf("certificates written (%.1fs)\n", time.Since(t).Seconds())
 
 	probe, err := newProbeClient(certs.caPEM, certs.adminCert, certs.adminKey)
@@ -185,7 +209,7 @@ func (c *Cluster) start(ctx context.Context, stages []string) error {
 		name:   apiserverName,
 		nPorts: 1,
 		args: func(ports []int) []string {
-			return apiserverArgs(certs, filepath.Join(c.StateDir, "apiserver-certs"), etcdURL, ports[0])
+			return append(apiserverArgs(certs, filepath.Join(c.StateDir, "apiserver-certs"), etcdURL, ports[0]), auditArgs...)
 		},
 		ready: func(ctx context.Context, ports []int) error {
 			return probeHTTP(ctx, probe, "https://"+hostPort(ports[0])+"/readyz")
@@ -267,13 +291,18 @@ func (c *Cluster) start(ctx context.Context, stages []string) error {
 		return fmt.Errorf("making the admin client: %w", err)
 	}
 	t = time.Now()
-	if err := CreateKwokNode(ctx, client, DefaultNodeName); err != nil {
-		return err
+	c.Nodes = NodeNames(c.opts.PodCapacity)
+	for _, name := range c.Nodes {
+		if err := CreateKwokNode(ctx, client, name); err != nil {
+			return err
+		}
 	}
-	if err := WaitNodeReady(ctx, client, DefaultNodeName, nodeReadyTimeout); err != nil {
-		return c.withLog(kwokName, err)
+	for _, name := range c.Nodes {
+		if err := WaitNodeReady(ctx, client, name, nodeReadyTimeout); err != nil {
+			return c.withLog(kwokName, err)
+		}
 	}
-	c.printf("node %s Ready (%.1fs)\n", DefaultNodeName, time.Since(t).Seconds())
+	c.printf("%d node(s) Ready, room for %d pods (%.1fs)\n", len(c.Nodes), len(c.Nodes)*KwokNodePods, time.Since(t).Seconds())
 
 	t = time.Now()
 	err = wait.PollUntilContextTimeout(ctx, probeInterval, saTimeout, true, func(ctx context.Context) (bool, error) {

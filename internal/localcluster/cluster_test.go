@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
 )
 
 // TestStartComponent runs startComponent with a shell script in place of a component:
@@ -172,5 +175,62 @@ func TestStartValidatesOptions(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(nonEmpty, "something")); err != nil {
 		t.Errorf("Start touched a non-empty state directory: %v", err)
+	}
+}
+
+func TestNodeNames(t *testing.T) {
+	tests := []struct {
+		podCapacity int
+		want        []string
+	}{
+		{0, []string{"kwok-node-0"}},
+		{1, []string{"kwok-node-0"}},
+		{KwokNodePods, []string{"kwok-node-0"}},
+		{KwokNodePods + 1, []string{"kwok-node-0", "kwok-node-1"}},
+		{3 * KwokNodePods, []string{"kwok-node-0", "kwok-node-1", "kwok-node-2"}},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprint(tc.podCapacity), func(t *testing.T) {
+			if got := NodeNames(tc.podCapacity); !slices.Equal(got, tc.want) {
+				t.Errorf("NodeNames(%d) = %v, want %v", tc.podCapacity, got, tc.want)
+			}
+		})
+	}
+	if got := NodeNames(0)[0]; got != DefaultNodeName {
+		t.Errorf("first node %q, want DefaultNodeName %q", got, DefaultNodeName)
+	}
+}
+
+func TestAuditPolicy(t *testing.T) {
+	dir := t.TempDir()
+	args, err := writeAuditPolicy(dir, filepath.Join(dir, "logs"), []string{"bench:app-controller", "bench:floor"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, auditPolicyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var policy struct {
+		Kind  string `json:"kind"`
+		Rules []struct {
+			Level string   `json:"level"`
+			Verbs []string `json:"verbs"`
+			Users []string `json:"users"`
+		} `json:"rules"`
+	}
+	if err := yaml.Unmarshal(data, &policy); err != nil {
+		t.Fatalf("the policy is not YAML: %v\n%s", err, data)
+	}
+	// Reads first (never logged), then the users' other requests, then nothing else.
+	if policy.Kind != "Policy" || len(policy.Rules) != 3 ||
+		policy.Rules[0].Level != "None" || !slices.Equal(policy.Rules[0].Verbs, []string{"get", "list", "watch"}) ||
+		policy.Rules[1].Level != "Metadata" || !slices.Equal(policy.Rules[1].Users, []string{"bench:app-controller", "bench:floor"}) ||
+		policy.Rules[2].Level != "None" || len(policy.Rules[2].Users) != 0 {
+		t.Errorf("unexpected policy:\n%s", data)
+	}
+	want := "--audit-log-path=" + filepath.Join(dir, "logs", auditLogFile)
+	if !slices.Contains(args, want) || !slices.Contains(args, "--audit-policy-file="+filepath.Join(dir, auditPolicyFile)) {
+		t.Errorf("args %v lack %s or the policy file", args, want)
 	}
 }

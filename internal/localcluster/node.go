@@ -14,16 +14,30 @@ import (
 	"k8s.io/client-go/util/retry"
 )
 
-// DefaultNodeName is the kwok node Start creates.
+// DefaultNodeName is the first kwok node Start creates.
 const DefaultNodeName = "kwok-node-0"
 
+// KwokNodePods is the pods capacity of each kwok node.
+const KwokNodePods = 1000
+
+// NodeNames returns the names of the kwok nodes that hold podCapacity pods, KwokNodePods
+// each: kwok-node-0, kwok-node-1, ...; at least one.
+func NodeNames(podCapacity int) []string {
+	n := max(1, (podCapacity+KwokNodePods-1)/KwokNodePods)
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("kwok-node-%d", i)
+	}
+	return names
+}
+
 // KwokNode returns a Node that kwok manages: annotated kwok.x-k8s.io/node=fake, labelled
-// type=kwok and kubernetes.io/hostname=<name>, with room for 1000 pods.
+// type=kwok and kubernetes.io/hostname=<name>, with room for KwokNodePods pods.
 func KwokNode(name string) *corev1.Node {
 	resources := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("32"),
 		corev1.ResourceMemory: resource.MustParse("256Gi"),
-		corev1.ResourcePods:   resource.MustParse("1000"),
+		corev1.ResourcePods:   *resource.NewQuantity(KwokNodePods, resource.DecimalSI),
 	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{

@@ -1,0 +1,218 @@
+package bench
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestParseAuditLine(t *testing.T) {
+	tests := []struct {
+		name   string
+		line   string
+		want   write
+		wantOK bool
+	}{
+		{
+			name:   "status patch",
+			line:   `{"kind":"Event","level":"Metadata","stage":"ResponseComplete","verb":"patch","user":{"username":"bench:app-controller","groups":["system:masters"]},"objectRef":{"resource":"apps","namespace":"ns","name":"a","apiGroup":"appcontroller.k8s.io","apiVersion":"v1","subresource":"status"},"responseStatus":{"metadata":{},"code":200},"stageTimestamp":"2020-11-23T01:00:00.123456Z"}`,
+			want:   write{user: "bench:app-controller", kind: "patch apps/status", code: 200, at: time.Date(2020, 11, 23, 1, 0, 0, 123456000, time.UTC)},
+			wantOK: true,
+		},
+		{
+			name:   "event create",
+			line:   `{"verb":"create","user":{"username":"u"},"objectRef":{"resource":"events","namespace":"ns"},"responseStatus":{"code":201},"stageTimestamp":"2020-11-23T01:00:01Z"}`,
+			want:   write{user: "u", kind: "create events", code: 201, at: time.Date(2020, 11, 23, 1, 0, 1, 0, time.UTC)},
+			wantOK: true,
+		},
+		{
+			name: "non-resource URL",
+			line: `{"verb":"post","user":{"username":"u"},"requestURI":"/api","stageTimestamp":"2020-11-23T01:00:01Z"}`,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok, err := parseAuditLine([]byte(tc.line))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok != tc.wantOK || !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("parseAuditLine() = %+v, %v; want %+v, %v", got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}
+
+func TestAuditLogCount(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	line := func(user, verb, resource, at string) string {
+		return `{"verb":"` + verb + `","user":{"username":"` + user + `"},"objectRef":{"resource":"` + resource + `"},"responseStatus":{"code":200},"stageTimestamp":"` + at + `"}` + "\n"
+	}
+	first := line("c", "create", "deployments", "2020-11-23T01:00:00Z") +
+		line("f", "create", "deployments", "2020-11-23T01:00:00Z") +
+		line("c", "create", "events", "2020-11-23T01:00:01Z")
+	// A partial line (the apiserver still writing it) is read on the next read.
+	partial := line("c", "patch", "services", "2020-11-23T01:00:02Z")
+	if err := os.WriteFile(path, []byte(first+partial[:20]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := newAuditLog(path)
+	if err := a.read(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(partial[20:] + line("c", "patch", "services", "2020-11-23T01:00:09Z")); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	from := time.Date(2020, 11, 23, 1, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name     string
+		user     string
+		from, to time.Time
+		want     writeCounts
+		total    int
+		events   int
+	}{
+		{"controller, all", "c", from, from.Add(10 * time.Second), writeCounts{"create deployments": 1, "create events": 1, "patch services": 2}, 4, 1},
+		{"controller, window", "c", from.Add(time.Second), from.Add(5 * time.Second), writeCounts{"create events": 1, "patch services": 1}, 2, 1},
+		{"floor", "f", from, from.Add(10 * time.Second), writeCounts{"create deployments": 1}, 1, 0},
+		{"nobody", "x", from, from.Add(10 * time.Second), writeCounts{}, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := a.count(tc.user, tc.from, tc.to)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) || got.total() != tc.total || got.events() != tc.events {
+				t.Errorf("count() = %v (total %d, events %d); want %v (%d, %d)", got, got.total(), got.events(), tc.want, tc.total, tc.events)
+			}
+		})
+	}
+}
+
+func TestParseProc(t *testing.T) {
+	status := "Name:\tapp-controller\nVmPeak:\t 1300000 kB\nVmHWM:\t   51200 kB\nVmRSS:\t   40960 kB\nThreads:\t9\n"
+	rss, peak, err := parseProcStatus([]byte(status))
+	if err != nil || rss != 40 || peak != 50 {
+		t.Errorf("parseProcStatus() = %v, %v, %v; want 40, 50, nil", rss, peak, err)
+	}
+	if _, _, err := parseProcStatus([]byte("Name:\tx\n")); err == nil {
+		t.Error("parseProcStatus() without VmRSS: no error")
+	}
+	tests := []struct {
+		name string
+		stat string
+		want float64
+	}{
+		{"plain", "123 (app-controller) S 1 123 123 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 9 0 1000 0 0", 3},
+		{"name with spaces and parentheses", "123 (a (b) c) R 1 123 123 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 1 0 0", 0.03},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseProcStat([]byte(tc.stat))
+			if err != nil || got != tc.want {
+				t.Errorf("parseProcStat() = %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+	// This process's own figures are readable.
+	if s, err := readProcStats(os.Getpid()); err != nil || s.rssMB <= 0 || s.peakMB < s.rssMB {
+		t.Errorf("readProcStats(self) = %+v, %v", s, err)
+	}
+}
+
+func TestMetricValue(t *testing.T) {
+	exposition := []byte(`# HELP workqueue_depth Current depth of workqueue
+# TYPE workqueue_depth gauge
+workqueue_depth{name="app"} 3
+workqueue_depth{name="ingress"} 0
+workqueue_depth_other{name="app"} 7
+workqueue_adds_total{controller="x",name="app"} 1000
+workqueue_unfinished_work_seconds{name="app"} 1.5e-3
+process_cpu_seconds_total 12.5
+`)
+	tests := []struct {
+		name      string
+		metric    string
+		labels    map[string]string
+		want      float64
+		wantFound bool
+	}{
+		{"labelled", "workqueue_depth", map[string]string{"name": "app"}, 3, true},
+		{"other label value", "workqueue_depth", map[string]string{"name": "ingress"}, 0, true},
+		{"one of several labels", "workqueue_adds_total", map[string]string{"name": "app"}, 1000, true},
+		{"exponent", "workqueue_unfinished_work_seconds", map[string]string{"name": "app"}, 0.0015, true},
+		{"no labels", "process_cpu_seconds_total", nil, 12.5, true},
+		{"missing", "workqueue_depth", map[string]string{"name": "nodelabel"}, 0, false},
+		{"prefix of another metric only", "workqueue_dep", nil, 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, found, err := metricValue(exposition, tc.metric, tc.labels)
+			if err != nil || got != tc.want || found != tc.wantFound {
+				t.Errorf("metricValue() = %v, %v, %v; want %v, %v", got, found, err, tc.want, tc.wantFound)
+			}
+		})
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	values := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	tests := []struct {
+		p    float64
+		want float64
+	}{{50, 5}, {99, 10}, {100, 10}, {10, 1}, {0, 1}}
+	for _, tc := range tests {
+		if got := percentile(values, tc.p); got != tc.want {
+			t.Errorf("percentile(%v) = %v, want %v", tc.p, got, tc.want)
+		}
+	}
+	if got := percentile(nil, 50); got != 0 {
+		t.Errorf("percentile(nil) = %v, want 0", got)
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	round := func(n int, ratio float64, converged bool) RoundResult {
+		r := RoundResult{Round: n}
+		r.Ratio, r.Converged = ratio, converged
+		return r
+	}
+	tests := []struct {
+		name          string
+		rounds        []RoundResult
+		wantRound     float64 // the ratio of the round chosen
+		wantConverged bool
+	}{
+		{"one", []RoundResult{round(1, 1.5, true)}, 1.5, true},
+		{"median of three", []RoundResult{round(1, 3, true), round(2, 1, true), round(3, 2, true)}, 2, true},
+		{"lower median of two", []RoundResult{round(1, 3, true), round(2, 1, true)}, 1, true},
+		{"one not converged", []RoundResult{round(1, 1, true), round(2, 1, false)}, 1, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Result{Rounds: tc.rounds}
+			r.summarize()
+			if r.Ratio != tc.wantRound || r.AllConverged != tc.wantConverged || r.RoundCount != len(tc.rounds) {
+				t.Errorf("summarize(): ratio %v, all converged %v, rounds %d; want %v, %v, %d", r.Ratio, r.AllConverged, r.RoundCount, tc.wantRound, tc.wantConverged, len(tc.rounds))
+			}
+		})
+	}
+}
+
+func TestPerApp(t *testing.T) {
+	got := perApp(writeCounts{"create deployments": 10, "patch apps/status": 15, "create events": 10}, 10)
+	want := WriteBreakdown{Total: 3.5, ExcludingEvents: 2.5, Events: 1,
+		ByVerbResource: map[string]float64{"create deployments": 1, "patch apps/status": 1.5, "create events": 1}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("perApp() = %+v, want %+v", got, want)
+	}
+}

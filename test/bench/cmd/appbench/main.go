@@ -1,0 +1,72 @@
+// Command appbench runs the App controller's benchmark harness (package
+// test/bench): its own local control plane, the floor loops and the product's
+// scenarios. `make bench` runs it; see docs/performance.md.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/app-controller/app-controller/pkg/signals"
+	"github.com/app-controller/app-controller/test/bench"
+)
+
+func main() {
+	cfg := bench.Config{Out: os.Stdout}
+	var replicas int
+	var concurrencies, scenarios, out string
+	flag.IntVar(&cfg.Apps, "apps", 1000, "number of Apps of every phase")
+	flag.IntVar(&replicas, "replicas", 1, "replicas of each App")
+	flag.IntVar(&cfg.Rounds, "rounds", 1, "rounds of the whole sequence on the same control plane")
+	flag.IntVar(&cfg.CreateClients, "create-clients", 5, "parallel clients creating the product's Apps")
+	flag.StringVar(&concurrencies, "concurrencies", "5,10,20,40", "concurrencies of the floor loops")
+	flag.StringVar(&scenarios, "scenarios", strings.Join(bench.DefaultScenarios, ","), "scenarios after converge (idle, restart, churn; empty: none)")
+	flag.StringVar(&cfg.BinDir, "bin-dir", "bin", "directory of the control plane's binaries")
+	flag.StringVar(&cfg.Controller, "controller", "bin/app-controller", "the controller binary")
+	flag.StringVar(&cfg.CRDDir, "crd-dir", "config/crd/bases", "CRDs to install")
+	flag.StringVar(&cfg.WorkDir, "work-dir", ".local/bench", "state and logs of the run (must not exist or be empty)")
+	flag.BoolVar(&cfg.KeepState, "keep-state", false, "keep the work directory after a successful run")
+	flag.StringVar(&out, "out", "bench/results/latest.json", "where to write the JSON result (empty: nowhere)")
+	flag.Parse()
+	cfg.Replicas = int32(replicas)
+	for _, c := range strings.Split(concurrencies, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "appbench: bad concurrency %q\n", c)
+			os.Exit(2)
+		}
+		cfg.Concurrencies = append(cfg.Concurrencies, n)
+	}
+	if scenarios != "" {
+		cfg.Scenarios = strings.Split(scenarios, ",")
+	}
+	for _, p := range []*string{&cfg.BinDir, &cfg.Controller, &cfg.CRDDir, &cfg.WorkDir} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		*p = abs
+	}
+
+	ctx := signals.SetupSignalContext()
+	res, err := bench.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "appbench: %v\n(state and logs kept in %s)\n", err, cfg.WorkDir)
+		os.Exit(1)
+	}
+	if out != "" {
+		if err := res.WriteJSON(out); err != nil {
+			fmt.Fprintf(os.Stderr, "appbench: %v\n", err)
+			os.Exit(1)
+		}
+		fmt.Printf("wrote %s\n", out)
+	}
+	if !res.AllConverged {
+		os.Exit(1)
+	}
+}

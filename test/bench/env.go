@@ -1,0 +1,151 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller/controllertest"
+	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
+)
+
+// The users of the audit log: the controller and the floor's loops each have their own
+// client certificate, so their writes are told apart; the harness itself (creating
+// Apps, changing images, emptying the cluster) uses the admin and is not counted.
+const (
+	controllerUser = "bench:app-controller"
+	floorUser      = "bench:floor"
+	// benchGroup gives both users every permission, so that neither is slowed by a
+	// different authorization path or API priority level than the other.
+	benchGroup = "system:masters"
+	// benchNamespaceLabel marks the namespaces the harness creates, deleted between phases.
+	benchNamespaceLabel = "app-controller.bench"
+	// image is every App's image; kwok runs no container. churnImage replaces it.
+	image      = "nginx"
+	churnImage = "nginx:churn"
+	// servicePort is every App's Service port.
+	servicePort = 8080
+	// pollInterval is the period of every poll of the harness.
+	pollInterval = 100 * time.Millisecond
+)
+
+// clients are typed clients for one identity.
+type clients struct {
+	kube kubernetes.Interface
+	app  appclientset.Interface
+}
+
+// newClients returns clients for cfg without client-side rate limit; built-in types
+// are sent as protobuf when protobuf is set (custom resources are JSON only).
+func newClients(cfg *rest.Config, protobuf bool) (clients, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = -1, 0
+	kubeCfg := rest.CopyConfig(cfg)
+	if protobuf {
+		kubeCfg.ContentType = "application/vnd.kubernetes.protobuf"
+		kubeCfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	}
+	kube, err := kubernetes.NewForConfig(kubeCfg)
+	if err != nil {
+		return clients{}, fmt.Errorf("making a Kubernetes client: %w", err)
+	}
+	app, err := appclientset.NewForConfig(cfg)
+	if err != nil {
+		return clients{}, fmt.Errorf("making an App client: %w", err)
+	}
+	return clients{kube: kube, app: app}, nil
+}
+
+// appName is the name of the i-th App of a phase.
+func appName(i int) string { return fmt.Sprintf("app-%05d", i) }
+
+// newApp is the App of every phase: a Deployment of replicas pods and a ClusterIP Service.
+func newApp(ns, name string, replicas int32) *appv1.App {
+	app := controllertest.NewApp(ns, name, image, replicas)
+	app.Spec.ServiceTemplate.Port = servicePort
+	app.Spec.ServiceTemplate.Type = corev1.ServiceTypeClusterIP
+	return app
+}
+
+// createNamespace creates a namespace marked as the harness's.
+func createNamespace(ctx context.Context, kube kubernetes.Interface, name string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{benchNamespaceLabel: "true"}}}
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+// emptyCluster deletes every namespace of the harness and waits until they are gone
+// (their Apps, Deployments, ReplicaSets, Pods and Services with them).
+func emptyCluster(ctx context.Context, kube kubernetes.Interface, timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	selector := metav1.ListOptions{LabelSelector: benchNamespaceLabel}
+	list, err := kube.CoreV1().Namespaces().List(ctx, selector)
+	if err != nil {
+		return 0, fmt.Errorf("listing the harness's namespaces: %w", err)
+	}
+	for _, ns := range list.Items {
+		if ns.DeletionTimestamp != nil {
+			continue
+		}
+		if err := kube.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}); err != nil {
+			return 0, fmt.Errorf("deleting namespace %s: %w", ns.Name, err)
+		}
+		// No new pod can be made in a terminating namespace; deleting the pods at once
+		// spares the namespace controller's wait for their graceful termination.
+		zero := int64(0)
+		if err := kube.CoreV1().Pods(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+			return 0, fmt.Errorf("deleting the pods of namespace %s: %w", ns.Name, err)
+		}
+	}
+	var left int
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		list, err := kube.CoreV1().Namespaces().List(ctx, selector)
+		if err != nil {
+			return false, nil
+		}
+		left = len(list.Items)
+		return left == 0, nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("waiting for %d namespace(s) of the harness to be deleted: %w", left, err)
+	}
+	return time.Since(start), nil
+}
+
+// parallel runs do(i) for i in [0, n) on workers goroutines and returns the first error.
+func parallel(ctx context.Context, n, workers int, do func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := do(ctx, i); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && err != context.Canceled {
+		return err
+	}
+	return ctx.Err()
+}

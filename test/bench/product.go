@@ -1,0 +1,262 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
+)
+
+const (
+	// baselineWait is how long the controller runs on the empty cluster before its RSS
+	// at N=0 is read.
+	baselineWait = 10 * time.Second
+	// settle is how long writes are still counted as the convergence's after the last
+	// App is Ready (late Events, a last status write), before the idle scenario.
+	settle = 5 * time.Second
+	// restartQuiet is how long writes are still counted after the restarted
+	// controller's queue is drained.
+	restartQuiet = 5 * time.Second
+)
+
+// product runs the controller and its scenarios: converge, then those of cfg.Scenarios.
+func (e *env) product(ctx context.Context, r *RoundResult) error {
+	ns := fmt.Sprintf("bench-app-%d", r.Round)
+	if err := createNamespace(ctx, e.admin.kube, ns); err != nil {
+		return err
+	}
+	logPath := filepath.Join(e.logDir, fmt.Sprintf("app-controller-round%d.log", r.Round))
+	proc, err := startController(e.cfg.Controller, e.controllerKubeconfig, logPath)
+	if err != nil {
+		return err
+	}
+	procs := []*controllerProc{proc}
+	defer func() {
+		for _, p := range procs {
+			_ = p.kill(syscall.SIGKILL)
+		}
+	}()
+	if err := proc.waitServing(ctx, time.Minute); err != nil {
+		return err
+	}
+	watch, err := watchApps(ctx, e.admin, ns)
+	if err != nil {
+		return err
+	}
+	defer watch.stop()
+
+	// RSS at N=0: the controller idle on the empty cluster.
+	time.Sleep(baselineWait)
+	base, err := proc.stats()
+	if err != nil {
+		return err
+	}
+
+	// converge: N Apps created by CreateClients parallel clients.
+	e.printf("round %d: product, %d Apps created by %d clients\n", r.Round, e.cfg.Apps, e.cfg.CreateClients)
+	n := e.cfg.Apps
+	createdAt := make([]time.Time, n)
+	want := make(map[string]int64, n)
+	generations := make([]int64, n)
+	start := time.Now()
+	err = parallel(ctx, n, e.cfg.CreateClients, func(ctx context.Context, i int) error {
+		createdAt[i] = time.Now()
+		app, err := e.admin.app.AppcontrollerV1().Apps(ns).Create(ctx, newApp(ns, appName(i), e.cfg.Replicas), metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("creating App %s: %w", appName(i), err)
+		}
+		generations[i] = app.Generation
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	createdIn := time.Since(start)
+	for i, g := range generations {
+		want[appName(i)] = g
+	}
+	last, stuck, err := watch.waitReady(ctx, want, e.convergeTimeout())
+	if err != nil {
+		e.diagnose(ctx, ns, stuck, procs)
+		return fmt.Errorf("converge: %w", err)
+	}
+	r.ConvergeSeconds = round2(last.Sub(start).Seconds())
+	r.CreatesSeconds = round2(createdIn.Seconds())
+	if r.FloorSeconds > 0 {
+		r.Ratio = round2(r.ConvergeSeconds / r.FloorSeconds)
+	}
+	readyAfter := make([]float64, n)
+	for i := range n {
+		t, _ := watch.readyTime(appName(i), generations[i])
+		readyAfter[i] = t.Sub(createdAt[i]).Seconds()
+	}
+	sort.Float64s(readyAfter)
+	r.P50ReadySeconds = round2(percentile(readyAfter, 50))
+	r.P99ReadySeconds = round2(percentile(readyAfter, 99))
+	atConverge, err := proc.stats()
+	if err != nil {
+		return err
+	}
+	r.ControllerCPUSeconds = round2(atConverge.cpuSeconds - base.cpuSeconds)
+	r.RSSBaselineMB = round2(base.rssMB)
+	r.RSSAtNMB = round2(atConverge.rssMB)
+	r.RSSMBPer1000Apps = round2((atConverge.rssMB - base.rssMB) * 1000 / float64(n))
+	settled := last.Add(settle)
+	time.Sleep(time.Until(settled))
+	writes, err := e.audit.count(controllerUser, start, settled)
+	if err != nil {
+		return err
+	}
+	r.WritesBreakdown = perApp(writes, n)
+	r.WritesPerApp = r.WritesBreakdown.Total
+	e.printf("round %d: converged in %.2fs (creates %.2fs), %.2f writes per App\n", r.Round, r.ConvergeSeconds, r.CreatesSeconds, r.WritesPerApp)
+
+	if slices.Contains(e.cfg.Scenarios, "idle") {
+		e.printf("round %d: idle for %s\n", r.Round, idlePeriod)
+		from := time.Now()
+		time.Sleep(idlePeriod)
+		idle, err := e.audit.count(controllerUser, from, time.Now())
+		if err != nil {
+			return err
+		}
+		r.IdleWrites = idle.total()
+		r.IdleWritesByKind = idle
+		if err := proc.exited(); err != nil {
+			return err
+		}
+	}
+
+	if slices.Contains(e.cfg.Scenarios, "restart") {
+		e.printf("round %d: restart (kill -9)\n", r.Round)
+		if err := proc.kill(syscall.SIGKILL); err != nil {
+			return err
+		}
+		from := time.Now()
+		if proc, err = startController(e.cfg.Controller, e.controllerKubeconfig, logPath); err != nil {
+			return err
+		}
+		procs = append(procs, proc)
+		drained, err := e.waitDrained(ctx, proc, n, e.convergeTimeout())
+		if err != nil {
+			return fmt.Errorf("restart: %w", err)
+		}
+		r.RestartSeconds = round2(drained.Sub(from).Seconds())
+		quiet := drained.Add(restartQuiet)
+		time.Sleep(time.Until(quiet))
+		restart, err := e.audit.count(controllerUser, from, quiet)
+		if err != nil {
+			return err
+		}
+		r.RestartWrites = restart.total()
+		r.RestartWritesByKind = restart
+		if _, stuck, err := watch.waitReady(ctx, want, 0); err != nil {
+			e.diagnose(ctx, ns, stuck, procs)
+			return fmt.Errorf("after the restart: %w", err)
+		}
+	}
+
+	if slices.Contains(e.cfg.Scenarios, "churn") {
+		churned := max(1, n/10)
+		e.printf("round %d: churn: new image for %d Apps\n", r.Round, churned)
+		patch := []byte(fmt.Sprintf(`{"spec":{"deploymentTemplate":{"image":%q}}}`, fmt.Sprintf("%s-%d", churnImage, r.Round)))
+		start := time.Now()
+		err := parallel(ctx, churned, e.cfg.CreateClients, func(ctx context.Context, j int) error {
+			i := j * n / churned
+			app, err := e.admin.app.AppcontrollerV1().Apps(ns).Patch(ctx, appName(i), types.MergePatchType, patch, metav1.PatchOptions{})
+			if err != nil {
+				return fmt.Errorf("changing the image of App %s: %w", appName(i), err)
+			}
+			generations[i] = app.Generation
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for i, g := range generations {
+			want[appName(i)] = g
+		}
+		last, stuck, err := watch.waitReady(ctx, want, e.convergeTimeout())
+		if err != nil {
+			e.diagnose(ctx, ns, stuck, procs)
+			return fmt.Errorf("churn: %w", err)
+		}
+		r.ChurnSeconds = round2(last.Sub(start).Seconds())
+		churnWrites, err := e.audit.count(controllerUser, start, last.Add(settle))
+		if err != nil {
+			return err
+		}
+		r.ChurnWritesPerApp = round2(float64(churnWrites.total()) / float64(churned))
+	}
+
+	r.Converged = true
+	for _, p := range procs {
+		if err := p.kill(syscall.SIGTERM); err != nil {
+			return err
+		}
+		r.ControllerPeakRSSMB = max(r.ControllerPeakRSSMB, round2(p.last.peakMB))
+		r.ControllerCPUSecondsTotal = round2(r.ControllerCPUSecondsTotal + p.last.cpuSeconds)
+	}
+	return nil
+}
+
+// waitDrained waits until the restarted controller has queued every one of the n Apps
+// and its App queue is empty with no work in progress; it returns when.
+func (e *env) waitDrained(ctx context.Context, p *controllerProc, n int, timeout time.Duration) (time.Time, error) {
+	labels := map[string]string{"name": appctrl.ControllerName}
+	deadline := time.Now().Add(timeout)
+	var status string
+	for {
+		if err := p.exited(); err != nil {
+			return time.Time{}, err
+		}
+		now := time.Now()
+		if body, err := p.scrape(ctx); err == nil {
+			adds, _, err1 := metricValue(body, "workqueue_adds_total", labels)
+			depth, foundDepth, err2 := metricValue(body, "workqueue_depth", labels)
+			unfinished, _, err3 := metricValue(body, "workqueue_unfinished_work_seconds", labels)
+			if err := firstError(err1, err2, err3); err != nil {
+				return time.Time{}, err
+			}
+			status = fmt.Sprintf("adds %.0f, depth %.0f, unfinished work %.3fs", adds, depth, unfinished)
+			if foundDepth && adds >= float64(n) && depth == 0 && unfinished == 0 {
+				return now, nil
+			}
+		} else {
+			status = err.Error()
+		}
+		if now.After(deadline) {
+			return time.Time{}, fmt.Errorf("the App queue of the restarted controller is not drained after %s (%s)", timeout, status)
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// percentile returns the p-th percentile (nearest rank) of sorted values.
+func percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(p/100*float64(len(sorted))+0.999999) - 1
+	return sorted[min(max(rank, 0), len(sorted)-1)]
+}

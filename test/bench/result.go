@@ -1,0 +1,204 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Result is what a run measured, written as JSON (bench/results/latest.json). Its
+// Figures are those of the round with the median ratio; Rounds holds every round's.
+type Result struct {
+	Apps     int `json:"apps"`
+	Replicas int `json:"replicas"`
+	Figures
+	// AllConverged is true when every App converged in every round and scenario.
+	AllConverged bool `json:"all_converged"`
+	// RoundCount is the number of rounds; Figures are the median round's (by ratio).
+	RoundCount int `json:"rounds_run"`
+	// Scenarios are the scenarios run after converge; the figures of the others are 0.
+	Scenarios []string `json:"scenarios"`
+	// Cores is the number of CPUs of the machine, shared by every process.
+	Cores    int      `json:"cores"`
+	Versions Versions `json:"versions"`
+	// WriteCounting says how writes are counted.
+	WriteCounting string        `json:"write_counting"`
+	Rounds        []RoundResult `json:"rounds"`
+}
+
+// Versions of the run.
+type Versions struct {
+	Go         string `json:"go"`
+	Kube       string `json:"kube"`
+	Controller string `json:"controller"`
+}
+
+// RoundResult is one round's figures.
+type RoundResult struct {
+	Round int `json:"round"`
+	Figures
+
+	floorSeconds float64
+	floorWrites  writeCounts
+}
+
+// Figures are the measurements of one round; seconds are wall-clock times on a shared
+// machine.
+type Figures struct {
+	// ConvergeSeconds: from the first App create until every App is Ready at its
+	// generation. CreatesSeconds: until the harness's last create returned.
+	ConvergeSeconds float64 `json:"converge_seconds"`
+	CreatesSeconds  float64 `json:"creates_seconds"`
+	// FloorSeconds is the fastest floor loop, FloorConcurrency its concurrency;
+	// FloorByConcurrency has every loop's time.
+	FloorSeconds       float64            `json:"floor_seconds"`
+	FloorConcurrency   int                `json:"floor_concurrency"`
+	FloorByConcurrency map[string]float64 `json:"floor_seconds_by_concurrency"`
+	// Ratio is ConvergeSeconds / FloorSeconds.
+	Ratio float64 `json:"ratio"`
+	// WritesPerApp is the controller's writes per App from the first create until 5 s
+	// after the last App is Ready, Events included; WritesBreakdown splits them.
+	WritesPerApp    float64        `json:"writes_per_app"`
+	WritesBreakdown WriteBreakdown `json:"writes_per_app_breakdown"`
+	// FloorWritesPerApp are the fastest floor loop's writes per App.
+	FloorWritesPerApp WriteBreakdown `json:"floor_writes_per_app"`
+	// IdleWrites: the controller's writes during 2 resync periods + 10 s with no change.
+	IdleWrites       int            `json:"idle_writes"`
+	IdleWritesByKind map[string]int `json:"idle_writes_by_kind,omitempty"`
+	// RestartSeconds: from the start of the controller after a kill -9 until its App
+	// queue has taken every App and is drained; RestartWrites: its writes until 5 s later.
+	RestartSeconds      float64        `json:"restart_seconds"`
+	RestartWrites       int            `json:"restart_writes"`
+	RestartWritesByKind map[string]int `json:"restart_writes_by_kind,omitempty"`
+	// ChurnSeconds: from the first of the image changes of 10% of the Apps until every
+	// App is Ready at its new generation; ChurnWritesPerApp: writes per changed App.
+	ChurnSeconds      float64 `json:"churn_seconds"`
+	ChurnWritesPerApp float64 `json:"churn_writes_per_changed_app"`
+	// P50ReadySeconds and P99ReadySeconds: per App, from its create to its first Ready.
+	P50ReadySeconds float64 `json:"p50_ready_seconds"`
+	P99ReadySeconds float64 `json:"p99_ready_seconds"`
+	// ControllerPeakRSSMB: the highest VmHWM of the controller processes (MiB).
+	ControllerPeakRSSMB float64 `json:"controller_peak_rss_mb"`
+	// RSSMBPer1000Apps: (VmRSS at convergence - VmRSS idle on the empty cluster) per
+	// 1000 Apps; RSSBaselineMB and RSSAtNMB are the two samples.
+	RSSMBPer1000Apps float64 `json:"rss_mb_per_1000_apps"`
+	RSSBaselineMB    float64 `json:"rss_baseline_mb"`
+	RSSAtNMB         float64 `json:"rss_at_n_mb"`
+	// ControllerCPUSeconds: the controller's utime+stime from the first create until
+	// convergence; ControllerCPUSecondsTotal: of its processes over the whole round.
+	ControllerCPUSeconds      float64 `json:"controller_cpu_seconds"`
+	ControllerCPUSecondsTotal float64 `json:"controller_cpu_seconds_total"`
+	// Converged is true when every App converged in every scenario of the round.
+	Converged bool `json:"converged"`
+}
+
+// WriteBreakdown are writes per App: the total, Events apart, and by "verb resource".
+type WriteBreakdown struct {
+	Total           float64            `json:"total"`
+	ExcludingEvents float64            `json:"excluding_events"`
+	Events          float64            `json:"events"`
+	ByVerbResource  map[string]float64 `json:"by_verb_resource"`
+}
+
+// summarize sets the top-level figures from the round with the median ratio.
+func (r *Result) summarize() {
+	r.RoundCount = len(r.Rounds)
+	if len(r.Rounds) == 0 {
+		return
+	}
+	rounds := make([]RoundResult, len(r.Rounds))
+	copy(rounds, r.Rounds)
+	sort.SliceStable(rounds, func(i, j int) bool { return rounds[i].Ratio < rounds[j].Ratio })
+	r.Figures = rounds[(len(rounds)-1)/2].Figures
+	r.AllConverged = true
+	for _, round := range r.Rounds {
+		r.AllConverged = r.AllConverged && round.Converged
+	}
+}
+
+// WriteJSON writes the result to path, indented, creating its directory.
+func (r *Result) WriteJSON(path string) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding the result: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("creating the results directory: %w", err)
+	}
+	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("writing the result: %w", err)
+	}
+	return nil
+}
+
+// table renders one round's figures for humans.
+func (r RoundResult) table(apps, replicas int, scenarios []string) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "Round %d: %d Apps x %d replica(s)\n", r.Round, apps, replicas)
+	row := func(name, value string) { fmt.Fprintf(&sb, "  %-40s %s\n", name, value) }
+	var floors []string
+	for _, c := range sortedKeys(r.FloorByConcurrency) {
+		floors = append(floors, fmt.Sprintf("c%s %.2fs", c, r.FloorByConcurrency[c]))
+	}
+	row("floor (fastest loop)", fmt.Sprintf("%.2fs at concurrency %d  [%s]", r.FloorSeconds, r.FloorConcurrency, strings.Join(floors, ", ")))
+	row("converge (default flags)", fmt.Sprintf("%.2fs (creates done at %.2fs)", r.ConvergeSeconds, r.CreatesSeconds))
+	row("ratio converge/floor", fmt.Sprintf("%.2f", r.Ratio))
+	row("ready per App p50 / p99", fmt.Sprintf("%.2fs / %.2fs", r.P50ReadySeconds, r.P99ReadySeconds))
+	row("controller writes per App", breakdown(r.WritesBreakdown))
+	row("floor writes per App", breakdown(r.FloorWritesPerApp))
+	scenario := func(name, label, value string) {
+		if !slices.Contains(scenarios, name) {
+			value = "not run"
+		}
+		row(label, value)
+	}
+	scenario("idle", "idle writes", fmt.Sprintf("%d %s", r.IdleWrites, kinds(r.IdleWritesByKind)))
+	scenario("restart", "restart: drained / writes", fmt.Sprintf("%.2fs / %d %s", r.RestartSeconds, r.RestartWrites, kinds(r.RestartWritesByKind)))
+	scenario("churn", "churn (10% new image)", fmt.Sprintf("%.2fs, %.2f writes per changed App", r.ChurnSeconds, r.ChurnWritesPerApp))
+	row("controller peak RSS (VmHWM)", fmt.Sprintf("%.1f MiB", r.ControllerPeakRSSMB))
+	row("RSS per 1000 Apps", fmt.Sprintf("%.1f MiB (%.1f idle at N=0, %.1f at N)", r.RSSMBPer1000Apps, r.RSSBaselineMB, r.RSSAtNMB))
+	row("controller CPU converging / round", fmt.Sprintf("%.2fs / %.2fs", r.ControllerCPUSeconds, r.ControllerCPUSecondsTotal))
+	row("every App converged", fmt.Sprint(r.Converged))
+	return sb.String()
+}
+
+func breakdown(w WriteBreakdown) string {
+	var parts []string
+	for _, k := range sortedKeys(w.ByVerbResource) {
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, w.ByVerbResource[k]))
+	}
+	return fmt.Sprintf("%.2f (%.2f without Events) [%s]", w.Total, w.ExcludingEvents, strings.Join(parts, ", "))
+}
+
+func kinds(m map[string]int) string {
+	if len(m) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, k := range sortedKeys(m) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if len(keys[i]) != len(keys[j]) {
+			return len(keys[i]) < len(keys[j]) // "5" before "10"
+		}
+		return keys[i] < keys[j]
+	})
+	return keys
+}
+
+// round2 rounds to hundredths.
+func round2(v float64) float64 { return math.Round(v*100) / 100 }

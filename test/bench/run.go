@@ -1,0 +1,273 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/app-controller/app-controller/internal/localcluster"
+	"github.com/app-controller/app-controller/pkg/controllermanager"
+)
+
+// Config configures Run.
+type Config struct {
+	// Apps is the number of Apps of every phase; Replicas the replicas of each.
+	Apps     int
+	Replicas int32
+	// Rounds is how many times the whole sequence (floor loops, then the product's
+	// scenarios) runs on the same control plane.
+	Rounds int
+	// Concurrencies are the floor loops' concurrencies.
+	Concurrencies []int
+	// CreateClients is the number of parallel clients that create the product's Apps.
+	CreateClients int
+	// Scenarios after converge: any of "idle", "restart", "churn".
+	Scenarios []string
+	// BinDir holds the control plane's binaries; Controller is bin/app-controller.
+	BinDir, Controller string
+	// CRDDir holds the CRDs installed at start.
+	CRDDir string
+	// WorkDir receives the cluster's state and logs and the controller's logs; it is
+	// removed after a successful run unless KeepState is set.
+	WorkDir   string
+	KeepState bool
+	// Out receives the progress lines and the table.
+	Out io.Writer
+}
+
+// DefaultScenarios are the scenarios after converge.
+var DefaultScenarios = []string{"idle", "restart", "churn"}
+
+// DefaultConcurrencies are the floor loops' concurrencies.
+var DefaultConcurrencies = []int{5, 10, 20, 40}
+
+// env is what the phases share.
+type env struct {
+	cfg     Config
+	cluster *localcluster.Cluster
+	admin   clients
+	floor   clients
+	// controllerKubeconfig is the kubeconfig of the controller's own user.
+	controllerKubeconfig string
+	audit                *audit
+	logDir               string
+	out                  io.Writer
+}
+
+// audit is the cluster's audit log, renamed for the phases' readability.
+type audit = auditLog
+
+// convergeTimeout bounds every wait for N Apps: 2 minutes plus 200 ms per App.
+func (e *env) convergeTimeout() time.Duration {
+	return 2*time.Minute + time.Duration(e.cfg.Apps)*200*time.Millisecond
+}
+
+func (e *env) printf(format string, args ...any) {
+	fmt.Fprintf(e.out, "%s "+format, append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
+}
+
+// Run starts a control plane, runs cfg.Rounds rounds of the floor loops and the
+// product's scenarios, prints the table and returns the result. A round in which an App
+// does not converge is an error, after the stuck Apps are described.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Apps < 1 || cfg.Replicas < 1 || cfg.Rounds < 1 || cfg.CreateClients < 1 || len(cfg.Concurrencies) == 0 {
+		return nil, errors.New("bench: Apps, Replicas, Rounds, CreateClients and Concurrencies must be positive")
+	}
+	out := cfg.Out
+	if out == nil {
+		out = io.Discard
+	}
+	e := &env{cfg: cfg, out: out, logDir: filepath.Join(cfg.WorkDir, "controller-logs")}
+	if entries, err := os.ReadDir(cfg.WorkDir); err == nil && len(entries) > 0 {
+		return nil, fmt.Errorf("bench: the work directory %s is not empty (left from an earlier run?): remove it", cfg.WorkDir)
+	}
+	if err := os.MkdirAll(e.logDir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the work directory: %w", err)
+	}
+	e.printf("starting a control plane with room for %d pods\n", cfg.Apps*int(cfg.Replicas))
+	cluster, err := localcluster.Start(ctx, localcluster.Options{
+		BinDir:      cfg.BinDir,
+		StateDir:    filepath.Join(cfg.WorkDir, "cluster"),
+		CRDDir:      cfg.CRDDir,
+		PodCapacity: cfg.Apps*int(cfg.Replicas) + 100,
+		AuditUsers:  []string{controllerUser, floorUser},
+		// Kept: a failed run's logs explain it; a successful run removes WorkDir.
+		KeepState: true,
+		Out:       prefixWriter{out, "  cluster: "},
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.cluster = cluster
+	defer func() {
+		if err := cluster.Stop(); err != nil {
+			e.printf("%v\n", err)
+		}
+	}()
+	e.audit = newAuditLog(cluster.AuditLog)
+	if err := e.makeClients(); err != nil {
+		return nil, err
+	}
+
+	res := &Result{Apps: cfg.Apps, Replicas: int(cfg.Replicas), Cores: runtime.NumCPU(), WriteCounting: writeCounting, Scenarios: cfg.Scenarios}
+	if res.Versions, err = e.versions(ctx); err != nil {
+		return nil, err
+	}
+	for round := 1; round <= cfg.Rounds; round++ {
+		r, err := e.round(ctx, round)
+		if err != nil {
+			return nil, fmt.Errorf("round %d: %w", round, err)
+		}
+		res.Rounds = append(res.Rounds, r)
+		fmt.Fprintln(out)
+		fmt.Fprint(out, r.table(cfg.Apps, int(cfg.Replicas), cfg.Scenarios))
+	}
+	res.summarize()
+	if !cfg.KeepState {
+		defer os.RemoveAll(cfg.WorkDir)
+	}
+	return res, nil
+}
+
+// writeCounting says how writes are counted, in the table and the JSON.
+const writeCounting = "apiserver audit log (Metadata level, non-read verbs), per client-certificate user: " +
+	controllerUser + " (the controller) and " + floorUser + " (the floor loops)"
+
+// makeClients makes the admin's, the floor's and the controller's identities.
+func (e *env) makeClients() error {
+	var err error
+	if e.admin, err = newClients(e.cluster.Config, true); err != nil {
+		return err
+	}
+	floorCfg, err := e.cluster.UserConfig(floorUser, benchGroup)
+	if err != nil {
+		return err
+	}
+	if e.floor, err = newClients(floorCfg, true); err != nil {
+		return err
+	}
+	controllerCfg, err := e.cluster.UserConfig(controllerUser, benchGroup)
+	if err != nil {
+		return err
+	}
+	e.controllerKubeconfig = filepath.Join(e.cfg.WorkDir, "controller.kubeconfig")
+	return localcluster.WriteKubeconfig(e.controllerKubeconfig, controllerCfg)
+}
+
+// versions are the Go, Kubernetes and controller versions of the run.
+func (e *env) versions(ctx context.Context) (Versions, error) {
+	v := Versions{Go: runtime.Version()}
+	sv, err := e.admin.kube.Discovery().ServerVersion()
+	if err != nil {
+		return v, fmt.Errorf("reading the server version: %w", err)
+	}
+	v.Kube = sv.GitVersion
+	cmd := exec.CommandContext(ctx, e.cfg.Controller, "--version")
+	outText, err := cmd.Output()
+	if err != nil {
+		return v, fmt.Errorf("running %s --version: %w", e.cfg.Controller, err)
+	}
+	v.Controller = strings.TrimSpace(string(outText))
+	return v, nil
+}
+
+// round runs the floor loops, then the product's scenarios, each on an emptied cluster.
+func (e *env) round(ctx context.Context, round int) (RoundResult, error) {
+	r := RoundResult{Round: round}
+	r.FloorByConcurrency = map[string]float64{}
+	// One Deployment through the whole pipeline before anything is measured.
+	if round == 1 {
+		if err := e.warmUp(ctx); err != nil {
+			return r, err
+		}
+	}
+	for _, c := range e.cfg.Concurrencies {
+		if err := e.empty(ctx); err != nil {
+			return r, err
+		}
+		e.printf("round %d: floor, concurrency %d, %d Apps\n", round, c, e.cfg.Apps)
+		f, err := runFloor(ctx, e, fmt.Sprintf("bench-floor-%d-c%d", round, c), c)
+		if err != nil {
+			return r, err
+		}
+		e.printf("round %d: floor, concurrency %d: %.2fs, %.2f writes per App\n", round, c, f.seconds, float64(f.writes.total())/float64(e.cfg.Apps))
+		r.FloorByConcurrency[fmt.Sprint(c)] = round2(f.seconds)
+		if r.FloorConcurrency == 0 || f.seconds < r.floorSeconds {
+			r.floorSeconds, r.FloorConcurrency, r.floorWrites = f.seconds, c, f.writes
+		}
+	}
+	r.FloorSeconds = round2(r.floorSeconds)
+	r.FloorWritesPerApp = perApp(r.floorWrites, e.cfg.Apps)
+	if err := e.empty(ctx); err != nil {
+		return r, err
+	}
+	if err := e.product(ctx, &r); err != nil {
+		return r, err
+	}
+	return r, e.empty(ctx)
+}
+
+// warmUp runs a few Apps' children through the floor loop once, unmeasured.
+func (e *env) warmUp(ctx context.Context) error {
+	e.printf("warm-up\n")
+	saved := e.cfg.Apps
+	e.cfg.Apps = 5
+	defer func() { e.cfg.Apps = saved }()
+	_, err := runFloor(ctx, e, "bench-warmup", 5)
+	return err
+}
+
+// empty deletes the harness's namespaces and waits until they are gone.
+func (e *env) empty(ctx context.Context) error {
+	d, err := emptyCluster(ctx, e.admin.kube, 10*time.Minute)
+	if err != nil {
+		return err
+	}
+	if d > time.Second {
+		e.printf("cluster emptied in %.1fs\n", d.Seconds())
+	}
+	return nil
+}
+
+// idlePeriod is how long the idle scenario watches: two resync periods and 10 s.
+var idlePeriod = 2*controllermanager.DefaultResyncPeriod + 10*time.Second
+
+// prefixWriter prefixes each Write (a line of the cluster's progress) with a string.
+type prefixWriter struct {
+	w      io.Writer
+	prefix string
+}
+
+func (p prefixWriter) Write(b []byte) (int, error) {
+	if _, err := fmt.Fprintf(p.w, "%s %s%s", time.Now().UTC().Format("15:04:05"), p.prefix, b); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// perApp divides write counts by n: the total, Events apart, and per kind.
+func perApp(c writeCounts, n int) WriteBreakdown {
+	w := WriteBreakdown{
+		Total:          round2(float64(c.total()) / float64(n)),
+		Events:         round2(float64(c.events()) / float64(n)),
+		ByVerbResource: map[string]float64{},
+	}
+	w.ExcludingEvents = round2(w.Total - w.Events)
+	kinds := make([]string, 0, len(c))
+	for k := range c {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		w.ByVerbResource[k] = round2(float64(c[k]) / float64(n))
+	}
+	return w
+}
