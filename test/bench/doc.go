@@ -1,15 +1,25 @@
-// Package bench holds the end-to-end benchmarks of app-controller against a real local
-// control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok),
-// started once per test binary by framework.Main, and only when a benchmark of this
-// package is selected with -bench: `go test` without -bench (make unit) starts nothing.
+// Package bench is the App controller's benchmark harness, run by `make bench` (command
+// test/bench/cmd/appbench). It starts its own local control plane (internal/localcluster:
+// room for N x replicas pods, an audit log, a client certificate per measured client)
+// and, in each round, on a cluster emptied before every phase:
 //
-// Every figure is reported next to a floor measured in the same run, and as a ratio to
-// it, never as an absolute threshold:
+//   - the floor: raw client-go loops without client-side limit at concurrency 5, 10, 20
+//     and 40 (floor.go), each creating per App the App, its Deployment and its Service
+//     (plain POSTs of the controller's own DesiredDeployment and DesiredService) and
+//     writing each App's status once after its Deployment is available; the fastest is
+//     the floor;
+//   - the product (product.go): bin/app-controller as a separate process with its
+//     default flags (plus --kubeconfig of its own user and --metrics-bind-address, to
+//     read its work queue), idle on the empty cluster first (RSS at N=0), then N Apps
+//     created by 5 parallel clients until every App is Ready at its generation
+//     (converge); then idle (two resync periods and 10 s), restart (kill -9 and start
+//     again: until its App queue has taken every App and is drained) and churn (a new
+//     image for 10% of the Apps).
 //
-//	APP_CONTROLLER_BIN_DIR=$PWD/bin go test -run '^$' -bench . -benchtime 1x -count=1 ./test/bench/ -v
-//
-// The number of Apps is -bench.apps (after -args) or $APP_CONTROLLER_BENCH_APPS, 100 by
-// default; their replicas -bench.replicas or $APP_CONTROLLER_BENCH_REPLICAS, 1 by default;
-// the rounds of floor and app phases per iteration -bench.rounds or
-// $APP_CONTROLLER_BENCH_ROUNDS, 2 by default (alternating which phase runs first).
+// Writes are counted on the apiserver side, from its audit log, per user (audit.go).
+// Memory and CPU come from /proc (procstat.go), the work queue from the controller's
+// /metrics (metrics.go). A round in which an App does not converge prints each stuck
+// App's status, children, ReplicaSets, Pods and the controller's log lines naming it
+// (diagnose.go). The result is a table and bench/results/latest.json (result.go);
+// docs/performance.md explains each figure.
 package bench

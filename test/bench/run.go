@@ -39,6 +39,8 @@ type Config struct {
 	// removed after a successful run unless KeepState is set.
 	WorkDir   string
 	KeepState bool
+	// ResultPath, if set, receives the JSON result, rewritten after each round.
+	ResultPath string
 	// Out receives the progress lines and the table.
 	Out io.Writer
 }
@@ -129,6 +131,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.Rounds = append(res.Rounds, r)
 		fmt.Fprintln(out)
 		fmt.Fprint(out, r.table(cfg.Apps, int(cfg.Replicas), cfg.Scenarios))
+		res.summarize()
+		if cfg.ResultPath != "" {
+			if err := res.WriteJSON(cfg.ResultPath); err != nil {
+				return nil, err
+			}
+			e.printf("wrote %s (%d round(s))\n", cfg.ResultPath, len(res.Rounds))
+		}
 	}
 	res.summarize()
 	if !cfg.KeepState {

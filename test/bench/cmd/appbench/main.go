@@ -53,18 +53,12 @@ func main() {
 		*p = abs
 	}
 
+	cfg.ResultPath = out
 	ctx := signals.SetupSignalContext()
 	res, err := bench.Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "appbench: %v\n(state and logs kept in %s)\n", err, cfg.WorkDir)
 		os.Exit(1)
-	}
-	if out != "" {
-		if err := res.WriteJSON(out); err != nil {
-			fmt.Fprintf(os.Stderr, "appbench: %v\n", err)
-			os.Exit(1)
-		}
-		fmt.Printf("wrote %s\n", out)
 	}
 	if !res.AllConverged {
 		os.Exit(1)
