@@ -16,15 +16,11 @@ import (
 )
 
 const (
-	// baselineWait is how long the controller runs on the empty cluster before its RSS
-	// at N=0 is read.
-	baselineWait = 10 * time.Second
-	// settle is how long writes are still counted as the convergence's after the last
-	// App is Ready (late Events, a last status write), before the idle scenario.
-	settle = 5 * time.Second
-	// restartQuiet is how long writes are still counted after the restarted
-	// controller's queue is drained.
-	restartQuiet = 5 * time.Second
+	// defaultBaselineWait is Config.BaselineWait's default.
+	defaultBaselineWait = 10 * time.Second
+	// defaultSettle is Config.Settle's default: late Events or a last status write still
+	// count as the scenario's, before the next one.
+	defaultSettle = 5 * time.Second
 )
 
 // product runs the controller and its scenarios: converge, then those of cfg.Scenarios.
@@ -54,7 +50,7 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 	defer watch.stop()
 
 	// RSS at N=0: the controller idle on the empty cluster.
-	time.Sleep(baselineWait)
+	time.Sleep(e.cfg.BaselineWait)
 	base, err := proc.stats()
 	if err != nil {
 		return err
@@ -109,7 +105,7 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 	r.RSSBaselineMB = round2(base.rssMB)
 	r.RSSAtNMB = round2(atConverge.rssMB)
 	r.RSSMBPer1000Apps = round2((atConverge.rssMB - base.rssMB) * 1000 / float64(n))
-	settled := last.Add(settle)
+	settled := last.Add(e.cfg.Settle)
 	time.Sleep(time.Until(settled))
 	writes, err := e.audit.count(controllerUser, start, settled)
 	if err != nil {
@@ -149,7 +145,7 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 			return fmt.Errorf("restart: %w", err)
 		}
 		r.RestartSeconds = round2(drained.Sub(from).Seconds())
-		quiet := drained.Add(restartQuiet)
+		quiet := drained.Add(e.cfg.Settle)
 		time.Sleep(time.Until(quiet))
 		restart, err := e.audit.count(controllerUser, from, quiet)
 		if err != nil {
@@ -189,7 +185,7 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 			return fmt.Errorf("churn: %w", err)
 		}
 		r.ChurnSeconds = round2(last.Sub(start).Seconds())
-		churnWrites, err := e.audit.count(controllerUser, start, last.Add(settle))
+		churnWrites, err := e.audit.count(controllerUser, start, last.Add(e.cfg.Settle))
 		if err != nil {
 			return err
 		}

@@ -39,6 +39,12 @@ type Config struct {
 	// removed after a successful run unless KeepState is set.
 	WorkDir   string
 	KeepState bool
+	// SkipWarmUp skips the unmeasured warm-up loop before the first round.
+	SkipWarmUp bool
+	// BaselineWait is how long the controller runs on the empty cluster before its RSS
+	// at N=0 is read; Settle how long writes still count after a scenario's last App is
+	// Ready, or after the restarted controller's queue is drained. Zero: 10 s and 5 s.
+	BaselineWait, Settle time.Duration
 	// ResultPath, if set, receives the JSON result, rewritten after each round.
 	ResultPath string
 	// Out receives the progress lines and the table.
@@ -82,6 +88,12 @@ func (e *env) printf(format string, args ...any) {
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Apps < 1 || cfg.Replicas < 1 || cfg.Rounds < 1 || cfg.CreateClients < 1 || len(cfg.Concurrencies) == 0 {
 		return nil, errors.New("bench: Apps, Replicas, Rounds, CreateClients and Concurrencies must be positive")
+	}
+	if cfg.BaselineWait == 0 {
+		cfg.BaselineWait = defaultBaselineWait
+	}
+	if cfg.Settle == 0 {
+		cfg.Settle = defaultSettle
 	}
 	out := cfg.Out
 	if out == nil {
@@ -193,7 +205,7 @@ func (e *env) round(ctx context.Context, round int) (RoundResult, error) {
 	r := RoundResult{Round: round}
 	r.FloorByConcurrency = map[string]float64{}
 	// One Deployment through the whole pipeline before anything is measured.
-	if round == 1 {
+	if round == 1 && !e.cfg.SkipWarmUp {
 		if err := e.warmUp(ctx); err != nil {
 			return r, err
 		}
@@ -220,6 +232,9 @@ func (e *env) round(ctx context.Context, round int) (RoundResult, error) {
 	}
 	if err := e.product(ctx, &r); err != nil {
 		return r, err
+	}
+	if round == e.cfg.Rounds {
+		return r, nil // the control plane stops next
 	}
 	return r, e.empty(ctx)
 }

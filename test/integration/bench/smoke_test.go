@@ -1,0 +1,102 @@
+// Package bench_test checks the benchmark harness of `make bench` (test/bench) end to
+// end at a tiny size: its own control plane, one floor loop, the controller converging 5
+// Apps, the restart and churn scenarios, writes counted from the audit log.
+//
+// It starts a control plane of its own and builds the controller: about 40 s on an idle
+// machine, over 2 minutes on a busy one. So it is not part of `make test`; run it with
+//
+//	APP_CONTROLLER_BENCH_SMOKE=1 APP_CONTROLLER_BIN_DIR=$PWD/bin go test -count=1 ./test/integration/bench/
+package bench_test
+
+import (
+	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/app-controller/app-controller/internal/localcluster"
+	"github.com/app-controller/app-controller/test/bench"
+	"github.com/app-controller/app-controller/test/integration/framework"
+)
+
+// testWriter sends the harness's progress lines to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// smokeEnv enables the smoke test.
+const smokeEnv = "APP_CONTROLLER_BENCH_SMOKE"
+
+func TestHarnessSmoke(t *testing.T) {
+	if os.Getenv(smokeEnv) == "" {
+		t.Skipf("set $%s=1 to run the harness's smoke test (its own control plane, 40 s to minutes)", smokeEnv)
+	}
+	binDir, err := localcluster.BinDirFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const apps = 5
+	res, err := bench.Run(ctx, bench.Config{
+		Apps:          apps,
+		Replicas:      1,
+		Rounds:        1,
+		Concurrencies: []int{5},
+		CreateClients: 5,
+		Scenarios:     []string{"restart", "churn"},
+		BinDir:        binDir,
+		Controller:    framework.BuildBinary(t, "app-controller"),
+		CRDDir:        filepath.Join(root, "config", "crd", "bases"),
+		WorkDir:       filepath.Join(t.TempDir(), "bench"),
+		SkipWarmUp:    true,
+		BaselineWait:  time.Second,
+		Settle:        time.Second,
+		Out:           testWriter{t},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.AllConverged || len(res.Rounds) != 1 || res.Apps != apps {
+		t.Fatalf("all converged %v, %d round(s), %d Apps; want true, 1, %d", res.AllConverged, len(res.Rounds), res.Apps, apps)
+	}
+	// The floor loop's writes, counted from the audit log, are exactly its requests.
+	wantFloor := map[string]float64{"create apps": 1, "create deployments": 1, "create services": 1, "update apps/status": 1}
+	if got := res.FloorWritesPerApp.ByVerbResource; !maps.Equal(got, wantFloor) {
+		t.Errorf("floor writes per App %v, want %v", got, wantFloor)
+	}
+	positive := map[string]float64{
+		"floor_seconds":          res.FloorSeconds,
+		"converge_seconds":       res.ConvergeSeconds,
+		"ratio":                  res.Ratio,
+		"writes_per_app":         res.WritesPerApp,
+		"restart_seconds":        res.RestartSeconds,
+		"churn_seconds":          res.ChurnSeconds,
+		"p50_ready_seconds":      res.P50ReadySeconds,
+		"p99_ready_seconds":      res.P99ReadySeconds,
+		"controller_peak_rss_mb": res.ControllerPeakRSSMB,
+		"controller_cpu_seconds": res.ControllerCPUSecondsTotal,
+	}
+	for key, v := range positive {
+		if v <= 0 {
+			t.Errorf("%s = %v, want > 0", key, v)
+		}
+	}
+	// The controller's writes include each App's status.
+	if res.WritesBreakdown.ByVerbResource["patch apps/status"]+res.WritesBreakdown.ByVerbResource["update apps/status"] < 1 {
+		t.Errorf("controller writes per App %v: no status write per App", res.WritesBreakdown.ByVerbResource)
+	}
+	if res.FloorConcurrency != 5 || res.Versions.Kube == "" || res.Versions.Controller == "" || res.Cores < 1 {
+		t.Errorf("floor concurrency %d, versions %+v, cores %d", res.FloorConcurrency, res.Versions, res.Cores)
+	}
+}
