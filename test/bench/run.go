@@ -191,6 +191,12 @@ func (e *env) versions(ctx context.Context) (Versions, error) {
 		return v, fmt.Errorf("reading the server version: %w", err)
 	}
 	v.Kube = sv.GitVersion
+	if strings.HasPrefix(v.Kube, "v0.0.0") {
+		// Built from the module without version stamping: the pinned module says which.
+		if pinned := pinnedKubernetes(e.cfg.CRDDir); pinned != "" {
+			v.Kube = pinned + " (" + v.Kube + ")"
+		}
+	}
 	cmd := exec.CommandContext(ctx, e.cfg.Controller, "--version")
 	outText, err := cmd.Output()
 	if err != nil {
@@ -198,6 +204,21 @@ func (e *env) versions(ctx context.Context) (Versions, error) {
 	}
 	v.Controller = strings.TrimSpace(string(outText))
 	return v, nil
+}
+
+// pinnedKubernetes returns the k8s.io/kubernetes version hack/tools/go.mod pins, found
+// from the repository's config/crd/bases directory, or "".
+func pinnedKubernetes(crdDir string) string {
+	data, err := os.ReadFile(filepath.Join(crdDir, "..", "..", "..", "hack", "tools", "go.mod"))
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "k8s.io/kubernetes" {
+			return f[1]
+		}
+	}
+	return ""
 }
 
 // round runs the floor loops, then the product's scenarios, each on an emptied cluster.
