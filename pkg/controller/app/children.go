@@ -189,7 +189,7 @@ func (k *childReconciler[T, A]) write(ctx context.Context, app *appv1.App, name 
 			logger.V(2).Info("Removed foreign entries from owned fields", "kind", k.kind, "name", name)
 			if upToDate {
 				// Nothing else differed: the patch was the whole repair.
-				k.countRepair(app, holder, manager)
+				k.countRepair(app, name, holder, manager)
 				return k.remember(patched), true, "", nil
 			}
 			changed = true
@@ -209,7 +209,7 @@ func (k *childReconciler[T, A]) write(ctx context.Context, app *appv1.App, name 
 		return none, changed, "", fmt.Errorf("applying %s %s/%s: %w", k.kind, app.Namespace, name, err)
 	}
 	logger.V(2).Info("Applied child", "kind", k.kind, "name", name, "created", !holder.exists)
-	k.countRepair(app, holder, manager)
+	k.countRepair(app, name, holder, manager)
 	return k.remember(applied), true, "", nil
 }
 
@@ -217,11 +217,11 @@ func (k *childReconciler[T, A]) write(ctx context.Context, app *appv1.App, name 
 // (app_controller_child_repairs_total) when the App's spec has not changed since its
 // last sync: then what differed was changed by someone else, not by the App. It also
 // records the repair in the contest tracker, with the other field manager if known.
-func (k *childReconciler[T, A]) countRepair(app *appv1.App, holder nameHolder[T], manager string) {
+func (k *childReconciler[T, A]) countRepair(app *appv1.App, name string, holder nameHolder[T], manager string) {
 	if holder.exists && app.Status.ObservedGeneration == app.Generation {
 		childRepairs.WithLabelValues(k.kind).Inc()
 		if k.contest != nil {
-			k.contest.repaired(app, k.kind, manager)
+			k.contest.repaired(app, k.kind, name, manager)
 		}
 	}
 }

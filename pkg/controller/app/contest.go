@@ -142,9 +142,9 @@ func (t *contestTracker) beforeRepair(app *appv1.App, kind, name string) (wait t
 	return 0, s.repairs+1 >= t.policy.Threshold
 }
 
-// repaired records a repair of the child kind of app; manager is the other field
-// manager found on it ("" if not looked up).
-func (t *contestTracker) repaired(app *appv1.App, kind, manager string) {
+// repaired records a repair of the child kind of app named name; manager is the other
+// field manager found on it ("" if not looked up).
+func (t *contestTracker) repaired(app *appv1.App, kind, name, manager string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.clock.Now()
@@ -154,6 +154,7 @@ func (t *contestTracker) repaired(app *appv1.App, kind, manager string) {
 		s = &contestState{}
 		t.states[key] = s
 	}
+	s.name = name
 	s.repairs++
 	s.lastRepair, s.lastDrift = now, now
 	if manager != "" && manager != s.manager {

@@ -51,7 +51,9 @@ func TestServiceShapes(t *testing.T) {
 	}{
 		{name: "clusterip", create: func() { kubectl("create", "service", "clusterip", "clusterip", "--tcp=8080:8080") },
 			port: networkingv1.ServiceBackendPort{Number: 8080}}, // port named "8080-8080": no letter
-		{name: "clusterip-multi", create: func() { kubectl("create", "service", "clusterip", "clusterip-multi", "--tcp=80:8080", "--tcp=443:8443") },
+		{name: "clusterip-multi", create: func() {
+			kubectl("create", "service", "clusterip", "clusterip-multi", "--tcp=80:8080", "--tcp=443:8443")
+		},
 			port: networkingv1.ServiceBackendPort{Number: 80}},
 		{name: "headless", create: func() { kubectl("create", "service", "clusterip", "headless", "--clusterip=None", "--tcp=5678:8080") },
 			port: networkingv1.ServiceBackendPort{Number: 5678}},
@@ -62,7 +64,9 @@ func TestServiceShapes(t *testing.T) {
 		{name: "nodeport-fixed", create: func() {
 			kubectl("create", "service", "nodeport", "nodeport-fixed", "--tcp=80:8080", "--node-port=30123")
 		}, port: networkingv1.ServiceBackendPort{Number: 80}},
-		{name: "loadbalancer", create: func() { kubectl("create", "service", "loadbalancer", "loadbalancer", "--tcp=80:8080", "--tcp=443:8443") },
+		{name: "loadbalancer", create: func() {
+			kubectl("create", "service", "loadbalancer", "loadbalancer", "--tcp=80:8080", "--tcp=443:8443")
+		},
 			port: networkingv1.ServiceBackendPort{Number: 80}},
 		{name: "externalname", create: func() { kubectl("create", "service", "externalname", "externalname", "--external-name=db.example.com") },
 			reason: ingressctrl.ReasonUnsupportedServiceType},
@@ -71,9 +75,13 @@ func TestServiceShapes(t *testing.T) {
 		}, reason: ingressctrl.ReasonUnsupportedServiceType},
 		{name: "expose", create: func() { kubectl("expose", "deployment", "web", "--name=expose") },
 			port: networkingv1.ServiceBackendPort{Number: 8080}}, // port from the container, unnamed
-		{name: "expose-port", create: func() { kubectl("expose", "deployment", "web", "--name=expose-port", "--port=80", "--target-port=8080") },
+		{name: "expose-port", create: func() {
+			kubectl("expose", "deployment", "web", "--name=expose-port", "--port=80", "--target-port=8080")
+		},
 			port: networkingv1.ServiceBackendPort{Number: 80}},
-		{name: "expose-nodeport", create: func() { kubectl("expose", "deployment", "web", "--name=expose-nodeport", "--port=80", "--type=NodePort") },
+		{name: "expose-nodeport", create: func() {
+			kubectl("expose", "deployment", "web", "--name=expose-nodeport", "--port=80", "--type=NodePort")
+		},
 			port: networkingv1.ServiceBackendPort{Number: 80}},
 		{name: "expose-udp", create: func() { kubectl("expose", "deployment", "dns", "--name=expose-udp", "--port=53", "--protocol=UDP") },
 			reason: ingressctrl.ReasonNoServicePort},
