@@ -263,6 +263,18 @@ integration: tools ## Integration tests against a local kube-apiserver, etcd, co
 	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) \
 		$(GO) test -count=1 -p 1 -timeout $(INTEGRATION_TIMEOUT) ./test/integration/... $(TESTFLAGS)
 
+# How long `make fuzz` runs each Go fuzz target.
+FUZZTIME ?= 60s
+# The Go fuzz targets, as package:target. `go test` (make unit) runs their seed corpus.
+FUZZ_TARGETS = ./pkg/controller/app:FuzzSyncApp ./pkg/controller/app:FuzzDesiredChildren ./pkg/controller/app:FuzzArbitrationOrder
+
+.PHONY: fuzz
+fuzz: ## Run each Go fuzz target for FUZZTIME (default 60s); a failing input lands in the package's testdata/fuzz.
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
+	done
+
 # make bench: N Apps of REPLICAS replicas, ROUNDS rounds (docs/performance.md).
 N        ?= 1000
 REPLICAS ?= 1

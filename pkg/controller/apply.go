@@ -152,13 +152,22 @@ func findByKey(list []any, key string, value any) (any, bool) {
 	return nil, false
 }
 
-// isEmpty reports whether v is an empty object or list, which an absent field matches.
+// isEmpty reports whether v is an empty object or list, or a zero scalar (false, 0,
+// ""), which an absent field matches: the API server drops a zero value of a field
+// marked omitempty (a volume mount's readOnly: false, a minReadySeconds of 0), and
+// comparing it as a difference would make the controller write on every sync.
 func isEmpty(v any) bool {
 	switch t := v.(type) {
 	case map[string]any:
 		return len(t) == 0
 	case []any:
 		return len(t) == 0
+	case bool:
+		return !t
+	case float64:
+		return t == 0
+	case string:
+		return t == ""
 	}
 	return false
 }

@@ -98,6 +98,41 @@ func TestUpToDateService(t *testing.T) {
 	}
 }
 
+// TestUpToDateZeroValues checks that a zero value the API server drops (omitempty)
+// matches its absence, and that a non-zero value does not. Found by
+// test/integration/app TestGeneratedApps: a volume mount with readOnly: false was
+// never up to date, so every sync wrote the Deployment again.
+func TestUpToDateZeroValues(t *testing.T) {
+	desired := func(readOnly bool, minReady int32) *appsv1ac.DeploymentApplyConfiguration {
+		return appsv1ac.Deployment("web", "ns").WithSpec(appsv1ac.DeploymentSpec().
+			WithMinReadySeconds(minReady).
+			WithTemplate(corev1ac.PodTemplateSpec().WithSpec(corev1ac.PodSpec().WithContainers(
+				corev1ac.Container().WithName("c").WithImage("nginx").
+					WithVolumeMounts(corev1ac.VolumeMount().WithName("v").WithMountPath("/v").WithReadOnly(readOnly))))))
+	}
+	live := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns"}, Spec: appsv1.DeploymentSpec{
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{
+			{Name: "c", Image: "nginx", VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: "/v"}}},
+		}}},
+	}}
+	for _, tt := range []struct {
+		name     string
+		readOnly bool
+		minReady int32
+		want     bool
+	}{
+		{"zero values dropped by the server", false, 0, true},
+		{"readOnly true is a difference", true, 0, false},
+		{"minReadySeconds 5 is a difference", false, 5, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, err := UpToDate(live, desired(tt.readOnly, tt.minReady)); err != nil || got != tt.want {
+				t.Errorf("UpToDate = %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+}
+
 func TestSelectors(t *testing.T) {
 	managed := map[string]string{appv1.ManagedByLabel: appv1.ManagedByValue}
 	other := map[string]string{appv1.ManagedByLabel: "helm"}

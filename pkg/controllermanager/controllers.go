@@ -34,7 +34,7 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 		Services:             cc.ManagedInformers.Core().V1().Services(),
 		UnmanagedDeployments: unmanagedDeployments,
 		UnmanagedServices:    unmanagedServices,
-	}, cc.EventRecorder, app.Options{ShutdownTimeout: cc.Options.ShutdownTimeout})
+	}, cc.EventRecorder, app.Options{ShutdownTimeout: cc.Options.ShutdownTimeout, Contest: cc.Options.AppContest})
 }
 
 // startIngressController builds the Service->Ingress controller, which watches every

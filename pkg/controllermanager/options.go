@@ -29,6 +29,9 @@ type Options struct {
 	ResyncPeriod time.Duration
 	// ShutdownTimeout bounds how long in-flight syncs may run after a stop signal.
 	ShutdownTimeout time.Duration
+	// AppContest paces the App controller's repairs of a child that another writer
+	// keeps changing (no flag: the defaults of app.ContestPolicy; tests shorten them).
+	AppContest app.ContestPolicy
 
 	// IngressClass is the IngressClass of Ingresses created for annotated Services that
 	// do not name one; empty means the cluster's default class.

@@ -57,6 +57,9 @@ type childReconciler[T childObject, A childApplyConfiguration] struct {
 	// added to the fields the App must own alone, or nil when there is nothing to remove.
 	exclusivePatch func(live T, desired A) ([]byte, error)
 	recorder       record.EventRecorder
+	// contest paces the repairs of children that another writer keeps changing
+	// (contest.go); nil: every drift is repaired at once.
+	contest *contestTracker
 }
 
 // childResult is what reconciling one child found.
@@ -157,6 +160,7 @@ func (k *childReconciler[T, A]) write(ctx context.Context, app *appv1.App, name 
 	logger := klog.FromContext(ctx)
 	var none T
 	changed := false
+	manager := "" // the other writer of a contested child (contest.go)
 	if current := holder.managed; current != nil {
 		upToDate, err := controller.UpToDate(current, desired)
 		if err != nil {
@@ -171,6 +175,10 @@ func (k *childReconciler[T, A]) write(ctx context.Context, app *appv1.App, name 
 		if upToDate && exclusive == nil {
 			return current, false, "", nil
 		}
+		var wait bool
+		if wait, manager = k.gateRepair(ctx, app, name); wait {
+			return current, false, "", nil // contested: the repair waits its backoff
+		}
 		if exclusive != nil {
 			// Server-side apply merges: it would keep what others added to these fields
 			// (a Service port or selector key), which can even make the apply invalid.
@@ -181,7 +189,7 @@ func (k *childReconciler[T, A]) write(ctx context.Context, app *appv1.App, name 
 			logger.V(2).Info("Removed foreign entries from owned fields", "kind", k.kind, "name", name)
 			if upToDate {
 				// Nothing else differed: the patch was the whole repair.
-				k.countRepair(app, holder)
+				k.countRepair(app, name, holder, manager)
 				return k.remember(patched), true, "", nil
 			}
 			changed = true
@@ -201,16 +209,20 @@ func (k *childReconciler[T, A]) write(ctx context.Context, app *appv1.App, name 
 		return none, changed, "", fmt.Errorf("applying %s %s/%s: %w", k.kind, app.Namespace, name, err)
 	}
 	logger.V(2).Info("Applied child", "kind", k.kind, "name", name, "created", !holder.exists)
-	k.countRepair(app, holder)
+	k.countRepair(app, name, holder, manager)
 	return k.remember(applied), true, "", nil
 }
 
 // countRepair counts a write to the existing child holder describes as a drift repair
 // (app_controller_child_repairs_total) when the App's spec has not changed since its
-// last sync: then what differed was changed by someone else, not by the App.
-func (k *childReconciler[T, A]) countRepair(app *appv1.App, holder nameHolder[T]) {
+// last sync: then what differed was changed by someone else, not by the App. It also
+// records the repair in the contest tracker, with the other field manager if known.
+func (k *childReconciler[T, A]) countRepair(app *appv1.App, name string, holder nameHolder[T], manager string) {
 	if holder.exists && app.Status.ObservedGeneration == app.Generation {
 		childRepairs.WithLabelValues(k.kind).Inc()
+		if k.contest != nil {
+			k.contest.repaired(app, k.kind, name, manager)
+		}
 	}
 }
 

@@ -69,6 +69,11 @@ type Controller struct {
 	loop     *controller.Loop
 	recorder record.EventRecorder
 	clock    clock.PassiveClock
+
+	// contest tracks the repairs of children that another writer keeps changing
+	// (contest.go); requeueAfter queues an App again after a delay.
+	contest      *contestTracker
+	requeueAfter func(key cache.ObjectName, delay time.Duration)
 }
 
 // Options tune a Controller.
@@ -81,6 +86,9 @@ type Options struct {
 	Clock clock.PassiveClock
 	// RateLimiter defaults to the client-go default controller rate limiter.
 	RateLimiter workqueue.TypedRateLimiter[cache.ObjectName]
+	// Contest paces the repairs of a child that another writer keeps changing; its zero
+	// fields take the defaults.
+	Contest ContestPolicy
 }
 
 // RBAC of the App controller, generated into config/rbac/role.yaml by controller-gen
@@ -181,6 +189,9 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 	})
 	c.deployments.recorder = recorder
 	c.services.recorder = recorder
+	c.contest = newContestTracker(opts.Contest, opts.Clock)
+	c.deployments.contest, c.services.contest = c.contest, c.contest
+	c.requeueAfter = c.loop.Queue().AddAfter
 
 	if _, err := appInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { c.addApp(logger, obj) },

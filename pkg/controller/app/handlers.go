@@ -63,6 +63,7 @@ func (c *Controller) deleteApp(logger klog.Logger, obj interface{}) {
 	logger.V(4).Info("App deleted", "app", klog.KObj(app))
 	key := cache.MetaObjectToName(app)
 	c.loop.Forget(key)
+	c.contest.forget(app.UID)
 	c.loop.Enqueue(key)
 	for _, claim := range claimKeys(app) {
 		c.enqueueClaimants(claim, app.UID)

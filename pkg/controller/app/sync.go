@@ -70,6 +70,7 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) error {
 	}
 
 	status := computeStatus(app, deployment, service, metav1.NewTime(c.clock.Now()))
+	c.reportContests(app, status)
 	c.recordConflicts(app, status, []string{deployment.conflict, service.conflict}, []string{deploymentName, serviceName})
 	if deployment.changed || service.changed {
 		c.recorder.Event(app, corev1.EventTypeNormal, appv1.EventReasonSynced, appv1.EventMessageSynced)

@@ -34,8 +34,13 @@ const (
 	// annotation has a value an Ingress cannot hold. Nothing is written until it is fixed.
 	ReasonInvalidAnnotation = "InvalidAnnotation"
 	// ReasonNoServicePort is the reason of the Warning event emitted when a Service that
-	// asks for an Ingress has no port to route to. Nothing is written until it has one.
+	// asks for an Ingress has no TCP port to route to (no port at all, or only UDP or
+	// SCTP ports: an Ingress carries HTTP over TCP). Nothing is written until it has one.
 	ReasonNoServicePort = "NoServicePort"
+	// ReasonUnsupportedServiceType is the reason of the Warning event emitted when a
+	// Service of type ExternalName asks for an Ingress: it has no endpoints in the
+	// cluster to route to. Nothing is written.
+	ReasonUnsupportedServiceType = "UnsupportedServiceType"
 	// ReasonIngressRejected is the reason of the Warning event emitted when the API server
 	// rejects the Ingress as invalid. It is not retried until the Service changes.
 	ReasonIngressRejected = "IngressRejected"

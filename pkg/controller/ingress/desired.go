@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -126,11 +127,13 @@ func validateClass(class string) []string {
 	return validation.IsDNS1123Subdomain(class)
 }
 
-// backendPort returns the Service port the Ingress routes to: the Service's first port,
-// by its name when it has one that an Ingress backend accepts (a name keeps pointing at
-// the right port when the Service renumbers it), else by number. A Service port name
-// need not be a valid backend port name: kubectl create service names its ports
-// "8080-8080", which has no letter, and the API server rejects an Ingress naming it.
+// backendPort returns the Service port the Ingress routes to: the Service's first TCP
+// port (an Ingress carries HTTP, which runs over TCP: a UDP or SCTP port is never a
+// backend), by its name when it has one that an Ingress backend accepts (a name keeps
+// pointing at the right port when the Service renumbers it), else by number. A Service
+// port name need not be a valid backend port name: kubectl create service names its
+// ports "8080-8080", which has no letter, and the API server rejects an Ingress naming
+// it. A Service without a TCP port gets no Ingress: an invalidServiceError says why.
 func backendPort(svc *corev1.Service) (*networkingv1ac.ServiceBackendPortApplyConfiguration, error) {
 	if len(svc.Spec.Ports) == 0 {
 		return nil, &invalidServiceError{
@@ -138,11 +141,61 @@ func backendPort(svc *corev1.Service) (*networkingv1ac.ServiceBackendPortApplyCo
 			msg:    fmt.Sprintf("Service has no port for Ingress %q to route to; add a port or remove annotation %s", svc.Name, AnnotationHTTP),
 		}
 	}
-	port := svc.Spec.Ports[0]
-	if port.Name != "" && len(validation.IsValidPortName(port.Name)) == 0 {
-		return networkingv1ac.ServiceBackendPort().WithName(port.Name), nil
+	for _, port := range svc.Spec.Ports {
+		if port.Protocol != "" && port.Protocol != corev1.ProtocolTCP {
+			continue
+		}
+		if port.Name != "" && len(validation.IsValidPortName(port.Name)) == 0 {
+			return networkingv1ac.ServiceBackendPort().WithName(port.Name), nil
+		}
+		return networkingv1ac.ServiceBackendPort().WithNumber(port.Port), nil
 	}
-	return networkingv1ac.ServiceBackendPort().WithNumber(port.Port), nil
+	return nil, &invalidServiceError{
+		reason: ReasonNoServicePort,
+		msg: fmt.Sprintf("Service has no TCP port for Ingress %q to route to (an Ingress carries HTTP over TCP; protocol %s is not routed); add a TCP port or remove annotation %s",
+			svc.Name, svc.Spec.Ports[0].Protocol, AnnotationHTTP),
+	}
+}
+
+// checkServiceType returns an invalidServiceError for a Service type that an Ingress
+// cannot route to: ExternalName, an alias of a DNS name outside the cluster with no
+// endpoints, which Ingress implementations handle differently or not at all, and which
+// would publish an outside host under the cluster's ingress.
+func checkServiceType(svc *corev1.Service) error {
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return &invalidServiceError{
+			reason: ReasonUnsupportedServiceType,
+			msg: fmt.Sprintf("Service of type ExternalName (%s) gets no Ingress: it has no endpoints in the cluster; remove annotation %s",
+				svc.Spec.ExternalName, AnnotationHTTP),
+		}
+	}
+	return nil
+}
+
+// DesiredIngress returns the apply configuration of the Ingress that svc asks for with
+// its ingress/* annotations, defaultClass being the controller's --ingress-class. When
+// svc cannot have an Ingress (invalid annotation, ExternalName, no TCP port) the error
+// says why and InvalidServiceReason gives the reason of the Warning Event the
+// controller emits instead of retrying.
+func DesiredIngress(svc *corev1.Service, defaultClass string) (*networkingv1ac.IngressApplyConfiguration, error) {
+	s, err := parseSettings(svc, defaultClass)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkServiceType(svc); err != nil {
+		return nil, err
+	}
+	return newIngress(svc, s)
+}
+
+// InvalidServiceReason returns the Event reason of err when it says that the Service
+// cannot have an Ingress (retrying cannot help), else "".
+func InvalidServiceReason(err error) string {
+	var invalid *invalidServiceError
+	if errors.As(err, &invalid) {
+		return invalid.reason
+	}
+	return ""
 }
 
 // serviceKind is the kind of the owner of every Ingress the controller makes.
@@ -150,9 +203,9 @@ var serviceKind = corev1.SchemeGroupVersion.WithKind("Service")
 
 // newIngress returns the apply configuration of the Ingress that svc asks for, with
 // exactly the fields the controller owns: one rule routing s.path (pathType Prefix) on
-// s.host to the Service's first port, the managed-by label, the Service as controller,
+// s.host to the Service's first TCP port, the managed-by label, the Service as controller,
 // and the hash of all that. It returns an invalidServiceError when the Service has no
-// port.
+// TCP port.
 func newIngress(svc *corev1.Service, s settings) (*networkingv1ac.IngressApplyConfiguration, error) {
 	port, err := backendPort(svc)
 	if err != nil {

@@ -166,6 +166,12 @@ func TestNewIngress(t *testing.T) {
 			want:     networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{rule("", "/", networkingv1.ServiceBackendPort{Number: 8080})}},
 		},
 		{
+			name:     "UDP first, then TCP: the first TCP port",
+			ports:    []corev1.ServicePort{{Name: "dns-udp", Port: 53, Protocol: corev1.ProtocolUDP}, {Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP}},
+			settings: settings{path: "/"},
+			want:     networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{rule("", "/", networkingv1.ServiceBackendPort{Name: "dns-tcp"})}},
+		},
+		{
 			name:     "port name longer than 15 characters: by number",
 			ports:    []corev1.ServicePort{{Name: "http-frontend-public", Port: 443}},
 			settings: settings{path: "/"},
@@ -222,12 +228,44 @@ func TestNewIngressHash(t *testing.T) {
 	}
 }
 
-func TestNewIngressWithoutPorts(t *testing.T) {
-	svc := newService("shop", annotated())
-	svc.Spec.Ports = nil
-	_, err := newIngress(svc, settings{path: "/"})
-	var invalid *invalidServiceError
-	if !errors.As(err, &invalid) || invalid.reason != ReasonNoServicePort {
-		t.Fatalf("error = %v, want an invalidServiceError with reason %s", err, ReasonNoServicePort)
+// TestDesiredIngressRefused checks the Services that get a Warning instead of an
+// Ingress, and the reason of that Warning.
+func TestDesiredIngressRefused(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*corev1.Service)
+		want   string
+	}{
+		{"no port", func(s *corev1.Service) { s.Spec.Ports = nil }, ReasonNoServicePort},
+		{"UDP only", func(s *corev1.Service) {
+			s.Spec.Ports = []corev1.ServicePort{{Port: 53, Protocol: corev1.ProtocolUDP}}
+		}, ReasonNoServicePort},
+		{"SCTP and UDP", func(s *corev1.Service) {
+			s.Spec.Ports = []corev1.ServicePort{{Name: "a", Port: 1, Protocol: corev1.ProtocolSCTP}, {Name: "b", Port: 2, Protocol: corev1.ProtocolUDP}}
+		}, ReasonNoServicePort},
+		{"ExternalName", func(s *corev1.Service) {
+			s.Spec.Type, s.Spec.ExternalName = corev1.ServiceTypeExternalName, "db.example.com"
+		}, ReasonUnsupportedServiceType},
+		{"ExternalName with a port", func(s *corev1.Service) {
+			s.Spec.Type, s.Spec.ExternalName = corev1.ServiceTypeExternalName, "db.example.com"
+			s.Spec.Ports = []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}}
+		}, ReasonUnsupportedServiceType},
+		{"invalid annotation first", func(s *corev1.Service) {
+			s.Spec.Ports = nil
+			s.Annotations[AnnotationPath] = "relative"
+		}, ReasonInvalidAnnotation},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			svc := newService("shop", annotated())
+			tt.mutate(svc)
+			_, err := DesiredIngress(svc, "")
+			if got := InvalidServiceReason(err); got != tt.want {
+				t.Fatalf("DesiredIngress error = %v (reason %q), want reason %q", err, got, tt.want)
+			}
+		})
+	}
+	if got := InvalidServiceReason(errors.New("other")); got != "" {
+		t.Errorf("InvalidServiceReason(other error) = %q, want \"\"", got)
 	}
 }

@@ -81,11 +81,7 @@ func (c *Controller) syncService(ctx context.Context, key cache.ObjectName) erro
 // desiredIngress returns the apply configuration of the Ingress svc asks for, or an
 // invalidServiceError saying why it cannot have one.
 func (c *Controller) desiredIngress(svc *corev1.Service) (*networkingv1ac.IngressApplyConfiguration, error) {
-	s, err := parseSettings(svc, c.ingressClass)
-	if err != nil {
-		return nil, err
-	}
-	return newIngress(svc, s)
+	return DesiredIngress(svc, c.ingressClass)
 }
 
 // applyIngress writes desired with server-side apply. exists tells whether the cache

@@ -36,11 +36,21 @@ type manager struct {
 	mu sync.Mutex
 	// log lists the controller's requests that are not reads, as "METHOD path".
 	log []string
+	// at is the time of each write of log.
+	at []time.Time
 }
 
 // startManager runs the App controller (only) against the test cluster until the test
 // ends, with the given resync period.
 func startManager(t *testing.T, resync time.Duration) *manager {
+	t.Helper()
+	opts := controllermanager.NewOptions()
+	opts.ResyncPeriod = resync
+	return startManagerWith(t, opts)
+}
+
+// startManagerWith runs the App controller (only) with opts until the test ends.
+func startManagerWith(t *testing.T, opts *controllermanager.Options) *manager {
 	t.Helper()
 	m := &manager{}
 	cfg := framework.Config(t)
@@ -51,14 +61,13 @@ func startManager(t *testing.T, resync time.Duration) *manager {
 			default:
 				m.mu.Lock()
 				m.log = append(m.log, req.Method+" "+req.URL.Path)
+				m.at = append(m.at, time.Now())
 				m.mu.Unlock()
 			}
 			return rt.RoundTrip(req)
 		})
 	})
-	opts := controllermanager.NewOptions()
 	opts.Controllers = []string{appctrl.ControllerName}
-	opts.ResyncPeriod = resync
 	opts.ShutdownTimeout = 5 * time.Second
 
 	framework.StartManager(t, cfg, opts)

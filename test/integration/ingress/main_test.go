@@ -28,12 +28,23 @@ const converge = 60 * time.Second
 // ends, with ingressClass as --ingress-class.
 func startManager(t *testing.T, ingressClass string) {
 	t.Helper()
+	startManagerWith(t, ingressOptions(ingressClass))
+}
+
+// ingressOptions are the options of startManager: the ingress controller only, with
+// ingressClass as --ingress-class and a 10s resync.
+func ingressOptions(ingressClass string) *controllermanager.Options {
 	opts := controllermanager.NewOptions()
 	opts.Controllers = []string{ingressctrl.ControllerName}
 	opts.IngressClass = ingressClass
 	opts.ResyncPeriod = 10 * time.Second
 	opts.ShutdownTimeout = 5 * time.Second
+	return opts
+}
 
+// startManagerWith runs the controllers of opts in the test process until the test ends.
+func startManagerWith(t *testing.T, opts *controllermanager.Options) {
+	t.Helper()
 	framework.StartManager(t, framework.Config(t), opts)
 }
 

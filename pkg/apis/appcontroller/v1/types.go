@@ -224,6 +224,7 @@ type DeploymentTemplate struct {
 	// Recreate (every old pod stops before a new one starts).
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="!has(self.rollingUpdate) || !has(self.type) || self.type == 'RollingUpdate'",message="strategy.rollingUpdate may only be set when strategy.type is RollingUpdate",fieldPath=".rollingUpdate"
+	// +kubebuilder:validation:XValidation:rule="!has(self.rollingUpdate) || !has(self.rollingUpdate.maxSurge) || !has(self.rollingUpdate.maxUnavailable) || !(self.rollingUpdate.maxSurge == 0 || self.rollingUpdate.maxSurge == '0%') || !(self.rollingUpdate.maxUnavailable == 0 || self.rollingUpdate.maxUnavailable == '0%')",message="strategy.rollingUpdate.maxSurge and maxUnavailable must not both be 0: the rollout could never start",fieldPath=".rollingUpdate"
 	Strategy *appsv1.DeploymentStrategy `json:"strategy,omitempty"`
 
 	// MinReadySeconds is how long a new pod must be ready, without a container

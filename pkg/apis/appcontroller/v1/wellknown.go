@@ -23,6 +23,13 @@ const (
 	// someone acting: a name conflict, a rollout past its deadline, an exhausted retry
 	// budget. kstatus reports such an App as Failed.
 	ConditionStalled = "Stalled"
+	// ConditionContested is present and True only while another writer keeps changing a
+	// field of a child that the App owns (say an autoscaler scaling the Deployment of an
+	// App that sets replicas): the controller restored the child several times in a row
+	// and now waits longer and longer between repairs. Its message names the other field
+	// manager. It is removed once the child needed no repair for a while (2 minutes by
+	// default).
+	ConditionContested = "Contested"
 )
 
 // Reasons of the App's conditions.
@@ -50,6 +57,8 @@ const (
 	// also the reason of the Warning Event that says so. The App is retried at the next
 	// resync or change.
 	ReasonReconcileFailed = "ReconcileFailed"
+	// ReasonCompetingWriter: another field manager keeps changing a child (Contested=True).
+	ReasonCompetingWriter = "CompetingWriter"
 )
 
 // Event reasons and messages of Events about an App. The first four are the seed's.
@@ -68,6 +77,10 @@ const (
 	// EventReasonPruned is the reason of the Normal Event emitted when a child the App no
 	// longer wants (renamed or removed template) is deleted.
 	EventReasonPruned = "Pruned"
+	// EventReasonContested is the reason of the Warning Event emitted when a child
+	// becomes contested (see ConditionContested); its message names the other field
+	// manager.
+	EventReasonContested = "Contested"
 )
 
 // Labels, names and the field manager of an App's children.

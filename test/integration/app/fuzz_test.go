@@ -1,0 +1,347 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller"
+	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
+	"github.com/app-controller/app-controller/test/integration/framework"
+)
+
+var (
+	fuzzSeed    = flag.Uint64("fuzz-seed", 1, "seed of TestGeneratedApps' random Apps")
+	fuzzSamples = flag.Int("fuzz-samples", 60, "number of random Apps TestGeneratedApps generates")
+)
+
+// gen draws the parts of random Apps: mostly what a user would write, sometimes values at
+// or past the schema's limits, so that the sample covers both sides of what the schema
+// accepts.
+type gen struct{ r *rand.Rand }
+
+func (g gen) chance(p float64) bool { return g.r.Float64() < p }
+
+func (g gen) pick(s ...string) string { return s[g.r.IntN(len(s))] }
+
+// label returns a DNS-1123 label of 1..max characters, starting with a letter.
+func (g gen) label(max int) string {
+	const first, rest = "abcdefghijklmnopqrstuvwxyz", "abcdefghijklmnopqrstuvwxyz0123456789-"
+	n := 1 + g.r.IntN(max)
+	b := []byte{first[g.r.IntN(len(first))]}
+	for len(b) < n {
+		b = append(b, rest[g.r.IntN(len(rest))])
+	}
+	return strings.TrimRight(string(b), "-")
+}
+
+// text returns printable ASCII, sometimes with spaces and quotes.
+func (g gen) text(max int) string {
+	b := make([]byte, g.r.IntN(max+1))
+	for i := range b {
+		b[i] = byte(' ' + g.r.IntN(95))
+	}
+	return string(b)
+}
+
+func (g gen) port() int32 {
+	switch {
+	case g.chance(0.05):
+		return []int32{0, 65536, 70000}[g.r.IntN(3)] // out of the schema's range
+	case g.chance(0.1):
+		return 65535
+	}
+	return int32(1 + g.r.IntN(65535))
+}
+
+func (g gen) quantity(kind string) resource.Quantity {
+	if kind == "cpu" {
+		return resource.MustParse(g.pick("1m", "10m", "100m", "250m", "1", "2", "1500m", "64"))
+	}
+	return resource.MustParse(g.pick("1Ki", "64Mi", "128Mi", "1Gi", "1G", "500M", "3Ti"))
+}
+
+func (g gen) labels(max int, reserved bool) map[string]string {
+	if !g.chance(0.4) {
+		return nil
+	}
+	m := map[string]string{}
+	for range 1 + g.r.IntN(max) {
+		key := g.label(20)
+		if g.chance(0.3) {
+			key = g.label(10) + ".example.com/" + g.label(20)
+		}
+		if reserved && g.chance(0.05) {
+			key = appv1.InstanceLabel // the schema refuses it
+		}
+		m[key] = g.pick("", g.label(30), "v1.2.3", "a_b.c-d")
+	}
+	return m
+}
+
+// app returns a random App named name.
+func (g gen) app(ns, name string, i int) *appv1.App {
+	app := &appv1.App{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if g.chance(0.9) {
+		t := &appv1.DeploymentTemplate{Name: g.label(40), Image: g.pick("nginx", "nginx:1.27", "registry.example.com:5000/team/app:v1.2.3",
+			"ghcr.io/org/app@sha256:"+strings.Repeat("ab", 32), "busybox:latest", "my image", g.label(60))}
+		if g.chance(0.7) {
+			t.Replicas = ptr.To(int32(g.r.IntN(6)))
+		}
+		if g.chance(0.6) {
+			t.ContainerPort = ptr.To(g.port())
+		}
+		if g.chance(0.3) {
+			t.Command = []string{"/bin/" + g.label(8), g.text(20)}
+			t.Args = []string{g.text(30)}
+		}
+		for range g.r.IntN(4) {
+			env := corev1.EnvVar{Name: g.pick("HOME", "A_B", "log.level", "x-y", g.label(20)), Value: g.text(40)}
+			if g.chance(0.3) {
+				env.Value = ""
+				env.ValueFrom = &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: g.pick("metadata.name", "status.podIP", "spec.nodeName")}}
+			}
+			if !strings.Contains(fmt.Sprint(t.Env), env.Name+" ") {
+				t.Env = append(t.Env, env)
+			}
+		}
+		if g.chance(0.4) {
+			t.Resources = &appv1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}
+			for _, r := range []string{"cpu", "memory"} {
+				if g.chance(0.7) {
+					t.Resources.Requests[corev1.ResourceName(r)] = g.quantity(r)
+				}
+				if g.chance(0.5) {
+					t.Resources.Limits[corev1.ResourceName(r)] = g.quantity(r)
+				}
+			}
+		}
+		if g.chance(0.3) {
+			probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/" + g.label(10), Port: intstr.FromInt32(g.port())}},
+				PeriodSeconds: int32(g.r.IntN(30))}
+			if g.chance(0.3) {
+				probe.ProbeHandler = corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString(appv1.PortName)}}
+			}
+			t.ReadinessProbe = probe
+		}
+		if g.chance(0.3) {
+			t.SecurityContext = &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), RunAsNonRoot: ptr.To(true),
+				Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+			t.PodSecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr.To(int64(g.r.IntN(70000))), FSGroup: ptr.To(int64(2000)),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+		}
+		for v := range g.r.IntN(4) {
+			vol := appv1.Volume{Name: fmt.Sprintf("v%d-%s", v, g.label(10))}
+			switch g.r.IntN(4) {
+			case 0:
+				vol.EmptyDir = &corev1.EmptyDirVolumeSource{}
+			case 1:
+				vol.ConfigMap = &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: g.label(20)}}
+			case 2:
+				vol.Secret = &corev1.SecretVolumeSource{SecretName: g.label(20), DefaultMode: ptr.To[int32](0o440)}
+			default:
+				vol.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: g.label(20), ReadOnly: g.chance(0.5)}
+			}
+			t.Volumes = append(t.Volumes, vol)
+			if g.chance(0.8) {
+				t.VolumeMounts = append(t.VolumeMounts, appv1.VolumeMount{Name: vol.Name, MountPath: fmt.Sprintf("/mnt/%d/%s", v, g.label(10)),
+					ReadOnly: ptr.To(g.chance(0.5))})
+			}
+		}
+		if g.chance(0.2) {
+			t.ServiceAccountName = g.label(20)
+			t.ImagePullSecrets = []corev1.LocalObjectReference{{Name: g.label(20)}}
+		}
+		if g.chance(0.3) {
+			t.ImagePullPolicy = corev1.PullPolicy(g.pick("Always", "IfNotPresent", "Never"))
+		}
+		t.PodLabels = g.labels(4, true)
+		t.PodAnnotations = g.labels(3, false)
+		t.NodeSelector = g.labels(2, false)
+		if g.chance(0.2) {
+			t.Tolerations = []corev1.Toleration{{Key: g.label(15), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+		}
+		if g.chance(0.3) {
+			if g.chance(0.5) {
+				t.Strategy = &appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+			} else {
+				surge, unavailable := intstr.FromString(g.pick("0%", "25%", "100%")), intstr.FromInt32(int32(g.r.IntN(3)))
+				t.Strategy = &appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+					RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &surge, MaxUnavailable: &unavailable}}
+			}
+		}
+		if g.chance(0.2) {
+			t.MinReadySeconds = ptr.To(int32(g.r.IntN(60)))
+			t.RevisionHistoryLimit = ptr.To(int32(g.r.IntN(20)))
+		}
+		app.Spec.DeploymentTemplate = t
+	}
+	if app.Spec.DeploymentTemplate == nil || g.chance(0.8) {
+		t := &appv1.ServiceTemplate{Name: g.label(40)}
+		if g.chance(0.6) {
+			t.Port = g.port()
+		}
+		if g.chance(0.3) {
+			t.TargetPort = ptr.To(g.port())
+		}
+		if g.chance(0.4) {
+			t.Type = corev1.ServiceType(g.pick("ClusterIP", "NodePort", "LoadBalancer"))
+			if t.Type != corev1.ServiceTypeClusterIP && g.chance(0.3) {
+				t.NodePort = ptr.To(int32(30000 + (i*37)%2700)) // distinct per sample: allocated for real
+			}
+		}
+		if g.chance(0.3) {
+			t.PortName = g.pick("web", "h2c", "grpc-api", g.label(15))
+		}
+		if g.chance(0.2) {
+			t.Protocol = corev1.Protocol(g.pick("TCP", "UDP", "SCTP"))
+		}
+		if g.chance(0.2) {
+			t.SessionAffinity = corev1.ServiceAffinity(g.pick("None", "ClientIP"))
+		}
+		t.Labels = g.labels(3, true)
+		t.Annotations = g.labels(3, false)
+		app.Spec.ServiceTemplate = t
+	}
+	return app
+}
+
+// TestGeneratedApps draws random Apps (seed -fuzz-seed, -fuzz-samples of them) and, for
+// each one the CRD schema accepts (a server dry-run create says so), checks against the
+// real API server that the Deployment and Service the controller would write are valid
+// (server-side apply, dry run), then applies them for real twice with the controller's
+// field manager: the second apply must change nothing (same resourceVersion), and the
+// controller's own "up to date?" check must agree, or it would write on every sync.
+// No controller runs: the App exists only so that the children's owner is real.
+func TestGeneratedApps(t *testing.T) {
+	c := newClients(t)
+	ns := framework.Namespace(t)
+	ctx := context.Background()
+	g := gen{r: rand.New(rand.NewPCG(*fuzzSeed, 0x5eed))}
+	apply := func(app *appv1.App, dryRun bool) (*appsv1.Deployment, *corev1.Service, error) {
+		opts := metav1.ApplyOptions{FieldManager: appv1.FieldManager, Force: true}
+		if dryRun {
+			opts.DryRun = []string{metav1.DryRunAll}
+		}
+		var d *appsv1.Deployment
+		var s *corev1.Service
+		if desired, err := appctrl.DesiredDeployment(app); err != nil {
+			return nil, nil, fmt.Errorf("building the Deployment: %w", err)
+		} else if desired != nil {
+			if d, err = c.kube.AppsV1().Deployments(ns).Apply(ctx, desired, opts); err != nil {
+				return nil, nil, fmt.Errorf("applying the Deployment: %w", err)
+			}
+			if ok, err := controller.UpToDate(d, desired); err != nil || !ok {
+				return nil, nil, fmt.Errorf("the applied Deployment is not up to date for the controller (%v): it would write again on every sync", err)
+			}
+		}
+		if desired, err := appctrl.DesiredService(app); err != nil {
+			return nil, nil, fmt.Errorf("building the Service: %w", err)
+		} else if desired != nil {
+			if s, err = c.kube.CoreV1().Services(ns).Apply(ctx, desired, opts); err != nil {
+				return nil, nil, fmt.Errorf("applying the Service: %w", err)
+			}
+			if ok, err := controller.UpToDate(s, desired); err != nil || !ok {
+				return nil, nil, fmt.Errorf("the applied Service is not up to date for the controller (%v): it would write again on every sync", err)
+			}
+		}
+		return d, s, nil
+	}
+
+	accepted, refused := 0, map[string]int{}
+	usedNames := map[string]bool{}
+	for i := range *fuzzSamples {
+		app := g.app(ns, fmt.Sprintf("gen-%d", i), i)
+		// Child names must be unique in the namespace across samples.
+		if d := app.Spec.DeploymentTemplate; d != nil {
+			d.Name = prefixed(fmt.Sprintf("d%d-", i), d.Name)
+		}
+		if s := app.Spec.ServiceTemplate; s != nil {
+			s.Name = prefixed(fmt.Sprintf("s%d-", i), s.Name)
+		}
+		spec, _ := json.Marshal(app.Spec)
+		_, err := c.app.AppcontrollerV1().Apps(ns).Create(ctx, app, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			refused[firstCause(err.Error())]++
+			continue
+		}
+		created, err := c.app.AppcontrollerV1().Apps(ns).Create(ctx, app, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("App %d: the dry run accepted it, the create did not: %v", i, err)
+		}
+		accepted++
+		if usedNames[created.Name] {
+			t.Fatalf("duplicate App name %s", created.Name)
+		}
+		usedNames[created.Name] = true
+
+		if _, _, err := apply(created, true); err != nil {
+			t.Errorf("App %d (spec %s): schema accepts it, but %v", i, spec, err)
+			continue
+		}
+		d1, s1, err := apply(created, false)
+		if err != nil {
+			t.Errorf("App %d (spec %s): %v", i, spec, err)
+			continue
+		}
+		d2, s2, err := apply(created, false)
+		if err != nil {
+			t.Errorf("App %d (spec %s): second apply: %v", i, spec, err)
+			continue
+		}
+		// The deployment controller writes the Deployment's status meanwhile, so its
+		// resourceVersion moves: a no-op apply keeps the generation and the field
+		// manager's entry (time included) as they were.
+		if d1 != nil && (d1.Generation != d2.Generation || !equality.Semantic.DeepEqual(ownEntry(d1), ownEntry(d2))) {
+			t.Errorf("App %d (spec %s): applying the Deployment again changed it (generation %d -> %d, entry %+v -> %+v)",
+				i, spec, d1.Generation, d2.Generation, ownEntry(d1), ownEntry(d2))
+		}
+		if s1 != nil && s1.ResourceVersion != s2.ResourceVersion {
+			t.Errorf("App %d (spec %s): applying the Service again changed it (resourceVersion %s -> %s)", i, spec, s1.ResourceVersion, s2.ResourceVersion)
+		}
+	}
+	t.Logf("seed %d: %d Apps generated, %d accepted by the schema; refused: %v", *fuzzSeed, *fuzzSamples, accepted, refused)
+	if accepted < *fuzzSamples/3 {
+		t.Errorf("only %d of %d generated Apps accepted by the schema: the generator misses its target", accepted, *fuzzSamples)
+	}
+}
+
+// ownEntry returns the managedFields entry of the controller's field manager.
+func ownEntry(obj metav1.Object) *metav1.ManagedFieldsEntry {
+	for _, e := range obj.GetManagedFields() {
+		if e.Manager == appv1.FieldManager && e.Subresource == "" {
+			return &e
+		}
+	}
+	return nil
+}
+
+// prefixed returns prefix+name cut to 63 characters, without a trailing "-".
+func prefixed(prefix, name string) string {
+	s := prefix + name
+	return strings.TrimRight(s[:min(63, len(s))], "-")
+}
+
+// firstCause shortens an API error to its first field path, for the tally of refusals.
+func firstCause(msg string) string {
+	if i := strings.Index(msg, "spec."); i >= 0 {
+		msg = msg[i:]
+	}
+	if i := strings.IndexAny(msg, ":"); i >= 0 {
+		msg = msg[:i]
+	}
+	return msg
+}
