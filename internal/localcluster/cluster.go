@@ -35,6 +35,11 @@ type Options struct {
 	// garbage collector then knows the custom resources from the start, instead of
 	// after its next 30 s discovery resync.
 	CRDDir string
+	// AuditLog makes kube-apiserver write an audit log (JSON lines, one event a request,
+	// at level Metadata) to Cluster.AuditLogPath: every write, and the lists and watches
+	// of the app-controller API group, so tests can count on the server side who wrote
+	// what (the impersonated user tells instances apart). See auditPolicy.
+	AuditLog bool
 }
 
 // Cluster is a running control plane started by Start.
@@ -48,12 +53,18 @@ type Cluster struct {
 	StateDir string
 	// LogDir holds one log file per component, named <component>.log.
 	LogDir string
+	// AuditLogPath is kube-apiserver's audit log if Options.AuditLog is set, else "".
+	AuditLogPath string
 
 	opts Options
 	out  io.Writer
 
 	mu    sync.Mutex
 	procs map[string]*process
+	// started holds how each component was started and on which ports, for Restart.
+	started map[string]startedComponent
+	// etcdURL is etcd's client URL.
+	etcdURL string
 
 	stopOnce sync.Once
 	stopErr  error
@@ -109,6 +120,10 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		opts:       opts,
 		out:        opts.Out,
 		procs:      map[string]*process{},
+		started:    map[string]startedComponent{},
+	}
+	if opts.AuditLog {
+		c.AuditLogPath = filepath.Join(c.LogDir, auditLogFile)
 	}
 	if c.out == nil {
 		c.out = io.Discard
@@ -181,11 +196,16 @@ func (c *Cluster) start(ctx context.Context, stages []string) error {
 
 	// kube-apiserver, ready when /readyz answers the admin.
 	etcdURL := "http://" + hostPort(etcdPorts[0])
+	c.etcdURL = etcdURL
+	auditArgs, err := c.auditArgs()
+	if err != nil {
+		return err
+	}
 	apiPorts, err := c.startComponent(ctx, component{
 		name:   apiserverName,
 		nPorts: 1,
 		args: func(ports []int) []string {
-			return apiserverArgs(certs, filepath.Join(c.StateDir, "apiserver-certs"), etcdURL, ports[0])
+			return append(apiserverArgs(certs, filepath.Join(c.StateDir, "apiserver-certs"), etcdURL, ports[0]), auditArgs...)
 		},
 		ready: func(ctx context.Context, ports []int) error {
 			return probeHTTP(ctx, probe, "https://"+hostPort(ports[0])+"/readyz")
@@ -320,6 +340,7 @@ func (c *Cluster) startComponent(ctx context.Context, comp component) ([]int, er
 		}
 		c.mu.Lock()
 		c.procs[comp.name] = p
+		c.started[comp.name] = startedComponent{component: comp, ports: ports}
 		c.mu.Unlock()
 
 		err = waitReady(ctx, p, comp.timeout, func(ctx context.Context) error { return comp.ready(ctx, ports) })
