@@ -159,15 +159,17 @@ func (c *Cluster) etcdCall(ctx context.Context, path string, req, resp any) erro
 const auditLogFile = "audit.log"
 
 // auditPolicy logs, at level Metadata (who, what, which object, the response code):
-// every write, and the lists and watches of the app-controller API group (a relist after
-// a 410 Gone shows up as a list). Reads of other groups are left out: they are many and
-// tell nothing about who changed what.
+// every write once complete, and the lists and watches of the app-controller API group
+// (a relist after a 410 Gone shows up as a list or a watch list), a watch as soon as it
+// started (stage ResponseStarted) and again when it ends. Reads of other groups are left
+// out: they are many and tell nothing about who changed what.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
-omitStages: ["RequestReceived", "ResponseStarted"]
+omitStages: ["RequestReceived"]
 rules:
 - level: Metadata
   verbs: ["create", "update", "patch", "delete", "deletecollection"]
+  omitStages: ["ResponseStarted"]
 - level: Metadata
   verbs: ["list", "watch"]
   resources:

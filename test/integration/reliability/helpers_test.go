@@ -562,6 +562,7 @@ func metric(t *testing.T, url, series string) float64 {
 
 // auditEvent is the part of a kube-apiserver audit event the tests read.
 type auditEvent struct {
+	Stage      string `json:"stage"`
 	Verb       string `json:"verb"`
 	RequestURI string `json:"requestURI"`
 	UserAgent  string `json:"userAgent"`
@@ -579,7 +580,8 @@ type auditEvent struct {
 		Subresource string `json:"subresource"`
 	} `json:"objectRef"`
 	ResponseStatus *struct {
-		Code int `json:"code"`
+		Code    int    `json:"code"`
+		Message string `json:"message"`
 	} `json:"responseStatus"`
 	RequestReceived metav1.MicroTime `json:"requestReceivedTimestamp"`
 }
@@ -645,7 +647,7 @@ func audit(t *testing.T, since time.Time, ids ...identity) []auditEvent {
 		if err := json.Unmarshal(s.Bytes(), &ev); err != nil {
 			continue // a line being written
 		}
-		if ev.RequestReceived.Time.Before(since) {
+		if ev.RequestReceived.Time.Before(since) || ev.isWrite() && ev.Stage != "ResponseComplete" {
 			continue
 		}
 		if len(ids) > 0 {
@@ -731,5 +733,24 @@ func logWrites(t *testing.T, what, ns string, events []auditEvent) int {
 	}
 	n, by := writes(in)
 	t.Logf("%s: %d writes %v", what, n, by)
+	failed := 0
+	for _, ev := range in {
+		if ev.isWrite() && ev.code() >= 400 && failed < 5 {
+			failed++
+			t.Logf("failed write: %s: %s", ev, ev.ResponseStatus.Message)
+		}
+	}
 	return n
+}
+
+// Signals for controller.signal.
+const (
+	sigstop = syscall.SIGSTOP
+	sigcont = syscall.SIGCONT
+)
+
+// containsInitialEvents: a watch request that starts with the current state (a watch
+// list, client-go's replacement of the initial list).
+func containsInitialEvents(uri string) bool {
+	return strings.Contains(uri, "sendInitialEvents=true")
 }
