@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -207,6 +208,14 @@ func (l *Loop) HandleErr(ctx context.Context, key cache.ObjectName, err error) {
 		return
 	}
 	logger := klog.FromContext(ctx)
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		// The namespace is being deleted, and the object with it: a retry cannot succeed
+		// and an Event cannot be recorded there. Its deletion ends the matter.
+		logger.V(2).Info("Sync failed: the namespace is being deleted; not retrying", "err", err)
+		l.queue.Forget(key)
+		l.setGaveUp(key, false)
+		return
+	}
 	attempts := l.queue.NumRequeues(key) + 1
 	if attempts == 1 && l.cfg.Recorder != nil && l.cfg.Object != nil {
 		if obj := l.cfg.Object(key); obj != nil {
