@@ -51,12 +51,7 @@ type env struct {
 // Deployment and a Service whose names no App claims, and a ConfigMap.
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	cfg := framework.Config(t)
-	app, err := appclientset.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{kube: framework.Client(t), app: app, ns: framework.Namespace(t), foreign: map[string]string{}}
+	e := newEnvIn(t, framework.Namespace(t))
 	ctx := context.Background()
 	labels := map[string]string{"app": "foreign"}
 	d, err := e.kube.AppsV1().Deployments(e.ns).Create(ctx, &appsv1.Deployment{
@@ -101,6 +96,16 @@ func newEnv(t *testing.T) *env {
 	e.foreign["Service/foreign"] = s.ResourceVersion
 	e.foreign["ConfigMap/foreign"] = cm.ResourceVersion
 	return e
+}
+
+// newEnvIn returns the env of namespace ns, without foreign objects.
+func newEnvIn(t *testing.T, ns string) *env {
+	t.Helper()
+	app, err := appclientset.NewForConfig(framework.Config(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{kube: framework.Client(t), app: app, ns: ns, foreign: map[string]string{}}
 }
 
 // appName is the name of the i-th App of a test.
