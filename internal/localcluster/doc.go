@@ -12,7 +12,8 @@
 //     tests' framework and the localcluster command both use them. components.go holds
 //     the components' flags, certs.go the certificates, kubeconfig.go the admin
 //     kubeconfig, health.go the readiness probes, ports.go the free ports, node.go the kwok
-//     node, crds.go the installation of CustomResourceDefinitions.
+//     node, crds.go the installation of CustomResourceDefinitions, faults.go the faults
+//     of the reliability tests (Pause, Resume, Restart, CompactEtcd) and the audit log.
 //   - BinDirFromEnv, CheckBinDir and RepoRoot (bindir.go): where the binaries are.
 //   - Up, Serve and Down (daemon.go): the control plane of `make cluster-up` run in the
 //     background by a detached `localcluster serve` process, followed until ready, and
