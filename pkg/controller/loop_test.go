@@ -128,8 +128,8 @@ func TestHandleErr(t *testing.T) {
 // TestResyncOfHealthyKeyIsDropped checks that a resync queues nothing for a key the loop
 // did not give up on, even with RetryOnResync.
 // TestHandleErrNamespaceTerminating: a sync refused because its namespace is being
-// deleted (the error wrapped, as syncs return it) is neither retried nor reported by an
-// Event: the namespace's deletion removes the object too.
+// deleted or is gone (the error wrapped, as syncs return it) is neither retried nor
+// reported by an Event: the namespace's deletion removes the object too.
 func TestHandleErrNamespaceTerminating(t *testing.T) {
 	key := cache.ObjectName{Namespace: "ns", Name: "obj"}
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "obj-deploy",
@@ -142,6 +142,10 @@ func TestHandleErrNamespaceTerminating(t *testing.T) {
 		wantEvents   int
 	}{
 		{name: "namespace terminating: dropped", err: fmt.Errorf("applying Deployment obj-deploy: %w", forbidden)},
+		{name: "namespace gone: dropped", err: fmt.Errorf("applying Deployment obj-deploy: %w",
+			apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "ns"))},
+		{name: "the object not found: retried", err: apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "deployments"}, "obj-deploy"),
+			wantRequeues: 1, wantEvents: 1},
 		{name: "another Forbidden: retried", err: apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "obj-svc", errors.New("no")),
 			wantRequeues: 1, wantEvents: 1},
 	}
