@@ -39,10 +39,14 @@ type Options struct {
 	// one kwok node per KwokNodePods pods (kwok-node-0, kwok-node-1, ...). Zero means
 	// one node.
 	PodCapacity int
-	// AuditUsers, if set, turns on the apiserver's audit log (Cluster.AuditLog, JSON
-	// lines): one Metadata-level event per completed request of these users that is not
-	// a get, list or watch; nothing else is recorded. Give each client to attribute its
-	// own user with Cluster.UserConfig.
+	// AuditLog makes kube-apiserver write an audit log (JSON lines, one event a request,
+	// at level Metadata) to Cluster.AuditLogPath: every write, and the lists and watches
+	// of the app-controller API group, so tests can count on the server side who wrote
+	// what (an impersonated user tells instances apart). See auditPolicy.
+	AuditLog bool
+	// AuditUsers, if set, turns the audit log on for the writes of these users only
+	// (nothing else is recorded). Give each client to attribute its own user with
+	// Cluster.UserConfig.
 	AuditUsers []string
 }
 
@@ -57,9 +61,9 @@ type Cluster struct {
 	StateDir string
 	// LogDir holds one log file per component, named <component>.log.
 	LogDir string
-	// AuditLog is the path of the apiserver's audit log when Options.AuditUsers is set,
-	// else empty.
-	AuditLog string
+	// AuditLogPath is kube-apiserver's audit log if Options.AuditLog or
+	// Options.AuditUsers is set, else "".
+	AuditLogPath string
 	// Nodes are the names of the kwok nodes Start created.
 	Nodes []string
 
@@ -70,6 +74,10 @@ type Cluster struct {
 
 	mu    sync.Mutex
 	procs map[string]*process
+	// started holds how each component was started and on which ports, for Restart.
+	started map[string]startedComponent
+	// etcdURL is etcd's client URL.
+	etcdURL string
 
 	stopOnce sync.Once
 	stopErr  error
@@ -125,6 +133,10 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		opts:       opts,
 		out:        opts.Out,
 		procs:      map[string]*process{},
+		started:    map[string]startedComponent{},
+	}
+	if opts.AuditLog || len(opts.AuditUsers) > 0 {
+		c.AuditLogPath = filepath.Join(c.LogDir, auditLogFile)
 	}
 	if c.out == nil {
 		c.out = io.Discard
@@ -169,13 +181,6 @@ func (c *Cluster) start(ctx context.Context, stages []string) error {
 		return err
 	}
 	c.certs = certs
-	var auditArgs []string
-	if len(c.opts.AuditUsers) > 0 {
-		if auditArgs, err = writeAuditPolicy(c.StateDir, c.LogDir, c.opts.AuditUsers); err != nil {
-			return err
-		}
-		c.AuditLog = filepath.Join(c.LogDir, auditLogFile)
-	}
 	c.printf("certificates written (%.1fs)\n", time.Since(t).Seconds())
 
 	probe, err := newProbeClient(certs.caPEM, certs.adminCert, certs.adminKey)
@@ -205,6 +210,11 @@ func (c *Cluster) start(ctx context.Context, stages []string) error {
 
 	// kube-apiserver, ready when /readyz answers the admin.
 	etcdURL := "http://" + hostPort(etcdPorts[0])
+	c.etcdURL = etcdURL
+	auditArgs, err := c.auditArgs()
+	if err != nil {
+		return err
+	}
 	apiPorts, err := c.startComponent(ctx, component{
 		name:   apiserverName,
 		nPorts: 1,
@@ -349,6 +359,7 @@ func (c *Cluster) startComponent(ctx context.Context, comp component) ([]int, er
 		}
 		c.mu.Lock()
 		c.procs[comp.name] = p
+		c.started[comp.name] = startedComponent{component: comp, ports: ports}
 		c.mu.Unlock()
 
 		err = waitReady(ctx, p, comp.timeout, func(ctx context.Context) error { return comp.ready(ctx, ports) })

@@ -76,6 +76,7 @@ echo ready; exec sleep 60`,
 				opts:     Options{BinDir: binDir, StateDir: stateDir},
 				out:      &out,
 				procs:    map[string]*process{},
+				started:  map[string]startedComponent{},
 			}
 			if err := os.MkdirAll(c.LogDir, 0o755); err != nil {
 				t.Fatal(err)
@@ -201,36 +202,65 @@ func TestNodeNames(t *testing.T) {
 	}
 }
 
+// TestAuditPolicy: writes are logged once complete; without users also the lists and
+// watches of the app-controller group (the reliability tests see relists); with users,
+// only those users' writes (the benchmark counts each client's writes apart).
 func TestAuditPolicy(t *testing.T) {
-	dir := t.TempDir()
-	args, err := writeAuditPolicy(dir, filepath.Join(dir, "logs"), []string{"bench:app-controller", "bench:floor"})
-	if err != nil {
-		t.Fatal(err)
+	type rule struct {
+		Level     string   `json:"level"`
+		Verbs     []string `json:"verbs"`
+		Users     []string `json:"users"`
+		Resources []struct {
+			Group string `json:"group"`
+		} `json:"resources"`
 	}
-	data, err := os.ReadFile(filepath.Join(dir, auditPolicyFile))
-	if err != nil {
-		t.Fatal(err)
+	writes := []string{"create", "update", "patch", "delete", "deletecollection"}
+	for _, tc := range []struct {
+		name  string
+		users []string
+		check func(rules []rule) bool
+	}{
+		{"every user", nil, func(r []rule) bool {
+			return len(r) == 3 && r[0].Level == "Metadata" && slices.Equal(r[0].Verbs, writes) && len(r[0].Users) == 0 &&
+				r[1].Level == "Metadata" && slices.Equal(r[1].Verbs, []string{"list", "watch"}) &&
+				len(r[1].Resources) == 1 && r[1].Resources[0].Group == "appcontroller.k8s.io" &&
+				r[2].Level == "None"
+		}},
+		{"some users", []string{"bench:app-controller", "bench:floor"}, func(r []rule) bool {
+			return len(r) == 2 && r[0].Level == "Metadata" && slices.Equal(r[0].Verbs, writes) &&
+				slices.Equal(r[0].Users, []string{"bench:app-controller", "bench:floor"}) &&
+				r[1].Level == "None" && len(r[1].Users) == 0
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			c := &Cluster{StateDir: dir, AuditLogPath: filepath.Join(dir, "logs", auditLogFile), opts: Options{AuditUsers: tc.users}}
+			args, err := c.auditArgs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(filepath.Join(dir, auditPolicyFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var policy struct {
+				Kind  string `json:"kind"`
+				Rules []rule `json:"rules"`
+			}
+			if err := yaml.Unmarshal(data, &policy); err != nil {
+				t.Fatalf("the policy is not YAML: %v\n%s", err, data)
+			}
+			if policy.Kind != "Policy" || !tc.check(policy.Rules) {
+				t.Errorf("unexpected policy:\n%s", data)
+			}
+			for _, want := range []string{"--audit-log-path=" + c.AuditLogPath, "--audit-policy-file=" + filepath.Join(dir, auditPolicyFile)} {
+				if !slices.Contains(args, want) {
+					t.Errorf("args %v lack %s", args, want)
+				}
+			}
+		})
 	}
-	var policy struct {
-		Kind  string `json:"kind"`
-		Rules []struct {
-			Level string   `json:"level"`
-			Verbs []string `json:"verbs"`
-			Users []string `json:"users"`
-		} `json:"rules"`
-	}
-	if err := yaml.Unmarshal(data, &policy); err != nil {
-		t.Fatalf("the policy is not YAML: %v\n%s", err, data)
-	}
-	// Reads first (never logged), then the users' other requests, then nothing else.
-	if policy.Kind != "Policy" || len(policy.Rules) != 3 ||
-		policy.Rules[0].Level != "None" || !slices.Equal(policy.Rules[0].Verbs, []string{"get", "list", "watch"}) ||
-		policy.Rules[1].Level != "Metadata" || !slices.Equal(policy.Rules[1].Users, []string{"bench:app-controller", "bench:floor"}) ||
-		policy.Rules[2].Level != "None" || len(policy.Rules[2].Users) != 0 {
-		t.Errorf("unexpected policy:\n%s", data)
-	}
-	want := "--audit-log-path=" + filepath.Join(dir, "logs", auditLogFile)
-	if !slices.Contains(args, want) || !slices.Contains(args, "--audit-policy-file="+filepath.Join(dir, auditPolicyFile)) {
-		t.Errorf("args %v lack %s or the policy file", args, want)
+	if args, err := (&Cluster{StateDir: t.TempDir()}).auditArgs(); err != nil || len(args) != 0 {
+		t.Errorf("without an audit log: %v, %v; want no flags", args, err)
 	}
 }

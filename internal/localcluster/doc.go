@@ -12,14 +12,15 @@
 //     tests' framework and the localcluster command both use them. components.go holds
 //     the components' flags, certs.go the certificates, kubeconfig.go the admin
 //     kubeconfig, health.go the readiness probes, ports.go the free ports, node.go the kwok
-//     nodes, crds.go the installation of CustomResourceDefinitions.
+//     nodes, crds.go the installation of CustomResourceDefinitions, faults.go the faults
+//     of the reliability tests (Pause, Resume, Restart, CompactEtcd).
 //   - Capacity and attribution, for benchmarks (the harness of test/bench uses them):
 //     Options.PodCapacity makes one kwok node per KwokNodePods (1000) pods, so N Apps of
 //     R replicas never leave pods Pending; Options.AuditUsers turns on the apiserver's
-//     audit log (audit.go: Metadata level, non-read requests of those users only, in
-//     Cluster.AuditLog) and Cluster.UserConfig (users.go) mints a client certificate
-//     for a user of its own, so that each client's writes are counted apart on the
-//     apiserver side. The controller-manager and scheduler run with client QPS 1000,
+//     audit log (audit.go: Metadata level, writes of those users only, in
+//     Cluster.AuditLogPath; Options.AuditLog logs every user's writes instead) and
+//     Cluster.UserConfig (users.go) mints a client certificate for a user of its own, so
+//     that each client's writes are counted apart on the apiserver side. The controller-manager and scheduler run with client QPS 1000,
 //     burst 2000 and 20 deployment and replicaset workers (components.go); kwok's
 //     client has no rate limit of its own.
 //   - BinDirFromEnv, CheckBinDir and RepoRoot (bindir.go): where the binaries are.

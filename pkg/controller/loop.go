@@ -2,11 +2,13 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -207,6 +209,14 @@ func (l *Loop) HandleErr(ctx context.Context, key cache.ObjectName, err error) {
 		return
 	}
 	logger := klog.FromContext(ctx)
+	if namespaceGoing(err) {
+		// The namespace is being deleted, and the object with it: a retry cannot succeed
+		// and an Event cannot be recorded there. Its deletion ends the matter.
+		logger.V(2).Info("Sync failed: the namespace is being deleted; not retrying", "err", err)
+		l.queue.Forget(key)
+		l.setGaveUp(key, false)
+		return
+	}
 	attempts := l.queue.NumRequeues(key) + 1
 	if attempts == 1 && l.cfg.Recorder != nil && l.cfg.Object != nil {
 		if obj := l.cfg.Object(key); obj != nil {
@@ -234,6 +244,21 @@ func (l *Loop) HandleErr(ctx context.Context, key cache.ObjectName, err error) {
 			utilruntime.HandleErrorWithContext(ctx, fmt.Errorf("reporting that retries ran out: %w", reportErr), "Reporting failed")
 		}
 	}
+}
+
+// namespaceGoing reports whether err refuses a write because the namespace is being
+// deleted (cause NamespaceTerminating) or is already gone (namespace NotFound), as the
+// NamespaceLifecycle admission answers.
+func namespaceGoing(err error) bool {
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		return true
+	}
+	var status apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d != nil && d.Kind == "namespaces" && d.Group == ""
 }
 
 // maxMessage is the API's limit on a condition message; Event messages are cut to it too.

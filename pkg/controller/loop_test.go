@@ -11,8 +11,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -125,6 +127,47 @@ func TestHandleErr(t *testing.T) {
 
 // TestResyncOfHealthyKeyIsDropped checks that a resync queues nothing for a key the loop
 // did not give up on, even with RetryOnResync.
+// TestHandleErrNamespaceTerminating: a sync refused because its namespace is being
+// deleted or is gone (the error wrapped, as syncs return it) is neither retried nor
+// reported by an Event: the namespace's deletion removes the object too.
+func TestHandleErrNamespaceTerminating(t *testing.T) {
+	key := cache.ObjectName{Namespace: "ns", Name: "obj"}
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "obj-deploy",
+		errors.New("unable to create new content in namespace ns because it is being terminated"))
+	forbidden.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause, Field: "ns"}}
+	tests := []struct {
+		name         string
+		err          error
+		wantRequeues int
+		wantEvents   int
+	}{
+		{name: "namespace terminating: dropped", err: fmt.Errorf("applying Deployment obj-deploy: %w", forbidden)},
+		{name: "namespace gone: dropped", err: fmt.Errorf("applying Deployment obj-deploy: %w",
+			apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "ns"))},
+		{name: "the object not found: retried", err: apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "deployments"}, "obj-deploy"),
+			wantRequeues: 1, wantEvents: 1},
+		{name: "another Forbidden: retried", err: apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "obj-svc", errors.New("no")),
+			wantRequeues: 1, wantEvents: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			l, recorder := newTestLoop(RetryPolicy{MaxAttempts: 3, RetryOnResync: true}, nil)
+			defer l.Queue().ShutDown()
+			l.HandleErr(ctx, key, tt.err)
+			if got := l.Queue().NumRequeues(key); got != tt.wantRequeues {
+				t.Errorf("NumRequeues = %d, want %d", got, tt.wantRequeues)
+			}
+			if l.GaveUp(key) {
+				t.Error("GaveUp = true, want false")
+			}
+			if events := controllertest.DrainEvents(recorder); len(events) != tt.wantEvents {
+				t.Errorf("events = %q, want %d", events, tt.wantEvents)
+			}
+		})
+	}
+}
+
 func TestResyncOfHealthyKeyIsDropped(t *testing.T) {
 	l, _ := newTestLoop(RetryPolicy{MaxAttempts: 1, RetryOnResync: true}, nil)
 	defer l.Queue().ShutDown()

@@ -39,7 +39,10 @@ var errLeadershipLost = errors.New("leader election lost")
 // run finishes first (in-flight syncs included), then the lease is released so that a
 // standby takes over at once. On a lost lease in-flight syncs are cancelled at once and
 // it returns errLeadershipLost: the process exits, as kube-controller-manager does.
-func runAsLeader(ctx context.Context, cfg *rest.Config, opts *Options, run func(context.Context) error) error {
+// run gets a copy of cfg whose writes a leaseFence refuses once the last renewal is
+// older than the renew deadline, so that a leader resumed after a freeze writes nothing
+// before it notices that it lost the lease.
+func runAsLeader(ctx context.Context, cfg *rest.Config, opts *Options, run func(context.Context, *rest.Config) error) error {
 	logger := klog.FromContext(ctx)
 	client, err := kubernetes.NewForConfig(rest.AddUserAgent(cfg, "app-controller-leader-election"))
 	if err != nil {
@@ -50,11 +53,14 @@ func runAsLeader(ctx context.Context, cfg *rest.Config, opts *Options, run func(
 		return fmt.Errorf("getting the hostname for the leader election identity: %w", err)
 	}
 	identity += "_" + string(uuid.NewUUID())
-	lock := &resourcelock.LeaseLock{
+	fence := newLeaseFence(opts.LeaderElectRenewDeadline)
+	lock := fence.lock(&resourcelock.LeaseLock{
 		LeaseMeta:  metaFor(opts.LeaderElectNamespace, opts.LeaderElectName),
 		Client:     client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
-	}
+	})
+	fenced := rest.CopyConfig(cfg)
+	fenced.Wrap(fence.roundTripper)
 
 	// The elector's context ends after run returns, so the lease is held until the
 	// controllers have stopped.
@@ -89,7 +95,7 @@ func runAsLeader(ctx context.Context, cfg *rest.Config, opts *Options, run func(
 				defer cancel()
 				stop := context.AfterFunc(ctx, cancel)
 				defer stop()
-				runErr = run(runCtx)
+				runErr = run(runCtx, fenced)
 			},
 			OnStoppedLeading: func() {
 				logger.Info("Released the leader lease", "identity", identity)

@@ -56,12 +56,12 @@ func RunWithConfig(ctx context.Context, cfg *rest.Config, opts *Options) error {
 		return err
 	}
 
-	run := func(ctx context.Context) error {
+	run := func(ctx context.Context, cfg *rest.Config) error {
 		leading.Store(true)
 		return runControllers(ctx, cfg, opts, func() { synced.Store(true) })
 	}
 	if !opts.LeaderElect {
-		return run(ctx)
+		return run(ctx, cfg)
 	}
 	return runAsLeader(ctx, cfg, opts, run)
 }

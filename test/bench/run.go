@@ -126,7 +126,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			e.printf("%v\n", err)
 		}
 	}()
-	e.audit = newAuditLog(cluster.AuditLog)
+	e.audit = newAuditLog(cluster.AuditLogPath)
 	if err := e.makeClients(); err != nil {
 		return nil, err
 	}

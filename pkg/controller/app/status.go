@@ -114,6 +114,11 @@ func deploymentRollout(name string, d *appsv1.Deployment) rollout {
 	if c := deploymentCondition(d, appsv1.DeploymentProgressing); c != nil && c.Reason == "ProgressDeadlineExceeded" {
 		return rollout{deadlineExceeded: true, message: fmt.Sprintf("Deployment %q exceeded its progress deadline: %s", name, c.Message)}
 	}
+	// Pods refused (a quota, PodSecurity admission): the ReplicaSet's reason, which the
+	// deployment controller copies into ReplicaFailure, is what the user must act on.
+	if c := deploymentCondition(d, appsv1.DeploymentReplicaFailure); c != nil && c.Status == corev1.ConditionTrue && st.AvailableReplicas < desired {
+		return rollout{message: fmt.Sprintf("Deployment %q cannot create pods: %s", name, c.Message)}
+	}
 	switch {
 	case st.UpdatedReplicas < desired:
 		return rollout{message: fmt.Sprintf("Deployment %q: %d of %d replicas updated", name, st.UpdatedReplicas, desired)}

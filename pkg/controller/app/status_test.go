@@ -1,6 +1,7 @@
 package app
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -219,5 +220,43 @@ func TestDefaultedStatus(t *testing.T) {
 	}
 	if w := f.writes(); len(w) != 0 {
 		t.Errorf("second sync wrote %v, want nothing", w)
+	}
+}
+
+// TestReplicaFailureInReadyMessage: pods refused by admission (the Deployment's
+// ReplicaFailure condition) make Ready=False carry the refusal, while replicas are
+// missing; once every replica is available a stale ReplicaFailure no longer matters.
+func TestReplicaFailureInReadyMessage(t *testing.T) {
+	app := newApp("test-app", testNow)
+	refusal := "pods \"test-app-deploy-1\" is forbidden: exceeded quota: no-pods, requested: pods=1, used: pods=0, limited: pods=0"
+	svc := childResult[*corev1.Service]{name: "test-app-service", obj: liveService(t, app)}
+	tests := []struct {
+		name      string
+		available int32
+		wantReady string
+		wantMsg   string
+	}{
+		{name: "no pod: the refusal", available: 0, wantReady: "False/RollingOut", wantMsg: refusal},
+		{name: "every replica available: Ready", available: 2, wantReady: "True/Available"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := liveDeployment(t, app)
+			d.Status.AvailableReplicas = tt.available
+			d.Status.UpdatedReplicas, d.Status.Replicas = tt.available, tt.available
+			d.Status.Conditions = append(d.Status.Conditions, appsv1.DeploymentCondition{
+				Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue, Reason: "FailedCreate", Message: refusal})
+			if *d.Spec.Replicas != 2 {
+				t.Fatalf("fixture has %d replicas, the test assumes 2", *d.Spec.Replicas)
+			}
+			st := computeStatus(app, childResult[*appsv1.Deployment]{name: "test-app-deploy", obj: d}, svc, metav1.NewTime(testNow))
+			c := meta.FindStatusCondition(st.Conditions, appv1.ConditionReady)
+			if got := string(c.Status) + "/" + c.Reason; got != tt.wantReady {
+				t.Errorf("Ready = %s, want %s", got, tt.wantReady)
+			}
+			if !strings.Contains(c.Message, tt.wantMsg) {
+				t.Errorf("Ready message %q does not carry %q", c.Message, tt.wantMsg)
+			}
+		})
 	}
 }

@@ -52,10 +52,16 @@ var cluster *localcluster.Cluster
 // tests, stops the control plane and exits with the tests' exit code. If the binaries are
 // missing or the control plane does not start, it fails (exit code 1) with the reason.
 func Main(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(run(m, nil))
 }
 
-func run(m *testing.M) int {
+// MainWithOptions is Main with the cluster's options adjusted by configure before the
+// start (for example Options.AuditLog for tests that count writes on the server side).
+func MainWithOptions(m *testing.M, configure func(*localcluster.Options)) {
+	os.Exit(run(m, configure))
+}
+
+func run(m *testing.M, configure func(*localcluster.Options)) int {
 	flag.Parse()
 	fail := func(err error) int {
 		fmt.Fprintf(os.Stderr, "framework: %v\n", err)
@@ -77,13 +83,17 @@ func run(m *testing.M) int {
 
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	c, err := localcluster.Start(ctx, localcluster.Options{
+	opts := localcluster.Options{
 		BinDir:    binDir,
 		StateDir:  stateDir,
 		Out:       prefixWriter{},
 		KeepState: keep,
 		CRDDir:    filepath.Join(root, "config", "crd", "bases"),
-	})
+	}
+	if configure != nil {
+		configure(&opts)
+	}
+	c, err := localcluster.Start(ctx, opts)
 	if err != nil {
 		return fail(err) // the error says where the logs are
 	}
