@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller"
 	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 )
 
@@ -110,7 +111,11 @@ func TestChildHandlers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			f.addApps(tc.apps...)
-			h := f.c.childHandler(klog.FromContext(f.ctx), "Deployment", tc.managed)
+			var writes *controller.WriteCache
+			if tc.managed {
+				writes = f.c.deployments.managed
+			}
+			h := f.c.childHandler(klog.FromContext(f.ctx), "Deployment", writes)
 			tc.event(h)
 			if got, want := queued(f.c), sets.New(tc.want...); !got.Equal(want) {
 				t.Errorf("queued %v, want %v", sets.List(got), sets.List(want))
@@ -137,8 +142,20 @@ func TestAppHandlers(t *testing.T) {
 		t.Errorf("add: queued %v", sets.List(got))
 	}
 	f.c.updateApp(logger, a, a)
+	if got := queued(f.c); !got.Equal(sets.New("tcs/a")) {
+		t.Errorf("resync: queued %v, want the App (the resync re-examines every App)", sets.List(got))
+	}
+	statusWritten := withRV(a, "3")
+	statusWritten.Status.ObservedGeneration = 1
+	f.c.updateApp(logger, a, statusWritten)
 	if got := queued(f.c); got.Len() != 0 {
-		t.Errorf("resync: queued %v, want nothing", sets.List(got))
+		t.Errorf("status-only update: queued %v, want nothing", sets.List(got))
+	}
+	relabelled := withRV(a, "4")
+	relabelled.Labels = map[string]string{"team": "x"}
+	f.c.updateApp(logger, a, relabelled)
+	if got := queued(f.c); !got.Equal(sets.New("tcs/a", "tcs/b")) {
+		t.Errorf("label change: queued %v, want the App and the other claimant of its names", sets.List(got))
 	}
 	f.c.updateApp(logger, a, aRenamed)
 	if got := queued(f.c); !got.Equal(sets.New("tcs/a", "tcs/b")) {
