@@ -143,11 +143,11 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 	}
 
 	c := &Controller{
-		kubeClient: kubeClient,
-		appClient:  appClient,
-		appLister:  inf.Apps.Lister(),
-		appSynced:  appInformer.HasSynced,
-		appIndexer: appInformer.GetIndexer(),
+		kubeClient:    kubeClient,
+		appClient:     appClient,
+		appLister:     inf.Apps.Lister(),
+		appSynced:     appInformer.HasSynced,
+		appIndexer:    appInformer.GetIndexer(),
 		apps:          controller.NewWriteCache(appInformer.GetIndexer(), 0, opts.Clock),
 		statusPending: newPendingWrites(),
 		deployments: &childReconciler[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]{
