@@ -48,6 +48,8 @@ type fixture struct {
 	recorder   *record.FakeRecorder
 	inf        Informers
 	clock      *clocktesting.FakePassiveClock
+	// statusRV is the resourceVersion of the last status write the fake API server answered.
+	statusRV int
 }
 
 // newFixture builds a Controller; seed its caches with the add* methods. Tests log to
@@ -55,7 +57,7 @@ type fixture struct {
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	ctx := controllertest.Context(t)
-	f := &fixture{t: t, ctx: ctx}
+	f := &fixture{t: t, ctx: ctx, statusRV: 1000}
 	f.kubeClient = kubefake.NewClientset()
 	f.appClient = appfake.NewClientset()
 	// Answer status patches from the App cache, as the fake tracker holds no Apps.
@@ -72,7 +74,8 @@ func newFixture(t testing.TB) *fixture {
 		if err := jsonMergeStatus(patch.GetPatch(), app); err != nil {
 			return true, nil, err
 		}
-		app.ResourceVersion += "1"
+		f.statusRV++
+		app.ResourceVersion = fmt.Sprint(f.statusRV)
 		return true, app, nil
 	})
 

@@ -122,16 +122,14 @@ func (c *Controller) updateStatus(ctx context.Context, key cache.ObjectName, app
 	return nil
 }
 
-// coalescible reports whether writing status over app's status may wait: the new status
-// reads InProgress (Reconciling=True) and kstatus computes the same from what app shows
-// now, because its observedGeneration is not the App's generation (a new App: -1) or
-// because only counts and messages differ.
+// coalescible reports whether writing status over app's status may wait, because
+// kstatus computes the same from what app shows now: either the App's status is of an
+// older generation (a new App: -1), so kstatus reads InProgress, and the new status reads
+// InProgress too (Reconciling=True); or the generation is the same and only counts,
+// messages and the embedded child statuses differ, not a condition's status or reason.
 func coalescible(app *appv1.App, status *appv1.AppStatus) bool {
-	if conditionStatus(status.Conditions, appv1.ConditionReconciling) != metav1.ConditionTrue {
-		return false
-	}
-	if app.Status.ObservedGeneration != app.Generation {
-		return true
+	if app.Status.ObservedGeneration != status.ObservedGeneration {
+		return conditionStatus(status.Conditions, appv1.ConditionReconciling) == metav1.ConditionTrue
 	}
 	return sameConditionStates(app.Status.Conditions, status.Conditions)
 }
