@@ -99,7 +99,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 		"A list of controllers to enable. '*' enables all, 'foo' enables the controller named 'foo', '-foo' disables it. Controllers: %s.",
 		strings.Join(KnownControllers(), ", ")))
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Number of objects each controller syncs concurrently.")
-	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often informers resync; Apps whose retries ran out are retried at each resync.")
+	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often informers resync; every App is re-examined at each resync (no write when it is up to date).")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "How long in-flight syncs may run after SIGINT or SIGTERM before they are cancelled.")
 	fs.StringVar(&o.IngressClass, "ingress-class", o.IngressClass, "IngressClass of the Ingresses created for Services annotated ingress/http that set no ingress/class; empty: the cluster's default class.")
 	fs.StringVar(&o.NodeLabelConfig, "node-label-config", o.NodeLabelConfig, "Path of the node labeler's rules (YAML). Without it the node labeler is disabled.")
