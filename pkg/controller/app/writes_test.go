@@ -182,11 +182,11 @@ func TestWritesCreateToReady(t *testing.T) {
 			w.sync() // queued by AddAfter when the status was first held back: nothing left
 			w.expectKStatus("Ready", kstatus.CurrentStatus)
 
-			// The status write comes back as an App update: status only, not queued.
-			f.addApps(w.app())
-			f.c.updateApp(klog.FromContext(f.ctx), app, w.app())
-			if got := queued(f.c); got.Len() != 0 {
-				t.Errorf("the App's own status write queued %v", got.UnsortedList())
+			// The status write comes back as an App update: status only, so updateApp
+			// does not queue it (TestAppHandlers; the queue itself may hold the key
+			// already, from the held-back write's AddAfter, in real time).
+			if !statusOnly(app, w.app()) {
+				t.Errorf("the App's own status write is not seen as a status-only update")
 			}
 			w.at(StatusCoalesceWindow + 30*time.Second)
 			w.sync() // a resync: nothing to do
