@@ -121,6 +121,11 @@ func (l *Loop) Enqueue(key cache.ObjectName) {
 	l.queue.Add(key)
 }
 
+// EnqueueAfter queues key for a sync after delay (a write held back to be coalesced).
+func (l *Loop) EnqueueAfter(key cache.ObjectName, delay time.Duration) {
+	l.queue.AddAfter(key, delay)
+}
+
 // Resync handles a periodic resync of key (an informer update with an unchanged
 // resourceVersion): it queues key if the loop gave up on it and the policy retries on
 // resync, and reports whether it did. Other resyncs carry no change and are dropped.

@@ -48,7 +48,7 @@ type childAPI[T childObject, A childApplyConfiguration] interface {
 type childReconciler[T childObject, A childApplyConfiguration] struct {
 	kind string
 	// managed holds the managed children (informer cache, newest of it and own writes).
-	managed cache.MutationCache
+	managed *controller.WriteCache
 	// unmanaged holds the metadata of every other object of the kind.
 	unmanaged cache.Indexer
 	// client returns the kind's typed client for a namespace.

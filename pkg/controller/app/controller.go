@@ -58,7 +58,10 @@ type Controller struct {
 	appSynced  cache.InformerSynced
 	appIndexer cache.Indexer
 	// apps holds the newest of the App cache and the controller's own status writes.
-	apps cache.MutationCache
+	apps *controller.WriteCache
+	// statusPending holds, per App, since when a status write has been held back to
+	// coalesce it with the next ones (see statusDelay).
+	statusPending *pendingWrites
 
 	deployments *childReconciler[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]
 	services    *childReconciler[*corev1.Service, *corev1ac.ServiceApplyConfiguration]
@@ -140,15 +143,16 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 	}
 
 	c := &Controller{
-		kubeClient: kubeClient,
-		appClient:  appClient,
-		appLister:  inf.Apps.Lister(),
-		appSynced:  appInformer.HasSynced,
-		appIndexer: appInformer.GetIndexer(),
-		apps:       controller.NewMutationCache(logger, appInformer),
+		kubeClient:    kubeClient,
+		appClient:     appClient,
+		appLister:     inf.Apps.Lister(),
+		appSynced:     appInformer.HasSynced,
+		appIndexer:    appInformer.GetIndexer(),
+		apps:          controller.NewWriteCache(appInformer.GetIndexer(), 0, opts.Clock),
+		statusPending: newPendingWrites(),
 		deployments: &childReconciler[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]{
 			kind:      "Deployment",
-			managed:   controller.NewMutationCache(logger, inf.Deployments.Informer()),
+			managed:   controller.NewWriteCache(inf.Deployments.Informer().GetIndexer(), 0, opts.Clock),
 			unmanaged: inf.UnmanagedDeployments.Informer().GetIndexer(),
 			client: func(ns string) childAPI[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration] {
 				return kubeClient.AppsV1().Deployments(ns)
@@ -156,7 +160,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		},
 		services: &childReconciler[*corev1.Service, *corev1ac.ServiceApplyConfiguration]{
 			kind:      "Service",
-			managed:   controller.NewMutationCache(logger, inf.Services.Informer()),
+			managed:   controller.NewWriteCache(inf.Services.Informer().GetIndexer(), 0, opts.Clock),
 			unmanaged: inf.UnmanagedServices.Informer().GetIndexer(),
 			client: func(ns string) childAPI[*corev1.Service, *corev1ac.ServiceApplyConfiguration] {
 				return kubeClient.CoreV1().Services(ns)
@@ -200,11 +204,14 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 	}, cache.HandlerOptions{Logger: &logger}); err != nil {
 		return nil, fmt.Errorf("adding the App event handler: %w", err)
 	}
-	for kind, i := range map[string]cache.SharedIndexInformer{
-		"Deployment": inf.Deployments.Informer(),
-		"Service":    inf.Services.Informer(),
+	for kind, i := range map[string]struct {
+		informer cache.SharedIndexInformer
+		writes   *controller.WriteCache
+	}{
+		"Deployment": {inf.Deployments.Informer(), c.deployments.managed},
+		"Service":    {inf.Services.Informer(), c.services.managed},
 	} {
-		if _, err := i.AddEventHandlerWithOptions(c.childHandler(logger, kind, true), cache.HandlerOptions{Logger: &logger}); err != nil {
+		if _, err := i.informer.AddEventHandlerWithOptions(c.childHandler(logger, kind, i.writes), cache.HandlerOptions{Logger: &logger}); err != nil {
 			return nil, fmt.Errorf("adding the %s event handler: %w", kind, err)
 		}
 	}
@@ -212,7 +219,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		"Deployment": inf.UnmanagedDeployments.Informer(),
 		"Service":    inf.UnmanagedServices.Informer(),
 	} {
-		if _, err := i.AddEventHandlerWithOptions(c.childHandler(logger, kind, false), cache.HandlerOptions{Logger: &logger}); err != nil {
+		if _, err := i.AddEventHandlerWithOptions(c.childHandler(logger, kind, nil), cache.HandlerOptions{Logger: &logger}); err != nil {
 			return nil, fmt.Errorf("adding the unmanaged %s event handler: %w", kind, err)
 		}
 	}

@@ -10,8 +10,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -44,6 +47,9 @@ type fixture struct {
 	appClient  *appfake.Clientset
 	recorder   *record.FakeRecorder
 	inf        Informers
+	clock      *clocktesting.FakePassiveClock
+	// statusRV is the resourceVersion of the last status write the fake API server answered.
+	statusRV int
 }
 
 // newFixture builds a Controller; seed its caches with the add* methods. Tests log to
@@ -51,7 +57,7 @@ type fixture struct {
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	ctx := controllertest.Context(t)
-	f := &fixture{t: t, ctx: ctx}
+	f := &fixture{t: t, ctx: ctx, statusRV: 1000}
 	f.kubeClient = kubefake.NewClientset()
 	f.appClient = appfake.NewClientset()
 	// Answer status patches from the App cache, as the fake tracker holds no Apps.
@@ -68,7 +74,8 @@ func newFixture(t testing.TB) *fixture {
 		if err := jsonMergeStatus(patch.GetPatch(), app); err != nil {
 			return true, nil, err
 		}
-		app.ResourceVersion += "1"
+		f.statusRV++
+		app.ResourceVersion = fmt.Sprint(f.statusRV)
 		return true, app, nil
 	})
 
@@ -85,8 +92,9 @@ func newFixture(t testing.TB) *fixture {
 		UnmanagedServices:    metadataInformers.ForResource(corev1.SchemeGroupVersion.WithResource("services")),
 	}
 	f.recorder = record.NewFakeRecorder(1000)
+	f.clock = clocktesting.NewFakePassiveClock(testNow)
 	c, err := NewController(ctx, f.kubeClient, f.appClient, f.inf, f.recorder, Options{
-		Clock: clocktesting.NewFakePassiveClock(testNow),
+		Clock: f.clock,
 		// Retries wait an hour: a retry never lands in the queue while a test looks at it.
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Hour, time.Hour),
 	})
@@ -129,11 +137,64 @@ func (f *fixture) addUnmanaged(kind string, objs ...*metav1.PartialObjectMetadat
 	}
 }
 
-// sync runs syncApp for the App namespace/name.
+// sync runs syncApp for the App namespace/name and, if it held the status write back
+// to coalesce it, runs it again when the window has passed (as the queue does), with
+// nothing else changed. writes returns the writes of both.
 func (f *fixture) sync(namespace, name string) error {
+	if err := f.syncOnce(namespace, name); err != nil {
+		return err
+	}
+	key := cache.ObjectName{Namespace: namespace, Name: name}
+	if !f.c.statusPending.pending(key) {
+		return nil
+	}
+	f.step(StatusCoalesceWindow)
+	f.catchUp()
+	return f.c.syncApp(f.ctx, key)
+}
+
+// catchUp makes the managed child caches hold what the fake API server holds, as the
+// informers would by the time a held-back sync runs.
+func (f *fixture) catchUp() {
+	f.t.Helper()
+	for _, c := range []struct {
+		gvr     schema.GroupVersionResource
+		gvk     schema.GroupVersionKind
+		indexer cache.Indexer
+	}{
+		{appsv1.SchemeGroupVersion.WithResource("deployments"), appsv1.SchemeGroupVersion.WithKind("Deployment"), f.inf.Deployments.Informer().GetIndexer()},
+		{corev1.SchemeGroupVersion.WithResource("services"), corev1.SchemeGroupVersion.WithKind("Service"), f.inf.Services.Informer().GetIndexer()},
+	} {
+		list, err := f.kubeClient.Tracker().List(c.gvr, c.gvk, "")
+		if err != nil {
+			f.t.Fatalf("listing %s: %v", c.gvr.Resource, err)
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			f.t.Fatalf("listing %s: %v", c.gvr.Resource, err)
+		}
+		var managed []interface{}
+		for _, item := range items {
+			if m, err := meta.Accessor(item); err == nil && controller.ManagedSelector().Matches(labels.Set(m.GetLabels())) {
+				managed = append(managed, item)
+			}
+		}
+		if err := c.indexer.Replace(managed, ""); err != nil {
+			f.t.Fatalf("replacing the %s cache: %v", c.gvr.Resource, err)
+		}
+	}
+}
+
+// syncOnce runs syncApp once for the App namespace/name.
+func (f *fixture) syncOnce(namespace, name string) error {
 	f.kubeClient.ClearActions()
 	f.appClient.ClearActions()
 	return f.c.syncApp(f.ctx, cache.ObjectName{Namespace: namespace, Name: name})
+}
+
+// step advances the fake clock by d.
+func (f *fixture) step(d time.Duration) {
+	f.clock.SetTime(f.clock.Now().Add(d))
 }
 
 // writes returns the write actions (everything but get, list and watch) of both clients.

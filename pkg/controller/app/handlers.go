@@ -1,8 +1,10 @@
 package app
 
 import (
+	"maps"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -19,6 +21,7 @@ func (c *Controller) addApp(logger klog.Logger, obj interface{}) {
 	if !ok {
 		return
 	}
+	c.apps.Observed(app)
 	logger.V(4).Info("App added", "app", klog.KObj(app))
 	c.loop.Enqueue(cache.MetaObjectToName(app))
 }
@@ -27,23 +30,25 @@ func (c *Controller) addApp(logger klog.Logger, obj interface{}) {
 // or claims now: a name it let go may be theirs now, and a name it now claims may have to
 // be given up by a younger App that holds it.
 //
-// Periodic resyncs (same resourceVersion) are skipped, except for Apps whose retry
-// budget ran out: the resync is their retry. Such an App is not queued again by its own
-// status-only updates (the ReconcileFailed status the controller just wrote).
+// Periodic resyncs (same resourceVersion) queue every App: the resync is the safety net
+// of a level-triggered controller (an event lost, a write that failed unseen), and it is
+// cheap, since a sync of an App that is up to date reads caches and writes nothing.
+// Updates that change only the App's status (most of them the controller's own status
+// writes) are not queued: nothing the sync reads from the App changed.
 func (c *Controller) updateApp(logger klog.Logger, old, cur interface{}) {
 	oldApp, ok1 := old.(*appv1.App)
 	curApp, ok2 := cur.(*appv1.App)
 	if !ok1 || !ok2 {
 		return
 	}
+	c.apps.Observed(curApp)
 	key := cache.MetaObjectToName(curApp)
 	if oldApp.ResourceVersion == curApp.ResourceVersion {
-		if c.loop.Resync(key) {
-			logger.V(4).Info("Retrying App on resync", "app", klog.KObj(curApp))
-		}
+		logger.V(5).Info("Resync of App", "app", klog.KObj(curApp))
+		c.loop.Enqueue(key)
 		return
 	}
-	if c.loop.GaveUp(key) && oldApp.Generation == curApp.Generation {
+	if statusOnly(oldApp, curApp) {
 		return
 	}
 	logger.V(4).Info("App updated", "app", klog.KObj(curApp))
@@ -53,6 +58,20 @@ func (c *Controller) updateApp(logger klog.Logger, old, cur interface{}) {
 	}
 }
 
+// statusOnly reports whether an App update changed nothing the sync reads but the
+// status: not the spec (generation), nor the metadata the children or the arbitration
+// depend on.
+func statusOnly(old, cur *appv1.App) bool {
+	return old.Generation == cur.Generation &&
+		old.UID == cur.UID &&
+		old.DeletionTimestamp.Equal(cur.DeletionTimestamp) &&
+		old.CreationTimestamp.Equal(&cur.CreationTimestamp) &&
+		maps.Equal(old.Labels, cur.Labels) &&
+		maps.Equal(old.Annotations, cur.Annotations) &&
+		slices.Equal(old.Finalizers, cur.Finalizers) &&
+		equality.Semantic.DeepEqual(old.OwnerReferences, cur.OwnerReferences)
+}
+
 // deleteApp queues a deleted App (its sync is a no-op) and the Apps waiting for the names
 // it claimed.
 func (c *Controller) deleteApp(logger klog.Logger, obj interface{}) {
@@ -60,10 +79,12 @@ func (c *Controller) deleteApp(logger klog.Logger, obj interface{}) {
 	if !ok {
 		return
 	}
+	c.apps.Deleted(obj)
 	logger.V(4).Info("App deleted", "app", klog.KObj(app))
 	key := cache.MetaObjectToName(app)
 	c.loop.Forget(key)
 	c.contest.forget(app.UID)
+	c.statusPending.clear(key)
 	c.loop.Enqueue(key)
 	for _, claim := range claimKeys(app) {
 		c.enqueueClaimants(claim, app.UID)
@@ -73,16 +94,24 @@ func (c *Controller) deleteApp(logger klog.Logger, obj interface{}) {
 // childHandler returns the event handler of a child informer of the given kind. Events
 // queue the App that controls the child, never the child's own key. Adds and deletes
 // also queue the Apps that claim the child's name: a delete may free the name for them.
-// managed tells whether the informer holds typed, managed objects or unmanaged metadata.
-func (c *Controller) childHandler(logger klog.Logger, kind string, managed bool) cache.ResourceEventHandler {
+// writes is the own-writes cache of a managed informer (typed, managed objects), nil for
+// an informer of unmanaged metadata; it learns of every event before any App is queued.
+func (c *Controller) childHandler(logger klog.Logger, kind string, writes *controller.WriteCache) cache.ResourceEventHandler {
+	managed := writes != nil
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) {
+			if managed {
+				writes.Observed(obj)
+			}
 			c.childChanged(logger, kind, "added", controller.ObjectFromTombstone(obj), true)
 		},
 		UpdateFunc: func(old, cur interface{}) {
 			oldObj, curObj := controller.ObjectFromTombstone(old), controller.ObjectFromTombstone(cur)
 			if oldObj == nil || curObj == nil || oldObj.GetResourceVersion() == curObj.GetResourceVersion() {
-				return // periodic resync
+				return // periodic resync: the App's own resync re-examines it
+			}
+			if managed {
+				writes.Observed(cur)
 			}
 			oldRef, curRef := metav1.GetControllerOfNoCopy(oldObj), metav1.GetControllerOfNoCopy(curObj)
 			ownerChanged := !controller.SameController(oldRef, curRef)
@@ -94,6 +123,9 @@ func (c *Controller) childHandler(logger klog.Logger, kind string, managed bool)
 			}
 		},
 		DeleteFunc: func(obj interface{}) {
+			if managed {
+				writes.Deleted(obj)
+			}
 			c.childChanged(logger, kind, "deleted", controller.ObjectFromTombstone(obj), true)
 		},
 	}

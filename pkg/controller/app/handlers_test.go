@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller"
 	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 )
 
@@ -110,7 +111,11 @@ func TestChildHandlers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			f.addApps(tc.apps...)
-			h := f.c.childHandler(klog.FromContext(f.ctx), "Deployment", tc.managed)
+			var writes *controller.WriteCache
+			if tc.managed {
+				writes = f.c.deployments.managed
+			}
+			h := f.c.childHandler(klog.FromContext(f.ctx), "Deployment", writes)
 			tc.event(h)
 			if got, want := queued(f.c), sets.New(tc.want...); !got.Equal(want) {
 				t.Errorf("queued %v, want %v", sets.List(got), sets.List(want))
@@ -137,8 +142,20 @@ func TestAppHandlers(t *testing.T) {
 		t.Errorf("add: queued %v", sets.List(got))
 	}
 	f.c.updateApp(logger, a, a)
+	if got := queued(f.c); !got.Equal(sets.New("tcs/a")) {
+		t.Errorf("resync: queued %v, want the App (the resync re-examines every App)", sets.List(got))
+	}
+	statusWritten := withRV(a, "3")
+	statusWritten.Status.ObservedGeneration = 1
+	f.c.updateApp(logger, a, statusWritten)
 	if got := queued(f.c); got.Len() != 0 {
-		t.Errorf("resync: queued %v, want nothing", sets.List(got))
+		t.Errorf("status-only update: queued %v, want nothing", sets.List(got))
+	}
+	relabelled := withRV(a, "4")
+	relabelled.Labels = map[string]string{"team": "x"}
+	f.c.updateApp(logger, a, relabelled)
+	if got := queued(f.c); !got.Equal(sets.New("tcs/a", "tcs/b")) {
+		t.Errorf("label change: queued %v, want the App and the other claimant of its names", sets.List(got))
 	}
 	f.c.updateApp(logger, a, aRenamed)
 	if got := queued(f.c); !got.Equal(sets.New("tcs/a", "tcs/b")) {
@@ -176,5 +193,55 @@ func TestOldestApp(t *testing.T) {
 	}
 	if oldestApp(nil) != nil {
 		t.Error("oldestApp(nil) != nil")
+	}
+}
+
+// TestResyncRepairsLostEvent: an App whose Deployment vanished without the controller
+// seeing the event (a missed watch event, a write that failed unseen) is repaired by the
+// next resync, which queues every App, not only those whose retries ran out.
+func TestResyncRepairsLostEvent(t *testing.T) {
+	app := syncedApp(t, newApp("lost", time.Now().Add(-time.Hour)))
+	f := newFixture(t)
+	f.addApps(app)
+	f.addServices(liveService(t, app)) // the Deployment is gone, and no event said so
+	f.c.updateApp(klog.FromContext(f.ctx), app, app)
+	if got := queued(f.c); !got.Equal(sets.New("tcs/lost")) {
+		t.Fatalf("resync queued %v, want the App", sets.List(got))
+	}
+	if err := f.sync("tcs", "lost"); err != nil {
+		t.Fatal(err)
+	}
+	var got []action
+	for _, a := range f.writes() {
+		got = append(got, describe(a))
+	}
+	if len(got) == 0 || got[0] != (action{"patch", "deployments", "", "lost-deploy"}) {
+		t.Errorf("writes %v, want the Deployment re-created first", got)
+	}
+}
+
+// TestDeleteEventForgetsOwnWrite: the deletion of a child the controller has just
+// written is known to its cache before the App is queued, so the sync it causes creates
+// the child again rather than trusting the own write.
+func TestDeleteEventForgetsOwnWrite(t *testing.T) {
+	app := newApp("gone", time.Now())
+	f := newFixture(t)
+	f.addApps(app)
+	if err := f.syncOnce("tcs", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	key := "tcs/gone-deploy"
+	if _, exists, _ := f.c.deployments.managed.GetByKey(key); !exists {
+		t.Fatalf("the Deployment just created is not in the cache")
+	}
+	h := f.c.childHandler(klog.FromContext(f.ctx), "Deployment", f.c.deployments.managed)
+	d := liveDeployment(t, app)
+	d.OwnerReferences = controlledBy(app)
+	h.OnDelete(d)
+	if _, exists, _ := f.c.deployments.managed.GetByKey(key); exists {
+		t.Errorf("the deleted Deployment is still in the cache after its delete event")
+	}
+	if got := queued(f.c); !got.Has("tcs/gone") {
+		t.Errorf("delete queued %v, want the App", sets.List(got))
 	}
 }

@@ -3,9 +3,13 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -35,6 +39,7 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) error {
 	}
 	if !exists {
 		logger.V(4).Info("App no longer exists")
+		c.statusPending.clear(key)
 		return nil
 	}
 	if app.DeletionTimestamp != nil {
@@ -58,14 +63,21 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) error {
 	if t := app.Spec.ServiceTemplate; t != nil {
 		serviceName = t.Name
 	}
-	deployment, err := c.deployments.reconcile(ctx, app, deploymentName, desiredDeployment,
-		c.claimants(claimKey("Deployment", app.Namespace, deploymentName)))
-	if err != nil {
-		return err
-	}
-	service, err := c.services.reconcile(ctx, app, serviceName, desiredService,
+	// The two children are independent: write them in parallel, so that a new App costs
+	// one round trip before its status rather than two.
+	var (
+		deployment    childResult[*appsv1.Deployment]
+		deploymentErr error
+		wg            sync.WaitGroup
+	)
+	wg.Go(func() {
+		deployment, deploymentErr = c.deployments.reconcile(ctx, app, deploymentName, desiredDeployment,
+			c.claimants(claimKey("Deployment", app.Namespace, deploymentName)))
+	})
+	service, serviceErr := c.services.reconcile(ctx, app, serviceName, desiredService,
 		c.claimants(claimKey("Service", app.Namespace, serviceName)))
-	if err != nil {
+	wg.Wait()
+	if err := errors.Join(deploymentErr, serviceErr); err != nil {
 		return err
 	}
 
@@ -75,7 +87,107 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) error {
 	if deployment.changed || service.changed {
 		c.recorder.Event(app, corev1.EventTypeNormal, appv1.EventReasonSynced, appv1.EventMessageSynced)
 	}
-	return c.writeStatus(ctx, app, status)
+	return c.updateStatus(ctx, key, app, status)
+}
+
+// StatusCoalesceWindow is how long the controller holds back a status write that shows
+// nothing kstatus would read differently, so that the writes of a rollout's steps
+// coalesce into one: the first status of a new App or generation (kstatus reads the
+// stale observedGeneration as InProgress meanwhile), and, at the same generation, a
+// change of replica counts or messages only. A change of a condition's status or reason
+// (Progressing, Ready, Stalled) is written at once; a held-back write is made at the
+// latest one window after it was first held back, so a long rollout shows Progressing
+// within a second of the sync that started it.
+const StatusCoalesceWindow = time.Second
+
+// updateStatus writes status unless it equals app's, at once or, when statusDelay says
+// so, later: the App is queued again for when the window ends, and that sync writes the
+// status it computes then.
+func (c *Controller) updateStatus(ctx context.Context, key cache.ObjectName, app *appv1.App, status *appv1.AppStatus) error {
+	if equality.Semantic.DeepEqual(&app.Status, status) {
+		c.statusPending.clear(key)
+		return nil
+	}
+	if coalescible(app, status) {
+		if delay := c.statusPending.delay(key, c.clock.Now(), StatusCoalesceWindow); delay > 0 {
+			klog.FromContext(ctx).V(4).Info("Holding back the status write to coalesce it", "delay", delay)
+			c.loop.EnqueueAfter(key, delay)
+			return nil
+		}
+	}
+	if err := c.writeStatus(ctx, app, status); err != nil {
+		return err
+	}
+	c.statusPending.clear(key)
+	return nil
+}
+
+// coalescible reports whether writing status over app's status may wait, because
+// kstatus computes the same from what app shows now: either the App's status is of an
+// older generation (a new App: -1), so kstatus reads InProgress, and the new status reads
+// InProgress too (Reconciling=True); or the generation is the same and only counts,
+// messages and the embedded child statuses differ, not a condition's status or reason.
+func coalescible(app *appv1.App, status *appv1.AppStatus) bool {
+	if app.Status.ObservedGeneration != status.ObservedGeneration {
+		return conditionStatus(status.Conditions, appv1.ConditionReconciling) == metav1.ConditionTrue
+	}
+	return sameConditionStates(app.Status.Conditions, status.Conditions)
+}
+
+// sameConditionStates reports whether two condition lists have the same types, each
+// with the same status and reason (messages and times aside).
+func sameConditionStates(a, b []metav1.Condition) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, ca := range a {
+		cb := meta.FindStatusCondition(b, ca.Type)
+		if cb == nil || cb.Status != ca.Status || cb.Reason != ca.Reason || cb.ObservedGeneration != ca.ObservedGeneration {
+			return false
+		}
+	}
+	return true
+}
+
+// pendingWrites holds, per key, since when a write has been held back.
+type pendingWrites struct {
+	lock  sync.Mutex
+	since map[cache.ObjectName]time.Time
+}
+
+func newPendingWrites() *pendingWrites {
+	return &pendingWrites{since: map[cache.ObjectName]time.Time{}}
+}
+
+// delay returns how much longer the write of key may be held back, window after it was
+// first held back; 0 means write now.
+func (p *pendingWrites) delay(key cache.ObjectName, now time.Time, window time.Duration) time.Duration {
+	p.lock.Lock()
+	defer p.lock.Unlock()
+	since, found := p.since[key]
+	if !found {
+		p.since[key] = now
+		return window
+	}
+	if left := window - now.Sub(since); left > 0 {
+		return left
+	}
+	return 0
+}
+
+// clear forgets the held-back write of key (written, no longer needed, or App gone).
+func (p *pendingWrites) clear(key cache.ObjectName) {
+	p.lock.Lock()
+	defer p.lock.Unlock()
+	delete(p.since, key)
+}
+
+// pending reports whether a write of key is held back (for tests).
+func (p *pendingWrites) pending(key cache.ObjectName) bool {
+	p.lock.Lock()
+	defer p.lock.Unlock()
+	_, found := p.since[key]
+	return found
 }
 
 // recordConflicts emits the seed's ErrResourceExists Warning for each child name held by

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -391,10 +392,16 @@ func TestRetryBudget(t *testing.T) {
 	}
 }
 
+// equalActions compares two lists of writes; the writes of different resources may come
+// in any order (a sync writes its Deployment and its Service in parallel).
 func equalActions(a, b []action) bool {
 	if len(a) != len(b) {
 		return false
 	}
+	byResource := func(x, y action) int { return strings.Compare(x.resource, y.resource) }
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.SortStableFunc(a, byResource)
+	slices.SortStableFunc(b, byResource)
 	for i := range a {
 		if a[i] != b[i] {
 			return false

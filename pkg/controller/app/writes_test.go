@@ -1,0 +1,374 @@
+package app
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+)
+
+// world drives one App through the events a real cluster delivers, on a fixture whose
+// informers never run: the test says when the informers catch up and what the
+// deployment controller reports, and runs the syncs the queue would run. It counts every
+// write of the controller (API writes and Events) and checks what kstatus reads from the
+// App after each step.
+type world struct {
+	t   *testing.T
+	f   *fixture
+	key cache.ObjectName
+	// writes are the writes made so far, as "verb resource[/subresource]".
+	writes []string
+	events []string
+	// statusWrites counts the App status writes.
+	statusWrites int
+	rv           int
+}
+
+func newWorld(t *testing.T, f *fixture, app *appv1.App) *world {
+	return &world{t: t, f: f, key: nameOf(app), rv: 100}
+}
+
+// sync runs one sync, as a queued key does, and records its writes and Events.
+func (w *world) sync() {
+	w.t.Helper()
+	if err := w.f.syncOnce(w.key.Namespace, w.key.Name); err != nil {
+		w.t.Fatalf("syncApp: %v", err)
+	}
+	for _, a := range w.f.writes() {
+		d := describe(a)
+		s := d.verb + " " + d.resource
+		if d.subresource != "" {
+			s += "/" + d.subresource
+			w.statusWrites++
+		}
+		w.writes = append(w.writes, s)
+	}
+	w.events = append(w.events, w.f.events()...)
+}
+
+// at moves the fake clock to t0+d.
+func (w *world) at(d time.Duration) {
+	w.f.clock.SetTime(testNow.Add(d))
+}
+
+// informersCatchUp delivers what the API server holds to the child caches.
+func (w *world) informersCatchUp() { w.f.catchUp() }
+
+// deploymentReports sets the status the deployment controller reports for the App's
+// Deployment: replicas updated, of which available are available; Available=True when
+// every desired replica is.
+func (w *world) deploymentReports(name string, updated, available int32) {
+	w.t.Helper()
+	gvr := appsv1.SchemeGroupVersion.WithResource("deployments")
+	obj, err := w.f.kubeClient.Tracker().Get(gvr, w.key.Namespace, name)
+	if err != nil {
+		w.t.Fatalf("getting Deployment %s: %v", name, err)
+	}
+	d := obj.(*appsv1.Deployment).DeepCopy()
+	desired := ptr.Deref(d.Spec.Replicas, 1)
+	cond := corev1.ConditionFalse
+	if available >= desired {
+		cond = corev1.ConditionTrue
+	}
+	w.rv++
+	d.ResourceVersion = fmt.Sprint(w.rv)
+	d.Status = appsv1.DeploymentStatus{
+		ObservedGeneration: d.Generation, Replicas: updated, UpdatedReplicas: updated,
+		ReadyReplicas: available, AvailableReplicas: available, UnavailableReplicas: desired - available,
+		Conditions: []appsv1.DeploymentCondition{
+			{Type: appsv1.DeploymentAvailable, Status: cond, Reason: "MinimumReplicasAvailable"},
+			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "ReplicaSetUpdated"},
+		},
+	}
+	if err := w.f.kubeClient.Tracker().Update(gvr, d, w.key.Namespace); err != nil {
+		w.t.Fatalf("updating Deployment %s: %v", name, err)
+	}
+	if err := w.f.inf.Deployments.Informer().GetIndexer().Update(d); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// app returns the App as the controller sees it (its own status writes included).
+func (w *world) app() *appv1.App {
+	w.t.Helper()
+	app, exists, err := w.f.c.getApp(w.key)
+	if err != nil || !exists {
+		w.t.Fatalf("App %s: exists %v, err %v", w.key, exists, err)
+	}
+	return app
+}
+
+// kstatus computes the App's status as kstatus-based tools (Flux, Argo CD) do.
+func (w *world) kstatus() kstatus.Status {
+	w.t.Helper()
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(w.app())
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	res, err := kstatus.Compute(&unstructured.Unstructured{Object: content})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return res.Status
+}
+
+// expectKStatus fails unless kstatus reads want.
+func (w *world) expectKStatus(step string, want kstatus.Status) {
+	w.t.Helper()
+	if got := w.kstatus(); got != want {
+		w.t.Errorf("%s: kstatus %s, want %s (conditions %+v)", step, got, want, w.app().Status.Conditions)
+	}
+}
+
+// total is every write so far, Events included.
+func (w *world) total() int { return len(w.writes) + len(w.events) }
+
+// newAPIApp returns an App as the API server holds it right after its creation: the
+// schema's status default observedGeneration -1 applied.
+func newAPIApp(name string, replicas int32) *appv1.App {
+	app := newApp(name, testNow.Add(-time.Hour))
+	app.Spec.DeploymentTemplate.Replicas = ptr.To(replicas)
+	app.Status.ObservedGeneration = -1
+	return app
+}
+
+// TestWritesCreateToReady pins the writes an App costs from its creation to Ready: the
+// Deployment, the Service, the Synced Event and one status write when the children settle
+// within the coalescing window, whatever the replica count; and kstatus reads InProgress
+// until the App is Ready.
+func TestWritesCreateToReady(t *testing.T) {
+	for _, replicas := range []int32{1, 3} {
+		t.Run(fmt.Sprintf("replicas %d", replicas), func(t *testing.T) {
+			f := newFixture(t)
+			app := newAPIApp("fast", replicas)
+			f.addApps(app)
+			w := newWorld(t, f, app)
+			deploy := app.Spec.DeploymentTemplate.Name
+
+			w.at(0)
+			w.sync() // the App's add event
+			w.expectKStatus("children created", kstatus.InProgressStatus)
+			w.at(50 * time.Millisecond)
+			w.sync() // the Deployment's add event: the informer has not delivered the Service yet
+			w.informersCatchUp()
+			w.sync() // the Service's add event
+			for i := int32(1); i <= replicas; i++ {
+				w.at(time.Duration(100+100*i) * time.Millisecond)
+				w.deploymentReports(deploy, i, i-1)
+				w.sync()
+				w.expectKStatus(fmt.Sprintf("%d of %d replicas", i-1, replicas), kstatus.InProgressStatus)
+				w.deploymentReports(deploy, i, i)
+				w.sync()
+				if i < replicas {
+					w.expectKStatus(fmt.Sprintf("%d of %d replicas", i, replicas), kstatus.InProgressStatus)
+					if w.statusWrites != 0 {
+						t.Errorf("status written %d times before the App was Ready or the window ended", w.statusWrites)
+					}
+				}
+			}
+			// Ready is written at once (a condition changed): the one status write.
+			w.expectKStatus("Ready", kstatus.CurrentStatus)
+			w.at(StatusCoalesceWindow)
+			w.sync() // queued by AddAfter when the status was first held back: nothing left
+			w.expectKStatus("Ready", kstatus.CurrentStatus)
+
+			// The status write comes back as an App update: status only, so updateApp
+			// does not queue it (TestAppHandlers; the queue itself may hold the key
+			// already, from the held-back write's AddAfter, in real time).
+			if !statusOnly(app, w.app()) {
+				t.Errorf("the App's own status write is not seen as a status-only update")
+			}
+			w.at(StatusCoalesceWindow + 30*time.Second)
+			w.sync() // a resync: nothing to do
+
+			wantWrites := []string{"patch deployments", "patch services", "patch apps/status"}
+			if !sameMultiset(w.writes, wantWrites) {
+				t.Errorf("writes %q, want %q", w.writes, wantWrites)
+			}
+			if want := []string{"Normal Synced App synced successfully"}; !equalStrings(w.events, want) {
+				t.Errorf("events %q, want %q", w.events, want)
+			}
+			if w.total() != 4 {
+				t.Errorf("%d writes including Events from creation to Ready, want 4", w.total())
+			}
+		})
+	}
+}
+
+// TestWritesSlowRollout checks that a rollout slower than the coalescing window shows
+// Progressing within the window, writes intermediate counts at most once per window, and
+// Ready at once.
+func TestWritesSlowRollout(t *testing.T) {
+	f := newFixture(t)
+	app := newAPIApp("slow", 3)
+	f.addApps(app)
+	w := newWorld(t, f, app)
+	deploy := app.Spec.DeploymentTemplate.Name
+
+	w.at(0)
+	w.sync()
+	w.informersCatchUp()
+	w.sync()
+	w.at(StatusCoalesceWindow)
+	w.sync() // the held-back write: Progressing
+	if w.statusWrites != 1 || condition(w.app(), appv1.ConditionProgressing) != "True/RollingOut" {
+		t.Fatalf("after one window: %d status writes, Progressing %s; want 1, True/RollingOut", w.statusWrites, condition(w.app(), appv1.ConditionProgressing))
+	}
+	w.expectKStatus("rolling out", kstatus.InProgressStatus)
+
+	// Counts change every 300ms: written at most once per window.
+	for i, step := range []struct{ updated, available int32 }{{1, 0}, {1, 1}, {2, 1}, {2, 2}, {3, 2}} {
+		w.at(StatusCoalesceWindow + time.Duration(i+1)*300*time.Millisecond)
+		w.deploymentReports(deploy, step.updated, step.available)
+		w.sync()
+		w.expectKStatus(fmt.Sprintf("step %d", i), kstatus.InProgressStatus)
+	}
+	// At 2.5 s: one intermediate write (held back at 1.3 s, written at 2.4 s).
+	if w.statusWrites != 2 {
+		t.Errorf("%d status writes during the rollout, want 2 (Progressing, one coalesced count update)", w.statusWrites)
+	}
+	w.at(2600 * time.Millisecond)
+	w.deploymentReports(deploy, 3, 3)
+	w.sync() // Ready: a condition changes, written at once
+	w.expectKStatus("Ready", kstatus.CurrentStatus)
+	if w.statusWrites != 3 {
+		t.Errorf("%d status writes, want 3", w.statusWrites)
+	}
+	if f.c.statusPending.pending(w.key) {
+		t.Errorf("a status write is still held back after Ready")
+	}
+}
+
+// TestWritesSteadyState pins the writes of an App that is up to date (resync, restart),
+// of an image change and of a repair of its Deployment.
+func TestWritesSteadyState(t *testing.T) {
+	tests := []struct {
+		name string
+		// change alters the world of a Ready App; nil: nothing changes.
+		change func(t *testing.T, f *fixture, app *appv1.App) *appv1.App
+		// rollOut reports the Deployment rolled out again before the window ends.
+		rollOut    bool
+		wantWrites []string
+		wantEvents int
+	}{
+		{name: "idle resync", wantWrites: nil},
+		{
+			name: "restart: a new controller with everything up to date",
+			change: func(t *testing.T, f *fixture, app *appv1.App) *appv1.App {
+				f.step(time.Hour) // restarted much later: no transition time may move
+				return app
+			},
+		},
+		{
+			name: "image change",
+			change: func(t *testing.T, f *fixture, app *appv1.App) *appv1.App {
+				app = app.DeepCopy()
+				app.Spec.DeploymentTemplate.Image = "nginx:2"
+				app.Generation = 2
+				app.ResourceVersion = "2"
+				f.addApps(app)
+				return app
+			},
+			// The fake API server does not bump the Deployment's generation: it reads
+			// rolled out at once, so Ready at generation 2 is written at once.
+			wantWrites: []string{"patch deployments", "patch apps/status"},
+			wantEvents: 1,
+		},
+		{
+			name:       "the Deployment's status details change while Ready: one coalesced write",
+			rollOut:    true,
+			wantWrites: []string{"patch apps/status"},
+		},
+		{
+			name: "Deployment scaled by hand: repaired",
+			change: func(t *testing.T, f *fixture, app *appv1.App) *appv1.App {
+				d := liveDeployment(t, app)
+				d.Spec.Replicas = ptr.To[int32](5)
+				d.ResourceVersion = "12"
+				if err := f.kubeClient.Tracker().Update(appsv1.SchemeGroupVersion.WithResource("deployments"), d, d.Namespace); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.inf.Deployments.Informer().GetIndexer().Update(d); err != nil {
+					t.Fatal(err)
+				}
+				return app
+			},
+			wantWrites: []string{"patch deployments"},
+			wantEvents: 1,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// A Ready App, its status written by an earlier controller.
+			app := syncedApp(t, newApp("steady", testNow.Add(-time.Hour)))
+			f := newFixture(t)
+			f.addApps(app)
+			f.addDeployments(liveDeployment(t, app))
+			f.addServices(liveService(t, app))
+			if tc.change != nil {
+				app = tc.change(t, f, app)
+			}
+			w := newWorld(t, f, app)
+			f.c.updateApp(klog.FromContext(f.ctx), app, app) // a resync queues it
+			if got := queued(f.c); got.Len() != 1 {
+				t.Errorf("resync queued %v, want the App", got.UnsortedList())
+			}
+			w.sync()
+			w.informersCatchUp()
+			if tc.rollOut {
+				w.deploymentReports(app.Spec.DeploymentTemplate.Name, 2, 2)
+				w.sync()
+				if w.statusWrites != 0 {
+					t.Errorf("a change of status details only was written at once")
+				}
+			}
+			w.f.step(StatusCoalesceWindow)
+			w.sync()
+			if !sameMultiset(w.writes, tc.wantWrites) {
+				t.Errorf("writes %q, want %q", w.writes, tc.wantWrites)
+			}
+			if len(w.events) != tc.wantEvents {
+				t.Errorf("events %q, want %d", w.events, tc.wantEvents)
+			}
+			w.expectKStatus("after", kstatus.CurrentStatus)
+		})
+	}
+}
+
+// sameMultiset reports whether a and b hold the same strings, in any order.
+func sameMultiset(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	count := map[string]int{}
+	for _, s := range a {
+		count[s]++
+	}
+	for _, s := range b {
+		count[s]--
+		if count[s] < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// condition returns the "Status/Reason" of app's condition of type t, or "".
+func condition(app *appv1.App, t string) string {
+	for _, c := range app.Status.Conditions {
+		if c.Type == t {
+			return string(c.Status) + "/" + c.Reason
+		}
+	}
+	return ""
+}
