@@ -50,9 +50,10 @@ func TestOldestAppAnyOrder(t *testing.T) {
 
 // arbitrationWorld runs the controller over fake clientsets as the informers would feed
 // it: after every sync the caches catch up with what the fake API server holds.
+// Every resourceVersion it hands out comes from the fixture's counter of status writes,
+// so that an own write is always newer than what the informer held before it.
 type arbitrationWorld struct {
 	*fixture
-	rv int
 }
 
 // refresh copies the fake API server's Deployments and Services into the managed
@@ -85,8 +86,8 @@ func (w *arbitrationWorld) refresh(apps []*appv1.App) {
 		for _, item := range items {
 			obj := item.DeepCopyObject()
 			m, _ := meta.Accessor(obj)
-			w.rv++
-			m.SetResourceVersion(strconv.Itoa(1000 + w.rv)) // newer than anything remembered
+			w.statusRV++
+			m.SetResourceVersion(strconv.Itoa(w.statusRV)) // newer than anything remembered
 			m.SetManagedFields(nil)
 			objs = append(objs, obj)
 		}
@@ -97,8 +98,8 @@ func (w *arbitrationWorld) refresh(apps []*appv1.App) {
 	for _, a := range apps {
 		if got, _, _ := w.c.getApp(nameOf(a)); got != nil {
 			got = got.DeepCopy()
-			w.rv++
-			got.ResourceVersion = strconv.Itoa(1000 + w.rv)
+			w.statusRV++
+			got.ResourceVersion = strconv.Itoa(w.statusRV)
 			w.addApps(got)
 		}
 	}

@@ -36,6 +36,12 @@ func newContestFixture(t *testing.T, replicas *int32) *contestFixture {
 	app.Spec.DeploymentTemplate.Replicas = replicas
 	app = syncedApp(t, app) // ObservedGeneration == Generation: drift is someone else's
 	cf := &contestFixture{fixture: newFixture(t), app: app, rv: 100}
+	// syncedApp's own fixture gave the App a resourceVersion from the same counter: the
+	// status writes of this one must come after it, or the controller's own-writes cache
+	// rightly ignores them as older than what its informer holds.
+	if rv, err := strconv.Atoi(app.ResourceVersion); err == nil && cf.statusRV <= rv {
+		cf.statusRV = rv + 1000
+	}
 	cf.clock = cf.c.clock.(*clocktesting.FakePassiveClock)
 	cf.c.requeueAfter = func(_ cache.ObjectName, d time.Duration) { cf.requeues = append(cf.requeues, d) }
 	// The fake API server keeps no managedFields of its own: a get answers with the
