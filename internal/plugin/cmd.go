@@ -99,9 +99,9 @@ tree, status and list print tables, or objects with -o json|yaml|name|jsonpath=.
 
 Exit codes: 0 success (status: Ready), 1 status: not Ready, 2 error (bad usage, App not
 found, API error).`,
-		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl app"},
-		SilenceErrors:     true,
-		SilenceUsage:      true,
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl app"},
+		SilenceErrors: true,
+		SilenceUsage:  true,
 	}
 	root.SetIn(c.streams.In)
 	root.SetOut(c.streams.Out)

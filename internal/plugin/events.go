@@ -112,10 +112,10 @@ func printEvents(w io.Writer, events []corev1.Event, note string, now time.Time)
 	fmt.Fprintln(w)
 	switch {
 	case note != "":
-		fmt.Fprintf(w, "Events:\t%s\n", oneLine(note))
+		fmt.Fprintf(w, "Events:  %s\n", oneLine(note))
 		return nil
 	case len(events) == 0:
-		fmt.Fprintln(w, "Events:\t<none>")
+		fmt.Fprintln(w, "Events:  <none>")
 		return nil
 	}
 	fmt.Fprintln(w, "Events:")
