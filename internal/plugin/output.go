@@ -38,8 +38,8 @@ func (o *outputFlags) addFlags(cmd *cobra.Command) {
 	o.print.AddFlags(cmd)
 	formats := o.allowedFormats()
 	cmd.Flags().Lookup("output").Usage = fmt.Sprintf("Output format. One of: (%s). Default: a table.", strings.Join(formats, ", "))
-	if err := cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		return formats, cobra.ShellCompDirectiveNoFileComp
+	if err := cmd.RegisterFlagCompletionFunc("output", func(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		return withPrefix(formats, toComplete), cobra.ShellCompDirectiveNoFileComp
 	}); err != nil {
 		panic(fmt.Sprintf("registering the completion of -o: %v", err))
 	}
