@@ -23,7 +23,7 @@ const (
 	serviceMonitorValues = "ci/servicemonitor-values.yaml"
 	// secureMetricsValues turns on --metrics-secure with a ServiceMonitor.
 	secureMetricsValues = "ci/servicemonitor-secure-values.yaml"
-	digestValues         = "ci/digest-values.yaml"
+	digestValues        = "ci/digest-values.yaml"
 )
 
 func render(t *testing.T, opts Options) *Rendering {
