@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 	"text/tabwriter"
@@ -28,8 +29,11 @@ type golden struct {
 	name string
 	args []string
 	// table: the output is a table, realigned after masking.
-	table    bool
-	wantCode int
+	table bool
+	// sortCauses sorts the "* field: message" lines of an invalid object's error: the
+	// API server reports the causes of a CRD's schema validation in no fixed order.
+	sortCauses bool
+	wantCode   int
 }
 
 // checkGoldens creates the App web with `kubectl app create`, waits until it is Ready,
@@ -54,7 +58,8 @@ func checkGoldens(t *testing.T, plugin kubectlApp, apps appclientset.Interface, 
 		{name: "create-dry-run-client", args: []string{"create", "api", "--image", "registry.example.com/api:v1", "--port", "80", "--dry-run=client", "-o", "yaml"}},
 		{name: "create-dry-run-server", args: []string{"create", "api", "--image", "nginx", "--dry-run=server", "-n", ns, "-o", "jsonpath={.spec}"}},
 		{name: "create-exists", args: []string{"create", "web", "--image", "nginx", "-n", ns}, wantCode: 2},
-		{name: "create-invalid", args: []string{"create", "Bad_Name", "--image", "nginx", "--port", "70000", "-n", ns}, wantCode: 2},
+		{name: "create-invalid", args: []string{"create", "Bad_Name", "--image", "nginx", "--port", "70000", "-n", ns}, sortCauses: true, wantCode: 2},
+		{name: "create-invalid-one-cause", args: []string{"create", "api", "--image", "nginx", "--service", "Bad_svc", "-n", ns}, wantCode: 2},
 		{name: "version-client", args: []string{"version", "--client"}},
 		{name: "version", args: []string{"version"}},
 	} {
@@ -74,7 +79,11 @@ func checkGolden(t *testing.T, ns, name string, r result, g golden) {
 	t.Helper()
 	got := mask(r.stdout, ns, g.table)
 	if r.stderr != "" {
-		got += "--- stderr\n" + mask(r.stderr, ns, false)
+		stderr := mask(r.stderr, ns, false)
+		if g.sortCauses {
+			stderr = sortCauseLines(stderr)
+		}
+		got += "--- stderr\n" + stderr
 	}
 	path := filepath.Join("testdata", name+".golden")
 	if *update {
@@ -142,4 +151,22 @@ func mask(out, ns string, table bool) string {
 		panic(fmt.Sprintf("realigning a table: %v", err))
 	}
 	return buf.String()
+}
+
+// sortCauseLines sorts the lines of out that start with "* ", in place among the others.
+func sortCauseLines(out string) string {
+	lines := strings.SplitAfter(out, "\n")
+	var causes []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "* ") {
+			causes = append(causes, l)
+		}
+	}
+	sort.Strings(causes)
+	for i, l := range lines {
+		if strings.HasPrefix(l, "* ") {
+			lines[i], causes = causes[0], causes[1:]
+		}
+	}
+	return strings.Join(lines, "")
 }
