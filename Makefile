@@ -60,12 +60,36 @@ run: build ## Run the controller in the foreground against the current KUBECONFI
 	$(BIN)/app-controller --kubeconfig "$(KUBECONFIG)" -v=$(V) $(ARGS)
 
 .PHONY: build
-build: ## Build the controller into bin/app-controller (stamped with VERSION and COMMIT).
+build: plugin ## Build the controller and the kubectl plugin into bin/ (app-controller, kubectl-app; stamped with VERSION and COMMIT).
 	$(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/app-controller ./cmd/app-controller
 
+# kubectl runs kubectl_complete-app, next to kubectl-app on PATH, to complete `kubectl app ...`.
+PLUGIN_COMPLETE := cmd/kubectl-app/kubectl_complete-app
+
 .PHONY: plugin
-plugin: ## Build the kubectl plugin into bin/kubectl-app (put bin/ on PATH, then: kubectl app tree NAME).
-	$(GO) build -o $(BIN)/kubectl-app ./cmd/kubectl-app
+plugin: ## Build the kubectl plugin into bin/kubectl-app, with bin/kubectl_complete-app (put bin/ on PATH, then: kubectl app tree NAME).
+	$(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/kubectl-app ./cmd/kubectl-app
+	install -m 0755 $(PLUGIN_COMPLETE) $(BIN)/kubectl_complete-app
+
+# The krew archives and manifest: one tar.gz per platform in dist/, and dist/app.yaml
+# rendered from plugins/app.yaml with their sha256.
+PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
+PLUGIN_DIST      := dist
+# The file the archives carry besides the binary and the completion script.
+PLUGIN_DOC       := $(firstword $(wildcard LICENSE) README.md)
+
+.PHONY: plugin-dist
+plugin-dist: ## Cross-compile kubectl-app for PLUGIN_PLATFORMS into krew archives dist/kubectl-app_VERSION_OS_ARCH.tar.gz and render dist/app.yaml (VERSION=...).
+	@mkdir -p $(PLUGIN_DIST)
+	@args=""; for platform in $(PLUGIN_PLATFORMS); do \
+		os=$${platform%%/*}; arch=$${platform#*/}; exe=""; [ "$$os" = windows ] && exe=.exe; \
+		out=$(PLUGIN_DIST)/build/$$os-$$arch/kubectl-app$$exe; \
+		echo "GOOS=$$os GOARCH=$$arch CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -o $$out ./cmd/kubectl-app"; \
+		GOOS=$$os GOARCH=$$arch CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -o $$out ./cmd/kubectl-app || exit 1; \
+		args="$$args --binary $$platform=$$out"; \
+	done; \
+	$(GO) run ./hack/krew --version $(VERSION) --template plugins/app.yaml --dist $(PLUGIN_DIST) \
+		--file $(PLUGIN_COMPLETE) --file $(PLUGIN_DOC) $$args
 
 .PHONY: install
 install: $(KUBECTL) ## Apply the CRD to the cluster of the current KUBECONFIG and wait until it is established.

@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+
+	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 )
 
 // Exit codes of kubectl-app.
@@ -68,7 +70,12 @@ func (c *command) run(ctx context.Context, args []string) int {
 	root := c.rootCommand()
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintf(c.streams.ErrOut, "error: %v\n", err)
+		var apiErr *APIError
+		if errors.As(err, &apiErr) {
+			fmt.Fprint(c.streams.ErrOut, kubectlMessage(apiErr.Err))
+		} else {
+			fmt.Fprintf(c.streams.ErrOut, "error: %v\n", err)
+		}
 		return ExitError
 	}
 	return c.exit
@@ -78,19 +85,23 @@ func (c *command) run(ctx context.Context, args []string) int {
 func (c *command) rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kubectl-app",
-		Short: "Show the health of Apps (appcontroller.k8s.io/v1) and of the objects they own",
-		Long: `kubectl app shows Apps (appcontroller.k8s.io/v1) and what they own.
+		Short: "Create and show Apps (appcontroller.k8s.io/v1) and the health of the objects they own",
+		Long: `kubectl app creates and shows Apps (appcontroller.k8s.io/v1) and what they own.
 
-  tree    the objects an App owns, found through their ownerReferences, with their health
-  status  a compact health summary; the exit code is 0 when the App is Ready, 1 when not
-  list    the Apps of a namespace, or of all, with their Ready condition
+  tree        the objects an App owns, found through their ownerReferences, with their health
+  status      a compact health summary and recent Events; exit code 0 when Ready, 1 when not
+  list        the Apps of a namespace, or of all, with their Ready condition
+  create      create an App running an image, like kubectl create deployment
+  version     the plugin's version and the controller's
+  completion  a shell completion script (kubectl itself completes through kubectl_complete-app)
+
+tree, status and list print tables, or objects with -o json|yaml|name|jsonpath=...|go-template=...
 
 Exit codes: 0 success (status: Ready), 1 status: not Ready, 2 error (bad usage, App not
 found, API error).`,
-		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl app"},
-		SilenceErrors:     true,
-		SilenceUsage:      true,
-		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl app"},
+		SilenceErrors: true,
+		SilenceUsage:  true,
 	}
 	root.SetIn(c.streams.In)
 	root.SetOut(c.streams.Out)
@@ -103,7 +114,10 @@ found, API error).`,
 	root.PersistentFlags().IntVarP(&verbosity, "v", "v", 0,
 		"Verbosity of client-go's logs on stderr: 0 shows none (errors say what failed), 6 shows requests, 8 their bodies.")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error { return setLogging(verbosity) }
-	root.AddCommand(c.treeCommand(), c.statusCommand(), c.listCommand())
+	if err := root.RegisterFlagCompletionFunc("namespace", c.completeNamespaces); err != nil {
+		panic(fmt.Sprintf("registering the completion of --namespace: %v", err))
+	}
+	root.AddCommand(c.treeCommand(), c.statusCommand(), c.listCommand(), c.createCommand(), c.versionCommand())
 	return root
 }
 
@@ -133,7 +147,8 @@ func appName(cmd *cobra.Command, args []string) error {
 
 // treeCommand returns `kubectl app tree NAME`.
 func (c *command) treeCommand() *cobra.Command {
-	return &cobra.Command{
+	out := newOutputFlags(false)
+	cmd := &cobra.Command{
 		Use:   "tree NAME",
 		Short: "Show the objects an App owns and their health",
 		Long: `Show the objects an App owns, directly or through its children, and their health.
@@ -145,10 +160,21 @@ EndpointSlices and the Ingress the Service controls.
 
 HEALTH is computed with kstatus: Ready, Progressing, Failed or Unknown. The App's line
 shows the reason and message of its Ready condition. A child the App asks for but does not
-control shows as Conflict (an object the App does not control holds the name) or Missing.`,
-		Example: `  kubectl app tree my-app -n my-namespace`,
-		Args:    appName,
+control shows as Conflict (an object the App does not control holds the name) or Missing.
+
+With -o json, yaml, name, jsonpath or go-template the command prints a List (v1) of the
+App and the objects of its tree, the App first, then depth first in the order of the
+table. Conflict and Missing lines are not objects of the tree and are left out.`,
+		Example: `  kubectl app tree my-app -n my-namespace
+  kubectl app tree my-app -o name
+  kubectl app tree my-app -o jsonpath='{range .items[*]}{.kind}/{.metadata.name}{"\n"}{end}'`,
+		Args:              appName,
+		ValidArgsFunction: c.completeAppNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			printer, err := out.printer()
+			if err != nil {
+				return err
+			}
 			clients, namespace, err := c.setup()
 			if err != nil {
 				return err
@@ -160,27 +186,46 @@ control shows as Conflict (an object the App does not control holds the name) or
 			for _, w := range tree.Warnings {
 				fmt.Fprintf(c.streams.ErrOut, "Warning: %s\n", w)
 			}
+			if printer != nil {
+				if err := printer.PrintObj(listObject(treeObjects(tree)), c.streams.Out); err != nil {
+					return fmt.Errorf("printing the tree of App %s/%s: %w", namespace, args[0], err)
+				}
+				return nil
+			}
 			return PrintTree(c.streams.Out, tree)
 		},
 	}
+	out.addFlags(cmd)
+	return cmd
 }
 
 // statusCommand returns `kubectl app status NAME`, whose exit code says whether the App
 // is Ready.
 func (c *command) statusCommand() *cobra.Command {
-	return &cobra.Command{
+	out := newOutputFlags(false)
+	cmd := &cobra.Command{
 		Use:   "status NAME",
 		Short: "Summarize an App's health; exit code 0 when Ready, 1 when not, 2 on errors",
 		Long: `Summarize an App's health: its Ready condition, its Deployment's replicas, its Service's
-type, cluster IP and ports, and its conditions.
+type, cluster IP and ports, its conditions and its most recent Events (at most 10, as
+kubectl describe shows them).
 
 The App is Ready when its Ready condition is True and describes the App's current
 generation. Exit code: 0 when Ready, 1 when not, 2 on errors (App not found, API error),
-so scripts can wait for an App or gate on it.`,
+so scripts can wait for an App or gate on it.
+
+With -o json, yaml, name, jsonpath or go-template the command prints the App object; the
+exit code still says whether it is Ready.`,
 		Example: `  kubectl app status my-app -n my-namespace
-  until kubectl app status my-app >/dev/null; do sleep 2; done`,
-		Args: appName,
+  until kubectl app status my-app >/dev/null; do sleep 2; done
+  kubectl app status my-app -o jsonpath='{.status.conditions[?(@.type=="Ready")].reason}'`,
+		Args:              appName,
+		ValidArgsFunction: c.completeAppNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			printer, err := out.printer()
+			if err != nil {
+				return err
+			}
 			clients, namespace, err := c.setup()
 			if err != nil {
 				return err
@@ -189,7 +234,15 @@ so scripts can wait for an App or gate on it.`,
 			if err != nil {
 				return describe(err, "reading the status of App %s/%s", namespace, args[0])
 			}
-			if err := PrintStatus(c.streams.Out, st, c.now()); err != nil {
+			if printer != nil {
+				u, err := appObject(st.App)
+				if err != nil {
+					return err
+				}
+				if err := printer.PrintObj(u, c.streams.Out); err != nil {
+					return fmt.Errorf("printing App %s/%s: %w", namespace, args[0], err)
+				}
+			} else if err := PrintStatus(c.streams.Out, st, c.now()); err != nil {
 				return err
 			}
 			if !st.Ready {
@@ -198,21 +251,33 @@ so scripts can wait for an App or gate on it.`,
 			return nil
 		},
 	}
+	out.addFlags(cmd)
+	return cmd
 }
 
 // listCommand returns `kubectl app list [-A]`.
 func (c *command) listCommand() *cobra.Command {
 	var allNamespaces bool
+	out := newOutputFlags(true)
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List Apps with their Ready condition",
 		Long: `List the Apps of the namespace (-n, else the kubeconfig's), or of every namespace (-A),
-with the status and reason of their Ready condition and their available replicas.`,
+with the status and reason of their Ready condition and their available replicas; -o wide
+adds the image, Deployment and Service of each.
+
+With -o json, yaml, name, jsonpath or go-template the command prints a List (v1) of the
+Apps.`,
 		Example: `  kubectl app list -n my-namespace
-  kubectl app list -A`,
+  kubectl app list -A -o wide
+  kubectl app list -o name`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			printer, err := out.printer()
+			if err != nil {
+				return err
+			}
 			clients, namespace, err := c.setup()
 			if err != nil {
 				return err
@@ -224,6 +289,9 @@ with the status and reason of their Ready condition and their available replicas
 			if err != nil {
 				return err
 			}
+			if printer != nil {
+				return printApps(c.streams.Out, printer, apps)
+			}
 			if len(apps) == 0 {
 				if allNamespaces {
 					fmt.Fprintln(c.streams.ErrOut, "No Apps found.")
@@ -232,10 +300,11 @@ with the status and reason of their Ready condition and their available replicas
 				}
 				return nil
 			}
-			return PrintList(c.streams.Out, apps, allNamespaces, c.now())
+			return PrintList(c.streams.Out, apps, allNamespaces, out.isWide(), c.now())
 		},
 	}
 	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "List the Apps of every namespace.")
+	out.addFlags(cmd)
 	return cmd
 }
 
@@ -278,7 +347,11 @@ func clientsFrom(flags *genericclioptions.ConfigFlags) (Clients, error) {
 	if err != nil {
 		return Clients{}, fmt.Errorf("making a metadata client: %w", err)
 	}
-	return Clients{Discovery: dc, Dynamic: dyn, Metadata: md}, nil
+	apps, err := appclientset.NewForConfig(cfg)
+	if err != nil {
+		return Clients{}, fmt.Errorf("making an App client: %w", err)
+	}
+	return Clients{Discovery: dc, Dynamic: dyn, Metadata: md, Apps: apps}, nil
 }
 
 // describe returns err as is when it speaks for itself (the App does not exist, the App

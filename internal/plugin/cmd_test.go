@@ -91,7 +91,7 @@ func TestCommand(t *testing.T) {
 		},
 		{
 			name: "help", args: []string{"--help"}, wantCode: ExitOK,
-			wantOut: []string{"kubectl app shows Apps", "Usage:", "kubectl app [command]", "list", "status", "tree", "--context", "--kubeconfig", "-n, --namespace"},
+			wantOut: []string{"kubectl app creates and shows Apps", "Usage:", "kubectl app [command]", "completion", "create", "list", "status", "tree", "version", "--context", "--kubeconfig", "-n, --namespace"},
 		},
 		{
 			name: "help of status", args: []string{"status", "--help"}, wantCode: ExitOK,

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/metadata"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 )
 
 // Clients are the API clients the plugin reads with.
@@ -27,6 +28,8 @@ type Clients struct {
 	// Dynamic reads Apps, and the full objects of the kinds found in a tree to compute
 	// their health.
 	Dynamic dynamic.Interface
+	// Apps creates Apps (create), with the generated clientset.
+	Apps appclientset.Interface
 }
 
 // appResourceName is the plural resource name of App.

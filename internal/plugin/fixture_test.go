@@ -12,6 +12,8 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
+
+	appfake "github.com/app-controller/app-controller/pkg/generated/clientset/versioned/fake"
 )
 
 const testNamespace = "ns"
@@ -32,6 +34,7 @@ var testResources = []*metav1.APIResourceList{
 		{Name: "events", Kind: "Event", Namespaced: true, Verbs: listVerbs},
 		{Name: "bindings", Kind: "Binding", Namespaced: true, Verbs: metav1.Verbs{"create"}},
 		{Name: "nodes", Kind: "Node", Namespaced: false, Verbs: listVerbs},
+		{Name: "namespaces", Kind: "Namespace", Namespaced: false, Verbs: listVerbs},
 	}},
 	{GroupVersion: "apps/v1", APIResources: []metav1.APIResource{
 		{Name: "deployments", Kind: "Deployment", Namespaced: true, Verbs: listVerbs},
@@ -73,10 +76,11 @@ type fakes struct {
 	discovery *discoveryfake.FakeDiscovery
 	metadata  *metadatafake.FakeMetadataClient
 	dynamic   *dynamicfake.FakeDynamicClient
+	apps      *appfake.Clientset
 }
 
 func (f fakes) clients() Clients {
-	return Clients{Discovery: f.discovery, Metadata: f.metadata, Dynamic: f.dynamic}
+	return Clients{Discovery: f.discovery, Metadata: f.metadata, Dynamic: f.dynamic, Apps: f.apps}
 }
 
 // newFakes returns fake clients serving testResources (or resources, if given) and
@@ -106,6 +110,7 @@ func newFakes(t *testing.T, objects []*unstructured.Unstructured, resources ...*
 		discovery: &discoveryfake.FakeDiscovery{Fake: &clienttesting.Fake{Resources: resources}},
 		metadata:  metadatafake.NewSimpleMetadataClient(scheme, metaObjects...),
 		dynamic:   dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds(), dynObjects...),
+		apps:      appfake.NewSimpleClientset(),
 	}
 }
 

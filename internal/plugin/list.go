@@ -56,21 +56,37 @@ func ListApps(ctx context.Context, c Clients, namespace string) ([]appv1.App, er
 }
 
 // PrintList writes apps as a table, like `kubectl get apps` with the Ready condition's
-// status and reason: [NAMESPACE] NAME READY REASON AVAILABLE AGE. AVAILABLE is available
-// replicas over desired ones. now is the time ages are counted to.
-func PrintList(w io.Writer, apps []appv1.App, withNamespace bool, now time.Time) error {
+// status and reason: [NAMESPACE] NAME READY REASON AVAILABLE AGE, and with wide the
+// IMAGE, DEPLOYMENT and SERVICE of each App ("<none>" for an App without one). AVAILABLE
+// is available replicas over desired ones. now is the time ages are counted to.
+func PrintList(w io.Writer, apps []appv1.App, withNamespace, wide bool, now time.Time) error {
 	tw := printers.GetNewTabWriter(w)
 	if withNamespace {
 		fmt.Fprint(tw, "NAMESPACE\t")
 	}
-	fmt.Fprintln(tw, "NAME\tREADY\tREASON\tAVAILABLE\tAGE")
+	fmt.Fprint(tw, "NAME\tREADY\tREASON\tAVAILABLE\tAGE")
+	if wide {
+		fmt.Fprint(tw, "\tIMAGE\tDEPLOYMENT\tSERVICE")
+	}
+	fmt.Fprintln(tw)
 	for i := range apps {
 		app := &apps[i]
 		if withNamespace {
 			fmt.Fprintf(tw, "%s\t", app.Namespace)
 		}
 		status, reason := readyColumns(app)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", app.Name, status, reason, availableColumn(app), age(app.CreationTimestamp, now))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s", app.Name, status, reason, availableColumn(app), age(app.CreationTimestamp, now))
+		if wide {
+			image, deployment, service := "<none>", "<none>", "<none>"
+			if t := app.Spec.DeploymentTemplate; t != nil {
+				image, deployment = t.Image, t.Name
+			}
+			if t := app.Spec.ServiceTemplate; t != nil {
+				service = t.Name
+			}
+			fmt.Fprintf(tw, "\t%s\t%s\t%s", oneLine(image), deployment, service)
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("writing the list: %w", err)

@@ -64,7 +64,7 @@ other       api     True      Available               1/2         <unknown>
 				t.Fatal(err)
 			}
 			var out bytes.Buffer
-			if err := PrintList(&out, apps, tt.namespace == "", testNow); err != nil {
+			if err := PrintList(&out, apps, tt.namespace == "", false, testNow); err != nil {
 				t.Fatal(err)
 			}
 			if got, want := out.String(), strings.TrimPrefix(tt.want, "\n"); got != want {

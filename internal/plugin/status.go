@@ -33,6 +33,10 @@ type Status struct {
 	Service *corev1.Service
 	// ServiceNote says why Service is nil.
 	ServiceNote string
+	// Events are the App's most recent Events (at most maxEvents), the latest last.
+	Events []corev1.Event
+	// EventsNote says why the Events could not be read; empty when they were.
+	EventsNote string
 }
 
 // GetStatus reads the App namespace/name and the Service it controls. An absent App is
@@ -53,6 +57,11 @@ func GetStatus(ctx context.Context, c Clients, namespace, name string) (*Status,
 	s := &Status{App: app}
 	s.Ready, s.Readiness = readiness(app)
 	s.Service, s.ServiceNote = appService(ctx, c, app)
+	events, err := appEvents(ctx, c, namespace, app.UID)
+	if err != nil {
+		s.EventsNote = "cannot read them: " + err.Error()
+	}
+	s.Events = events
 	return s, nil
 }
 
@@ -103,8 +112,8 @@ func appService(ctx context.Context, c Clients, app *appv1.App) (*corev1.Service
 }
 
 // PrintStatus writes s: the App's readiness, its Deployment's replicas, its Service's
-// type, cluster IP and ports, then a table of its conditions. now is the time condition
-// ages are counted to.
+// type, cluster IP and ports, then a table of its conditions and one of its recent
+// Events. now is the time ages are counted to.
 func PrintStatus(w io.Writer, s *Status, now time.Time) error {
 	tw := printers.GetNewTabWriter(w)
 	app := s.App
@@ -121,13 +130,21 @@ func PrintStatus(w io.Writer, s *Status, now time.Time) error {
 	}
 
 	fmt.Fprintln(w)
-	if len(app.Status.Conditions) == 0 {
+	if err := printConditions(w, app.Status.Conditions, now); err != nil {
+		return err
+	}
+	return printEvents(w, s.Events, s.EventsNote, now)
+}
+
+// printConditions writes a table of conditions, Ready first.
+func printConditions(w io.Writer, conditions []metav1.Condition, now time.Time) error {
+	if len(conditions) == 0 {
 		fmt.Fprintln(w, "No conditions reported yet.")
 		return nil
 	}
-	tw = printers.GetNewTabWriter(w)
+	tw := printers.GetNewTabWriter(w)
 	fmt.Fprintln(tw, "CONDITION\tSTATUS\tREASON\tAGE\tMESSAGE")
-	for _, c := range orderedConditions(app.Status.Conditions) {
+	for _, c := range orderedConditions(conditions) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, age(c.LastTransitionTime, now), oneLine(c.Message))
 	}
 	if err := tw.Flush(); err != nil {

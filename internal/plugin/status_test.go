@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -104,6 +105,9 @@ func TestPrintStatus(t *testing.T) {
 			objects: []*unstructured.Unstructured{
 				withDeploymentStatus(readyApp("web", "web-deploy", "web-svc"), 2, 2, 2, 0),
 				service("web-svc", controlledBy(readyApp("web", "web-deploy", "web-svc"))),
+				event("web.2", "uid-web", "Normal", "Synced", "App synced successfully", 1, 3*time.Second, 0),
+				event("web.1", "uid-web", "Warning", "NameConflict", "Deployment \"web-deploy\" already exists\nand is not managed", 3, 50*time.Second, 10*time.Minute),
+				event("other.1", "uid-other", "Normal", "Synced", "about another object", 1, time.Second, 0),
 			},
 			wantReady: true,
 			want: `
@@ -116,6 +120,11 @@ CONDITION       STATUS   REASON            AGE   MESSAGE
 Ready           True     Available         60s   Deployment "web-deploy": 2 of 2 replicas available; Service "web-svc" selects the App's pods
 Progressing     False    RolloutComplete   60s   Deployment "web-deploy": 2 of 2 replicas available
 NamesAccepted   True     NoConflicts       60s   Every child name is held by this App
+
+Events:
+  TYPE      REASON         AGE                 FROM             MESSAGE
+  Warning   NameConflict   50s (x3 over 10m)   app-controller   Deployment "web-deploy" already exists and is not managed
+  Normal    Synced         3s                  app-controller   App synced successfully
 `,
 		},
 		{
@@ -136,6 +145,8 @@ Service:      web-svc: ClusterIP 10.0.0.10, ports http 8080/TCP -> 8080
 CONDITION       STATUS   REASON         AGE   MESSAGE
 Ready           False    NameConflict   60s   Deployment "web-deploy" already exists and is not managed by App "web"
 NamesAccepted   False    NameConflict   60s   Deployment "web-deploy" already exists and is not managed by App "web"
+
+Events:  <none>
 `,
 		},
 		{
@@ -148,6 +159,8 @@ Deployment:   web-deploy (image nginx): 2 desired, no status reported
 Service:      web-svc: does not exist
 
 No conditions reported yet.
+
+Events:  <none>
 `,
 		},
 		{
@@ -165,6 +178,8 @@ Service:      none (the App has no serviceTemplate)
 
 CONDITION   STATUS   REASON       AGE   MESSAGE
 Ready       False    RollingOut   60s   Deployment "web-deploy": 1 of 2 updated replicas available
+
+Events:  <none>
 `,
 		},
 	}
@@ -265,4 +280,24 @@ func TestDeploymentLine(t *testing.T) {
 			}
 		})
 	}
+}
+
+// event returns a core/v1 Event about the object of UID uid, last seen ago before
+// testNow, count times since first (0: at the last time), from app-controller.
+func event(name string, uid types.UID, typ, reason, message string, count int64, ago, first time.Duration) *unstructured.Unstructured {
+	u := newObject("v1", "Event", name, types.UID("uid-event-"+name))
+	last := testNow.Add(-ago)
+	firstSeen := last
+	if first > 0 {
+		firstSeen = testNow.Add(-first)
+	}
+	set(u, map[string]any{"kind": "App", "name": "web", "namespace": testNamespace, "uid": string(uid)}, "involvedObject")
+	set(u, typ, "type")
+	set(u, reason, "reason")
+	set(u, message, "message")
+	set(u, count, "count")
+	set(u, last.Format(time.RFC3339), "lastTimestamp")
+	set(u, firstSeen.Format(time.RFC3339), "firstTimestamp")
+	set(u, map[string]any{"component": "app-controller"}, "source")
+	return u
 }

@@ -52,6 +52,9 @@ type Node struct {
 	Children []*Node
 
 	resource schema.GroupVersionResource
+	// object is the object read from the server, for -o json|yaml|name; nil for a
+	// placeholder or an object that could not be read.
+	object *unstructured.Unstructured
 }
 
 // object is an object found by the walk: its resource and its metadata.
@@ -95,7 +98,7 @@ func BuildTree(ctx context.Context, c Clients, namespace, name string) (*Tree, e
 	}
 	warnings = append(warnings, listWarnings...)
 
-	root := &Node{Group: appGVR.Group, Kind: "App", Name: app.GetName(), UID: app.GetUID(), resource: appGVR}
+	root := &Node{Group: appGVR.Group, Kind: "App", Name: app.GetName(), UID: app.GetUID(), resource: appGVR, object: app}
 	root.Health, root.Message = appHealth(app)
 	nodes := link(root, objects)
 	addPlaceholders(root, app, objects, failed)
@@ -363,6 +366,7 @@ func fillHealth(ctx context.Context, dyn dynamic.Interface, namespace string, no
 				n.Health, n.Message = HealthUnknown, "deleted while the tree was read"
 			default:
 				n.Health, n.Message = healthOf(u)
+				n.object = u
 			}
 		}
 		if errs[i] != nil {

@@ -21,7 +21,9 @@ import (
 const (
 	oneControllerValues  = "ci/one-controller-values.yaml"
 	serviceMonitorValues = "ci/servicemonitor-values.yaml"
-	digestValues         = "ci/digest-values.yaml"
+	// secureMetricsValues turns on --metrics-secure with a ServiceMonitor.
+	secureMetricsValues = "ci/servicemonitor-secure-values.yaml"
+	digestValues        = "ci/digest-values.yaml"
 )
 
 func render(t *testing.T, opts Options) *Rendering {
@@ -308,6 +310,43 @@ func TestCIValues(t *testing.T) {
 				}
 			}
 		}},
+		{file: secureMetricsValues, apiVersions: []string{ServiceMonitorAPI}, check: func(t *testing.T, r *Rendering) {
+			if got := args(t, find(t, r, "Deployment", "app-controller")); !slices.Contains(got, "--metrics-secure") {
+				t.Errorf("args %v lack --metrics-secure", got)
+			}
+			endpoint := nested(t, find(t, r, "ServiceMonitor", "app-controller"), "spec", "endpoints").([]any)[0].(map[string]any)
+			want := map[string]any{
+				"port": "metrics", "path": "/metrics", "interval": "30s", "scrapeTimeout": "10s",
+				"scheme":          "https",
+				"bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+				"tlsConfig":       map[string]any{"insecureSkipVerify": true},
+			}
+			if diff := cmp.Diff(want, endpoint); diff != "" {
+				t.Errorf("ServiceMonitor endpoint (-want +got):\n%s", diff)
+			}
+			reader := find(t, r, "ClusterRole", "app-controller-metrics-reader")
+			wantRules := []any{map[string]any{"nonResourceURLs": []any{"/metrics"}, "verbs": []any{"get"}}}
+			if diff := cmp.Diff(wantRules, nested(t, reader, "rules")); diff != "" {
+				t.Errorf("metrics reader rules (-want +got):\n%s", diff)
+			}
+			// The controller must be allowed the TokenReviews and SubjectAccessReviews
+			// that --metrics-secure makes.
+			rules := nested(t, find(t, r, "ClusterRole", "app-controller"), "rules").([]any)
+			for _, resource := range []string{"tokenreviews", "subjectaccessreviews"} {
+				allowed := false
+				for _, rule := range rules {
+					m := rule.(map[string]any)
+					resources, _ := m["resources"].([]any)
+					verbs, _ := m["verbs"].([]any)
+					if slices.Contains(resources, any(resource)) && slices.Contains(verbs, any("create")) {
+						allowed = true
+					}
+				}
+				if !allowed {
+					t.Errorf("the controller's ClusterRole does not allow create %s", resource)
+				}
+			}
+		}},
 		{file: digestValues, check: func(t *testing.T, r *Rendering) {
 			d := find(t, r, "Deployment", "app-controller")
 			c := container(t, d)
@@ -402,6 +441,44 @@ func TestOtherValues(t *testing.T) {
 				t.Errorf("serviceAccountName = %v", got)
 			}
 		}},
+		{"metrics.secure with a Secret's token: authorization instead of bearerTokenFile", Options{
+			APIVersions: []string{ServiceMonitorAPI},
+			Values: map[string]any{"metrics": map[string]any{"secure": true, "serviceMonitor": map[string]any{
+				"enabled":       true,
+				"authorization": map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "prometheus-token", "key": "token"}},
+				"tlsConfig":     map[string]any{"insecureSkipVerify": false, "serverName": "app-controller-metrics.app-controller-system.svc"},
+			}}},
+		}, func(t *testing.T, r *Rendering) {
+			endpoint := nested(t, find(t, r, "ServiceMonitor", "app-controller"), "spec", "endpoints").([]any)[0].(map[string]any)
+			if _, ok := endpoint["bearerTokenFile"]; ok {
+				t.Errorf("endpoint %v has bearerTokenFile and authorization", endpoint)
+			}
+			want := map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "prometheus-token", "key": "token"}}
+			if diff := cmp.Diff(want, endpoint["authorization"]); diff != "" {
+				t.Errorf("authorization (-want +got):\n%s", diff)
+			}
+			wantTLS := map[string]any{"insecureSkipVerify": false, "serverName": "app-controller-metrics.app-controller-system.svc"}
+			if diff := cmp.Diff(wantTLS, endpoint["tlsConfig"]); diff != "" {
+				t.Errorf("tlsConfig (-want +got):\n%s", diff)
+			}
+		}},
+		{"metrics.secure off: plain HTTP scrape, no metrics reader", Options{
+			APIVersions: []string{ServiceMonitorAPI},
+			Values:      map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true}}},
+		}, func(t *testing.T, r *Rendering) {
+			endpoint := nested(t, find(t, r, "ServiceMonitor", "app-controller"), "spec", "endpoints").([]any)[0].(map[string]any)
+			for _, key := range []string{"scheme", "bearerTokenFile", "authorization", "tlsConfig"} {
+				if _, ok := endpoint[key]; ok {
+					t.Errorf("endpoint %v has %s without metrics.secure", endpoint, key)
+				}
+			}
+			if slices.Contains(args(t, find(t, r, "Deployment", "app-controller")), "--metrics-secure") {
+				t.Error("--metrics-secure without metrics.secure")
+			}
+			if r.Find("ClusterRole", "app-controller-metrics-reader") != nil {
+				t.Error("metrics reader ClusterRole without metrics.secure")
+			}
+		}},
 		{"leader election timings", Options{Values: map[string]any{"leaderElection": map[string]any{"leaseDuration": "30s", "renewDeadline": "20s", "retryPeriod": "4s"}}}, func(t *testing.T, r *Rendering) {
 			got := args(t, find(t, r, "Deployment", "app-controller"))
 			for _, want := range []string{"--leader-elect", "--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s", "--leader-elect-retry-period=4s"} {
@@ -432,6 +509,8 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{"unknown top-level key", Options{Values: map[string]any{"replicas": 3}}, []string{"replicas"}},
 		{"unknown nested key", Options{Values: map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enable": true}}}}, []string{"serviceMonitor", "enable"}},
 		{"wrong type", Options{Values: map[string]any{"replicaCount": "two"}}, []string{"replicaCount"}},
+		{"authorization without a Secret key", Options{Values: map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"authorization": map[string]any{"credentials": map[string]any{"name": "s"}}}}}}, []string{"key"}},
+		{"metrics.secure not a boolean", Options{Values: map[string]any{"metrics": map[string]any{"secure": "yes"}}}, []string{"secure"}},
 		{"not a duration", Options{Values: map[string]any{"leaderElection": map[string]any{"leaseDuration": "15"}}}, []string{"leaseDuration"}},
 		{"bad digest", Options{Values: map[string]any{"image": map[string]any{"digest": "latest"}}}, []string{"digest"}},
 		{"unknown log format", Options{Values: map[string]any{"logging": map[string]any{"format": "xml"}}}, []string{"format"}},

@@ -35,6 +35,8 @@ func TestKubectlApp(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	t.Run("golden outputs", func(t *testing.T) { checkGoldens(t, plugin, apps, kube) })
+
 	t.Run("healthy App with an Ingress", func(t *testing.T) {
 		ns := framework.Namespace(t)
 		ctx := context.Background()

@@ -1,0 +1,157 @@
+package plugin
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/utils/ptr"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+)
+
+// FieldManager is the field manager of the objects kubectl-app writes.
+const FieldManager = "kubectl-app"
+
+// Values of create's --dry-run, as kubectl has them.
+const (
+	dryRunNone   = "none"
+	dryRunClient = "client"
+	dryRunServer = "server"
+)
+
+// createOptions are the flags of `kubectl app create`.
+type createOptions struct {
+	image      string
+	deployment string
+	replicas   int32
+	port       int32
+	service    string
+	dryRun     string
+}
+
+// newApp returns the App the options describe, in namespace (empty: the metadata names
+// none). replicasSet tells whether --replicas was given: without it the App leaves the
+// count to the Deployment (and to whoever scales it).
+func (o *createOptions) newApp(name, namespace string, replicasSet bool) *appv1.App {
+	app := &appv1.App{
+		TypeMeta:   metav1.TypeMeta{APIVersion: appv1.SchemeGroupVersion.String(), Kind: "App"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+	}
+	deployment := o.deployment
+	if deployment == "" {
+		deployment = name
+	}
+	d := &appv1.DeploymentTemplate{Name: deployment, Image: o.image}
+	if replicasSet {
+		d.Replicas = ptr.To(o.replicas)
+	}
+	if o.port != 0 {
+		d.ContainerPort = ptr.To(o.port)
+	}
+	app.Spec.DeploymentTemplate = d
+	if o.port != 0 || o.service != "" {
+		service := o.service
+		if service == "" {
+			service = name
+		}
+		app.Spec.ServiceTemplate = &appv1.ServiceTemplate{Name: service, Port: o.port}
+	}
+	return app
+}
+
+// createCommand returns `kubectl app create NAME --image IMG`.
+func (c *command) createCommand() *cobra.Command {
+	o := &createOptions{dryRun: dryRunNone}
+	printFlags := genericclioptions.NewPrintFlags("created")
+	cmd := &cobra.Command{
+		Use:   "create NAME --image IMAGE [--replicas N] [--port PORT] [--service NAME] [--dry-run=none|client|server] [-o yaml|json|name]",
+		Short: "Create an App that runs an image, like kubectl create deployment",
+		Long: `Create an App (appcontroller.k8s.io/v1) that runs one image, as kubectl create deployment
+creates a Deployment. The App's Deployment is named NAME unless --deployment says
+otherwise. With --port or --service the App has a Service too, named NAME unless --service
+names it, listening on --port (default 8080) and sending traffic to the container's port
+--port. Without --replicas the App leaves the replica count to its Deployment (1, then
+whoever scales it).
+
+The App is created with field manager kubectl-app. --dry-run=client prints the App without
+sending it, --dry-run=server has the API server validate and default it without storing it.`,
+		Example: `  kubectl app create web --image nginx --replicas 2 --port 80
+  kubectl app create web --image nginx --service web-svc --dry-run=client -o yaml`,
+		Args: appName,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch o.dryRun {
+			case dryRunNone:
+			case dryRunClient:
+				if err := printFlags.Complete("%s (dry run)"); err != nil {
+					return fmt.Errorf("completing the output flags: %w", err)
+				}
+			case dryRunServer:
+				if err := printFlags.Complete("%s (server dry run)"); err != nil {
+					return fmt.Errorf("completing the output flags: %w", err)
+				}
+			default:
+				return fmt.Errorf(`invalid --dry-run value %q: must be "none", "server", or "client"`, o.dryRun)
+			}
+			printer, err := printFlags.ToPrinter()
+			if err != nil {
+				return err
+			}
+			namespace, explicit, err := c.flags.ToRawKubeConfigLoader().Namespace()
+			if err != nil {
+				return fmt.Errorf("reading the namespace from the kubeconfig: %w", err)
+			}
+			name := args[0]
+			replicasSet := cmd.Flags().Changed("replicas")
+			if o.dryRun == dryRunClient {
+				// As kubectl create: the namespace shows only when given on the command line.
+				ns := ""
+				if explicit {
+					ns = namespace
+				}
+				return printCreated(printer, o.newApp(name, ns, replicasSet), c.streams.Out)
+			}
+			clients, err := c.newClients()
+			if err != nil {
+				return err
+			}
+			opts := metav1.CreateOptions{FieldManager: FieldManager}
+			if o.dryRun == dryRunServer {
+				opts.DryRun = []string{metav1.DryRunAll}
+			}
+			created, err := clients.Apps.AppcontrollerV1().Apps(namespace).Create(cmd.Context(), o.newApp(name, namespace, replicasSet), opts)
+			if err != nil {
+				return &APIError{Err: err}
+			}
+			// The typed client drops apiVersion and kind; the printers need them.
+			created.SetGroupVersionKind(appv1.SchemeGroupVersion.WithKind("App"))
+			return printCreated(printer, created, c.streams.Out)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.image, "image", "", "Image of the App's container (required).")
+	f.StringVar(&o.deployment, "deployment", "", "Name of the App's Deployment; default NAME.")
+	f.Int32Var(&o.replicas, "replicas", 1, "Replicas of the App's Deployment; unset, the App leaves the count to the Deployment.")
+	f.Int32Var(&o.port, "port", 0, "Port of the container and of the App's Service (which it adds, named NAME unless --service says).")
+	f.StringVar(&o.service, "service", "", "Name of the App's Service (adds one; its port is --port, else 8080).")
+	f.StringVar(&o.dryRun, "dry-run", dryRunNone, `Must be "none", "server", or "client". client: print the App without sending it; server: have the API server validate it without storing it.`)
+	if err := cmd.MarkFlagRequired("image"); err != nil {
+		panic(fmt.Sprintf("marking --image required: %v", err))
+	}
+	if err := cmd.RegisterFlagCompletionFunc("dry-run", cobra.FixedCompletions([]string{dryRunNone, dryRunClient, dryRunServer}, cobra.ShellCompDirectiveNoFileComp)); err != nil {
+		panic(fmt.Sprintf("registering the completion of --dry-run: %v", err))
+	}
+	printFlags.AddFlags(cmd)
+	return cmd
+}
+
+// printCreated prints the App create made (or would make) with printer p.
+func printCreated(p printers.ResourcePrinter, app *appv1.App, w io.Writer) error {
+	if err := p.PrintObj(app, w); err != nil {
+		return fmt.Errorf("printing App %s: %w", app.Name, err)
+	}
+	return nil
+}
