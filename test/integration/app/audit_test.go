@@ -140,6 +140,23 @@ func TestWritesAudited(t *testing.T) {
 	})
 	foreign = snapshot()
 
+	// The tests of this package share one control plane: wait until the Apps of earlier
+	// tests are gone with their namespaces, so that every write the audited controller
+	// makes is one of this scenario's (it would rightly also write the status of an App
+	// left by another test, and be refused in a namespace being deleted).
+	framework.Eventually(t, time.Minute, func() (bool, error) {
+		list, err := c.app.AppcontrollerV1().Apps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, app := range list.Items {
+			if app.Namespace != ns1 && app.Namespace != ns2 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+
 	a := &auditor{}
 	cfg := framework.Config(t)
 	cfg.Wrap(a.wrap)

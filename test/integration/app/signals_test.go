@@ -30,7 +30,7 @@ func TestSignals(t *testing.T) {
 	ns := framework.Namespace(t)
 	const hold = 3 * time.Second
 	held := make(chan struct{}, 10)
-	proxy := slowWritesProxy(t, hold, held)
+	proxy := slowWritesProxy(t, ns, hold, held)
 
 	bin := framework.BuildBinary(t, "app-controller")
 
@@ -144,7 +144,7 @@ func TestSignals(t *testing.T) {
 
 // slowWritesProxy serves the API server on plain HTTP at the returned URL, as the admin,
 // holding every Deployment write for hold and announcing it on held.
-func slowWritesProxy(t *testing.T, hold time.Duration, held chan<- struct{}) string {
+func slowWritesProxy(t *testing.T, ns string, hold time.Duration, held chan<- struct{}) string {
 	t.Helper()
 	cfg := framework.Config(t)
 	target, err := url.Parse(cfg.Host)
@@ -158,7 +158,9 @@ func slowWritesProxy(t *testing.T, hold time.Duration, held chan<- struct{}) str
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.Transport = transport
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPatch && strings.Contains(r.URL.Path, "/deployments/") {
+		// Only this test's Deployments: the controller also syncs the Apps other tests of
+		// the package left in namespaces still being deleted.
+		if r.Method == http.MethodPatch && strings.Contains(r.URL.Path, "/namespaces/"+ns+"/deployments/") {
 			select {
 			case held <- struct{}{}:
 			default:
