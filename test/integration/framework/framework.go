@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -282,23 +283,63 @@ func Kubectl(t testing.TB, args ...string) string {
 	return string(out)
 }
 
-// BuildBinary builds the command ./cmd/NAME of the repository into a temporary directory
-// of the test and returns its path.
+// builds holds the commands BuildBinary built, by name: each is built once per test
+// binary, into the cluster's state directory (removed with the cluster).
+var builds struct {
+	mu   sync.Mutex
+	bins map[string]*builtBinary
+}
+
+type builtBinary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// BuildBinary builds the command ./cmd/NAME of the repository and returns its path. With
+// the cluster of Main it is built once per test binary, into the cluster's state
+// directory; without one, into a temporary directory of the test.
 func BuildBinary(t testing.TB, name string) string {
 	t.Helper()
+	if cluster == nil {
+		bin, err := buildCommand(name, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bin
+	}
+	builds.mu.Lock()
+	if builds.bins == nil {
+		builds.bins = map[string]*builtBinary{}
+	}
+	b, found := builds.bins[name]
+	if !found {
+		b = &builtBinary{}
+		builds.bins[name] = b
+	}
+	builds.mu.Unlock()
+	b.once.Do(func() { b.path, b.err = buildCommand(name, filepath.Join(cluster.StateDir, "bin")) })
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+// buildCommand runs go build of ./cmd/NAME into dir and returns the binary's path.
+func buildCommand(name, dir string) (string, error) {
 	root, err := localcluster.RepoRoot()
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		t.Fatalf("finding the go command to build %s: %v", name, err)
+		return "", fmt.Errorf("finding the go command to build %s: %w", name, err)
 	}
-	bin := filepath.Join(t.TempDir(), name)
+	bin := filepath.Join(dir, name)
 	cmd := exec.Command(goTool, "build", "-o", bin, "./cmd/"+name)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, out)
+		return "", fmt.Errorf("go build ./cmd/%s: %w\n%s", name, err, out)
 	}
-	return bin
+	return bin, nil
 }

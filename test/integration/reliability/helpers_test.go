@@ -368,35 +368,6 @@ func (id identity) kubeconfig(t *testing.T) string {
 	return path
 }
 
-// binary is the app-controller binary, built once per test binary into the cluster's
-// state directory (removed with the cluster).
-var binary struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-func controllerBinary(t *testing.T) string {
-	t.Helper()
-	binary.once.Do(func() {
-		root, err := filepath.Abs("../../..")
-		if err != nil {
-			binary.err = err
-			return
-		}
-		binary.path = filepath.Join(framework.Cluster().StateDir, "app-controller")
-		cmd := exec.Command("go", "build", "-o", binary.path, "./cmd/app-controller")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binary.err = fmt.Errorf("go build ./cmd/app-controller: %w\n%s", err, out)
-		}
-	})
-	if binary.err != nil {
-		t.Fatal(binary.err)
-	}
-	return binary.path
-}
-
 // controller is an app-controller process, run with its default flags but its
 // kubeconfig (impersonating its identity) and the flags a test adds.
 type controller struct {
@@ -416,7 +387,7 @@ func startController(t *testing.T, id identity, extra ...string) *controller {
 	t.Helper()
 	c := &controller{id: id, logPath: filepath.Join(t.TempDir(), string(id)+".log"), done: make(chan struct{})}
 	args := append([]string{"--kubeconfig", id.kubeconfig(t)}, extra...)
-	c.cmd = exec.Command(controllerBinary(t), args...)
+	c.cmd = exec.Command(framework.BuildBinary(t, "app-controller"), args...)
 	stderr, err := c.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
