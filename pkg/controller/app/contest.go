@@ -121,6 +121,17 @@ func (t *contestTracker) live(key contestKey, now time.Time) *contestState {
 	return s
 }
 
+// streak returns the live streak of key, a new one if there is none; the caller holds
+// the lock.
+func (t *contestTracker) streak(key contestKey, now time.Time) *contestState {
+	s := t.live(key, now)
+	if s == nil {
+		s = &contestState{}
+		t.states[key] = s
+	}
+	return s
+}
+
 // beforeRepair is called when the child kind of app has drifted and is about to be
 // repaired. It returns how long the repair must wait (0: repair now), and whether this
 // repair makes or keeps the child contested, so that the caller looks up the other
@@ -129,11 +140,9 @@ func (t *contestTracker) beforeRepair(app *appv1.App, kind, name string) (wait t
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.clock.Now()
-	key := contestKey{app.UID, kind}
-	s := t.live(key, now)
-	if s == nil {
-		s = &contestState{name: name}
-		t.states[key] = s
+	s := t.streak(contestKey{app.UID, kind}, now)
+	if s.name == "" {
+		s.name = name // a new streak
 	}
 	s.lastDrift = now
 	if due := s.lastRepair.Add(t.backoff(s)); s.repairs > 0 && now.Before(due) {
@@ -148,12 +157,7 @@ func (t *contestTracker) repaired(app *appv1.App, kind, name, manager string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.clock.Now()
-	key := contestKey{app.UID, kind}
-	s := t.live(key, now)
-	if s == nil {
-		s = &contestState{}
-		t.states[key] = s
-	}
+	s := t.streak(contestKey{app.UID, kind}, now)
 	s.name = name
 	s.repairs++
 	s.lastRepair, s.lastDrift = now, now
