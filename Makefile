@@ -271,16 +271,22 @@ test: ## Everything CI runs: verify, unit tests with -race, the image, integrati
 	@# bin/tools-build.log): the first steps leave a core idle while they download modules,
 	@# link, run generators and tests.
 	@mkdir -p $(BIN)
-	@$(MAKE) --no-print-directory tools > $(BIN)/tools-build.log 2>&1 & tools=$$!; \
-	rc=0; $(MAKE) --no-print-directory verify unit test-image || rc=$$?; \
+	@start=$$(date +%s); step() { echo "make test: $$1 ($$(( $$(date +%s) - start ))s since the start)"; }; \
+	$(MAKE) --no-print-directory tools > $(BIN)/tools-build.log 2>&1 & tools=$$!; \
+	rc=0; for t in verify unit test-image; do step "$$t"; $(MAKE) --no-print-directory $$t || { rc=$$?; break; }; done; \
 	if [ $$rc -ne 0 ]; then kill $$tools 2>/dev/null || true; wait $$tools 2>/dev/null || true; exit $$rc; fi; \
-	echo "waiting for the control plane binaries (make tools, log in bin/tools-build.log)"; \
+	step "waiting for the control plane binaries (make tools, log in bin/tools-build.log)"; \
 	if ! wait $$tools; then cat $(BIN)/tools-build.log; echo "make tools failed" >&2; exit 1; fi; \
-	$(MAKE) --no-print-directory integration test-chart
+	for t in integration test-chart; do step "$$t"; $(MAKE) --no-print-directory $$t; done; \
+	step "done"
 
+# Unit tests are hermetic (no cluster, no network), so go test's cache may replay the
+# result of a package whose code, test data and environment did not change; the
+# integration tests, which run a control plane, always run (-count=1).
+# `make unit TESTFLAGS=-count=1` forces a rerun.
 .PHONY: unit
 unit: ## Unit tests, with the race detector and the cache mutation detector.
-	KUBE_CACHE_MUTATION_DETECTOR=true CGO_ENABLED=1 $(GO) test -race -count=1 $(UNIT_PKGS)
+	KUBE_CACHE_MUTATION_DETECTOR=true CGO_ENABLED=1 $(GO) test -race $(UNIT_PKGS) $(TESTFLAGS)
 
 .PHONY: integration
 integration: tools ## Integration tests against a local kube-apiserver, etcd, controller-manager, scheduler and kwok.

@@ -31,19 +31,40 @@ for dir in . hack/tools hack/tools/docs test/chart; do
 done
 
 echo "verify: generated code"
-tmp="$(mktemp -d)"
-trap 'rm -rf "${tmp}"' EXIT
-# Copy the tracked and untracked-but-not-ignored files, then regenerate in the copy.
-git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} cp --parents {} "${tmp}/" 2>/dev/null || true
-mkdir -p "${tmp}/bin" && cp -r "${ROOT}/bin/codegen" "${tmp}/bin/" 2>/dev/null || true
-(cd "${tmp}" && ./hack/update-codegen.sh >/dev/null)
-for path in pkg/apis pkg/generated config/crd config/rbac charts/app-controller/files docs/api.md; do
-    if ! diff -r "${ROOT}/${path}" "${tmp}/${path}" >/dev/null 2>&1; then
-        echo "generated code in ${path} is stale: run 'make generate'" >&2
-        diff -r "${ROOT}/${path}" "${tmp}/${path}" | head -40 >&2 || true
+# Regenerating takes minutes; skip it when neither the generators' inputs nor the
+# generated files changed since the last run that found them up to date (the stamp is
+# a hash of every file under the paths below, tracked or not, and of the Go version).
+stamp="${ROOT}/bin/.verify-generated"
+inputs_hash() {
+    { git ls-files -z --cached --others --exclude-standard -- \
+        pkg cmd hack config charts docs/api.md go.mod go.sum |
+        sort -z | xargs -0 sha256sum 2>&1; go version; } | sha256sum | cut -d' ' -f1
+}
+hash="$(inputs_hash)"
+if [ -f "${stamp}" ] && [ "$(cat "${stamp}")" = "${hash}" ]; then
+    echo "verify: generated code unchanged since the last verify (${stamp}): not regenerated"
+else
+    tmp="$(mktemp -d)"
+    trap 'rm -rf "${tmp}"' EXIT
+    # Copy the tracked and untracked-but-not-ignored files, then regenerate in the copy.
+    git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} cp --parents {} "${tmp}/" 2>/dev/null || true
+    mkdir -p "${tmp}/bin" && cp -r "${ROOT}/bin/codegen" "${tmp}/bin/" 2>/dev/null || true
+    (cd "${tmp}" && ./hack/update-codegen.sh >/dev/null)
+    generated_ok=1
+    for path in pkg/apis pkg/generated config/crd config/rbac charts/app-controller/files docs/api.md; do
+        if ! diff -r "${ROOT}/${path}" "${tmp}/${path}" >/dev/null 2>&1; then
+            echo "generated code in ${path} is stale: run 'make generate'" >&2
+            diff -r "${ROOT}/${path}" "${tmp}/${path}" | head -40 >&2 || true
+            generated_ok=0
+        fi
+    done
+    if [ "${generated_ok}" -eq 1 ]; then
+        mkdir -p "$(dirname "${stamp}")" && echo "${hash}" > "${stamp}"
+    else
+        rm -f "${stamp}"
         failed=1
     fi
-done
+fi
 
 if [ "${failed}" -ne 0 ]; then
     echo "verify: FAILED" >&2
