@@ -25,8 +25,9 @@ type controllerProc struct {
 	last procStats
 }
 
-// startController starts the controller with its stderr and stdout appended to logPath.
-func startController(bin, kubeconfig, logPath string) (*controllerProc, error) {
+// startController starts the controller with its stderr and stdout appended to logPath,
+// adding extraFlags to its command line.
+func startController(bin, kubeconfig, logPath string, extraFlags []string) (*controllerProc, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -36,7 +37,8 @@ func startController(bin, kubeconfig, logPath string) (*controllerProc, error) {
 		return nil, fmt.Errorf("opening the controller log: %w", err)
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	cmd := exec.Command(bin, "--kubeconfig="+kubeconfig, "--metrics-bind-address="+addr)
+	args := append([]string{"--kubeconfig=" + kubeconfig, "--metrics-bind-address=" + addr}, extraFlags...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p := &controllerProc{cmd: cmd, metricsURL: "http://" + addr + "/metrics", done: make(chan struct{}), start: time.Now()}

@@ -30,7 +30,7 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 		return err
 	}
 	logPath := filepath.Join(e.logDir, fmt.Sprintf("app-controller-round%d.log", r.Round))
-	proc, err := startController(e.cfg.Controller, e.controllerKubeconfig, logPath)
+	proc, err := startController(e.cfg.Controller, e.controllerKubeconfig, logPath, e.cfg.ControllerFlags)
 	if err != nil {
 		return err
 	}
@@ -136,7 +136,7 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 			return err
 		}
 		from := time.Now()
-		if proc, err = startController(e.cfg.Controller, e.controllerKubeconfig, logPath); err != nil {
+		if proc, err = startController(e.cfg.Controller, e.controllerKubeconfig, logPath, e.cfg.ControllerFlags); err != nil {
 			return err
 		}
 		procs = append(procs, proc)

@@ -26,6 +26,9 @@ type Result struct {
 	// Cores is the number of CPUs of the machine, shared by every process.
 	Cores    int      `json:"cores"`
 	Versions Versions `json:"versions"`
+	// ControllerFlags are the flags added to the controller's defaults (none in a
+	// default run).
+	ControllerFlags []string `json:"controller_flags"`
 	// WriteCounting says how writes are counted.
 	WriteCounting string        `json:"write_counting"`
 	Rounds        []RoundResult `json:"rounds"`
@@ -137,7 +140,7 @@ func (r *Result) WriteJSON(path string) error {
 }
 
 // table renders one round's figures for humans.
-func (r RoundResult) table(apps, replicas int, scenarios []string) string {
+func (r RoundResult) table(apps, replicas int, scenarios, controllerFlags []string) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "Round %d: %d Apps x %d replica(s)\n", r.Round, apps, replicas)
 	row := func(name, value string) { fmt.Fprintf(&sb, "  %-40s %s\n", name, value) }
@@ -146,7 +149,11 @@ func (r RoundResult) table(apps, replicas int, scenarios []string) string {
 		floors = append(floors, fmt.Sprintf("c%s %.2fs", c, r.FloorByConcurrency[c]))
 	}
 	row("floor (fastest loop)", fmt.Sprintf("%.2fs at concurrency %d  [%s]", r.FloorSeconds, r.FloorConcurrency, strings.Join(floors, ", ")))
-	row("converge (default flags)", fmt.Sprintf("%.2fs (creates done at %.2fs)", r.ConvergeSeconds, r.CreatesSeconds))
+	flags := "default flags"
+	if len(controllerFlags) > 0 {
+		flags = strings.Join(controllerFlags, " ")
+	}
+	row("converge ("+flags+")", fmt.Sprintf("%.2fs (creates done at %.2fs)", r.ConvergeSeconds, r.CreatesSeconds))
 	row("ratio converge/floor", fmt.Sprintf("%.2f", r.Ratio))
 	row("ready per App p50 / p99", fmt.Sprintf("%.2fs / %.2fs", r.P50ReadySeconds, r.P99ReadySeconds))
 	row("controller writes per App", breakdown(r.WritesBreakdown))

@@ -33,6 +33,10 @@ type Config struct {
 	Scenarios []string
 	// BinDir holds the control plane's binaries; Controller is bin/app-controller.
 	BinDir, Controller string
+	// ControllerFlags are added to the controller's command line, after --kubeconfig and
+	// --metrics-bind-address; empty (the default, and what the targets are measured
+	// with) runs it with its default flags. For studies such as --workers.
+	ControllerFlags []string
 	// CRDDir holds the CRDs installed at start.
 	CRDDir string
 	// WorkDir receives the cluster's state and logs and the controller's logs; it is
@@ -131,7 +135,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 
-	res := &Result{Apps: cfg.Apps, Replicas: int(cfg.Replicas), Cores: runtime.NumCPU(), WriteCounting: writeCounting, Scenarios: cfg.Scenarios}
+	res := &Result{Apps: cfg.Apps, Replicas: int(cfg.Replicas), Cores: runtime.NumCPU(), WriteCounting: writeCounting, Scenarios: cfg.Scenarios, ControllerFlags: append([]string{}, cfg.ControllerFlags...)}
 	if res.Versions, err = e.versions(ctx); err != nil {
 		return nil, err
 	}
@@ -142,7 +146,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		res.Rounds = append(res.Rounds, r)
 		fmt.Fprintln(out)
-		fmt.Fprint(out, r.table(cfg.Apps, int(cfg.Replicas), cfg.Scenarios))
+		fmt.Fprint(out, r.table(cfg.Apps, int(cfg.Replicas), cfg.Scenarios, cfg.ControllerFlags))
 		res.summarize()
 		if cfg.ResultPath != "" {
 			if err := res.WriteJSON(cfg.ResultPath); err != nil {

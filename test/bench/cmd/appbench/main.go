@@ -19,6 +19,7 @@ func main() {
 	cfg := bench.Config{Out: os.Stdout}
 	var replicas int
 	var concurrencies, scenarios, out string
+	var controllerFlags multiFlag
 	flag.IntVar(&cfg.Apps, "apps", 1000, "number of Apps of every phase")
 	flag.IntVar(&replicas, "replicas", 1, "replicas of each App")
 	flag.IntVar(&cfg.Rounds, "rounds", 1, "rounds of the whole sequence on the same control plane")
@@ -27,12 +28,14 @@ func main() {
 	flag.StringVar(&scenarios, "scenarios", strings.Join(bench.DefaultScenarios, ","), "scenarios after converge (idle, restart, churn; empty: none)")
 	flag.StringVar(&cfg.BinDir, "bin-dir", "bin", "directory of the control plane's binaries")
 	flag.StringVar(&cfg.Controller, "controller", "bin/app-controller", "the controller binary")
+	flag.Var(&controllerFlags, "controller-flag", "a flag added to the controller's defaults, e.g. --workers=10 (repeatable; the targets are measured without)")
 	flag.StringVar(&cfg.CRDDir, "crd-dir", "config/crd/bases", "CRDs to install")
 	flag.StringVar(&cfg.WorkDir, "work-dir", ".local/bench", "state and logs of the run (must not exist or be empty)")
 	flag.BoolVar(&cfg.KeepState, "keep-state", false, "keep the work directory after a successful run")
 	flag.StringVar(&out, "out", "bench/results/latest.json", "where to write the JSON result (empty: nowhere)")
 	flag.Parse()
 	cfg.Replicas = int32(replicas)
+	cfg.ControllerFlags = controllerFlags
 	for _, c := range strings.Split(concurrencies, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))
 		if err != nil || n < 1 {
@@ -63,4 +66,14 @@ func main() {
 	if !res.AllConverged {
 		os.Exit(1)
 	}
+}
+
+// multiFlag is a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string { return strings.Join(*m, " ") }
+
+func (m *multiFlag) Set(v string) error {
+	*m = append(*m, v)
+	return nil
 }
