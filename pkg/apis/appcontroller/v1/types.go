@@ -388,8 +388,10 @@ type AppStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready, Progressing and NamesAccepted, and for kstatus-based tools
-	// (Flux, Argo CD, kubectl wait) Reconciling and Stalled.
+	// Conditions: Ready, Progressing and NamesAccepted; Contested, present only while
+	// another writer keeps changing a child (reason CompetingWriter, the message names
+	// its field manager); and for kstatus-based tools (Flux, Argo CD, kubectl wait)
+	// Reconciling and Stalled.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -32,8 +32,10 @@ type AppStatusApplyConfiguration struct {
 	// ObservedGeneration is the metadata.generation this status describes; -1 (the schema
 	// default) until the controller first observes the App.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready, Progressing and NamesAccepted, and for kstatus-based tools
-	// (Flux, Argo CD, kubectl wait) Reconciling and Stalled.
+	// Conditions: Ready, Progressing and NamesAccepted; Contested, present only while
+	// another writer keeps changing a child (reason CompetingWriter, the message names
+	// its field manager); and for kstatus-based tools (Flux, Argo CD, kubectl wait)
+	// Reconciling and Stalled.
 	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// DeploymentStatus is the status of the Deployment the App controls.
 	DeploymentStatus *appsv1.DeploymentStatusApplyConfiguration `json:"deploymentStatus,omitempty"`
