@@ -283,17 +283,12 @@ func Kubectl(t testing.TB, args ...string) string {
 	return string(out)
 }
 
-// builds holds the commands BuildBinary built, by name: each is built once per test
-// binary, into the cluster's state directory (removed with the cluster).
+// builds holds, by name, the builds of the commands BuildBinary was asked for: each is
+// built once per test binary, into the cluster's state directory (removed with the
+// cluster).
 var builds struct {
-	mu   sync.Mutex
-	bins map[string]*builtBinary
-}
-
-type builtBinary struct {
-	once sync.Once
-	path string
-	err  error
+	mu    sync.Mutex
+	build map[string]func() (string, error)
 }
 
 // BuildBinary builds the command ./cmd/NAME of the repository and returns its path. With
@@ -301,28 +296,25 @@ type builtBinary struct {
 // directory; without one, into a temporary directory of the test.
 func BuildBinary(t testing.TB, name string) string {
 	t.Helper()
-	if cluster == nil {
-		bin, err := buildCommand(name, t.TempDir())
-		if err != nil {
-			t.Fatal(err)
+	build := func() (string, error) { return buildCommand(name, t.TempDir()) }
+	if cluster != nil {
+		builds.mu.Lock()
+		if builds.build == nil {
+			builds.build = map[string]func() (string, error){}
 		}
-		return bin
+		if builds.build[name] == nil {
+			builds.build[name] = sync.OnceValues(func() (string, error) {
+				return buildCommand(name, filepath.Join(cluster.StateDir, "bin"))
+			})
+		}
+		build = builds.build[name]
+		builds.mu.Unlock()
 	}
-	builds.mu.Lock()
-	if builds.bins == nil {
-		builds.bins = map[string]*builtBinary{}
+	bin, err := build()
+	if err != nil {
+		t.Fatal(err)
 	}
-	b, found := builds.bins[name]
-	if !found {
-		b = &builtBinary{}
-		builds.bins[name] = b
-	}
-	builds.mu.Unlock()
-	b.once.Do(func() { b.path, b.err = buildCommand(name, filepath.Join(cluster.StateDir, "bin")) })
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
-	return b.path
+	return bin
 }
 
 // buildCommand runs go build of ./cmd/NAME into dir and returns the binary's path.
