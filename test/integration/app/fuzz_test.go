@@ -93,7 +93,7 @@ func (g gen) labels(max int, reserved bool) map[string]string {
 }
 
 // app returns a random App named name.
-func (g gen) app(ns, name string, i int) *appv1.App {
+func (g gen) app(ns, name string) *appv1.App {
 	app := &appv1.App{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	if g.chance(0.9) {
 		t := &appv1.DeploymentTemplate{Name: g.label(40), Image: g.pick("nginx", "nginx:1.27", "registry.example.com:5000/team/app:v1.2.3",
@@ -200,7 +200,7 @@ func (g gen) app(ns, name string, i int) *appv1.App {
 		if g.chance(0.4) {
 			t.Type = corev1.ServiceType(g.pick("ClusterIP", "NodePort", "LoadBalancer"))
 			if t.Type != corev1.ServiceTypeClusterIP && g.chance(0.3) {
-				t.NodePort = ptr.To(int32(30000 + (i*37)%2700)) // distinct per sample: allocated for real
+				t.NodePort = ptr.To(int32(30000)) // TestGeneratedApps gives it a free port
 			}
 		}
 		if g.chance(0.3) {
@@ -261,16 +261,21 @@ func TestGeneratedApps(t *testing.T) {
 		return d, s, nil
 	}
 
-	accepted, refused := 0, map[string]int{}
+	accepted, fixedNodePorts, refused := 0, 0, map[string]int{}
 	usedNames := map[string]bool{}
 	for i := range *fuzzSamples {
-		app := g.app(ns, fmt.Sprintf("gen-%d", i), i)
+		app := g.app(ns, fmt.Sprintf("gen-%d", i))
 		// Child names must be unique in the namespace across samples.
 		if d := app.Spec.DeploymentTemplate; d != nil {
 			d.Name = prefixed(fmt.Sprintf("d%d-", i), d.Name)
 		}
 		if s := app.Spec.ServiceTemplate; s != nil {
 			s.Name = prefixed(fmt.Sprintf("s%d-", i), s.Name)
+			// A fixed node port is allocated for real: it must be free in the cluster.
+			if s.NodePort != nil {
+				s.NodePort = ptr.To(framework.FreeNodePort(t, c.kube))
+				fixedNodePorts++
+			}
 		}
 		spec, _ := json.Marshal(app.Spec)
 		_, err := c.app.AppcontrollerV1().Apps(ns).Create(ctx, app, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
@@ -313,7 +318,8 @@ func TestGeneratedApps(t *testing.T) {
 			t.Errorf("App %d (spec %s): applying the Service again changed it (resourceVersion %s -> %s)", i, spec, s1.ResourceVersion, s2.ResourceVersion)
 		}
 	}
-	t.Logf("seed %d: %d Apps generated, %d accepted by the schema; refused: %v", *fuzzSeed, *fuzzSamples, accepted, refused)
+	t.Logf("seed %d: %d Apps generated (%d with a fixed node port), %d accepted by the schema; refused: %v",
+		*fuzzSeed, *fuzzSamples, fixedNodePorts, accepted, refused)
 	if accepted < *fuzzSamples/3 {
 		t.Errorf("only %d of %d generated Apps accepted by the schema: the generator misses its target", accepted, *fuzzSamples)
 	}

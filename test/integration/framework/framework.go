@@ -257,6 +257,48 @@ func WaitEvent(t testing.TB, client kubernetes.Interface, namespace, kind, name,
 	return found
 }
 
+// The static band of the default node port range 30000-32767: the API server hands out
+// ports of this band to Services without an explicit nodePort only when the rest of the
+// range is full (KEP-3668), so a test that asks for a port of the band never races with
+// another test's automatic allocation.
+const (
+	staticNodePortFirst = 30000
+	staticNodePortLast  = 30000 + 2768/32 - 1 // the band is 1/32 of the range, 16..128 ports
+)
+
+var (
+	nodePortsMu    sync.Mutex
+	nodePortsGiven = map[int32]bool{}
+)
+
+// FreeNodePort returns a node port for a Service with an explicit nodePort: one of the
+// static band that no Service of the cluster holds and that no other test of this binary
+// was given (the cluster is shared by the package's tests, and a rerun with -count finds
+// the previous run's Services still there).
+func FreeNodePort(t testing.TB, client kubernetes.Interface) int32 {
+	t.Helper()
+	services, err := client.CoreV1().Services(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("framework: listing Services for a free node port: %v", err)
+	}
+	nodePortsMu.Lock()
+	defer nodePortsMu.Unlock()
+	taken := map[int32]bool{}
+	for _, svc := range services.Items {
+		for _, p := range svc.Spec.Ports {
+			taken[p.NodePort] = true
+		}
+	}
+	for port := int32(staticNodePortFirst); port <= staticNodePortLast; port++ {
+		if !taken[port] && !nodePortsGiven[port] {
+			nodePortsGiven[port] = true
+			return port
+		}
+	}
+	t.Fatalf("framework: no free node port in %d-%d", staticNodePortFirst, staticNodePortLast)
+	return 0
+}
+
 // RoundTripperFunc is an http.RoundTripper made of a function, for wrapping a client's
 // transport (counting or failing requests).
 type RoundTripperFunc func(*http.Request) (*http.Response, error)

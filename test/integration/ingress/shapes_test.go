@@ -41,7 +41,7 @@ func TestServiceShapes(t *testing.T) {
 	kubectl := func(args ...string) { framework.Kubectl(t, append([]string{"-n", ns}, args...)...) }
 	kubectl("create", "deployment", "web", "--image=nginx", "--port=8080")
 	kubectl("create", "deployment", "dns", "--image=coredns")
-	nodePort := freeNodePort(t, e)
+	nodePort := framework.FreeNodePort(t, e.kube)
 
 	tests := []struct {
 		name   string
@@ -178,28 +178,4 @@ func TestServiceShapes(t *testing.T) {
 			}
 		})
 	}
-}
-
-// freeNodePort returns a node port no Service of the cluster holds, for the shape with
-// an explicit --node-port: the cluster is shared by every test of the package, and a
-// rerun (-count) finds the previous run's Services still there.
-func freeNodePort(t *testing.T, e env) int32 {
-	t.Helper()
-	services, err := e.kube.CoreV1().Services(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatalf("listing Services: %v", err)
-	}
-	taken := map[int32]bool{}
-	for _, svc := range services.Items {
-		for _, p := range svc.Spec.Ports {
-			taken[p.NodePort] = true
-		}
-	}
-	for port := int32(30123); port <= 32767; port++ {
-		if !taken[port] {
-			return port
-		}
-	}
-	t.Fatal("no free node port in 30123-32767")
-	return 0
 }
