@@ -23,16 +23,39 @@ import (
 
 // The image `make image` wrote; `make test-image` sets these.
 const (
-	envLayout   = "IMAGE_LAYOUT"   // the OCI layout directory
-	envBinaries = "IMAGE_BINARIES" // holds <os>-<arch>/app-controller, the binaries it was built from
+	envLayout    = "IMAGE_LAYOUT"    // the OCI layout directory
+	envBinaries  = "IMAGE_BINARIES"  // holds <os>-<arch>/app-controller, the binaries it was built from
+	envPlatforms = "IMAGE_PLATFORMS" // the platforms it was built for, comma-separated (PLATFORMS)
 )
 
-var wantPlatforms = []string{"linux/amd64", "linux/arm64/v8"}
+// defaultPlatforms are the Makefile's PLATFORMS: the index of a release.
+const defaultPlatforms = "linux/amd64,linux/arm64"
 
-// TestBuiltImage checks the image `make image` built: a valid index of both platforms,
-// each with the user, entrypoint and labels; the host platform's binary is static, runs
-// and names the commit of the revision label; the base files are right; and building
-// again from the same binaries and labels gives the same index digest.
+// wantPlatforms returns the platforms the index must hold, in order: those of
+// $IMAGE_PLATFORMS, else both of a release, each with the binary it was built from under
+// dir (<os>-<arch>/app-controller).
+func wantPlatforms(t *testing.T, dir string) []Platform {
+	t.Helper()
+	list := os.Getenv(envPlatforms)
+	if list == "" {
+		list = defaultPlatforms
+	}
+	var out []Platform
+	for _, spec := range strings.Split(list, ",") {
+		p, err := ParsePlatform(spec + "=" + filepath.Join(dir, strings.ReplaceAll(spec, "/", "-"), "app-controller"))
+		if err != nil {
+			t.Fatalf("%s: %v", envPlatforms, err)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// TestBuiltImage checks the image `make image` built: a valid index of the platforms it
+// was built for ($IMAGE_PLATFORMS; both of a release when unset), each with the user,
+// entrypoint and labels; the host platform's binary is static, runs and names the commit
+// of the revision label; the base files are right; and building again from the same
+// binaries and labels gives the same index digest.
 func TestBuiltImage(t *testing.T) {
 	dir := os.Getenv(envLayout)
 	if dir == "" {
@@ -68,10 +91,16 @@ func TestBuiltImage(t *testing.T) {
 		images[p] = img
 		t.Run(p, func(t *testing.T) { opts = checkConfig(t, img, desc.Platform) })
 	}
-	for _, p := range wantPlatforms {
-		if images[p] == nil {
+	platforms := wantPlatforms(t, os.Getenv(envBinaries))
+	var wantNames []string
+	for _, p := range platforms {
+		wantNames = append(wantNames, p.String())
+		if images[p.String()] == nil {
 			t.Errorf("the index lacks %s; it has %v", p, keys(images))
 		}
+	}
+	if len(images) != len(platforms) {
+		t.Errorf("the index has %v, want only %v", keys(images), wantNames)
 	}
 	if t.Failed() {
 		t.FailNow()
@@ -109,17 +138,10 @@ func TestBuiltImage(t *testing.T) {
 	t.Run("base files", func(t *testing.T) { checkBase(t, files) })
 
 	t.Run("reproducible", func(t *testing.T) {
-		bins := os.Getenv(envBinaries)
-		if bins == "" {
+		if os.Getenv(envBinaries) == "" {
 			t.Skipf("%s is not set", envBinaries)
 		}
-		for _, p := range wantPlatforms {
-			platform, err := ParsePlatform(p + "=" + filepath.Join(bins, strings.ReplaceAll(strings.TrimSuffix(p, "/v8"), "/", "-"), "app-controller"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			opts.Platforms = append(opts.Platforms, platform)
-		}
+		opts.Platforms = platforms
 		opts.Entrypoint = "/app-controller"
 		want, err := idx.Digest()
 		if err != nil {
