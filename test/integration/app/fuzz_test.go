@@ -30,8 +30,12 @@ var (
 
 // gen draws the parts of random Apps: mostly what a user would write, sometimes values at
 // or past the schema's limits, so that the sample covers both sides of what the schema
-// accepts.
-type gen struct{ r *rand.Rand }
+// accepts. A fixed node port is allocated for real, so it comes from nodePort, which
+// returns one free in the cluster.
+type gen struct {
+	r        *rand.Rand
+	nodePort func() int32
+}
 
 func (g gen) chance(p float64) bool { return g.r.Float64() < p }
 
@@ -200,7 +204,7 @@ func (g gen) app(ns, name string) *appv1.App {
 		if g.chance(0.4) {
 			t.Type = corev1.ServiceType(g.pick("ClusterIP", "NodePort", "LoadBalancer"))
 			if t.Type != corev1.ServiceTypeClusterIP && g.chance(0.3) {
-				t.NodePort = ptr.To(int32(30000)) // TestGeneratedApps gives it a free port
+				t.NodePort = ptr.To(g.nodePort())
 			}
 		}
 		if g.chance(0.3) {
@@ -230,7 +234,7 @@ func TestGeneratedApps(t *testing.T) {
 	c := newClients(t)
 	ns := framework.Namespace(t)
 	ctx := context.Background()
-	g := gen{r: rand.New(rand.NewPCG(*fuzzSeed, 0x5eed))}
+	g := gen{r: rand.New(rand.NewPCG(*fuzzSeed, 0x5eed)), nodePort: func() int32 { return framework.FreeNodePort(t, c.kube) }}
 	apply := func(app *appv1.App, dryRun bool) (*appsv1.Deployment, *corev1.Service, error) {
 		opts := metav1.ApplyOptions{FieldManager: appv1.FieldManager, Force: true}
 		if dryRun {
@@ -271,9 +275,7 @@ func TestGeneratedApps(t *testing.T) {
 		}
 		if s := app.Spec.ServiceTemplate; s != nil {
 			s.Name = prefixed(fmt.Sprintf("s%d-", i), s.Name)
-			// A fixed node port is allocated for real: it must be free in the cluster.
 			if s.NodePort != nil {
-				s.NodePort = ptr.To(framework.FreeNodePort(t, c.kube))
 				fixedNodePorts++
 			}
 		}
