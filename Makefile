@@ -224,9 +224,15 @@ test-chart: tools ## Chart and installer tests: offline (lint, render, schema) a
 
 ##@ Local control plane
 
+# The kind of node of the local cluster: kwok (simulated pods, the default) or real (one
+# node that runs pods with containerd, the kubelet and kube-proxy; root only).
+NODE ?= kwok
+# What a real node needs beyond `make tools`: the Debian packages and `make node-tools`.
+CLUSTER_UP_DEPS = tools $(if $(filter real,$(NODE)),node-packages node-tools)
+
 .PHONY: cluster-up
-cluster-up: tools $(BIN)/localcluster ## Start the local control plane in the background; admin kubeconfig at .local/kubeconfig.
-	$(BIN)/localcluster up --bin-dir $(BIN) --state-dir $(LOCAL) --crd-dir config/crd/bases
+cluster-up: $(CLUSTER_UP_DEPS) $(BIN)/localcluster ## Start the local control plane in the background (NODE=real: a node that runs pods for real); admin kubeconfig at .local/kubeconfig.
+	$(BIN)/localcluster up --bin-dir $(BIN) --state-dir $(LOCAL) --crd-dir config/crd/bases --node $(NODE)
 
 .PHONY: cluster-down
 cluster-down: $(BIN)/localcluster ## Stop the local control plane and remove its state.
@@ -248,6 +254,40 @@ $(CLUSTER_BINS) &: hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go
 		sigs.k8s.io/kwok/cmd/kwok \
 		./etcd
 	@touch $(CLUSTER_BINS)
+
+# The real node's binaries and images: the kubelet, kube-proxy and agnhost from the same
+# k8s.io/kubernetes module, the image tool, and two OCI layouts the cluster's registry
+# serves: agnhost:2.63.0 (the binary at /agnhost, its entrypoint, as upstream) and the
+# pods' sandbox image, agnhost run as `pause`.
+NODE_BINS   := $(addprefix $(BIN)/,kubelet kube-proxy agnhost)
+NODE_IMAGES := $(BIN)/node-images
+
+.PHONY: node-tools
+node-tools: $(NODE_BINS) $(IMAGEBUILD) $(NODE_IMAGES) ## Build the real node's kubelet, kube-proxy and images (agnhost, pause) into bin/ (cached).
+
+$(NODE_BINS) &: hack/tools/go.mod hack/tools/go.sum
+	@mkdir -p $(BIN)
+	cd hack/tools && $(GO) build -o $(BIN)/ k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/test/images/agnhost
+	@touch $(NODE_BINS)
+
+$(NODE_IMAGES): $(BIN)/agnhost $(IMAGEBUILD)
+	@rm -rf $@
+	$(IMAGEBUILD) build --layout $@/agnhost --tag agnhost:2.63.0 --platform linux/$(HOST_ARCH)=$(BIN)/agnhost \
+		--entrypoint /agnhost --user 0:0 --created-epoch 0 --version 2.63.0 --revision k8s.io/kubernetes@v1.36.3 \
+		--source https://github.com/kubernetes/kubernetes/tree/master/test/images/agnhost >/dev/null
+	$(IMAGEBUILD) build --layout $@/pause --tag pause:2.63.0 --platform linux/$(HOST_ARCH)=$(BIN)/agnhost \
+		--entrypoint /agnhost --arg pause --user 65535:65535 --created-epoch 0 --version 2.63.0 --revision k8s.io/kubernetes@v1.36.3 \
+		--source https://github.com/kubernetes/kubernetes/tree/master/test/images/agnhost >/dev/null
+
+# The Debian packages a real node runs: containerd, runc, the CNI plugins and iptables,
+# installed with apt-get when one is missing (root).
+.PHONY: node-packages
+node-packages:
+	@missing=""; for c in containerd runc iptables /usr/lib/cni/bridge; do command -v $$c >/dev/null || missing="$$missing $$c"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing containerd runc containernetworking-plugins iptables (missing:$$missing)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd runc containernetworking-plugins iptables >/dev/null; \
+	fi
 
 # kwok's fast node and pod stages, from the kwok module pinned in hack/tools.
 $(KWOK_STAGES): hack/tools/go.mod

@@ -28,12 +28,17 @@ kube-controller-manager, kube-scheduler and kwok (simulated nodes and pods), all
 127.0.0.1 with ports chosen at run time.
 
 Usage:
-  localcluster up    --bin-dir DIR --state-dir DIR [--crd-dir DIR]   start it in the background, wait until ready
-  localcluster down  --state-dir DIR                                 stop it and remove the state directory
-  localcluster serve --bin-dir DIR --state-dir DIR [--crd-dir DIR]   run it in the foreground until SIGINT/SIGTERM
+  localcluster up    --bin-dir DIR --state-dir DIR [--crd-dir DIR] [--node kwok|real]   start it in the background, wait until ready
+  localcluster down  --state-dir DIR                                                   stop it and remove the state directory
+  localcluster serve --bin-dir DIR --state-dir DIR [--crd-dir DIR] [--node kwok|real]   run it in the foreground until SIGINT/SIGTERM
 
 --crd-dir installs the CustomResourceDefinitions of DIR before kube-controller-manager
 starts, so that its garbage collector knows them at once.
+
+--node real starts, in place of the kwok node, one node that runs pods for real:
+containerd, runc and the CNI plugins of this machine, the kubelet and kube-proxy, in a
+network namespace of its own, and an image registry whose HOST:PORT is written to
+<state-dir>/registry (it holds agnhost:2.63.0; push your own images there).
 
 The binaries in --bin-dir are built by 'make tools'. The admin kubeconfig is written to
 <state-dir>/kubeconfig; component logs are in <state-dir>/cluster/logs/, the output of the
@@ -91,6 +96,7 @@ func parseFlags(cmd string, args []string) (localcluster.DaemonOptions, error) {
 	if cmd != "down" {
 		fs.StringVar(&opts.BinDir, "bin-dir", "", "directory with the control plane binaries and kwok-stages/ (built by 'make tools'); default: $"+localcluster.BinDirEnv+" or <repo>/bin")
 		fs.StringVar(&opts.CRDDir, "crd-dir", "", "directory of CustomResourceDefinition YAML files to install before kube-controller-manager starts (optional)")
+		fs.StringVar(&opts.Node, "node", localcluster.NodeKwok, "kind of node: kwok (simulated pods) or real (containerd and a kubelet that run pods for real; root only, needs 'make node-tools')")
 	}
 	fs.StringVar(&opts.StateDir, "state-dir", "", "directory for the cluster's state, logs and kubeconfig (required)")
 	if err := fs.Parse(args); err != nil {

@@ -48,6 +48,10 @@ type Options struct {
 	// (nothing else is recorded). Give each client to attribute its own user with
 	// Cluster.UserConfig.
 	AuditUsers []string
+	// Node is the kind of node: NodeKwok (the default, "") or NodeReal, one node that runs
+	// pods for real (realnode.go; root only, see CheckRealNode). With NodeReal, kwok is
+	// not started and PodCapacity is ignored.
+	Node string
 }
 
 // Cluster is a running control plane started by Start.
@@ -64,10 +68,16 @@ type Cluster struct {
 	// AuditLogPath is kube-apiserver's audit log if Options.AuditLog or
 	// Options.AuditUsers is set, else "".
 	AuditLogPath string
-	// Nodes are the names of the kwok nodes Start created.
+	// Nodes are the names of the nodes: the kwok nodes Start created, or the real node.
 	Nodes []string
+	// Registry is the HOST:PORT of the real node's image registry (Options.Node
+	// NodeReal): the same name pushes from this machine and pulls on the node. Empty for
+	// kwok nodes.
+	Registry string
 
 	certs *certFiles
+	// node is the real node, nil for kwok nodes.
+	node *realNode
 
 	opts Options
 	out  io.Writer
@@ -116,6 +126,16 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	if err := CheckBinDir(binDir); err != nil {
 		return nil, err
+	}
+	switch opts.Node {
+	case "", NodeKwok:
+		opts.Node = NodeKwok
+	case NodeReal:
+		if err := CheckRealNode(binDir); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("starting the local cluster: unknown node kind %q (want %s or %s)", opts.Node, NodeKwok, NodeReal)
 	}
 	stages, err := kwokStageFiles(filepath.Join(binDir, kwokStagesDir))
 	if err != nil {
@@ -274,6 +294,13 @@ func (c *Cluster) start(ctx context.Context, stages []string) error {
 		return err
 	}
 
+	if c.opts.Node == NodeReal {
+		if err := c.startRealNode(ctx, apiPorts[0]); err != nil {
+			return err
+		}
+		return c.waitDefaultServiceAccount(ctx)
+	}
+
 	// kwok, then its node.
 	kwokWorkDir := filepath.Join(c.StateDir, "kwok")
 	if err := os.MkdirAll(kwokWorkDir, 0o755); err != nil {
@@ -313,8 +340,17 @@ func (c *Cluster) start(ctx context.Context, stages []string) error {
 		}
 	}
 	c.printf("%d node(s) Ready, room for %d pods (%.1fs)\n", len(c.Nodes), len(c.Nodes)*KwokNodePods, time.Since(t).Seconds())
+	return c.waitDefaultServiceAccount(ctx)
+}
 
-	t = time.Now()
+// waitDefaultServiceAccount waits until kube-controller-manager has made the
+// ServiceAccount default/default, which pods of the default namespace need.
+func (c *Cluster) waitDefaultServiceAccount(ctx context.Context) error {
+	client, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return fmt.Errorf("making the admin client: %w", err)
+	}
+	t := time.Now()
 	err = wait.PollUntilContextTimeout(ctx, probeInterval, saTimeout, true, func(ctx context.Context) (bool, error) {
 		_, err := client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
@@ -329,6 +365,7 @@ func (c *Cluster) start(ctx context.Context, stages []string) error {
 // component describes how to start one component and tell when it is ready.
 type component struct {
 	name    string   // binary and log name
+	path    string   // the binary, if not BinDir/name
 	nPorts  int      // free ports it needs
 	env     []string // extra environment
 	prepare func() error
@@ -353,7 +390,11 @@ func (c *Cluster) startComponent(ctx context.Context, comp component) ([]int, er
 				return nil, fmt.Errorf("preparing %s: %w", comp.name, err)
 			}
 		}
-		p, err := startProcess(comp.name, filepath.Join(c.opts.BinDir, comp.name), comp.args(ports), comp.env, logPath)
+		path := comp.path
+		if path == "" {
+			path = filepath.Join(c.opts.BinDir, comp.name)
+		}
+		p, err := startProcess(comp.name, path, comp.args(ports), comp.env, logPath)
 		if err != nil {
 			return nil, err
 		}
@@ -403,6 +444,9 @@ func (c *Cluster) stop(removeState bool) error {
 	c.stopOnce.Do(func() {
 		t := time.Now()
 		var errs []error
+		if err := c.stopRealNode(); err != nil {
+			errs = append(errs, err)
+		}
 		for i := len(componentNames) - 1; i >= 0; i-- {
 			c.mu.Lock()
 			p := c.procs[componentNames[i]]
@@ -430,6 +474,9 @@ func (c *Cluster) stop(removeState bool) error {
 	})
 	return c.stopErr
 }
+
+// RegistryAddress returns Registry: the real node's image registry, "" with kwok nodes.
+func (c *Cluster) RegistryAddress() string { return c.Registry }
 
 // PIDs returns the pid of each running component, keyed by component name.
 func (c *Cluster) PIDs() map[string]int {

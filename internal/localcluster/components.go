@@ -20,7 +20,10 @@ const (
 )
 
 // componentNames lists the components in start order; Stop goes through it backwards.
-var componentNames = []string{etcdName, apiserverName, controllerManagerName, schedulerName, kwokName}
+// The real node's processes (realnode.go) come after them; stopRealNode stops all but the
+// registry, which the generic stop does.
+var componentNames = []string{etcdName, apiserverName, controllerManagerName, schedulerName, kwokName,
+	registryName, nodeHolderName, containerdName, kubeletName, kubeProxyName}
 
 // requiredBinaries are the files BinDir must hold.
 var requiredBinaries = []string{etcdName, apiserverName, controllerManagerName, schedulerName, kwokName}
@@ -92,6 +95,13 @@ func apiserverArgs(certs *certFiles, certDir, etcdURL string, securePort int) []
 		// so the RBAC tests prove the */finalizers grants instead of assuming them.
 		"--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
 		"--profiling=false",
+		// The apiserver reaches a real node's kubelet (logs, exec, port-forward) at its
+		// InternalIP, with the admin certificate, and checks the kubelet's serving
+		// certificate against the cluster's CA.
+		"--kubelet-preferred-address-types=InternalIP",
+		"--kubelet-client-certificate=" + certs.AdminCert,
+		"--kubelet-client-key=" + certs.AdminKey,
+		"--kubelet-certificate-authority=" + certs.CACert,
 		// Namespace deletion deletes each kind of object through a delete-collection,
 		// which the apiserver runs with one worker by default: about 100 ms an object on a
 		// busy machine, minutes for a namespace holding a thousand Apps.

@@ -28,6 +28,8 @@ type DaemonOptions struct {
 	StateDir string
 	// CRDDir, if set, holds CustomResourceDefinitions to install (see Options.CRDDir).
 	CRDDir string
+	// Node is the kind of node, NodeKwok (default) or NodeReal (see Options.Node).
+	Node string
 	// Out receives the progress lines for humans; nil discards them.
 	Out io.Writer
 }
@@ -125,7 +127,7 @@ func Up(ctx context.Context, opts DaemonOptions) error {
 		return fmt.Errorf("finding this executable: %w", err)
 	}
 	fmt.Fprint(log, logHeader(time.Now()))
-	cmd := exec.Command(self, "serve", "--bin-dir", opts.BinDir, "--state-dir", string(d), "--crd-dir", opts.CRDDir)
+	cmd := exec.Command(self, "serve", "--bin-dir", opts.BinDir, "--state-dir", string(d), "--crd-dir", opts.CRDDir, "--node", opts.Node)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Dir = string(d)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -202,6 +204,7 @@ func printKubeconfig(out io.Writer, path string) {
 // tests.
 type servedCluster interface {
 	PIDs() map[string]int
+	RegistryAddress() string
 	Exited() error
 	Stop() error
 }
@@ -248,6 +251,7 @@ func serve(ctx context.Context, opts DaemonOptions, start startFunc) error {
 		StateDir: d.path(clusterDir),
 		Out:      out,
 		CRDDir:   opts.CRDDir,
+		Node:     opts.Node,
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -259,6 +263,7 @@ func serve(ctx context.Context, opts DaemonOptions, start startFunc) error {
 	stop := func() error {
 		_ = os.Remove(d.path(readyFile))
 		_ = os.Remove(d.path(kubeconfigFile))
+		_ = os.Remove(d.path(registryFile))
 		err := cluster.Stop()
 		_ = os.Remove(d.path(pidsFile))
 		return err
@@ -295,6 +300,11 @@ func publish(d stateDir, cluster servedCluster) error {
 	}
 	if err := writeFileAtomic(d.path(kubeconfigFile), kubeconfig); err != nil {
 		return err
+	}
+	if registry := cluster.RegistryAddress(); registry != "" {
+		if err := writeFileAtomic(d.path(registryFile), []byte(registry+"\n")); err != nil {
+			return err
+		}
 	}
 	return writeFileAtomic(d.path(readyFile), []byte(d.path(kubeconfigFile)+"\n"))
 }

@@ -38,6 +38,7 @@ func runFakeServe(mode string, args []string) int {
 	fs.StringVar(&opts.BinDir, "bin-dir", "", "")
 	fs.StringVar(&opts.StateDir, "state-dir", "", "")
 	fs.StringVar(&opts.CRDDir, "crd-dir", "", "")
+	fs.StringVar(&opts.Node, "node", "", "")
 	_ = fs.Parse(args)
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
@@ -88,6 +89,8 @@ type fakeCluster struct {
 }
 
 func (c *fakeCluster) PIDs() map[string]int { return map[string]int{"sleep": c.p.pid()} }
+
+func (c *fakeCluster) RegistryAddress() string { return "" }
 
 func (c *fakeCluster) Exited() error {
 	if c.p.exited() {

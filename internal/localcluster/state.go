@@ -21,12 +21,13 @@ const (
 	logFile        = "localcluster.log" // output of the serve process
 	readyFile      = "ready"            // written by serve once the control plane is ready
 	kubeconfigFile = "kubeconfig"       // copy of the admin kubeconfig (also its name in cluster/)
+	registryFile   = "registry"         // HOST:PORT of the real node's image registry
 	clusterDir     = "cluster"          // the cluster's own state (certificates, etcd, logs)
 )
 
 // ourEntries are the entries of a state directory that Down removes; all but the last
 // (the log) are also cleared before a new serve starts.
-var ourEntries = []string{readyFile, kubeconfigFile, pidsFile, pidFile, clusterDir, logFile}
+var ourEntries = []string{readyFile, kubeconfigFile, registryFile, pidsFile, pidFile, clusterDir, logFile}
 
 // leftoverGrace is the SIGTERM grace of a component left running by a serve process
 // that died: none, nothing is left to stop the components in order.
@@ -78,6 +79,9 @@ func (d stateDir) clear(out io.Writer, removeAll bool) error {
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("stopping left-over components: %w", err)
+	}
+	if err := cleanupLeftoverNode(out, filepath.Join(d.path(clusterDir), nodeDir)); err != nil {
+		return err
 	}
 	entries := ourEntries
 	if !removeAll {

@@ -5,6 +5,11 @@
 //	    --platform linux/amd64=bin/image/linux-amd64/app-controller --platform linux/arm64=... \
 //	    --created-epoch SECONDS --version V --revision SHA --source URL
 //	imagebuild push --layout DIR IMG
+//	imagebuild registry --listen 127.0.0.1:PORT --dir DIR [--image REPO:TAG=LAYOUT ...]
+//
+// The registry serves the local cluster's real node (internal/localcluster): an OCI
+// registry on loopback with its blobs on disk, loaded at start with the images of
+// --image (agnhost, the pause image).
 package main
 
 import (
@@ -23,7 +28,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: imagebuild build|push [flags]")
+		fmt.Fprintln(os.Stderr, "usage: imagebuild build|push|registry [flags]")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -34,14 +39,26 @@ func main() {
 		err = build(os.Args[2:])
 	case "push":
 		err = push(ctx, os.Args[2:])
+	case "registry":
+		err = serveRegistry(ctx, os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: want build or push", os.Args[1])
+		err = fmt.Errorf("unknown command %q: want build, push or registry", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "imagebuild:", err)
 		stop()
 		os.Exit(1)
 	}
+}
+
+// stringsFlag collects the values of a repeated flag.
+type stringsFlag []string
+
+func (s *stringsFlag) String() string { return strings.Join(*s, " ") }
+
+func (s *stringsFlag) Set(v string) error {
+	*s = append(*s, v)
+	return nil
 }
 
 // platformsFlag collects repeated --platform os/arch=path flags.
@@ -68,9 +85,12 @@ func build(args []string) error {
 	tag := fs.String("tag", "", "image name and tag, such as example.com/app-controller:v0.1.0 (tarball tag and layout ref name)")
 	epoch := fs.String("created-epoch", "", "creation time in seconds since the epoch (SOURCE_DATE_EPOCH, or the commit time)")
 	entrypoint := fs.String("entrypoint", "/app-controller", "path of the binary in the image")
+	var cmdArgs stringsFlag
+	fs.Var(&cmdArgs, "arg", "a default argument of the entrypoint (the image's Cmd); repeat for each")
 	opts := ociimage.Options{}
 	fs.StringVar(&opts.Version, "version", "", "org.opencontainers.image.version")
 	fs.StringVar(&opts.Revision, "revision", "", "org.opencontainers.image.revision (git commit)")
+	fs.StringVar(&opts.User, "user", ociimage.User, "the image's user, uid:gid")
 	fs.StringVar(&opts.Source, "source", "https://github.com/app-controller/app-controller", "org.opencontainers.image.source")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -85,6 +105,7 @@ func build(args []string) error {
 	opts.Created = time.Unix(seconds, 0)
 	opts.Platforms = platforms
 	opts.Entrypoint = *entrypoint
+	opts.Cmd = cmdArgs
 
 	res, err := ociimage.Build(opts)
 	if err != nil {

@@ -7,6 +7,7 @@ package ociimage
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"fmt"
 	"io"
@@ -104,6 +105,10 @@ type Options struct {
 	Version, Revision, Source string
 	// Entrypoint is where the binary lands in the image, such as /app-controller.
 	Entrypoint string
+	// Cmd are the entrypoint's default arguments (the image config's Cmd); may be empty.
+	Cmd []string
+	// User is the image's user, uid:gid; empty means User (distroless's nonroot).
+	User string
 }
 
 // Result is what Build made.
@@ -207,8 +212,9 @@ func platformImage(opts Options, p Platform, base v1.Layer, labels map[string]st
 		Variant:      p.Variant,
 		Created:      v1.Time{Time: created},
 		Config: v1.Config{
-			User:       User,
+			User:       cmp.Or(opts.User, User),
 			Entrypoint: []string{opts.Entrypoint},
+			Cmd:        opts.Cmd,
 			Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 			WorkingDir: "/",
 			Labels:     labels,
