@@ -1,0 +1,504 @@
+// Package install_test installs the controller with its Helm chart on a cluster whose node
+// runs pods for real, as a platform team would, and runs the seed's Apps on it: the image
+// pushed with `make image-push`, `helm install`, the controller's pods Ready through their
+// probes, leader election from pods, /metrics through the metrics Service, the node
+// labeler on the real node, the seed Apps serving HTTP through their Services, then a
+// leader failover, a `helm upgrade` and a container killed for memory.
+package install_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/app-controller/app-controller/internal/localcluster"
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	appclient "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
+	"github.com/app-controller/app-controller/test/e2e/realnode"
+	"github.com/app-controller/app-controller/test/integration/framework"
+)
+
+func TestMain(m *testing.M) { realnode.Main(m) }
+
+const (
+	release   = "app-controller"
+	releaseNS = "app-controller-system"
+	seedNS    = "tcs"
+	// leaseDuration is the chart's default leaderElection.leaseDuration.
+	leaseDuration = 15 * time.Second
+	nodeLabel     = "node.example.com/runs"
+)
+
+// seedApps are the seed's example Apps, by file, and the children they name.
+var seedApps = []struct {
+	file, name, deployment, service string
+	replicas                        int32
+}{
+	{"artifacts/example/test_app.yaml", "test-app", "app-deploy", "app-service", 2},
+	{"artifacts/example/test_app_2.yaml", "test-app-2", "app-deploy-test", "app-service-test", 3},
+}
+
+func TestHelmInstallOnRealNode(t *testing.T) {
+	ctx := context.Background()
+	client := framework.Client(t)
+	apps, err := appclient.NewForConfig(framework.Config(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	registry := realnode.Registry(t)
+	repository := registry + "/app-controller"
+
+	// The image `make image` built (make e2e builds it first), pushed as the README says,
+	// under two tags for the upgrade below.
+	for _, tag := range []string{"e2e-1", "e2e-2"} {
+		out := realnode.Make(t, "image-push", "IMG="+repository+":"+tag)
+		t.Logf("make image-push IMG=%s:%s: %s", repository, tag, lastLine(out))
+	}
+
+	// helm install, with node labeler rules for the real node.
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	writeYAML(t, values, map[string]any{
+		"nodeLabelRules": []any{map[string]any{
+			"name":   "real-nodes",
+			"match":  map[string]any{"nameRegex": "real-node-.*"},
+			"labels": map[string]any{nodeLabel: "containers"},
+		}},
+	})
+	begin := time.Now()
+	realnode.Helm(t, "install", release, "charts/app-controller", "-n", releaseNS, "--create-namespace",
+		"--set", "image.repository="+repository, "--set", "image.tag=e2e-1", "-f", values, "--wait", "--timeout", "3m")
+	t.Logf("helm install --wait: the controller's 2 pods Ready after %.1fs", time.Since(begin).Seconds())
+
+	pods := controllerPods(t, client)
+	if len(pods) != 2 {
+		t.Fatalf("controller pods: %d, want 2", len(pods))
+	}
+	for _, p := range pods {
+		if !podReady(&p) || p.Spec.NodeName != localcluster.RealNodeName {
+			t.Fatalf("controller pod %s: ready %v on node %q, want Ready on %s", p.Name, podReady(&p), p.Spec.NodeName, localcluster.RealNodeName)
+		}
+		t.Logf("controller pod %s Running and Ready on %s (probes through the kubelet), image %s", p.Name, p.Spec.NodeName, p.Spec.Containers[0].Image)
+	}
+
+	leader := waitLeader(t, client, "", time.Minute)
+	t.Logf("Lease %s/app-controller held by pod %s", releaseNS, leader)
+
+	prober := realnode.NewProber(t, framework.Namespace(t))
+	metricsSvc := serviceIP(t, client, releaseNS, release+"-metrics")
+	body := getFromPod(t, prober, metricsSvc, 8080, "/metrics", "")
+	if !strings.Contains(body, "app_controller_build_info{") {
+		t.Fatalf("GET http://%s:8080/metrics from a pod: no app_controller_build_info in %d bytes", metricsSvc, len(body))
+	}
+	t.Logf("GET http://%s:8080/metrics (Service %s-metrics) from a pod: %d bytes, %s", metricsSvc, release, len(body), grepLine(body, "app_controller_build_info{"))
+
+	framework.Eventually(t, time.Minute, func() (bool, error) {
+		node, err := client.CoreV1().Nodes().Get(ctx, localcluster.RealNodeName, metav1.GetOptions{})
+		return err == nil && node.Labels[nodeLabel] == "containers", nil
+	})
+	t.Logf("node %s labelled %s=containers by the chart's rule", localcluster.RealNodeName, nodeLabel)
+
+	// The seed's Apps, with agnhost netexec in place of nginx and tomcat.
+	realnode.Kubectl(t, "create", "namespace", seedNS)
+	for _, app := range seedApps {
+		begin := time.Now()
+		realnode.RunStdin(t, seedManifest(t, app.file, realnode.Agnhost(t)), filepath.Join(realnode.BinDir(t), "kubectl"), "apply", "-f", "-")
+		waitAppReady(t, apps, seedNS, app.name, 3*time.Minute)
+		t.Logf("App %s/%s (%d replicas) Ready %.1fs after kubectl apply", seedNS, app.name, app.replicas, time.Since(begin).Seconds())
+	}
+	for _, app := range seedApps {
+		ip := serviceIP(t, client, seedNS, app.service)
+		body := getFromPod(t, prober, ip, appPort, "/hostname", app.deployment+"-")
+		t.Logf("GET http://%s:%d/hostname (Service %s, through kube-proxy) from a pod: %q", ip, appPort, app.service, body)
+	}
+	realnode.Kubectl(t, "annotate", "service", "-n", seedNS, seedApps[0].service, "ingress/http=true")
+	framework.Eventually(t, 30*time.Second, func() (bool, error) {
+		ing, err := client.NetworkingV1().Ingresses(seedNS).Get(ctx, seedApps[0].service, metav1.GetOptions{})
+		return err == nil && len(ing.OwnerReferences) == 1 && ing.OwnerReferences[0].Name == seedApps[0].service, nil
+	})
+	t.Logf("Service %s annotated ingress/http: Ingress %s owned by it", seedApps[0].service, seedApps[0].service)
+
+	t.Run("failover", func(t *testing.T) { testFailover(t, client, apps, prober) })
+	t.Run("upgrade", func(t *testing.T) { testUpgrade(t, client, apps) })
+	t.Run("oomkilled", func(t *testing.T) { testOOMKilled(t, client, apps) })
+}
+
+// testFailover deletes the leader's pod: the standby takes the Lease within the lease
+// duration, and an App created meanwhile converges.
+func testFailover(t *testing.T, client kubernetes.Interface, apps appclient.Interface, prober *realnode.Prober) {
+	leader := waitLeader(t, client, "", time.Minute)
+	var standby string
+	for _, p := range controllerPods(t, client) {
+		if p.Name != leader {
+			standby = p.Name
+		}
+	}
+	begin := time.Now()
+	realnode.Kubectl(t, "delete", "pod", "-n", releaseNS, leader, "--wait=false")
+	realnode.Kubectl(t, "apply", "-f", writeApp(t, "during-failover", realnode.Agnhost(t)))
+	next := waitLeader(t, client, leader, leaseDuration)
+	took := time.Since(begin)
+	who := "the standby"
+	if next != standby {
+		who = "a pod started after the delete (the old leader released the Lease as it stopped)"
+	}
+	t.Logf("leader pod %s deleted: pod %s, %s, leads %.1fs later (lease duration %s)", leader, next, who, took.Seconds(), leaseDuration)
+	waitAppReady(t, apps, seedNS, "during-failover", 2*time.Minute)
+	t.Logf("App during-failover, created right after the delete, Ready %.1fs after the delete", time.Since(begin).Seconds())
+	getFromPod(t, prober, serviceIP(t, client, seedNS, "during-failover"), appPort, "/hostname", "during-failover-")
+	// The Deployment brings the deleted pod back: both pods Ready again before the next step.
+	waitControllerPodsReady(t, client, 2, 2*time.Minute)
+}
+
+// testUpgrade upgrades the release to another image tag: the controller's pods roll one
+// at a time, no App leaves Ready, and the Apps' children are not written.
+func testUpgrade(t *testing.T, client kubernetes.Interface, apps appclient.Interface) {
+	ctx := context.Background()
+	before := childVersions(t, client)
+	stop := make(chan struct{})
+	observed := make(chan upgradeObservation, 1)
+	go func() { observed <- observeUpgrade(ctx, client, apps, stop) }()
+
+	begin := time.Now()
+	realnode.Helm(t, "upgrade", release, "charts/app-controller", "-n", releaseNS, "--reuse-values", "--set", "image.tag=e2e-2", "--wait", "--timeout", "3m")
+	took := time.Since(begin)
+	waitControllerPodsReady(t, client, 2, time.Minute)
+	close(stop)
+	o := <-observed
+	for _, p := range controllerPods(t, client) {
+		if !strings.HasSuffix(p.Spec.Containers[0].Image, ":e2e-2") {
+			t.Errorf("pod %s runs %s after the upgrade, want tag e2e-2", p.Name, p.Spec.Containers[0].Image)
+		}
+	}
+	t.Logf("helm upgrade --set image.tag=e2e-2 --wait: %.1fs; at most %d controller pods at once (terminating ones aside), never fewer than %d Ready; %d polls",
+		took.Seconds(), o.maxPods, o.minReady, o.polls)
+	// maxSurge 1, maxUnavailable 0: one new pod at a time, and never fewer Ready pods
+	// than replicas.
+	if o.maxPods > 3 {
+		t.Errorf("up to %d controller pods at once: the rollout did not go one pod at a time (maxSurge 1)", o.maxPods)
+	}
+	if o.minReady < 2 {
+		t.Errorf("a moment with %d Ready controller pods during the rollout (maxUnavailable 0)", o.minReady)
+	}
+	if len(o.notReady) > 0 {
+		t.Errorf("Apps not Ready during the upgrade: %v", o.notReady)
+	}
+	leader := waitLeader(t, client, "", time.Minute)
+	after := childVersions(t, client)
+	for key, rv := range before {
+		if after[key] != rv {
+			t.Errorf("%s was written during the upgrade: resourceVersion %s -> %s", key, rv, after[key])
+		}
+	}
+	t.Logf("new leader %s; the %d children of the Apps kept their resourceVersions", leader, len(before))
+}
+
+// testOOMKilled sets a memory limit the controller cannot live in: the kubelet kills its
+// container (OOMKilled) and restarts it; a helm rollback gives it its memory back, and
+// an App created meanwhile converges.
+func testOOMKilled(t *testing.T, client kubernetes.Interface, apps appclient.Interface) {
+	realnode.Helm(t, "upgrade", release, "charts/app-controller", "-n", releaseNS, "--reuse-values",
+		"--set", "resources.requests.memory=12Mi", "--set", "resources.limits.memory=12Mi")
+	begin := time.Now()
+	var killed corev1.Pod
+	framework.Eventually(t, 3*time.Minute, func() (bool, error) {
+		for _, p := range controllerPods(t, client) {
+			for _, s := range p.Status.ContainerStatuses {
+				if term := s.LastTerminationState.Terminated; term != nil && term.Reason == "OOMKilled" && s.RestartCount > 0 {
+					killed = p
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	s := killed.Status.ContainerStatuses[0]
+	t.Logf("limit 12Mi: pod %s container %s OOMKilled (exit code %d) %.1fs after the upgrade, restarted by the kubelet %d time(s)",
+		killed.Name, s.Name, s.LastTerminationState.Terminated.ExitCode, time.Since(begin).Seconds(), s.RestartCount)
+
+	realnode.Kubectl(t, "apply", "-f", writeApp(t, "during-oom", realnode.Agnhost(t)))
+	begin = time.Now()
+	realnode.Helm(t, "rollback", release, "-n", releaseNS, "--wait", "--timeout", "3m")
+	waitControllerPodsReady(t, client, 2, 2*time.Minute)
+	waitAppReady(t, apps, seedNS, "during-oom", 2*time.Minute)
+	t.Logf("helm rollback: both pods Ready and App during-oom Ready %.1fs later", time.Since(begin).Seconds())
+	for _, app := range seedApps {
+		waitAppReady(t, apps, seedNS, app.name, time.Minute)
+	}
+}
+
+// appPort is the port of an App's Service by default, and netexec's HTTP port.
+const appPort = 8080
+
+// getFromPod has the prober pod GET http://host:port/path until the body starts with
+// prefix (within a minute), and returns the body.
+func getFromPod(t testing.TB, prober *realnode.Prober, host string, port int, path, prefix string) string {
+	t.Helper()
+	var body string
+	var err error
+	if pollUntil(time.Minute, func() bool {
+		body, err = prober.Get(host, port, path)
+		return err == nil && strings.HasPrefix(body, prefix)
+	}) != nil {
+		t.Fatalf("GET http://%s:%d%s from a pod: want a body starting with %q within a minute; last: %q, %v", host, port, path, prefix, body, err)
+	}
+	return body
+}
+
+// upgradeObservation is what observeUpgrade saw.
+type upgradeObservation struct {
+	maxPods, minReady, polls int
+	notReady                 []string
+}
+
+// observeUpgrade polls the controller's pods and the Apps until stop is closed.
+func observeUpgrade(ctx context.Context, client kubernetes.Interface, apps appclient.Interface, stop <-chan struct{}) upgradeObservation {
+	o := upgradeObservation{minReady: 1 << 30}
+	seen := map[string]bool{}
+	for {
+		select {
+		case <-stop:
+			return o
+		case <-time.After(200 * time.Millisecond):
+		}
+		o.polls++
+		pods, err := client.CoreV1().Pods(releaseNS).List(ctx, metav1.ListOptions{LabelSelector: controllerSelector})
+		if err == nil {
+			live, ready := 0, 0
+			for i := range pods.Items {
+				if pods.Items[i].DeletionTimestamp != nil {
+					continue // terminating: no longer counted by the Deployment
+				}
+				live++
+				if podReady(&pods.Items[i]) {
+					ready++
+				}
+			}
+			o.maxPods = max(o.maxPods, live)
+			o.minReady = min(o.minReady, ready)
+		}
+		list, err := apps.AppcontrollerV1().Apps(seedNS).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		for _, a := range list.Items {
+			if !appReady(&a) && !seen[a.Name] {
+				seen[a.Name] = true
+				o.notReady = append(o.notReady, a.Name)
+			}
+		}
+	}
+}
+
+const controllerSelector = "app.kubernetes.io/name=app-controller"
+
+func controllerPods(t testing.TB, client kubernetes.Interface) []corev1.Pod {
+	t.Helper()
+	pods, err := client.CoreV1().Pods(releaseNS).List(context.Background(), metav1.ListOptions{LabelSelector: controllerSelector})
+	if err != nil {
+		t.Fatalf("listing the controller's pods: %v", err)
+	}
+	var live []corev1.Pod
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			live = append(live, p)
+		}
+	}
+	return live
+}
+
+func waitControllerPodsReady(t testing.TB, client kubernetes.Interface, n int, timeout time.Duration) {
+	t.Helper()
+	framework.Eventually(t, timeout, func() (bool, error) {
+		pods, err := client.CoreV1().Pods(releaseNS).List(context.Background(), metav1.ListOptions{LabelSelector: controllerSelector})
+		if err != nil || len(pods.Items) != n {
+			return false, nil
+		}
+		for i := range pods.Items {
+			if !podReady(&pods.Items[i]) || pods.Items[i].DeletionTimestamp != nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// waitLeader waits until the Lease is held by a live controller pod other than not, and
+// returns that pod's name.
+func waitLeader(t testing.TB, client kubernetes.Interface, not string, timeout time.Duration) string {
+	t.Helper()
+	var leader string
+	framework.Eventually(t, timeout, func() (bool, error) {
+		lease, err := client.CoordinationV1().Leases(releaseNS).Get(context.Background(), "app-controller", metav1.GetOptions{})
+		if err != nil || lease.Spec.HolderIdentity == nil {
+			return false, nil
+		}
+		pod, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
+		if pod == not {
+			return false, nil
+		}
+		for _, p := range controllerPods(t, client) {
+			if p.Name == pod {
+				leader = pod
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return leader
+}
+
+// childVersions returns the resourceVersion of each child of the seed Apps.
+func childVersions(t testing.TB, client kubernetes.Interface) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	versions := map[string]string{}
+	for _, app := range seedApps {
+		d, err := client.AppsV1().Deployments(seedNS).Get(ctx, app.deployment, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := client.CoreV1().Services(seedNS).Get(ctx, app.service, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions["Deployment "+d.Name] = d.ResourceVersion
+		versions["Service "+s.Name] = s.ResourceVersion
+	}
+	return versions
+}
+
+func waitAppReady(t testing.TB, apps appclient.Interface, ns, name string, timeout time.Duration) {
+	t.Helper()
+	var last string
+	err := pollUntil(timeout, func() bool {
+		a, err := apps.AppcontrollerV1().Apps(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		last = readyMessage(a)
+		return appReady(a) && a.Status.ObservedGeneration == a.Generation
+	})
+	if err != nil {
+		t.Fatalf("App %s/%s not Ready within %s (Ready: %s)", ns, name, timeout, last)
+	}
+}
+
+func pollUntil(timeout time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s", timeout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return nil
+}
+
+func appReady(a *appv1.App) bool {
+	for _, c := range a.Status.Conditions {
+		if c.Type == "Ready" {
+			return c.Status == metav1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func readyMessage(a *appv1.App) string {
+	for _, c := range a.Status.Conditions {
+		if c.Type == "Ready" {
+			return fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
+		}
+	}
+	return "no Ready condition"
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func serviceIP(t testing.TB, client kubernetes.Interface, ns, name string) string {
+	t.Helper()
+	svc, err := client.CoreV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("getting Service %s/%s: %v", ns, name, err)
+	}
+	return svc.Spec.ClusterIP
+}
+
+// seedManifest returns the seed's example App of file with its image swapped for agnhost
+// netexec serving HTTP on port 80 (nginx and tomcat cannot be pulled on this machine).
+func seedManifest(t testing.TB, file, agnhost string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(realnode.Root(t), file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var app appv1.App
+	if err := yaml.UnmarshalStrict(data, &app); err != nil {
+		t.Fatalf("reading %s: %v", file, err)
+	}
+	app.Spec.DeploymentTemplate.Image = agnhost
+	app.Spec.DeploymentTemplate.Args = []string{"netexec"}
+	out, err := yaml.Marshal(&app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// writeApp writes a one-replica App of agnhost netexec named name in the seed namespace to
+// a file and returns its path.
+func writeApp(t testing.TB, name, agnhost string) string {
+	t.Helper()
+	app := appv1.App{
+		TypeMeta:   metav1.TypeMeta{APIVersion: appv1.SchemeGroupVersion.String(), Kind: "App"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: seedNS},
+		Spec: appv1.AppSpec{
+			DeploymentTemplate: &appv1.DeploymentTemplate{Name: name, Image: agnhost, Args: []string{"netexec"}},
+			ServiceTemplate:    &appv1.ServiceTemplate{Name: name},
+		},
+	}
+	path := filepath.Join(t.TempDir(), name+".yaml")
+	writeYAML(t, path, &app)
+	return path
+}
+
+func writeYAML(t testing.TB, path string, v any) {
+	t.Helper()
+	data, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+func grepLine(s, substr string) string {
+	for line := range strings.SplitSeq(s, "\n") {
+		if strings.Contains(line, substr) {
+			return line
+		}
+	}
+	return ""
+}

@@ -1,0 +1,262 @@
+// Package realnode is the end-to-end tests' harness: a local cluster whose node runs pods
+// for real (localcluster.NodeReal), and the ways a user drives it (make, helm and kubectl
+// as commands, HTTP requests sent from inside a pod).
+//
+//	func TestMain(m *testing.M) { realnode.Main(m) }
+//
+// Every request to a pod or Service address is sent from inside a pod: the test opens a
+// `kubectl port-forward` to an agnhost netexec pod (the tunnel runs through the apiserver
+// and the kubelet) and asks it, with netexec's /dial, to make the request. Nothing is
+// sent from this machine's own network namespace to a pod or Service address.
+package realnode
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/app-controller/app-controller/internal/localcluster"
+	"github.com/app-controller/app-controller/test/integration/framework"
+)
+
+// Main starts a local cluster with a real node for the package's tests (see
+// framework.Main), runs them and stops it. The App CRD is not installed: the tests
+// install the product as users do, CRD included.
+func Main(m *testing.M) {
+	framework.MainWithOptions(m, func(o *localcluster.Options) {
+		o.Node = localcluster.NodeReal
+		o.CRDDir = ""
+	})
+}
+
+// Registry returns the HOST:PORT of the cluster's registry, as `make cluster-up NODE=real`
+// writes it to .local/registry.
+func Registry(t testing.TB) string {
+	t.Helper()
+	c := framework.Cluster()
+	if c == nil || c.Registry == "" {
+		t.Fatal("realnode: no real node; call realnode.Main(m) from TestMain")
+	}
+	return c.Registry
+}
+
+// Agnhost returns the name under which pods pull agnhost 2.63.0.
+func Agnhost(t testing.TB) string {
+	return Registry(t) + "/" + localcluster.AgnhostImage
+}
+
+// Root returns the repository's root directory.
+func Root(t testing.TB) string {
+	t.Helper()
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// BinDir returns the directory of the binaries built by make (bin/).
+func BinDir(t testing.TB) string {
+	t.Helper()
+	dir, err := localcluster.BinDirFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Run runs a command in the repository's root against the test cluster (KUBECONFIG set
+// to its admin kubeconfig) and returns its combined output; a failure fails the test.
+func Run(t testing.TB, name string, args ...string) string {
+	t.Helper()
+	out, err := TryRun(name, args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return out
+}
+
+// RunStdin is Run with stdin as the command's standard input.
+func RunStdin(t testing.TB, stdin []byte, name string, args ...string) string {
+	t.Helper()
+	out, err := run(stdin, name, args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return out
+}
+
+// TryRun is Run that returns the error instead of failing the test.
+func TryRun(name string, args ...string) (string, error) {
+	return run(nil, name, args...)
+}
+
+func run(stdin []byte, name string, args ...string) (string, error) {
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+framework.Cluster().Kubeconfig)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
+	}
+	return string(out), nil
+}
+
+// Make runs make with args in the repository's root, as the README tells users to.
+func Make(t testing.TB, args ...string) string {
+	t.Helper()
+	return Run(t, "make", append([]string{"--no-print-directory"}, args...)...)
+}
+
+// Helm runs bin/helm (make helm) against the test cluster.
+func Helm(t testing.TB, args ...string) string {
+	t.Helper()
+	return Run(t, filepath.Join(BinDir(t), "helm"), args...)
+}
+
+// Kubectl runs bin/kubectl against the test cluster.
+func Kubectl(t testing.TB, args ...string) string {
+	t.Helper()
+	return Run(t, filepath.Join(BinDir(t), "kubectl"), args...)
+}
+
+// Prober sends HTTP requests from inside a pod: an agnhost netexec pod in a namespace of
+// the test, reached through `kubectl port-forward`.
+type Prober struct {
+	t         testing.TB
+	namespace string
+	base      string // http://127.0.0.1:PORT, the port-forward's local end
+}
+
+// NewProber starts the netexec pod "prober" in namespace and a port-forward to it, both
+// ended when the test ends.
+func NewProber(t testing.TB, namespace string) *Prober {
+	t.Helper()
+	client := framework.Client(t)
+	ctx := context.Background()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "prober", Namespace: namespace, Labels: map[string]string{"app": "prober"}},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name:  "netexec",
+				Image: Agnhost(t),
+				Args:  []string{"netexec", "--http-port=8080"},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+					HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)},
+				}, PeriodSeconds: 1},
+			}},
+			TerminationGracePeriodSeconds: new(int64),
+		},
+	}
+	if _, err := client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating the prober pod: %v", err)
+	}
+	framework.Eventually(t, 2*time.Minute, func() (bool, error) {
+		p, err := client.CoreV1().Pods(namespace).Get(ctx, "prober", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return &Prober{t: t, namespace: namespace, base: PortForward(t, namespace, "pod/prober", 8080)}
+}
+
+// forwarding is the line kubectl port-forward prints once it listens.
+var forwarding = regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) ->`)
+
+// PortForward runs `kubectl port-forward TARGET :PORT` in namespace until the test ends
+// and returns the local end, http://127.0.0.1:LOCALPORT.
+func PortForward(t testing.TB, namespace, target string, port int) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(BinDir(t), "kubectl"), "--kubeconfig", framework.Cluster().Kubeconfig,
+		"-n", namespace, "port-forward", "--address", "127.0.0.1", target, fmt.Sprintf(":%d", port))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting kubectl port-forward: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	local := make(chan string, 1)
+	go func() {
+		s := bufio.NewScanner(stdout)
+		for s.Scan() {
+			if m := forwarding.FindStringSubmatch(s.Text()); m != nil {
+				local <- m[1]
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case port := <-local:
+		return "http://127.0.0.1:" + port
+	case <-time.After(30 * time.Second):
+		t.Fatalf("kubectl port-forward %s: no local port after 30s", target)
+		return ""
+	}
+}
+
+// Get asks the prober pod to GET http://host:port/path and returns the body it received.
+// An error says why the request failed (as seen from the pod).
+func (p *Prober) Get(host string, port int, path string) (string, error) {
+	q := url.Values{
+		"request":  {strings.TrimPrefix(path, "/")},
+		"host":     {host},
+		"port":     {fmt.Sprint(port)},
+		"protocol": {"http"},
+		"tries":    {"1"},
+	}
+	client := &http.Client{Timeout: 20 * time.Second}
+	resp, err := client.Get(p.base + "/dial?" + q.Encode())
+	if err != nil {
+		return "", fmt.Errorf("asking the prober pod to GET %s:%d%s: %w", host, port, path, err)
+	}
+	defer resp.Body.Close()
+	var result struct {
+		Responses []string `json:"responses"`
+		Errors    []string `json:"errors"`
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(body, &result); err != nil {
+		return "", fmt.Errorf("the prober pod's answer to GET %s:%d%s: %s: %w", host, port, path, body, err)
+	}
+	if len(result.Responses) == 0 {
+		return "", fmt.Errorf("GET %s:%d%s from the prober pod: %s", host, port, path, strings.Join(result.Errors, "; "))
+	}
+	return result.Responses[0], nil
+}
