@@ -15,11 +15,17 @@ GO         ?= go
 # Log verbosity of `make run`: 2 shows every write and status change.
 V          ?= 2
 KUBECTL    := $(BIN)/kubectl
-# The control plane binaries, built from the separate tools module in hack/tools.
-CLUSTER_BINS := $(addprefix $(BIN)/,kube-apiserver kube-controller-manager kube-scheduler kubectl kwok etcd)
+# The control plane binaries, built from the separate tools module in hack/tools: the
+# Kubernetes components are one multi-call binary, bin/kube, run through a symbolic link
+# of each component's name (hack/tools/kube).
+KUBE_COMMANDS := kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl
+CLUSTER_BINS  := $(addprefix $(BIN)/,kube $(KUBE_COMMANDS) kwok etcd)
+# The version the Kubernetes components report (as a release build stamps it).
+KUBE_VERSION  := v1.36.3
+KUBE_LDFLAGS  := $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,-X $(p).gitVersion=$(KUBE_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=36 -X $(p).gitTreeState=clean)
 KWOK_STAGES  := $(BIN)/kwok-stages
 
-UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e /test/integration -e /pkg/generated/)
+UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e /test/integration -e /test/e2e -e /pkg/generated/)
 
 # What every build of the binary is stamped with (`app-controller --version`, the
 # app_controller_build_info metric, the image labels), computed once per make run.
@@ -239,35 +245,30 @@ cluster-down: $(BIN)/localcluster ## Stop the local control plane and remove its
 	$(BIN)/localcluster down --state-dir $(LOCAL)
 
 .PHONY: tools
-tools: $(CLUSTER_BINS) $(KWOK_STAGES) ## Build the control plane binaries into bin/ (first time: about 5-10 minutes).
+tools: $(CLUSTER_BINS) $(KWOK_STAGES) ## Build the control plane binaries into bin/: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl (one binary), etcd, kwok (first time: about 5-10 minutes).
 
 # One go build for all of them: it shares the compile work. Rebuilt only when the tools
 # module changes.
-$(CLUSTER_BINS) &: hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go
-	@echo "Building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and etcd into bin/ (the first build takes 5-10 minutes)..."
+$(CLUSTER_BINS) &: hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go hack/tools/kube/main.go
+	@echo "Building the Kubernetes components, kwok and etcd into bin/ (the first build takes 5-10 minutes)..."
 	@mkdir -p $(BIN)
-	cd hack/tools && $(GO) build -o $(BIN)/ \
-		k8s.io/kubernetes/cmd/kube-apiserver \
-		k8s.io/kubernetes/cmd/kube-controller-manager \
-		k8s.io/kubernetes/cmd/kube-scheduler \
-		k8s.io/kubernetes/cmd/kubectl \
-		sigs.k8s.io/kwok/cmd/kwok \
-		./etcd
+	cd hack/tools && $(GO) build -ldflags '$(KUBE_LDFLAGS)' -o $(BIN)/ ./kube sigs.k8s.io/kwok/cmd/kwok ./etcd
+	@for c in $(KUBE_COMMANDS); do ln -sfn kube $(BIN)/$$c; done
 	@touch $(CLUSTER_BINS)
 
-# The real node's binaries and images: the kubelet, kube-proxy and agnhost from the same
-# k8s.io/kubernetes module, the image tool, and two OCI layouts the cluster's registry
+# The real node's images: agnhost from the same k8s.io/kubernetes module as the kubelet
+# and kube-proxy of `make tools`, the image tool, and two OCI layouts the cluster's registry
 # serves: agnhost:2.63.0 (the binary at /agnhost, its entrypoint, as upstream) and the
 # pods' sandbox image, agnhost run as `pause`.
-NODE_BINS   := $(addprefix $(BIN)/,kubelet kube-proxy agnhost)
+NODE_BINS   := $(BIN)/agnhost
 NODE_IMAGES := $(BIN)/node-images
 
 .PHONY: node-tools
-node-tools: $(NODE_BINS) $(IMAGEBUILD) $(NODE_IMAGES) ## Build the real node's kubelet, kube-proxy and images (agnhost, pause) into bin/ (cached).
+node-tools: tools $(NODE_BINS) $(IMAGEBUILD) $(NODE_IMAGES) ## Build the real node's images (agnhost, pause) into bin/ (cached); the kubelet and kube-proxy come with make tools.
 
-$(NODE_BINS) &: hack/tools/go.mod hack/tools/go.sum
+$(NODE_BINS): hack/tools/go.mod hack/tools/go.sum
 	@mkdir -p $(BIN)
-	cd hack/tools && $(GO) build -o $(BIN)/ k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/test/images/agnhost
+	cd hack/tools && $(GO) build -o $(BIN)/ k8s.io/kubernetes/test/images/agnhost
 	@touch $(NODE_BINS)
 
 $(NODE_IMAGES): $(BIN)/agnhost $(IMAGEBUILD)
@@ -316,6 +317,9 @@ verify: ## Fail if generated code is stale, code is not gofmt-clean, go vet comp
 # platforms is covered by the image builder's unit tests, and `make test-image` alone
 # (like a release) builds and checks both of PLATFORMS.
 TEST_PLATFORMS ?= linux/$(HOST_ARCH)
+# What `make test` builds in the background: the control plane and, where the end-to-end
+# tier can run (root), the real node's packages, binaries and images, and helm.
+TEST_TOOLS = tools $(if $(filter 0,$(shell id -u)),node-packages node-tools $(HELM))
 
 .PHONY: test
 test: ## Everything CI runs: verify, unit tests with -race, the image (host platform), integration tests on a real control plane, the chart's tests.
@@ -324,13 +328,13 @@ test: ## Everything CI runs: verify, unit tests with -race, the image (host plat
 	@# link, run generators and tests.
 	@mkdir -p $(BIN)
 	@start=$$(date +%s); step() { echo "make test: $$1 ($$(( $$(date +%s) - start ))s since the start)"; }; \
-	$(MAKE) --no-print-directory tools > $(BIN)/tools-build.log 2>&1 & tools=$$!; \
+	$(MAKE) --no-print-directory $(TEST_TOOLS) > $(BIN)/tools-build.log 2>&1 & tools=$$!; \
 	rc=0; for t in verify unit test-image; do step "$$t"; \
 		$(MAKE) --no-print-directory $$t PLATFORMS=$(TEST_PLATFORMS) || { rc=$$?; break; }; done; \
 	if [ $$rc -ne 0 ]; then kill $$tools 2>/dev/null || true; wait $$tools 2>/dev/null || true; exit $$rc; fi; \
 	step "waiting for the control plane binaries (make tools, log in bin/tools-build.log)"; \
 	if ! wait $$tools; then cat $(BIN)/tools-build.log; echo "make tools failed" >&2; exit 1; fi; \
-	for t in integration test-chart; do step "$$t"; $(MAKE) --no-print-directory $$t; done; \
+	for t in integration test-chart e2e; do step "$$t"; $(MAKE) --no-print-directory $$t; done; \
 	step "done"
 
 # Unit tests are hermetic (no cluster, no network), so go test's cache may replay the
@@ -345,6 +349,21 @@ unit: ## Unit tests, with the race detector and the cache mutation detector.
 integration: tools ## Integration tests against a local kube-apiserver, etcd, controller-manager, scheduler and kwok.
 	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) \
 		$(GO) test -count=1 -p $(INTEGRATION_PARALLEL) -timeout $(INTEGRATION_TIMEOUT) ./test/integration/... $(TESTFLAGS)
+
+# The end-to-end tests run where a real node can (root, cgroups); elsewhere `make e2e` says
+# in one line what it skipped and why, except with CI=true, where that fails the run.
+.PHONY: e2e
+e2e: $(BIN)/localcluster ## End-to-end tests on a real node (root): the image pushed and installed with helm and with the installer, the seed Apps serving traffic, failover, upgrade, OOM.
+	@if reason=$$($(BIN)/localcluster can-run-real-node); then \
+		$(MAKE) --no-print-directory e2e-run; \
+	elif [ "$${CI:-}" = true ]; then echo "make e2e: $$reason (CI=true: a skipped tier fails the run)" >&2; exit 1; \
+	else echo "make e2e: skipped: $$reason"; fi
+
+.PHONY: e2e-run
+e2e-run: node-packages tools node-tools $(HELM)
+	$(MAKE) --no-print-directory image PLATFORMS=linux/$(HOST_ARCH)
+	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) \
+		$(GO) test -count=1 -p 1 -timeout $(INTEGRATION_TIMEOUT) ./test/e2e/... $(TESTFLAGS)
 
 # How long `make fuzz` runs each Go fuzz target.
 FUZZTIME ?= 60s

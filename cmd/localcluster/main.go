@@ -31,6 +31,7 @@ Usage:
   localcluster up    --bin-dir DIR --state-dir DIR [--crd-dir DIR] [--node kwok|real]   start it in the background, wait until ready
   localcluster down  --state-dir DIR                                                   stop it and remove the state directory
   localcluster serve --bin-dir DIR --state-dir DIR [--crd-dir DIR] [--node kwok|real]   run it in the foreground until SIGINT/SIGTERM
+  localcluster can-run-real-node                                                       exit 1, saying why, if this machine cannot run --node real
 
 --crd-dir installs the CustomResourceDefinitions of DIR before kube-controller-manager
 starts, so that its garbage collector knows them at once.
@@ -59,6 +60,13 @@ func main() {
 		run = localcluster.Serve
 	case "down":
 		run = func(_ context.Context, opts localcluster.DaemonOptions) error { return localcluster.Down(opts) }
+	case "can-run-real-node":
+		// For make: one line saying why not, and exit status 1.
+		if err := localcluster.CanRunRealNode(); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		return
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -58,6 +58,26 @@ var nodeBinaries = []string{kubeletName, kubeProxyName, "imagebuild", nodeImages
 // nodeHostCommands are the programs of the machine a real node runs.
 var nodeHostCommands = []string{"containerd", "containerd-shim-runc-v2", "runc", "iptables", "ip", "nsenter", "unshare", "mount", cniBinDir + "/bridge", cniBinDir + "/host-local", cniBinDir + "/portmap"}
 
+// CanRunRealNode returns an error saying why this machine cannot run a real node at all
+// (not root, or no cgroups), nil if it can once the packages and binaries that
+// CheckRealNode names are installed (make node-packages node-tools).
+func CanRunRealNode() error {
+	var missing []string
+	if os.Geteuid() != 0 {
+		missing = append(missing, "root (a real node makes network namespaces, cgroups and mounts)")
+	}
+	if _, _, err := cgroupMounts(); err != nil {
+		missing = append(missing, "cgroups: "+err.Error())
+	}
+	if _, err := os.Stat("/proc/self/ns/net"); err != nil {
+		missing = append(missing, "network namespaces")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("a real node cannot run here: needs %s", strings.Join(missing, "; "))
+	}
+	return nil
+}
+
 // CheckRealNode returns an error naming what this machine lacks to run a real node: root,
 // cgroups, the Debian packages (containerd, runc, containernetworking-plugins, iptables)
 // or the binaries of `make node-tools` in binDir. nil means a real node can start.

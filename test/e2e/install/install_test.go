@@ -201,9 +201,10 @@ func testUpgrade(t *testing.T, client kubernetes.Interface, apps appclient.Inter
 	t.Logf("new leader %s; the %d children of the Apps kept their resourceVersions", leader, len(before))
 }
 
-// testOOMKilled sets a memory limit the controller cannot live in: the kubelet kills its
-// container (OOMKilled) and restarts it; a helm rollback gives it its memory back, and
-// an App created meanwhile converges.
+// testOOMKilled sets a memory limit the controller cannot live in (12Mi: the process
+// starts, then outgrows it; at 8Mi runc's own init is killed before the controller
+// runs): the kubelet kills its container (OOMKilled) and restarts it; a helm rollback
+// gives it its memory back, and an App created meanwhile converges.
 func testOOMKilled(t *testing.T, client kubernetes.Interface, apps appclient.Interface) {
 	realnode.Helm(t, "upgrade", release, "charts/app-controller", "-n", releaseNS, "--reuse-values",
 		"--set", "resources.requests.memory=12Mi", "--set", "resources.limits.memory=12Mi")
