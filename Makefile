@@ -53,7 +53,7 @@ export GOFLAGS ?= -trimpath
 ##@ Run the product
 
 .PHONY: dev
-dev: cluster-up plugin ## Start a local control plane, install the CRD, apply the examples and run the controller.
+dev: cluster-up plugin ## Start a local control plane (NODE=real: a node that runs pods for real), install the CRD, apply the examples and run the controller.
 	@# Always the local cluster: never a KUBECONFIG from the environment.
 	@$(MAKE) --no-print-directory install examples KUBECONFIG=$(LOCAL)/kubeconfig
 	@echo
@@ -61,6 +61,7 @@ dev: cluster-up plugin ## Start a local control plane, install the CRD, apply th
 	@echo "  export KUBECONFIG=$(LOCAL)/kubeconfig"
 	@echo "  $(KUBECTL) get apps -A"
 	@echo "  PATH=$(BIN):\$$PATH kubectl app tree test-app -n tcs"
+	@if [ -f $(LOCAL)/registry ]; then echo "  Image registry of the real node: $$(cat $(LOCAL)/registry) (make image image-push IMG=$$(cat $(LOCAL)/registry)/app-controller:dev)"; fi
 	@echo "Stop the controller with Ctrl-C, the control plane with 'make cluster-down'."
 	@echo
 	@$(MAKE) --no-print-directory run KUBECONFIG=$(LOCAL)/kubeconfig
