@@ -402,5 +402,5 @@ clean: ## Remove bin/ and .local/ (stops nothing: run cluster-down first).
 .PHONY: help
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target>\n"} \
-		/^[a-zA-Z_\/-]+:.*?##/ { printf "  %-14s %s\n", $$1, $$2 } \
+		/^[a-zA-Z0-9_\/-]+:.*?##/ { printf "  %-14s %s\n", $$1, $$2 } \
 		/^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
