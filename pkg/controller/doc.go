@@ -5,8 +5,9 @@
 //     the queue, the workers, the SyncFailed Event and the graceful stop (RunWorkers,
 //     workers.go) live here once.
 //   - Ownership (ownership.go): the controller owner reference of children, resolving a
-//     controller reference to its owner (UID checked), the mutation cache that keeps a
-//     controller's own writes visible until its informer catches up.
+//     controller reference to its owner (UID checked).
+//   - Own writes (writecache.go): WriteCache, the informer cache plus the controller's
+//     own writes until its informer catches up; every controller reads through one.
 //   - Managed objects (managed.go): the selectors of managed and unmanaged objects and
 //     the informer transforms that keep caches small.
 //   - Writes (apply.go): UpToDate, whether a server-side apply would change anything,
