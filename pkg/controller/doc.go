@@ -1,6 +1,7 @@
 // Package controller holds what every controller of app-controller shares:
 //
-//   - Loop (loop.go): the worker loop. A controller supplies its sync function and its
+//   - Loop (loop.go): the worker loop. A controller supplies its sync function, which
+//     returns an error and a Result (RequeueAfter: when to sync again), and its
 //     RetryPolicy (how many attempts, what giving up does, whether a resync retries);
 //     the queue, the workers, the SyncFailed Event and the graceful stop (RunWorkers,
 //     workers.go) live here once.

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -259,20 +258,18 @@ func (k *childReconciler[T, A]) gateRepair(ctx context.Context, app *appv1.App, 
 	return false, manager
 }
 
-// reportContests sets or removes the Contested condition of status, emits a Warning
-// Event when a child becomes contested (or by another manager), and queues app again
-// when a deferred repair is due or the condition may clear.
-func (c *Controller) reportContests(app *appv1.App, status *appv1.AppStatus) {
+// reportContests sets or removes the Contested condition of status and emits a Warning
+// Event when a child becomes contested (or by another manager). It returns when app must
+// be synced again, for a deferred repair that is due or a condition that may clear (0:
+// not for a contest).
+func (c *Controller) reportContests(app *appv1.App, status *appv1.AppStatus) time.Duration {
 	if c.contest == nil {
-		return
+		return 0
 	}
 	contests, requeue := c.contest.contests(app)
-	if requeue > 0 && c.requeueAfter != nil {
-		c.requeueAfter(cache.ObjectName{Namespace: app.Namespace, Name: app.Name}, requeue)
-	}
 	if len(contests) == 0 {
 		meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionContested)
-		return
+		return requeue
 	}
 	sort.Slice(contests, func(i, j int) bool { return contests[i].kind < contests[j].kind })
 	msgs := make([]string, 0, len(contests))
@@ -291,4 +288,5 @@ func (c *Controller) reportContests(app *appv1.App, status *appv1.AppStatus) {
 	}
 	setCondition(status, app, metav1.NewTime(c.clock.Now()), appv1.ConditionContested, metav1.ConditionTrue,
 		appv1.ReasonCompetingWriter, controller.TruncateMessage(strings.Join(msgs, "; ")))
+	return requeue
 }

@@ -74,9 +74,8 @@ type Controller struct {
 	clock    clock.PassiveClock
 
 	// contest tracks the repairs of children that another writer keeps changing
-	// (contest.go); requeueAfter queues an App again after a delay.
-	contest      *contestTracker
-	requeueAfter func(key cache.ObjectName, delay time.Duration)
+	// (contest.go).
+	contest *contestTracker
 }
 
 // Options tune a Controller.
@@ -195,7 +194,6 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 	c.services.recorder = recorder
 	c.contest = newContestTracker(opts.Contest, opts.Clock)
 	c.deployments.contest, c.services.contest = c.contest, c.contest
-	c.requeueAfter = c.loop.Queue().AddAfter
 
 	if _, err := appInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { c.addApp(logger, obj) },

@@ -26,7 +26,7 @@ import (
 // observed to the App's status. It is level-triggered: it compares the desired state
 // with the cached state of the world, whatever event queued it, and writes nothing when
 // they agree.
-func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) error {
+func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (controller.Result, error) {
 	logger := klog.FromContext(ctx)
 	start := c.clock.Now()
 	defer func() {
@@ -35,25 +35,25 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) error {
 
 	app, exists, err := c.getApp(key)
 	if err != nil {
-		return err
+		return controller.Result{}, err
 	}
 	if !exists {
 		logger.V(4).Info("App no longer exists")
 		c.statusPending.clear(key)
-		return nil
+		return controller.Result{}, nil
 	}
 	if app.DeletionTimestamp != nil {
 		// The garbage collector deletes the children; recreating them would fight it.
-		return nil
+		return controller.Result{}, nil
 	}
 
 	desiredDeployment, err := DesiredDeployment(app)
 	if err != nil {
-		return fmt.Errorf("building the Deployment of App %s: %w", key, err)
+		return controller.Result{}, fmt.Errorf("building the Deployment of App %s: %w", key, err)
 	}
 	desiredService, err := DesiredService(app)
 	if err != nil {
-		return fmt.Errorf("building the Service of App %s: %w", key, err)
+		return controller.Result{}, fmt.Errorf("building the Service of App %s: %w", key, err)
 	}
 
 	var deploymentName, serviceName string
@@ -78,16 +78,17 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) error {
 		c.claimants(claimKey("Service", app.Namespace, serviceName)))
 	wg.Wait()
 	if err := errors.Join(deploymentErr, serviceErr); err != nil {
-		return err
+		return controller.Result{}, err
 	}
 
 	status := computeStatus(app, deployment, service, metav1.NewTime(c.clock.Now()))
-	c.reportContests(app, status)
+	contestRequeue := c.reportContests(app, status)
 	c.recordConflicts(app, status, []string{deployment.conflict, service.conflict}, []string{deploymentName, serviceName})
 	if deployment.changed || service.changed {
 		c.recorder.Event(app, corev1.EventTypeNormal, appv1.EventReasonSynced, appv1.EventMessageSynced)
 	}
-	return c.updateStatus(ctx, key, app, status)
+	held, err := c.updateStatus(ctx, key, app, status)
+	return controller.RequeueAfter(contestRequeue, held), err
 }
 
 // StatusCoalesceWindow is how long the controller holds back a status write that shows
@@ -100,26 +101,25 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) error {
 // within a second of the sync that started it.
 const StatusCoalesceWindow = time.Second
 
-// updateStatus writes status unless it equals app's, at once or, when statusDelay says
-// so, later: the App is queued again for when the window ends, and that sync writes the
-// status it computes then.
-func (c *Controller) updateStatus(ctx context.Context, key cache.ObjectName, app *appv1.App, status *appv1.AppStatus) error {
+// updateStatus writes status unless it equals app's, at once or, when coalescible says
+// so, later: it then returns how long the write is held back, and the sync the App's
+// Result queues for when the window ends writes the status it computes then.
+func (c *Controller) updateStatus(ctx context.Context, key cache.ObjectName, app *appv1.App, status *appv1.AppStatus) (time.Duration, error) {
 	if equality.Semantic.DeepEqual(&app.Status, status) {
 		c.statusPending.clear(key)
-		return nil
+		return 0, nil
 	}
 	if coalescible(app, status) {
 		if delay := c.statusPending.delay(key, c.clock.Now(), StatusCoalesceWindow); delay > 0 {
 			klog.FromContext(ctx).V(4).Info("Holding back the status write to coalesce it", "delay", delay)
-			c.loop.EnqueueAfter(key, delay)
-			return nil
+			return delay, nil
 		}
 	}
 	if err := c.writeStatus(ctx, app, status); err != nil {
-		return err
+		return 0, err
 	}
 	c.statusPending.clear(key)
-	return nil
+	return 0, nil
 }
 
 // coalescible reports whether writing status over app's status may wait, because

@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -179,12 +180,12 @@ func TestWritesCreateToReady(t *testing.T) {
 			// Ready is written at once (a condition changed): the one status write.
 			w.expectKStatus("Ready", kstatus.CurrentStatus)
 			w.at(StatusCoalesceWindow)
-			w.sync() // queued by AddAfter when the status was first held back: nothing left
+			w.sync() // queued by the Result's RequeueAfter when the status was first held back: nothing left
 			w.expectKStatus("Ready", kstatus.CurrentStatus)
 
 			// The status write comes back as an App update: status only, so updateApp
 			// does not queue it (TestAppHandlers; the queue itself may hold the key
-			// already, from the held-back write's AddAfter, in real time).
+			// already, from the held-back write's RequeueAfter, in real time).
 			if !statusOnly(app, w.app()) {
 				t.Errorf("the App's own status write is not seen as a status-only update")
 			}
@@ -246,6 +247,29 @@ func TestWritesSlowRollout(t *testing.T) {
 	}
 	if f.c.statusPending.pending(w.key) {
 		t.Errorf("a status write is still held back after Ready")
+	}
+}
+
+// TestHeldBackStatusRequeues checks that a sync holding a status write back asks, in
+// its Result, to run again when the window ends, and that one writing it asks nothing.
+func TestHeldBackStatusRequeues(t *testing.T) {
+	f := newFixture(t)
+	app := newAPIApp("held", 1)
+	f.addApps(app)
+	if err := f.syncOnce(app.Namespace, app.Name); err != nil {
+		t.Fatalf("syncApp: %v", err)
+	}
+	if want := []time.Duration{StatusCoalesceWindow}; !slices.Equal(f.requeues, want) {
+		t.Errorf("requeues after the first sync = %v, want %v", f.requeues, want)
+	}
+	f.requeues = nil
+	f.step(StatusCoalesceWindow)
+	if err := f.syncOnce(app.Namespace, app.Name); err != nil {
+		t.Fatalf("syncApp: %v", err)
+	}
+	if f.c.statusPending.pending(nameOf(app)) || len(f.requeues) != 0 {
+		t.Errorf("after the window: pending %v, requeues %v; want the status written and no requeue",
+			f.c.statusPending.pending(nameOf(app)), f.requeues)
 	}
 }
 

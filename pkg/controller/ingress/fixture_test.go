@@ -62,7 +62,8 @@ func (f *fixture) addIngresses(ings ...*networkingv1.Ingress) {
 // sync runs syncService for namespace/name after clearing the recorded actions.
 func (f *fixture) sync(name string) error {
 	f.client.ClearActions()
-	return f.c.syncService(f.ctx, cache.ObjectName{Namespace: testNamespace, Name: name})
+	_, err := f.c.syncService(f.ctx, cache.ObjectName{Namespace: testNamespace, Name: name})
+	return err
 }
 
 // writes returns the write actions (everything but get, list and watch) since the last
