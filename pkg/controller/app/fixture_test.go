@@ -29,6 +29,7 @@ import (
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
+	"github.com/app-controller/app-controller/pkg/controller/appfixture"
 	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 	appfake "github.com/app-controller/app-controller/pkg/generated/clientset/versioned/fake"
 	appinformers "github.com/app-controller/app-controller/pkg/generated/informers/externalversions"
@@ -220,7 +221,7 @@ func (f *fixture) events() []string { return controllertest.DrainEvents(f.record
 // newApp returns an App like the seed's test_app.yaml as the API server holds it:
 // schema defaults applied, identity and creation time set.
 func newApp(name string, created time.Time) *appv1.App {
-	app := controllertest.NewApp("tcs", name, "nginx", 2)
+	app := appfixture.NewApp("tcs", name, "nginx", 2)
 	app.TypeMeta = metav1.TypeMeta{APIVersion: appv1.SchemeGroupVersion.String(), Kind: "App"}
 	app.UID = types.UID(name + "-uid")
 	app.Generation = 1

@@ -8,14 +8,13 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 )
 
 // world drives one App through the events a real cluster delivers, on a fixture whose
@@ -112,15 +111,7 @@ func (w *world) app() *appv1.App {
 // kstatus computes the App's status as kstatus-based tools (Flux, Argo CD) do.
 func (w *world) kstatus() kstatus.Status {
 	w.t.Helper()
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(w.app())
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	res, err := kstatus.Compute(&unstructured.Unstructured{Object: content})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return res.Status
+	return controllertest.KStatus(w.t, w.app())
 }
 
 // expectKStatus fails unless kstatus reads want.

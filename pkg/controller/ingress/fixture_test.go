@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
@@ -67,10 +68,8 @@ func (f *fixture) sync(name string) error {
 }
 
 // writes returns the write actions (everything but get, list and watch) since the last
-// sync, as "verb resource" strings.
-func (f *fixture) writes() []string {
-	return controllertest.Verbs(controllertest.Writes(f.client.Actions()))
-}
+// sync.
+func (f *fixture) writes() []core.Action { return controllertest.Writes(f.client.Actions()) }
 
 // liveIngress returns the Ingress the clientset holds, or nil.
 func (f *fixture) liveIngress(name string) *networkingv1.Ingress {

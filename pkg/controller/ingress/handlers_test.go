@@ -11,6 +11,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
+
+	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 )
 
 func TestServiceHandlers(t *testing.T) {
@@ -133,7 +135,7 @@ func TestOwnWriteUntilDeleted(t *testing.T) {
 		if err := f.sync("shop"); err != nil {
 			t.Fatalf("%s: sync: %v", step.name, err)
 		}
-		if got := f.writes(); !reflect.DeepEqual(got, step.want) {
+		if got := controllertest.Verbs(f.writes()); !reflect.DeepEqual(got, step.want) {
 			t.Errorf("%s: writes %q, want %q", step.name, got, step.want)
 		}
 		if step.after != nil {

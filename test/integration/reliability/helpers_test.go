@@ -29,7 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	"github.com/app-controller/app-controller/pkg/controller/controllertest"
+	"github.com/app-controller/app-controller/pkg/controller/appfixture"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
@@ -113,7 +113,7 @@ func appName(i int) string { return fmt.Sprintf("app-%03d", i) }
 
 // newApp returns the App appName(i): Deployment NAME-deploy, Service NAME-svc, 1 replica.
 func (e *env) newApp(i int) *appv1.App {
-	return controllertest.NewApp(e.ns, appName(i), "nginx", 1)
+	return appfixture.NewApp(e.ns, appName(i), "nginx", 1)
 }
 
 // createApps creates the Apps first..first+n-1 with a few concurrent clients, retrying
