@@ -227,7 +227,7 @@ func TestForeignDeploymentLeftAlone(t *testing.T) {
 	ns := framework.Namespace(t)
 	ctx := context.Background()
 
-	foreign := framework.ForeignDeployment(ns, "taken")
+	foreign := framework.ForeignDeployment(ns, "taken", 1, map[string]string{"team": "other"})
 	if _, err := c.kube.AppsV1().Deployments(ns).Create(ctx, foreign, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,13 +8,13 @@ import (
 )
 
 // ForeignDeployment returns a Deployment named name in namespace ns that no App
-// controls (labels team: other), one replica of busybox: a name an App may find taken.
-func ForeignDeployment(ns, name string) *appsv1.Deployment {
-	labels := map[string]string{"team": "other"}
+// controls: busybox, replicas, pods and selector labelled labels. A test creates it to
+// take a name an App wants, or to check that the controller leaves it alone.
+func ForeignDeployment(ns, name string, replicas int32, labels map[string]string) *appsv1.Deployment {
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
+			Replicas: ptr.To(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},

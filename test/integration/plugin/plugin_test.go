@@ -97,7 +97,7 @@ func TestKubectlApp(t *testing.T) {
 	t.Run("App in a name conflict", func(t *testing.T) {
 		ns := framework.Namespace(t)
 		ctx := context.Background()
-		foreign := framework.ForeignDeployment(ns, "clash-deploy")
+		foreign := framework.ForeignDeployment(ns, "clash-deploy", 1, map[string]string{"team": "other"})
 		if _, err := kube.AppsV1().Deployments(ns).Create(ctx, foreign, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("creating the foreign Deployment: %v", err)
 		}
