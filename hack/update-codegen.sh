@@ -27,21 +27,15 @@ kube::codegen::gen_helpers --boilerplate "${BOILERPLATE}" "${ROOT}/pkg/apis"
 kube::codegen::gen_register --boilerplate "${BOILERPLATE}" "${ROOT}/pkg/apis"
 
 # The App's spec and status embed apps/v1 and core/v1 types: reuse client-go's apply
-# configurations for them instead of generating copies (without an entry here the
-# generated apply configuration would hold the plain API type). Every k8s.io/api type
-# that types.go names must be listed.
+# configurations for them instead of generating copies (without an entry the generated
+# apply configuration would hold the plain API type). The list is
+# hack/applyconfig-externals.txt; make verify checks it against types.go.
 externals=()
-for t in apps/v1.DeploymentStatus apps/v1.DeploymentCondition apps/v1.DeploymentStrategy \
-    core/v1.ServiceStatus core/v1.LoadBalancerStatus core/v1.LoadBalancerIngress core/v1.PortStatus \
-    core/v1.EnvVar core/v1.EnvVarSource core/v1.EnvFromSource \
-    core/v1.ResourceRequirements core/v1.ResourceClaim \
-    core/v1.Probe core/v1.SecurityContext core/v1.PodSecurityContext \
-    core/v1.ConfigMapVolumeSource core/v1.SecretVolumeSource core/v1.EmptyDirVolumeSource \
-    core/v1.PersistentVolumeClaimVolumeSource core/v1.LocalObjectReference \
-    core/v1.Toleration core/v1.Affinity core/v1.TopologySpreadConstraint; do
+while read -r t; do
+    case "${t}" in "" | "#"*) continue ;; esac
     group_version="${t%.*}"
     externals+=("k8s.io/api/${t}:k8s.io/client-go/applyconfigurations/${group_version}")
-done
+done <"${ROOT}/hack/applyconfig-externals.txt"
 
 kube::codegen::gen_client \
     --with-watch \
