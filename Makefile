@@ -79,7 +79,7 @@ plugin: ## Build the kubectl plugin into bin/kubectl-app, with bin/kubectl_compl
 	install -m 0755 $(PLUGIN_COMPLETE) $(BIN)/kubectl_complete-app
 
 # The krew archives and manifest: one tar.gz per platform in dist/, and dist/app.yaml
-# rendered from plugins/app.yaml with their sha256.
+# rendered from hack/krew/app.yaml with their sha256.
 PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
 PLUGIN_DIST      := dist
 # The file the archives carry besides the binary and the completion script.
@@ -87,7 +87,7 @@ PLUGIN_DOC       := $(firstword $(wildcard LICENSE) README.md)
 
 .PHONY: plugin-dist
 plugin-dist: ## Cross-compile kubectl-app for PLUGIN_PLATFORMS into krew archives dist/kubectl-app_VERSION_OS_ARCH.tar.gz and render dist/app.yaml (VERSION=...).
-	@$(MAKE_SH) plugin-dist $(VERSION) plugins/app.yaml $(PLUGIN_DIST) $(PLUGIN_PLATFORMS) -- $(PLUGIN_COMPLETE) $(PLUGIN_DOC)
+	@$(MAKE_SH) plugin-dist $(VERSION) hack/krew/app.yaml $(PLUGIN_DIST) $(PLUGIN_PLATFORMS) -- $(PLUGIN_COMPLETE) $(PLUGIN_DOC)
 
 .PHONY: install
 install: $(KUBECTL) ## Apply the CRD to the cluster of the current KUBECONFIG and wait until it is established.
@@ -218,12 +218,12 @@ cluster-down: $(BIN)/localcluster ## Stop the local control plane and remove its
 	$(BIN)/localcluster down --state-dir $(LOCAL)
 
 .PHONY: tools
-tools: $(CLUSTER_BINS) $(KWOK_STAGES) ## Build the control plane binaries into bin/ (first time: about 5-10 minutes).
+tools: $(CLUSTER_BINS) $(KWOK_STAGES) ## Build the control plane binaries into bin/ (first time: about 8-10 minutes on 2 cores).
 
 # One go build for all of them: it shares the compile work. Rebuilt only when the tools
 # module changes.
 $(CLUSTER_BINS) &: hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go
-	@echo "Building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and etcd into bin/ (the first build takes 5-10 minutes)..."
+	@echo "Building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and etcd into bin/ (the first build takes 8-10 minutes on 2 cores)..."
 	@mkdir -p $(BIN)
 	cd hack/tools && $(GO) build -o $(BIN)/ \
 		k8s.io/kubernetes/cmd/kube-apiserver \
@@ -299,11 +299,11 @@ ROUNDS   ?= 1
 BENCH_WORK_DIR := $(LOCAL)/bench
 
 .PHONY: bench
-bench: tools build ## The harness on its own control plane: floor, converge, idle, restart, churn (N=1000 REPLICAS=1 ROUNDS=1); writes bench/results/latest.json.
+bench: tools build ## The harness on its own control plane: floor, converge, idle, restart, churn (N=1000 REPLICAS=1 ROUNDS=1); writes docs/bench-results/latest.json.
 	rm -rf $(BENCH_WORK_DIR)
 	$(GO) run ./test/bench/cmd/appbench -apps $(N) -replicas $(REPLICAS) -rounds $(ROUNDS) \
 		-bin-dir $(BIN) -controller $(BIN)/app-controller -crd-dir config/crd/bases \
-		-work-dir $(BENCH_WORK_DIR) -out bench/results/latest.json $(BENCHFLAGS)
+		-work-dir $(BENCH_WORK_DIR) -out docs/bench-results/latest.json $(BENCHFLAGS)
 
 .PHONY: microbench
 microbench: ## Go benchmarks of pure functions (CPU and allocations), without a cluster.

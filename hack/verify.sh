@@ -62,7 +62,7 @@ echo "verify: generated code"
 stamp="${ROOT}/bin/.verify-generated"
 inputs_hash() {
     { git ls-files -z --cached --others --exclude-standard -- \
-        pkg cmd hack config charts docs/api.md go.mod go.sum |
+        pkg cmd hack config charts artifacts/example docs/api.md go.mod go.sum |
         sort -z | xargs -0 sha256sum; go version; } | sha256sum | cut -d' ' -f1
 }
 hash="$(inputs_hash)"
@@ -86,7 +86,7 @@ else
     fi
     (cd "${tmp}/tree" && ./hack/update-codegen.sh >/dev/null)
     generated_ok=1
-    for path in pkg/apis pkg/generated config/crd config/rbac charts/app-controller/files docs/api.md; do
+    for path in pkg/apis pkg/generated config/crd config/rbac config/samples charts/app-controller/files docs/api.md; do
         if ! diff -r "${ROOT}/${path}" "${tmp}/tree/${path}" >"${tmp}/diff"; then
             echo "generated code in ${path} is stale: run 'make generate'" >&2
             head -40 "${tmp}/diff" >&2

@@ -9,11 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 )
 
 func TestComputeStatus(t *testing.T) {
@@ -145,7 +144,7 @@ func TestComputeStatus(t *testing.T) {
 			}
 			withStatus := a.DeepCopy()
 			withStatus.Status = *st
-			if got := kstatusOf(t, withStatus); got != tc.wantKstat {
+			if got := controllertest.KStatus(t, withStatus); got != tc.wantKstat {
 				t.Errorf("kstatus = %s, want %s", got, tc.wantKstat)
 			}
 		})
@@ -176,23 +175,9 @@ func TestKstatusGenerationNotObserved(t *testing.T) {
 	svc := childResult[*corev1.Service]{name: "test-app-service", obj: liveService(t, app)}
 	app.Status = *computeStatus(app, selectorLabels(app), dep, svc, metav1.NewTime(testNow))
 	app.Generation = 2
-	if got := kstatusOf(t, app); got != kstatus.InProgressStatus {
+	if got := controllertest.KStatus(t, app); got != kstatus.InProgressStatus {
 		t.Errorf("kstatus = %s, want InProgress", got)
 	}
-}
-
-// kstatusOf computes the kstatus of app, as Flux, Argo CD and kubectl-based tools do.
-func kstatusOf(t *testing.T, app *appv1.App) kstatus.Status {
-	t.Helper()
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := kstatus.Compute(&unstructured.Unstructured{Object: content})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Status
 }
 
 // TestDefaultedStatus checks that an App as the API server creates it, with the schema's
