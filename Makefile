@@ -36,6 +36,9 @@ VERSION_PKG := github.com/app-controller/app-controller/pkg/version
 LDFLAGS     := -X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).commit=$(COMMIT)
 # The flags of every go build of the controller binary (make build, make image).
 GO_BUILD_FLAGS = -trimpath -ldflags '$(LDFLAGS)'
+# hack/make.sh does what takes more than a line of shell (make.sh's header lists it).
+MAKE_SH = MAKE="$(MAKE)" GO="$(GO)" BIN="$(BIN)" KUBECTL="$(KUBECTL)" LDFLAGS="$(LDFLAGS)" \
+	TEST_PLATFORMS="$(TEST_PLATFORMS)" ./hack/make.sh
 INTEGRATION_TIMEOUT ?= 30m
 # Integration test packages run this many at a time, each with its own control plane.
 # They mostly wait on the apiserver (a run used about one of the two cores): 2 at a time
@@ -83,7 +86,7 @@ plugin: ## Build the kubectl plugin into bin/kubectl-app, with bin/kubectl_compl
 	install -m 0755 $(PLUGIN_COMPLETE) $(BIN)/kubectl_complete-app
 
 # The krew archives and manifest: one tar.gz per platform in dist/, and dist/app.yaml
-# rendered from plugins/app.yaml with their sha256.
+# rendered from hack/krew/app.yaml with their sha256.
 PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
 PLUGIN_DIST      := dist
 # The file the archives carry besides the binary and the completion script.
@@ -91,16 +94,7 @@ PLUGIN_DOC       := $(firstword $(wildcard LICENSE) README.md)
 
 .PHONY: plugin-dist
 plugin-dist: ## Cross-compile kubectl-app for PLUGIN_PLATFORMS into krew archives dist/kubectl-app_VERSION_OS_ARCH.tar.gz and render dist/app.yaml (VERSION=...).
-	@mkdir -p $(PLUGIN_DIST)
-	@args=""; for platform in $(PLUGIN_PLATFORMS); do \
-		os=$${platform%%/*}; arch=$${platform#*/}; exe=""; [ "$$os" = windows ] && exe=.exe; \
-		out=$(PLUGIN_DIST)/build/$$os-$$arch/kubectl-app$$exe; \
-		echo "GOOS=$$os GOARCH=$$arch CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -o $$out ./cmd/kubectl-app"; \
-		GOOS=$$os GOARCH=$$arch CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -o $$out ./cmd/kubectl-app || exit 1; \
-		args="$$args --binary $$platform=$$out"; \
-	done; \
-	$(GO) run ./hack/krew --version $(VERSION) --template plugins/app.yaml --dist $(PLUGIN_DIST) \
-		--file $(PLUGIN_COMPLETE) --file $(PLUGIN_DOC) $$args
+	@$(MAKE_SH) plugin-dist $(VERSION) hack/krew/app.yaml $(PLUGIN_DIST) $(PLUGIN_PLATFORMS) -- $(PLUGIN_COMPLETE) $(PLUGIN_DOC)
 
 .PHONY: install
 install: $(KUBECTL) ## Apply the CRD to the cluster of the current KUBECONFIG and wait until it is established.
@@ -113,7 +107,7 @@ uninstall: $(KUBECTL) ## Delete the CRD (and every App) from the cluster of the 
 
 .PHONY: deploy
 deploy: $(KUBECTL) ## Install the CRD, RBAC and the controller Deployment (config/default) into the current KUBECONFIG's cluster; IMG=... sets the image.
-	$(KUBECTL) kustomize config/default | sed 's|image: app-controller:latest$$|image: $(IMG)|' | $(KUBECTL) apply --server-side -f -
+	$(MAKE_SH) manifests $(IMG) | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy
 undeploy: $(KUBECTL) ## Delete what deploy installed, the CRD and every App included.
@@ -125,7 +119,7 @@ INSTALLER ?= dist/install.yaml
 .PHONY: build-installer
 build-installer: $(KUBECTL) ## Write dist/install.yaml (CRD, namespace, RBAC, Deployment of IMG=...) for kubectl apply -f.
 	@mkdir -p $(dir $(INSTALLER))
-	$(KUBECTL) kustomize config/default | sed 's|image: app-controller:latest$$|image: $(IMG)|' > $(INSTALLER)
+	$(MAKE_SH) manifests $(IMG) > $(INSTALLER)
 	@echo "wrote $(INSTALLER) (image $(IMG))"
 
 .PHONY: examples
@@ -157,11 +151,7 @@ comma := ,
 
 .PHONY: image
 image: $(IMAGEBUILD) ## Build the image without Docker: OCI layout bin/image/oci (PLATFORMS) and a docker-load tarball of the host arch.
-	@for platform in $(subst $(comma), ,$(PLATFORMS)); do \
-		os=$${platform%%/*}; arch=$${platform#*/}; \
-		echo "GOOS=$$os GOARCH=$$arch CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -o $(IMAGE_DIR)/$$os-$$arch/app-controller ./cmd/app-controller"; \
-		GOOS=$$os GOARCH=$$arch CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -o $(IMAGE_DIR)/$$os-$$arch/app-controller ./cmd/app-controller; \
-	done
+	@$(MAKE_SH) cross ./cmd/app-controller $(IMAGE_DIR) $(PLATFORMS)
 	$(IMAGEBUILD) build --layout $(IMAGE_LAYOUT) --tag $(IMG) \
 		$(foreach p,$(subst $(comma), ,$(PLATFORMS)),--platform $(p)=$(IMAGE_DIR)/$(subst /,-,$(p))/app-controller) \
 		--tarball $(IMAGE_TARBALL) --tarball-platform linux/$(HOST_ARCH) \
@@ -217,12 +207,7 @@ $(HELM): test/chart/go.mod test/chart/go.sum
 
 .PHONY: helm-lint
 helm-lint: $(HELM) ## helm lint --strict the chart, and render it with each values file of its ci/ directory.
-	$(HELM) lint --strict --kube-version $(CHART_KUBE_VERSION) $(CHART)
-	@for f in $(CHART)/ci/*-values.yaml; do \
-		echo "helm template -f $$f"; \
-		$(HELM) template app-controller $(CHART) --kube-version $(CHART_KUBE_VERSION) \
-			--api-versions monitoring.coreos.com/v1/ServiceMonitor -f $$f >/dev/null || exit 1; \
-	done
+	@$(MAKE_SH) helm-lint $(HELM) $(CHART) $(CHART_KUBE_VERSION)
 
 .PHONY: test-chart
 test-chart: tools ## Chart and installer tests: offline (lint, render, schema) and on a local control plane (dry runs, install, run, uninstall).
@@ -246,12 +231,12 @@ cluster-down: $(BIN)/localcluster ## Stop the local control plane and remove its
 	$(BIN)/localcluster down --state-dir $(LOCAL)
 
 .PHONY: tools
-tools: $(CLUSTER_BINS) $(KWOK_STAGES) ## Build the control plane binaries into bin/: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl (one binary), etcd, kwok (first time: about 5-10 minutes).
+tools: $(CLUSTER_BINS) $(KWOK_STAGES) ## Build the control plane binaries into bin/: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl (one binary), etcd, kwok (first time: about 8-10 minutes on 2 cores).
 
 # One go build for all of them: it shares the compile work. Rebuilt only when the tools
 # module changes.
 $(CLUSTER_BINS) &: hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go hack/tools/kube/main.go
-	@echo "Building the Kubernetes components, kwok and etcd into bin/ (the first build takes 5-10 minutes)..."
+	@echo "Building the Kubernetes components, kwok and etcd into bin/ (the first build takes 8-10 minutes on 2 cores)..."
 	@mkdir -p $(BIN)
 	cd hack/tools && $(GO) build -ldflags '$(KUBE_LDFLAGS)' -o $(BIN)/ ./kube sigs.k8s.io/kwok/cmd/kwok ./etcd
 	@for c in $(KUBE_COMMANDS); do ln -sfn kube $(BIN)/$$c; done
@@ -309,7 +294,7 @@ generate: ## Regenerate deepcopy, register, clientset, listers, informers, apply
 	./hack/update-codegen.sh
 
 .PHONY: verify
-verify: ## Fail if generated code is stale, code is not gofmt-clean, go vet complains or go.mod is untidy.
+verify: ## Fail if generated code is stale (regenerated in a clean copy), code is not gofmt-clean, go vet complains, go.mod is untidy or the apply configuration externals do not match the API.
 	./hack/verify.sh
 
 # The platforms of the image `make test` builds and checks: the host's. A cross-compiled
@@ -318,25 +303,18 @@ verify: ## Fail if generated code is stale, code is not gofmt-clean, go vet comp
 # platforms is covered by the image builder's unit tests, and `make test-image` alone
 # (like a release) builds and checks both of PLATFORMS.
 TEST_PLATFORMS ?= linux/$(HOST_ARCH)
-# What `make test` builds in the background: the control plane and, where the end-to-end
-# tier can run (root), the real node's packages, binaries and images, and helm.
+# What `make test` builds in the background while verify, unit and test-image run: the
+# control plane and, where the end-to-end tier can run (root), the real node's packages,
+# binaries and images, and helm.
 TEST_TOOLS = tools $(if $(filter 0,$(shell id -u)),node-packages node-tools $(HELM))
+# The steps of make test, in order (hack/make.sh test: the control plane binaries build
+# in the background until the first step that needs them, after verify, unit and
+# test-image).
+TEST_STEPS = verify unit test-image integration test-chart e2e
 
 .PHONY: test
-test: ## Everything CI runs: verify, unit tests with -race, the image (host platform), integration tests on a real control plane, the chart's tests.
-	@# The control plane binaries build in the background meanwhile (their log is
-	@# bin/tools-build.log): the first steps leave a core idle while they download modules,
-	@# link, run generators and tests.
-	@mkdir -p $(BIN)
-	@start=$$(date +%s); step() { echo "make test: $$1 ($$(( $$(date +%s) - start ))s since the start)"; }; \
-	$(MAKE) --no-print-directory $(TEST_TOOLS) > $(BIN)/tools-build.log 2>&1 & tools=$$!; \
-	rc=0; for t in verify unit test-image; do step "$$t"; \
-		$(MAKE) --no-print-directory $$t PLATFORMS=$(TEST_PLATFORMS) || { rc=$$?; break; }; done; \
-	if [ $$rc -ne 0 ]; then kill $$tools 2>/dev/null || true; wait $$tools 2>/dev/null || true; exit $$rc; fi; \
-	step "waiting for the control plane binaries (make tools, log in bin/tools-build.log)"; \
-	if ! wait $$tools; then cat $(BIN)/tools-build.log; echo "make tools failed" >&2; exit 1; fi; \
-	for t in integration test-chart e2e; do step "$$t"; $(MAKE) --no-print-directory $$t; done; \
-	step "done"
+test: ## Everything CI runs: verify, unit tests with -race, the image (host platform), integration tests on a real control plane, the chart's tests, the end-to-end tests on a real node.
+	@TEST_TOOLS='$(TEST_TOOLS)' $(MAKE_SH) test $(TEST_STEPS)
 
 # Unit tests are hermetic (no cluster, no network), so go test's cache may replay the
 # result of a package whose code, test data and environment did not change; the
@@ -373,10 +351,7 @@ FUZZ_TARGETS = ./pkg/controller/app:FuzzSyncApp ./pkg/controller/app:FuzzDesired
 
 .PHONY: fuzz
 fuzz: ## Run each Go fuzz target for FUZZTIME (default 60s); a failing input lands in the package's testdata/fuzz.
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		echo "fuzz $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
-	done
+	@$(MAKE_SH) fuzz $(FUZZTIME) $(FUZZ_TARGETS)
 
 # make bench: N Apps of REPLICAS replicas, ROUNDS rounds (docs/performance.md).
 N        ?= 1000
@@ -385,11 +360,11 @@ ROUNDS   ?= 1
 BENCH_WORK_DIR := $(LOCAL)/bench
 
 .PHONY: bench
-bench: tools build ## The harness on its own control plane: floor, converge, idle, restart, churn (N=1000 REPLICAS=1 ROUNDS=1); writes bench/results/latest.json.
+bench: tools build ## The harness on its own control plane: floor, converge, idle, restart, churn (N=1000 REPLICAS=1 ROUNDS=1); writes docs/bench-results/latest.json.
 	rm -rf $(BENCH_WORK_DIR)
 	$(GO) run ./test/bench/cmd/appbench -apps $(N) -replicas $(REPLICAS) -rounds $(ROUNDS) \
 		-bin-dir $(BIN) -controller $(BIN)/app-controller -crd-dir config/crd/bases \
-		-work-dir $(BENCH_WORK_DIR) -out bench/results/latest.json $(BENCHFLAGS)
+		-work-dir $(BENCH_WORK_DIR) -out docs/bench-results/latest.json $(BENCHFLAGS)
 
 .PHONY: microbench
 microbench: ## Go benchmarks of pure functions (CPU and allocations), without a cluster.

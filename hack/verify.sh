@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fails when anything generated is stale, when code is not gofmt-clean, when go vet
-# complains, or when a go.mod is not tidy. Regenerates into a copy of the tree so the
-# working tree is never modified.
+# complains, when a go.mod is not tidy, or when the apply configuration externals of
+# update-codegen.sh do not match the API. Regenerates into a clean copy of the tree (git
+# archive of the tracked and not-ignored files) so the working tree is never modified.
 set -o errexit -o nounset -o pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -30,6 +31,30 @@ for dir in . hack/tools hack/tools/docs test/chart; do
     fi
 done
 
+echo "verify: apply configuration externals"
+# hack/applyconfig-externals.txt must list exactly the k8s.io/api struct types that the
+# API's types.go names: one missing makes the generated apply configuration hold the
+# plain API type, one extra is a stale entry.
+api_types="pkg/apis/appcontroller/v1/types.go"
+k8s_api_dir="$(go list -m -f '{{.Dir}}' k8s.io/api)"
+named="$(
+    sed -n 's|^[[:space:]]*\([a-z0-9]*\) "k8s.io/api/\([a-z0-9.]*/v[0-9a-z]*\)"$|\1 \2|p' "${api_types}" |
+        while read -r alias group_version; do
+            grep -oE "\b${alias}\.[A-Z][A-Za-z0-9]*" "${api_types}" | sort -u | while read -r ref; do
+                type="${ref#*.}"
+                if grep -q "^type ${type} struct" "${k8s_api_dir}/${group_version}"/*.go; then
+                    echo "${group_version}.${type}"
+                fi
+            done
+        done | sort -u
+)"
+listed="$(grep -v -e '^#' -e '^$' hack/applyconfig-externals.txt | sort -u)"
+if [ "${named}" != "${listed}" ]; then
+    echo "hack/applyconfig-externals.txt does not match the k8s.io/api struct types ${api_types} names:" >&2
+    diff <(echo "${listed}") <(echo "${named}") | sed -n 's/^</  listed, not named: /p; s/^>/  named, not listed: /p' >&2
+    failed=1
+fi
+
 echo "verify: generated code"
 # Regenerating takes minutes; skip it when neither the generators' inputs nor the
 # generated files changed since the last run that found them up to date (the stamp is
@@ -37,8 +62,8 @@ echo "verify: generated code"
 stamp="${ROOT}/bin/.verify-generated"
 inputs_hash() {
     { git ls-files -z --cached --others --exclude-standard -- \
-        pkg cmd hack config charts docs/api.md go.mod go.sum |
-        sort -z | xargs -0 sha256sum 2>&1; go version; } | sha256sum | cut -d' ' -f1
+        pkg cmd hack config charts artifacts/example docs/api.md go.mod go.sum |
+        sort -z | xargs -0 sha256sum; go version; } | sha256sum | cut -d' ' -f1
 }
 hash="$(inputs_hash)"
 if [ -f "${stamp}" ] && [ "$(cat "${stamp}")" = "${hash}" ]; then
@@ -46,20 +71,30 @@ if [ -f "${stamp}" ] && [ "$(cat "${stamp}")" = "${hash}" ]; then
 else
     tmp="$(mktemp -d)"
     trap 'rm -rf "${tmp}"' EXIT
-    # Copy the tracked and untracked-but-not-ignored files, then regenerate in the copy.
-    git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} cp --parents {} "${tmp}/" 2>/dev/null || true
-    mkdir -p "${tmp}/bin" && cp -r "${ROOT}/bin/codegen" "${tmp}/bin/" 2>/dev/null || true
-    (cd "${tmp}" && ./hack/update-codegen.sh >/dev/null)
+    # A clean copy of the tree as it is: the tracked files and the untracked ones git
+    # does not ignore, written to a tree object through a scratch index (the real index
+    # and the working tree are left alone) and extracted with git archive.
+    scratch_index="${tmp}/index"
+    cp "$(git rev-parse --git-path index)" "${scratch_index}"
+    GIT_INDEX_FILE="${scratch_index}" git add --all
+    tree="$(GIT_INDEX_FILE="${scratch_index}" git write-tree)"
+    mkdir "${tmp}/tree"
+    git archive --format=tar "${tree}" | tar -x -C "${tmp}/tree"
+    # The generators built by an earlier run (bin/codegen), so as not to build them again.
+    if [ -d "${ROOT}/bin/codegen" ]; then
+        mkdir -p "${tmp}/tree/bin" && cp -r "${ROOT}/bin/codegen" "${tmp}/tree/bin/"
+    fi
+    (cd "${tmp}/tree" && ./hack/update-codegen.sh >/dev/null)
     generated_ok=1
-    for path in pkg/apis pkg/generated config/crd config/rbac charts/app-controller/files docs/api.md; do
-        if ! diff -r "${ROOT}/${path}" "${tmp}/${path}" >/dev/null 2>&1; then
+    for path in pkg/apis pkg/generated config/crd config/rbac config/samples charts/app-controller/files docs/api.md; do
+        if ! diff -r "${ROOT}/${path}" "${tmp}/tree/${path}" >"${tmp}/diff"; then
             echo "generated code in ${path} is stale: run 'make generate'" >&2
-            diff -r "${ROOT}/${path}" "${tmp}/${path}" | head -40 >&2 || true
+            head -40 "${tmp}/diff" >&2
             generated_ok=0
         fi
     done
     if [ "${generated_ok}" -eq 1 ]; then
-        mkdir -p "$(dirname "${stamp}")" && echo "${hash}" > "${stamp}"
+        mkdir -p "$(dirname "${stamp}")" && echo "${hash}" >"${stamp}"
     else
         rm -f "${stamp}"
         failed=1

@@ -41,7 +41,7 @@ type manifest struct {
 	} `json:"spec"`
 }
 
-// TestDist packs small fake binaries with the real template (plugins/app.yaml) and
+// TestDist packs small fake binaries with the real template (app.yaml) and
 // checks the rendered manifest against the archives: sha256, URI, files and binary.
 func TestDist(t *testing.T) {
 	dir := t.TempDir()
@@ -60,7 +60,7 @@ func TestDist(t *testing.T) {
 		binaries = append(binaries, Binary{Platform: p, Path: write(strings.ReplaceAll(p, "/", "-"), "binary for "+p, 0o755)})
 	}
 	dist := filepath.Join(dir, "dist")
-	opts := Options{Version: "v1.2.3", Template: "../../plugins/app.yaml", Dist: dist, URIBase: DefaultURIBase, Binaries: binaries, Files: []string{complete, readme}}
+	opts := Options{Version: "v1.2.3", Template: "app.yaml", Dist: dist, URIBase: DefaultURIBase, Binaries: binaries, Files: []string{complete, readme}}
 	path, err := Dist(opts)
 	if err != nil {
 		t.Fatalf("Dist: %v", err)

@@ -2,10 +2,10 @@
 //
 // For each --binary OS/ARCH=PATH it writes DIST/kubectl-app_VERSION_OS_ARCH.tar.gz with
 // the binary (kubectl-app, kubectl-app.exe on windows) and every --file, then renders
-// --template (plugins/app.yaml) into DIST/app.yaml with the version and each archive's
+// --template (hack/krew/app.yaml) into DIST/app.yaml with the version and each archive's
 // platform, URI and sha256. `make plugin-dist` runs it.
 //
-//	go run ./hack/krew --version v0.1.0 --template plugins/app.yaml --dist dist \
+//	go run ./hack/krew --version v0.1.0 --template hack/krew/app.yaml --dist dist \
 //	  --file cmd/kubectl-app/kubectl_complete-app --file README.md \
 //	  --binary linux/amd64=dist/build/linux-amd64/kubectl-app
 package main
@@ -31,7 +31,7 @@ func main() {
 	var opts Options
 	var binaries, files stringList
 	flag.StringVar(&opts.Version, "version", "", "Version of the release, vMAJOR.MINOR.PATCH (krew wants a semantic version).")
-	flag.StringVar(&opts.Template, "template", "plugins/app.yaml", "The manifest template.")
+	flag.StringVar(&opts.Template, "template", "hack/krew/app.yaml", "The manifest template.")
 	flag.StringVar(&opts.Dist, "dist", "dist", "Directory of the archives and of the rendered app.yaml.")
 	flag.StringVar(&opts.URIBase, "uri-base", DefaultURIBase, "URI the archives are downloaded from; {version} stands for --version.")
 	flag.Var(&binaries, "binary", "OS/ARCH=PATH of a binary to pack (repeatable).")

@@ -51,16 +51,6 @@ func UpToDate(live, desired any) (bool, error) {
 	return covers(d, l), nil
 }
 
-// Convert copies in to out through JSON. API types, their apply configurations and the
-// generic JSON form (maps, slices, strings, float64s, bools) share their JSON shape.
-func Convert(in, out any) error {
-	data, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(data, out)
-}
-
 // toJSONValue converts v to its generic JSON form, so that typed objects and apply
 // configurations compare field by field.
 func toJSONValue(v any) (any, error) {

@@ -11,8 +11,6 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
-
-	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
 
 func TestUpToDate(t *testing.T) {
@@ -132,21 +130,3 @@ func TestUpToDateZeroValues(t *testing.T) {
 		})
 	}
 }
-
-func TestSelectors(t *testing.T) {
-	managed := map[string]string{appv1.ManagedByLabel: appv1.ManagedByValue}
-	other := map[string]string{appv1.ManagedByLabel: "helm"}
-	none := map[string]string{}
-	for _, l := range []map[string]string{managed, other, none} {
-		m, u := ManagedSelector().Matches(labelSet(l)), UnmanagedSelector().Matches(labelSet(l))
-		if m == u {
-			t.Errorf("labels %v: managed=%v unmanaged=%v, want exactly one", l, m, u)
-		}
-	}
-}
-
-type labelSet map[string]string
-
-func (l labelSet) Has(k string) bool              { _, ok := l[k]; return ok }
-func (l labelSet) Get(k string) string            { return l[k] }
-func (l labelSet) Lookup(k string) (string, bool) { v, ok := l[k]; return v, ok }

@@ -30,9 +30,31 @@ const (
 )
 
 // SyncFunc reconciles the object named key. It is level-triggered: whatever queued key,
-// it compares the desired state with the cached state of the world. A nil error means
-// the object is done until the next event; an error retries it by the RetryPolicy.
-type SyncFunc func(ctx context.Context, key cache.ObjectName) error
+// it compares the desired state with the cached state of the world. An error retries it
+// by the RetryPolicy; the Result says when the object wants to be synced again anyway
+// (the zero Result: at the next event).
+type SyncFunc func(ctx context.Context, key cache.ObjectName) (Result, error)
+
+// Result is what a sync asks of the loop besides retrying an error, as
+// controller-runtime's reconcile.Result: the one way a sync comes back later.
+type Result struct {
+	// RequeueAfter, if positive, syncs the object again after this delay (a status write
+	// held back to be coalesced, a repair waiting its backoff). It holds even when the
+	// sync fails: the retry and the requeue are both queued, and the sooner one runs.
+	RequeueAfter time.Duration
+}
+
+// RequeueAfter returns the Result that syncs again after the shortest positive delay
+// among delays; without one, the zero Result.
+func RequeueAfter(delays ...time.Duration) Result {
+	var r Result
+	for _, d := range delays {
+		if d > 0 && (r.RequeueAfter == 0 || d < r.RequeueAfter) {
+			r.RequeueAfter = d
+		}
+	}
+	return r
+}
 
 // RetryPolicy says what a controller's loop does when a sync fails. Every failure is
 // retried with the queue's rate limiter backoff, and the first failure of a streak is
@@ -121,11 +143,6 @@ func (l *Loop) Enqueue(key cache.ObjectName) {
 	l.queue.Add(key)
 }
 
-// EnqueueAfter queues key for a sync after delay (a write held back to be coalesced).
-func (l *Loop) EnqueueAfter(key cache.ObjectName, delay time.Duration) {
-	l.queue.AddAfter(key, delay)
-}
-
 // Resync handles a periodic resync of key (an informer update with an unchanged
 // resourceVersion): it queues key if the loop gave up on it and the policy retries on
 // resync, and reports whether it did. Other resyncs carry no change and are dropped.
@@ -184,14 +201,15 @@ func (l *Loop) RunWorkers(ctx context.Context, workers int) {
 }
 
 // process syncs key, with the key in the logger, records the reconcile metrics and
-// handles the outcome.
+// handles the outcome: the error by the retry policy, the Result's RequeueAfter by
+// queuing key again after that delay.
 func (l *Loop) process(ctx context.Context, key cache.ObjectName) {
 	ref := klog.KRef(key.Namespace, key.Name)
 	ctx = klog.NewContext(ctx, klog.LoggerWithValues(klog.FromContext(ctx), l.cfg.LogKey, ref))
 	active := activeWorkers.WithLabelValues(l.cfg.Name)
 	active.Inc()
 	start := time.Now()
-	err := l.cfg.Sync(ctx, key)
+	res, err := l.cfg.Sync(ctx, key)
 	reconcileTime.WithLabelValues(l.cfg.Name).Observe(time.Since(start).Seconds())
 	active.Dec()
 	if err != nil {
@@ -201,6 +219,10 @@ func (l *Loop) process(ctx context.Context, key cache.ObjectName) {
 		reconcileTotal.WithLabelValues(l.cfg.Name, ResultSuccess).Inc()
 	}
 	l.HandleErr(ctx, key, err)
+	if res.RequeueAfter > 0 {
+		klog.FromContext(ctx).V(4).Info("Syncing again later", "after", res.RequeueAfter)
+		l.queue.AddAfter(key, res.RequeueAfter)
+	}
 }
 
 // HandleErr applies the retry policy to the outcome of a sync of key: success forgets

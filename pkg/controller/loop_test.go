@@ -168,6 +168,24 @@ func TestHandleErrNamespaceTerminating(t *testing.T) {
 	}
 }
 
+// TestRequeueAfter checks that the Result keeps the shortest positive delay.
+func TestRequeueAfter(t *testing.T) {
+	for _, tc := range []struct {
+		delays []time.Duration
+		want   time.Duration
+	}{
+		{nil, 0},
+		{[]time.Duration{0, 0}, 0},
+		{[]time.Duration{4 * time.Second}, 4 * time.Second},
+		{[]time.Duration{0, 3 * time.Second, time.Second}, time.Second},
+		{[]time.Duration{-time.Second, 2 * time.Second}, 2 * time.Second},
+	} {
+		if got := RequeueAfter(tc.delays...).RequeueAfter; got != tc.want {
+			t.Errorf("RequeueAfter(%v) = %v, want %v", tc.delays, got, tc.want)
+		}
+	}
+}
+
 func TestResyncOfHealthyKeyIsDropped(t *testing.T) {
 	l, _ := newTestLoop(RetryPolicy{MaxAttempts: 1, RetryOnResync: true}, nil)
 	defer l.Queue().ShutDown()
@@ -177,29 +195,33 @@ func TestResyncOfHealthyKeyIsDropped(t *testing.T) {
 }
 
 // TestLoopRun checks that queued keys reach the sync function with the key in the logger
-// context, that failures are retried through the queue, and that Run returns when its
-// context ends.
+// context, that failures are retried through the queue, that a Result's RequeueAfter
+// syncs the key again, and that Run returns when its context ends.
 func TestLoopRun(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	var mu sync.Mutex
 	calls := map[string]int{}
 	done := make(chan struct{})
-	l, _ := newTestLoop(RetryPolicy{MaxAttempts: 5}, func(_ context.Context, key cache.ObjectName) error {
+	l, _ := newTestLoop(RetryPolicy{MaxAttempts: 5}, func(_ context.Context, key cache.ObjectName) (Result, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		calls[key.String()]++
 		if key.Name == "flaky" && calls[key.String()] < 3 {
-			return errSync
+			return Result{}, errSync
 		}
-		if calls["ns/ok"] == 1 && calls["ns/flaky"] == 3 {
+		if key.Name == "later" && calls[key.String()] == 1 {
+			return RequeueAfter(10 * time.Millisecond), nil
+		}
+		if calls["ns/ok"] == 1 && calls["ns/flaky"] == 3 && calls["ns/later"] == 2 {
 			close(done)
 		}
-		return nil
+		return Result{}, nil
 	})
 	l.cfg.Synced = []cache.InformerSynced{func() bool { return true }}
 	l.Enqueue(cache.ObjectName{Namespace: "ns", Name: "ok"})
 	l.Enqueue(cache.ObjectName{Namespace: "ns", Name: "flaky"})
+	l.Enqueue(cache.ObjectName{Namespace: "ns", Name: "later"})
 	stopped := make(chan struct{})
 	go func() {
 		l.Run(ctx, 2)

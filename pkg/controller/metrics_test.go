@@ -48,7 +48,7 @@ func TestLoopMetrics(t *testing.T) {
 				LogKey:      "object",
 				Policy:      RetryPolicy{MaxAttempts: tt.maxAttempts},
 				RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](0, 0),
-				Sync: func(context.Context, cache.ObjectName) error {
+				Sync: func(context.Context, cache.ObjectName) (Result, error) {
 					inSync <- struct{}{}
 					<-release
 					err := tt.outcomes[calls]
@@ -56,7 +56,7 @@ func TestLoopMetrics(t *testing.T) {
 					if calls == len(tt.outcomes) {
 						close(done)
 					}
-					return err
+					return Result{}, err
 				},
 			})
 			// Before any work: every series exists at 0.

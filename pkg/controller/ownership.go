@@ -1,25 +1,10 @@
 package controller
 
 import (
-	"time"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 )
-
-// MutationCacheTTL is how long a controller prefers its own writes over an informer
-// cache that has not caught up with them yet.
-const MutationCacheTTL = time.Minute
-
-// NewMutationCache returns a cache that answers with the newest of informer's objects
-// and the controller's own writes recorded with Mutation, so that a sync that runs
-// before the informer saw a write does not write again.
-func NewMutationCache(logger klog.Logger, informer cache.SharedIndexInformer) cache.MutationCache {
-	return cache.NewIntegerResourceVersionMutationCache(logger, informer.GetStore(), informer.GetIndexer(), MutationCacheTTL, false)
-}
 
 // OwnerReference makes owner, of kind gvk, the controller of a child, with
 // blockOwnerDeletion, so that garbage collection deletes the child with its owner (and

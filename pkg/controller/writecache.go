@@ -49,11 +49,15 @@ type goneEntry struct {
 	at time.Time
 }
 
+// WriteCacheTTL is how long a WriteCache prefers a controller's own writes over an
+// informer cache that has not caught up with them yet.
+const WriteCacheTTL = time.Minute
+
 // NewWriteCache returns a WriteCache over an informer's indexer; own writes are kept at
-// most ttl (MutationCacheTTL if 0).
+// most ttl (WriteCacheTTL if 0).
 func NewWriteCache(store cache.Indexer, ttl time.Duration, clk clock.PassiveClock) *WriteCache {
 	if ttl <= 0 {
-		ttl = MutationCacheTTL
+		ttl = WriteCacheTTL
 	}
 	if clk == nil {
 		clk = clock.RealClock{}

@@ -1,14 +1,10 @@
 package bench
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
-	"fmt"
-	"io"
-	"os"
 	"sync"
 	"time"
+
+	"github.com/app-controller/app-controller/test/harness"
 )
 
 // write is one non-read request of an audited user, as the apiserver's audit log
@@ -23,93 +19,46 @@ type write struct {
 	at time.Time
 }
 
-// auditEvent holds the fields of an audit.k8s.io/v1 Event the harness reads.
-type auditEvent struct {
-	Verb string `json:"verb"`
-	User struct {
-		Username string `json:"username"`
-	} `json:"user"`
-	ObjectRef *struct {
-		Resource    string `json:"resource"`
-		Subresource string `json:"subresource"`
-	} `json:"objectRef"`
-	ResponseStatus *struct {
-		Code int `json:"code"`
-	} `json:"responseStatus"`
-	StageTimestamp time.Time `json:"stageTimestamp"`
-}
-
 // parseAuditLine parses one line of the audit log (JSON format). ok is false for a line
 // that records no request on a resource (non-resource URLs).
 func parseAuditLine(line []byte) (write, bool, error) {
-	var ev auditEvent
-	if err := json.Unmarshal(line, &ev); err != nil {
-		return write{}, false, fmt.Errorf("parsing an audit event: %w", err)
+	ev, err := harness.ParseAuditEvent(line)
+	if err != nil {
+		return write{}, false, err
 	}
-	if ev.ObjectRef == nil || ev.ObjectRef.Resource == "" {
+	return auditWrite(ev)
+}
+
+// auditWrite is the write ev records; ok is false for a request on no resource.
+func auditWrite(ev harness.AuditEvent) (write, bool, error) {
+	if ev.Resource() == "" {
 		return write{}, false, nil
 	}
-	kind := ev.Verb + " " + ev.ObjectRef.Resource
-	if ev.ObjectRef.Subresource != "" {
-		kind += "/" + ev.ObjectRef.Subresource
-	}
-	w := write{user: ev.User.Username, kind: kind, at: ev.StageTimestamp}
-	if ev.ResponseStatus != nil {
-		w.code = ev.ResponseStatus.Code
-	}
-	return w, true, nil
+	return write{user: ev.User.Username, kind: ev.Verb + " " + ev.Resource(), code: ev.Code(), at: ev.StageTimestamp}, true, nil
 }
 
 // auditLog reads the apiserver's audit log as it grows and keeps every write of the
 // audited users.
 type auditLog struct {
-	path string
+	log *harness.AuditLog
 
 	mu     sync.Mutex
-	offset int64
 	writes []write
 }
 
-func newAuditLog(path string) *auditLog { return &auditLog{path: path} }
+func newAuditLog(path string) *auditLog { return &auditLog{log: harness.NewAuditLog(path)} }
 
 // read parses the lines appended since the last read; a partial last line is left for
 // the next read.
 func (a *auditLog) read() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	f, err := os.Open(a.path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("opening the audit log: %w", err)
-	}
-	defer f.Close()
-	if _, err := f.Seek(a.offset, io.SeekStart); err != nil {
-		return fmt.Errorf("reading the audit log: %w", err)
-	}
-	r := bufio.NewReaderSize(f, 1<<20)
-	for {
-		line, err := r.ReadBytes('\n')
-		if err == io.EOF {
-			return nil // a partial line (no newline yet) is read again next time
-		}
-		if err != nil {
-			return fmt.Errorf("reading the audit log: %w", err)
-		}
-		a.offset += int64(len(line))
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
-		w, ok, err := parseAuditLine(line)
-		if err != nil {
-			return err
-		}
-		if ok {
+	return a.log.Read(func(ev harness.AuditEvent) error {
+		if w, ok, _ := auditWrite(ev); ok {
 			a.writes = append(a.writes, w)
 		}
-	}
+		return nil
+	})
 }
 
 // writeCounts are writes counted by kind.

@@ -129,41 +129,6 @@ func TestParseProc(t *testing.T) {
 	}
 }
 
-func TestMetricValue(t *testing.T) {
-	exposition := []byte(`# HELP workqueue_depth Current depth of workqueue
-# TYPE workqueue_depth gauge
-workqueue_depth{name="app"} 3
-workqueue_depth{name="ingress"} 0
-workqueue_depth_other{name="app"} 7
-workqueue_adds_total{controller="x",name="app"} 1000
-workqueue_unfinished_work_seconds{name="app"} 1.5e-3
-process_cpu_seconds_total 12.5
-`)
-	tests := []struct {
-		name      string
-		metric    string
-		labels    map[string]string
-		want      float64
-		wantFound bool
-	}{
-		{"labelled", "workqueue_depth", map[string]string{"name": "app"}, 3, true},
-		{"other label value", "workqueue_depth", map[string]string{"name": "ingress"}, 0, true},
-		{"one of several labels", "workqueue_adds_total", map[string]string{"name": "app"}, 1000, true},
-		{"exponent", "workqueue_unfinished_work_seconds", map[string]string{"name": "app"}, 0.0015, true},
-		{"no labels", "process_cpu_seconds_total", nil, 12.5, true},
-		{"missing", "workqueue_depth", map[string]string{"name": "nodelabel"}, 0, false},
-		{"prefix of another metric only", "workqueue_dep", nil, 0, false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, found, err := metricValue(exposition, tc.metric, tc.labels)
-			if err != nil || got != tc.want || found != tc.wantFound {
-				t.Errorf("metricValue() = %v, %v, %v; want %v, %v", got, found, err, tc.want, tc.wantFound)
-			}
-		})
-	}
-}
-
 func TestPercentile(t *testing.T) {
 	values := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
 	tests := []struct {

@@ -3,23 +3,20 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"strconv"
 	"syscall"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/app-controller/app-controller/test/harness"
 )
 
-// controllerProc is bin/app-controller run as a separate process with its default flags
-// but --kubeconfig, and --metrics-bind-address for the harness to read its work queue.
+// controllerProc is bin/app-controller run as a separate process (harness.Process) with
+// its default flags but --kubeconfig, and --metrics-bind-address for the harness to read
+// its work queue.
 type controllerProc struct {
-	cmd        *exec.Cmd
+	*harness.Process
 	metricsURL string
-	done       chan struct{}
-	err        error
 	start      time.Time
 	// last holds the process's figures read just before it was stopped.
 	last procStats
@@ -28,90 +25,41 @@ type controllerProc struct {
 // startController starts the controller with its stderr and stdout appended to logPath,
 // adding extraFlags to its command line.
 func startController(bin, kubeconfig, logPath string, extraFlags []string) (*controllerProc, error) {
-	port, err := freePort()
+	addr, err := harness.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("opening the controller log: %w", err)
-	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	args := append([]string{"--kubeconfig=" + kubeconfig, "--metrics-bind-address=" + addr}, extraFlags...)
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p := &controllerProc{cmd: cmd, metricsURL: "http://" + addr + "/metrics", done: make(chan struct{}), start: time.Now()}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	go func() {
-		p.err = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// freePort returns a loopback port free at the time of the call.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	start := time.Now()
+	p, err := harness.Start(bin, args, logPath)
 	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
+		return nil, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func (p *controllerProc) pid() int { return p.cmd.Process.Pid }
-
-// exited returns an error once the process has exited, nil while it runs.
-func (p *controllerProc) exited() error {
-	select {
-	case <-p.done:
-		return fmt.Errorf("the controller (pid %d) exited: %v", p.pid(), p.err)
-	default:
-		return nil
-	}
+	return &controllerProc{Process: p, metricsURL: "http://" + addr + "/metrics", start: start}, nil
 }
 
 // stats reads the running process's memory and CPU figures.
 func (p *controllerProc) stats() (procStats, error) {
-	if err := p.exited(); err != nil {
+	if err := p.Exited(); err != nil {
 		return procStats{}, err
 	}
-	return readProcStats(p.pid())
+	return readProcStats(p.Pid())
 }
 
 // scrape returns the controller's /metrics.
-func (p *controllerProc) scrape(ctx context.Context) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.metricsURL, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
+func (p *controllerProc) scrape(ctx context.Context) (map[string]*dto.MetricFamily, error) {
+	families, err := harness.Scrape(ctx, p.metricsURL)
 	if err != nil {
 		return nil, fmt.Errorf("reading the controller's metrics: %w", err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("reading the controller's metrics: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("reading the controller's metrics: %s", resp.Status)
-	}
-	return body, nil
+	return families, nil
 }
 
 // waitServing waits until the controller serves its metrics.
 func (p *controllerProc) waitServing(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		if err := p.exited(); err != nil {
+		if err := p.Exited(); err != nil {
 			return err
 		}
 		if _, err := p.scrape(ctx); err == nil {
@@ -133,18 +81,5 @@ func (p *controllerProc) kill(sig syscall.Signal) error {
 	if st, err := p.stats(); err == nil {
 		p.last = st
 	}
-	if p.exited() != nil {
-		return nil
-	}
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		return fmt.Errorf("signalling the controller: %w", err)
-	}
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		return fmt.Errorf("the controller did not stop within 30s of %s", sig)
-	}
+	return p.Stop(sig, 30*time.Second)
 }

@@ -22,7 +22,7 @@ const maxDiagnosed = 10
 func (e *env) diagnose(ctx context.Context, ns string, stuck []string, procs []*controllerProc) {
 	e.printf("%d App(s) did not converge: %s\n", len(stuck), strings.Join(head(stuck, 50), " "))
 	for _, p := range procs {
-		if err := p.exited(); err != nil {
+		if err := p.Exited(); err != nil {
 			e.printf("%v\n", err)
 		}
 	}

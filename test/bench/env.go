@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	"github.com/app-controller/app-controller/pkg/controller/controllertest"
+	"github.com/app-controller/app-controller/pkg/controller/appfixture"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 )
 
@@ -70,7 +70,7 @@ func appName(i int) string { return fmt.Sprintf("app-%05d", i) }
 
 // newApp is the App of every phase: a Deployment of replicas pods and a ClusterIP Service.
 func newApp(ns, name string, replicas int32) *appv1.App {
-	app := controllertest.NewApp(ns, name, image, replicas)
+	app := appfixture.NewApp(ns, name, image, replicas)
 	app.Spec.ServiceTemplate.Port = servicePort
 	app.Spec.ServiceTemplate.Type = corev1.ServiceTypeClusterIP
 	return app

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
+	"github.com/app-controller/app-controller/test/harness"
 )
 
 const (
@@ -125,7 +126,7 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 		}
 		r.IdleWrites = idle.total()
 		r.IdleWritesByKind = idle
-		if err := proc.exited(); err != nil {
+		if err := proc.Exited(); err != nil {
 			return err
 		}
 	}
@@ -210,19 +211,16 @@ func (e *env) waitDrained(ctx context.Context, p *controllerProc, n int, timeout
 	deadline := time.Now().Add(timeout)
 	var status string
 	for {
-		if err := p.exited(); err != nil {
+		if err := p.Exited(); err != nil {
 			return time.Time{}, err
 		}
 		now := time.Now()
-		if body, err := p.scrape(ctx); err == nil {
-			adds, _, err1 := metricValue(body, "workqueue_adds_total", labels)
-			depth, foundDepth, err2 := metricValue(body, "workqueue_depth", labels)
-			unfinished, _, err3 := metricValue(body, "workqueue_unfinished_work_seconds", labels)
-			if err := firstError(err1, err2, err3); err != nil {
-				return time.Time{}, err
-			}
+		if families, err := p.scrape(ctx); err == nil {
+			adds, _ := harness.Value(families, "workqueue_adds_total", labels)
+			depth, depthSeries := harness.Value(families, "workqueue_depth", labels)
+			unfinished, _ := harness.Value(families, "workqueue_unfinished_work_seconds", labels)
 			status = fmt.Sprintf("adds %.0f, depth %.0f, unfinished work %.3fs", adds, depth, unfinished)
-			if foundDepth && adds >= float64(n) && depth == 0 && unfinished == 0 {
+			if depthSeries > 0 && adds >= float64(n) && depth == 0 && unfinished == 0 {
 				return now, nil
 			}
 		} else {
@@ -237,15 +235,6 @@ func (e *env) waitDrained(ctx context.Context, p *controllerProc, n int, timeout
 		case <-time.After(pollInterval):
 		}
 	}
-}
-
-func firstError(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // percentile returns the p-th percentile (nearest rank) of sorted values.

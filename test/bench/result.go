@@ -11,7 +11,7 @@ import (
 	"strings"
 )
 
-// Result is what a run measured, written as JSON (bench/results/latest.json). Its
+// Result is what a run measured, written as JSON (docs/bench-results/latest.json). Its
 // Figures are those of the round with the median ratio; Rounds holds every round's.
 type Result struct {
 	Apps     int `json:"apps"`

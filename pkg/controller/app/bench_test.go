@@ -35,7 +35,7 @@ func BenchmarkSteadyStateSync(b *testing.B) {
 	// First sync: writes the status (Ready); the App the cache then holds is the
 	// steady-state App. Seed a fresh fixture with it, so that no mutation-cache entry
 	// (which expires) is involved in what is measured.
-	if err := f.c.syncApp(f.ctx, key); err != nil {
+	if _, err := f.c.syncApp(f.ctx, key); err != nil {
 		b.Fatal(err)
 	}
 	steady, _, err := f.c.getApp(key)
@@ -46,7 +46,7 @@ func BenchmarkSteadyStateSync(b *testing.B) {
 	f.addApps(steady)
 	f.addDeployments(live)
 	f.addServices(liveService(b, app))
-	if err := f.c.syncApp(f.ctx, key); err != nil {
+	if _, err := f.c.syncApp(f.ctx, key); err != nil {
 		b.Fatal(err)
 	}
 	if w := f.writes(); len(w) != 0 {
@@ -54,7 +54,7 @@ func BenchmarkSteadyStateSync(b *testing.B) {
 	}
 
 	syncOnce := func() {
-		if err := f.c.syncApp(f.ctx, key); err != nil {
+		if _, err := f.c.syncApp(f.ctx, key); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -88,9 +88,10 @@ type nameHolder[T childObject] struct {
 
 // reconcile makes the App's child of this kind match desired (nil: no child wanted)
 // under name: it prunes the children the App controls under other names, looks up who
-// holds name, arbitrates the name between the Apps that claim it (the oldest wins) and
-// never writes to an object the App does not control, then writes what differs.
-func (k *childReconciler[T, A]) reconcile(ctx context.Context, app *appv1.App, name string, desired A, claimants []*appv1.App) (childResult[T], error) {
+// holds name, yields the name when winner, the App that won it among those that claim
+// it (claims.go), is another App, never writes to an object the App does not control,
+// then writes what differs.
+func (k *childReconciler[T, A]) reconcile(ctx context.Context, app *appv1.App, name string, desired A, winner *appv1.App) (childResult[T], error) {
 	res := childResult[T]{name: name}
 	pruned, err := k.prune(ctx, app, name)
 	res.changed = pruned
@@ -102,7 +103,7 @@ func (k *childReconciler[T, A]) reconcile(ctx context.Context, app *appv1.App, n
 	if err != nil {
 		return res, err
 	}
-	if winner := oldestApp(append(claimants, app)); winner.UID != app.UID {
+	if winner.UID != app.UID {
 		res.conflict = fmt.Sprintf("%s %q is also claimed by App %q, which is older", k.kind, name, winner.Name)
 		if holder.managed != nil && holder.ours {
 			// Give the name up to the older App.
@@ -211,19 +212,6 @@ func (k *childReconciler[T, A]) write(ctx context.Context, app *appv1.App, name 
 	logger.V(2).Info("Applied child", "kind", k.kind, "name", name, "created", !holder.exists)
 	k.countRepair(app, name, holder, manager)
 	return k.remember(applied), true, "", nil
-}
-
-// countRepair counts a write to the existing child holder describes as a drift repair
-// (app_controller_child_repairs_total) when the App's spec has not changed since its
-// last sync: then what differed was changed by someone else, not by the App. It also
-// records the repair in the contest tracker, with the other field manager if known.
-func (k *childReconciler[T, A]) countRepair(app *appv1.App, name string, holder nameHolder[T], manager string) {
-	if holder.exists && app.Status.ObservedGeneration == app.Generation {
-		childRepairs.WithLabelValues(k.kind).Inc()
-		if k.contest != nil {
-			k.contest.repaired(app, k.kind, name, manager)
-		}
-	}
 }
 
 // remember records the controller's own write in the managed cache, so that a sync that

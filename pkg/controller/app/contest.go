@@ -4,20 +4,16 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	"github.com/app-controller/app-controller/pkg/controller"
 )
 
 // ContestPolicy says how the controller answers a competing writer: another client that
@@ -174,6 +170,8 @@ type contest struct {
 	wait time.Duration
 	// report: no Warning Event was emitted for this streak and manager yet.
 	report bool
+	// message says it, for the Contested condition and the Warning Event.
+	message string
 }
 
 // contests returns the contested children of app, and when app must be synced again: to
@@ -259,36 +257,41 @@ func (k *childReconciler[T, A]) gateRepair(ctx context.Context, app *appv1.App, 
 	return false, manager
 }
 
-// reportContests sets or removes the Contested condition of status, emits a Warning
-// Event when a child becomes contested (or by another manager), and queues app again
-// when a deferred repair is due or the condition may clear.
-func (c *Controller) reportContests(app *appv1.App, status *appv1.AppStatus) {
+// countRepair counts a write to the existing child holder describes as a drift repair
+// (app_controller_child_repairs_total) when the App's spec has not changed since its
+// last sync: then what differed was changed by someone else, not by the App. It also
+// records the repair in the contest tracker, with the other field manager if known.
+func (k *childReconciler[T, A]) countRepair(app *appv1.App, name string, holder nameHolder[T], manager string) {
+	if holder.exists && app.Status.ObservedGeneration == app.Generation {
+		childRepairs.WithLabelValues(k.kind).Inc()
+		if k.contest != nil {
+			k.contest.repaired(app, k.kind, name, manager)
+		}
+	}
+}
+
+// reportContests returns the contested children of app, sorted by kind, each with the
+// message of the Contested condition, and emits a Warning Event when a child becomes
+// contested (or by another manager). It also returns when app must be synced again, for
+// a deferred repair that is due or a condition that may clear (0: not for a contest).
+func (c *Controller) reportContests(app *appv1.App) ([]contest, time.Duration) {
 	if c.contest == nil {
-		return
+		return nil, 0
 	}
 	contests, requeue := c.contest.contests(app)
-	if requeue > 0 && c.requeueAfter != nil {
-		c.requeueAfter(cache.ObjectName{Namespace: app.Namespace, Name: app.Name}, requeue)
-	}
-	if len(contests) == 0 {
-		meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionContested)
-		return
-	}
 	sort.Slice(contests, func(i, j int) bool { return contests[i].kind < contests[j].kind })
-	msgs := make([]string, 0, len(contests))
-	for _, ct := range contests {
+	for i := range contests {
+		ct := &contests[i]
 		manager := ct.manager
 		if manager == "" {
 			manager = "unknown"
 		}
-		msg := fmt.Sprintf("%s %q was changed by field manager %q and restored %d times in a row; repairs now wait %s",
+		ct.message = fmt.Sprintf("%s %q was changed by field manager %q and restored %d times in a row; repairs now wait %s",
 			ct.kind, ct.name, manager, ct.repairs, ct.wait)
-		msgs = append(msgs, msg)
 		if ct.report {
 			c.recorder.Eventf(app, corev1.EventTypeWarning, appv1.EventReasonContested,
-				"%s. Stop the other writer, or stop setting the field in the App (an App without replicas leaves the Deployment's replica count to others)", msg)
+				"%s. Stop the other writer, or stop setting the field in the App (an App without replicas leaves the Deployment's replica count to others)", ct.message)
 		}
 	}
-	setCondition(status, app, metav1.NewTime(c.clock.Now()), appv1.ConditionContested, metav1.ConditionTrue,
-		appv1.ReasonCompetingWriter, controller.TruncateMessage(strings.Join(msgs, "; ")))
+	return contests, requeue
 }

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	core "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -26,8 +25,6 @@ type contestFixture struct {
 	rv    int
 	// managedFields are the entries a get of the Deployment returns.
 	managedFields []metav1.ManagedFieldsEntry
-	// requeues are the delays of the requeueAfter calls of the last sync.
-	requeues []time.Duration
 }
 
 func newContestFixture(t *testing.T, replicas *int32) *contestFixture {
@@ -43,7 +40,6 @@ func newContestFixture(t *testing.T, replicas *int32) *contestFixture {
 		cf.statusRV = rv + 1000
 	}
 	cf.clock = cf.c.clock.(*clocktesting.FakePassiveClock)
-	cf.c.requeueAfter = func(_ cache.ObjectName, d time.Duration) { cf.requeues = append(cf.requeues, d) }
 	// The fake API server keeps no managedFields of its own: a get answers with the
 	// entries of the last scale.
 	cf.kubeClient.PrependReactor("get", "deployments", func(action core.Action) (bool, runtime.Object, error) {

@@ -3,11 +3,14 @@
 // App's status conditions and in Events.
 //
 // Files: controller.go wires informers and the worker loop (controller.Loop) with the
-// App's retry policy; handlers.go maps informer events to queue keys; sync.go reconciles
-// one App and writes its status; children.go reconciles one child (prune, lookup, name
-// arbitration, write); desired.go builds the desired Deployment and Service; status.go
-// computes the status. The condition types, reasons and labels users read are in the
-// API package (pkg/apis/appcontroller/v1).
+// App's retry policy; handlers.go maps informer events to queue keys. A key's sync then
+// reads the files in this order: sync.go (syncApp, the steps in order), desired.go (the
+// Deployment and Service the App asks for), claims.go (the claim and controller indexes;
+// which App wins a contested child name), children.go (one child: prune, lookup, write),
+// contest.go (pacing the repairs of a child another writer keeps changing), status.go
+// (the status computed) and statuswrite.go (the status written at once or coalesced).
+// metrics.go holds the App metrics. The condition types, reasons and labels users read
+// are in the API package (pkg/apis/appcontroller/v1).
 package app
 
 import (
@@ -30,7 +33,6 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	appinformers "github.com/app-controller/app-controller/pkg/generated/informers/externalversions/appcontroller/v1"
@@ -74,9 +76,8 @@ type Controller struct {
 	clock    clock.PassiveClock
 
 	// contest tracks the repairs of children that another writer keeps changing
-	// (contest.go); requeueAfter queues an App again after a delay.
-	contest      *contestTracker
-	requeueAfter func(key cache.ObjectName, delay time.Duration)
+	// (contest.go).
+	contest *contestTracker
 }
 
 // Options tune a Controller.
@@ -195,7 +196,6 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 	c.services.recorder = recorder
 	c.contest = newContestTracker(opts.Contest, opts.Clock)
 	c.deployments.contest, c.services.contest = c.contest, c.contest
-	c.requeueAfter = c.loop.Queue().AddAfter
 
 	if _, err := appInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { c.addApp(logger, obj) },
@@ -230,7 +230,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 // taking work and lets in-flight syncs finish within the shutdown timeout (see
 // controller.RunWorkers). While it runs, app_controller_apps is computed from its cache.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer apps.track(c.appLister, c.appSynced)()
+	defer appGauges.track(c.appLister, c.appSynced)()
 	c.loop.Run(ctx, workers)
 }
 
@@ -241,18 +241,4 @@ func (c *Controller) appForEvent(key cache.ObjectName) runtime.Object {
 		return nil
 	}
 	return app
-}
-
-// getApp returns the newest known state of an App: the informer's, or the controller's
-// own last status write if the informer has not seen it yet.
-func (c *Controller) getApp(key cache.ObjectName) (*appv1.App, bool, error) {
-	obj, exists, err := c.apps.GetByKey(key.String())
-	if err != nil || !exists {
-		return nil, false, err
-	}
-	app, ok := obj.(*appv1.App)
-	if !ok {
-		return nil, false, fmt.Errorf("unexpected object %T in the App cache", obj)
-	}
-	return app, true, nil
 }

@@ -35,8 +35,33 @@ func childLabels(app *appv1.App) map[string]string {
 	return l
 }
 
-// appKind is the kind of the owner of every child.
-var appKind = appv1.SchemeGroupVersion.WithKind("App")
+// desiredChildren is what an App asks for: its Deployment and Service (nil: none) under the
+// names its spec gives them ("": none), and the labels that select its pods.
+type desiredChildren struct {
+	deployment                  *appsv1ac.DeploymentApplyConfiguration
+	service                     *corev1ac.ServiceApplyConfiguration
+	deploymentName, serviceName string
+	selector                    map[string]string
+}
+
+// desiredState returns what app asks for.
+func desiredState(app *appv1.App) (desiredChildren, error) {
+	want := desiredChildren{selector: selectorLabels(app)}
+	var err error
+	if want.deployment, err = DesiredDeployment(app); err != nil {
+		return want, fmt.Errorf("building the Deployment of App %s/%s: %w", app.Namespace, app.Name, err)
+	}
+	if want.service, err = DesiredService(app); err != nil {
+		return want, fmt.Errorf("building the Service of App %s/%s: %w", app.Namespace, app.Name, err)
+	}
+	if t := app.Spec.DeploymentTemplate; t != nil {
+		want.deploymentName = t.Name
+	}
+	if t := app.Spec.ServiceTemplate; t != nil {
+		want.serviceName = t.Name
+	}
+	return want, nil
+}
 
 // DesiredDeployment returns the apply configuration of the Deployment that app wants, with
 // exactly the fields the controller owns, or nil when app has no deploymentTemplate.

@@ -12,7 +12,7 @@ import (
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
-	"github.com/app-controller/app-controller/pkg/controller/controllertest"
+	"github.com/app-controller/app-controller/pkg/controller/appfixture"
 )
 
 func TestNewDeployment(t *testing.T) {
@@ -231,12 +231,12 @@ func equalMaps(a, b map[string]string) bool {
 // TestEveryField checks that every optional field of the templates reaches the
 // Deployment and the Service exactly, alone or with the others.
 func TestEveryField(t *testing.T) {
-	refs := controllertest.EveryField{ServiceAccount: "app", PriorityClass: "high", Claim: "data"}
+	refs := appfixture.EveryField{ServiceAccount: "app", PriorityClass: "high", Claim: "data"}
 	tests := []struct {
 		name   string
 		mutate func(*appv1.App)
 	}{
-		{name: "every field", mutate: func(a *appv1.App) { controllertest.WithEveryField(a, refs) }},
+		{name: "every field", mutate: func(a *appv1.App) { appfixture.WithEveryField(a, refs) }},
 		{name: "Recreate strategy", mutate: func(a *appv1.App) {
 			a.Spec.DeploymentTemplate.Strategy = &appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
 		}},
@@ -273,7 +273,7 @@ func TestEveryField(t *testing.T) {
 			if d.Spec.Template.Spec.SecurityContext == nil {
 				d.Spec.Template.Spec.SecurityContext = &corev1.PodSecurityContext{} // the apiserver's default
 			}
-			for _, diff := range controllertest.EveryFieldDiffs(app, d, s) {
+			for _, diff := range appfixture.EveryFieldDiffs(app, d, s) {
 				t.Error(diff)
 			}
 			if p := d.Spec.Template.Spec.Containers[0].Ports; len(p) > 0 && p[0].Protocol != s.Spec.Ports[0].Protocol {

@@ -29,6 +29,7 @@ import (
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
+	"github.com/app-controller/app-controller/pkg/controller/appfixture"
 	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 	appfake "github.com/app-controller/app-controller/pkg/generated/clientset/versioned/fake"
 	appinformers "github.com/app-controller/app-controller/pkg/generated/informers/externalversions"
@@ -50,6 +51,9 @@ type fixture struct {
 	clock      *clocktesting.FakePassiveClock
 	// statusRV is the resourceVersion of the last status write the fake API server answered.
 	statusRV int
+	// requeues are the RequeueAfter delays the syncs asked for, as the loop would queue
+	// them.
+	requeues []time.Duration
 }
 
 // newFixture builds a Controller; seed its caches with the add* methods. Tests log to
@@ -150,7 +154,7 @@ func (f *fixture) sync(namespace, name string) error {
 	}
 	f.step(StatusCoalesceWindow)
 	f.catchUp()
-	return f.c.syncApp(f.ctx, key)
+	return f.syncApp(key)
 }
 
 // catchUp makes the managed child caches hold what the fake API server holds, as the
@@ -189,7 +193,16 @@ func (f *fixture) catchUp() {
 func (f *fixture) syncOnce(namespace, name string) error {
 	f.kubeClient.ClearActions()
 	f.appClient.ClearActions()
-	return f.c.syncApp(f.ctx, cache.ObjectName{Namespace: namespace, Name: name})
+	return f.syncApp(cache.ObjectName{Namespace: namespace, Name: name})
+}
+
+// syncApp runs syncApp for key and records the RequeueAfter of its Result in requeues.
+func (f *fixture) syncApp(key cache.ObjectName) error {
+	res, err := f.c.syncApp(f.ctx, key)
+	if res.RequeueAfter > 0 {
+		f.requeues = append(f.requeues, res.RequeueAfter)
+	}
+	return err
 }
 
 // step advances the fake clock by d.
@@ -208,7 +221,7 @@ func (f *fixture) events() []string { return controllertest.DrainEvents(f.record
 // newApp returns an App like the seed's test_app.yaml as the API server holds it:
 // schema defaults applied, identity and creation time set.
 func newApp(name string, created time.Time) *appv1.App {
-	app := controllertest.NewApp("tcs", name, "nginx", 2)
+	app := appfixture.NewApp("tcs", name, "nginx", 2)
 	app.TypeMeta = metav1.TypeMeta{APIVersion: appv1.SchemeGroupVersion.String(), Kind: "App"}
 	app.UID = types.UID(name + "-uid")
 	app.Generation = 1

@@ -6,7 +6,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -164,35 +163,6 @@ func TestAppHandlers(t *testing.T) {
 	f.c.deleteApp(logger, cache.DeletedFinalStateUnknown{Key: "tcs/a", Obj: a})
 	if got := queued(f.c); !got.Equal(sets.New("tcs/a", "tcs/b")) {
 		t.Errorf("delete: queued %v", sets.List(got))
-	}
-}
-
-func TestOldestApp(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	mk := func(name string, created time.Time) *appv1.App {
-		a := newApp(name, created)
-		a.UID = types.UID(name)
-		return a
-	}
-	tests := []struct {
-		name string
-		apps []*appv1.App
-		want string
-	}{
-		{"older wins", []*appv1.App{mk("b", t0.Add(time.Second)), mk("a", t0.Add(2*time.Second))}, "b"},
-		{"tie broken by name", []*appv1.App{mk("z", t0), mk("m", t0)}, "m"},
-		{"order does not matter", []*appv1.App{mk("m", t0), mk("z", t0)}, "m"},
-		{"single", []*appv1.App{mk("x", t0)}, "x"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := oldestApp(tc.apps).Name; got != tc.want {
-				t.Errorf("oldestApp = %s, want %s", got, tc.want)
-			}
-		})
-	}
-	if oldestApp(nil) != nil {
-		t.Error("oldestApp(nil) != nil")
 	}
 }
 

@@ -35,7 +35,8 @@ var (
 		"Number of Apps with a child name held by something else (NamesAccepted=False)",
 		nil, nil, metrics.ALPHA, "")
 
-	apps = &appsCollector{}
+	// appGauges computes app_controller_apps and app_controller_name_conflicts.
+	appGauges = &appsCollector{}
 
 	registerOnce sync.Once
 )
@@ -45,7 +46,7 @@ var (
 func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(childRepairs)
-		legacyregistry.CustomMustRegister(apps)
+		legacyregistry.CustomMustRegister(appGauges)
 		for _, kind := range []string{"Deployment", "Service"} {
 			childRepairs.WithLabelValues(kind).Add(0)
 		}

@@ -15,10 +15,10 @@ import (
 	"github.com/app-controller/app-controller/pkg/controller"
 )
 
-// computeStatus returns the status app should have, given what reconciling its children
-// found. It is rebuilt from what is observed now; only the transition times of
-// conditions whose status did not change are kept.
-func computeStatus(app *appv1.App, deployment childResult[*appsv1.Deployment], service childResult[*corev1.Service], now metav1.Time) *appv1.AppStatus {
+// computeStatus returns the status app should have, given the labels that select its
+// pods and what reconciling its children found. It is rebuilt from what is observed now;
+// only the transition times of conditions whose status did not change are kept.
+func computeStatus(app *appv1.App, selector map[string]string, deployment childResult[*appsv1.Deployment], service childResult[*corev1.Service], now metav1.Time) *appv1.AppStatus {
 	status := app.Status.DeepCopy()
 	status.ObservedGeneration = app.Generation
 	status.DeploymentStatus = nil
@@ -30,7 +30,7 @@ func computeStatus(app *appv1.App, deployment childResult[*appsv1.Deployment], s
 		status.ServiceStatus = service.obj.Status.DeepCopy()
 	}
 	// The scale subresource reports it: a HorizontalPodAutoscaler finds the pods with it.
-	status.Selector = labels.SelectorFromSet(selectorLabels(app)).String()
+	status.Selector = labels.SelectorFromSet(selector).String()
 	set := func(conditionType string, s metav1.ConditionStatus, reason, message string) {
 		setCondition(status, app, now, conditionType, s, reason, controller.TruncateMessage(message))
 	}
@@ -157,4 +157,35 @@ func setCondition(status *appv1.AppStatus, app *appv1.App, now metav1.Time, cond
 		Reason:             reason,
 		Message:            message,
 	})
+}
+
+// setContested sets the Contested condition of status from the contested children of
+// app (reportContests), or removes it when there are none.
+func setContested(status *appv1.AppStatus, app *appv1.App, contests []contest, now metav1.Time) {
+	if len(contests) == 0 {
+		meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionContested)
+		return
+	}
+	msgs := make([]string, 0, len(contests))
+	for _, ct := range contests {
+		msgs = append(msgs, ct.message)
+	}
+	setCondition(status, app, now, appv1.ConditionContested, metav1.ConditionTrue,
+		appv1.ReasonCompetingWriter, controller.TruncateMessage(strings.Join(msgs, "; ")))
+}
+
+// recordConflicts emits the seed's ErrResourceExists Warning for each child name held by
+// something else, once per conflict rather than on every sync: only when the conflict is
+// not already reported in the App's NamesAccepted condition.
+func (c *Controller) recordConflicts(app *appv1.App, status *appv1.AppStatus, conflicts, names []string) {
+	old := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionNamesAccepted)
+	for i, conflict := range conflicts {
+		if conflict == "" {
+			continue
+		}
+		if old != nil && old.Status == metav1.ConditionFalse && strings.Contains(old.Message, conflict) {
+			continue
+		}
+		c.recorder.Eventf(app, corev1.EventTypeWarning, appv1.EventReasonResourceExists, appv1.EventMessageResourceExists, names[i])
+	}
 }

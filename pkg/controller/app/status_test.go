@@ -9,11 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 )
 
 func TestComputeStatus(t *testing.T) {
@@ -120,7 +119,7 @@ func TestComputeStatus(t *testing.T) {
 			if tc.app != nil {
 				a = tc.app
 			}
-			st := computeStatus(a, tc.deployment, tc.service, now)
+			st := computeStatus(a, selectorLabels(a), tc.deployment, tc.service, now)
 			for typ, want := range tc.want {
 				got := ""
 				if c := meta.FindStatusCondition(st.Conditions, typ); c != nil {
@@ -145,7 +144,7 @@ func TestComputeStatus(t *testing.T) {
 			}
 			withStatus := a.DeepCopy()
 			withStatus.Status = *st
-			if got := kstatusOf(t, withStatus); got != tc.wantKstat {
+			if got := controllertest.KStatus(t, withStatus); got != tc.wantKstat {
 				t.Errorf("kstatus = %s, want %s", got, tc.wantKstat)
 			}
 		})
@@ -158,9 +157,9 @@ func TestComputeStatusKeepsTransitionTime(t *testing.T) {
 	app := newApp("test-app", testNow)
 	dep := childResult[*appsv1.Deployment]{name: "test-app-deploy", obj: liveDeployment(t, app)}
 	svc := childResult[*corev1.Service]{name: "test-app-service", obj: liveService(t, app)}
-	first := computeStatus(app, dep, svc, metav1.NewTime(testNow))
+	first := computeStatus(app, selectorLabels(app), dep, svc, metav1.NewTime(testNow))
 	app.Status = *first
-	second := computeStatus(app, dep, svc, metav1.NewTime(testNow.Add(time.Hour)))
+	second := computeStatus(app, selectorLabels(app), dep, svc, metav1.NewTime(testNow.Add(time.Hour)))
 	for _, c := range second.Conditions {
 		if !c.LastTransitionTime.Time.Equal(testNow) {
 			t.Errorf("condition %s transition time moved to %s", c.Type, c.LastTransitionTime)
@@ -174,25 +173,11 @@ func TestKstatusGenerationNotObserved(t *testing.T) {
 	app := newApp("test-app", testNow)
 	dep := childResult[*appsv1.Deployment]{name: "test-app-deploy", obj: liveDeployment(t, app)}
 	svc := childResult[*corev1.Service]{name: "test-app-service", obj: liveService(t, app)}
-	app.Status = *computeStatus(app, dep, svc, metav1.NewTime(testNow))
+	app.Status = *computeStatus(app, selectorLabels(app), dep, svc, metav1.NewTime(testNow))
 	app.Generation = 2
-	if got := kstatusOf(t, app); got != kstatus.InProgressStatus {
+	if got := controllertest.KStatus(t, app); got != kstatus.InProgressStatus {
 		t.Errorf("kstatus = %s, want InProgress", got)
 	}
-}
-
-// kstatusOf computes the kstatus of app, as Flux, Argo CD and kubectl-based tools do.
-func kstatusOf(t *testing.T, app *appv1.App) kstatus.Status {
-	t.Helper()
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := kstatus.Compute(&unstructured.Unstructured{Object: content})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Status
 }
 
 // TestDefaultedStatus checks that an App as the API server creates it, with the schema's
@@ -249,7 +234,7 @@ func TestReplicaFailureInReadyMessage(t *testing.T) {
 			if *d.Spec.Replicas != 2 {
 				t.Fatalf("fixture has %d replicas, the test assumes 2", *d.Spec.Replicas)
 			}
-			st := computeStatus(app, childResult[*appsv1.Deployment]{name: "test-app-deploy", obj: d}, svc, metav1.NewTime(testNow))
+			st := computeStatus(app, selectorLabels(app), childResult[*appsv1.Deployment]{name: "test-app-deploy", obj: d}, svc, metav1.NewTime(testNow))
 			c := meta.FindStatusCondition(st.Conditions, appv1.ConditionReady)
 			if got := string(c.Status) + "/" + c.Reason; got != tt.wantReady {
 				t.Errorf("Ready = %s, want %s", got, tt.wantReady)

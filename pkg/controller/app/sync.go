@@ -2,19 +2,13 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -25,8 +19,11 @@ import (
 // syncApp makes the children of the App named key match its spec and writes what it
 // observed to the App's status. It is level-triggered: it compares the desired state
 // with the cached state of the world, whatever event queued it, and writes nothing when
-// they agree.
-func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) error {
+// they agree. Its steps are in the files that follow in this order: desired.go (what
+// the App asks for), claims.go (who wins each child name), children.go (one child:
+// prune, lookup, write), contest.go (children another writer keeps changing),
+// status.go (the status computed) and statuswrite.go (the status written, or held back).
+func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (controller.Result, error) {
 	logger := klog.FromContext(ctx)
 	start := c.clock.Now()
 	defer func() {
@@ -35,34 +32,25 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) error {
 
 	app, exists, err := c.getApp(key)
 	if err != nil {
-		return err
+		return controller.Result{}, err
 	}
 	if !exists {
+		// deleteApp forgot what was held back for it.
 		logger.V(4).Info("App no longer exists")
-		c.statusPending.clear(key)
-		return nil
+		return controller.Result{}, nil
 	}
 	if app.DeletionTimestamp != nil {
 		// The garbage collector deletes the children; recreating them would fight it.
-		return nil
+		return controller.Result{}, nil
 	}
 
-	desiredDeployment, err := DesiredDeployment(app)
+	want, err := desiredState(app)
 	if err != nil {
-		return fmt.Errorf("building the Deployment of App %s: %w", key, err)
+		return controller.Result{}, err
 	}
-	desiredService, err := DesiredService(app)
-	if err != nil {
-		return fmt.Errorf("building the Service of App %s: %w", key, err)
-	}
+	deploymentWinner := c.nameWinner(app, "Deployment", want.deploymentName)
+	serviceWinner := c.nameWinner(app, "Service", want.serviceName)
 
-	var deploymentName, serviceName string
-	if t := app.Spec.DeploymentTemplate; t != nil {
-		deploymentName = t.Name
-	}
-	if t := app.Spec.ServiceTemplate; t != nil {
-		serviceName = t.Name
-	}
 	// The two children are independent: write them in parallel, so that a new App costs
 	// one round trip before its status rather than two.
 	var (
@@ -71,187 +59,36 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) error {
 		wg            sync.WaitGroup
 	)
 	wg.Go(func() {
-		deployment, deploymentErr = c.deployments.reconcile(ctx, app, deploymentName, desiredDeployment,
-			c.claimants(claimKey("Deployment", app.Namespace, deploymentName)))
+		deployment, deploymentErr = c.deployments.reconcile(ctx, app, want.deploymentName, want.deployment, deploymentWinner)
 	})
-	service, serviceErr := c.services.reconcile(ctx, app, serviceName, desiredService,
-		c.claimants(claimKey("Service", app.Namespace, serviceName)))
+	service, serviceErr := c.services.reconcile(ctx, app, want.serviceName, want.service, serviceWinner)
 	wg.Wait()
 	if err := errors.Join(deploymentErr, serviceErr); err != nil {
-		return err
+		return controller.Result{}, err
 	}
 
-	status := computeStatus(app, deployment, service, metav1.NewTime(c.clock.Now()))
-	c.reportContests(app, status)
-	c.recordConflicts(app, status, []string{deployment.conflict, service.conflict}, []string{deploymentName, serviceName})
+	contests, contestRequeue := c.reportContests(app)
+	now := metav1.NewTime(c.clock.Now())
+	status := computeStatus(app, want.selector, deployment, service, now)
+	setContested(status, app, contests, now)
+	c.recordConflicts(app, status, []string{deployment.conflict, service.conflict}, []string{want.deploymentName, want.serviceName})
 	if deployment.changed || service.changed {
 		c.recorder.Event(app, corev1.EventTypeNormal, appv1.EventReasonSynced, appv1.EventMessageSynced)
 	}
-	return c.updateStatus(ctx, key, app, status)
+	held, err := c.updateStatus(ctx, key, app, status)
+	return controller.RequeueAfter(contestRequeue, held), err
 }
 
-// StatusCoalesceWindow is how long the controller holds back a status write that shows
-// nothing kstatus would read differently, so that the writes of a rollout's steps
-// coalesce into one: the first status of a new App or generation (kstatus reads the
-// stale observedGeneration as InProgress meanwhile), and, at the same generation, a
-// change of replica counts or messages only. A change of a condition's status or reason
-// (Progressing, Ready, Stalled) is written at once; a held-back write is made at the
-// latest one window after it was first held back, so a long rollout shows Progressing
-// within a second of the sync that started it.
-const StatusCoalesceWindow = time.Second
-
-// updateStatus writes status unless it equals app's, at once or, when statusDelay says
-// so, later: the App is queued again for when the window ends, and that sync writes the
-// status it computes then.
-func (c *Controller) updateStatus(ctx context.Context, key cache.ObjectName, app *appv1.App, status *appv1.AppStatus) error {
-	if equality.Semantic.DeepEqual(&app.Status, status) {
-		c.statusPending.clear(key)
-		return nil
-	}
-	if coalescible(app, status) {
-		if delay := c.statusPending.delay(key, c.clock.Now(), StatusCoalesceWindow); delay > 0 {
-			klog.FromContext(ctx).V(4).Info("Holding back the status write to coalesce it", "delay", delay)
-			c.loop.EnqueueAfter(key, delay)
-			return nil
-		}
-	}
-	if err := c.writeStatus(ctx, app, status); err != nil {
-		return err
-	}
-	c.statusPending.clear(key)
-	return nil
-}
-
-// coalescible reports whether writing status over app's status may wait, because
-// kstatus computes the same from what app shows now: either the App's status is of an
-// older generation (a new App: -1), so kstatus reads InProgress, and the new status reads
-// InProgress too (Reconciling=True); or the generation is the same and only counts,
-// messages and the embedded child statuses differ, not a condition's status or reason.
-func coalescible(app *appv1.App, status *appv1.AppStatus) bool {
-	if app.Status.ObservedGeneration != status.ObservedGeneration {
-		return conditionStatus(status.Conditions, appv1.ConditionReconciling) == metav1.ConditionTrue
-	}
-	return sameConditionStates(app.Status.Conditions, status.Conditions)
-}
-
-// sameConditionStates reports whether two condition lists have the same types, each
-// with the same status and reason (messages and times aside).
-func sameConditionStates(a, b []metav1.Condition) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, ca := range a {
-		cb := meta.FindStatusCondition(b, ca.Type)
-		if cb == nil || cb.Status != ca.Status || cb.Reason != ca.Reason || cb.ObservedGeneration != ca.ObservedGeneration {
-			return false
-		}
-	}
-	return true
-}
-
-// pendingWrites holds, per key, since when a write has been held back.
-type pendingWrites struct {
-	lock  sync.Mutex
-	since map[cache.ObjectName]time.Time
-}
-
-func newPendingWrites() *pendingWrites {
-	return &pendingWrites{since: map[cache.ObjectName]time.Time{}}
-}
-
-// delay returns how much longer the write of key may be held back, window after it was
-// first held back; 0 means write now.
-func (p *pendingWrites) delay(key cache.ObjectName, now time.Time, window time.Duration) time.Duration {
-	p.lock.Lock()
-	defer p.lock.Unlock()
-	since, found := p.since[key]
-	if !found {
-		p.since[key] = now
-		return window
-	}
-	if left := window - now.Sub(since); left > 0 {
-		return left
-	}
-	return 0
-}
-
-// clear forgets the held-back write of key (written, no longer needed, or App gone).
-func (p *pendingWrites) clear(key cache.ObjectName) {
-	p.lock.Lock()
-	defer p.lock.Unlock()
-	delete(p.since, key)
-}
-
-// pending reports whether a write of key is held back (for tests).
-func (p *pendingWrites) pending(key cache.ObjectName) bool {
-	p.lock.Lock()
-	defer p.lock.Unlock()
-	_, found := p.since[key]
-	return found
-}
-
-// recordConflicts emits the seed's ErrResourceExists Warning for each child name held by
-// something else, once per conflict rather than on every sync: only when the conflict is
-// not already reported in the App's NamesAccepted condition.
-func (c *Controller) recordConflicts(app *appv1.App, status *appv1.AppStatus, conflicts, names []string) {
-	old := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionNamesAccepted)
-	for i, conflict := range conflicts {
-		if conflict == "" {
-			continue
-		}
-		if old != nil && old.Status == metav1.ConditionFalse && strings.Contains(old.Message, conflict) {
-			continue
-		}
-		c.recorder.Eventf(app, corev1.EventTypeWarning, appv1.EventReasonResourceExists, appv1.EventMessageResourceExists, names[i])
-	}
-}
-
-// writeStatus writes status to app's status subresource, unless it equals what app
-// already has. The controller is the only writer of an App's status and always writes
-// all of it, so one JSON patch replaces it whole: no conflict on a stale resourceVersion,
-// and no merge with what an earlier write set. (A server-side apply would have to own
-// every nested field, and turns an object it empties, a Deployment status after a
-// rename, into null, which the schema rejects.)
-func (c *Controller) writeStatus(ctx context.Context, app *appv1.App, status *appv1.AppStatus) error {
-	if equality.Semantic.DeepEqual(&app.Status, status) {
-		return nil
-	}
-	patch, err := json.Marshal([]map[string]any{{"op": "add", "path": "/status", "value": status}})
-	if err != nil {
-		return fmt.Errorf("encoding the status of App %s/%s: %w", app.Namespace, app.Name, err)
-	}
-	updated, err := c.appClient.AppcontrollerV1().Apps(app.Namespace).Patch(ctx, app.Name, types.JSONPatchType, patch,
-		metav1.PatchOptions{FieldManager: appv1.FieldManager}, "status")
-	if err != nil {
-		return fmt.Errorf("writing the status of App %s/%s: %w", app.Namespace, app.Name, err)
-	}
-	klog.FromContext(ctx).V(2).Info("Updated App status", "ready", conditionStatus(updated.Status.Conditions, appv1.ConditionReady))
-	updated.SetManagedFields(nil)
-	c.apps.Mutation(updated)
-	return nil
-}
-
-// reportReconcileFailed records in the App's conditions that its retry budget ran out,
-// with the last error (the loop emitted the ReconcileFailed Event).
-func (c *Controller) reportReconcileFailed(ctx context.Context, key cache.ObjectName, attempts int, syncErr error) error {
-	app, exists, err := c.getApp(key)
+// getApp returns the newest known state of an App: the informer's, or the controller's
+// own last status write if the informer has not seen it yet.
+func (c *Controller) getApp(key cache.ObjectName) (*appv1.App, bool, error) {
+	obj, exists, err := c.apps.GetByKey(key.String())
 	if err != nil || !exists {
-		return err
+		return nil, false, err
 	}
-	msg := controller.GaveUpMessage(attempts, true, syncErr)
-
-	status := app.Status.DeepCopy()
-	status.ObservedGeneration = app.Generation
-	now := metav1.NewTime(c.clock.Now())
-	setCondition(status, app, now, appv1.ConditionReady, metav1.ConditionFalse, appv1.ReasonReconcileFailed, msg)
-	setCondition(status, app, now, appv1.ConditionStalled, metav1.ConditionTrue, appv1.ReasonReconcileFailed, msg)
-	return c.writeStatus(ctx, app, status)
-}
-
-// conditionStatus returns the status of the condition of type t, or Unknown.
-func conditionStatus(conditions []metav1.Condition, t string) metav1.ConditionStatus {
-	if cond := meta.FindStatusCondition(conditions, t); cond != nil {
-		return cond.Status
+	app, ok := obj.(*appv1.App)
+	if !ok {
+		return nil, false, fmt.Errorf("unexpected object %T in the App cache", obj)
 	}
-	return metav1.ConditionUnknown
+	return app, true, nil
 }

@@ -2,19 +2,19 @@ package app
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 )
 
 // world drives one App through the events a real cluster delivers, on a fixture whose
@@ -111,15 +111,7 @@ func (w *world) app() *appv1.App {
 // kstatus computes the App's status as kstatus-based tools (Flux, Argo CD) do.
 func (w *world) kstatus() kstatus.Status {
 	w.t.Helper()
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(w.app())
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	res, err := kstatus.Compute(&unstructured.Unstructured{Object: content})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return res.Status
+	return controllertest.KStatus(w.t, w.app())
 }
 
 // expectKStatus fails unless kstatus reads want.
@@ -179,12 +171,12 @@ func TestWritesCreateToReady(t *testing.T) {
 			// Ready is written at once (a condition changed): the one status write.
 			w.expectKStatus("Ready", kstatus.CurrentStatus)
 			w.at(StatusCoalesceWindow)
-			w.sync() // queued by AddAfter when the status was first held back: nothing left
+			w.sync() // queued by the Result's RequeueAfter when the status was first held back: nothing left
 			w.expectKStatus("Ready", kstatus.CurrentStatus)
 
 			// The status write comes back as an App update: status only, so updateApp
 			// does not queue it (TestAppHandlers; the queue itself may hold the key
-			// already, from the held-back write's AddAfter, in real time).
+			// already, from the held-back write's RequeueAfter, in real time).
 			if !statusOnly(app, w.app()) {
 				t.Errorf("the App's own status write is not seen as a status-only update")
 			}
@@ -246,6 +238,29 @@ func TestWritesSlowRollout(t *testing.T) {
 	}
 	if f.c.statusPending.pending(w.key) {
 		t.Errorf("a status write is still held back after Ready")
+	}
+}
+
+// TestHeldBackStatusRequeues checks that a sync holding a status write back asks, in
+// its Result, to run again when the window ends, and that one writing it asks nothing.
+func TestHeldBackStatusRequeues(t *testing.T) {
+	f := newFixture(t)
+	app := newAPIApp("held", 1)
+	f.addApps(app)
+	if err := f.syncOnce(app.Namespace, app.Name); err != nil {
+		t.Fatalf("syncApp: %v", err)
+	}
+	if want := []time.Duration{StatusCoalesceWindow}; !slices.Equal(f.requeues, want) {
+		t.Errorf("requeues after the first sync = %v, want %v", f.requeues, want)
+	}
+	f.requeues = nil
+	f.step(StatusCoalesceWindow)
+	if err := f.syncOnce(app.Namespace, app.Name); err != nil {
+		t.Fatalf("syncApp: %v", err)
+	}
+	if f.c.statusPending.pending(nameOf(app)) || len(f.requeues) != 0 {
+		t.Errorf("after the window: pending %v, requeues %v; want the status written and no requeue",
+			f.c.statusPending.pending(nameOf(app)), f.requeues)
 	}
 }
 

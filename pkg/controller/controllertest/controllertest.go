@@ -1,8 +1,9 @@
-// Package controllertest holds what the controllers' unit tests and the benchmarks
-// share: a test context, seeding of informer caches, draining of work queues and fake
-// event recorders, the write actions of a fake clientset, and an App builder. Tests run
+// Package controllertest holds what the controllers' unit tests share: a test context,
+// seeding of informer caches, draining of work queues and fake event recorders, the
+// write actions of a fake clientset, and what kstatus reads from an App. Tests run
 // controllers on fake clientsets with caches seeded by hand (the informers never run),
-// in the style of kube-controller-manager's tests.
+// in the style of kube-controller-manager's tests. The Apps they build are in
+// appfixture.
 package controllertest
 
 import (
@@ -10,7 +11,7 @@ import (
 	"slices"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
@@ -99,14 +101,16 @@ func DrainQueue(queue workqueue.TypedRateLimitingInterface[cache.ObjectName]) []
 	return out
 }
 
-// NewApp returns an App as a user writes it: a Deployment NAME-deploy of image with
-// replicas, and a Service NAME-svc, everything else left to the schema's defaults.
-func NewApp(namespace, name, image string, replicas int32) *appv1.App {
-	return &appv1.App{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec: appv1.AppSpec{
-			DeploymentTemplate: &appv1.DeploymentTemplate{Name: name + "-deploy", Image: image, Replicas: &replicas},
-			ServiceTemplate:    &appv1.ServiceTemplate{Name: name + "-svc"},
-		},
+// KStatus computes app's status as kstatus-based tools (Flux, Argo CD, kpt) do.
+func KStatus(tb testing.TB, app *appv1.App) kstatus.Status {
+	tb.Helper()
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(app)
+	if err != nil {
+		tb.Fatalf("converting App %s/%s: %v", app.Namespace, app.Name, err)
 	}
+	res, err := kstatus.Compute(&unstructured.Unstructured{Object: content})
+	if err != nil {
+		tb.Fatalf("computing the kstatus of App %s/%s: %v", app.Namespace, app.Name, err)
+	}
+	return res.Status
 }

@@ -56,7 +56,7 @@ type Controller struct {
 
 	serviceLister corelisters.ServiceLister
 	// ingresses holds the newest of the Ingress cache and the controller's own writes.
-	ingresses cache.MutationCache
+	ingresses *controller.WriteCache
 
 	// loop runs the workers. Its retry policy: MaxRetries attempts with backoff, then a
 	// ReconcileFailed Warning Event; the next resync or change retries it.
@@ -98,7 +98,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, inf Inf
 	c := &Controller{
 		kubeClient:    kubeClient,
 		serviceLister: inf.Services.Lister(),
-		ingresses:     controller.NewMutationCache(logger, ingressInformer),
+		ingresses:     controller.NewWriteCache(ingressInformer.GetIndexer(), 0, nil),
 		recorder:      recorder,
 		ingressClass:  opts.IngressClass,
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
@@ -62,14 +63,13 @@ func (f *fixture) addIngresses(ings ...*networkingv1.Ingress) {
 // sync runs syncService for namespace/name after clearing the recorded actions.
 func (f *fixture) sync(name string) error {
 	f.client.ClearActions()
-	return f.c.syncService(f.ctx, cache.ObjectName{Namespace: testNamespace, Name: name})
+	_, err := f.c.syncService(f.ctx, cache.ObjectName{Namespace: testNamespace, Name: name})
+	return err
 }
 
 // writes returns the write actions (everything but get, list and watch) since the last
-// sync, as "verb resource" strings.
-func (f *fixture) writes() []string {
-	return controllertest.Verbs(controllertest.Writes(f.client.Actions()))
-}
+// sync.
+func (f *fixture) writes() []core.Action { return controllertest.Writes(f.client.Actions()) }
 
 // liveIngress returns the Ingress the clientset holds, or nil.
 func (f *fixture) liveIngress(name string) *networkingv1.Ingress {

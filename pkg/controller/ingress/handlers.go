@@ -39,12 +39,14 @@ func (c *Controller) updateService(logger klog.Logger, old, cur interface{}) {
 }
 
 // addIngress queues the Service that controls a new Ingress, and the Service of the same
-// name: a foreign Ingress now holds the name that Service may ask for.
+// name: a foreign Ingress now holds the name that Service may ask for. Like every
+// Ingress event, it first tells the write cache what the informer delivered.
 func (c *Controller) addIngress(logger klog.Logger, obj interface{}) {
 	ing, ok := obj.(*networkingv1.Ingress)
 	if !ok {
 		return
 	}
+	c.ingresses.Observed(ing)
 	logger.V(4).Info("Ingress added", "ingress", klog.KObj(ing))
 	c.enqueueServices(c.servicesForIngress(ing, true))
 }
@@ -59,6 +61,7 @@ func (c *Controller) updateIngress(logger klog.Logger, old, cur interface{}) {
 	if !ok1 || !ok2 || oldIng.ResourceVersion == curIng.ResourceVersion {
 		return
 	}
+	c.ingresses.Observed(curIng)
 	logger.V(4).Info("Ingress updated", "ingress", klog.KObj(curIng))
 	oldRef, curRef := metav1.GetControllerOfNoCopy(oldIng), metav1.GetControllerOfNoCopy(curIng)
 	if !controller.SameController(oldRef, curRef) {
@@ -74,6 +77,8 @@ func (c *Controller) deleteIngress(logger klog.Logger, obj interface{}) {
 	if !ok {
 		return
 	}
+	// Before the Service is queued: its sync must not see the controller's own write.
+	c.ingresses.Deleted(obj)
 	logger.V(4).Info("Ingress deleted", "ingress", klog.KObj(ing))
 	c.enqueueServices(c.servicesForIngress(ing, true))
 }

@@ -11,6 +11,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
+
+	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 )
 
 func TestServiceHandlers(t *testing.T) {
@@ -110,5 +112,34 @@ func TestIngressHandlers(t *testing.T) {
 				t.Errorf("queued %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestOwnWriteUntilDeleted checks the write cache of Ingresses: a sync that runs before
+// the informer delivers the Ingress the controller just created does not write it again,
+// and once the informer delivers its deletion, the next sync creates it again.
+func TestOwnWriteUntilDeleted(t *testing.T) {
+	f := newFixture(t, "")
+	f.addServices(newService("shop", annotated()))
+	for _, step := range []struct {
+		name  string
+		want  []string
+		after func()
+	}{
+		{name: "create", want: []string{"patch ingresses"}},
+		{name: "informer behind: nothing to write", want: nil, after: func() {
+			f.c.deleteIngress(testLogger(t), f.liveIngress("shop"))
+		}},
+		{name: "deleted: created again", want: []string{"patch ingresses"}},
+	} {
+		if err := f.sync("shop"); err != nil {
+			t.Fatalf("%s: sync: %v", step.name, err)
+		}
+		if got := controllertest.Verbs(f.writes()); !reflect.DeepEqual(got, step.want) {
+			t.Errorf("%s: writes %q, want %q", step.name, got, step.want)
+		}
+		if step.after != nil {
+			step.after()
+		}
 	}
 }

@@ -21,37 +21,37 @@ import (
 // for. It is level-triggered: whatever event queued the Service, it compares the desired
 // Ingress with the cached one and writes only when they differ. It never writes to an
 // Ingress the Service does not control.
-func (c *Controller) syncService(ctx context.Context, key cache.ObjectName) error {
+func (c *Controller) syncService(ctx context.Context, key cache.ObjectName) (controller.Result, error) {
 	logger := klog.FromContext(ctx)
 	svc, err := c.serviceLister.Services(key.Namespace).Get(key.Name)
 	switch {
 	case apierrors.IsNotFound(err):
 		logger.V(4).Info("Service no longer exists")
-		return nil
+		return controller.Result{}, nil
 	case err != nil:
-		return fmt.Errorf("reading Service %s from the cache: %w", key, err)
+		return controller.Result{}, fmt.Errorf("reading Service %s from the cache: %w", key, err)
 	}
 	if svc.DeletionTimestamp != nil {
 		// The garbage collector deletes the Ingress; recreating it would fight it.
-		return nil
+		return controller.Result{}, nil
 	}
 
 	current, err := c.getIngress(key)
 	if err != nil {
-		return fmt.Errorf("reading Ingress %s from the cache: %w", key, err)
+		return controller.Result{}, fmt.Errorf("reading Ingress %s from the cache: %w", key, err)
 	}
 	controlled := current != nil && isControlledBy(current, svc)
 
 	if !wantsIngress(svc) {
 		if controlled {
-			return c.removeIngress(ctx, svc, current)
+			return controller.Result{}, c.removeIngress(ctx, svc, current)
 		}
-		return nil
+		return controller.Result{}, nil
 	}
 	if current != nil && !controlled {
 		logger.V(2).Info("Ingress name held by an Ingress the Service does not control", "ingress", klog.KObj(current))
 		c.recorder.Eventf(svc, corev1.EventTypeWarning, ErrResourceExists, MessageResourceExists, svc.Name)
-		return nil
+		return controller.Result{}, nil
 	}
 
 	desired, err := c.desiredIngress(svc)
@@ -61,21 +61,21 @@ func (c *Controller) syncService(ctx context.Context, key cache.ObjectName) erro
 		// Retrying cannot help; a change of the Service queues it again.
 		logger.V(2).Info("Service cannot have an Ingress", "reason", invalid.reason, "message", invalid.msg)
 		c.recorder.Event(svc, corev1.EventTypeWarning, invalid.reason, invalid.msg)
-		return nil
+		return controller.Result{}, nil
 	case err != nil:
-		return fmt.Errorf("building the Ingress of Service %s: %w", key, err)
+		return controller.Result{}, fmt.Errorf("building the Ingress of Service %s: %w", key, err)
 	}
 
 	if controlled {
 		upToDate, err := controller.UpToDate(current, desired)
 		if err != nil {
-			return fmt.Errorf("comparing Ingress %s with the desired state: %w", key, err)
+			return controller.Result{}, fmt.Errorf("comparing Ingress %s with the desired state: %w", key, err)
 		}
 		if upToDate {
-			return nil
+			return controller.Result{}, nil
 		}
 	}
-	return c.applyIngress(ctx, svc, desired, controlled)
+	return controller.Result{}, c.applyIngress(ctx, svc, desired, controlled)
 }
 
 // desiredIngress returns the apply configuration of the Ingress svc asks for, or an

@@ -23,6 +23,7 @@ import (
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
+	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 )
 
 // appliedIngress returns the Ingress the API server holds after applying what svc asks
@@ -249,7 +250,7 @@ func TestSyncService(t *testing.T) {
 			if tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 				t.Fatalf("sync error = %v, want %q", err, tt.wantErr)
 			}
-			if got := f.writes(); !reflect.DeepEqual(got, tt.wantWrites) {
+			if got := controllertest.Verbs(f.writes()); !reflect.DeepEqual(got, tt.wantWrites) {
 				t.Errorf("writes = %v, want %v", got, tt.wantWrites)
 			}
 			if got := f.events(); !reflect.DeepEqual(got, tt.wantEvents) {

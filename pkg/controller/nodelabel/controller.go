@@ -45,7 +45,7 @@ type Controller struct {
 	rules      Rules
 
 	// nodes holds the newest of the node cache and the controller's own writes.
-	nodes cache.MutationCache
+	nodes *controller.WriteCache
 
 	// loop runs the workers. Its retry policy: retried with backoff up to MaxRetryDelay
 	// for as long as it fails: a node's labels matter as long as the node exists.
@@ -93,7 +93,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, nodeInf
 	c := &Controller{
 		kubeClient: kubeClient,
 		rules:      rules,
-		nodes:      controller.NewMutationCache(logger, informer),
+		nodes:      controller.NewWriteCache(informer.GetIndexer(), 0, nil),
 		recorder:   recorder,
 		held:       map[string]map[string]heldLabel{},
 	}

@@ -82,7 +82,8 @@ func (f *fixture) live(name string) *corev1.Node {
 // sync runs syncNode for the named node, after clearing the recorded actions.
 func (f *fixture) sync(name string) error {
 	f.client.ClearActions()
-	return f.c.syncNode(f.ctx, cache.ObjectName{Name: name})
+	_, err := f.c.syncNode(f.ctx, cache.ObjectName{Name: name})
+	return err
 }
 
 // writes returns the write actions (everything but get, list and watch) since the last

@@ -16,6 +16,7 @@ func (c *Controller) addNode(logger klog.Logger, obj interface{}) {
 	if !ok {
 		return
 	}
+	c.nodes.Observed(node)
 	logger.V(4).Info("Node added", "node", klog.KObj(node))
 	c.loop.Enqueue(cache.MetaObjectToName(node))
 }
@@ -29,6 +30,7 @@ func (c *Controller) updateNode(logger klog.Logger, old, cur interface{}) {
 	if !ok1 || !ok2 || oldNode.ResourceVersion == curNode.ResourceVersion {
 		return
 	}
+	c.nodes.Observed(curNode)
 	if !relevantChange(oldNode, curNode) {
 		return
 	}
@@ -42,6 +44,8 @@ func (c *Controller) deleteNode(logger klog.Logger, obj interface{}) {
 	if !ok {
 		return
 	}
+	// Before the node is queued: its sync must not see the controller's own write.
+	c.nodes.Deleted(obj)
 	logger.V(4).Info("Node deleted", "node", klog.KObj(node))
 	c.loop.Enqueue(cache.MetaObjectToName(node))
 }

@@ -23,35 +23,35 @@ const labelFieldPrefix = ".metadata.labels."
 // syncNode makes the labels the labeler applies to the node named key match the rules
 // the node matches. It is level-triggered: it compares what the rules want with the
 // cached node and writes only when they differ.
-func (c *Controller) syncNode(ctx context.Context, key cache.ObjectName) error {
+func (c *Controller) syncNode(ctx context.Context, key cache.ObjectName) (controller.Result, error) {
 	logger := klog.FromContext(ctx)
 	node, err := c.getNode(key)
 	if err != nil {
-		return fmt.Errorf("reading Node %s from the cache: %w", key.Name, err)
+		return controller.Result{}, fmt.Errorf("reading Node %s from the cache: %w", key.Name, err)
 	}
 	if node == nil {
 		logger.V(4).Info("Node no longer exists")
 		c.forgetHeld(key.Name)
-		return nil
+		return controller.Result{}, nil
 	}
 
 	ev := c.rules.evaluate(node)
 	want := c.withoutHeld(node, ev.labels)
 	_, appliedBefore := node.Annotations[controller.AppliedConfigHashAnnotation]
 	if len(want) == 0 && !appliedBefore {
-		return nil // nothing to set, and nothing set before
+		return controller.Result{}, nil // nothing to set, and nothing set before
 	}
 	desired, err := newNodeLabels(node, want)
 	if err != nil {
-		return fmt.Errorf("building the labels of Node %s: %w", node.Name, err)
+		return controller.Result{}, fmt.Errorf("building the labels of Node %s: %w", node.Name, err)
 	}
 	if len(want) > 0 {
 		upToDate, err := controller.UpToDate(metadataOf(node), desired)
 		if err != nil {
-			return fmt.Errorf("comparing the labels of Node %s with the desired state: %w", node.Name, err)
+			return controller.Result{}, fmt.Errorf("comparing the labels of Node %s with the desired state: %w", node.Name, err)
 		}
 		if upToDate {
-			return nil
+			return controller.Result{}, nil
 		}
 	}
 
@@ -61,7 +61,7 @@ func (c *Controller) syncNode(ctx context.Context, key cache.ObjectName) error {
 			"Rules %q and %q both match; they set label %q to %q and %q: the first rule, %q, wins",
 			rc.winner, rc.loser, rc.key, rc.winnerValue, rc.loserValue, rc.winner)
 	}
-	return c.applyLabels(ctx, node, want, ev.matched)
+	return controller.Result{}, c.applyLabels(ctx, node, want, ev.matched)
 }
 
 // applyLabels applies want as the complete set of labels the labeler sets on node. It

@@ -14,8 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/app-controller/app-controller/internal/localcluster"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
@@ -72,7 +71,7 @@ func TestSeedExamplesConverge(t *testing.T) {
 		if app.Status.DeploymentStatus == nil || app.Status.DeploymentStatus.AvailableReplicas != want.replicas || app.Status.ServiceStatus == nil {
 			t.Errorf("App %s status = %+v", want.app, app.Status)
 		}
-		if got := kstatusOf(t, app); got != kstatus.CurrentStatus {
+		if got := controllertest.KStatus(t, app); got != kstatus.CurrentStatus {
 			t.Errorf("App %s kstatus = %s, want Current", want.app, got)
 		}
 
@@ -228,17 +227,7 @@ func TestForeignDeploymentLeftAlone(t *testing.T) {
 	ns := framework.Namespace(t)
 	ctx := context.Background()
 
-	foreign := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: ns, Labels: map[string]string{"team": "other"}},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "other"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"team": "other"}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
-			},
-		},
-	}
+	foreign := framework.ForeignDeployment(ns, "taken", 1, map[string]string{"team": "other"})
 	if _, err := c.kube.AppsV1().Deployments(ns).Create(ctx, foreign, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -252,8 +241,8 @@ func TestForeignDeploymentLeftAlone(t *testing.T) {
 	if msg := conditionMessage(got, appv1.ConditionNamesAccepted); !strings.Contains(msg, `Deployment "taken" already exists`) {
 		t.Errorf("NamesAccepted message %q does not name the holder", msg)
 	}
-	if kstatusOf(t, got) != kstatus.FailedStatus {
-		t.Errorf("kstatus of a conflicting App = %s, want Failed", kstatusOf(t, got))
+	if controllertest.KStatus(t, got) != kstatus.FailedStatus {
+		t.Errorf("kstatus of a conflicting App = %s, want Failed", controllertest.KStatus(t, got))
 	}
 	framework.Eventually(t, converge, func() (bool, error) {
 		return slices.Contains(c.events(t, ns, "App", "web"),
@@ -397,8 +386,8 @@ func TestRolloutInProgress(t *testing.T) {
 	app.Spec.DeploymentTemplate.Resources = &appv1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: mustQuantity(t, "1000")}}
 	c.create(t, app)
 	got := c.waitCondition(t, ns, "web", appv1.ConditionReconciling, "True/RollingOut")
-	if condition(got, appv1.ConditionReady) != "False/RollingOut" || kstatusOf(t, got) != kstatus.InProgressStatus {
-		t.Errorf("rolling out: Ready %s, kstatus %s; want False/RollingOut, InProgress", condition(got, appv1.ConditionReady), kstatusOf(t, got))
+	if condition(got, appv1.ConditionReady) != "False/RollingOut" || controllertest.KStatus(t, got) != kstatus.InProgressStatus {
+		t.Errorf("rolling out: Ready %s, kstatus %s; want False/RollingOut, InProgress", condition(got, appv1.ConditionReady), controllertest.KStatus(t, got))
 	}
 }
 
@@ -418,18 +407,4 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(data)
-}
-
-// kstatusOf computes the App's status as kstatus-based tools (Flux, Argo CD, kpt) do.
-func kstatusOf(t *testing.T, app *appv1.App) kstatus.Status {
-	t.Helper()
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := kstatus.Compute(&unstructured.Unstructured{Object: content})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Status
 }

@@ -20,7 +20,7 @@ import (
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
-	"github.com/app-controller/app-controller/pkg/controller/controllertest"
+	"github.com/app-controller/app-controller/pkg/controller/appfixture"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	"github.com/app-controller/app-controller/test/integration/framework"
@@ -176,7 +176,7 @@ func (c clients) events(t *testing.T, ns, kind, name string) []string {
 }
 
 // newApp returns an App with a Deployment NAME-deploy and a Service NAME-svc.
-var newApp = controllertest.NewApp
+var newApp = appfixture.NewApp
 
 // create creates the App or fails the test.
 func (c clients) create(t *testing.T, app *appv1.App) *appv1.App {

@@ -21,7 +21,7 @@ import (
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
-	"github.com/app-controller/app-controller/pkg/controller/controllertest"
+	"github.com/app-controller/app-controller/pkg/controller/appfixture"
 	ingressctrl "github.com/app-controller/app-controller/pkg/controller/ingress"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
 	"github.com/app-controller/app-controller/test/integration/framework"
@@ -48,7 +48,7 @@ func TestEveryFieldConverges(t *testing.T) {
 	if _, err := c.kube.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	refs := controllertest.EveryField{ServiceAccount: "web", PriorityClass: ns + "-high", Claim: "data"}
+	refs := appfixture.EveryField{ServiceAccount: "web", PriorityClass: ns + "-high", Claim: "data"}
 	if _, err := c.kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: refs.ServiceAccount}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestEveryFieldConverges(t *testing.T) {
 	})
 	createBoundClaim(t, c, ns, refs.Claim)
 
-	app := controllertest.WithEveryField(newApp(ns, "web", "nginx", 2), refs)
+	app := appfixture.WithEveryField(newApp(ns, "web", "nginx", 2), refs)
 	c.create(t, app)
 	c.waitReady(t, ns, "web")
 	checkChildren := func(app *appv1.App) {
@@ -74,7 +74,7 @@ func TestEveryFieldConverges(t *testing.T) {
 			if err != nil {
 				return false, nil
 			}
-			diffs := controllertest.EveryFieldDiffs(app, d, s)
+			diffs := appfixture.EveryFieldDiffs(app, d, s)
 			if len(diffs) > 0 {
 				t.Logf("children differ from the App: %s", strings.Join(diffs, "; "))
 			}

@@ -37,6 +37,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
+	"github.com/app-controller/app-controller/test/harness"
 )
 
 // KeepClusterEnv names the environment variable that, set to 1, keeps the cluster's state
@@ -376,4 +377,14 @@ func buildCommand(name, dir string) (string, error) {
 		return "", fmt.Errorf("go build ./cmd/%s: %w\n%s", name, err, out)
 	}
 	return bin, nil
+}
+
+// FreeAddr returns a loopback address nothing listens on (harness.FreeAddr).
+func FreeAddr(t *testing.T) string {
+	t.Helper()
+	addr, err := harness.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -146,7 +145,7 @@ func TestLeadershipLost(t *testing.T) {
 // workqueue metrics of the named App queue and the build info.
 func TestProbesAndMetrics(t *testing.T) {
 	ns := framework.Namespace(t)
-	health, metrics := freeAddr(t), freeAddr(t)
+	health, metrics := framework.FreeAddr(t), framework.FreeAddr(t)
 	start(t, func(o *controllermanager.Options) {
 		o.HealthProbeBindAddress = health
 		o.MetricsBindAddress = metrics
@@ -170,16 +169,6 @@ func TestProbesAndMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func get(url string) (int, string) {

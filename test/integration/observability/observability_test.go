@@ -3,8 +3,6 @@ package observability
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -19,67 +17,12 @@ import (
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
+	"github.com/app-controller/app-controller/test/harness"
 	"github.com/app-controller/app-controller/test/integration/framework"
 	"github.com/app-controller/app-controller/test/monitoring"
 )
 
 const converge = 90 * time.Second
-
-// freeAddr returns a local address nothing listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
-// scrape gets http://addr/metrics and parses it.
-func scrape(t *testing.T, addr string) (map[string]*dto.MetricFamily, error) {
-	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(resp.Body)
-		return nil, fmt.Errorf("GET /metrics: %s: %s", resp.Status, body)
-	}
-	return testutil.TextToMetricFamilies(resp.Body)
-}
-
-// value returns the sum of the values of the series of family name whose labels match
-// labels, and how many there are.
-func value(families map[string]*dto.MetricFamily, name string, labels map[string]string) (float64, int) {
-	f, ok := families[name]
-	if !ok {
-		return 0, 0
-	}
-	sum, n := 0.0, 0
-	for _, m := range f.GetMetric() {
-		if !testutil.LabelsMatch(m, labels) {
-			continue
-		}
-		n++
-		switch {
-		case m.Counter != nil:
-			sum += m.GetCounter().GetValue()
-		case m.Gauge != nil:
-			sum += m.GetGauge().GetValue()
-		case m.Histogram != nil:
-			sum += float64(m.GetHistogram().GetSampleCount())
-		case m.Untyped != nil:
-			sum += m.GetUntyped().GetValue()
-		}
-	}
-	return sum, n
-}
 
 // TestMetrics runs the manager on the seed's examples (namespace tcs) until both Apps
 // are Ready, then scrapes /metrics and checks each series app-controller documents, a
@@ -100,7 +43,7 @@ func TestMetrics(t *testing.T) {
 		retriesBefore = before["app"]
 	}
 	leaseNS := framework.Namespace(t)
-	addr := freeAddr(t)
+	addr := framework.FreeAddr(t)
 	opts := controllermanager.NewOptions()
 	opts.MetricsBindAddress = addr
 	opts.ShutdownTimeout = 5 * time.Second
@@ -141,26 +84,26 @@ func TestMetrics(t *testing.T) {
 			if err != nil {
 				return false, err
 			}
-			families, err = scrape(t, addr)
+			families, err = harness.Scrape(t.Context(), "http://"+addr+"/metrics")
 			if err != nil {
 				return false, err
 			}
-			ready, _ := value(families, "app_controller_apps", map[string]string{"ready": "True"})
-			conflicts, _ := value(families, "app_controller_name_conflicts", nil)
+			ready, _ := harness.Value(families, "app_controller_apps", map[string]string{"ready": "True"})
+			conflicts, _ := harness.Value(families, "app_controller_name_conflicts", nil)
 			return wantReady >= 2 && ready == float64(wantReady) && conflicts == float64(wantConflicts), nil
 		})
 	}
 	waitGauges()
 
 	// Drift: scale the Deployment by hand; the controller puts it back and counts a repair.
-	before, _ := value(families, "app_controller_child_repairs_total", map[string]string{"kind": "Deployment"})
+	before, _ := harness.Value(families, "app_controller_child_repairs_total", map[string]string{"kind": "Deployment"})
 	framework.Kubectl(t, "-n", "tcs", "scale", "deployment/app-deploy", "--replicas=5")
 	framework.Eventually(t, converge, func() (bool, error) {
-		families, err = scrape(t, addr)
+		families, err = harness.Scrape(t.Context(), "http://"+addr+"/metrics")
 		if err != nil {
 			return false, err
 		}
-		v, _ := value(families, "app_controller_child_repairs_total", map[string]string{"kind": "Deployment"})
+		v, _ := harness.Value(families, "app_controller_child_repairs_total", map[string]string{"kind": "Deployment"})
 		return v >= before+1, nil
 	})
 	// The scaled Deployment makes its App roll out again for a moment.
@@ -194,7 +137,7 @@ func TestMetrics(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s%v", tt.name, tt.labels), func(t *testing.T) {
-			if v, n := value(families, tt.name, tt.labels); !tt.check(v, n) {
+			if v, n := harness.Value(families, tt.name, tt.labels); !tt.check(v, n) {
 				t.Errorf("%s%v = %v (%d series), want %s", tt.name, tt.labels, v, n, tt.want)
 			}
 		})

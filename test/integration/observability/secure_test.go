@@ -92,7 +92,7 @@ func TestSecureMetrics(t *testing.T) {
 		t.Fatal("bad test certificate")
 	}
 
-	addr := freeAddr(t)
+	addr := framework.FreeAddr(t)
 	opts := controllermanager.NewOptions()
 	opts.Controllers = []string{"app"}
 	opts.ShutdownTimeout = 5 * time.Second

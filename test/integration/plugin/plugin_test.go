@@ -7,17 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	"github.com/app-controller/app-controller/pkg/controller/controllertest"
+	"github.com/app-controller/app-controller/pkg/controller/appfixture"
 	ingressctrl "github.com/app-controller/app-controller/pkg/controller/ingress"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	"github.com/app-controller/app-controller/test/integration/framework"
@@ -100,17 +97,7 @@ func TestKubectlApp(t *testing.T) {
 	t.Run("App in a name conflict", func(t *testing.T) {
 		ns := framework.Namespace(t)
 		ctx := context.Background()
-		foreign := &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: "clash-deploy", Namespace: ns, Labels: map[string]string{"team": "other"}},
-			Spec: appsv1.DeploymentSpec{
-				Replicas: ptr.To[int32](1),
-				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "other"}},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"team": "other"}},
-					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
-				},
-			},
-		}
+		foreign := framework.ForeignDeployment(ns, "clash-deploy", 1, map[string]string{"team": "other"})
 		if _, err := kube.AppsV1().Deployments(ns).Create(ctx, foreign, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("creating the foreign Deployment: %v", err)
 		}
@@ -216,7 +203,7 @@ func checkHealthyTree(t *testing.T, lines []treeLine, out string) {
 // newApp returns an App with a Deployment of the given name and replicas and a Service
 // named NAME-svc.
 func newApp(ns, name, deployment string, replicas int32) *appv1.App {
-	app := controllertest.NewApp(ns, name, "nginx", replicas)
+	app := appfixture.NewApp(ns, name, "nginx", replicas)
 	app.Spec.DeploymentTemplate.Name = deployment
 	return app
 }

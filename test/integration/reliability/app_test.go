@@ -89,7 +89,7 @@ func TestConflictingWritersOnApp(t *testing.T) {
 	onlyOwnWrites(t, events, e.ns, "")
 	statusConflicts := 0
 	for _, ev := range events {
-		if ev.resource() == "apps/status" && ev.code() == 409 {
+		if ev.Resource() == "apps/status" && ev.Code() == 409 {
 			statusConflicts++
 		}
 	}
@@ -191,9 +191,9 @@ func TestNamespaceDeletedWhileConverging(t *testing.T) {
 	}
 	e := newEnvIn(t, ns.Name)
 	id := newIdentity("ns-deleted")
-	port := freePort(t)
-	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
-	c := startController(t, id, "--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", port))
+	addr := framework.FreeAddr(t)
+	metricsURL := "http://" + addr + "/metrics"
+	c := startController(t, id, "--metrics-bind-address", addr)
 	framework.Eventually(t, converge, func() (bool, error) {
 		list, err := kube.CoreV1().ServiceAccounts(e.ns).List(ctx, metav1.ListOptions{})
 		return err == nil && len(list.Items) > 0, nil
@@ -203,7 +203,7 @@ func TestNamespaceDeletedWhileConverging(t *testing.T) {
 		list, err := kube.AppsV1().Deployments(e.ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 		return err == nil && len(list.Items) >= n/3, err
 	})
-	errorsBefore := len(c.lines("E1"))
+	errorsBefore := len(c.Lines("E1"))
 	deleted := time.Now()
 	if err := kube.CoreV1().Namespaces().Delete(ctx, e.ns, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -215,25 +215,25 @@ func TestNamespaceDeletedWhileConverging(t *testing.T) {
 	gone := time.Since(deleted)
 	var depth float64
 	framework.Eventually(t, converge, func() (bool, error) {
-		depth = metric(t, metricsURL, `workqueue_depth{name="app"}`)
+		depth = metric(t, metricsURL, "workqueue_depth", map[string]string{"name": "app"})
 		return depth == 0, nil
 	})
 	drained := time.Since(deleted)
 	if c.exited() {
-		t.Fatalf("the controller exited: %v", c.waitErr)
+		t.Fatalf("the controller exited: %v", c.Exited())
 	}
-	if p := c.lines("panic"); len(p) > 0 {
+	if p := c.Lines("panic"); len(p) > 0 {
 		t.Errorf("the controller panicked: %v", p)
 	}
-	errorLines := len(c.lines("E1")) - errorsBefore
+	errorLines := len(c.Lines("E1")) - errorsBefore
 	events := audit(t, deleted, id)
 	failed := 0
 	for _, ev := range events {
-		if ev.isWrite() && ev.code() >= 400 {
+		if ev.IsWrite() && ev.Code() >= 400 {
 			failed++
 		}
 	}
-	reconcileErrors := metric(t, metricsURL, `controller_runtime_reconcile_errors_total{controller="app"}`)
+	reconcileErrors := metric(t, metricsURL, "controller_runtime_reconcile_errors_total", map[string]string{"controller": "app"})
 	t.Logf("namespace gone %.1fs after its deletion, queue drained %.1fs after; %d error log lines, %d failed writes, %.0f reconcile errors for %d Apps",
 		gone.Seconds(), drained.Seconds(), errorLines, failed, reconcileErrors, n)
 	logWrites(t, "controller, from the deletion on", e.ns, events)

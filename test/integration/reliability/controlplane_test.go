@@ -55,7 +55,7 @@ func TestEtcdFrozenAndAPIServerRestarted(t *testing.T) {
 	took := e.waitAllReady(t, before+added, converge)
 	e.converged(t, before+added)
 	if c.exited() {
-		t.Errorf("the controller exited: %v", c.waitErr)
+		t.Errorf("the controller exited: %v", c.Exited())
 	}
 	onlyOwnWrites(t, audit(t, start, id), e.ns, "")
 	t.Logf("all %d Apps Ready %.1fs after kube-apiserver was back", before+added, took.Seconds())
@@ -103,14 +103,14 @@ func TestWatchExpiry(t *testing.T) {
 	took := e.waitAllReady(t, before+added, converge)
 	e.converged(t, before+added)
 	if c.exited() {
-		t.Errorf("the controller exited: %v", c.waitErr)
+		t.Errorf("the controller exited: %v", c.Exited())
 	}
 
 	// The informers relisted: a list of Apps (or a watch list, which sends the initial
 	// state) after the resume.
 	relists := 0
 	for _, ev := range audit(t, resumed, id) {
-		if ev.resource() != "apps" {
+		if ev.Resource() != "apps" {
 			continue
 		}
 		t.Logf("after the resume: %s %s %s", ev.Stage, ev.Verb, ev.RequestURI)
@@ -121,7 +121,7 @@ func TestWatchExpiry(t *testing.T) {
 	if relists == 0 {
 		t.Errorf("no relist of Apps after the resume")
 	}
-	expired := len(c.lines("too old resource version")) + len(c.lines("410")) + len(c.lines("Expired"))
+	expired := len(c.Lines("too old resource version")) + len(c.Lines("410")) + len(c.Lines("Expired"))
 	onlyOwnWrites(t, audit(t, start, id), e.ns, "")
 	t.Logf("all %d Apps Ready %.1fs after SIGCONT; %d relists of Apps, %d log lines about expired watches",
 		before+added, took.Seconds(), relists, expired)

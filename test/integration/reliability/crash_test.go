@@ -104,7 +104,7 @@ func TestKillBetweenDeploymentAndService(t *testing.T) {
 	t.Logf("all %d Apps Ready %.1fs after the fresh controller started", n, took.Seconds())
 	w := logWrites(t, "fresh controller", e.ns, audit(t, stopped, fresh))
 	for _, ev := range audit(t, stopped, fresh) {
-		if ev.isWrite() && ev.resource() == "deployments" && ev.code() == http.StatusCreated {
+		if ev.IsWrite() && ev.Resource() == "deployments" && ev.Code() == http.StatusCreated {
 			t.Errorf("the fresh controller created a Deployment again: %s", ev)
 		}
 	}

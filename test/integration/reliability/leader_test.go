@@ -100,10 +100,10 @@ func TestLeaderFailover(t *testing.T) {
 
 	after := audit(t, resumed, b)
 	for _, ev := range after {
-		if !ev.isWrite() {
+		if !ev.IsWrite() {
 			continue
 		}
-		if ev.resource() == "leases" && ev.code() >= 400 {
+		if ev.Resource() == "leases" && ev.Code() >= 400 {
 			t.Logf("old leader's refused lease write after SIGCONT: %s", ev)
 			continue // leader election trying to renew and being refused: no change
 		}

@@ -32,7 +32,7 @@ func main() {
 	flag.StringVar(&cfg.CRDDir, "crd-dir", "config/crd/bases", "CRDs to install")
 	flag.StringVar(&cfg.WorkDir, "work-dir", ".local/bench", "state and logs of the run (must not exist or be empty)")
 	flag.BoolVar(&cfg.KeepState, "keep-state", false, "keep the work directory after a successful run")
-	flag.StringVar(&out, "out", "bench/results/latest.json", "where to write the JSON result (empty: nowhere)")
+	flag.StringVar(&out, "out", "docs/bench-results/latest.json", "where to write the JSON result (empty: nowhere)")
 	flag.Parse()
 	cfg.Replicas = int32(replicas)
 	cfg.ControllerFlags = controllerFlags

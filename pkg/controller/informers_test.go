@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
 
 // managedDeployment is a Deployment as the apiserver returns it once the App controller
@@ -136,3 +138,21 @@ func heapInUse() int64 {
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
 }
+
+func TestSelectors(t *testing.T) {
+	managed := map[string]string{appv1.ManagedByLabel: appv1.ManagedByValue}
+	other := map[string]string{appv1.ManagedByLabel: "helm"}
+	none := map[string]string{}
+	for _, l := range []map[string]string{managed, other, none} {
+		m, u := ManagedSelector().Matches(labelSet(l)), UnmanagedSelector().Matches(labelSet(l))
+		if m == u {
+			t.Errorf("labels %v: managed=%v unmanaged=%v, want exactly one", l, m, u)
+		}
+	}
+}
+
+type labelSet map[string]string
+
+func (l labelSet) Has(k string) bool              { _, ok := l[k]; return ok }
+func (l labelSet) Get(k string) string            { return l[k] }
+func (l labelSet) Lookup(k string) (string, bool) { v, ok := l[k]; return v, ok }

@@ -1,4 +1,4 @@
-package controllertest
+package appfixture
 
 import (
 	"cmp"

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# What the Makefile's targets do that takes more than one line of shell. Each target is
+# one line that calls a subcommand here; the Makefile passes what it knows in the
+# environment (GO, BIN, LDFLAGS, KUBECTL) and as arguments.
+#
+#   make.sh test STEP...                 make each STEP in order; the control plane
+#                                        binaries build in the background meanwhile
+#   make.sh cross PKG DIR PLATFORM...    build PKG for each os/arch into DIR/os-arch/
+#   make.sh plugin-dist VERSION TEMPLATE DIST PLATFORM... -- FILE...
+#                                        the krew archives and manifest of kubectl-app
+#   make.sh manifests IMG                config/default, its image set to IMG
+#   make.sh helm-lint HELM CHART KUBE_VERSION
+#   make.sh fuzz FUZZTIME PKG:TARGET...
+set -o errexit -o nounset -o pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+cd "${ROOT}"
+GO="${GO:-go}"
+BIN="${BIN:-${ROOT}/bin}"
+
+# The steps of `make test` that do not need the control plane binaries: they run while
+# the binaries build. Every other step waits for them.
+OFFLINE_STEPS=" verify unit test-image "
+
+# test makes each step in order (`make STEP PLATFORMS=$TEST_PLATFORMS`). `make tools`
+# runs in the background from the start, its log in bin/tools-build.log: the first
+# steps leave a core idle while they download modules, link, run generators and tests.
+# The first step that needs the binaries waits for them; a failure stops everything.
+cmd_test() {
+    local start tools step rc=0
+    start="$(date +%s)"
+    mkdir -p "${BIN}"
+    # shellcheck disable=SC2086 # TEST_TOOLS is a list of targets
+    "${MAKE:-make}" --no-print-directory ${TEST_TOOLS:-tools} >"${BIN}/tools-build.log" 2>&1 &
+    tools=$!
+    for step in "$@"; do
+        if [ -n "${tools}" ] && [[ "${OFFLINE_STEPS}" != *" ${step} "* ]]; then
+            echo "make test: waiting for the control plane binaries (make tools, log in bin/tools-build.log) ($(($(date +%s) - start))s since the start)"
+            if ! wait "${tools}"; then
+                cat "${BIN}/tools-build.log"
+                echo "make tools failed" >&2
+                exit 1
+            fi
+            tools=""
+        fi
+        echo "make test: ${step} ($(($(date +%s) - start))s since the start)"
+        "${MAKE:-make}" --no-print-directory "${step}" PLATFORMS="${TEST_PLATFORMS}" || { rc=$?; break; }
+    done
+    if [ -n "${tools}" ]; then
+        # Stop the build this script started, by its pid, if a step failed first; else
+        # wait for it, so that make test leaves the binaries built.
+        if [ "${rc}" -ne 0 ]; then
+            kill "${tools}" 2>/dev/null || true
+        fi
+        wait "${tools}" 2>/dev/null || true
+    fi
+    [ "${rc}" -eq 0 ] || exit "${rc}"
+    echo "make test: done ($(($(date +%s) - start))s since the start)"
+}
+
+# cross builds the package PKG for each PLATFORM (os/arch, or a comma-separated list)
+# into DIR/os-arch/NAME (NAME.exe on windows), NAME being the package's last element,
+# and prints each binary's platform=path on stdout (the build commands on stderr).
+cmd_cross() {
+    local pkg="$1" dir="$2" platform os arch exe out
+    shift 2
+    for platform in $(echo "$@" | tr ',' ' '); do
+        os="${platform%%/*}"
+        arch="${platform#*/}"
+        exe=""
+        [ "${os}" = windows ] && exe=.exe
+        out="${dir}/${os}-${arch}/$(basename "${pkg}")${exe}"
+        echo "GOOS=${os} GOARCH=${arch} CGO_ENABLED=0 ${GO} build -trimpath -ldflags '${LDFLAGS}' -o ${out} ${pkg}" >&2
+        GOOS="${os}" GOARCH="${arch}" CGO_ENABLED=0 "${GO}" build -trimpath -ldflags "${LDFLAGS}" -o "${out}" "${pkg}"
+        echo "${platform}=${out}"
+    done
+}
+
+# plugin-dist cross-compiles kubectl-app for each PLATFORM into DIST/build and renders,
+# with hack/krew, one archive per platform (the binary and each FILE) and the krew
+# manifest DIST/app.yaml from TEMPLATE.
+cmd_plugin_dist() {
+    local version="$1" template="$2" dist="$3" binaries=() files=() arg
+    shift 3
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+        binaries+=("$1")
+        shift
+    done
+    [ $# -gt 0 ] && shift
+    for arg in "$@"; do
+        files+=(--file "${arg}")
+    done
+    mkdir -p "${dist}"
+    local out built=()
+    out="$(cmd_cross ./cmd/kubectl-app "${dist}/build" "${binaries[@]}")"
+    for arg in ${out}; do
+        built+=(--binary "${arg}")
+    done
+    "${GO}" run ./hack/krew --version "${version}" --template "${template}" --dist "${dist}" "${files[@]}" "${built[@]}"
+}
+
+# manifests prints config/default (CRD, namespace, RBAC, the controller's Deployment)
+# with the controller's image set to IMG.
+cmd_manifests() {
+    local img="$1"
+    "${KUBECTL}" kustomize config/default | sed "s|image: app-controller:latest\$|image: ${img}|"
+}
+
+# helm-lint lints the chart strictly and renders it with each values file of its ci/.
+cmd_helm_lint() {
+    local helm="$1" chart="$2" kube_version="$3" f
+    "${helm}" lint --strict --kube-version "${kube_version}" "${chart}"
+    for f in "${chart}"/ci/*-values.yaml; do
+        echo "helm template -f ${f}"
+        "${helm}" template app-controller "${chart}" --kube-version "${kube_version}" \
+            --api-versions monitoring.coreos.com/v1/ServiceMonitor -f "${f}" >/dev/null
+    done
+}
+
+# fuzz runs each Go fuzz target (package:target) for FUZZTIME.
+cmd_fuzz() {
+    local fuzztime="$1" t
+    shift
+    for t in "$@"; do
+        echo "fuzz ${t#*:} in ${t%%:*} for ${fuzztime}"
+        "${GO}" test -run '^$' -fuzz "^${t#*:}\$" -fuzztime "${fuzztime}" "${t%%:*}"
+    done
+}
+
+cmd="${1:?usage: make.sh test|cross|plugin-dist|manifests|helm-lint|fuzz ...}"
+shift
+case "${cmd}" in
+test) cmd_test "$@" ;;
+cross) cmd_cross "$@" >/dev/null ;;
+plugin-dist) cmd_plugin_dist "$@" ;;
+manifests) cmd_manifests "$@" ;;
+helm-lint) cmd_helm_lint "$@" ;;
+fuzz) cmd_fuzz "$@" ;;
+*)
+    echo "make.sh: unknown command ${cmd}" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,104 @@
+package app
+
+import (
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller"
+)
+
+// Child names are claimed by Apps and held by objects. The App informer indexes the
+// names each App claims (claimIndex), the child informers index the children by the App
+// that controls them (controllerIndex); when several Apps claim one name, the oldest
+// wins it (nameWinner).
+const (
+	// claimIndex indexes Apps by the child names they claim, "Kind/namespace/name".
+	claimIndex = "app.appcontroller.k8s.io/claim"
+	// controllerIndex indexes children by the UID of their controlling App.
+	controllerIndex = "app.appcontroller.k8s.io/controller-uid"
+)
+
+// nameWinner returns the App that wins the child name of the given kind that app's spec
+// gives it: the oldest of app and the other Apps that claim that name.
+func (c *Controller) nameWinner(app *appv1.App, kind, name string) *appv1.App {
+	return oldestApp(append(c.claimants(claimKey(kind, app.Namespace, name)), app))
+}
+
+// claimants returns the Apps whose spec names the child claim ("Kind/namespace/name").
+func (c *Controller) claimants(claim string) []*appv1.App {
+	objs, err := c.appIndexer.ByIndex(claimIndex, claim)
+	if err != nil {
+		return nil
+	}
+	apps := make([]*appv1.App, 0, len(objs))
+	for _, obj := range objs {
+		if app, ok := obj.(*appv1.App); ok {
+			apps = append(apps, app)
+		}
+	}
+	return apps
+}
+
+// claimKey is the claim index key of a child name.
+func claimKey(kind, namespace, name string) string {
+	return kind + "/" + namespace + "/" + name
+}
+
+// claimKeys returns the child names app claims, as claim index keys.
+func claimKeys(app *appv1.App) []string {
+	var keys []string
+	if t := app.Spec.DeploymentTemplate; t != nil && t.Name != "" {
+		keys = append(keys, claimKey("Deployment", app.Namespace, t.Name))
+	}
+	if t := app.Spec.ServiceTemplate; t != nil && t.Name != "" {
+		keys = append(keys, claimKey("Service", app.Namespace, t.Name))
+	}
+	return keys
+}
+
+// indexByClaim is the claim index function of the App informer.
+func indexByClaim(obj interface{}) ([]string, error) {
+	app, ok := obj.(*appv1.App)
+	if !ok {
+		return nil, nil
+	}
+	return claimKeys(app), nil
+}
+
+// indexByControllerUID indexes children by the UID of the App that controls them.
+func indexByControllerUID(obj interface{}) ([]string, error) {
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return nil, nil
+	}
+	ref := controller.ControllerOfKind(o, appKind)
+	if ref == nil {
+		return nil, nil
+	}
+	return []string{string(ref.UID)}, nil
+}
+
+// oldestApp returns the App that wins a contested child name: the oldest, with the name
+// breaking ties, so that every App computes the same winner.
+func oldestApp(apps []*appv1.App) *appv1.App {
+	if len(apps) == 0 {
+		return nil
+	}
+	return slices.MinFunc(apps, func(a, b *appv1.App) int {
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			if a.CreationTimestamp.Before(&b.CreationTimestamp) {
+				return -1
+			}
+			return 1
+		}
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+}

@@ -1,0 +1,23 @@
+// Package appfixture holds the Apps the tests and the benchmark build: NewApp, as a
+// user writes one, and WithEveryField, an App that sets every field, with
+// EveryFieldDiffs to check its children. It does not import the testing package, so
+// the benchmark's binary does not link it.
+package appfixture
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+)
+
+// NewApp returns an App as a user writes it: a Deployment NAME-deploy of image with
+// replicas, and a Service NAME-svc, everything else left to the schema's defaults.
+func NewApp(namespace, name, image string, replicas int32) *appv1.App {
+	return &appv1.App{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: appv1.AppSpec{
+			DeploymentTemplate: &appv1.DeploymentTemplate{Name: name + "-deploy", Image: image, Replicas: &replicas},
+			ServiceTemplate:    &appv1.ServiceTemplate{Name: name + "-svc"},
+		},
+	}
+}
