@@ -418,32 +418,13 @@ func (c *Cluster) stopRealNode() error {
 	if n == nil {
 		return nil
 	}
-	var errs []error
-	for _, name := range []string{kubeProxyName, kubeletName} {
-		c.mu.Lock()
-		p := c.procs[name]
-		c.mu.Unlock()
-		if p != nil {
-			if err := p.stop(stopGrace); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
+	errs := c.stopProcesses(kubeProxyName, kubeletName)
 	if n.cgroups != nil {
 		if err := n.cgroups.kill(30 * time.Second); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	for _, name := range []string{containerdName, nodeHolderName} {
-		c.mu.Lock()
-		p := c.procs[name]
-		c.mu.Unlock()
-		if p != nil {
-			if err := p.stop(stopGrace); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
+	errs = append(errs, c.stopProcesses(containerdName, nodeHolderName)...)
 	for _, f := range n.forwarders {
 		f.close()
 	}
@@ -543,6 +524,23 @@ func removeMountPoints(dir string) {
 			_ = os.Remove(d)
 		}
 	}
+}
+
+// stopProcesses stops the processes of names that this cluster started, in order.
+func (c *Cluster) stopProcesses(names ...string) []error {
+	var errs []error
+	for _, name := range names {
+		c.mu.Lock()
+		p := c.procs[name]
+		c.mu.Unlock()
+		if p == nil {
+			continue
+		}
+		if err := p.stop(stopGrace); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }
 
 // differingSysctls returns the fakeSysctls whose value on this machine differs from the
