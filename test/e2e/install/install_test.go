@@ -92,7 +92,29 @@ func TestHelmInstallOnRealNode(t *testing.T) {
 	leader := waitLeader(t, client, "", time.Minute)
 	t.Logf("Lease %s/app-controller held by pod %s", releaseNS, leader)
 
-	prober := realnode.NewProber(t, framework.Namespace(t))
+	proberNS := framework.Namespace(t)
+	prober := realnode.NewProber(t, proberNS)
+
+	// kubectl logs and exec reach the real node's containers through the kubelet.
+	logs := realnode.Kubectl(t, "logs", "-n", releaseNS, leader)
+	if !strings.Contains(logs, "Acquired the leader lease") {
+		t.Fatalf("kubectl logs %s: no \"Acquired the leader lease\" in %d bytes", leader, len(logs))
+	}
+	t.Logf("kubectl logs %s: %s", leader, grepLine(logs, "Acquired the leader lease"))
+	out := realnode.Kubectl(t, "exec", "-n", proberNS, "prober", "--", "/agnhost", "connect", "--timeout=5s", "10.96.0.1:443")
+	t.Logf("kubectl exec prober -- /agnhost connect 10.96.0.1:443 (the apiserver through Service default/kubernetes): ok %q", strings.TrimSpace(out))
+	// The pods reach nothing outside the node: a connection to the host's end of the node's
+	// veth is dropped inside the node's namespace.
+	node, err := client.CoreV1().Nodes().Get(ctx, localcluster.RealNodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostEnd := hostEndOfVeth(t, node)
+	if out, err := realnode.TryRun(filepath.Join(realnode.BinDir(t), "kubectl"), "exec", "-n", proberNS, "prober", "--", "/agnhost", "connect", "--timeout=2s", hostEnd+":22"); err == nil {
+		t.Fatalf("a pod reached the host at %s:22: %s", hostEnd, out)
+	} else {
+		t.Logf("kubectl exec prober -- /agnhost connect %s:22 (the host's end of the node's veth): refused as it should: %s", hostEnd, strings.TrimSpace(out))
+	}
 	metricsSvc := serviceIP(t, client, releaseNS, release+"-metrics")
 	body := getFromPod(t, prober, metricsSvc, 8080, "/metrics", "")
 	if !strings.Contains(body, "app_controller_build_info{") {
@@ -234,6 +256,19 @@ func testOOMKilled(t *testing.T, client kubernetes.Interface, apps appclient.Int
 	for _, app := range seedApps {
 		waitAppReady(t, apps, seedNS, app.name, time.Minute)
 	}
+}
+
+// hostEndOfVeth returns the host's address on the node's veth pair: the node's
+// InternalIP (10.201.N.2) with 1 as its last octet.
+func hostEndOfVeth(t testing.TB, node *corev1.Node) string {
+	t.Helper()
+	for _, a := range node.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return a.Address[:strings.LastIndex(a.Address, ".")] + ".1"
+		}
+	}
+	t.Fatalf("node %s has no InternalIP", node.Name)
+	return ""
 }
 
 // appPort is the port of an App's Service by default, and netexec's HTTP port.
