@@ -67,7 +67,34 @@ func newCgroupTree(name string) (*cgroupTree, error) {
 	if len(t.dirs) == 0 {
 		return nil, errors.New("no cgroup hierarchy is mounted under /sys/fs/cgroup")
 	}
+	if v2 {
+		// cgroup v2: the controllers the kubelet uses must be enabled below the tree's
+		// root (the daemons live in a leaf, so the root holds no process).
+		if err := enableControllers(t.dirs[0]); err != nil {
+			return nil, errors.Join(err, t.remove())
+		}
+	}
 	return t, nil
+}
+
+// enableControllers enables, in dir's cgroup.subtree_control, every controller of dir's
+// cgroup.controllers (cgroup v2).
+func enableControllers(dir string) error {
+	available, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		return fmt.Errorf("reading the controllers of %s: %w", dir, err)
+	}
+	var enable []string
+	for _, c := range strings.Fields(string(available)) {
+		enable = append(enable, "+"+c)
+	}
+	if len(enable) == 0 {
+		return nil
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(strings.Join(enable, " ")), 0o644); err != nil {
+		return fmt.Errorf("enabling the controllers %v in %s: %w", enable, dir, err)
+	}
+	return nil
 }
 
 // procsFiles are the cgroup.procs files of the daemons' cgroup, one per hierarchy: a
