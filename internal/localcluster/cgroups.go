@@ -179,10 +179,9 @@ type cgroupMount struct {
 	memory bool // the v1 memory hierarchy, or the unified one
 }
 
-// cgroupMounts lists the cgroup hierarchies as the kubelet will use them: the v1
-// hierarchies, or the unified one alone when /sys/fs/cgroup itself is cgroup2 (on a
-// hybrid machine the kubelet uses v1, and the controller-less unified mount is left
-// alone).
+// cgroupMounts lists the cgroup hierarchies a node's processes live in: the v1
+// hierarchies and, on a hybrid machine, the controller-less unified one (runc puts
+// containers there too); or the unified one alone when /sys/fs/cgroup itself is cgroup2.
 func cgroupMounts() ([]cgroupMount, bool, error) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs("/sys/fs/cgroup", &st); err != nil {
@@ -204,9 +203,11 @@ func cgroupMounts() ([]cgroupMount, bool, error) {
 		// ID parent major:minor root mountpoint options ... - fstype source superoptions
 		fields := strings.Fields(s.Text())
 		sep := slices.Index(fields, "-")
-		if sep < 0 || len(fields) < sep+4 || fields[sep+1] != "cgroup" {
+		if sep < 0 || len(fields) < sep+4 || (fields[sep+1] != "cgroup" && fields[sep+1] != "cgroup2") {
 			continue
 		}
+		// The unified hierarchy of a hybrid machine has no controllers, but runc puts
+		// each container in it too: the tree has a directory there as well.
 		dir := fields[4]
 		if seen[dir] {
 			continue

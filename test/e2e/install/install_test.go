@@ -235,7 +235,10 @@ func testOOMKilled(t *testing.T, client kubernetes.Interface, apps appclient.Int
 	framework.Eventually(t, 3*time.Minute, func() (bool, error) {
 		for _, p := range controllerPods(t, client) {
 			for _, s := range p.Status.ContainerStatuses {
-				if term := s.LastTerminationState.Terminated; term != nil && term.Reason == "OOMKilled" && s.RestartCount > 0 {
+				// OOMKilled with the exit code of a SIGKILL: the kernel's OOM killer ended
+				// the controller (the kubelet also says OOMKilled when a container that
+				// met the limit exited by itself).
+				if term := s.LastTerminationState.Terminated; term != nil && term.Reason == "OOMKilled" && term.ExitCode == 137 && s.RestartCount > 0 {
 					killed = p
 					return true, nil
 				}
