@@ -153,8 +153,10 @@ func TestHelmInstallOnRealNode(t *testing.T) {
 	t.Run("oomkilled", func(t *testing.T) { testOOMKilled(t, client, apps) })
 }
 
-// testFailover deletes the leader's pod: the standby takes the Lease within the lease
-// duration, and an App created meanwhile converges.
+// testFailover deletes the leader's pod while a ResourceQuota of one pod in the release
+// namespace keeps its replacement from being created, so that only the standby can lead:
+// the standby takes the Lease within the lease duration, and an App created meanwhile
+// converges.
 func testFailover(t *testing.T, client kubernetes.Interface, apps appclient.Interface, prober *realnode.Prober) {
 	leader := waitLeader(t, client, "", time.Minute)
 	var standby string
@@ -163,20 +165,29 @@ func testFailover(t *testing.T, client kubernetes.Interface, apps appclient.Inte
 			standby = p.Name
 		}
 	}
+	realnode.Kubectl(t, "create", "quota", "failover", "-n", releaseNS, "--hard=pods=1")
+	quota := true
+	removeQuota := func() {
+		if quota {
+			realnode.Kubectl(t, "delete", "quota", "failover", "-n", releaseNS)
+			quota = false
+		}
+	}
+	defer removeQuota()
 	begin := time.Now()
 	realnode.Kubectl(t, "delete", "pod", "-n", releaseNS, leader, "--wait=false")
 	realnode.Kubectl(t, "apply", "-f", writeApp(t, "during-failover", realnode.Agnhost(t)))
 	next := waitLeader(t, client, leader, leaseDuration)
 	took := time.Since(begin)
-	who := "the standby"
 	if next != standby {
-		who = "a pod started after the delete (the old leader released the Lease as it stopped)"
+		t.Fatalf("pod %s leads after the delete, want the standby %s", next, standby)
 	}
-	t.Logf("leader pod %s deleted: pod %s, %s, leads %.1fs later (lease duration %s)", leader, next, who, took.Seconds(), leaseDuration)
+	t.Logf("leader pod %s deleted (a quota of 1 pod holds back its replacement): the standby %s leads %.1fs later (lease duration %s)", leader, next, took.Seconds(), leaseDuration)
 	waitAppReady(t, apps, seedNS, "during-failover", 2*time.Minute)
 	t.Logf("App during-failover, created right after the delete, Ready %.1fs after the delete", time.Since(begin).Seconds())
 	getFromPod(t, prober, serviceIP(t, client, seedNS, "during-failover"), appPort, "/hostname", "during-failover-")
-	// The Deployment brings the deleted pod back: both pods Ready again before the next step.
+	// The Deployment brings the deleted pod back once the quota is gone.
+	removeQuota()
 	waitControllerPodsReady(t, client, 2, 2*time.Minute)
 }
 
