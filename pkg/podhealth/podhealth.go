@@ -26,9 +26,16 @@ const (
 	// starts slowly is not one.
 	NotReadyGrace = 20 * time.Second
 	// CrashLoopStalledRestarts is the restart count at which a container that keeps
-	// exiting (or is OOMKilled) makes the App Stalled: after three restarts in a row the
-	// kubelet's backoff (10 s, 20 s, 40 s) shows it is no start-up race.
+	// exiting (or is OOMKilled) makes the App Stalled, once CrashLoopStalledAfter has
+	// passed: three restarts with the kubelet's backoff (10 s, 20 s, 40 s) take about
+	// 70 s and show it is no start-up race.
 	CrashLoopStalledRestarts = 3
+	// CrashLoopStalledAfter is the least time since the pod started before a container
+	// that keeps exiting makes the App Stalled, whatever the kubelet's backoff (a
+	// kubelet with a shorter initial backoff restarts three times within seconds): a
+	// dependency that comes up within it (a database applied in the same sync) heals
+	// the crash loop.
+	CrashLoopStalledAfter = time.Minute
 	// PullStalledAfter is how long a pod may fail to pull its image or to create its
 	// container from its config before the App is Stalled: a registry hiccup, or a
 	// ConfigMap applied a moment after the App in the same GitOps sync, heals within it.
@@ -145,9 +152,6 @@ func First(pods []*corev1.Pod, now time.Time) (*Problem, time.Duration) {
 // inspectContainer returns the problem of one container of pod, and how long until it
 // may change by itself.
 func inspectContainer(pod *corev1.Pod, cs *corev1.ContainerStatus, init bool, now time.Time) (*Problem, time.Duration) {
-	if cs.Ready {
-		return nil, 0
-	}
 	what := "container"
 	if init {
 		what = "init container"
@@ -159,6 +163,15 @@ func inspectContainer(pod *corev1.Pod, cs *corev1.ContainerStatus, init bool, no
 		started = pod.Status.StartTime.Time
 	}
 	switch st := cs.State; {
+	case cs.Ready && st.Running != nil && cs.RestartCount > 0 && cs.LastTerminationState.Terminated != nil &&
+		now.Before(st.Running.StartedAt.Add(NotReadyGrace)):
+		// A container without a readiness probe is ready as soon as it runs: one that
+		// just restarted after exiting is still crashing until it has run for a while.
+		// Saying so spares the App a Ready reason that flaps at each restart.
+		p, stall := exited(p, where, cs.LastTerminationState.Terminated, nil, started, now)
+		return p, sooner(stall, st.Running.StartedAt.Add(NotReadyGrace).Sub(now))
+	case cs.Ready:
+		return nil, 0
 	case st.Waiting != nil && pullReasons[st.Waiting.Reason]:
 		p.Reason = appv1.ReasonImagePullFailed
 		p.Message = fmt.Sprintf("%s cannot pull its image: %s", where, pullError(st.Waiting))
@@ -173,13 +186,13 @@ func inspectContainer(pod *corev1.Pod, cs *corev1.ContainerStatus, init bool, no
 		p.StalledAt = started.Add(PullStalledAfter)
 		return p, untilStalled(p, now)
 	case st.Waiting != nil && (st.Waiting.Reason == "CrashLoopBackOff" || st.Waiting.Reason == "RunContainerError"):
-		return exited(p, where, cs.LastTerminationState.Terminated, st.Waiting), 0
+		return exited(p, where, cs.LastTerminationState.Terminated, st.Waiting, started, now)
 	case st.Terminated != nil:
 		if init && st.Terminated.ExitCode == 0 {
 			return nil, 0 // an init container that completed
 		}
 		if pod.Status.Phase == corev1.PodFailed || st.Terminated.ExitCode != 0 || st.Terminated.Reason == "OOMKilled" {
-			return exited(p, where, st.Terminated, nil), 0
+			return exited(p, where, st.Terminated, nil, started, now)
 		}
 		return nil, 0
 	case st.Running != nil:
@@ -192,7 +205,8 @@ func inspectContainer(pod *corev1.Pod, cs *corev1.ContainerStatus, init bool, no
 			// A container that just restarted after exiting is still crashing, not
 			// starting: keep saying so rather than flapping for the few seconds it runs.
 			if last := cs.LastTerminationState.Terminated; cs.RestartCount > 0 && last != nil {
-				return exited(p, where, last, nil), notReadyAt.Sub(now)
+				p, stall := exited(p, where, last, nil, started, now)
+				return p, sooner(stall, notReadyAt.Sub(now))
 			}
 			return nil, notReadyAt.Sub(now)
 		}
@@ -203,7 +217,7 @@ func inspectContainer(pod *corev1.Pod, cs *corev1.ContainerStatus, init bool, no
 		}
 		p.Message = fmt.Sprintf("%s is running but its %s has not passed since it started", where, probe)
 		if cs.RestartCount > 0 {
-			p.Message += fmt.Sprintf(" (restarted %d times)", cs.RestartCount)
+			p.Message += fmt.Sprintf(" (restarts: %d)", cs.RestartCount)
 		}
 		return p, 0
 	}
@@ -211,8 +225,10 @@ func inspectContainer(pod *corev1.Pod, cs *corev1.ContainerStatus, init bool, no
 }
 
 // exited describes a container that exited (last: its last termination, may be nil)
-// and is, or will be, restarted (waiting: the kubelet's waiting state, may be nil).
-func exited(p *Problem, where string, last *corev1.ContainerStateTerminated, waiting *corev1.ContainerStateWaiting) *Problem {
+// and is, or will be, restarted (waiting: the kubelet's waiting state, may be nil); the
+// pod started at started. It returns how long until the problem makes the App Stalled
+// with no change of the pod.
+func exited(p *Problem, where string, last *corev1.ContainerStateTerminated, waiting *corev1.ContainerStateWaiting, started, now time.Time) (*Problem, time.Duration) {
 	p.Reason = appv1.ReasonCrashLoopBackOff
 	var b strings.Builder
 	switch {
@@ -229,16 +245,19 @@ func exited(p *Problem, where string, last *corev1.ContainerStateTerminated, wai
 	default:
 		fmt.Fprintf(&b, "%s keeps exiting", where)
 	}
-	fmt.Fprintf(&b, ", restarted %d times", p.Restarts)
+	if p.Restarts == 1 {
+		b.WriteString(", restarted once")
+	} else {
+		fmt.Fprintf(&b, ", restarted %d times", p.Restarts)
+	}
 	if last != nil && strings.TrimSpace(last.Message) != "" {
 		fmt.Fprintf(&b, ": %s", oneLine(last.Message))
 	}
 	p.Message = b.String()
 	if p.Restarts >= CrashLoopStalledRestarts {
-		// Stalled from now on: the time is only compared with, never shown.
-		p.StalledAt = time.Unix(0, 0)
+		p.StalledAt = started.Add(CrashLoopStalledAfter)
 	}
-	return p
+	return p, untilStalled(p, now)
 }
 
 // pullError is the registry's answer in a waiting state of the pull, the same for
@@ -267,6 +286,14 @@ func untilStalled(p *Problem, now time.Time) time.Duration {
 		return 0
 	}
 	return p.StalledAt.Sub(now)
+}
+
+// sooner returns the sooner of two delays, 0 meaning none.
+func sooner(a, b time.Duration) time.Duration {
+	if a <= 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 func rank(reason string) int {
