@@ -217,3 +217,53 @@ func TestWritesPodProblem(t *testing.T) {
 		})
 	}
 }
+
+// TestCrashingPodCountedAvailable: a container without a readiness probe that keeps
+// exiting is ready, and counted available by the Deployment, for the moment it runs
+// after each restart. The App stays not Ready, naming the crash loop, until the
+// container has run podhealth.NotReadyGrace; the syncs ask to run again at each
+// threshold.
+func TestCrashingPodCountedAvailable(t *testing.T) {
+	f := newFixture(t)
+	// A Ready App, its status written by an earlier controller.
+	app := withRV(syncedApp(t, newApp("web", testNow.Add(-time.Hour))), "5")
+	f.addApps(app)
+	f.addDeployments(liveDeployment(t, app))
+	f.addServices(liveService(t, app))
+	w := newWorld(t, f, app)
+	// Captured: running and ready 41 s after the pod's creation, after 3 restarts.
+	created := testNow.Add(-45 * time.Second)
+	pod := capturedPod(t, "crash-running", app, created)
+	w.podReports(pod)
+	w.at(0)
+	f.requeues = nil
+	w.sync()
+	if got := w.ready(); got != "False/"+appv1.ReasonCrashLoopBackOff {
+		t.Fatalf("Ready %s, want False/CrashLoopBackOff", got)
+	}
+	w.expectKStatus("crash loop, Deployment available", kstatus.InProgressStatus)
+	// It passed its third restart: Stalled once the pod has run CrashLoopStalledAfter
+	// (15 s from now), Ready once the container has run NotReadyGrace (16 s).
+	startedAt := pod.Status.ContainerStatuses[0].State.Running.StartedAt.Time
+	stallIn := pod.Status.StartTime.Add(podhealth.CrashLoopStalledAfter).Sub(testNow)
+	readyIn := startedAt.Add(podhealth.NotReadyGrace).Sub(testNow)
+	if len(f.requeues) != 1 || f.requeues[0] != stallIn {
+		t.Errorf("requeues %v, want [%s] (the Stalled threshold)", f.requeues, stallIn)
+	}
+	f.requeues = nil
+	w.at(stallIn)
+	w.sync()
+	w.expectKStatus("past the Stalled threshold", kstatus.FailedStatus)
+	if len(f.requeues) != 1 || f.requeues[0] != readyIn-stallIn {
+		t.Errorf("requeues %v, want [%s] (when the container has run NotReadyGrace)", f.requeues, readyIn-stallIn)
+	}
+	w.at(readyIn)
+	w.sync()
+	if got := w.ready(); got != "True/"+appv1.ReasonAvailable {
+		t.Errorf("after NotReadyGrace: Ready %s, want True/Available", got)
+	}
+	w.expectKStatus("ran NotReadyGrace", kstatus.CurrentStatus)
+	if w.statusWrites != 3 {
+		t.Errorf("%d status writes, want 3 (not Ready, Stalled, Ready)", w.statusWrites)
+	}
+}

@@ -88,9 +88,11 @@ func computeStatus(app *appv1.App, selector map[string]string, deployment childR
 		set(appv1.ConditionProgressing, metav1.ConditionTrue, appv1.ReasonRollingOut, r.message)
 		notReady(appv1.ReasonRollingOut, r.message, false)
 		return status
-	case !r.available:
+	case !r.available || problem != nil:
 		// Not Ready and not stuck: kstatus (Flux, Argo CD) must read it as InProgress, never
-		// Current, so Reconciling says so.
+		// Current, so Reconciling says so. A pod problem keeps the App from Ready even when
+		// the Deployment counts every replica available: a container without a readiness
+		// probe that keeps exiting is ready for the moment it runs after each restart.
 		set(appv1.ConditionProgressing, metav1.ConditionFalse, appv1.ReasonRolloutComplete, r.message)
 		notReady(appv1.ReasonDeploymentUnavailable, r.message, false)
 		return status

@@ -7,9 +7,12 @@
 package notready_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -45,6 +48,9 @@ const (
 	// condition must name it.
 	reportWithin = 30 * time.Second
 	healthScript = "../../../config/argocd/health.lua"
+	goldenDir    = "../../gitops/testdata"
+	// updateGolden makes the test write the Apps it captures to goldenDir.
+	updateGolden = "APP_CONTROLLER_UPDATE_GOLDEN"
 	poll         = 200 * time.Millisecond
 )
 
@@ -225,7 +231,7 @@ func runFailure(t *testing.T, client kubernetes.Interface, apps appclient.Interf
 	}
 	line := getLine(t, ns, f.name)
 	ready := readyOf(t, apps, ns, f.name)
-	ks, argo := health(t, apps, ns, f.name)
+	ks, argo := health(t, apps, ns, f.name, f.name)
 	t.Logf("%s: pod %s showed it %.1fs after the App's creation; Ready named it %.1fs later", f.name, shownPod, shownAt.Sub(created).Seconds(), delay.Seconds())
 	report("%s:\n  kubectl get app -o wide: %s\n  Ready: %s\n  seconds from the pod's status to Ready: %.1f\n  kstatus %s, Argo CD %s", f.name, line, ready, delay.Seconds(), ks, argo)
 	if ks != status.InProgressStatus && ks != status.FailedStatus {
@@ -235,10 +241,10 @@ func runFailure(t *testing.T, client kubernetes.Interface, apps appclient.Interf
 	if f.stalledWithin > 0 {
 		var last status.Status
 		waitUntil(t, f.stalledWithin, func() bool {
-			last, _ = health(t, apps, ns, f.name)
+			last, _ = health(t, apps, ns, f.name, "")
 			return last == status.FailedStatus
 		}, func() string { return fmt.Sprintf("kstatus %s, Ready %s", last, readyOf(t, apps, ns, f.name)) })
-		ks, argo := health(t, apps, ns, f.name)
+		ks, argo := health(t, apps, ns, f.name, f.name+"-stalled")
 		report("%s: Stalled %.0fs after the App's creation: kstatus %s, Argo CD %s; Stalled: %s", f.name, time.Since(created).Seconds(), ks, argo, conditionOf(t, apps, ns, f.name, appv1.ConditionStalled))
 	}
 
@@ -252,7 +258,7 @@ func runFailure(t *testing.T, client kubernetes.Interface, apps appclient.Interf
 		a, err := apps.AppcontrollerV1().Apps(ns).Get(ctx, f.name, metav1.GetOptions{})
 		return err == nil && a.Status.ObservedGeneration == a.Generation && meta.IsStatusConditionTrue(a.Status.Conditions, appv1.ConditionReady)
 	}, func() string { return "Ready: " + readyOf(t, apps, ns, f.name) })
-	ks, argo = health(t, apps, ns, f.name)
+	ks, argo = health(t, apps, ns, f.name, "")
 	report("%s: fixed (%s): Ready %.1fs after the patch: %s; kstatus %s, Argo CD %s\n  %s", f.name, patch, time.Since(fixed).Seconds(), readyOf(t, apps, ns, f.name), ks, argo, getLine(t, ns, f.name))
 	if ks != status.CurrentStatus {
 		t.Errorf("App %s fixed: kstatus %s, want Current", f.name, ks)
@@ -325,13 +331,16 @@ func conditionOf(t *testing.T, apps appclient.Interface, ns, name, conditionType
 }
 
 // health returns what kstatus and the shipped Argo CD health check read from the App.
-func health(t *testing.T, apps appclient.Interface, ns, name string) (status.Status, string) {
+// With APP_CONTROLLER_UPDATE_GOLDEN set and a state named, the App is also written to
+// test/gitops/testdata/notready-STATE.json.
+func health(t *testing.T, apps appclient.Interface, ns, name, state string) (status.Status, string) {
 	t.Helper()
 	a, err := apps.AppcontrollerV1().Apps(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.ManagedFields = nil
+	a.APIVersion, a.Kind = appv1.SchemeGroupVersion.String(), "App"
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(a)
 	if err != nil {
 		t.Fatal(err)
@@ -344,6 +353,20 @@ func health(t *testing.T, apps appclient.Interface, ns, name string) (status.Sta
 	var m map[string]any
 	if err := json.Unmarshal(data, &m); err != nil {
 		t.Fatal(err)
+	}
+	if state != "" && os.Getenv(updateGolden) != "" {
+		// Captured for test/gitops, which checks kstatus and the Argo CD check again in
+		// make unit: the registry's address and the namespace masked.
+		text := strings.ReplaceAll(string(data), realnode.Registry(t), "REGISTRY")
+		text = strings.ReplaceAll(text, ns, "NAMESPACE")
+		var pretty bytes.Buffer
+		if err := json.Indent(&pretty, []byte(text), "", "  "); err != nil {
+			t.Fatal(err)
+		}
+		pretty.WriteByte('\n')
+		if err := os.WriteFile(filepath.Join(goldenDir, "notready-"+state+".json"), pretty.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ks, err := gitops.Kstatus(m)
 	if err != nil {
