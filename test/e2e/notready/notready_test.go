@@ -157,6 +157,9 @@ func TestNotReadyOnRealNode(t *testing.T) {
 
 	agnhost := realnode.Agnhost(t)
 	ns := framework.Namespace(t)
+	// The kubectl plugin, built before the Apps are created (a build while they are
+	// measured would slow the node).
+	plugin := framework.BuildBinary(t, "kubectl-app")
 	var (
 		mu      sync.Mutex
 		summary []string
@@ -170,14 +173,14 @@ func TestNotReadyOnRealNode(t *testing.T) {
 		for _, f := range failures {
 			t.Run(f.name, func(t *testing.T) {
 				t.Parallel()
-				runFailure(t, client, apps, ns, agnhost, f, report)
+				runFailure(t, client, apps, ns, agnhost, plugin, f, report)
 			})
 		}
 	})
 	t.Logf("summary:\n%s", strings.Join(summary, "\n"))
 }
 
-func runFailure(t *testing.T, client kubernetes.Interface, apps appclient.Interface, ns, agnhost string, f failure, report func(string, ...any)) {
+func runFailure(t *testing.T, client kubernetes.Interface, apps appclient.Interface, ns, agnhost, plugin string, f failure, report func(string, ...any)) {
 	ctx := context.Background()
 	tmpl := f.template(agnhost)
 	tmpl.Name = f.name
@@ -236,6 +239,14 @@ func runFailure(t *testing.T, client kubernetes.Interface, apps appclient.Interf
 	report("%s:\n  kubectl get app -o wide: %s\n  Ready: %s\n  seconds from the pod's status to Ready: %.1f\n  kstatus %s, Argo CD %s", f.name, line, ready, delay.Seconds(), ks, argo)
 	if ks != status.InProgressStatus && ks != status.FailedStatus {
 		t.Errorf("App %s: kstatus %s, want InProgress or Failed", f.name, ks)
+	}
+	// kubectl app status and tree name the problem beside the pod.
+	for _, cmd := range []string{"status", "tree"} {
+		out := realnode.Run(t, plugin, cmd, f.name, "-n", ns)
+		if !strings.Contains(out, f.reason+": Pod ") {
+			t.Errorf("kubectl app %s %s does not name %s beside the pod:\n%s", cmd, f.name, f.reason, out)
+		}
+		report("%s: kubectl app %s:\n%s", f.name, cmd, out)
 	}
 
 	if f.stalledWithin > 0 {

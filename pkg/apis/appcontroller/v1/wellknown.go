@@ -79,7 +79,7 @@ const (
 	// ReasonOOMKilled: a container was killed for using more memory than its limit.
 	ReasonOOMKilled = "OOMKilled"
 	// ReasonContainerNotReady: a container runs but its readiness (or startup) probe has
-	// not passed for PodNotReadyGrace since it started.
+	// not passed 20 s after it started (podhealth.NotReadyGrace).
 	ReasonContainerNotReady = "ContainerNotReady"
 	// ReasonUnschedulable: the scheduler cannot place a pod; the message is the
 	// scheduler's (say "0/1 nodes are available: 1 Insufficient cpu.").
