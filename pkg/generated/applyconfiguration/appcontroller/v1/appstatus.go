@@ -50,8 +50,9 @@ type AppStatusApplyConfiguration struct {
 	// Stalled=True (kstatus Failed, Argo CD Degraded) with the same reason when it will
 	// not: at once for InvalidImageName, after 2 minutes of ImagePullFailed or
 	// ContainerConfigError (a registry hiccup, a ConfigMap applied a moment later),
-	// after 3 restarts for CrashLoopBackOff and OOMKilled (the kubelet's backoff:
-	// about 70 s), after 5 minutes of Unschedulable (time for a cluster autoscaler), and
+	// after 3 restarts and at least a minute since the pod started for CrashLoopBackOff
+	// and OOMKilled (a dependency that comes up late), after 5 minutes of Unschedulable
+	// (time for a cluster autoscaler), and
 	// never for ContainerNotReady (a dependency may come up; the progress deadline
 	// still applies). When the problem is fixed, the reason goes and Stalled with it.
 	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
