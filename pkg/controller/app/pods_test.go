@@ -10,6 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/yaml"
 
@@ -265,5 +268,41 @@ func TestCrashingPodCountedAvailable(t *testing.T) {
 	w.expectKStatus("ran NotReadyGrace", kstatus.CurrentStatus)
 	if w.statusWrites != 3 {
 		t.Errorf("%d status writes, want 3 (not Ready, Stalled, Ready)", w.statusWrites)
+	}
+}
+
+// TestPodHandler: a pod event queues the App whose selector labels the pod carries, if
+// that App exists; periodic resyncs, pods of no App and tombstones of other objects
+// queue nothing.
+func TestPodHandler(t *testing.T) {
+	app := newApp("web", testNow)
+	pod := func(rv, name, instance string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "tcs", Name: "p", ResourceVersion: rv,
+			Labels: map[string]string{appv1.NameLabel: name, appv1.InstanceLabel: instance}}}
+	}
+	tests := []struct {
+		name  string
+		event func(h cache.ResourceEventHandler)
+		want  []string
+	}{
+		{"add", func(h cache.ResourceEventHandler) { h.OnAdd(pod("1", "web", "web"), false) }, []string{"tcs/web"}},
+		{"update", func(h cache.ResourceEventHandler) { h.OnUpdate(pod("1", "web", "web"), pod("2", "web", "web")) }, []string{"tcs/web"}},
+		{"periodic resync", func(h cache.ResourceEventHandler) { h.OnUpdate(pod("1", "web", "web"), pod("1", "web", "web")) }, nil},
+		{"delete, tombstone", func(h cache.ResourceEventHandler) {
+			h.OnDelete(cache.DeletedFinalStateUnknown{Key: "tcs/p", Obj: pod("1", "web", "web")})
+		}, []string{"tcs/web"}},
+		{"pod of an App that does not exist", func(h cache.ResourceEventHandler) { h.OnAdd(pod("1", "gone", "gone"), false) }, nil},
+		{"labels that are not an App's selector", func(h cache.ResourceEventHandler) { h.OnAdd(pod("1", "other", "web"), false) }, nil},
+		{"not a pod", func(h cache.ResourceEventHandler) { h.OnAdd(&appv1.App{}, false) }, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.addApps(app)
+			tc.event(f.c.podHandler(klog.Background()))
+			if got := queued(f.c); !got.Equal(sets.New(tc.want...)) {
+				t.Errorf("queued %v, want %v", sets.List(got), tc.want)
+			}
+		})
 	}
 }
