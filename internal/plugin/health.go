@@ -3,12 +3,16 @@ package plugin
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/podhealth"
 )
 
 // Health is the one-word health of a line of the tree.
@@ -52,6 +56,27 @@ func healthOf(u *unstructured.Unstructured) (Health, string) {
 	default:
 		return HealthUnknown, res.Message
 	}
+}
+
+// podHealth returns the health of a pod: kstatus's (health, message), except when the
+// pod's status shows what keeps it from being ready (podhealth, as the App controller
+// reads it): then that problem, the reason first, Failed when it made the App Stalled.
+func podHealth(u *unstructured.Unstructured, health Health, message string) (Health, string) {
+	pod := &corev1.Pod{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, pod); err != nil {
+		return health, message
+	}
+	now := time.Now()
+	problem, _ := podhealth.Inspect(pod, now)
+	if problem == nil {
+		return health, message
+	}
+	if problem.Stalled(now) {
+		health = HealthFailed
+	} else if health == HealthReady {
+		health = HealthProgressing
+	}
+	return health, problem.Reason + ": " + problem.Message
 }
 
 // appHealth returns the health word of an App, from kstatus, and the reason and message

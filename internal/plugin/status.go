@@ -33,6 +33,10 @@ type Status struct {
 	Service *corev1.Service
 	// ServiceNote says why Service is nil.
 	ServiceNote string
+	// Pods are the App's pods, by name.
+	Pods []corev1.Pod
+	// PodsNote says why the pods could not be read; empty when they were.
+	PodsNote string
 	// Events are the App's most recent Events (at most maxEvents), the latest last.
 	Events []corev1.Event
 	// EventsNote says why the Events could not be read; empty when they were.
@@ -57,6 +61,13 @@ func GetStatus(ctx context.Context, c Clients, namespace, name string) (*Status,
 	s := &Status{App: app}
 	s.Ready, s.Readiness = readiness(app)
 	s.Service, s.ServiceNote = appService(ctx, c, app)
+	if app.Spec.DeploymentTemplate != nil {
+		pods, err := appPods(ctx, c, app)
+		if err != nil {
+			s.PodsNote = "cannot read them: " + err.Error()
+		}
+		s.Pods = pods
+	}
 	events, err := appEvents(ctx, c, namespace, app.UID)
 	if err != nil {
 		s.EventsNote = "cannot read them: " + err.Error()
@@ -112,8 +123,8 @@ func appService(ctx context.Context, c Clients, app *appv1.App) (*corev1.Service
 }
 
 // PrintStatus writes s: the App's readiness, its Deployment's replicas, its Service's
-// type, cluster IP and ports, then a table of its conditions and one of its recent
-// Events. now is the time ages are counted to.
+// type, cluster IP and ports, then a table of its conditions, one of its pods (each with
+// the problem that keeps it from being ready) and one of its recent Events. now is the time ages are counted to.
 func PrintStatus(w io.Writer, s *Status, now time.Time) error {
 	tw := printers.GetNewTabWriter(w)
 	app := s.App
@@ -132,6 +143,11 @@ func PrintStatus(w io.Writer, s *Status, now time.Time) error {
 	fmt.Fprintln(w)
 	if err := printConditions(w, app.Status.Conditions, now); err != nil {
 		return err
+	}
+	if app.Spec.DeploymentTemplate != nil {
+		if err := printPods(w, s.Pods, s.PodsNote, now); err != nil {
+			return err
+		}
 	}
 	return printEvents(w, s.Events, s.EventsNote, now)
 }

@@ -121,6 +121,8 @@ Ready           True     Available         60s   Deployment "web-deploy": 2 of 2
 Progressing     False    RolloutComplete   60s   Deployment "web-deploy": 2 of 2 replicas available
 NamesAccepted   True     NoConflicts       60s   Every child name is held by this App
 
+Pods:  <none>
+
 Events:
   TYPE      REASON         AGE                 FROM             MESSAGE
   Warning   NameConflict   50s (x3 over 10m)   app-controller   Deployment "web-deploy" already exists and is not managed
@@ -146,6 +148,8 @@ CONDITION       STATUS   REASON         AGE   MESSAGE
 Ready           False    NameConflict   60s   Deployment "web-deploy" already exists and is not managed by App "web"
 NamesAccepted   False    NameConflict   60s   Deployment "web-deploy" already exists and is not managed by App "web"
 
+Pods:  <none>
+
 Events:  <none>
 `,
 		},
@@ -160,6 +164,8 @@ Service:      web-svc: does not exist
 
 No conditions reported yet.
 
+Pods:  <none>
+
 Events:  <none>
 `,
 		},
@@ -169,6 +175,13 @@ Events:  <none>
 				withDeploymentStatus(newApp("web", "web-deploy", "",
 					cond("Ready", "False", "RollingOut", `Deployment "web-deploy": 1 of 2 updated replicas available`, 1),
 				), 2, 1, 1, 1),
+				appPod("web-deploy-5c9f-aaaaa", readyContainer()),
+				appPod("web-deploy-5c9f-bbbbb", map[string]any{
+					"name": "app-deploy-container", "ready": false, "restartCount": int64(0),
+					"state": map[string]any{"waiting": map[string]any{"reason": "ImagePullBackOff",
+						"message": `Back-off pulling image "registry/nope:1": ErrImagePull: failed to pull and unpack image "registry/nope:1": not found`}},
+				}),
+				set(appPod("other-app-pod", readyContainer()), "other", "metadata", "labels", appv1.InstanceLabel),
 			},
 			want: `
 App:          ns/web
@@ -178,6 +191,11 @@ Service:      none (the App has no serviceTemplate)
 
 CONDITION   STATUS   REASON       AGE   MESSAGE
 Ready       False    RollingOut   60s   Deployment "web-deploy": 1 of 2 updated replicas available
+
+Pods:
+  NAME                    PHASE     READY   RESTARTS   AGE   PROBLEM
+  web-deploy-5c9f-aaaaa   Running   1/1     0          60s   <none>
+  web-deploy-5c9f-bbbbb   Pending   0/1     0          60s   ImagePullFailed: Pod "web-deploy-5c9f-bbbbb" container "app-deploy-container" cannot pull its image: failed to pull and unpack image "registry/nope:1": not found
 
 Events:  <none>
 `,
@@ -300,4 +318,24 @@ func event(name string, uid types.UID, typ, reason, message string, count int64,
 	set(u, firstSeen.Format(time.RFC3339), "firstTimestamp")
 	set(u, map[string]any{"component": "app-controller"}, "source")
 	return u
+}
+
+// appPod returns a pod of the App "web" with one container status; Running when the
+// container is ready, else Pending.
+func appPod(name string, container map[string]any) *unstructured.Unstructured {
+	u := newObject("v1", "Pod", name, types.UID("uid-"+name))
+	u.SetLabels(map[string]string{appv1.NameLabel: "web", appv1.InstanceLabel: "web", "pod-template-hash": "5c9f"})
+	u.SetCreationTimestamp(metav1.NewTime(testNow.Add(-time.Minute)))
+	phase := "Pending"
+	if container["ready"] == true {
+		phase = "Running"
+	}
+	set(u, map[string]any{"phase": phase, "containerStatuses": []any{container}}, "status")
+	return u
+}
+
+// readyContainer is the status of a ready, running container.
+func readyContainer() map[string]any {
+	return map[string]any{"name": "app-deploy-container", "ready": true, "restartCount": int64(0),
+		"state": map[string]any{"running": map[string]any{"startedAt": "2026-01-01T00:00:00Z"}}}
 }

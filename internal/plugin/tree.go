@@ -366,6 +366,9 @@ func fillHealth(ctx context.Context, dyn dynamic.Interface, namespace string, no
 				n.Health, n.Message = HealthUnknown, "deleted while the tree was read"
 			default:
 				n.Health, n.Message = healthOf(u)
+				if n.Group == "" && n.Kind == "Pod" {
+					n.Health, n.Message = podHealth(u, n.Health, n.Message)
+				}
 				n.object = u
 			}
 		}

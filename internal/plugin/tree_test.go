@@ -159,8 +159,10 @@ App/web              Progressing  NameConflict: Service "web-svc" already exists
 				),
 				set(readyDeployment("web-deploy", controlledBy(app)), int64(1), "status", "updatedReplicas"),
 				set(readyPod("crashing", controlledBy(rs)), map[string]any{
-					"phase":             "Running",
-					"containerStatuses": []any{map[string]any{"name": "app", "state": map[string]any{"waiting": map[string]any{"reason": "CrashLoopBackOff"}}}},
+					"phase": "Running",
+					"containerStatuses": []any{map[string]any{"name": "app", "restartCount": int64(4),
+						"state":     map[string]any{"waiting": map[string]any{"reason": "CrashLoopBackOff"}},
+						"lastState": map[string]any{"terminated": map[string]any{"reason": "Error", "exitCode": int64(1)}}}},
 				}, "status"),
 				set(readyPod("weird", controlledBy(rs)), "Bogus", "status", "phase"),
 				set(readyPod("leaving", controlledBy(rs)), "2026-01-01T00:00:00Z", "metadata", "deletionTimestamp"),
@@ -171,7 +173,7 @@ NAME                             HEALTH       MESSAGE
 App/web                          Progressing  RollingOut: Deployment "web-deploy": 1 of 2 replicas updated
 └─Deployment/web-deploy          Progressing  Updated: 1/2
   └─ReplicaSet/web-deploy-5c9f   Ready        ReplicaSet is available. Replicas: 2
-    ├─Pod/crashing               Failed       Containers in CrashLoop state: app
+    ├─Pod/crashing               Failed       CrashLoopBackOff: Pod "crashing" container "app" keeps exiting: exit code 1 (Error), restarted 4 times
     ├─Pod/leaving                Progressing  Terminating: Resource scheduled for deletion
     └─Pod/weird                  Unknown      computing the status: unknown phase Bogus
 `,

@@ -2,6 +2,7 @@ package controllermanager
 
 import (
 	"context"
+	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +11,7 @@ import (
 	"github.com/app-controller/app-controller/pkg/controller/app"
 	"github.com/app-controller/app-controller/pkg/controller/ingress"
 	"github.com/app-controller/app-controller/pkg/controller/nodelabel"
+	"github.com/app-controller/app-controller/pkg/podhealth"
 )
 
 const (
@@ -28,12 +30,17 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 	if err != nil {
 		return nil, err
 	}
+	pods := cc.ManagedInformers.Core().V1().Pods()
+	if err := pods.Informer().SetTransform(podhealth.TrimPod); err != nil {
+		return nil, fmt.Errorf("setting the transform of the pod informer: %w", err)
+	}
 	return app.NewController(ctx, cc.KubeClient, cc.AppClient, app.Informers{
 		Apps:                 cc.AppInformers.Appcontroller().V1().Apps(),
 		Deployments:          cc.ManagedInformers.Apps().V1().Deployments(),
 		Services:             cc.ManagedInformers.Core().V1().Services(),
 		UnmanagedDeployments: unmanagedDeployments,
 		UnmanagedServices:    unmanagedServices,
+		Pods:                 pods,
 	}, cc.EventRecorder, app.Options{ShutdownTimeout: cc.Options.ShutdownTimeout, Contest: cc.Options.AppContest})
 }
 

@@ -106,6 +106,9 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 	r.RSSBaselineMB = round2(base.rssMB)
 	r.RSSAtNMB = round2(atConverge.rssMB)
 	r.RSSMBPer1000Apps = round2((atConverge.rssMB - base.rssMB) * 1000 / float64(n))
+	if r.Pods, r.PodCacheMiBPer1000Pods, r.PodCacheWholeMiBPer1000Pods, err = podCacheSize(ctx, e.admin.kube, ns); err != nil {
+		return err
+	}
 	settled := last.Add(e.cfg.Settle)
 	time.Sleep(time.Until(settled))
 	writes, err := e.audit.count(controllerUser, start, settled)

@@ -92,6 +92,13 @@ type Figures struct {
 	RSSMBPer1000Apps float64 `json:"rss_mb_per_1000_apps"`
 	RSSBaselineMB    float64 `json:"rss_baseline_mb"`
 	RSSAtNMB         float64 `json:"rss_at_n_mb"`
+	// PodCacheMiBPer1000Pods: what the App controller's pod cache holds per 1000 pods,
+	// the converged Apps' pods trimmed as its informer keeps them (podhealth.TrimPod), in
+	// an indexer in the harness (Go heap after GC); PodCacheWholeMiBPer1000Pods: the same
+	// pods whole (managedFields dropped), for comparison; Pods: how many were measured.
+	PodCacheMiBPer1000Pods      float64 `json:"pod_cache_mib_per_1000_pods"`
+	PodCacheWholeMiBPer1000Pods float64 `json:"pod_cache_whole_mib_per_1000_pods"`
+	Pods                        int     `json:"pods"`
 	// ControllerCPUSeconds: the controller's utime+stime from the first create until
 	// convergence; ControllerCPUSecondsTotal: of its processes over the whole round.
 	ControllerCPUSeconds      float64 `json:"controller_cpu_seconds"`
@@ -169,6 +176,7 @@ func (r RoundResult) table(apps, replicas int, scenarios, controllerFlags []stri
 	scenario("churn", "churn (10% new image)", fmt.Sprintf("%.2fs, %.2f writes per changed App", r.ChurnSeconds, r.ChurnWritesPerApp))
 	row("controller peak RSS (VmHWM)", fmt.Sprintf("%.1f MiB", r.ControllerPeakRSSMB))
 	row("RSS per 1000 Apps", fmt.Sprintf("%.1f MiB (%.1f idle at N=0, %.1f at N)", r.RSSMBPer1000Apps, r.RSSBaselineMB, r.RSSAtNMB))
+	row("pod cache per 1000 pods", fmt.Sprintf("%.2f MiB trimmed (%.2f whole), %d pods", r.PodCacheMiBPer1000Pods, r.PodCacheWholeMiBPer1000Pods, r.Pods))
 	row("controller CPU converging / round", fmt.Sprintf("%.2fs / %.2fs", r.ControllerCPUSeconds, r.ControllerCPUSecondsTotal))
 	row("every App converged", fmt.Sprint(r.Converged))
 	return sb.String()

@@ -13,7 +13,8 @@ const script = "../../config/argocd/health.lua"
 
 // TestHealthOfCapturedApps runs kstatus and the Argo CD health check on Apps captured
 // from the real controller in each state (testdata, written by
-// APP_CONTROLLER_UPDATE_GOLDEN=1 go test ./test/integration/observability -run TestHealth)
+// APP_CONTROLLER_UPDATE_GOLDEN=1 go test ./test/integration/observability -run TestHealth,
+// and notready-*.json by test/e2e/notready on the real node)
 // and checks that both give the expected verdict.
 func TestHealthOfCapturedApps(t *testing.T) {
 	tests := []struct {
@@ -27,6 +28,17 @@ func TestHealthOfCapturedApps(t *testing.T) {
 		{"name-conflict.json", status.FailedStatus, Degraded},
 		{"retries-exhausted.json", status.FailedStatus, Degraded},
 		{"deleting.json", status.TerminatingStatus, Progressing},
+		// Apps whose pods cannot become ready, captured on the real node by
+		// APP_CONTROLLER_UPDATE_GOLDEN=1 make e2e (test/e2e/notready): when Ready first
+		// names the problem, and once it passed its threshold of Stalled.
+		{"notready-missing-image.json", status.InProgressStatus, Progressing},
+		{"notready-missing-image-stalled.json", status.FailedStatus, Degraded},
+		{"notready-exits.json", status.InProgressStatus, Progressing},
+		{"notready-exits-stalled.json", status.FailedStatus, Degraded},
+		{"notready-oom.json", status.InProgressStatus, Progressing},
+		{"notready-oom-stalled.json", status.FailedStatus, Degraded},
+		{"notready-readiness.json", status.InProgressStatus, Progressing},
+		{"notready-too-much-cpu.json", status.InProgressStatus, Progressing},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {

@@ -49,6 +49,10 @@ type Informers struct {
 	Services             coreinformers.ServiceInformer
 	UnmanagedDeployments informers.GenericInformer
 	UnmanagedServices    informers.GenericInformer
+	// Pods watches the pods labelled as managed by app-controller, trimmed to their
+	// status summary (podhealth.TrimPod), to name in Ready what keeps them from being
+	// ready (pods.go).
+	Pods coreinformers.PodInformer
 }
 
 // Controller reconciles Apps.
@@ -67,6 +71,8 @@ type Controller struct {
 
 	deployments *childReconciler[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]
 	services    *childReconciler[*corev1.Service, *corev1ac.ServiceApplyConfiguration]
+	// pods is the pod cache, indexed by App (podAppIndex).
+	pods cache.Indexer
 
 	// loop runs the workers. Its retry policy: MaxRetries attempts with backoff, then
 	// ReconcileFailed in the App's conditions and a Warning Event; the next resync or
@@ -108,12 +114,17 @@ type Options struct {
 // too), read live after a create that conflicted (get) and deleted when pruned or when
 // the name goes to an older App. Events go through the recorder.
 //
+// Pods are only listed and watched (the managed ones, by the pod informer), to name in
+// the App's Ready condition what keeps them from being ready; they are never read one
+// by one or written.
+//
 // +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=apps,verbs=list;watch
 // +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=apps/status,verbs=patch
 // +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=apps/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
 
 // NewController wires a Controller to its clients and informers and registers its event
 // handlers and indexers. The informers must not have been started yet.
@@ -142,6 +153,10 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 			return nil, fmt.Errorf("adding the controller index to the %s informer: %w", name, err)
 		}
 	}
+	podInformer := inf.Pods.Informer()
+	if err := podInformer.AddIndexers(cache.Indexers{podAppIndex: indexPodByApp}); err != nil {
+		return nil, fmt.Errorf("adding the App index to the pod informer: %w", err)
+	}
 
 	c := &Controller{
 		kubeClient:    kubeClient,
@@ -168,6 +183,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 			},
 			exclusivePatch: serviceExclusivePatch,
 		},
+		pods:     podInformer.GetIndexer(),
 		recorder: recorder,
 		clock:    opts.Clock,
 	}
@@ -181,6 +197,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 			inf.Services.Informer().HasSynced,
 			inf.UnmanagedDeployments.Informer().HasSynced,
 			inf.UnmanagedServices.Informer().HasSynced,
+			podInformer.HasSynced,
 		},
 		Policy: controller.RetryPolicy{
 			MaxAttempts:   opts.MaxRetries,
@@ -222,6 +239,9 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		if _, err := i.AddEventHandlerWithOptions(c.childHandler(logger, kind, nil), cache.HandlerOptions{Logger: &logger}); err != nil {
 			return nil, fmt.Errorf("adding the unmanaged %s event handler: %w", kind, err)
 		}
+	}
+	if _, err := podInformer.AddEventHandlerWithOptions(c.podHandler(logger), cache.HandlerOptions{Logger: &logger}); err != nil {
+		return nil, fmt.Errorf("adding the pod event handler: %w", err)
 	}
 	return c, nil
 }

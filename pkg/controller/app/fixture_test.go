@@ -94,6 +94,7 @@ func newFixture(t testing.TB) *fixture {
 		Services:             kubeInformers.Core().V1().Services(),
 		UnmanagedDeployments: metadataInformers.ForResource(appsv1.SchemeGroupVersion.WithResource("deployments")),
 		UnmanagedServices:    metadataInformers.ForResource(corev1.SchemeGroupVersion.WithResource("services")),
+		Pods:                 kubeInformers.Core().V1().Pods(),
 	}
 	f.recorder = record.NewFakeRecorder(1000)
 	f.clock = clocktesting.NewFakePassiveClock(testNow)

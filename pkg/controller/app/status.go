@@ -13,12 +13,14 @@ import (
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
+	"github.com/app-controller/app-controller/pkg/podhealth"
 )
 
 // computeStatus returns the status app should have, given the labels that select its
-// pods and what reconciling its children found. It is rebuilt from what is observed now;
-// only the transition times of conditions whose status did not change are kept.
-func computeStatus(app *appv1.App, selector map[string]string, deployment childResult[*appsv1.Deployment], service childResult[*corev1.Service], now metav1.Time) *appv1.AppStatus {
+// pods, what reconciling its children found and the first problem of its pods (nil:
+// none). It is rebuilt from what is observed now; only the transition times of
+// conditions whose status did not change are kept.
+func computeStatus(app *appv1.App, selector map[string]string, deployment childResult[*appsv1.Deployment], service childResult[*corev1.Service], problem *podhealth.Problem, now metav1.Time) *appv1.AppStatus {
 	status := app.Status.DeepCopy()
 	status.ObservedGeneration = app.Generation
 	status.DeploymentStatus = nil
@@ -52,29 +54,47 @@ func computeStatus(app *appv1.App, selector map[string]string, deployment childR
 	}
 	set(appv1.ConditionNamesAccepted, metav1.ConditionTrue, appv1.ReasonNoNameConflict, "Every child name is held by this App")
 
+	r := deploymentRollout(deployment.name, deployment.obj)
+	// notReady sets Ready=False and, unless the App is stalled, Reconciling=True with
+	// reason and message; a problem of the pods wins over both: it is what the user must
+	// fix, where the Deployment only counts the pods that are not available. A problem
+	// that will not go away by itself makes the App Stalled (kstatus: Failed).
+	notReady := func(reason, message string, stalled bool) {
+		stalledReason, stalledMessage := reason, message
+		if problem != nil && !r.replicaFailure {
+			reason, message = problem.Reason, problem.Message
+			if problem.Stalled(now.Time) && !stalled {
+				stalled, stalledReason, stalledMessage = true, reason, message
+			}
+		}
+		set(appv1.ConditionReady, metav1.ConditionFalse, reason, message)
+		if stalled {
+			set(appv1.ConditionStalled, metav1.ConditionTrue, stalledReason, stalledMessage)
+			meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionReconciling)
+			return
+		}
+		set(appv1.ConditionReconciling, metav1.ConditionTrue, reason, message)
+		meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionStalled)
+	}
 	var ready []string
-	switch r := deploymentRollout(deployment.name, deployment.obj); {
+	switch {
 	case deployment.name == "":
 		set(appv1.ConditionProgressing, metav1.ConditionFalse, appv1.ReasonRolloutComplete, "The App has no Deployment")
 	case r.deadlineExceeded:
-		set(appv1.ConditionReady, metav1.ConditionFalse, appv1.ReasonProgressDeadlineExceeded, r.message)
 		set(appv1.ConditionProgressing, metav1.ConditionFalse, appv1.ReasonProgressDeadlineExceeded, r.message)
-		set(appv1.ConditionStalled, metav1.ConditionTrue, appv1.ReasonProgressDeadlineExceeded, r.message)
-		meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionReconciling)
+		notReady(appv1.ReasonProgressDeadlineExceeded, r.message, true)
 		return status
 	case !r.rolledOut:
-		set(appv1.ConditionReady, metav1.ConditionFalse, appv1.ReasonRollingOut, r.message)
 		set(appv1.ConditionProgressing, metav1.ConditionTrue, appv1.ReasonRollingOut, r.message)
-		set(appv1.ConditionReconciling, metav1.ConditionTrue, appv1.ReasonRollingOut, r.message)
-		meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionStalled)
+		notReady(appv1.ReasonRollingOut, r.message, false)
 		return status
-	case !r.available:
+	case !r.available || problem != nil:
 		// Not Ready and not stuck: kstatus (Flux, Argo CD) must read it as InProgress, never
-		// Current, so Reconciling says so.
-		set(appv1.ConditionReady, metav1.ConditionFalse, appv1.ReasonDeploymentUnavailable, r.message)
+		// Current, so Reconciling says so. A pod problem keeps the App from Ready even when
+		// the Deployment counts every replica available: a container without a readiness
+		// probe that keeps exiting is ready for the moment it runs after each restart.
 		set(appv1.ConditionProgressing, metav1.ConditionFalse, appv1.ReasonRolloutComplete, r.message)
-		set(appv1.ConditionReconciling, metav1.ConditionTrue, appv1.ReasonDeploymentUnavailable, r.message)
-		meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionStalled)
+		notReady(appv1.ReasonDeploymentUnavailable, r.message, false)
 		return status
 	default:
 		set(appv1.ConditionProgressing, metav1.ConditionFalse, appv1.ReasonRolloutComplete, r.message)
@@ -98,7 +118,10 @@ type rollout struct {
 	available bool
 	// deadlineExceeded: the rollout passed its progress deadline.
 	deadlineExceeded bool
-	message          string
+	// replicaFailure: pods are refused (a quota, PodSecurity admission); the message says
+	// why, and no pod problem replaces it.
+	replicaFailure bool
+	message        string
 }
 
 // deploymentRollout tells how far the rollout of d is, like `kubectl rollout status`.
@@ -117,7 +140,7 @@ func deploymentRollout(name string, d *appsv1.Deployment) rollout {
 	// Pods refused (a quota, PodSecurity admission): the ReplicaSet's reason, which the
 	// deployment controller copies into ReplicaFailure, is what the user must act on.
 	if c := deploymentCondition(d, appsv1.DeploymentReplicaFailure); c != nil && c.Status == corev1.ConditionTrue && st.AvailableReplicas < desired {
-		return rollout{message: fmt.Sprintf("Deployment %q cannot create pods: %s", name, c.Message)}
+		return rollout{replicaFailure: true, message: fmt.Sprintf("Deployment %q cannot create pods: %s", name, c.Message)}
 	}
 	switch {
 	case st.UpdatedReplicas < desired:

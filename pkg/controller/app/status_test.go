@@ -119,7 +119,7 @@ func TestComputeStatus(t *testing.T) {
 			if tc.app != nil {
 				a = tc.app
 			}
-			st := computeStatus(a, selectorLabels(a), tc.deployment, tc.service, now)
+			st := computeStatus(a, selectorLabels(a), tc.deployment, tc.service, nil, now)
 			for typ, want := range tc.want {
 				got := ""
 				if c := meta.FindStatusCondition(st.Conditions, typ); c != nil {
@@ -157,9 +157,9 @@ func TestComputeStatusKeepsTransitionTime(t *testing.T) {
 	app := newApp("test-app", testNow)
 	dep := childResult[*appsv1.Deployment]{name: "test-app-deploy", obj: liveDeployment(t, app)}
 	svc := childResult[*corev1.Service]{name: "test-app-service", obj: liveService(t, app)}
-	first := computeStatus(app, selectorLabels(app), dep, svc, metav1.NewTime(testNow))
+	first := computeStatus(app, selectorLabels(app), dep, svc, nil, metav1.NewTime(testNow))
 	app.Status = *first
-	second := computeStatus(app, selectorLabels(app), dep, svc, metav1.NewTime(testNow.Add(time.Hour)))
+	second := computeStatus(app, selectorLabels(app), dep, svc, nil, metav1.NewTime(testNow.Add(time.Hour)))
 	for _, c := range second.Conditions {
 		if !c.LastTransitionTime.Time.Equal(testNow) {
 			t.Errorf("condition %s transition time moved to %s", c.Type, c.LastTransitionTime)
@@ -173,7 +173,7 @@ func TestKstatusGenerationNotObserved(t *testing.T) {
 	app := newApp("test-app", testNow)
 	dep := childResult[*appsv1.Deployment]{name: "test-app-deploy", obj: liveDeployment(t, app)}
 	svc := childResult[*corev1.Service]{name: "test-app-service", obj: liveService(t, app)}
-	app.Status = *computeStatus(app, selectorLabels(app), dep, svc, metav1.NewTime(testNow))
+	app.Status = *computeStatus(app, selectorLabels(app), dep, svc, nil, metav1.NewTime(testNow))
 	app.Generation = 2
 	if got := controllertest.KStatus(t, app); got != kstatus.InProgressStatus {
 		t.Errorf("kstatus = %s, want InProgress", got)
@@ -234,7 +234,7 @@ func TestReplicaFailureInReadyMessage(t *testing.T) {
 			if *d.Spec.Replicas != 2 {
 				t.Fatalf("fixture has %d replicas, the test assumes 2", *d.Spec.Replicas)
 			}
-			st := computeStatus(app, selectorLabels(app), childResult[*appsv1.Deployment]{name: "test-app-deploy", obj: d}, svc, metav1.NewTime(testNow))
+			st := computeStatus(app, selectorLabels(app), childResult[*appsv1.Deployment]{name: "test-app-deploy", obj: d}, svc, nil, metav1.NewTime(testNow))
 			c := meta.FindStatusCondition(st.Conditions, appv1.ConditionReady)
 			if got := string(c.Status) + "/" + c.Reason; got != tt.wantReady {
 				t.Errorf("Ready = %s, want %s", got, tt.wantReady)

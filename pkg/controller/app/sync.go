@@ -69,14 +69,15 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 
 	contests, contestRequeue := c.reportContests(app)
 	now := metav1.NewTime(c.clock.Now())
-	status := computeStatus(app, want.selector, deployment, service, now)
+	problem, podRecheck := c.podProblem(app, want.selector, deployment.obj, now.Time)
+	status := computeStatus(app, want.selector, deployment, service, problem, now)
 	setContested(status, app, contests, now)
 	c.recordConflicts(app, status, []string{deployment.conflict, service.conflict}, []string{want.deploymentName, want.serviceName})
 	if deployment.changed || service.changed {
 		c.recorder.Event(app, corev1.EventTypeNormal, appv1.EventReasonSynced, appv1.EventMessageSynced)
 	}
 	held, err := c.updateStatus(ctx, key, app, status)
-	return controller.RequeueAfter(contestRequeue, held), err
+	return controller.RequeueAfter(contestRequeue, held, podRecheck), err
 }
 
 // getApp returns the newest known state of an App: the informer's, or the controller's

@@ -382,12 +382,19 @@ func TestRolloutInProgress(t *testing.T) {
 	startManager(t, 10*time.Minute)
 	ns := framework.Namespace(t)
 	app := newApp(ns, "web", "nginx", 2)
-	// A rollout that cannot finish: no node has 1000 CPUs, so the pods stay Pending.
+	// A rollout that cannot finish: no node has 1000 CPUs, so the pods stay Pending, and
+	// the App names the scheduler's reason (kstatus InProgress for 5 minutes: a cluster
+	// autoscaler may add a node).
 	app.Spec.DeploymentTemplate.Resources = &appv1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: mustQuantity(t, "1000")}}
 	c.create(t, app)
-	got := c.waitCondition(t, ns, "web", appv1.ConditionReconciling, "True/RollingOut")
-	if condition(got, appv1.ConditionReady) != "False/RollingOut" || controllertest.KStatus(t, got) != kstatus.InProgressStatus {
-		t.Errorf("rolling out: Ready %s, kstatus %s; want False/RollingOut, InProgress", condition(got, appv1.ConditionReady), controllertest.KStatus(t, got))
+	got := c.waitCondition(t, ns, "web", appv1.ConditionReconciling, "True/"+appv1.ReasonUnschedulable)
+	if condition(got, appv1.ConditionReady) != "False/"+appv1.ReasonUnschedulable || controllertest.KStatus(t, got) != kstatus.InProgressStatus ||
+		!strings.Contains(conditionMessage(got, appv1.ConditionReady), "Insufficient cpu") {
+		t.Errorf("rolling out: Ready %s %q, kstatus %s; want False/Unschedulable naming Insufficient cpu, InProgress",
+			condition(got, appv1.ConditionReady), conditionMessage(got, appv1.ConditionReady), controllertest.KStatus(t, got))
+	}
+	if condition(got, appv1.ConditionProgressing) != "True/RollingOut" {
+		t.Errorf("Progressing %s, want True/RollingOut (the Deployment's view)", condition(got, appv1.ConditionProgressing))
 	}
 }
 

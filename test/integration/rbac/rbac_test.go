@@ -84,6 +84,8 @@ var grants = []grant{
 	{permission{"create", "", "services"}, "server-side apply that creates the Service: authorized as create too", true, everywhere},
 	{permission{"patch", "", "services"}, "server-side apply of the Service; JSON patch of foreign ports and selector", true, everywhere},
 	{permission{"delete", "", "services"}, "prune of a removed Service; name given up to an older App", true, everywhere},
+	{permission{"list", "", "pods"}, "pod informer (managed pods only, by label selector): what keeps an App's pods from being ready", false, everywhere},
+	{permission{"watch", "", "pods"}, "pod informer (managed pods only, by label selector): what keeps an App's pods from being ready", true, everywhere},
 	// Service->Ingress controller (pkg/controller/ingress).
 	{permission{"update", "", "services/finalizers"}, "OwnerReferencesPermissionEnforcement: the Ingress's owner reference has blockOwnerDeletion=true", false, everywhere},
 	{permission{"list", "networking.k8s.io", "ingresses"}, "Ingress informer", false, everywhere},
@@ -243,8 +245,15 @@ func TestServiceAccountPermissions(t *testing.T) {
 		{Verb: "watch", Resource: "secrets"},
 		{Verb: "get", Resource: "secrets", Namespace: controllerNamespace},
 		{Verb: "get", Resource: "configmaps", Namespace: controllerNamespace},
-		{Verb: "list", Resource: "pods"},
+		// Pods are listed and watched (the pod informer), never read one by one, read
+		// from (logs, exec) or written.
+		{Verb: "get", Resource: "pods"},
+		{Verb: "get", Resource: "pods", Subresource: "log"},
 		{Verb: "create", Resource: "pods"},
+		{Verb: "update", Resource: "pods"},
+		{Verb: "patch", Resource: "pods"},
+		{Verb: "delete", Resource: "pods"},
+		{Verb: "patch", Resource: "pods", Subresource: "status"},
 		{Verb: "create", Resource: "pods", Subresource: "exec"},
 		{Verb: "create", Resource: "nodes"},
 		{Verb: "update", Resource: "nodes"},

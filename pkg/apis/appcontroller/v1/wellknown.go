@@ -61,6 +61,31 @@ const (
 	ReasonCompetingWriter = "CompetingWriter"
 )
 
+// Reasons of Ready=False (and of Reconciling or Stalled) that name a problem of the App's
+// pods, read from their status: the message names the pod and the container. See
+// pkg/podhealth for how a pod's status maps to them and docs/api.md for when they make
+// the App Stalled.
+const (
+	// ReasonImagePullFailed: a container's image cannot be pulled (the kubelet's
+	// ErrImagePull, ImagePullBackOff, InvalidImageName, ErrImageNeverPull).
+	ReasonImagePullFailed = "ImagePullFailed"
+	// ReasonContainerConfigError: a container cannot be created from its spec (the
+	// kubelet's CreateContainerConfigError, say a missing ConfigMap or Secret key, or
+	// CreateContainerError).
+	ReasonContainerConfigError = "ContainerConfigError"
+	// ReasonCrashLoopBackOff: a container keeps exiting; the message has its last exit
+	// code, its restart count and its termination message.
+	ReasonCrashLoopBackOff = "CrashLoopBackOff"
+	// ReasonOOMKilled: a container was killed for using more memory than its limit.
+	ReasonOOMKilled = "OOMKilled"
+	// ReasonContainerNotReady: a container runs but its readiness (or startup) probe has
+	// not passed 20 s after it started (podhealth.NotReadyGrace).
+	ReasonContainerNotReady = "ContainerNotReady"
+	// ReasonUnschedulable: the scheduler cannot place a pod; the message is the
+	// scheduler's (say "0/1 nodes are available: 1 Insufficient cpu.").
+	ReasonUnschedulable = "Unschedulable"
+)
+
 // Event reasons and messages of Events about an App. The first four are the seed's.
 const (
 	// EventReasonSynced is the reason of the Normal Event emitted when a sync changed a

@@ -36,6 +36,25 @@ type AppStatusApplyConfiguration struct {
 	// another writer keeps changing a child (reason CompetingWriter, the message names
 	// its field manager); and for kstatus-based tools (Flux, Argo CD, kubectl wait)
 	// Reconciling and Stalled.
+	//
+	// When the App's pods are not ready, Ready=False names the first problem of the pods
+	// of the newest pod template, read from their status, with pod and container:
+	// ImagePullFailed (ErrImagePull, ImagePullBackOff, InvalidImageName: the registry's
+	// answer), ContainerConfigError (CreateContainerConfigError, say a missing ConfigMap
+	// or Secret key), OOMKilled, CrashLoopBackOff (exit code, restart count, termination
+	// message), Unschedulable (the scheduler's message, say "0/1 nodes are available: 1
+	// Insufficient cpu.") and ContainerNotReady (running but its readiness or startup
+	// probe has not passed 20 s after it started). Pods refused by a quota or PodSecurity
+	// keep the Deployment's reason. kstatus reads such an App InProgress (Reconciling=True
+	// with the same reason) while the problem may still go away by itself; it becomes
+	// Stalled=True (kstatus Failed, Argo CD Degraded) with the same reason when it will
+	// not: at once for InvalidImageName, after 2 minutes of ImagePullFailed or
+	// ContainerConfigError (a registry hiccup, a ConfigMap applied a moment later),
+	// after 3 restarts and at least a minute since the pod started for CrashLoopBackOff
+	// and OOMKilled (a dependency that comes up late), after 5 minutes of Unschedulable
+	// (time for a cluster autoscaler), and
+	// never for ContainerNotReady (a dependency may come up; the progress deadline
+	// still applies). When the problem is fixed, the reason goes and Stalled with it.
 	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// DeploymentStatus is the status of the Deployment the App controls.
 	DeploymentStatus *appsv1.DeploymentStatusApplyConfiguration `json:"deploymentStatus,omitempty"`

@@ -1,0 +1,119 @@
+package app
+
+import (
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller"
+	"github.com/app-controller/app-controller/pkg/podhealth"
+)
+
+// The App's pods are read only to tell, in the App's Ready condition, what keeps them
+// from being ready (pkg/podhealth). The pod informer watches only pods labelled as
+// managed by app-controller (the pods of App Deployments) and keeps of each only its
+// status summary (podhealth.TrimPod). Pods are the Deployment's grandchildren, owned by
+// its ReplicaSets, which the controller does not watch: they are found the way the
+// Deployment and the Service select them, by the App's selector labels, indexed by the
+// instance label (the App's name).
+
+// podAppIndex indexes pods by "namespace/instance label", the key of their App.
+const podAppIndex = "app.appcontroller.k8s.io/pod-app"
+
+// indexPodByApp is the podAppIndex function.
+func indexPodByApp(obj interface{}) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	instance := pod.Labels[appv1.InstanceLabel]
+	if instance == "" {
+		return nil, nil
+	}
+	return []string{pod.Namespace + "/" + instance}, nil
+}
+
+// podHandler queues the App of a pod that was added, changed or deleted. Periodic
+// resyncs are skipped: the App's own resync re-examines its pods.
+func (c *Controller) podHandler(logger klog.Logger) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) { c.podChanged(logger, "added", controller.ObjectFromTombstone(obj)) },
+		UpdateFunc: func(old, cur interface{}) {
+			oldPod, curPod := controller.ObjectFromTombstone(old), controller.ObjectFromTombstone(cur)
+			if oldPod == nil || curPod == nil || oldPod.GetResourceVersion() == curPod.GetResourceVersion() {
+				return
+			}
+			c.podChanged(logger, "updated", curPod)
+		},
+		DeleteFunc: func(obj interface{}) { c.podChanged(logger, "deleted", controller.ObjectFromTombstone(obj)) },
+	}
+}
+
+// podChanged queues the App whose selector labels pod carries, if that App exists.
+func (c *Controller) podChanged(logger klog.Logger, what string, obj metav1.Object) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	name := p.Labels[appv1.InstanceLabel]
+	if name == "" || p.Labels[appv1.NameLabel] != name {
+		return
+	}
+	if _, err := c.appLister.Apps(p.Namespace).Get(name); err != nil {
+		return
+	}
+	logger.V(5).Info("Pod "+what, "pod", klog.KObj(p))
+	c.loop.Enqueue(cache.ObjectName{Namespace: p.Namespace, Name: name})
+}
+
+// podProblem returns the first problem of the App's current pods at now (see
+// currentPods), and how long until it may change with no pod event; nil and 0 when the
+// App has no Deployment or no pod cache.
+func (c *Controller) podProblem(app *appv1.App, selector map[string]string, d *appsv1.Deployment, now time.Time) (*podhealth.Problem, time.Duration) {
+	if c.pods == nil || d == nil {
+		return nil, 0
+	}
+	objs, err := c.pods.ByIndex(podAppIndex, app.Namespace+"/"+app.Name)
+	if err != nil || len(objs) == 0 {
+		return nil, 0
+	}
+	return podhealth.First(currentPods(objs, labels.SelectorFromSet(selector)), now)
+}
+
+// currentPods returns the pods among objs that selector matches, are not being deleted
+// and belong to the newest pod template: the pods of the ReplicaSet that is rolling
+// out, or of the only one. The pods of an older template that a rollout is replacing
+// would otherwise go on naming a problem that the new template fixed.
+func currentPods(objs []interface{}, selector labels.Selector) []*corev1.Pod {
+	var (
+		newest *corev1.Pod
+		pods   []*corev1.Pod
+	)
+	for _, obj := range objs {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok || pod.DeletionTimestamp != nil || !selector.Matches(labels.Set(pod.Labels)) {
+			continue
+		}
+		pods = append(pods, pod)
+		if newest == nil || newest.CreationTimestamp.Before(&pod.CreationTimestamp) {
+			newest = pod
+		}
+	}
+	if newest == nil {
+		return nil
+	}
+	hash := newest.Labels[appsv1.DefaultDeploymentUniqueLabelKey]
+	current := pods[:0]
+	for _, pod := range pods {
+		if pod.Labels[appsv1.DefaultDeploymentUniqueLabelKey] == hash {
+			current = append(current, pod)
+		}
+	}
+	return current
+}

@@ -1,0 +1,308 @@
+package app
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/yaml"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/podhealth"
+)
+
+// capturedPod returns the pod captured on the real node in
+// pkg/podhealth/testdata/NAME.yaml, made a pod of app (its labels), created at created,
+// trimmed as the pod informer keeps it. Its status times are moved by the same amount.
+func capturedPod(t *testing.T, name string, app *appv1.App, created time.Time) *corev1.Pod {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "podhealth", "testdata", name+".yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{}
+	if err := yaml.UnmarshalStrict(data, pod); err != nil {
+		t.Fatalf("decoding %s: %v", name, err)
+	}
+	shift := created.Sub(pod.CreationTimestamp.Time)
+	move := func(tm *metav1.Time) {
+		if tm != nil && !tm.IsZero() {
+			tm.Time = tm.Add(shift)
+		}
+	}
+	move(&pod.CreationTimestamp)
+	move(pod.Status.StartTime)
+	for i := range pod.Status.Conditions {
+		move(&pod.Status.Conditions[i].LastTransitionTime)
+	}
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for i := range list {
+			for _, st := range []*corev1.ContainerState{&list[i].State, &list[i].LastTerminationState} {
+				if st.Running != nil {
+					move(&st.Running.StartedAt)
+				}
+				if st.Terminated != nil {
+					move(&st.Terminated.StartedAt)
+					move(&st.Terminated.FinishedAt)
+				}
+			}
+		}
+	}
+	// The captures of one Deployment are states of one pod.
+	hash := pod.Labels["pod-template-hash"]
+	pod.Name = app.Name + "-" + hash + "-x7k2p"
+	pod.Namespace = app.Namespace
+	pod.Labels = map[string]string{
+		appv1.NameLabel: app.Name, appv1.InstanceLabel: app.Name, appv1.ManagedByLabel: appv1.ManagedByValue,
+		"pod-template-hash": hash,
+	}
+	trimmed, err := podhealth.TrimPod(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return trimmed.(*corev1.Pod)
+}
+
+// podReports puts pod in the pod cache, as the pod informer delivers it.
+func (w *world) podReports(pod *corev1.Pod) {
+	w.t.Helper()
+	w.rv++
+	pod = pod.DeepCopy()
+	pod.ResourceVersion = fmt.Sprint(w.rv)
+	if err := w.f.inf.Pods.Informer().GetIndexer().Update(pod); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// podGone removes pod from the pod cache.
+func (w *world) podGone(pod *corev1.Pod) {
+	w.t.Helper()
+	if err := w.f.inf.Pods.Informer().GetIndexer().Delete(pod); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// ready returns the App's Ready condition as "Status/Reason".
+func (w *world) ready() string { return condition(w.app(), appv1.ConditionReady) }
+
+// TestWritesPodProblem drives a new App whose pod cannot become ready through the pod
+// states captured on the real node: Ready names the problem at once (its first status
+// write), repeated pod events write nothing, the App becomes Stalled when the problem
+// passes its threshold (one write), and a fix makes it Ready again (one write). Each
+// state is checked with kstatus.
+func TestWritesPodProblem(t *testing.T) {
+	tests := []struct {
+		name string
+		// states are the captured pods the kubelet reports in turn (the same pod).
+		states []string
+		reason string
+		// stalledAfter: how long after the first state the App becomes Stalled; 0:
+		// at once, -1: never.
+		stalledAfter time.Duration
+		// stalledState: the state that makes it Stalled (a restart count), "" for a
+		// timed threshold.
+		stalledState string
+	}{
+		{name: "image that does not exist", states: []string{"errimagepull", "imagepullbackoff"}, reason: appv1.ReasonImagePullFailed, stalledAfter: podhealth.PullStalledAfter},
+		{name: "invalid image name", states: []string{"invalidimagename"}, reason: appv1.ReasonImagePullFailed, stalledAfter: 0},
+		{name: "container exits", states: []string{"crashloopbackoff-1"}, reason: appv1.ReasonCrashLoopBackOff, stalledAfter: -1, stalledState: "crashloopbackoff-3"},
+		{name: "OOMKilled", states: []string{"oomkilled-1"}, reason: appv1.ReasonOOMKilled, stalledAfter: -1, stalledState: "oomkilled-3"},
+		{name: "missing ConfigMap key", states: []string{"createcontainerconfigerror"}, reason: appv1.ReasonContainerConfigError, stalledAfter: podhealth.PullStalledAfter},
+		{name: "readiness probe fails", states: []string{"readiness"}, reason: appv1.ReasonContainerNotReady, stalledAfter: -1},
+		{name: "unschedulable", states: []string{"unschedulable"}, reason: appv1.ReasonUnschedulable, stalledAfter: podhealth.UnschedulableStalledAfter},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			app := newAPIApp("web", 1)
+			f.addApps(app)
+			w := newWorld(t, f, app)
+			deploy := app.Spec.DeploymentTemplate.Name
+
+			w.at(0)
+			w.sync()
+			w.informersCatchUp()
+			w.sync()
+			w.deploymentReports(deploy, 1, 0)
+			// The pod shows the problem 100ms later; a readiness probe only after its
+			// grace.
+			first := time.Duration(100) * time.Millisecond
+			created := testNow.Add(first).Add(-time.Second)
+			if tc.reason == appv1.ReasonContainerNotReady {
+				first, created = podhealth.NotReadyGrace+10*time.Second, testNow
+			}
+			w.at(first)
+			pod := capturedPod(t, tc.states[0], app, created)
+			w.podReports(pod)
+			w.sync()
+			// The first status of a new App is held back for the window, then written
+			// with the problem.
+			w.at(first + StatusCoalesceWindow)
+			w.sync()
+			if got := w.ready(); got != "False/"+tc.reason {
+				t.Fatalf("Ready %s, want False/%s (conditions %+v)", got, tc.reason, w.app().Status.Conditions)
+			}
+			if w.statusWrites != 1 {
+				t.Errorf("%d status writes until Ready named the problem, want 1", w.statusWrites)
+			}
+			wantKStatus := kstatus.InProgressStatus
+			if tc.stalledAfter == 0 {
+				wantKStatus = kstatus.FailedStatus
+			}
+			w.expectKStatus("problem named", wantKStatus)
+			t.Logf("Ready: %s", meta.FindStatusCondition(w.app().Status.Conditions, appv1.ConditionReady).Message)
+
+			// The kubelet reports the pod again and again (the back-off's other state,
+			// probes, status updates): no write.
+			for i := 0; i < 5; i++ {
+				w.at(first + StatusCoalesceWindow + time.Duration(i+1)*time.Second)
+				w.podReports(capturedPod(t, tc.states[(i+1)%len(tc.states)], app, pod.CreationTimestamp.Time))
+				w.sync()
+			}
+			if w.statusWrites != 1 {
+				t.Errorf("%d status writes after repeated pod events, want 1", w.statusWrites)
+			}
+
+			// Stalled: at the threshold (the sync the Result queued for then), or with the
+			// state that passes it.
+			stalledWrites := 1
+			switch {
+			case tc.stalledState != "":
+				// The third restart, past CrashLoopStalledAfter.
+				w.at(podhealth.CrashLoopStalledAfter + 30*time.Second)
+				w.podReports(capturedPod(t, tc.stalledState, app, pod.CreationTimestamp.Time))
+				w.sync()
+				stalledWrites = 2
+				w.expectKStatus("stalled", kstatus.FailedStatus)
+			case tc.stalledAfter > 0:
+				w.at(tc.stalledAfter - time.Second)
+				w.sync()
+				w.expectKStatus("before the threshold", kstatus.InProgressStatus)
+				w.at(tc.stalledAfter + time.Second)
+				w.sync()
+				stalledWrites = 2
+				w.expectKStatus("stalled", kstatus.FailedStatus)
+			}
+			if w.statusWrites != stalledWrites {
+				t.Errorf("%d status writes once stalled, want %d", w.statusWrites, stalledWrites)
+			}
+			if c := meta.FindStatusCondition(w.app().Status.Conditions, appv1.ConditionStalled); stalledWrites == 2 && (c == nil || c.Reason != tc.reason) {
+				t.Errorf("Stalled %+v, want True/%s", c, tc.reason)
+			}
+
+			// The fix: the pod becomes ready and the Deployment available.
+			w.at(10 * time.Minute)
+			w.podReports(capturedPod(t, "ready", app, testNow.Add(10*time.Minute-time.Minute)))
+			w.deploymentReports(deploy, 1, 1)
+			w.sync()
+			if got := w.ready(); got != "True/"+appv1.ReasonAvailable {
+				t.Errorf("after the fix: Ready %s, want True/Available", got)
+			}
+			w.expectKStatus("fixed", kstatus.CurrentStatus)
+			if w.statusWrites != stalledWrites+1 {
+				t.Errorf("%d status writes after the fix, want %d", w.statusWrites, stalledWrites+1)
+			}
+			w.podGone(pod)
+			w.at(11 * time.Minute)
+			w.sync()
+			if w.statusWrites != stalledWrites+1 {
+				t.Errorf("%d status writes when idle, want %d", w.statusWrites, stalledWrites+1)
+			}
+		})
+	}
+}
+
+// TestCrashingPodCountedAvailable: a container without a readiness probe that keeps
+// exiting is ready, and counted available by the Deployment, for the moment it runs
+// after each restart. The App stays not Ready, naming the crash loop, until the
+// container has run podhealth.NotReadyGrace; the syncs ask to run again at each
+// threshold.
+func TestCrashingPodCountedAvailable(t *testing.T) {
+	f := newFixture(t)
+	// A Ready App, its status written by an earlier controller.
+	app := withRV(syncedApp(t, newApp("web", testNow.Add(-time.Hour))), "5")
+	f.addApps(app)
+	f.addDeployments(liveDeployment(t, app))
+	f.addServices(liveService(t, app))
+	w := newWorld(t, f, app)
+	// Captured: running and ready 41 s after the pod's creation, after 3 restarts.
+	created := testNow.Add(-45 * time.Second)
+	pod := capturedPod(t, "crash-running", app, created)
+	w.podReports(pod)
+	w.at(0)
+	f.requeues = nil
+	w.sync()
+	if got := w.ready(); got != "False/"+appv1.ReasonCrashLoopBackOff {
+		t.Fatalf("Ready %s, want False/CrashLoopBackOff", got)
+	}
+	w.expectKStatus("crash loop, Deployment available", kstatus.InProgressStatus)
+	// It passed its third restart: Stalled once the pod has run CrashLoopStalledAfter
+	// (15 s from now), Ready once the container has run NotReadyGrace (16 s).
+	startedAt := pod.Status.ContainerStatuses[0].State.Running.StartedAt.Time
+	stallIn := pod.Status.StartTime.Add(podhealth.CrashLoopStalledAfter).Sub(testNow)
+	readyIn := startedAt.Add(podhealth.NotReadyGrace).Sub(testNow)
+	if len(f.requeues) != 1 || f.requeues[0] != stallIn {
+		t.Errorf("requeues %v, want [%s] (the Stalled threshold)", f.requeues, stallIn)
+	}
+	f.requeues = nil
+	w.at(stallIn)
+	w.sync()
+	w.expectKStatus("past the Stalled threshold", kstatus.FailedStatus)
+	if len(f.requeues) != 1 || f.requeues[0] != readyIn-stallIn {
+		t.Errorf("requeues %v, want [%s] (when the container has run NotReadyGrace)", f.requeues, readyIn-stallIn)
+	}
+	w.at(readyIn)
+	w.sync()
+	if got := w.ready(); got != "True/"+appv1.ReasonAvailable {
+		t.Errorf("after NotReadyGrace: Ready %s, want True/Available", got)
+	}
+	w.expectKStatus("ran NotReadyGrace", kstatus.CurrentStatus)
+	if w.statusWrites != 3 {
+		t.Errorf("%d status writes, want 3 (not Ready, Stalled, Ready)", w.statusWrites)
+	}
+}
+
+// TestPodHandler: a pod event queues the App whose selector labels the pod carries, if
+// that App exists; periodic resyncs, pods of no App and tombstones of other objects
+// queue nothing.
+func TestPodHandler(t *testing.T) {
+	app := newApp("web", testNow)
+	pod := func(rv, name, instance string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "tcs", Name: "p", ResourceVersion: rv,
+			Labels: map[string]string{appv1.NameLabel: name, appv1.InstanceLabel: instance}}}
+	}
+	tests := []struct {
+		name  string
+		event func(h cache.ResourceEventHandler)
+		want  []string
+	}{
+		{"add", func(h cache.ResourceEventHandler) { h.OnAdd(pod("1", "web", "web"), false) }, []string{"tcs/web"}},
+		{"update", func(h cache.ResourceEventHandler) { h.OnUpdate(pod("1", "web", "web"), pod("2", "web", "web")) }, []string{"tcs/web"}},
+		{"periodic resync", func(h cache.ResourceEventHandler) { h.OnUpdate(pod("1", "web", "web"), pod("1", "web", "web")) }, nil},
+		{"delete, tombstone", func(h cache.ResourceEventHandler) {
+			h.OnDelete(cache.DeletedFinalStateUnknown{Key: "tcs/p", Obj: pod("1", "web", "web")})
+		}, []string{"tcs/web"}},
+		{"pod of an App that does not exist", func(h cache.ResourceEventHandler) { h.OnAdd(pod("1", "gone", "gone"), false) }, nil},
+		{"labels that are not an App's selector", func(h cache.ResourceEventHandler) { h.OnAdd(pod("1", "other", "web"), false) }, nil},
+		{"not a pod", func(h cache.ResourceEventHandler) { h.OnAdd(&appv1.App{}, false) }, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.addApps(app)
+			tc.event(f.c.podHandler(klog.Background()))
+			if got := queued(f.c); !got.Equal(sets.New(tc.want...)) {
+				t.Errorf("queued %v, want %v", sets.List(got), tc.want)
+			}
+		})
+	}
+}
