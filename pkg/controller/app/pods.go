@@ -1,6 +1,7 @@
 package app
 
 import (
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -76,21 +77,48 @@ func (c *Controller) podChanged(logger klog.Logger, what string, obj metav1.Obje
 // currentPods), and how long until it may change with no pod event; nil and 0 when the
 // App has no Deployment or no pod cache.
 func (c *Controller) podProblem(app *appv1.App, selector map[string]string, d *appsv1.Deployment, now time.Time) (*podhealth.Problem, time.Duration) {
-	if c.pods == nil || d == nil {
+	// Until the deployment controller has observed the Deployment's spec, the newest
+	// pods may be of the template the App just replaced (a fix): their problem is not
+	// the App's any more.
+	if c.pods == nil || d == nil || d.Status.ObservedGeneration < d.Generation {
 		return nil, 0
 	}
 	objs, err := c.pods.ByIndex(podAppIndex, app.Namespace+"/"+app.Name)
 	if err != nil || len(objs) == 0 {
 		return nil, 0
 	}
-	return podhealth.First(currentPods(objs, labels.SelectorFromSet(selector)), now)
+	return podhealth.First(currentPods(objs, labels.SelectorFromSet(selector), newReplicaSetHash(d)), now)
+}
+
+// newReplicaSetHash returns the pod-template-hash of the Deployment's new ReplicaSet,
+// which the deployment controller names in the message of the Progressing condition
+// (`ReplicaSet "web-5c9f7d" is progressing.`, `Created new replica set "web-5c9f7d"`,
+// `... has successfully progressed.`, `... has timed out progressing.`); "" if it
+// names none.
+func newReplicaSetHash(d *appsv1.Deployment) string {
+	c := deploymentCondition(d, appsv1.DeploymentProgressing)
+	if c == nil {
+		return ""
+	}
+	prefix := `"` + d.Name + "-"
+	i := strings.Index(c.Message, prefix)
+	if i < 0 {
+		return ""
+	}
+	rest := c.Message[i+len(prefix):]
+	j := strings.IndexByte(rest, '"')
+	if j <= 0 || strings.ContainsAny(rest[:j], " -") {
+		return ""
+	}
+	return rest[:j]
 }
 
 // currentPods returns the pods among objs that selector matches, are not being deleted
-// and belong to the newest pod template: the pods of the ReplicaSet that is rolling
-// out, or of the only one. The pods of an older template that a rollout is replacing
-// would otherwise go on naming a problem that the new template fixed.
-func currentPods(objs []interface{}, selector labels.Selector) []*corev1.Pod {
+// and belong to the current pod template: the pod-template-hash hash of the new
+// ReplicaSet, or, when it is not known (""), the template of the newest pod. The pods
+// of an older template that a rollout is replacing would otherwise go on naming a
+// problem that the new template fixed.
+func currentPods(objs []interface{}, selector labels.Selector, hash string) []*corev1.Pod {
 	var (
 		newest *corev1.Pod
 		pods   []*corev1.Pod
@@ -108,7 +136,9 @@ func currentPods(objs []interface{}, selector labels.Selector) []*corev1.Pod {
 	if newest == nil {
 		return nil
 	}
-	hash := newest.Labels[appsv1.DefaultDeploymentUniqueLabelKey]
+	if hash == "" {
+		hash = newest.Labels[appsv1.DefaultDeploymentUniqueLabelKey]
+	}
 	current := pods[:0]
 	for _, pod := range pods {
 		if pod.Labels[appsv1.DefaultDeploymentUniqueLabelKey] == hash {

@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -304,5 +307,56 @@ func TestPodHandler(t *testing.T) {
 				t.Errorf("queued %v, want %v", sets.List(got), tc.want)
 			}
 		})
+	}
+}
+
+// TestCurrentPods: the pods of the Deployment's new ReplicaSet, named in its Progressing
+// condition, are the current ones, else those of the newest pod's template; pods being
+// deleted or of another App are not.
+func TestCurrentPods(t *testing.T) {
+	app := newApp("web", testNow)
+	pod := func(name, hash string, age time.Duration, mutate ...func(*corev1.Pod)) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "tcs", Name: name,
+			CreationTimestamp: metav1.NewTime(testNow.Add(-age)),
+			Labels:            map[string]string{appv1.NameLabel: "web", appv1.InstanceLabel: "web", "pod-template-hash": hash}}}
+		for _, m := range mutate {
+			m(p)
+		}
+		return p
+	}
+	deployment := func(message string) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web-deploy"}, Status: appsv1.DeploymentStatus{
+			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Message: message}}}}
+	}
+	objs := []interface{}{
+		pod("old-1", "aaa", time.Hour),
+		pod("new-1", "bbb", time.Minute),
+		// A rollback: the old template's ReplicaSet scaled up again, its pod the newest.
+		pod("old-2", "aaa", time.Second),
+		pod("leaving", "bbb", time.Millisecond, func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: testNow} }),
+		pod("other-app", "bbb", time.Millisecond, func(p *corev1.Pod) { p.Labels[appv1.NameLabel] = "other" }),
+	}
+	selector := labels.SelectorFromSet(selectorLabels(app))
+	names := func(pods []*corev1.Pod) []string {
+		var out []string
+		for _, p := range pods {
+			out = append(out, p.Name)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		message string
+		want    []string
+	}{
+		{`ReplicaSet "web-deploy-bbb" is progressing.`, []string{"new-1"}},
+		{`Created new replica set "web-deploy-aaa"`, []string{"old-1", "old-2"}},
+		{`ReplicaSet "web-deploy-bbb" has timed out progressing.`, []string{"new-1"}},
+		{"Deployment has minimum availability.", []string{"old-1", "old-2"}}, // no name: the newest pod's template
+		{"", []string{"old-1", "old-2"}},
+	} {
+		hash := newReplicaSetHash(deployment(tc.message))
+		if got := names(currentPods(objs, selector, hash)); !slices.Equal(got, tc.want) {
+			t.Errorf("%q (hash %q): current pods %v, want %v", tc.message, hash, got, tc.want)
+		}
 	}
 }
