@@ -1,7 +1,16 @@
 # The app-controller image, for those who have Docker (make docker-build, make
 # docker-buildx). `make image` builds the same image without Docker (hack/tools/imagebuild).
 
+# Base images: pin each by the digest of its multi-platform index (image:tag@sha256:...),
+# so that a rebuild uses the same bytes until someone moves the pin on purpose; keep the
+# tag for humans. Find the digest with crane (go-containerregistry, pinned in hack/tools):
+#   (cd hack/tools && go run github.com/google/go-containerregistry/cmd/crane digest golang:1.26)
+#   (cd hack/tools && go run github.com/google/go-containerregistry/cmd/crane digest gcr.io/distroless/static:nonroot)
+# or `docker buildx imagetools inspect IMAGE`. make verify (hack/verify-supply-chain.sh)
+# fails on a FROM without a digest unless the line before it says why ("# unpinned: ...").
+#
 # Build the static binary.
+# unpinned: no registry is reachable where this was written, so no digest could be read and verified; pin with the crane command above.
 FROM golang:1.26 AS builder
 ARG TARGETOS
 ARG TARGETARCH
@@ -26,6 +35,7 @@ RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -trimpat
     -o app-controller ./cmd/app-controller
 
 # A distroless base: no shell, no package manager, the nonroot user (65532).
+# unpinned: as golang above; pin with the crane command at the top.
 FROM gcr.io/distroless/static:nonroot
 ARG VERSION=unknown
 ARG COMMIT=unknown

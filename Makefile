@@ -147,13 +147,25 @@ IMAGE_LAYOUT  := $(IMAGE_DIR)/oci
 HOST_ARCH     := $(shell $(GO) env GOARCH)
 IMAGE_TARBALL := $(IMAGE_DIR)/app-controller-linux-$(HOST_ARCH).tar
 IMAGEBUILD    := $(BIN)/imagebuild
+# The SBOM generator (cyclonedx-gomod, pinned in its own module hack/tools/sbom).
+SBOM_TOOL     := $(BIN)/cyclonedx-gomod
+# Where the image holds the SBOM and the LICENSE (ociimage.DocDir).
+IMAGE_DOC_DIR := /usr/share/doc/app-controller
 comma := ,
 
+# The SBOM: a CycloneDX JSON document of each platform's binary (the modules, with
+# versions and go.sum hashes, that `go version -m` reads from it, the Go standard
+# library, the binary's hashes), written to bin/image/<os>-<arch>/sbom.cdx.json, the
+# host platform's also to bin/image/sbom.cdx.json, and put into that platform's image at
+# $(IMAGE_DOC_DIR)/sbom.cdx.json beside the LICENSE. No serial number and no timestamp,
+# so that the same binary gives the same SBOM and the image stays reproducible.
 .PHONY: image
-image: $(IMAGEBUILD) ## Build the image without Docker: OCI layout bin/image/oci (PLATFORMS) and a docker-load tarball of the host arch.
+image: $(IMAGEBUILD) $(SBOM_TOOL) ## Build the image without Docker: OCI layout bin/image/oci (PLATFORMS), a docker-load tarball of the host arch and the SBOM bin/image/sbom.cdx.json.
 	@$(MAKE_SH) cross ./cmd/app-controller $(IMAGE_DIR) $(PLATFORMS)
+	@$(MAKE_SH) sbom $(SBOM_TOOL) $(VERSION) $(IMAGE_DIR) linux/$(HOST_ARCH) $(PLATFORMS)
 	$(IMAGEBUILD) build --layout $(IMAGE_LAYOUT) --tag $(IMG) \
-		$(foreach p,$(subst $(comma), ,$(PLATFORMS)),--platform $(p)=$(IMAGE_DIR)/$(subst /,-,$(p))/app-controller) \
+		$(foreach p,$(subst $(comma), ,$(PLATFORMS)),--platform $(p)=$(IMAGE_DIR)/$(subst /,-,$(p))/app-controller --sbom $(p)=$(IMAGE_DIR)/$(subst /,-,$(p))/sbom.cdx.json) \
+		--file $(IMAGE_DOC_DIR)/LICENSE=LICENSE \
 		--tarball $(IMAGE_TARBALL) --tarball-platform linux/$(HOST_ARCH) \
 		--created-epoch $(SOURCE_DATE_EPOCH) --version $(VERSION) --revision $(COMMIT) --source $(IMAGE_SOURCE)
 
@@ -162,13 +174,16 @@ image-push: $(IMAGEBUILD) ## Push the image index of bin/image/oci (make image f
 	$(IMAGEBUILD) push --layout $(IMAGE_LAYOUT) $(IMG)
 
 .PHONY: test-image
-test-image: image ## Build the image, then check it: valid index of PLATFORMS, config, static binary, files, reproducible digest.
-	cd hack/tools && IMAGE_LAYOUT=$(IMAGE_LAYOUT) IMAGE_BINARIES=$(IMAGE_DIR) IMAGE_PLATFORMS=$(PLATFORMS) \
+test-image: image ## Build the image, then check it: valid index of PLATFORMS, config, static binary, files, SBOM, reproducible digest.
+	cd hack/tools && IMAGE_LAYOUT=$(IMAGE_LAYOUT) IMAGE_BINARIES=$(IMAGE_DIR) IMAGE_PLATFORMS=$(PLATFORMS) IMAGE_SBOM=$(IMAGE_DIR)/sbom.cdx.json \
 		$(GO) test -count=1 ./imagebuild/...
 
 # The image builder (go-containerregistry), from the tools module.
 $(IMAGEBUILD): hack/tools/go.mod hack/tools/go.sum $(shell find hack/tools/imagebuild -name '*.go' -not -name '*_test.go')
 	cd hack/tools && $(GO) build -o $@ ./imagebuild
+
+$(SBOM_TOOL): hack/tools/sbom/go.mod hack/tools/sbom/go.sum
+	cd hack/tools/sbom && $(GO) build -o $@ github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
 
 # With Docker (or CONTAINER_TOOL=podman), as the kubebuilder scaffold has them.
 .PHONY: docker-build

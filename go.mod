@@ -2,6 +2,8 @@ module github.com/app-controller/app-controller
 
 go 1.26.0
 
+toolchain go1.26.8
+
 require (
 	github.com/go-logr/logr v1.4.3
 	github.com/prometheus/client_model v0.6.2

@@ -6,6 +6,8 @@
 #   make.sh test STEP...                 make each STEP in order; the control plane
 #                                        binaries build in the background meanwhile
 #   make.sh cross PKG DIR PLATFORM...    build PKG for each os/arch into DIR/os-arch/
+#   make.sh sbom TOOL VERSION DIR HOST PLATFORM...
+#                                        the CycloneDX SBOM of each DIR/os-arch/ binary
 #   make.sh plugin-dist VERSION TEMPLATE DIST PLATFORM... -- FILE...
 #                                        the krew archives and manifest of kubectl-app
 #   make.sh manifests IMG                config/default, its image set to IMG
@@ -76,6 +78,25 @@ cmd_cross() {
     done
 }
 
+# sbom writes, with cyclonedx-gomod (TOOL), the CycloneDX JSON SBOM of each PLATFORM's
+# binary DIR/os-arch/app-controller (cmd_cross built it) to DIR/os-arch/sbom.cdx.json,
+# the main component's version VERSION; and copies HOST's (os/arch) to DIR/sbom.cdx.json
+# when it is one of them. No serial number, no timestamp: the same binary, the same SBOM.
+cmd_sbom() {
+    local tool="$1" version="$2" dir="$3" host="$4" platform out
+    shift 4
+    rm -f "${dir}/sbom.cdx.json"
+    for platform in $(echo "$@" | tr ',' ' '); do
+        out="${dir}/${platform//\//-}"
+        echo "cyclonedx-gomod bin -json -noserial -notimestamp -std -version ${version} -output ${out}/sbom.cdx.json ${out}/app-controller" >&2
+        "${tool}" bin -json -noserial -notimestamp -std -version "${version}" \
+            -output "${out}/sbom.cdx.json" "${out}/app-controller"
+        if [ "${platform}" = "${host}" ]; then
+            cp "${out}/sbom.cdx.json" "${dir}/sbom.cdx.json"
+        fi
+    done
+}
+
 # plugin-dist cross-compiles kubectl-app for each PLATFORM into DIST/build and renders,
 # with hack/krew, one archive per platform (the binary and each FILE) and the krew
 # manifest DIST/app.yaml from TEMPLATE.
@@ -127,11 +148,12 @@ cmd_fuzz() {
     done
 }
 
-cmd="${1:?usage: make.sh test|cross|plugin-dist|manifests|helm-lint|fuzz ...}"
+cmd="${1:?usage: make.sh test|cross|sbom|plugin-dist|manifests|helm-lint|fuzz ...}"
 shift
 case "${cmd}" in
 test) cmd_test "$@" ;;
 cross) cmd_cross "$@" >/dev/null ;;
+sbom) cmd_sbom "$@" ;;
 plugin-dist) cmd_plugin_dist "$@" ;;
 manifests) cmd_manifests "$@" ;;
 helm-lint) cmd_helm_lint "$@" ;;

@@ -24,12 +24,15 @@ go vet ./... || failed=1
 (cd test/chart && go vet ./...) || failed=1
 
 echo "verify: go.mod tidy"
-for dir in . hack/tools hack/tools/docs test/chart; do
+for dir in . hack/tools hack/tools/docs hack/tools/sbom test/chart; do
     if ! (cd "${dir}" && go mod tidy -diff >/dev/null); then
         echo "${dir}/go.mod is not tidy: run 'go mod tidy' in ${dir}" >&2
         failed=1
     fi
 done
+
+echo "verify: supply chain (LICENSE, SECURITY.md, toolchain lines, Dockerfile digests)"
+./hack/verify-supply-chain.sh || failed=1
 
 echo "verify: apply configuration externals"
 # hack/applyconfig-externals.txt must list exactly the k8s.io/api struct types that the

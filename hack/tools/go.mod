@@ -2,6 +2,8 @@ module github.com/app-controller/app-controller/hack/tools
 
 go 1.26.0
 
+toolchain go1.26.8
+
 tool (
 	k8s.io/kubernetes/test/images/agnhost
 	sigs.k8s.io/kwok/cmd/kwok

@@ -54,15 +54,19 @@ func startIngressController(ctx context.Context, cc *ControllerContext) (Runnabl
 }
 
 // startNodeLabelController builds the node labeler from the --node-label-config file.
-// Without a file it has nothing to do and is reported disabled (it watches nothing); an
-// invalid file fails the start, with an error naming the rule and the field.
+// Without a file it has nothing to do and is reported disabled (it watches nothing). An
+// unreadable or invalid file disables the node labeler alone, with an error naming the
+// rule and the field (logged, and an Event on the controller's Pod) and the gauge
+// app_controller_node_label_config_valid at 0: the other controllers run. Nodes keep
+// the labels the labeler applied until a valid file is loaded (a restart).
 func startNodeLabelController(ctx context.Context, cc *ControllerContext) (Runnable, error) {
 	if cc.Options.NodeLabelConfig == "" {
 		return nil, &DisabledError{Reason: "no --node-label-config given"}
 	}
 	config, err := nodelabel.LoadConfig(cc.Options.NodeLabelConfig)
+	nodelabel.RecordConfigValid(err == nil)
 	if err != nil {
-		return nil, err
+		return nil, &DisabledError{Reason: "invalid --node-label-config", Err: err}
 	}
 	klog.FromContext(ctx).Info("Loaded node label config", "path", cc.Options.NodeLabelConfig, "rules", len(config.Rules))
 	return nodelabel.NewController(ctx, cc.KubeClient, cc.KubeInformers.Core().V1().Nodes(),

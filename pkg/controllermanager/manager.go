@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -80,6 +81,7 @@ func runControllers(ctx context.Context, cfg *rest.Config, opts *Options, onSync
 		r    Runnable
 	}
 	var runnables []started
+	var invalid []invalidController
 	for _, d := range descriptors {
 		if !IsControllerEnabled(d.name, opts.Controllers) {
 			logger.Info("Controller disabled", "controller", d.name)
@@ -87,6 +89,12 @@ func runControllers(ctx context.Context, cfg *rest.Config, opts *Options, onSync
 		}
 		r, err := d.init(klog.NewContext(ctx, klog.LoggerWithName(logger, d.name)), cc)
 		if disabled := (*DisabledError)(nil); errors.As(err, &disabled) {
+			if disabled.Err != nil {
+				logger.Error(disabled.Err, "Controller disabled: its configuration is invalid; the other controllers run",
+					"controller", d.name, "reason", disabled.Reason)
+				invalid = append(invalid, invalidController{d.name, disabled})
+				continue
+			}
 			logger.Info("Controller disabled", "controller", d.name, "reason", disabled.Reason)
 			continue
 		}
@@ -98,6 +106,9 @@ func runControllers(ctx context.Context, cfg *rest.Config, opts *Options, onSync
 
 	cc.start(ctx)
 	defer cc.shutdown()
+	for _, c := range invalid {
+		cc.recordDisabled(ctx, c.name, c.err)
+	}
 	go func() {
 		if cc.waitForCacheSync(ctx) {
 			onSynced()
@@ -116,6 +127,32 @@ func runControllers(ctx context.Context, cfg *rest.Config, opts *Options, onSync
 	}
 	wg.Wait()
 	return nil
+}
+
+// invalidController is a controller disabled by an invalid configuration.
+type invalidController struct {
+	name string
+	err  *DisabledError
+}
+
+// ReasonControllerDisabled is the reason of the Warning Event recorded on the
+// controller's own Pod when a controller is disabled by an invalid configuration.
+const ReasonControllerDisabled = "ControllerDisabled"
+
+// recordDisabled records a Warning Event on the controller's own Pod saying that the
+// controller name is disabled and why. No object of the cluster is involved in a bad
+// configuration file, so the Event goes to the Pod that read it, where `kubectl describe
+// pod` and `kubectl events` show it; outside a pod (no POD_NAME or POD_NAMESPACE) it is
+// only logged.
+func (cc *ControllerContext) recordDisabled(ctx context.Context, name string, disabled *DisabledError) {
+	logger := klog.FromContext(ctx)
+	if cc.Options.PodName == "" || cc.Options.PodNamespace == "" {
+		logger.Info("No Event recorded for the disabled controller: POD_NAME or POD_NAMESPACE is not set", "controller", name)
+		return
+	}
+	pod := &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: cc.Options.PodNamespace, Name: cc.Options.PodName}
+	cc.EventRecorder.Eventf(pod, corev1.EventTypeWarning, ReasonControllerDisabled,
+		"The %s controller is disabled, the others run: %s: %v", name, disabled.Reason, disabled.Err)
 }
 
 // BuildConfig returns the client configuration: from kubeconfig and master when either

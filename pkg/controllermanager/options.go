@@ -3,6 +3,7 @@ package controllermanager
 import (
 	"flag"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -36,8 +37,16 @@ type Options struct {
 	// IngressClass is the IngressClass of Ingresses created for annotated Services that
 	// do not name one; empty means the cluster's default class.
 	IngressClass string
-	// NodeLabelConfig is the path of the node labeler's rules; empty disables it.
+	// NodeLabelConfig is the path of the node labeler's rules; empty disables it. An
+	// invalid file disables the node labeler alone (DisabledError.Err): the other
+	// controllers run.
 	NodeLabelConfig string
+
+	// PodName and PodNamespace name the controller's own Pod, which gets the Events
+	// about the controller-manager itself, such as a controller disabled by an invalid
+	// configuration (no flag: the POD_NAME and POD_NAMESPACE environment variables, set
+	// from the downward API). Either empty: those Events are not recorded, only logged.
+	PodName, PodNamespace string
 
 	// LeaderElect makes instances elect one leader through a Lease; only the leader runs
 	// the controllers.
@@ -88,6 +97,9 @@ func NewOptions() *Options {
 		Workers:         DefaultWorkers,
 		ResyncPeriod:    DefaultResyncPeriod,
 		ShutdownTimeout: controller.DefaultShutdownTimeout,
+
+		PodName:      os.Getenv("POD_NAME"),
+		PodNamespace: os.Getenv("POD_NAMESPACE"),
 
 		LeaderElectNamespace:     defaultLeaderElectNamespace(),
 		LeaderElectName:          "app-controller",

@@ -18,12 +18,25 @@ type Runnable interface {
 // reports it disabled and runs the others.
 type InitFunc func(ctx context.Context, cc *ControllerContext) (Runnable, error)
 
-// DisabledError says why an enabled controller has nothing to do and is not run.
+// DisabledError says why an enabled controller is not run: it has nothing to do, or
+// (Err set) its configuration is invalid. Either way the manager runs the other
+// controllers; an invalid configuration is also logged as an error and recorded as a
+// Warning Event on the controller's own Pod (Options.PodName).
 type DisabledError struct {
 	Reason string
+	// Err is the configuration error that disabled the controller; nil when it merely
+	// has nothing to do.
+	Err error
 }
 
-func (e *DisabledError) Error() string { return "disabled: " + e.Reason }
+func (e *DisabledError) Error() string {
+	if e.Err != nil {
+		return "disabled: " + e.Reason + ": " + e.Err.Error()
+	}
+	return "disabled: " + e.Reason
+}
+
+func (e *DisabledError) Unwrap() error { return e.Err }
 
 // descriptor registers a controller under a name.
 type descriptor struct {

@@ -11,7 +11,7 @@ import (
 )
 
 // ConfigObjects returns the objects of config/default as kustomize assembles them from
-// config/crd, config/rbac and config/manager: every YAML file there but the
+// config/crd, config/rbac, config/admission and config/manager: every YAML file there but the
 // kustomizations (kustomize only adds the namespace and the part-of label).
 func ConfigObjects() ([]*unstructured.Unstructured, error) {
 	root, err := localcluster.RepoRoot()
@@ -19,7 +19,7 @@ func ConfigObjects() ([]*unstructured.Unstructured, error) {
 		return nil, fmt.Errorf("locating config/: %w", err)
 	}
 	var objs []*unstructured.Unstructured
-	for _, pattern := range []string{"config/crd/bases/*.yaml", "config/rbac/*.yaml", "config/manager/*.yaml"} {
+	for _, pattern := range []string{"config/crd/bases/*.yaml", "config/rbac/*.yaml", "config/admission/*.yaml", "config/manager/*.yaml"} {
 		files, err := filepath.Glob(filepath.Join(root, pattern))
 		if err != nil {
 			return nil, err

@@ -2,6 +2,8 @@ module github.com/app-controller/app-controller/test/chart
 
 go 1.26.0
 
+toolchain go1.26.8
+
 replace github.com/app-controller/app-controller => ../..
 
 tool helm.sh/helm/v3/cmd/helm

@@ -184,6 +184,12 @@ func TestDefaultRenderingIsConfigDefault(t *testing.T) {
 						t.Errorf("label %s = %q, want %q", key, chart.GetLabels()[key], value)
 					}
 				}
+			case "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+				// The same policy, the ServiceAccount's username (release app-controller in
+				// app-controller-system) included.
+				if diff := cmp.Diff(nested(t, cfg, "spec"), nested(t, chart, "spec")); diff != "" {
+					t.Errorf("spec differs from config/admission (-config +chart):\n%s", diff)
+				}
 			case "CustomResourceDefinition":
 				if diff := cmp.Diff(nested(t, cfg, "spec"), nested(t, chart, "spec")); diff != "" {
 					t.Errorf("spec differs from config/crd (-config +chart):\n%s", diff)

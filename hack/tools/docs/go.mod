@@ -5,6 +5,8 @@ module github.com/app-controller/app-controller/hack/tools/docs
 
 go 1.26.0
 
+toolchain go1.26.8
+
 tool github.com/elastic/crd-ref-docs
 
 require (

@@ -3,6 +3,7 @@
 //
 //	imagebuild build --layout DIR [--tarball FILE --tarball-platform linux/amd64] --tag IMG \
 //	    --platform linux/amd64=bin/image/linux-amd64/app-controller --platform linux/arm64=... \
+//	    [--sbom linux/amd64=bin/image/linux-amd64/sbom.cdx.json ...] [--file /usr/share/doc/app-controller/LICENSE=LICENSE ...] \
 //	    --created-epoch SECONDS --version V --revision SHA --source URL
 //	imagebuild push --layout DIR IMG
 //	imagebuild registry --listen 127.0.0.1:PORT --dir DIR [--image REPO:TAG=LAYOUT ...]
@@ -61,6 +62,20 @@ func (s *stringsFlag) Set(v string) error {
 	return nil
 }
 
+// filesFlag collects repeated --file /path/in/image=local-path flags.
+type filesFlag []ociimage.File
+
+func (f *filesFlag) String() string { return fmt.Sprint(*f) }
+
+func (f *filesFlag) Set(s string) error {
+	file, err := ociimage.ParseFile(s)
+	if err != nil {
+		return err
+	}
+	*f = append(*f, file)
+	return nil
+}
+
 // platformsFlag collects repeated --platform os/arch=path flags.
 type platformsFlag []ociimage.Platform
 
@@ -79,6 +94,10 @@ func build(args []string) error {
 	fs := flag.NewFlagSet("imagebuild build", flag.ContinueOnError)
 	var platforms platformsFlag
 	fs.Var(&platforms, "platform", "os/arch[/variant]=path of a static binary; repeat for each image of the index")
+	var sboms stringsFlag
+	fs.Var(&sboms, "sbom", "os/arch[/variant]=path of the SBOM of that platform's binary, put at "+ociimage.SBOMPath+"; repeat for each platform")
+	var files filesFlag
+	fs.Var(&files, "file", "/path/in/image=local-path of a file every image holds (mode 0644); repeat for each")
 	layoutDir := fs.String("layout", "", "OCI layout directory to write the index into (replaced)")
 	tarballPath := fs.String("tarball", "", "also write the image of --tarball-platform here as a `docker load` tarball")
 	tarballPlatform := fs.String("tarball-platform", "", "os/arch of the image written to --tarball")
@@ -103,7 +122,21 @@ func build(args []string) error {
 		return fmt.Errorf("parsing --created-epoch %q: %w", *epoch, err)
 	}
 	opts.Created = time.Unix(seconds, 0)
+	for _, s := range sboms {
+		spec, path, ok := strings.Cut(s, "=")
+		found := false
+		for i := range platforms {
+			if ok && path != "" && (platforms[i].String() == spec || platforms[i].OS+"/"+platforms[i].Architecture == spec) {
+				platforms[i].SBOM = path
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("--sbom %q: want os/arch=path of a platform given with --platform", s)
+		}
+	}
 	opts.Platforms = platforms
+	opts.Files = files
 	opts.Entrypoint = *entrypoint
 	opts.Cmd = cmdArgs
 

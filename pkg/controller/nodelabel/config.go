@@ -39,7 +39,10 @@ type Rule struct {
 	Name string `json:"name"`
 	// Match selects the nodes.
 	Match Match `json:"match"`
-	// Labels are set on every matching node; at least one.
+	// Labels are set on every matching node; at least one. A key must not be in a
+	// namespace Kubernetes reserves (ReservedLabelKey): kubernetes.io/, k8s.io/ and
+	// their subdomains, such as node-role.kubernetes.io/ or
+	// node-restriction.kubernetes.io/.
 	Labels map[string]string `json:"labels"`
 }
 
@@ -190,6 +193,8 @@ func (cfg *Config) Validate() error {
 		for _, key := range sortedKeys(r.Labels) {
 			if errs := content.IsLabelKey(key); len(errs) > 0 {
 				report(fmt.Sprintf("labels[%q]", key), "invalid key: %s", strings.Join(errs, "; "))
+			} else if prefix, reserved := ReservedLabelKey(key); reserved {
+				report(fmt.Sprintf("labels[%q]", key), "the prefix %q is reserved for Kubernetes (kubernetes.io/, k8s.io/ and their subdomains: the kubelet's, the scheduler's and the NodeRestriction admission plugin's labels); use a prefix of your own, such as node.example.com/", prefix+"/")
 			}
 			if errs := content.IsLabelValue(r.Labels[key]); len(errs) > 0 {
 				report(fmt.Sprintf("labels[%q]", key), "invalid value %q: %s", r.Labels[key], strings.Join(errs, "; "))
@@ -201,6 +206,33 @@ func (cfg *Config) Validate() error {
 	}
 	return nil
 }
+
+// ReservedLabelKey tells whether the label key is in a namespace Kubernetes reserves,
+// which no rule may set, and returns its prefix: kubernetes.io and k8s.io and every
+// subdomain of them (node-role.kubernetes.io, node-restriction.kubernetes.io,
+// topology.kubernetes.io, node.kubernetes.io, ...). Those labels are the kubelet's
+// (kubernetes.io/hostname, kubernetes.io/os), the cloud provider's
+// (topology.kubernetes.io/zone), the cluster administrator's (node-role.kubernetes.io/*)
+// or reserved by the NodeRestriction admission plugin for labels that a node must not be
+// able to give itself (node-restriction.kubernetes.io/*); a labeler that anyone with
+// access to its rules file can steer must not write them. There is no exception. The
+// admission policy shipped with the controller (config/admission) refuses the same keys.
+func ReservedLabelKey(key string) (prefix string, reserved bool) {
+	prefix, _, found := strings.Cut(key, "/")
+	if !found {
+		return "", false
+	}
+	prefix = strings.ToLower(prefix)
+	for _, domain := range reservedLabelDomains {
+		if prefix == domain || strings.HasSuffix(prefix, "."+domain) {
+			return prefix, true
+		}
+	}
+	return "", false
+}
+
+// reservedLabelDomains are the DNS domains of the label namespaces Kubernetes reserves.
+var reservedLabelDomains = []string{"kubernetes.io", "k8s.io"}
 
 // selectorKeys returns the label keys a selector looks at, sorted and without
 // duplicates.

@@ -48,6 +48,44 @@ rules:
 			wantRules: 2,
 		},
 		{name: "explicit empty rules", yaml: "rules: []\n", wantRules: 0},
+		{
+			name: "reserved prefixes",
+			yaml: `
+rules:
+- name: roles
+  match: {providerIDPrefix: "kwok://"}
+  labels:
+    node-role.kubernetes.io/control-plane: ""
+    node-restriction.kubernetes.io/trusted: "true"
+    node.example.com/ok: "yes"
+- name: kubelet
+  match: {nameRegex: "n.*"}
+  labels:
+    kubernetes.io/hostname: other
+    topology.kubernetes.io/zone: a
+    sub.k8s.io/y: "2"
+`,
+			wantErr: []string{
+				`rules[0] (name "roles"): labels["node-restriction.kubernetes.io/trusted"]: the prefix "node-restriction.kubernetes.io/" is reserved for Kubernetes`,
+				`rules[0] (name "roles"): labels["node-role.kubernetes.io/control-plane"]: the prefix "node-role.kubernetes.io/" is reserved`,
+				`rules[1] (name "kubelet"): labels["kubernetes.io/hostname"]: the prefix "kubernetes.io/" is reserved`,
+				`rules[1] (name "kubelet"): labels["topology.kubernetes.io/zone"]: the prefix "topology.kubernetes.io/" is reserved`,
+				`rules[1] (name "kubelet"): labels["sub.k8s.io/y"]: the prefix "sub.k8s.io/" is reserved`,
+			},
+		},
+		{
+			name: "look-alike prefixes are not reserved",
+			yaml: `
+rules:
+- name: fine
+  match: {providerIDPrefix: "kwok://"}
+  labels:
+    notkubernetes.io/a: "1"
+    kubernetes.io.example.com/b: "1"
+    example.com/kubernetes.io: "1"
+`,
+			wantRules: 1,
+		},
 		{name: "empty file", yaml: "", wantErr: []string{"rules: required"}},
 		{name: "not YAML", yaml: "rules: [\n", wantErr: []string{"parsing YAML"}},
 		{

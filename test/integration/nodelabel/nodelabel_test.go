@@ -1,11 +1,15 @@
 package nodelabel
 
 import (
+	"bytes"
 	"context"
-	"errors"
+	"fmt"
+	"io"
+	"net/http"
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -176,29 +180,78 @@ func TestNodeLabelerDisabled(t *testing.T) {
 	}
 }
 
-// TestInvalidConfigRefusesToStart checks that an invalid --node-label-config stops the
-// controller-manager before it starts anything, with an error naming the rule and field,
-// in process and as the bin/app-controller binary (non-zero exit).
-func TestInvalidConfigRefusesToStart(t *testing.T) {
+// TestInvalidConfigDisablesNodeLabeler checks that an invalid --node-label-config (here
+// a rule that sets a reserved label) disables the node labeler alone: the other
+// controllers run, nodes are left alone, the error names the rule and the key in the log,
+// in a Warning Event on the controller's own Pod and as
+// app_controller_node_label_config_valid 0 on /metrics; in process and as the
+// bin/app-controller binary, which keeps running.
+func TestInvalidConfigDisablesNodeLabeler(t *testing.T) {
 	config := writeConfig(t, `
 rules:
 - name: ok
   match: {providerIDPrefix: "kwok://"}
   labels: {it.example.com/a: "1"}
-- name: x
-  match: {nameRegex: "nl-("}
-  labels: {it.example.com/b: "2"}
+- name: roles
+  match: {nameRegex: "nl-.*"}
+  labels: {node-role.kubernetes.io/worker: ""}
 `)
-	want := `rules[1] (name "x"): match.nameRegex: invalid regexp`
+	want := `rules[1] (name "roles"): labels["node-role.kubernetes.io/worker"]: the prefix "node-role.kubernetes.io/" is reserved`
+	kube := framework.Client(t)
+	ctx := context.Background()
 
 	t.Run("in process", func(t *testing.T) {
+		ns := framework.Namespace(t)
+		createNode(t, kube, "nl-invalid-config", map[string]string{pool: "blue"})
+		// The controller's own Pod, as the downward API names it (POD_NAME,
+		// POD_NAMESPACE): the Event about the disabled labeler goes there.
+		pod, err := kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "app-controller-it"},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "manager", Image: "app-controller:it"}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		metricsAddr := framework.FreeAddr(t)
 		opts := controllermanager.NewOptions()
 		opts.NodeLabelConfig = config
-		ctx, cancel := context.WithTimeout(context.Background(), converge)
-		defer cancel()
-		err := controllermanager.RunWithConfig(ctx, framework.Config(t), opts)
-		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), config) {
-			t.Fatalf("RunWithConfig = %v, want an error naming %s and %q", err, config, want)
+		opts.PodName, opts.PodNamespace = pod.Name, ns
+		opts.MetricsBindAddress = metricsAddr
+		opts.ResyncPeriod = 10 * time.Second
+		opts.ShutdownTimeout = 5 * time.Second
+		framework.StartManager(t, framework.Config(t), opts)
+
+		// The ingress controller runs.
+		if _, err := kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "probe", Annotations: map[string]string{"ingress/http": "true"}},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		framework.Eventually(t, converge, func() (bool, error) {
+			_, err := kube.NetworkingV1().Ingresses(ns).Get(ctx, "probe", metav1.GetOptions{})
+			return err == nil, nil
+		})
+
+		event := framework.WaitEvent(t, kube, ns, "Pod", pod.Name, "Warning "+controllermanager.ReasonControllerDisabled+" ", converge)
+		for _, part := range []string{"The nodelabel controller is disabled, the others run", config, want} {
+			if !strings.Contains(event, part) {
+				t.Errorf("Event %q does not contain %q", event, part)
+			}
+		}
+
+		framework.Eventually(t, converge, func() (bool, error) {
+			resp, err := http.Get("http://" + metricsAddr + "/metrics")
+			if err != nil {
+				return false, nil
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			return err == nil && strings.Contains(string(body), "\napp_controller_node_label_config_valid 0\n"), nil
+		})
+
+		if node := getNode(t, kube, "nl-invalid-config"); node.Labels["it.example.com/a"] != "" || len(labelManagers(node, "it.example.com/a")) > 0 {
+			t.Errorf("a disabled labeler labelled the node: %v", node.Labels)
 		}
 	})
 
@@ -206,14 +259,53 @@ rules:
 		bin := framework.BuildBinary(t, "app-controller")
 		ctx, cancel := context.WithTimeout(context.Background(), converge)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, bin, "--kubeconfig", framework.Cluster().Kubeconfig, "--node-label-config", config)
-		out, err := cmd.CombinedOutput()
-		var exitErr *exec.ExitError
-		if !errors.As(err, &exitErr) || exitErr.ExitCode() == 0 {
-			t.Fatalf("app-controller with an invalid config: err %v, want a non-zero exit\n%s", err, out)
+		cmd := exec.CommandContext(ctx, bin, "--kubeconfig", framework.Cluster().Kubeconfig, "--node-label-config", config,
+			"--health-probe-bind-address", "0", "--metrics-bind-address", "0", "--controllers", "ingress,nodelabel")
+		var out lockedBuffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
 		}
-		if !strings.Contains(string(out), strings.ReplaceAll(want, `"`, `\"`)) && !strings.Contains(string(out), want) {
-			t.Errorf("output does not name the rule and field (%q):\n%s", want, out)
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		line := "Controller disabled: its configuration is invalid; the other controllers run"
+		framework.Eventually(t, converge, func() (bool, error) {
+			select {
+			case err := <-exited:
+				return false, fmt.Errorf("app-controller exited (%v) with an invalid node label config, want it to run the other controllers:\n%s", err, out.String())
+			default:
+			}
+			return strings.Contains(out.String(), line), nil
+		})
+		// Still running a while later.
+		select {
+		case err := <-exited:
+			t.Fatalf("app-controller exited (%v) after disabling the node labeler:\n%s", err, out.String())
+		case <-time.After(3 * time.Second):
 		}
+		logged := out.String()
+		if !strings.Contains(logged, strings.ReplaceAll(want, `"`, `\"`)) && !strings.Contains(logged, want) {
+			t.Errorf("the log does not name the rule and key (%q):\n%s", want, logged)
+		}
+		cancel()
+		<-exited
 	})
+}
+
+// lockedBuffer is an io.Writer for a process's output that a test reads meanwhile.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

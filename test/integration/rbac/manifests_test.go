@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -65,6 +66,7 @@ func TestDeployableManifests(t *testing.T) {
 		deployment appsv1.Deployment
 		pdb        policyv1.PodDisruptionBudget
 		metrics    corev1.Service
+		policy     admissionregistrationv1.ValidatingAdmissionPolicy
 	)
 	for i, doc := range splitYAML(rendered) {
 		where := fmt.Sprintf("config/default document %d", i+1)
@@ -88,6 +90,8 @@ func TestDeployableManifests(t *testing.T) {
 			obj = &pdb
 		case "Service":
 			obj = &metrics
+		case "ValidatingAdmissionPolicy":
+			obj = &policy
 		default:
 			continue
 		}
@@ -98,8 +102,16 @@ func TestDeployableManifests(t *testing.T) {
 	slices.Sort(kinds)
 	// Three ClusterRoles: the controller's and the aggregated view and edit roles.
 	if want := []string{"ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Deployment", "Namespace",
-		"PodDisruptionBudget", "Role", "RoleBinding", "Service", "ServiceAccount"}; !slices.Equal(kinds, want) {
+		"PodDisruptionBudget", "Role", "RoleBinding", "Service", "ServiceAccount",
+		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}; !slices.Equal(kinds, want) {
 		t.Fatalf("config/default renders %v, want %v", kinds, want)
+	}
+
+	// The node label policy names the ServiceAccount that config/default deploys
+	// (kustomize does not rewrite the CEL string).
+	user := "'system:serviceaccount:" + sa.Namespace + ":" + sa.Name + "'"
+	if len(policy.Spec.MatchConditions) != 1 || !strings.Contains(policy.Spec.MatchConditions[0].Expression, user) {
+		t.Errorf("the node label policy's match conditions %+v do not name the deployed ServiceAccount %s", policy.Spec.MatchConditions, user)
 	}
 
 	// The PodDisruptionBudget and the metrics Service select the controller's pods, and

@@ -1,7 +1,8 @@
 // Package ociimage builds the app-controller container image without a container engine:
 // a multi-platform OCI image index whose images hold the static binary, the passwd and
-// group files of a distroless "nonroot" base and a writable /tmp. The same inputs always
-// give the same digests: every tar header is fixed and every timestamp is Created.
+// group files of a distroless "nonroot" base, a writable /tmp and, under DocDir, the
+// binary's SBOM and the files of Options.Files (the LICENSE). The same inputs always give
+// the same digests: every tar header is fixed and every timestamp is Created.
 package ociimage
 
 import (
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"sort"
 	"strings"
 	"time"
@@ -50,6 +52,14 @@ const (
 		"nonroot:x:65532:\n"
 )
 
+// Where the image holds the documents that travel with the binary: its SBOM (a
+// CycloneDX JSON document of the platform's binary, `make image` writes it with
+// cyclonedx-gomod) and the files of Options.Files, such as the LICENSE.
+const (
+	DocDir   = "/usr/share/doc/app-controller"
+	SBOMPath = DocDir + "/sbom.cdx.json"
+)
+
 // Platform is one image of the index: where it runs and the binary it holds.
 type Platform struct {
 	OS           string
@@ -58,6 +68,26 @@ type Platform struct {
 	Variant string
 	// Binary is the path of the statically linked binary on this machine.
 	Binary string
+	// SBOM is the path on this machine of the binary's SBOM, put at SBOMPath in the
+	// image; empty: none.
+	SBOM string
+}
+
+// File is a file of every image of the index, read from Source on this machine.
+type File struct {
+	// Path is where the file lands in the image: absolute, such as DocDir + "/LICENSE".
+	Path string
+	// Source is the file's path on this machine.
+	Source string
+}
+
+// ParseFile parses "path-in-image=path-on-this-machine".
+func ParseFile(s string) (File, error) {
+	path, source, ok := strings.Cut(s, "=")
+	if !ok || source == "" || !strings.HasPrefix(path, "/") || strings.HasSuffix(path, "/") {
+		return File{}, fmt.Errorf("file %q: want /absolute/path/in/image=local-path", s)
+	}
+	return File{Path: path, Source: source}, nil
 }
 
 // String returns os/arch[/variant].
@@ -109,6 +139,8 @@ type Options struct {
 	Cmd []string
 	// User is the image's user, uid:gid; empty means User (distroless's nonroot).
 	User string
+	// Files are put into every image (mode 0644), beside the binary.
+	Files []File
 }
 
 // Result is what Build made.
@@ -160,6 +192,16 @@ func (o Options) validate() error {
 		}
 		seen[p.String()] = true
 	}
+	paths := map[string]bool{o.Entrypoint: true, SBOMPath: true}
+	for _, f := range o.Files {
+		if !strings.HasPrefix(f.Path, "/") || strings.HasSuffix(f.Path, "/") {
+			return fmt.Errorf("file %q: want an absolute file path", f.Path)
+		}
+		if paths[f.Path] {
+			return fmt.Errorf("file %s: the path is taken (the entrypoint, the SBOM or another file)", f.Path)
+		}
+		paths[f.Path] = true
+	}
 	return nil
 }
 
@@ -202,7 +244,19 @@ func platformImage(opts Options, p Platform, base v1.Layer, labels map[string]st
 		return nil, fmt.Errorf("reading the binary: %w", err)
 	}
 	created := opts.created()
-	binLayer, err := layer([]entry{{name: opts.Entrypoint, mode: 0o755, body: binary}}, created)
+	entries := []entry{{name: opts.Entrypoint, mode: 0o755, body: binary}}
+	var files []File
+	if p.SBOM != "" {
+		files = append(files, File{Path: SBOMPath, Source: p.SBOM})
+	}
+	for _, f := range append(files, opts.Files...) {
+		body, err := os.ReadFile(f.Source)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s for %s: %w", f.Source, f.Path, err)
+		}
+		entries = append(entries, entry{name: f.Path, mode: 0o644, body: body})
+	}
+	binLayer, err := layer(withParents(entries), created)
 	if err != nil {
 		return nil, fmt.Errorf("building the binary layer: %w", err)
 	}
@@ -249,6 +303,25 @@ func baseLayer(created time.Time) (v1.Layer, error) {
 		{name: NonrootHome + "/", mode: 0o700, uid: NonrootUID},
 		{name: "/tmp/", mode: 0o1777},
 	}, created)
+}
+
+// withParents adds a directory entry (0755, root) for every parent directory of the
+// entries that has none, but the root.
+func withParents(entries []entry) []entry {
+	have := map[string]bool{}
+	for _, e := range entries {
+		have[e.name] = true
+	}
+	out := entries
+	for _, e := range entries {
+		for dir := path.Dir(strings.TrimSuffix(e.name, "/")); dir != "/" && dir != "."; dir = path.Dir(dir) {
+			if !have[dir+"/"] {
+				have[dir+"/"] = true
+				out = append(out, entry{name: dir + "/", mode: 0o755})
+			}
+		}
+	}
+	return out
 }
 
 // entry is a file of a layer; a name ending in / is a directory.

@@ -28,7 +28,15 @@ func testOptions(t *testing.T) Options {
 		if err != nil {
 			t.Fatal(err)
 		}
+		p.SBOM = filepath.Join(dir, arch+".cdx.json")
+		if err := os.WriteFile(p.SBOM, []byte(`{"bomFormat":"CycloneDX","arch":"`+arch+`"}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		platforms = append(platforms, p)
+	}
+	license := filepath.Join(dir, "LICENSE")
+	if err := os.WriteFile(license, []byte("license text"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	return Options{
 		Platforms:  platforms,
@@ -37,6 +45,7 @@ func testOptions(t *testing.T) Options {
 		Revision:   "0123456789abcdef0123456789abcdef01234567",
 		Source:     "https://github.com/app-controller/app-controller",
 		Entrypoint: "/app-controller",
+		Files:      []File{{Path: DocDir + "/LICENSE", Source: license}},
 	}
 }
 
@@ -88,6 +97,17 @@ func TestBuildReproducible(t *testing.T) {
 		{"other version", func(_ *testing.T, o *Options) { o.Version = "v0.2.0" }, false},
 		{"other binary", func(t *testing.T, o *Options) {
 			if err := os.WriteFile(o.Platforms[0].Binary, []byte("changed"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"other SBOM", func(t *testing.T, o *Options) {
+			if err := os.WriteFile(o.Platforms[1].SBOM, []byte(`{"bomFormat":"CycloneDX","x":1}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"no SBOM", func(_ *testing.T, o *Options) { o.Platforms[0].SBOM = "" }, false},
+		{"other LICENSE", func(t *testing.T, o *Options) {
+			if err := os.WriteFile(o.Files[0].Source, []byte("changed"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}, false},
@@ -148,7 +168,9 @@ func TestLayerHeaders(t *testing.T) {
 		}
 		rc.Close()
 	}
-	want := []string{"etc/", "etc/group", "etc/passwd", "home/", "home/nonroot/", "tmp/", "app-controller"}
+	want := []string{"etc/", "etc/group", "etc/passwd", "home/", "home/nonroot/", "tmp/",
+		"app-controller", "usr/", "usr/share/", "usr/share/doc/", "usr/share/doc/app-controller/",
+		"usr/share/doc/app-controller/LICENSE", "usr/share/doc/app-controller/sbom.cdx.json"}
 	if len(names) != len(want) {
 		t.Fatalf("entries %v, want %v", names, want)
 	}
@@ -191,6 +213,11 @@ func TestBuildRejects(t *testing.T) {
 		{"relative entrypoint", func(o *Options) { o.Entrypoint = "app-controller" }},
 		{"platform twice", func(o *Options) { o.Platforms = append(o.Platforms, o.Platforms[0]) }},
 		{"missing binary", func(o *Options) { o.Platforms[0].Binary = "/nonexistent/app-controller" }},
+		{"missing SBOM", func(o *Options) { o.Platforms[1].SBOM = "/nonexistent/sbom.cdx.json" }},
+		{"missing file", func(o *Options) { o.Files[0].Source = "/nonexistent/LICENSE" }},
+		{"file at the SBOM's path", func(o *Options) { o.Files = append(o.Files, File{Path: SBOMPath, Source: o.Files[0].Source}) }},
+		{"file at the entrypoint", func(o *Options) { o.Files = append(o.Files, File{Path: "/app-controller", Source: o.Files[0].Source}) }},
+		{"relative file path", func(o *Options) { o.Files[0].Path = "LICENSE" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,7 +2,12 @@ package ociimage
 
 import (
 	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"debug/buildinfo"
 	"debug/elf"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,7 +31,15 @@ const (
 	envLayout    = "IMAGE_LAYOUT"    // the OCI layout directory
 	envBinaries  = "IMAGE_BINARIES"  // holds <os>-<arch>/app-controller, the binaries it was built from
 	envPlatforms = "IMAGE_PLATFORMS" // the platforms it was built for, comma-separated (PLATFORMS)
+	envSBOM      = "IMAGE_SBOM"      // the SBOM make image wrote beside the layout (the host platform's)
 )
+
+// The repository's LICENSE, which make image puts into the image (from this package's
+// directory, hack/tools/imagebuild/ociimage).
+const licenseFile = "../../../../LICENSE"
+
+// sbomFileName is the SBOM of each platform beside its binary, <os>-<arch>/sbom.cdx.json.
+const sbomFileName = "sbom.cdx.json"
 
 // wantPlatforms returns the platforms the index must hold, in order: those of
 // $IMAGE_PLATFORMS (the Makefile's PLATFORMS, which `make test-image` passes), each with
@@ -43,6 +56,7 @@ func wantPlatforms(t *testing.T, dir string) []Platform {
 		if err != nil {
 			t.Fatalf("%s: %v", envPlatforms, err)
 		}
+		p.SBOM = filepath.Join(filepath.Dir(p.Binary), sbomFileName)
 		out = append(out, p)
 	}
 	return out
@@ -133,6 +147,7 @@ func TestBuiltImage(t *testing.T) {
 		t.Logf("app-controller --version: %s", strings.TrimSpace(string(out)))
 	})
 	t.Run("base files", func(t *testing.T) { checkBase(t, files) })
+	t.Run("SBOM", func(t *testing.T) { checkSBOM(t, files, opts.Version) })
 
 	t.Run("reproducible", func(t *testing.T) {
 		if os.Getenv(envBinaries) == "" {
@@ -140,6 +155,7 @@ func TestBuiltImage(t *testing.T) {
 		}
 		opts.Platforms = platforms
 		opts.Entrypoint = "/app-controller"
+		opts.Files = []File{{Path: DocDir + "/LICENSE", Source: licenseFile}}
 		want, err := idx.Digest()
 		if err != nil {
 			t.Fatal(err)
@@ -230,6 +246,8 @@ func checkBase(t *testing.T, files map[string]file) {
 		{path: "tmp", mode: fs.ModeDir | fs.ModeSticky | 0o777},
 		{path: "home/nonroot", mode: fs.ModeDir | 0o700},
 		{path: "app-controller", mode: 0o755},
+		{path: "usr/share/doc/app-controller/LICENSE", mode: 0o644, want: "                                 Apache License"},
+		{path: "usr/share/doc/app-controller/sbom.cdx.json", mode: 0o644},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path+" "+tt.want, func(t *testing.T) {
@@ -317,4 +335,113 @@ func keys(m map[string]v1.Image) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// cycloneDX is the part of a CycloneDX JSON document the image test reads.
+type cycloneDX struct {
+	BOMFormat   string `json:"bomFormat"`
+	SpecVersion string `json:"specVersion"`
+	Version     int    `json:"version"`
+	Metadata    struct {
+		Component  cdxComponent `json:"component"`
+		Properties []struct {
+			Name  string `json:"name"`
+			Value string `json:"value"`
+		} `json:"properties"`
+	} `json:"metadata"`
+	Components []cdxComponent `json:"components"`
+}
+
+type cdxComponent struct {
+	BOMRef  string `json:"bom-ref"`
+	Type    string `json:"type"`
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	PURL    string `json:"purl"`
+}
+
+// checkSBOM checks the SBOM of the host platform's image: a CycloneDX JSON document
+// (bomFormat, specVersion 1.x, version) whose main component is the module
+// github.com/app-controller/app-controller at the version label, which lists every
+// module the binary was built from (its build info) at the same version,
+// k8s.io/client-go among them, and the Go standard library, and which names the
+// binary's SHA-256; the copy make image wrote beside the layout is the same document.
+func checkSBOM(t *testing.T, files map[string]file, version string) {
+	t.Helper()
+	f, ok := files[strings.TrimPrefix(SBOMPath, "/")]
+	if !ok {
+		t.Fatalf("the image has no %s", SBOMPath)
+	}
+	var bom cycloneDX
+	dec := json.NewDecoder(bytes.NewReader(f.body))
+	if err := dec.Decode(&bom); err != nil {
+		t.Fatalf("%s is not JSON: %v", SBOMPath, err)
+	}
+	if bom.BOMFormat != "CycloneDX" || !strings.HasPrefix(bom.SpecVersion, "1.") || bom.Version < 1 {
+		t.Errorf("bomFormat %q, specVersion %q, version %d: want CycloneDX, 1.x, >= 1", bom.BOMFormat, bom.SpecVersion, bom.Version)
+	}
+	main := bom.Metadata.Component
+	if main.Name != "github.com/app-controller/app-controller" || main.Type != "application" || main.Version != version {
+		t.Errorf("main component %+v: want the application github.com/app-controller/app-controller at %s", main, version)
+	}
+
+	binary := files["app-controller"].body
+	info, err := buildinfo.Read(bytes.NewReader(binary))
+	if err != nil {
+		t.Fatalf("reading the build info of /app-controller: %v", err)
+	}
+	listed := map[string]string{}
+	for _, c := range bom.Components {
+		if c.Name == "" || c.Version == "" || !strings.HasPrefix(c.PURL, "pkg:golang/") {
+			t.Errorf("component %+v: want a name, a version and a pkg:golang purl", c)
+		}
+		listed[c.Name] = c.Version
+	}
+	for _, dep := range info.Deps {
+		want := dep.Version
+		if dep.Replace != nil {
+			want = dep.Replace.Version
+		}
+		if got, ok := listed[dep.Path]; !ok {
+			t.Errorf("the SBOM lacks the module %s %s that the binary was built from", dep.Path, want)
+		} else if got != want {
+			t.Errorf("the SBOM lists %s %s, the binary was built from %s", dep.Path, got, want)
+		}
+	}
+	clientGo := ""
+	for _, dep := range info.Deps {
+		if dep.Path == "k8s.io/client-go" {
+			clientGo = dep.Version
+		}
+	}
+	if clientGo == "" || listed["k8s.io/client-go"] != clientGo {
+		t.Errorf("k8s.io/client-go: the SBOM lists %q, the binary has %q", listed["k8s.io/client-go"], clientGo)
+	}
+	if got := listed["std"]; got != info.GoVersion {
+		t.Errorf("the SBOM lists the standard library at %q, the binary was built with %s", got, info.GoVersion)
+	}
+	sum := sha256.Sum256(binary)
+	found := false
+	for _, p := range bom.Metadata.Properties {
+		if p.Name == "cdx:gomod:binary:hash:SHA-256" {
+			found = true
+			if p.Value != hex.EncodeToString(sum[:]) {
+				t.Errorf("the SBOM describes a binary of SHA-256 %s, the image holds %x", p.Value, sum)
+			}
+		}
+	}
+	if !found {
+		t.Error("the SBOM names no SHA-256 of the binary (cdx:gomod:binary:hash:SHA-256)")
+	}
+	t.Logf("SBOM: CycloneDX %s, %s %s, %d components, k8s.io/client-go %s", bom.SpecVersion, main.Name, main.Version, len(bom.Components), listed["k8s.io/client-go"])
+
+	if path := os.Getenv(envSBOM); path != "" {
+		beside, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("the SBOM beside the layout: %v", err)
+		}
+		if !bytes.Equal(beside, f.body) {
+			t.Errorf("%s differs from the image's %s", path, SBOMPath)
+		}
+	}
 }
