@@ -353,11 +353,15 @@ e2e: $(BIN)/localcluster ## End-to-end tests on a real node (root): the image pu
 	elif [ "$${CI:-}" = true ]; then echo "make e2e: $$reason (CI=true: a skipped tier fails the run)" >&2; exit 1; \
 	else echo "make e2e: skipped: $$reason"; fi
 
+# End-to-end packages run this many at a time, each with its own real node (lcnode-N):
+# they mostly wait (image pulls, probes, the kubelet's back-off, Stalled thresholds).
+E2E_PARALLEL ?= 2
+
 .PHONY: e2e-run
 e2e-run: node-packages tools node-tools $(HELM)
 	$(MAKE) --no-print-directory image PLATFORMS=linux/$(HOST_ARCH)
 	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) \
-		$(GO) test -count=1 -p 1 -timeout $(INTEGRATION_TIMEOUT) ./test/e2e/... $(TESTFLAGS)
+		$(GO) test -count=1 -p $(E2E_PARALLEL) -timeout $(INTEGRATION_TIMEOUT) ./test/e2e/... $(TESTFLAGS)
 
 # How long `make fuzz` runs each Go fuzz target.
 FUZZTIME ?= 60s
