@@ -107,18 +107,28 @@ func eventSource(e *corev1.Event) string {
 	return "<unknown>"
 }
 
-// printEvents writes the Events section of status, as `kubectl describe` does.
-func printEvents(w io.Writer, events []corev1.Event, note string, now time.Time) error {
+// startSection starts a section of status after a blank line: its title, then the note
+// (why the section could not be read) or <none> in place of an empty table. It reports
+// whether the table follows.
+func startSection(w io.Writer, title, note string, rows int) bool {
 	fmt.Fprintln(w)
 	switch {
 	case note != "":
-		fmt.Fprintf(w, "Events:  %s\n", oneLine(note))
-		return nil
-	case len(events) == 0:
-		fmt.Fprintln(w, "Events:  <none>")
+		fmt.Fprintf(w, "%s:  %s\n", title, oneLine(note))
+		return false
+	case rows == 0:
+		fmt.Fprintf(w, "%s:  <none>\n", title)
+		return false
+	}
+	fmt.Fprintf(w, "%s:\n", title)
+	return true
+}
+
+// printEvents writes the Events section of status, as `kubectl describe` does.
+func printEvents(w io.Writer, events []corev1.Event, note string, now time.Time) error {
+	if !startSection(w, "Events", note, len(events)) {
 		return nil
 	}
-	fmt.Fprintln(w, "Events:")
 	tw := printers.GetNewTabWriter(w)
 	fmt.Fprintln(tw, "  TYPE\tREASON\tAGE\tFROM\tMESSAGE")
 	for i := range events {

@@ -43,16 +43,9 @@ func appPods(ctx context.Context, c Clients, app *appv1.App) ([]corev1.Pod, erro
 // the problem that keeps each from being ready (podhealth), or why they could not be
 // read.
 func printPods(w io.Writer, pods []corev1.Pod, note string, now time.Time) error {
-	fmt.Fprintln(w)
-	switch {
-	case note != "":
-		fmt.Fprintf(w, "Pods:  %s\n", oneLine(note))
-		return nil
-	case len(pods) == 0:
-		fmt.Fprintln(w, "Pods:  <none>")
+	if !startSection(w, "Pods", note, len(pods)) {
 		return nil
 	}
-	fmt.Fprintln(w, "Pods:")
 	tw := printers.GetNewTabWriter(w)
 	fmt.Fprintln(tw, "  NAME\tPHASE\tREADY\tRESTARTS\tAGE\tPROBLEM")
 	for i := range pods {
