@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
 	"github.com/app-controller/app-controller/pkg/controller"
@@ -134,7 +135,6 @@ func TestNodeLabels(t *testing.T) {
 // labeler is idle.
 func TestNodeLabelerDisabled(t *testing.T) {
 	kube := framework.Client(t)
-	ctx := context.Background()
 	invalid := writeConfig(t, "rules:\n- name: broken\n  match: {nameRegex: \"(\"}\n  labels: {k: v}\n")
 	valid := writeConfig(t, rules)
 
@@ -155,17 +155,7 @@ func TestNodeLabelerDisabled(t *testing.T) {
 
 			// The ingress controller proves that the manager is up and syncing.
 			if controllermanager.IsControllerEnabled("ingress", tt.controllers) {
-				ns := framework.Namespace(t)
-				if _, err := kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
-					ObjectMeta: metav1.ObjectMeta{Name: "probe", Annotations: map[string]string{"ingress/http": "true"}},
-					Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
-				}, metav1.CreateOptions{}); err != nil {
-					t.Fatal(err)
-				}
-				framework.Eventually(t, converge, func() (bool, error) {
-					_, err := kube.NetworkingV1().Ingresses(ns).Get(ctx, "probe", metav1.GetOptions{})
-					return err == nil, nil
-				})
+				waitIngressControllerRuns(t, kube, framework.Namespace(t))
 			}
 			// Give a running labeler ample time to act, then check it did not.
 			deadline := time.Now().Add(5 * time.Second)
@@ -222,16 +212,7 @@ rules:
 		framework.StartManager(t, framework.Config(t), opts)
 
 		// The ingress controller runs.
-		if _, err := kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: "probe", Annotations: map[string]string{"ingress/http": "true"}},
-			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		framework.Eventually(t, converge, func() (bool, error) {
-			_, err := kube.NetworkingV1().Ingresses(ns).Get(ctx, "probe", metav1.GetOptions{})
-			return err == nil, nil
-		})
+		waitIngressControllerRuns(t, kube, ns)
 
 		event := framework.WaitEvent(t, kube, ns, "Pod", pod.Name, "Warning "+controllermanager.ReasonControllerDisabled+" ", converge)
 		for _, part := range []string{"The nodelabel controller is disabled, the others run", config, want} {
@@ -308,4 +289,21 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// waitIngressControllerRuns creates a Service annotated ingress/http in ns and waits until
+// the ingress controller gives it its Ingress: the manager is up and syncing.
+func waitIngressControllerRuns(t *testing.T, kube kubernetes.Interface, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe", Annotations: map[string]string{"ingress/http": "true"}},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, converge, func() (bool, error) {
+		_, err := kube.NetworkingV1().Ingresses(ns).Get(ctx, "probe", metav1.GetOptions{})
+		return err == nil, nil
+	})
 }
