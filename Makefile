@@ -291,11 +291,12 @@ node-packages:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd runc containernetworking-plugins iptables >/dev/null; \
 	fi
 
-# kwok's fast node and pod stages, from the kwok module pinned in hack/tools.
-$(KWOK_STAGES): hack/tools/go.mod
+# kwok's fast node and pod stages, from the kwok module pinned in hack/tools, and the
+# project's own (hack/kwok: container faults for integration tests).
+$(KWOK_STAGES): hack/tools/go.mod $(wildcard hack/kwok/*.yaml)
 	@rm -rf $@ && mkdir -p $@
 	kwok_dir=$$(cd hack/tools && $(GO) list -m -f '{{.Dir}}' sigs.k8s.io/kwok) && \
-		cp $$kwok_dir/kustomize/stage/node/fast/node-*.yaml $$kwok_dir/kustomize/stage/pod/fast/pod-*.yaml $@/ && \
+		cp $$kwok_dir/kustomize/stage/node/fast/node-*.yaml $$kwok_dir/kustomize/stage/pod/fast/pod-*.yaml hack/kwok/*.yaml $@/ && \
 		chmod u+w $@/*.yaml
 
 .PHONY: $(BIN)/localcluster

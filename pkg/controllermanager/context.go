@@ -24,6 +24,7 @@ import (
 	"github.com/app-controller/app-controller/pkg/controller"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	appinformers "github.com/app-controller/app-controller/pkg/generated/informers/externalversions"
+	"github.com/app-controller/app-controller/pkg/podhealth"
 )
 
 // ControllerContext is what every controller's InitFunc gets: clients and one set of
@@ -44,6 +45,9 @@ type ControllerContext struct {
 	UnmanagedMetadataInformers metadatainformer.SharedInformerFactory
 	// AppInformers watch Apps.
 	AppInformers appinformers.SharedInformerFactory
+	// ProbeEventInformers watch only the kubelet's Events about probes that do not pass
+	// (podhealth.ProbeEventSelector).
+	ProbeEventInformers informers.SharedInformerFactory
 
 	// EventRecorder records Events as component app-controller.
 	EventRecorder record.EventRecorder
@@ -100,6 +104,9 @@ func NewControllerContext(ctx context.Context, cfg *rest.Config, opts *Options) 
 		UnmanagedMetadataInformers: unmanagedInformers,
 		AppInformers: appinformers.NewSharedInformerFactoryWithOptions(appClient, opts.ResyncPeriod,
 			appinformers.WithTransform(controller.StripManagedFields)),
+		ProbeEventInformers: informers.NewSharedInformerFactoryWithOptions(kubeClient, opts.ResyncPeriod,
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = podhealth.ProbeEventSelector }),
+			informers.WithTransform(podhealth.TrimProbeEvent)),
 		EventRecorder: broadcaster.NewRecorder(scheme, corev1.EventSource{Component: appv1.FieldManager}),
 		broadcaster:   broadcaster,
 		Options:       opts,
@@ -124,6 +131,7 @@ func (cc *ControllerContext) start(ctx context.Context) {
 	cc.ManagedInformers.Start(ctx.Done())
 	cc.UnmanagedMetadataInformers.Start(ctx.Done())
 	cc.AppInformers.Start(ctx.Done())
+	cc.ProbeEventInformers.Start(ctx.Done())
 }
 
 // waitForCacheSync waits until every started informer has synced; false if ctx ended
@@ -134,6 +142,7 @@ func (cc *ControllerContext) waitForCacheSync(ctx context.Context) bool {
 		cc.KubeInformers.WaitForCacheSync(ctx.Done()),
 		cc.ManagedInformers.WaitForCacheSync(ctx.Done()),
 		cc.AppInformers.WaitForCacheSync(ctx.Done()),
+		cc.ProbeEventInformers.WaitForCacheSync(ctx.Done()),
 	} {
 		for _, synced := range m {
 			ok = ok && synced
@@ -151,5 +160,6 @@ func (cc *ControllerContext) shutdown() {
 	cc.ManagedInformers.Shutdown()
 	cc.UnmanagedMetadataInformers.Shutdown()
 	cc.AppInformers.Shutdown()
+	cc.ProbeEventInformers.Shutdown()
 	cc.broadcaster.Shutdown()
 }

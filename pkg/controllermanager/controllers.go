@@ -41,6 +41,7 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 		UnmanagedDeployments: unmanagedDeployments,
 		UnmanagedServices:    unmanagedServices,
 		Pods:                 pods,
+		ProbeEvents:          cc.ProbeEventInformers.Core().V1().Events(),
 	}, cc.EventRecorder, app.Options{ShutdownTimeout: cc.Options.ShutdownTimeout, Contest: cc.Options.AppContest})
 }
 

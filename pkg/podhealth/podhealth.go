@@ -61,6 +61,12 @@ type Problem struct {
 	// StalledAt is when the problem makes the App Stalled: it will not go away without
 	// someone acting. Zero: never by itself (the progress deadline still may).
 	StalledAt time.Time
+
+	// Of a probe that does not pass (ContainerNotReady): which ("Readiness",
+	// "Startup"), the container's field path in the kubelet's Events about it, and
+	// since when the container runs; see ProbeOutput.
+	probe, fieldPath string
+	runningSince     time.Time
 }
 
 // Stalled reports whether p makes the App Stalled at now.
@@ -211,11 +217,16 @@ func inspectContainer(pod *corev1.Pod, cs *corev1.ContainerStatus, init bool, no
 			return nil, notReadyAt.Sub(now)
 		}
 		p.Reason = appv1.ReasonContainerNotReady
-		probe := "readiness probe"
+		p.probe = "Readiness"
 		if cs.Started != nil && !*cs.Started {
-			probe = "startup probe"
+			p.probe = "Startup"
 		}
-		p.Message = fmt.Sprintf("%s is running but its %s has not passed since it started", where, probe)
+		p.fieldPath = fmt.Sprintf("spec.containers{%s}", cs.Name)
+		if init {
+			p.fieldPath = fmt.Sprintf("spec.initContainers{%s}", cs.Name)
+		}
+		p.runningSince = runningSince
+		p.Message = fmt.Sprintf("%s is running but its %s probe has not passed since it started", where, strings.ToLower(p.probe))
 		if cs.RestartCount > 0 {
 			p.Message += fmt.Sprintf(" (restarts: %d)", cs.RestartCount)
 		}

@@ -53,6 +53,10 @@ type Informers struct {
 	// status summary (podhealth.TrimPod), to name in Ready what keeps them from being
 	// ready (pods.go).
 	Pods coreinformers.PodInformer
+	// ProbeEvents watches the kubelet's Events about probes that do not pass
+	// (podhealth.ProbeEventSelector), trimmed by podhealth.TrimProbeEvent, to add the
+	// probe's output to ContainerNotReady (pods.go). Optional.
+	ProbeEvents coreinformers.EventInformer
 }
 
 // Controller reconciles Apps.
@@ -73,6 +77,9 @@ type Controller struct {
 	services    *childReconciler[*corev1.Service, *corev1ac.ServiceApplyConfiguration]
 	// pods is the pod cache, indexed by App (podAppIndex).
 	pods cache.Indexer
+	// probeEvents is the cache of the kubelet's Unhealthy Events, indexed by pod
+	// (podEventIndex); nil without Informers.ProbeEvents.
+	probeEvents cache.Indexer
 
 	// loop runs the workers. Its retry policy: MaxRetries attempts with backoff, then
 	// ReconcileFailed in the App's conditions and a Warning Event; the next resync or
@@ -116,14 +123,15 @@ type Options struct {
 //
 // Pods are only listed and watched (the managed ones, by the pod informer), to name in
 // the App's Ready condition what keeps them from being ready; they are never read one
-// by one or written.
+// by one or written. The kubelet's Events about probes that do not pass (reason
+// Unhealthy, by field selector) are listed and watched for the probe's output.
 //
 // +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=apps,verbs=list;watch
 // +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=apps/status,verbs=patch
 // +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=apps/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
 
 // NewController wires a Controller to its clients and informers and registers its event
@@ -156,6 +164,22 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 	podInformer := inf.Pods.Informer()
 	if err := podInformer.AddIndexers(cache.Indexers{podAppIndex: indexPodByApp}); err != nil {
 		return nil, fmt.Errorf("adding the App index to the pod informer: %w", err)
+	}
+	synced := []cache.InformerSynced{
+		appInformer.HasSynced,
+		inf.Deployments.Informer().HasSynced,
+		inf.Services.Informer().HasSynced,
+		inf.UnmanagedDeployments.Informer().HasSynced,
+		inf.UnmanagedServices.Informer().HasSynced,
+		podInformer.HasSynced,
+	}
+	var eventInformer cache.SharedIndexInformer
+	if inf.ProbeEvents != nil {
+		eventInformer = inf.ProbeEvents.Informer()
+		if err := eventInformer.AddIndexers(cache.Indexers{podEventIndex: indexEventByPod}); err != nil {
+			return nil, fmt.Errorf("adding the pod index to the probe Event informer: %w", err)
+		}
+		synced = append(synced, eventInformer.HasSynced)
 	}
 
 	c := &Controller{
@@ -191,14 +215,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		Name:   ControllerName,
 		LogKey: "app",
 		Sync:   c.syncApp,
-		Synced: []cache.InformerSynced{
-			appInformer.HasSynced,
-			inf.Deployments.Informer().HasSynced,
-			inf.Services.Informer().HasSynced,
-			inf.UnmanagedDeployments.Informer().HasSynced,
-			inf.UnmanagedServices.Informer().HasSynced,
-			podInformer.HasSynced,
-		},
+		Synced: synced,
 		Policy: controller.RetryPolicy{
 			MaxAttempts:   opts.MaxRetries,
 			RetryOnResync: true,
@@ -242,6 +259,12 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 	}
 	if _, err := podInformer.AddEventHandlerWithOptions(c.podHandler(logger), cache.HandlerOptions{Logger: &logger}); err != nil {
 		return nil, fmt.Errorf("adding the pod event handler: %w", err)
+	}
+	if eventInformer != nil {
+		c.probeEvents = eventInformer.GetIndexer()
+		if _, err := eventInformer.AddEventHandlerWithOptions(c.probeEventHandler(logger), cache.HandlerOptions{Logger: &logger}); err != nil {
+			return nil, fmt.Errorf("adding the probe Event handler: %w", err)
+		}
 	}
 	return c, nil
 }

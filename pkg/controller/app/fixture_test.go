@@ -95,6 +95,7 @@ func newFixture(t testing.TB) *fixture {
 		UnmanagedDeployments: metadataInformers.ForResource(appsv1.SchemeGroupVersion.WithResource("deployments")),
 		UnmanagedServices:    metadataInformers.ForResource(corev1.SchemeGroupVersion.WithResource("services")),
 		Pods:                 kubeInformers.Core().V1().Pods(),
+		ProbeEvents:          kubeInformers.Core().V1().Events(),
 	}
 	f.recorder = record.NewFakeRecorder(1000)
 	f.clock = clocktesting.NewFakePassiveClock(testNow)

@@ -87,7 +87,70 @@ func (c *Controller) podProblem(app *appv1.App, selector map[string]string, d *a
 	if err != nil || len(objs) == 0 {
 		return nil, 0
 	}
-	return podhealth.First(currentPods(objs, labels.SelectorFromSet(selector), newReplicaSetHash(d)), now)
+	problem, recheck := podhealth.First(currentPods(objs, labels.SelectorFromSet(selector), newReplicaSetHash(d)), now)
+	return problem.WithProbeOutput(c.probeOutput(app.Namespace, problem)), recheck
+}
+
+// podEventIndex indexes the kubelet's Events by "namespace/pod name" of the pod they
+// are about.
+const podEventIndex = "app.appcontroller.k8s.io/event-pod"
+
+// indexEventByPod is the podEventIndex function.
+func indexEventByPod(obj interface{}) ([]string, error) {
+	e, ok := obj.(*corev1.Event)
+	if !ok || e.InvolvedObject.Kind != "Pod" {
+		return nil, nil
+	}
+	return []string{e.InvolvedObject.Namespace + "/" + e.InvolvedObject.Name}, nil
+}
+
+// probeEventHandler queues the App of the pod an Unhealthy Event is about, if the pod
+// is one of an App's (in the pod cache). A repeated Event (its count bumped) queues it
+// again; the status changes only if the probe's output did.
+func (c *Controller) probeEventHandler(logger klog.Logger) cache.ResourceEventHandler {
+	changed := func(obj interface{}) {
+		e, ok := controller.ObjectFromTombstone(obj).(*corev1.Event)
+		if !ok || e.InvolvedObject.Kind != "Pod" {
+			return
+		}
+		pod, exists, err := c.pods.GetByKey(e.InvolvedObject.Namespace + "/" + e.InvolvedObject.Name)
+		if err != nil || !exists {
+			return
+		}
+		if p, ok := pod.(metav1.Object); ok {
+			c.podChanged(logger, "probe Event", p)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: changed,
+		UpdateFunc: func(old, cur interface{}) {
+			if o, ok := old.(metav1.Object); ok {
+				if n, ok := cur.(metav1.Object); ok && o.GetResourceVersion() == n.GetResourceVersion() {
+					return
+				}
+			}
+			changed(cur)
+		},
+	}
+}
+
+// probeOutput returns the output of the probe that problem says does not pass, from the
+// kubelet's Events about its pod in namespace; "" if none or no Event cache.
+func (c *Controller) probeOutput(namespace string, problem *podhealth.Problem) string {
+	if c.probeEvents == nil || problem == nil || problem.Reason != appv1.ReasonContainerNotReady {
+		return ""
+	}
+	objs, err := c.probeEvents.ByIndex(podEventIndex, namespace+"/"+problem.Pod)
+	if err != nil || len(objs) == 0 {
+		return ""
+	}
+	events := make([]*corev1.Event, 0, len(objs))
+	for _, obj := range objs {
+		if e, ok := obj.(*corev1.Event); ok {
+			events = append(events, e)
+		}
+	}
+	return podhealth.ProbeOutput(problem, events)
 }
 
 // newReplicaSetHash returns the pod-template-hash of the Deployment's new ReplicaSet,

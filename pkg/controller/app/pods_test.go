@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -358,5 +359,98 @@ func TestCurrentPods(t *testing.T) {
 		if got := names(currentPods(objs, selector, hash)); !slices.Equal(got, tc.want) {
 			t.Errorf("%q (hash %q): current pods %v, want %v", tc.message, hash, got, tc.want)
 		}
+	}
+}
+
+// probeEventReports puts in the probe Event cache the kubelet's Unhealthy Event about
+// pod's container (the nth time it reports it, at now) with message, trimmed as the
+// informer keeps it, and delivers it to the controller's handler.
+func (w *world) probeEventReports(pod *corev1.Pod, container, message string, n int) {
+	w.t.Helper()
+	w.rv++
+	e := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name + "." + container, ResourceVersion: fmt.Sprint(w.rv)},
+		InvolvedObject: corev1.ObjectReference{
+			Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
+			FieldPath: "spec.containers{" + container + "}",
+		},
+		Reason: "Unhealthy", Message: message, Type: corev1.EventTypeWarning, Count: int32(n),
+		LastTimestamp: metav1.NewTime(w.f.clock.Now()),
+	}
+	trimmed, err := podhealth.TrimProbeEvent(e)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if err := w.f.inf.ProbeEvents.Informer().GetIndexer().Update(trimmed); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// TestWritesProbeOutput: an App whose readiness probe does not pass names, in Ready,
+// the probe's output the kubelet reported in an Event (captured on the real node) with
+// its first status write; the kubelet repeating the Event writes nothing; another
+// output is one write.
+func TestWritesProbeOutput(t *testing.T) {
+	f := newFixture(t)
+	app := newAPIApp("web", 1)
+	f.addApps(app)
+	w := newWorld(t, f, app)
+	deploy := app.Spec.DeploymentTemplate.Name
+	w.at(0)
+	w.sync()
+	w.informersCatchUp()
+	w.sync()
+	w.deploymentReports(deploy, 1, 0)
+
+	pod := capturedPod(t, "readiness", app, testNow)
+	container := pod.Status.ContainerStatuses[0].Name
+	const refused = `Get "http://10.244.0.2:9999/healthz": dial tcp 10.244.0.2:9999: connect: connection refused`
+	// The probe fails from its first run, seconds after the container started.
+	w.at(3 * time.Second)
+	w.podReports(pod)
+	w.probeEventReports(pod, container, "Readiness probe failed: "+refused, 1)
+	w.sync()
+	for i := 2; i <= 8; i++ {
+		w.at(time.Duration(i) * 2 * time.Second)
+		w.probeEventReports(pod, container, "Readiness probe failed: "+refused, i)
+		w.sync()
+	}
+	if w.statusWrites != 1 {
+		t.Fatalf("%d status writes before the probe's grace ended, want 1 (the App's first status)", w.statusWrites)
+	}
+	// The grace ends: the sync the Result queued names the probe and its output.
+	w.at(podhealth.NotReadyGrace + 5*time.Second)
+	w.sync()
+	c := meta.FindStatusCondition(w.app().Status.Conditions, appv1.ConditionReady)
+	want := fmt.Sprintf(`Pod %q container %q is running but its readiness probe has not passed since it started: %s`, pod.Name, container, refused)
+	if c == nil || c.Reason != appv1.ReasonContainerNotReady || c.Message != want {
+		t.Fatalf("Ready %+v, want ContainerNotReady %q", c, want)
+	}
+	if w.statusWrites != 2 {
+		t.Errorf("%d status writes once the probe is named, want 2", w.statusWrites)
+	}
+	w.expectKStatus("probe not passing", kstatus.InProgressStatus)
+
+	// The kubelet repeats the Event (its count bumped): nothing written.
+	for i := 9; i <= 20; i++ {
+		w.at(podhealth.NotReadyGrace + 5*time.Second + time.Duration(i)*2*time.Second)
+		w.probeEventReports(pod, container, "Readiness probe failed: "+refused, i)
+		w.sync()
+	}
+	if w.statusWrites != 2 {
+		t.Errorf("%d status writes after repeated Events, want 2", w.statusWrites)
+	}
+
+	// The app now answers, with a 503: one write, naming it.
+	w.at(2 * time.Minute)
+	w.probeEventReports(pod, container, "Readiness probe failed: HTTP probe failed with statuscode: 503", 1)
+	w.sync()
+	w.at(2*time.Minute + StatusCoalesceWindow)
+	w.sync()
+	if c := meta.FindStatusCondition(w.app().Status.Conditions, appv1.ConditionReady); c == nil || !strings.HasSuffix(c.Message, ": HTTP probe failed with statuscode: 503") {
+		t.Errorf("Ready %+v, want the 503 named", c)
+	}
+	if w.statusWrites != 3 {
+		t.Errorf("%d status writes after another output, want 3", w.statusWrites)
 	}
 }

@@ -63,6 +63,8 @@ type failure struct {
 	shows func(pod *corev1.Pod) bool
 	// reason is the Ready reason that must name it.
 	reason string
+	// messageHas, if set, must be in Ready's message once it names reason.
+	messageHas string
 	// stalledWithin: kstatus must read Failed within it (0: the App stays InProgress
 	// for as long as the test watches it).
 	stalledWithin time.Duration
@@ -130,6 +132,8 @@ var failures = []failure{
 		},
 		shows:  runningNotReady,
 		reason: appv1.ReasonContainerNotReady,
+		// The probe's output, which the kubelet reports only in an Event.
+		messageHas: "readiness probe has not passed since it started: Get ",
 		fix: func(string) string {
 			return `{"deploymentTemplate":{"readinessProbe":{"httpGet":{"path":"/healthz","port":8080},"periodSeconds":2}}}`
 		},
@@ -237,6 +241,9 @@ func runFailure(t *testing.T, client kubernetes.Interface, apps appclient.Interf
 	}
 	line := getLine(t, ns, f.name)
 	ready := readyOf(t, apps, ns, f.name)
+	if f.messageHas != "" && !strings.Contains(ready, f.messageHas) {
+		t.Errorf("App %s: Ready %s, want its message to hold %q", f.name, ready, f.messageHas)
+	}
 	ks, argo := health(t, apps, ns, f.name, f.name)
 	t.Logf("%s: pod %s showed it %.1fs after the App's creation; Ready named it %.1fs later", f.name, shownPod, shownAt.Sub(created).Seconds(), delay.Seconds())
 	report("%s:\n  kubectl get app -o wide: %s\n  Ready: %s\n  seconds from the pod's status to Ready: %.1f\n  kstatus %s, Argo CD %s", f.name, line, ready, delay.Seconds(), ks, argo)
@@ -311,7 +318,8 @@ func exitedWith(reason string) func(*corev1.Pod) bool {
 }
 
 // runningNotReady: a container runs but is not ready. (The pod shows nothing more of a
-// failing readiness probe: the kubelet reports the probe's output in Events.)
+// failing readiness probe: the kubelet reports the probe's output in Events, which the
+// controller reads for Ready's message.)
 func runningNotReady(pod *corev1.Pod) bool {
 	for _, cs := range pod.Status.ContainerStatuses {
 		if cs.State.Running != nil && !cs.Ready {

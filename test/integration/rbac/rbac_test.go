@@ -86,6 +86,8 @@ var grants = []grant{
 	{permission{"delete", "", "services"}, "prune of a removed Service; name given up to an older App", true, everywhere},
 	{permission{"list", "", "pods"}, "pod informer (managed pods only, by label selector): what keeps an App's pods from being ready", false, everywhere},
 	{permission{"watch", "", "pods"}, "pod informer (managed pods only, by label selector): what keeps an App's pods from being ready", true, everywhere},
+	{permission{"list", "", "events"}, "probe Event informer (the kubelet's Unhealthy Events, by field selector): a readiness probe's output in Ready", false, everywhere},
+	{permission{"watch", "", "events"}, "probe Event informer (the kubelet's Unhealthy Events, by field selector): a readiness probe's output in Ready", true, everywhere},
 	// Service->Ingress controller (pkg/controller/ingress).
 	{permission{"update", "", "services/finalizers"}, "OwnerReferencesPermissionEnforcement: the Ingress's owner reference has blockOwnerDeletion=true", false, everywhere},
 	{permission{"list", "networking.k8s.io", "ingresses"}, "Ingress informer", false, everywhere},

@@ -400,9 +400,11 @@ type AppStatus struct {
 	// or Secret key), OOMKilled, CrashLoopBackOff (exit code, restart count, termination
 	// message), Unschedulable (the scheduler's message, say "0/1 nodes are available: 1
 	// Insufficient cpu.") and ContainerNotReady (running but its readiness or startup
-	// probe has not passed 20 s after it started). Pods refused by a quota or PodSecurity
-	// keep the Deployment's reason. kstatus reads such an App InProgress (Reconciling=True
-	// with the same reason) while the problem may still go away by itself; it becomes
+	// probe has not passed 20 s after it started; with the probe's output, which the
+	// kubelet reports only in an Event, say "HTTP probe failed with statuscode: 503").
+	// Pods refused by a quota or PodSecurity keep the Deployment's reason. kstatus reads
+	// such an App InProgress (Reconciling=True with the same reason) while the problem
+	// may still go away by itself; it becomes
 	// Stalled=True (kstatus Failed, Argo CD Degraded) with the same reason when it will
 	// not: at once for InvalidImageName, after 2 minutes of ImagePullFailed or
 	// ContainerConfigError (a registry hiccup, a ConfigMap applied a moment later),
