@@ -110,7 +110,7 @@ func DesiredDeployment(app *appv1.App) (*appsv1ac.DeploymentApplyConfiguration, 
 	// The App's own labels are set last: they win over podLabels (which the schema
 	// already forbids to set them).
 	podLabels := make(map[string]string, len(t.PodLabels)+3)
-	maps.Copy(podLabels, t.PodLabels)
+	maps.Copy(podLabels, appv1.LabelMap(t.PodLabels))
 	maps.Copy(podLabels, childLabels(app))
 	template := corev1ac.PodTemplateSpec().
 		WithLabels(podLabels).
@@ -195,7 +195,7 @@ func DesiredService(app *appv1.App) (*corev1ac.ServiceApplyConfiguration, error)
 	// The App's own labels are set last: they win over serviceTemplate.labels (which the
 	// schema already forbids to set them).
 	labels := make(map[string]string, len(t.Labels)+3)
-	maps.Copy(labels, t.Labels)
+	maps.Copy(labels, appv1.LabelMap(t.Labels))
 	maps.Copy(labels, childLabels(app))
 	s := corev1ac.Service(t.Name, app.Namespace).
 		WithLabels(labels).
@@ -301,7 +301,7 @@ func setPodOptions(spec *corev1ac.PodSpecApplyConfiguration, t *appv1.Deployment
 		spec.WithImagePullSecrets(corev1ac.LocalObjectReference().WithName(s.Name))
 	}
 	if len(t.NodeSelector) > 0 {
-		spec.WithNodeSelector(t.NodeSelector)
+		spec.WithNodeSelector(appv1.LabelMap(t.NodeSelector))
 	}
 	for i := range t.Tolerations {
 		toleration := &corev1ac.TolerationApplyConfiguration{}

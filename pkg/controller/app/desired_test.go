@@ -247,8 +247,8 @@ func TestEveryField(t *testing.T) {
 		}},
 		{name: "pod labels never replace the selector labels", mutate: func(a *appv1.App) {
 			// The schema refuses this; the builder keeps the App's labels anyway.
-			a.Spec.DeploymentTemplate.PodLabels = map[string]string{"team": "x", appv1.InstanceLabel: "other"}
-			a.Spec.ServiceTemplate.Labels = map[string]string{"team": "x", appv1.ManagedByLabel: "someone"}
+			a.Spec.DeploymentTemplate.PodLabels = map[string]appv1.LabelValue{"team": "x", appv1.InstanceLabel: "other"}
+			a.Spec.ServiceTemplate.Labels = map[string]appv1.LabelValue{"team": "x", appv1.ManagedByLabel: "someone"}
 		}},
 	}
 	for _, tc := range tests {

@@ -73,9 +73,9 @@ func WithEveryField(app *appv1.App, refs EveryField) *appv1.App {
 	d.ServiceAccountName = refs.ServiceAccount
 	d.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "registry"}}
 	d.ImagePullPolicy = corev1.PullIfNotPresent
-	d.PodLabels = map[string]string{"team": "payments", "tier": "web"}
+	d.PodLabels = map[string]appv1.LabelValue{"team": "payments", "tier": "web"}
 	d.PodAnnotations = map[string]string{"prometheus.io/scrape": "true"}
-	d.NodeSelector = map[string]string{"type": "kwok"}
+	d.NodeSelector = map[string]appv1.LabelValue{"type": "kwok"}
 	d.Tolerations = []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
 	d.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
@@ -104,7 +104,7 @@ func WithEveryField(app *appv1.App, refs EveryField) *appv1.App {
 	s.PortName = "web"
 	s.Protocol = corev1.ProtocolTCP
 	s.SessionAffinity = corev1.ServiceAffinityClientIP
-	s.Labels = map[string]string{"team": "payments"}
+	s.Labels = map[string]appv1.LabelValue{"team": "payments"}
 	s.Annotations = map[string]string{"ingress/http": "true", "ingress/host": app.Name + ".example.com"}
 	return app
 }
@@ -146,14 +146,14 @@ func EveryFieldDiffs(app *appv1.App, d *appsv1.Deployment, s *corev1.Service) []
 		if t.ImagePullPolicy != "" {
 			check("imagePullPolicy", c.ImagePullPolicy, t.ImagePullPolicy)
 		}
-		podLabels := maps.Clone(t.PodLabels)
+		podLabels := appv1.LabelMap(t.PodLabels)
 		if podLabels == nil {
 			podLabels = map[string]string{}
 		}
 		maps.Copy(podLabels, appLabels(app))
 		check("podLabels", d.Spec.Template.Labels, podLabels)
 		check("podAnnotations", d.Spec.Template.Annotations, t.PodAnnotations)
-		check("nodeSelector", pod.NodeSelector, t.NodeSelector)
+		check("nodeSelector", pod.NodeSelector, appv1.LabelMap(t.NodeSelector))
 		check("tolerations", pod.Tolerations, t.Tolerations)
 		check("affinity", pod.Affinity, t.Affinity)
 		check("topologySpreadConstraints", pod.TopologySpreadConstraints, t.TopologySpreadConstraints)
@@ -176,7 +176,7 @@ func EveryFieldDiffs(app *appv1.App, d *appsv1.Deployment, s *corev1.Service) []
 		if t.SessionAffinity != "" {
 			check("sessionAffinity", s.Spec.SessionAffinity, t.SessionAffinity)
 		}
-		labels := maps.Clone(t.Labels)
+		labels := appv1.LabelMap(t.Labels)
 		if labels == nil {
 			labels = map[string]string{}
 		}

@@ -201,6 +201,16 @@ serviceTemplate: {name: web}`
 		{name: "podLabels set the instance label (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, podLabels: {app.kubernetes.io/instance: other}}`, want: []string{"spec.deploymentTemplate.podLabels", "podLabels must not set app.kubernetes.io/name, app.kubernetes.io/instance or app.kubernetes.io/managed-by"}},
 		{name: "podLabels set the name label (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, podLabels: {app.kubernetes.io/name: other}}`, want: []string{"spec.deploymentTemplate.podLabels", "podLabels must not set"}},
 		{name: "podLabels set managed-by (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, podLabels: {app.kubernetes.io/managed-by: me}}`, want: []string{"spec.deploymentTemplate.podLabels", "podLabels must not set"}},
+		{name: "podLabels value not a label value (the issue's repro)", spec: `deploymentTemplate: {name: web, image: nginx, podLabels: {team: "not valid!"}}`, want: []string{"spec.deploymentTemplate.podLabels.team", "should match"}},
+		{name: "podLabels value too long", spec: `deploymentTemplate: {name: web, image: nginx, podLabels: {team: ` + strings.Repeat("v", 64) + `}}`, want: []string{"spec.deploymentTemplate.podLabels.team", "63"}},
+		{name: "podLabels key not a qualified name (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, podLabels: {"not valid!": x}}`, want: []string{"spec.deploymentTemplate.podLabels", "podLabels: not valid! is not a valid label key"}},
+		{name: "podLabels key with two slashes (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, podLabels: {a/b/c: x}}`, want: []string{"spec.deploymentTemplate.podLabels", "a/b/c is not a valid label key"}},
+		{name: "podAnnotations key not a qualified name (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, podAnnotations: {"-x": "v"}}`, want: []string{"spec.deploymentTemplate.podAnnotations", "-x is not a valid annotation key"}},
+		{name: "nodeSelector value not a label value", spec: `deploymentTemplate: {name: web, image: nginx, nodeSelector: {zone: "a b"}}`, want: []string{"spec.deploymentTemplate.nodeSelector.zone", "should match"}},
+		{name: "nodeSelector key not a qualified name (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, nodeSelector: {"zone!": a}}`, want: []string{"spec.deploymentTemplate.nodeSelector", "zone! is not a valid label key"}},
+		{name: "service labels value not a label value", spec: `serviceTemplate: {name: web, labels: {team: "x y"}}`, want: []string{"spec.serviceTemplate.labels.team", "should match"}},
+		{name: "service labels key not a qualified name (CEL)", spec: `serviceTemplate: {name: web, labels: {"x y": a}}`, want: []string{"spec.serviceTemplate.labels", "x y is not a valid label key"}},
+		{name: "service annotations key not a qualified name (CEL)", spec: `serviceTemplate: {name: web, annotations: {"ingress http": "true"}}`, want: []string{"spec.serviceTemplate.annotations", "ingress http is not a valid annotation key"}},
 		{name: "podAnnotations not strings", spec: `deploymentTemplate: {name: web, image: nginx, podAnnotations: {a: {b: c}}}`, want: []string{"spec.deploymentTemplate.podAnnotations.a", "string"}},
 		{name: "nodeSelector not strings", spec: `deploymentTemplate: {name: web, image: nginx, nodeSelector: {zone: [a]}}`, want: []string{"spec.deploymentTemplate.nodeSelector.zone", "string"}},
 		{name: "tolerations of the wrong type", spec: `deploymentTemplate: {name: web, image: nginx, tolerations: {key: a}}`, want: []string{"spec.deploymentTemplate.tolerations", "array"}},
@@ -228,7 +238,7 @@ serviceTemplate: {name: web}`
 				"metadata":   map[string]any{"name": tc.metaName},
 			}}
 			if tc.metaName == "" {
-				obj.SetName("invalid-" + string(rune('a'+i)))
+				obj.SetName(fmt.Sprintf("invalid-%d", i))
 			}
 			if tc.spec != "-" {
 				var spec map[string]any

@@ -91,9 +91,30 @@ func (g gen) labels(max int, reserved bool) map[string]string {
 		if reserved && g.chance(0.05) {
 			key = appv1.InstanceLabel // the schema refuses it
 		}
+		if g.chance(0.04) {
+			// Not a qualified name: the schema refuses it as a label or annotation key.
+			key = g.pick("not valid!", "-"+g.label(10), "a/b/c", g.label(10)+"/", strings.Repeat("k", 64), "Example.COM/x")
+		}
 		m[key] = g.pick("", g.label(30), "v1.2.3", "a_b.c-d")
+		if g.chance(0.04) {
+			// Not a label value (the schema refuses it in labels and node selectors;
+			// an annotation may hold it).
+			m[key] = g.pick("not valid!", "-x", "x.", strings.Repeat("v", 64))
+		}
 	}
 	return m
+}
+
+// labelValues returns m as labels of the App's API.
+func labelValues(m map[string]string) map[string]appv1.LabelValue {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]appv1.LabelValue, len(m))
+	for k, v := range m {
+		out[k] = appv1.LabelValue(v)
+	}
+	return out
 }
 
 // app returns a random App named name.
@@ -172,9 +193,9 @@ func (g gen) app(ns, name string) *appv1.App {
 		if g.chance(0.3) {
 			t.ImagePullPolicy = corev1.PullPolicy(g.pick("Always", "IfNotPresent", "Never"))
 		}
-		t.PodLabels = g.labels(4, true)
+		t.PodLabels = labelValues(g.labels(4, true))
 		t.PodAnnotations = g.labels(3, false)
-		t.NodeSelector = g.labels(2, false)
+		t.NodeSelector = labelValues(g.labels(2, false))
 		if g.chance(0.2) {
 			t.Tolerations = []corev1.Toleration{{Key: g.label(15), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
 		}
@@ -216,7 +237,7 @@ func (g gen) app(ns, name string) *appv1.App {
 		if g.chance(0.2) {
 			t.SessionAffinity = corev1.ServiceAffinity(g.pick("None", "ClientIP"))
 		}
-		t.Labels = g.labels(3, true)
+		t.Labels = labelValues(g.labels(3, true))
 		t.Annotations = g.labels(3, false)
 		app.Spec.ServiceTemplate = t
 	}
@@ -282,6 +303,9 @@ func TestGeneratedApps(t *testing.T) {
 		spec, _ := json.Marshal(app.Spec)
 		_, err := c.app.AppcontrollerV1().Apps(ns).Create(ctx, app, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
+			if !strings.Contains(err.Error(), "spec.") {
+				t.Errorf("App %d (spec %s): the schema refused it without naming the field: %v", i, spec, err)
+			}
 			refused[firstCause(err.Error())]++
 			continue
 		}

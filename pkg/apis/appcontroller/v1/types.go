@@ -182,19 +182,22 @@ type DeploymentTemplate struct {
 	// app.kubernetes.io/instance and app.kubernetes.io/managed-by.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k).hasValue())",messageExpression="'podLabels: ' + self.filter(k, format.qualifiedName().validate(k).hasValue())[0] + ' is not a valid label key (an optional DNS subdomain prefix and /, then a name of at most 63 characters: alphanumerics, -, _ or ., starting and ending with an alphanumeric)'"
 	// +kubebuilder:validation:XValidation:rule="!('app.kubernetes.io/name' in self) && !('app.kubernetes.io/instance' in self) && !('app.kubernetes.io/managed-by' in self)",message="podLabels must not set app.kubernetes.io/name, app.kubernetes.io/instance or app.kubernetes.io/managed-by: the controller sets them to select the App's pods"
-	PodLabels map[string]string `json:"podLabels,omitempty"`
+	PodLabels map[string]LabelValue `json:"podLabels,omitempty"`
 
 	// PodAnnotations are added to the annotations of the pods. Changing them rolls the
 	// pods out.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k.lowerAscii()).hasValue())",messageExpression="'podAnnotations: ' + self.filter(k, format.qualifiedName().validate(k.lowerAscii()).hasValue())[0] + ' is not a valid annotation key (an optional DNS subdomain prefix and /, then a name of at most 63 characters: alphanumerics, -, _ or ., starting and ending with an alphanumeric)'"
 	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
 
 	// NodeSelector restricts the pods to nodes with all of these labels.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
-	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k).hasValue())",messageExpression="'nodeSelector: ' + self.filter(k, format.qualifiedName().validate(k).hasValue())[0] + ' is not a valid label key (an optional DNS subdomain prefix and /, then a name of at most 63 characters: alphanumerics, -, _ or ., starting and ending with an alphanumeric)'"
+	NodeSelector map[string]LabelValue `json:"nodeSelector,omitempty"`
 
 	// Tolerations let the pods run on nodes with matching taints.
 	// +optional
@@ -369,14 +372,16 @@ type ServiceTemplate struct {
 	// app.kubernetes.io/name, app.kubernetes.io/instance or app.kubernetes.io/managed-by.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k).hasValue())",messageExpression="'serviceTemplate.labels: ' + self.filter(k, format.qualifiedName().validate(k).hasValue())[0] + ' is not a valid label key (an optional DNS subdomain prefix and /, then a name of at most 63 characters: alphanumerics, -, _ or ., starting and ending with an alphanumeric)'"
 	// +kubebuilder:validation:XValidation:rule="!('app.kubernetes.io/name' in self) && !('app.kubernetes.io/instance' in self) && !('app.kubernetes.io/managed-by' in self)",message="serviceTemplate.labels must not set app.kubernetes.io/name, app.kubernetes.io/instance or app.kubernetes.io/managed-by: the controller sets them"
-	Labels map[string]string `json:"labels,omitempty"`
+	Labels map[string]LabelValue `json:"labels,omitempty"`
 
 	// Annotations are added to the Service's annotations, for instance ingress/http:
 	// "true" for an Ingress from the Service->Ingress controller, or a cloud load
 	// balancer's settings.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k.lowerAscii()).hasValue())",messageExpression="'serviceTemplate.annotations: ' + self.filter(k, format.qualifiedName().validate(k.lowerAscii()).hasValue())[0] + ' is not a valid annotation key (an optional DNS subdomain prefix and /, then a name of at most 63 characters: alphanumerics, -, _ or ., starting and ending with an alphanumeric)'"
 	// +kubebuilder:validation:XValidation:rule="!('appcontroller.k8s.io/applied-config-hash' in self)",message="serviceTemplate.annotations must not set appcontroller.k8s.io/applied-config-hash: the controller sets it"
 	Annotations map[string]string `json:"annotations,omitempty"`
 }

@@ -236,7 +236,7 @@ func (in *DeploymentTemplate) DeepCopyInto(out *DeploymentTemplate) {
 	}
 	if in.PodLabels != nil {
 		in, out := &in.PodLabels, &out.PodLabels
-		*out = make(map[string]string, len(*in))
+		*out = make(map[string]LabelValue, len(*in))
 		for key, val := range *in {
 			(*out)[key] = val
 		}
@@ -250,7 +250,7 @@ func (in *DeploymentTemplate) DeepCopyInto(out *DeploymentTemplate) {
 	}
 	if in.NodeSelector != nil {
 		in, out := &in.NodeSelector, &out.NodeSelector
-		*out = make(map[string]string, len(*in))
+		*out = make(map[string]LabelValue, len(*in))
 		for key, val := range *in {
 			(*out)[key] = val
 		}
@@ -347,7 +347,7 @@ func (in *ServiceTemplate) DeepCopyInto(out *ServiceTemplate) {
 	}
 	if in.Labels != nil {
 		in, out := &in.Labels, &out.Labels
-		*out = make(map[string]string, len(*in))
+		*out = make(map[string]LabelValue, len(*in))
 		for key, val := range *in {
 			(*out)[key] = val
 		}

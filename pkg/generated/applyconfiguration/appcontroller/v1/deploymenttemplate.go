@@ -19,6 +19,7 @@ limitations under the License.
 package v1
 
 import (
+	appcontrollerv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	apicorev1 "k8s.io/api/core/v1"
 	appsv1 "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1 "k8s.io/client-go/applyconfigurations/core/v1"
@@ -87,12 +88,12 @@ type DeploymentTemplateApplyConfiguration struct {
 	// PodLabels are added to the labels of the pods. They may not set the labels the
 	// controller uses to select the App's pods: app.kubernetes.io/name,
 	// app.kubernetes.io/instance and app.kubernetes.io/managed-by.
-	PodLabels map[string]string `json:"podLabels,omitempty"`
+	PodLabels map[string]appcontrollerv1.LabelValue `json:"podLabels,omitempty"`
 	// PodAnnotations are added to the annotations of the pods. Changing them rolls the
 	// pods out.
 	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
 	// NodeSelector restricts the pods to nodes with all of these labels.
-	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	NodeSelector map[string]appcontrollerv1.LabelValue `json:"nodeSelector,omitempty"`
 	// Tolerations let the pods run on nodes with matching taints.
 	Tolerations []corev1.TolerationApplyConfiguration `json:"tolerations,omitempty"`
 	// Affinity is the pods' node affinity, pod affinity and pod anti-affinity.
@@ -306,9 +307,9 @@ func (b *DeploymentTemplateApplyConfiguration) WithImagePullPolicy(value apicore
 // and returns the receiver, so that objects can be build by chaining "With" function invocations.
 // If called multiple times, the entries provided by each call will be put on the PodLabels field,
 // overwriting an existing map entries in PodLabels field with the same key.
-func (b *DeploymentTemplateApplyConfiguration) WithPodLabels(entries map[string]string) *DeploymentTemplateApplyConfiguration {
+func (b *DeploymentTemplateApplyConfiguration) WithPodLabels(entries map[string]appcontrollerv1.LabelValue) *DeploymentTemplateApplyConfiguration {
 	if b.PodLabels == nil && len(entries) > 0 {
-		b.PodLabels = make(map[string]string, len(entries))
+		b.PodLabels = make(map[string]appcontrollerv1.LabelValue, len(entries))
 	}
 	for k, v := range entries {
 		b.PodLabels[k] = v
@@ -334,9 +335,9 @@ func (b *DeploymentTemplateApplyConfiguration) WithPodAnnotations(entries map[st
 // and returns the receiver, so that objects can be build by chaining "With" function invocations.
 // If called multiple times, the entries provided by each call will be put on the NodeSelector field,
 // overwriting an existing map entries in NodeSelector field with the same key.
-func (b *DeploymentTemplateApplyConfiguration) WithNodeSelector(entries map[string]string) *DeploymentTemplateApplyConfiguration {
+func (b *DeploymentTemplateApplyConfiguration) WithNodeSelector(entries map[string]appcontrollerv1.LabelValue) *DeploymentTemplateApplyConfiguration {
 	if b.NodeSelector == nil && len(entries) > 0 {
-		b.NodeSelector = make(map[string]string, len(entries))
+		b.NodeSelector = make(map[string]appcontrollerv1.LabelValue, len(entries))
 	}
 	for k, v := range entries {
 		b.NodeSelector[k] = v

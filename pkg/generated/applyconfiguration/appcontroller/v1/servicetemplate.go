@@ -19,6 +19,7 @@ limitations under the License.
 package v1
 
 import (
+	appcontrollerv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -51,7 +52,7 @@ type ServiceTemplateApplyConfiguration struct {
 	SessionAffinity *corev1.ServiceAffinity `json:"sessionAffinity,omitempty"`
 	// Labels are added to the Service's labels. They may not set
 	// app.kubernetes.io/name, app.kubernetes.io/instance or app.kubernetes.io/managed-by.
-	Labels map[string]string `json:"labels,omitempty"`
+	Labels map[string]appcontrollerv1.LabelValue `json:"labels,omitempty"`
 	// Annotations are added to the Service's annotations, for instance ingress/http:
 	// "true" for an Ingress from the Service->Ingress controller, or a cloud load
 	// balancer's settings.
@@ -132,9 +133,9 @@ func (b *ServiceTemplateApplyConfiguration) WithSessionAffinity(value corev1.Ser
 // and returns the receiver, so that objects can be build by chaining "With" function invocations.
 // If called multiple times, the entries provided by each call will be put on the Labels field,
 // overwriting an existing map entries in Labels field with the same key.
-func (b *ServiceTemplateApplyConfiguration) WithLabels(entries map[string]string) *ServiceTemplateApplyConfiguration {
+func (b *ServiceTemplateApplyConfiguration) WithLabels(entries map[string]appcontrollerv1.LabelValue) *ServiceTemplateApplyConfiguration {
 	if b.Labels == nil && len(entries) > 0 {
-		b.Labels = make(map[string]string, len(entries))
+		b.Labels = make(map[string]appcontrollerv1.LabelValue, len(entries))
 	}
 	for k, v := range entries {
 		b.Labels[k] = v
