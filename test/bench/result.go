@@ -57,11 +57,19 @@ type Figures struct {
 	// generation. CreatesSeconds: until the harness's last create returned.
 	ConvergeSeconds float64 `json:"converge_seconds"`
 	CreatesSeconds  float64 `json:"creates_seconds"`
-	// FloorSeconds is the fastest floor loop, FloorConcurrency its concurrency;
-	// FloorByConcurrency has every loop's time.
-	FloorSeconds       float64            `json:"floor_seconds"`
-	FloorConcurrency   int                `json:"floor_concurrency"`
-	FloorByConcurrency map[string]float64 `json:"floor_seconds_by_concurrency"`
+	// FloorSeconds is the fastest floor loop of either kind, FloorLoop its kind
+	// ("interleaved": status writes between creates, runFloor; "batched": every create,
+	// then every Deployment available, then every status write, runBatchedFloor) and
+	// FloorConcurrency its concurrency. FloorByConcurrency has every interleaved loop's
+	// time, BatchedFloorByConcurrency every batched loop's; InterleavedFloorSeconds and
+	// BatchedFloorSeconds are the fastest of each kind (0: none ran).
+	FloorSeconds              float64            `json:"floor_seconds"`
+	FloorLoop                 string             `json:"floor_loop"`
+	FloorConcurrency          int                `json:"floor_concurrency"`
+	FloorByConcurrency        map[string]float64 `json:"floor_seconds_by_concurrency"`
+	BatchedFloorByConcurrency map[string]float64 `json:"batched_floor_seconds_by_concurrency"`
+	InterleavedFloorSeconds   float64            `json:"interleaved_floor_seconds"`
+	BatchedFloorSeconds       float64            `json:"batched_floor_seconds"`
 	// Ratio is ConvergeSeconds / FloorSeconds.
 	Ratio float64 `json:"ratio"`
 	// WritesPerApp is the controller's writes per App from the first create until 5 s
@@ -106,6 +114,12 @@ type Figures struct {
 	// Converged is true when every App converged in every scenario of the round.
 	Converged bool `json:"converged"`
 }
+
+// The kinds of floor loop.
+const (
+	floorInterleaved = "interleaved"
+	floorBatched     = "batched"
+)
 
 // WriteBreakdown are writes per App: the total, Events apart, and by "verb resource".
 type WriteBreakdown struct {
@@ -152,10 +166,19 @@ func (r RoundResult) table(apps, replicas int, scenarios, controllerFlags []stri
 	fmt.Fprintf(&sb, "Round %d: %d Apps x %d replica(s)\n", r.Round, apps, replicas)
 	row := func(name, value string) { fmt.Fprintf(&sb, "  %-40s %s\n", name, value) }
 	var floors []string
-	for _, c := range sortedKeys(r.FloorByConcurrency) {
-		floors = append(floors, fmt.Sprintf("c%s %.2fs", c, r.FloorByConcurrency[c]))
+	for _, loop := range []struct {
+		kind  string
+		times map[string]float64
+	}{{floorInterleaved, r.FloorByConcurrency}, {floorBatched, r.BatchedFloorByConcurrency}} {
+		var times []string
+		for _, c := range sortedKeys(loop.times) {
+			times = append(times, fmt.Sprintf("c%s %.2fs", c, loop.times[c]))
+		}
+		if len(times) > 0 {
+			floors = append(floors, loop.kind+": "+strings.Join(times, ", "))
+		}
 	}
-	row("floor (fastest loop)", fmt.Sprintf("%.2fs at concurrency %d  [%s]", r.FloorSeconds, r.FloorConcurrency, strings.Join(floors, ", ")))
+	row("floor (fastest loop)", fmt.Sprintf("%.2fs, %s at concurrency %d  [%s]", r.FloorSeconds, r.FloorLoop, r.FloorConcurrency, strings.Join(floors, "; ")))
 	flags := "default flags"
 	if len(controllerFlags) > 0 {
 		flags = strings.Join(controllerFlags, " ")

@@ -25,8 +25,11 @@ type Config struct {
 	// Rounds is how many times the whole sequence (floor loops, then the product's
 	// scenarios) runs on the same control plane.
 	Rounds int
-	// Concurrencies are the floor loops' concurrencies.
-	Concurrencies []int
+	// Concurrencies are the interleaved floor loops' concurrencies (runFloor);
+	// BatchedConcurrencies the batched floor loops' (runBatchedFloor). The floor of a
+	// round is the fastest loop of either kind.
+	Concurrencies        []int
+	BatchedConcurrencies []int
 	// CreateClients is the number of parallel clients that create the product's Apps.
 	CreateClients int
 	// Scenarios after converge: any of "idle", "restart", "churn".
@@ -58,8 +61,11 @@ type Config struct {
 // DefaultScenarios are the scenarios after converge.
 var DefaultScenarios = []string{"idle", "restart", "churn"}
 
-// DefaultConcurrencies are the floor loops' concurrencies.
+// DefaultConcurrencies are the interleaved floor loops' concurrencies.
 var DefaultConcurrencies = []int{5, 10, 20, 40}
+
+// DefaultBatchedConcurrencies are the batched floor loops' concurrencies.
+var DefaultBatchedConcurrencies = []int{5, 20}
 
 // env is what the phases share.
 type env struct {
@@ -90,8 +96,8 @@ func (e *env) printf(format string, args ...any) {
 // product's scenarios, prints the table and returns the result. A round in which an App
 // does not converge is an error, after the stuck Apps are described.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
-	if cfg.Apps < 1 || cfg.Replicas < 1 || cfg.Rounds < 1 || cfg.CreateClients < 1 || len(cfg.Concurrencies) == 0 {
-		return nil, errors.New("bench: Apps, Replicas, Rounds, CreateClients and Concurrencies must be positive")
+	if cfg.Apps < 1 || cfg.Replicas < 1 || cfg.Rounds < 1 || cfg.CreateClients < 1 || len(cfg.Concurrencies)+len(cfg.BatchedConcurrencies) == 0 {
+		return nil, errors.New("bench: Apps, Replicas, Rounds and CreateClients must be positive, and some floor loop must run")
 	}
 	if cfg.BaselineWait == 0 {
 		cfg.BaselineWait = defaultBaselineWait
@@ -235,19 +241,35 @@ func (e *env) round(ctx context.Context, round int) (RoundResult, error) {
 			return r, err
 		}
 	}
-	for _, c := range e.cfg.Concurrencies {
-		if err := e.empty(ctx); err != nil {
-			return r, err
-		}
-		e.printf("round %d: floor, concurrency %d, %d Apps\n", round, c, e.cfg.Apps)
-		f, err := runFloor(ctx, e, fmt.Sprintf("bench-floor-%d-c%d", round, c), c)
-		if err != nil {
-			return r, err
-		}
-		e.printf("round %d: floor, concurrency %d: %.2fs, %.2f writes per App\n", round, c, f.seconds, float64(f.writes.total())/float64(e.cfg.Apps))
-		r.FloorByConcurrency[fmt.Sprint(c)] = round2(f.seconds)
-		if r.FloorConcurrency == 0 || f.seconds < r.floorSeconds {
-			r.floorSeconds, r.FloorConcurrency, r.floorWrites = f.seconds, c, f.writes
+	r.BatchedFloorByConcurrency = map[string]float64{}
+	loops := []struct {
+		kind          string
+		concurrencies []int
+		run           func(context.Context, *env, string, int) (floorRun, error)
+		byConcurrency map[string]float64
+		fastest       *float64
+	}{
+		{floorInterleaved, e.cfg.Concurrencies, runFloor, r.FloorByConcurrency, &r.InterleavedFloorSeconds},
+		{floorBatched, e.cfg.BatchedConcurrencies, runBatchedFloor, r.BatchedFloorByConcurrency, &r.BatchedFloorSeconds},
+	}
+	for _, loop := range loops {
+		for _, c := range loop.concurrencies {
+			if err := e.empty(ctx); err != nil {
+				return r, err
+			}
+			e.printf("round %d: floor, %s, concurrency %d, %d Apps\n", round, loop.kind, c, e.cfg.Apps)
+			f, err := loop.run(ctx, e, fmt.Sprintf("bench-floor-%d-%s-c%d", round, loop.kind, c), c)
+			if err != nil {
+				return r, err
+			}
+			e.printf("round %d: floor, %s, concurrency %d: %.2fs, %.2f writes per App\n", round, loop.kind, c, f.seconds, float64(f.writes.total())/float64(e.cfg.Apps))
+			loop.byConcurrency[fmt.Sprint(c)] = round2(f.seconds)
+			if *loop.fastest == 0 || round2(f.seconds) < *loop.fastest {
+				*loop.fastest = round2(f.seconds)
+			}
+			if r.FloorConcurrency == 0 || f.seconds < r.floorSeconds {
+				r.floorSeconds, r.FloorConcurrency, r.floorWrites, r.FloorLoop = f.seconds, c, f.writes, loop.kind
+			}
 		}
 	}
 	r.FloorSeconds = round2(r.floorSeconds)

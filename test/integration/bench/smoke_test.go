@@ -49,26 +49,33 @@ func TestHarnessSmoke(t *testing.T) {
 	defer cancel()
 	const apps = 5
 	res, err := bench.Run(ctx, bench.Config{
-		Apps:          apps,
-		Replicas:      1,
-		Rounds:        1,
-		Concurrencies: []int{5},
-		CreateClients: 5,
-		Scenarios:     []string{"restart", "churn"},
-		BinDir:        binDir,
-		Controller:    framework.BuildBinary(t, "app-controller"),
-		CRDDir:        filepath.Join(root, "config", "crd", "bases"),
-		WorkDir:       filepath.Join(t.TempDir(), "bench"),
-		SkipWarmUp:    true,
-		BaselineWait:  time.Second,
-		Settle:        time.Second,
-		Out:           testWriter{t},
+		Apps:                 apps,
+		Replicas:             1,
+		Rounds:               1,
+		Concurrencies:        []int{5},
+		BatchedConcurrencies: []int{5},
+		CreateClients:        5,
+		Scenarios:            []string{"restart", "churn"},
+		BinDir:               binDir,
+		Controller:           framework.BuildBinary(t, "app-controller"),
+		CRDDir:               filepath.Join(root, "config", "crd", "bases"),
+		WorkDir:              filepath.Join(t.TempDir(), "bench"),
+		SkipWarmUp:           true,
+		BaselineWait:         time.Second,
+		Settle:               time.Second,
+		Out:                  testWriter{t},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !res.AllConverged || len(res.Rounds) != 1 || res.Apps != apps {
 		t.Fatalf("all converged %v, %d round(s), %d Apps; want true, 1, %d", res.AllConverged, len(res.Rounds), res.Apps, apps)
+	}
+	// Both floor loops ran; the floor is the faster.
+	if res.InterleavedFloorSeconds <= 0 || res.BatchedFloorSeconds <= 0 || res.FloorSeconds != min(res.InterleavedFloorSeconds, res.BatchedFloorSeconds) ||
+		(res.FloorLoop != "interleaved" && res.FloorLoop != "batched") {
+		t.Errorf("floors: interleaved %vs, batched %vs, floor %vs (%q loop); want both run and the floor the faster",
+			res.InterleavedFloorSeconds, res.BatchedFloorSeconds, res.FloorSeconds, res.FloorLoop)
 	}
 	// The floor loop's writes, counted from the audit log, are exactly its requests.
 	wantFloor := map[string]float64{"create apps": 1, "create deployments": 1, "create services": 1, "update apps/status": 1}

@@ -18,13 +18,14 @@ import (
 func main() {
 	cfg := bench.Config{Out: os.Stdout}
 	var replicas int
-	var concurrencies, scenarios, out string
+	var concurrencies, batched, scenarios, out string
 	var controllerFlags multiFlag
 	flag.IntVar(&cfg.Apps, "apps", 1000, "number of Apps of every phase")
 	flag.IntVar(&replicas, "replicas", 1, "replicas of each App")
 	flag.IntVar(&cfg.Rounds, "rounds", 1, "rounds of the whole sequence on the same control plane")
 	flag.IntVar(&cfg.CreateClients, "create-clients", 5, "parallel clients creating the product's Apps")
-	flag.StringVar(&concurrencies, "concurrencies", "5,10,20,40", "concurrencies of the floor loops")
+	flag.StringVar(&concurrencies, "concurrencies", "5,10,20,40", "concurrencies of the interleaved floor loops (empty: none)")
+	flag.StringVar(&batched, "batched-concurrencies", "5,20", "concurrencies of the batched floor loops (empty: none)")
 	flag.StringVar(&scenarios, "scenarios", strings.Join(bench.DefaultScenarios, ","), "scenarios after converge (idle, restart, churn; empty: none)")
 	flag.StringVar(&cfg.BinDir, "bin-dir", "bin", "directory of the control plane's binaries")
 	flag.StringVar(&cfg.Controller, "controller", "bin/app-controller", "the controller binary")
@@ -36,14 +37,8 @@ func main() {
 	flag.Parse()
 	cfg.Replicas = int32(replicas)
 	cfg.ControllerFlags = controllerFlags
-	for _, c := range strings.Split(concurrencies, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(c))
-		if err != nil || n < 1 {
-			fmt.Fprintf(os.Stderr, "appbench: bad concurrency %q\n", c)
-			os.Exit(2)
-		}
-		cfg.Concurrencies = append(cfg.Concurrencies, n)
-	}
+	cfg.Concurrencies = concurrencyList(concurrencies)
+	cfg.BatchedConcurrencies = concurrencyList(batched)
 	if scenarios != "" {
 		cfg.Scenarios = strings.Split(scenarios, ",")
 	}
@@ -66,6 +61,23 @@ func main() {
 	if !res.AllConverged {
 		os.Exit(1)
 	}
+}
+
+// concurrencyList parses a comma-separated list of positive concurrencies; "" is none.
+func concurrencyList(list string) []int {
+	var out []int
+	for _, c := range strings.Split(list, ",") {
+		if strings.TrimSpace(c) == "" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "appbench: bad concurrency %q\n", c)
+			os.Exit(2)
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // multiFlag is a repeatable string flag.
