@@ -36,6 +36,11 @@ var (
 	}
 )
 
+// AdminUser is the user of the admin client certificate, which the control plane's
+// components (kube-controller-manager, kube-scheduler, kwok) and Cluster.Config share:
+// the audit log tells them apart by user agent.
+const AdminUser = adminUser
+
 // adminUser and adminGroup identify the admin client certificate.
 const (
 	adminUser  = "localcluster-admin"

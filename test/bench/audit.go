@@ -11,6 +11,9 @@ import (
 // records it.
 type write struct {
 	user string
+	// writer is who wrote: the user, or for the admin identity that the control plane's
+	// components share, the component (see writer).
+	writer string
 	// kind is "VERB resource[/subresource]", e.g. "create deployments", "patch apps/status".
 	kind string
 	// code is the HTTP status code of the response.
@@ -34,7 +37,7 @@ func auditWrite(ev harness.AuditEvent) (write, bool, error) {
 	if ev.Resource() == "" {
 		return write{}, false, nil
 	}
-	return write{user: ev.User.Username, kind: ev.Verb + " " + ev.Resource(), code: ev.Code(), at: ev.StageTimestamp}, true, nil
+	return write{user: ev.User.Username, writer: writer(ev.User.Username, ev.UserAgent), kind: ev.Verb + " " + ev.Resource(), code: ev.Code(), at: ev.StageTimestamp}, true, nil
 }
 
 // auditLog reads the apiserver's audit log as it grows and keeps every write of the
@@ -111,6 +114,20 @@ func (a *auditLog) count(user string, from, to time.Time) (writeCounts, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return countWrites(a.writes, user, from, to), nil
+}
+
+// all reads the log up to now (after a short wait, as count) and returns a copy of
+// every write read so far.
+func (a *auditLog) all(to time.Time) ([]write, error) {
+	if wait := time.Until(to.Add(time.Second)); wait > 0 {
+		time.Sleep(wait)
+	}
+	if err := a.read(); err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]write(nil), a.writes...), nil
 }
 
 // lastWrite returns the time of user's last write after from, or from if none.

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/app-controller/app-controller/internal/localcluster"
 )
 
 func TestParseAuditLine(t *testing.T) {
@@ -18,13 +20,19 @@ func TestParseAuditLine(t *testing.T) {
 		{
 			name:   "status patch",
 			line:   `{"kind":"Event","level":"Metadata","stage":"ResponseComplete","verb":"patch","user":{"username":"bench:app-controller","groups":["system:masters"]},"objectRef":{"resource":"apps","namespace":"ns","name":"a","apiGroup":"appcontroller.k8s.io","apiVersion":"v1","subresource":"status"},"responseStatus":{"metadata":{},"code":200},"stageTimestamp":"2020-11-23T01:00:00.123456Z"}`,
-			want:   write{user: "bench:app-controller", kind: "patch apps/status", code: 200, at: time.Date(2020, 11, 23, 1, 0, 0, 123456000, time.UTC)},
+			want:   write{user: "bench:app-controller", writer: "app-controller", kind: "patch apps/status", code: 200, at: time.Date(2020, 11, 23, 1, 0, 0, 123456000, time.UTC)},
 			wantOK: true,
 		},
 		{
 			name:   "event create",
 			line:   `{"verb":"create","user":{"username":"u"},"objectRef":{"resource":"events","namespace":"ns"},"responseStatus":{"code":201},"stageTimestamp":"2020-11-23T01:00:01Z"}`,
-			want:   write{user: "u", kind: "create events", code: 201, at: time.Date(2020, 11, 23, 1, 0, 1, 0, time.UTC)},
+			want:   write{user: "u", writer: "u", kind: "create events", code: 201, at: time.Date(2020, 11, 23, 1, 0, 1, 0, time.UTC)},
+			wantOK: true,
+		},
+		{
+			name:   "a controller of kube-controller-manager, as the admin user",
+			line:   `{"verb":"create","user":{"username":"localcluster-admin"},"userAgent":"kube-controller-manager/v1.36.3 (linux/amd64) kubernetes/0123abc/replicaset-controller","objectRef":{"resource":"pods","namespace":"ns"},"responseStatus":{"code":201},"stageTimestamp":"2020-11-23T01:00:01Z"}`,
+			want:   write{user: "localcluster-admin", writer: "kube-controller-manager:replicaset-controller", kind: "create pods", code: 201, at: time.Date(2020, 11, 23, 1, 0, 1, 0, time.UTC)},
 			wantOK: true,
 		},
 		{
@@ -179,5 +187,54 @@ func TestPerApp(t *testing.T) {
 		ByVerbResource: map[string]float64{"create deployments": 1, "patch apps/status": 1.5, "create events": 1}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("perApp() = %+v, want %+v", got, want)
+	}
+}
+
+func TestWriter(t *testing.T) {
+	for _, tc := range []struct{ user, agent, want string }{
+		{controllerUser, "app-controller/v1", "app-controller"},
+		{floorUser, "appbench/v0.0.0", "floor"},
+		{localcluster.AdminUser, "kube-controller-manager/v1.36.3 (linux/amd64) kubernetes/0123abc/deployment-controller", "kube-controller-manager:deployment-controller"},
+		{localcluster.AdminUser, "kube-controller-manager/v1.36.3 (linux/amd64) kubernetes/0123abc/leader-election", "kube-controller-manager"},
+		{localcluster.AdminUser, "kube-scheduler/v1.36.3 (linux/amd64) kubernetes/0123abc/scheduler", "kube-scheduler"},
+		{localcluster.AdminUser, "kwok/v0.8.0 (linux/amd64) kwok", "kwok"},
+		{localcluster.AdminUser, "", "unknown"},
+		{"someone", "kubectl/v1.36.3", "someone"},
+	} {
+		if got := writer(tc.user, tc.agent); got != tc.want {
+			t.Errorf("writer(%q, %q) = %q, want %q", tc.user, tc.agent, got, tc.want)
+		}
+	}
+}
+
+func TestTimeline(t *testing.T) {
+	start := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return start.Add(time.Duration(ms) * time.Millisecond) }
+	writes := []write{
+		{writer: "appbench", kind: "create apps", at: at(100)},
+		{writer: "appbench", kind: "create apps", at: at(900)},
+		{writer: "app-controller", kind: "patch deployments", at: at(950)},
+		{writer: "app-controller", kind: "patch services", at: at(1000)},
+		{writer: "kube-controller-manager:replicaset-controller", kind: "create pods", at: at(1100)},
+		{writer: "kube-scheduler", kind: "create pods/binding", at: at(1200)},
+		{writer: "kwok", kind: "patch pods/status", at: at(1300)},
+		{writer: "app-controller", kind: "patch apps/status", at: at(2100)},
+		{writer: "app-controller", kind: "create events", at: at(2200)},
+		{writer: "app-controller", kind: "patch apps/status", at: at(3000)}, // at the end: out
+		{writer: "app-controller", kind: "patch apps/status", at: at(-1)},   // before the start: out
+	}
+	got := timeline(writes, []time.Time{at(2100), at(2500)}, start, at(3000))
+	want := []TimelineSecond{
+		{Second: 0, AppsCreated: 2, ChildWrites: 1},
+		{Second: 1, ChildWrites: 1, ControllerManager: 1, Scheduler: 1, Kwok: 1},
+		{Second: 2, StatusWrites: 1, Events: 1, AppsReady: 2},
+		{Second: 3},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("timeline\n%+v\nwant\n%+v", got, want)
+	}
+	per := writesByWriter(writes, start, at(3000), 2)
+	if per["appbench"]["create apps"] != 1 || per["app-controller"]["patch apps/status"] != 0.5 || per["kwok"]["patch pods/status"] != 0.5 {
+		t.Errorf("writesByWriter = %v", per)
 	}
 }

@@ -23,6 +23,8 @@ type floorRun struct {
 	concurrency int
 	seconds     float64
 	writes      writeCounts
+	// from and to bound the loop: its first request and its last response.
+	from, to time.Time
 }
 
 // children returns the Deployment and Service the App controller makes for app, built
@@ -159,7 +161,7 @@ func runFloor(ctx context.Context, e *env, ns string, concurrency int) (floorRun
 		return r, err
 	}
 	end := time.Now()
-	r.seconds = end.Sub(start).Seconds()
+	r.seconds, r.from, r.to = end.Sub(start).Seconds(), start, end.Add(time.Millisecond)
 	if r.writes, err = e.audit.count(floorUser, start, end.Add(time.Millisecond)); err != nil {
 		return r, err
 	}
@@ -251,7 +253,7 @@ func runBatchedFloor(ctx context.Context, e *env, ns string, concurrency int) (f
 		return r, err
 	}
 	end := time.Now()
-	r.seconds = end.Sub(start).Seconds()
+	r.seconds, r.from, r.to = end.Sub(start).Seconds(), start, end.Add(time.Millisecond)
 	if r.writes, err = e.audit.count(floorUser, start, end.Add(time.Millisecond)); err != nil {
 		return r, err
 	}

@@ -109,6 +109,9 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 	if r.Pods, r.PodCacheMiBPer1000Pods, r.PodCacheWholeMiBPer1000Pods, err = podCacheSize(ctx, e.admin.kube, ns); err != nil {
 		return err
 	}
+	if r.CacheMiBPer1000Apps, err = cacheSizes(ctx, e.admin, ns, n); err != nil {
+		return err
+	}
 	settled := last.Add(e.cfg.Settle)
 	time.Sleep(time.Until(settled))
 	writes, err := e.audit.count(controllerUser, start, settled)
@@ -117,6 +120,21 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 	}
 	r.WritesBreakdown = perApp(writes, n)
 	r.WritesPerApp = r.WritesBreakdown.Total
+	if e.cfg.Breakdown {
+		all, err := e.audit.all(settled)
+		if err != nil {
+			return err
+		}
+		ready := make([]time.Time, n)
+		for i := range n {
+			ready[i], _ = watch.readyTime(appName(i), generations[i])
+		}
+		r.Breakdown = &Breakdown{
+			ProductWritesPerApp: writesByWriter(all, start, settled, n),
+			FloorWritesPerApp:   writesByWriter(all, r.floorFrom, r.floorTo, n),
+			Timeline:            timeline(all, ready, start, settled),
+		}
+	}
 	e.printf("round %d: converged in %.2fs (creates %.2fs), %.2f writes per App\n", r.Round, r.ConvergeSeconds, r.CreatesSeconds, r.WritesPerApp)
 
 	if slices.Contains(e.cfg.Scenarios, "idle") {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Result is what a run measured, written as JSON (docs/bench-results/latest.json). Its
@@ -46,8 +47,9 @@ type RoundResult struct {
 	Round int `json:"round"`
 	Figures
 
-	floorSeconds float64
-	floorWrites  writeCounts
+	floorSeconds       float64
+	floorWrites        writeCounts
+	floorFrom, floorTo time.Time
 }
 
 // Figures are the measurements of one round; seconds are wall-clock times on a shared
@@ -107,12 +109,18 @@ type Figures struct {
 	PodCacheMiBPer1000Pods      float64 `json:"pod_cache_mib_per_1000_pods"`
 	PodCacheWholeMiBPer1000Pods float64 `json:"pod_cache_whole_mib_per_1000_pods"`
 	Pods                        int     `json:"pods"`
+	// CacheMiBPer1000Apps: what the controller's caches of the Apps, their Deployments
+	// and their Services hold per 1000 Apps, by resource, each kept as its informer keeps
+	// it, in an indexer in the harness (Go heap after GC).
+	CacheMiBPer1000Apps map[string]float64 `json:"cache_mib_per_1000_apps"`
 	// ControllerCPUSeconds: the controller's utime+stime from the first create until
 	// convergence; ControllerCPUSecondsTotal: of its processes over the whole round.
 	ControllerCPUSeconds      float64 `json:"controller_cpu_seconds"`
 	ControllerCPUSecondsTotal float64 `json:"controller_cpu_seconds_total"`
 	// Converged is true when every App converged in every scenario of the round.
 	Converged bool `json:"converged"`
+	// Breakdown is who writes what, and the product's timeline (Config.Breakdown).
+	Breakdown *Breakdown `json:"breakdown,omitempty"`
 }
 
 // The kinds of floor loop.
@@ -200,8 +208,16 @@ func (r RoundResult) table(apps, replicas int, scenarios, controllerFlags []stri
 	row("controller peak RSS (VmHWM)", fmt.Sprintf("%.1f MiB", r.ControllerPeakRSSMB))
 	row("RSS per 1000 Apps", fmt.Sprintf("%.1f MiB (%.1f idle at N=0, %.1f at N)", r.RSSMBPer1000Apps, r.RSSBaselineMB, r.RSSAtNMB))
 	row("pod cache per 1000 pods", fmt.Sprintf("%.2f MiB trimmed (%.2f whole), %d pods", r.PodCacheMiBPer1000Pods, r.PodCacheWholeMiBPer1000Pods, r.Pods))
+	var caches []string
+	for _, k := range sortedKeys(r.CacheMiBPer1000Apps) {
+		caches = append(caches, fmt.Sprintf("%s %.2f", k, r.CacheMiBPer1000Apps[k]))
+	}
+	row("caches per 1000 Apps (MiB)", strings.Join(caches, ", "))
 	row("controller CPU converging / round", fmt.Sprintf("%.2fs / %.2fs", r.ControllerCPUSeconds, r.ControllerCPUSecondsTotal))
 	row("every App converged", fmt.Sprint(r.Converged))
+	if r.Breakdown != nil {
+		sb.WriteString(r.Breakdown.table())
+	}
 	return sb.String()
 }
 

@@ -52,6 +52,10 @@ type Config struct {
 	// at N=0 is read; Settle how long writes still count after a scenario's last App is
 	// Ready, or after the restarted controller's queue is drained. Zero: 10 s and 5 s.
 	BaselineWait, Settle time.Duration
+	// Breakdown also audits the control plane's components and the harness's own
+	// writes, and adds to each round who writes what per App and the product's timeline
+	// (Breakdown). Off by default: auditing every write costs the apiserver a little.
+	Breakdown bool
 	// ResultPath, if set, receives the JSON result, rewritten after each round.
 	ResultPath string
 	// Out receives the progress lines and the table.
@@ -122,7 +126,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		StateDir:    filepath.Join(cfg.WorkDir, "cluster"),
 		CRDDir:      cfg.CRDDir,
 		PodCapacity: cfg.Apps*int(cfg.Replicas) + 100,
-		AuditUsers:  []string{controllerUser, floorUser},
+		AuditUsers:  auditUsers(cfg.Breakdown),
 		// Kept: a failed run's logs explain it; a successful run removes WorkDir.
 		KeepState: true,
 		Out:       prefixWriter{out, "  cluster: "},
@@ -166,6 +170,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		defer os.RemoveAll(cfg.WorkDir)
 	}
 	return res, nil
+}
+
+// auditUsers are the users whose writes the apiserver's audit log records: the
+// controller's and the floor's, and with breakdown the admin identity that the harness
+// and the control plane's components share.
+func auditUsers(breakdown bool) []string {
+	users := []string{controllerUser, floorUser}
+	if breakdown {
+		users = append(users, localcluster.AdminUser)
+	}
+	return users
 }
 
 // writeCounting says how writes are counted, in the table and the JSON.
@@ -269,6 +284,7 @@ func (e *env) round(ctx context.Context, round int) (RoundResult, error) {
 			}
 			if r.FloorConcurrency == 0 || f.seconds < r.floorSeconds {
 				r.floorSeconds, r.FloorConcurrency, r.floorWrites, r.FloorLoop = f.seconds, c, f.writes, loop.kind
+				r.floorFrom, r.floorTo = f.from, f.to
 			}
 		}
 	}
