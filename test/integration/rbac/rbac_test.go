@@ -277,7 +277,10 @@ func TestServiceAccountPermissions(t *testing.T) {
 		{Verb: "patch", Group: "appcontroller.k8s.io", Resource: "apps"},
 		{Verb: "delete", Group: "appcontroller.k8s.io", Resource: "apps"},
 		{Verb: "update", Group: "appcontroller.k8s.io", Resource: "apps", Subresource: "status"},
-		{Verb: "list", Resource: "events"},
+		// Events are listed and watched (the kubelet's Unhealthy ones, by field selector),
+		// never read one by one, updated or deleted.
+		{Verb: "get", Resource: "events"},
+		{Verb: "update", Resource: "events"},
 		{Verb: "delete", Resource: "events"},
 		// Leader election gets, creates and updates its Lease, in its own namespace only:
 		// other instances' Leases (kube-controller-manager's, the kubelets' heartbeats in
