@@ -102,22 +102,18 @@ func cutLast(s, sep string) (string, string, bool) {
 	return s, "", false
 }
 
-// count reads the log up to now (after a short wait: the apiserver writes an event after
-// its response) and counts user's writes completed in [from, to).
+// count reads the log up to to (see all) and counts user's writes completed in
+// [from, to).
 func (a *auditLog) count(user string, from, to time.Time) (writeCounts, error) {
-	if wait := time.Until(to.Add(time.Second)); wait > 0 {
-		time.Sleep(wait)
-	}
-	if err := a.read(); err != nil {
+	writes, err := a.all(to)
+	if err != nil {
 		return nil, err
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return countWrites(a.writes, user, from, to), nil
+	return countWrites(writes, user, from, to), nil
 }
 
-// all reads the log up to now (after a short wait, as count) and returns a copy of
-// every write read so far.
+// all reads the log up to now, after waiting until a second past to (the apiserver
+// writes an event after its response), and returns a copy of every write read so far.
 func (a *auditLog) all(to time.Time) ([]write, error) {
 	if wait := time.Until(to.Add(time.Second)); wait > 0 {
 		time.Sleep(wait)

@@ -6,7 +6,9 @@ import (
 	"runtime"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -58,21 +60,7 @@ func heapCost(list func() ([]interface{}, error), transform func(interface{}) (i
 // and whole.
 func podCacheSize(ctx context.Context, kube kubernetes.Interface, ns string) (pods int, trimmedMiB, wholeMiB float64, err error) {
 	list := func() ([]interface{}, error) {
-		l, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: controller.ManagedSelector().String()})
-		if err != nil {
-			return nil, fmt.Errorf("listing the pods of %s: %w", ns, err)
-		}
-		objs := make([]interface{}, len(l.Items))
-		for i := range l.Items {
-			objs[i] = l.Items[i].DeepCopy()
-		}
-		return objs, nil
-	}
-	perThousand := func(n int, bytes float64) float64 {
-		if n == 0 {
-			return 0
-		}
-		return round2(bytes / (1 << 20) * 1000 / float64(n))
+		return listed(kube.CoreV1().Pods(ns).List(ctx, managedOnly()))
 	}
 	pods, trimmed, err := heapCost(list, podhealth.TrimPod)
 	if err != nil {
@@ -82,7 +70,7 @@ func podCacheSize(ctx context.Context, kube kubernetes.Interface, ns string) (po
 		obj.(*corev1.Pod).ManagedFields = nil // what the other informers drop (controller.StripManagedFields)
 		return obj, nil
 	})
-	return pods, perThousand(pods, trimmed), perThousand(pods, whole), err
+	return pods, mibPer1000(trimmed, pods), mibPer1000(whole, pods), err
 }
 
 // cacheSizes measures what the App controller's caches of namespace ns's Apps,
@@ -92,46 +80,53 @@ func podCacheSize(ctx context.Context, kube kubernetes.Interface, ns string) (po
 func cacheSizes(ctx context.Context, c clients, ns string, apps int) (map[string]float64, error) {
 	lists := map[string]func() ([]interface{}, error){
 		"apps": func() ([]interface{}, error) {
-			l, err := c.app.AppcontrollerV1().Apps(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return nil, fmt.Errorf("listing the Apps of %s: %w", ns, err)
-			}
-			objs := make([]interface{}, len(l.Items))
-			for i := range l.Items {
-				objs[i] = l.Items[i].DeepCopy()
-			}
-			return objs, nil
+			return listed(c.app.AppcontrollerV1().Apps(ns).List(ctx, metav1.ListOptions{}))
 		},
 		"deployments": func() ([]interface{}, error) {
-			l, err := c.kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{LabelSelector: controller.ManagedSelector().String()})
-			if err != nil {
-				return nil, fmt.Errorf("listing the Deployments of %s: %w", ns, err)
-			}
-			objs := make([]interface{}, len(l.Items))
-			for i := range l.Items {
-				objs[i] = l.Items[i].DeepCopy()
-			}
-			return objs, nil
+			return listed(c.kube.AppsV1().Deployments(ns).List(ctx, managedOnly()))
 		},
 		"services": func() ([]interface{}, error) {
-			l, err := c.kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: controller.ManagedSelector().String()})
-			if err != nil {
-				return nil, fmt.Errorf("listing the Services of %s: %w", ns, err)
-			}
-			objs := make([]interface{}, len(l.Items))
-			for i := range l.Items {
-				objs[i] = l.Items[i].DeepCopy()
-			}
-			return objs, nil
+			return listed(c.kube.CoreV1().Services(ns).List(ctx, managedOnly()))
 		},
 	}
 	sizes := make(map[string]float64, len(lists))
 	for resource, list := range lists {
 		_, bytes, err := heapCost(list, controller.StripManagedFields)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("measuring the cache of %s: %w", resource, err)
 		}
-		sizes[resource] = round2(bytes / (1 << 20) * 1000 / float64(apps))
+		sizes[resource] = mibPer1000(bytes, apps)
 	}
 	return sizes, nil
+}
+
+// managedOnly lists the objects labelled as managed by app-controller, as the managed
+// informers do.
+func managedOnly() metav1.ListOptions {
+	return metav1.ListOptions{LabelSelector: controller.ManagedSelector().String()}
+}
+
+// listed returns copies of the items of a List call's result, each its own allocation
+// as an informer's objects are, so that the list itself can be dropped.
+func listed(list k8sruntime.Object, err error) ([]interface{}, error) {
+	if err != nil {
+		return nil, fmt.Errorf("listing: %w", err)
+	}
+	objs, err := meta.ExtractList(list)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]interface{}, len(objs))
+	for i, obj := range objs {
+		out[i] = obj.DeepCopyObject()
+	}
+	return out, nil
+}
+
+// mibPer1000 is bytes in MiB per 1000 of n objects; 0 for none.
+func mibPer1000(bytes float64, n int) float64 {
+	if n == 0 {
+		return 0
+	}
+	return round2(bytes / (1 << 20) * 1000 / float64(n))
 }
