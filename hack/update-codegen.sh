@@ -51,6 +51,9 @@ go tool controller-gen \
     crd:crdVersions=v1 \
     paths="./pkg/apis/..." \
     output:crd:artifacts:config=config/crd/bases
+# Bounds on the lists, strings and maps of the Kubernetes types the App embeds, which
+# carry no markers of their own (hack/crdbounds).
+go run ./hack/crdbounds config/crd/bases/appcontroller.k8s.io_apps.yaml
 
 go tool controller-gen \
     rbac:roleName=app-controller \

@@ -120,15 +120,18 @@ type DeploymentTemplate struct {
 	// ReadinessProbe tells when the container is ready for traffic: the Service sends
 	// none to a pod that is not ready, and a rollout waits for new pods to be ready.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="(!has(self.httpGet) || (type(self.httpGet.port) == int ? (self.httpGet.port >= 1 && self.httpGet.port <= 65535) : (size(self.httpGet.port) <= 15 && self.httpGet.port.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && self.httpGet.port.matches('[a-z]')))) && (!has(self.tcpSocket) || (type(self.tcpSocket.port) == int ? (self.tcpSocket.port >= 1 && self.tcpSocket.port <= 65535) : (size(self.tcpSocket.port) <= 15 && self.tcpSocket.port.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && self.tcpSocket.port.matches('[a-z]')))) && (!has(self.grpc) || (self.grpc.port >= 1 && self.grpc.port <= 65535))",message="readinessProbe: the port of httpGet, tcpSocket or grpc must be from 1 to 65535, or the name of a port (at most 15 lowercase alphanumerics or '-', with a letter)"
 	ReadinessProbe *corev1.Probe `json:"readinessProbe,omitempty"`
 
 	// LivenessProbe tells when the container must be restarted.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="(!has(self.httpGet) || (type(self.httpGet.port) == int ? (self.httpGet.port >= 1 && self.httpGet.port <= 65535) : (size(self.httpGet.port) <= 15 && self.httpGet.port.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && self.httpGet.port.matches('[a-z]')))) && (!has(self.tcpSocket) || (type(self.tcpSocket.port) == int ? (self.tcpSocket.port >= 1 && self.tcpSocket.port <= 65535) : (size(self.tcpSocket.port) <= 15 && self.tcpSocket.port.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && self.tcpSocket.port.matches('[a-z]')))) && (!has(self.grpc) || (self.grpc.port >= 1 && self.grpc.port <= 65535))",message="livenessProbe: the port of httpGet, tcpSocket or grpc must be from 1 to 65535, or the name of a port (at most 15 lowercase alphanumerics or '-', with a letter)"
 	LivenessProbe *corev1.Probe `json:"livenessProbe,omitempty"`
 
 	// StartupProbe holds the other probes off until the container has started; a
 	// container that fails it is restarted.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="(!has(self.httpGet) || (type(self.httpGet.port) == int ? (self.httpGet.port >= 1 && self.httpGet.port <= 65535) : (size(self.httpGet.port) <= 15 && self.httpGet.port.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && self.httpGet.port.matches('[a-z]')))) && (!has(self.tcpSocket) || (type(self.tcpSocket.port) == int ? (self.tcpSocket.port >= 1 && self.tcpSocket.port <= 65535) : (size(self.tcpSocket.port) <= 15 && self.tcpSocket.port.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && self.tcpSocket.port.matches('[a-z]')))) && (!has(self.grpc) || (self.grpc.port >= 1 && self.grpc.port <= 65535))",message="startupProbe: the port of httpGet, tcpSocket or grpc must be from 1 to 65535, or the name of a port (at most 15 lowercase alphanumerics or '-', with a letter)"
 	StartupProbe *corev1.Probe `json:"startupProbe,omitempty"`
 
 	// SecurityContext is the container's security context. Under the restricted Pod
