@@ -13,6 +13,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -92,6 +93,9 @@ func (c *command) rootCommand() *cobra.Command {
   status      a compact health summary and recent Events; exit code 0 when Ready, 1 when not
   list        the Apps of a namespace, or of all, with their Ready condition
   create      create an App running an image, like kubectl create deployment
+  history     the revisions of an App's spec, with image and change cause
+  rollback    write an earlier revision's spec back into an App
+  restart     roll an App's pods, like kubectl rollout restart
   version     the plugin's version and the controller's
   completion  a shell completion script (kubectl itself completes through kubectl_complete-app)
 
@@ -117,7 +121,8 @@ found, API error).`,
 	if err := root.RegisterFlagCompletionFunc("namespace", c.completeNamespaces); err != nil {
 		panic(fmt.Sprintf("registering the completion of --namespace: %v", err))
 	}
-	root.AddCommand(c.treeCommand(), c.statusCommand(), c.listCommand(), c.createCommand(), c.versionCommand())
+	root.AddCommand(c.treeCommand(), c.statusCommand(), c.listCommand(), c.createCommand(),
+		c.historyCommand(), c.rollbackCommand(), c.restartCommand(), c.versionCommand())
 	return root
 }
 
@@ -351,7 +356,11 @@ func clientsFrom(flags *genericclioptions.ConfigFlags) (Clients, error) {
 	if err != nil {
 		return Clients{}, fmt.Errorf("making an App client: %w", err)
 	}
-	return Clients{Discovery: dc, Dynamic: dyn, Metadata: md, Apps: apps}, nil
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return Clients{}, fmt.Errorf("making a Kubernetes client: %w", err)
+	}
+	return Clients{Discovery: dc, Dynamic: dyn, Metadata: md, Apps: apps, Kube: kube}, nil
 }
 
 // describe returns err as is when it speaks for itself (the App does not exist, the App

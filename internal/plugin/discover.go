@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
@@ -28,8 +29,11 @@ type Clients struct {
 	// Dynamic reads Apps, and the full objects of the kinds found in a tree to compute
 	// their health.
 	Dynamic dynamic.Interface
-	// Apps creates Apps (create), with the generated clientset.
+	// Apps creates Apps (create), reads them and writes a revision's spec back
+	// (rollback), with the generated clientset.
 	Apps appclientset.Interface
+	// Kube lists an App's revisions (history, rollback) and restarts its Deployment.
+	Kube kubernetes.Interface
 }
 
 // appResourceName is the plural resource name of App.

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	discoveryfake "k8s.io/client-go/discovery/fake"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
 
@@ -77,10 +78,11 @@ type fakes struct {
 	metadata  *metadatafake.FakeMetadataClient
 	dynamic   *dynamicfake.FakeDynamicClient
 	apps      *appfake.Clientset
+	kube      *kubefake.Clientset
 }
 
 func (f fakes) clients() Clients {
-	return Clients{Discovery: f.discovery, Metadata: f.metadata, Dynamic: f.dynamic, Apps: f.apps}
+	return Clients{Discovery: f.discovery, Metadata: f.metadata, Dynamic: f.dynamic, Apps: f.apps, Kube: f.kube}
 }
 
 // newFakes returns fake clients serving testResources (or resources, if given) and
@@ -111,6 +113,7 @@ func newFakes(t *testing.T, objects []*unstructured.Unstructured, resources ...*
 		metadata:  metadatafake.NewSimpleMetadataClient(scheme, metaObjects...),
 		dynamic:   dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds(), dynObjects...),
 		apps:      appfake.NewSimpleClientset(),
+		kube:      kubefake.NewClientset(),
 	}
 }
 

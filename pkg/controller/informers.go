@@ -61,3 +61,18 @@ func StripToIdentity(obj interface{}) (interface{}, error) {
 	}
 	return obj, nil
 }
+
+// StripToVersion is an informer transform for metadata-only informers that are used to
+// know whether an object exists and when it changes: it keeps name, namespace, UID and
+// resourceVersion, and drops the rest of the metadata.
+func StripToVersion(obj interface{}) (interface{}, error) {
+	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		return &metav1.PartialObjectMetadata{
+			TypeMeta: m.TypeMeta,
+			ObjectMeta: metav1.ObjectMeta{
+				Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+			},
+		}, nil
+	}
+	return obj, nil
+}

@@ -43,6 +43,8 @@ type ControllerContext struct {
 	// UnmanagedMetadataInformers watch the metadata of every object not labelled as
 	// managed by app-controller, without managedFields and annotations.
 	UnmanagedMetadataInformers metadatainformer.SharedInformerFactory
+	// MetadataInformers watch the metadata of every object of a type.
+	MetadataInformers metadatainformer.SharedInformerFactory
 	// AppInformers watch Apps.
 	AppInformers appinformers.SharedInformerFactory
 	// ProbeEventInformers watch only the kubelet's Events about probes that do not pass
@@ -102,6 +104,7 @@ func NewControllerContext(ctx context.Context, cfg *rest.Config, opts *Options) 
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managed }),
 			informers.WithTransform(controller.StripManagedFields)),
 		UnmanagedMetadataInformers: unmanagedInformers,
+		MetadataInformers:          metadatainformer.NewSharedInformerFactory(metadataClient, opts.ResyncPeriod),
 		AppInformers: appinformers.NewSharedInformerFactoryWithOptions(appClient, opts.ResyncPeriod,
 			appinformers.WithTransform(controller.StripManagedFields)),
 		ProbeEventInformers: informers.NewSharedInformerFactoryWithOptions(kubeClient, opts.ResyncPeriod,
@@ -123,6 +126,16 @@ func (cc *ControllerContext) unmanagedMetadataInformer(gvr schema.GroupVersionRe
 	return i, nil
 }
 
+// versionInformer returns the shared metadata informer of every object of gvr, keeping
+// only identity and resourceVersion in its cache.
+func (cc *ControllerContext) versionInformer(gvr schema.GroupVersionResource) (informers.GenericInformer, error) {
+	i := cc.MetadataInformers.ForResource(gvr)
+	if err := i.Informer().SetTransform(controller.StripToVersion); err != nil {
+		return nil, fmt.Errorf("setting the transform of the %s metadata informer: %w", gvr.Resource, err)
+	}
+	return i, nil
+}
+
 // start starts event recording and every informer that a controller asked for.
 func (cc *ControllerContext) start(ctx context.Context) {
 	cc.broadcaster.StartStructuredLogging(3)
@@ -130,6 +143,7 @@ func (cc *ControllerContext) start(ctx context.Context) {
 	cc.KubeInformers.Start(ctx.Done())
 	cc.ManagedInformers.Start(ctx.Done())
 	cc.UnmanagedMetadataInformers.Start(ctx.Done())
+	cc.MetadataInformers.Start(ctx.Done())
 	cc.AppInformers.Start(ctx.Done())
 	cc.ProbeEventInformers.Start(ctx.Done())
 }
@@ -148,8 +162,10 @@ func (cc *ControllerContext) waitForCacheSync(ctx context.Context) bool {
 			ok = ok && synced
 		}
 	}
-	for _, synced := range cc.UnmanagedMetadataInformers.WaitForCacheSync(ctx.Done()) {
-		ok = ok && synced
+	for _, f := range []metadatainformer.SharedInformerFactory{cc.UnmanagedMetadataInformers, cc.MetadataInformers} {
+		for _, synced := range f.WaitForCacheSync(ctx.Done()) {
+			ok = ok && synced
+		}
 	}
 	return ok
 }
@@ -159,6 +175,7 @@ func (cc *ControllerContext) shutdown() {
 	cc.KubeInformers.Shutdown()
 	cc.ManagedInformers.Shutdown()
 	cc.UnmanagedMetadataInformers.Shutdown()
+	cc.MetadataInformers.Shutdown()
 	cc.AppInformers.Shutdown()
 	cc.ProbeEventInformers.Shutdown()
 	cc.broadcaster.Shutdown()

@@ -34,6 +34,18 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 	if err := pods.Informer().SetTransform(podhealth.TrimPod); err != nil {
 		return nil, fmt.Errorf("setting the transform of the pod informer: %w", err)
 	}
+	configMaps, err := cc.versionInformer(corev1.SchemeGroupVersion.WithResource("configmaps"))
+	if err != nil {
+		return nil, err
+	}
+	secrets, err := cc.versionInformer(corev1.SchemeGroupVersion.WithResource("secrets"))
+	if err != nil {
+		return nil, err
+	}
+	revisions := cc.ManagedInformers.Apps().V1().ControllerRevisions()
+	if err := revisions.Informer().SetTransform(app.TrimRevision); err != nil {
+		return nil, fmt.Errorf("setting the transform of the ControllerRevision informer: %w", err)
+	}
 	return app.NewController(ctx, cc.KubeClient, cc.AppClient, app.Informers{
 		Apps:                 cc.AppInformers.Appcontroller().V1().Apps(),
 		Deployments:          cc.ManagedInformers.Apps().V1().Deployments(),
@@ -42,6 +54,9 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 		UnmanagedServices:    unmanagedServices,
 		Pods:                 pods,
 		ProbeEvents:          cc.ProbeEventInformers.Core().V1().Events(),
+		ConfigMaps:           configMaps,
+		Secrets:              secrets,
+		Revisions:            revisions,
 	}, cc.EventRecorder, app.Options{ShutdownTimeout: cc.Options.ShutdownTimeout, Contest: cc.Options.AppContest})
 }
 

@@ -4,8 +4,10 @@
 //
 // Files: controller.go wires informers and the worker loop (controller.Loop) with the
 // App's retry policy; handlers.go maps informer events to queue keys. A key's sync then
-// reads the files in this order: sync.go (syncApp, the steps in order), desired.go (the
-// Deployment and Service the App asks for), claims.go (the claim and controller indexes;
+// reads the files in this order: sync.go (syncApp, the steps in order), config.go (the
+// ConfigMaps and Secrets the App's pods reference: a change rolls them), desired.go (the
+// Deployment and Service the App asks for), revisions.go (every spec recorded as a
+// revision, for history and rollback), claims.go (the claim and controller indexes;
 // which App wins a contested child name), children.go (one child: prune, lookup, write),
 // contest.go (pacing the repairs of a child another writer keeps changing), status.go
 // (the status computed) and statuswrite.go (the status written at once or coalesced).
@@ -21,6 +23,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/informers"
@@ -57,6 +60,13 @@ type Informers struct {
 	// (podhealth.ProbeEventSelector), trimmed by podhealth.TrimProbeEvent, to add the
 	// probe's output to ContainerNotReady (pods.go). Optional.
 	ProbeEvents coreinformers.EventInformer
+	// ConfigMaps and Secrets are metadata-only informers of every ConfigMap and Secret,
+	// trimmed to identity and resourceVersion (controller.StripToVersion), to roll the
+	// pods of the Apps that reference one when it changes (config.go).
+	ConfigMaps, Secrets informers.GenericInformer
+	// Revisions watches the ControllerRevisions labelled as managed by app-controller,
+	// the revisions of Apps' specs, trimmed by TrimRevision (revisions.go).
+	Revisions appsinformers.ControllerRevisionInformer
 }
 
 // Controller reconciles Apps.
@@ -80,6 +90,10 @@ type Controller struct {
 	// probeEvents is the cache of the kubelet's Unhealthy Events, indexed by pod
 	// (podEventIndex); nil without Informers.ProbeEvents.
 	probeEvents cache.Indexer
+	// configMaps and secrets are the metadata caches of ConfigMaps and Secrets.
+	configMaps, secrets cache.Indexer
+	// revisions records the revisions of Apps' specs.
+	revisions *revisions
 
 	// loop runs the workers. Its retry policy: MaxRetries attempts with backoff, then
 	// ReconcileFailed in the App's conditions and a Warning Event; the next resync or
@@ -126,6 +140,13 @@ type Options struct {
 // by one or written. The kubelet's Events about probes that do not pass (reason
 // Unhealthy, by field selector) are listed and watched for the probe's output.
 //
+// ConfigMaps and Secrets are listed and watched as metadata only (the metadata API
+// still needs list and watch), to roll the pods of the Apps that reference one when it
+// changes; their data is never requested. ControllerRevisions, the revisions of Apps'
+// specs, are listed and watched (the managed ones), created, read after a create that
+// found the name taken (get), patched (an older revision made current again) and
+// deleted beyond the history limit.
+//
 // +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=apps,verbs=list;watch
 // +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=apps/status,verbs=patch
 // +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=apps/finalizers,verbs=update
@@ -133,6 +154,8 @@ type Options struct {
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
+// +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=list;watch
+// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create;patch;delete
 
 // NewController wires a Controller to its clients and informers and registers its event
 // handlers and indexers. The informers must not have been started yet.
@@ -148,7 +171,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 	registerMetrics()
 
 	appInformer := inf.Apps.Informer()
-	if err := appInformer.AddIndexers(cache.Indexers{claimIndex: indexByClaim}); err != nil {
+	if err := appInformer.AddIndexers(cache.Indexers{claimIndex: indexByClaim, configIndex: indexByConfig}); err != nil {
 		return nil, fmt.Errorf("adding the claimed-name index to the App informer: %w", err)
 	}
 	for name, i := range map[string]cache.SharedIndexInformer{
@@ -156,6 +179,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		"Service":              inf.Services.Informer(),
 		"unmanaged Deployment": inf.UnmanagedDeployments.Informer(),
 		"unmanaged Service":    inf.UnmanagedServices.Informer(),
+		"ControllerRevision":   inf.Revisions.Informer(),
 	} {
 		if err := i.AddIndexers(cache.Indexers{controllerIndex: indexByControllerUID}); err != nil {
 			return nil, fmt.Errorf("adding the controller index to the %s informer: %w", name, err)
@@ -172,6 +196,9 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		inf.UnmanagedDeployments.Informer().HasSynced,
 		inf.UnmanagedServices.Informer().HasSynced,
 		podInformer.HasSynced,
+		inf.ConfigMaps.Informer().HasSynced,
+		inf.Secrets.Informer().HasSynced,
+		inf.Revisions.Informer().HasSynced,
 	}
 	var eventInformer cache.SharedIndexInformer
 	if inf.ProbeEvents != nil {
@@ -207,7 +234,14 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 			},
 			exclusivePatch: serviceExclusivePatch,
 		},
-		pods:     podInformer.GetIndexer(),
+		pods:       podInformer.GetIndexer(),
+		configMaps: inf.ConfigMaps.Informer().GetIndexer(),
+		secrets:    inf.Secrets.Informer().GetIndexer(),
+		revisions: &revisions{
+			client:  kubeClient,
+			cache:   controller.NewWriteCache(inf.Revisions.Informer().GetIndexer(), 0, opts.Clock),
+			highest: map[types.UID]int64{},
+		},
 		recorder: recorder,
 		clock:    opts.Clock,
 	}
@@ -259,6 +293,14 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 	}
 	if _, err := podInformer.AddEventHandlerWithOptions(c.podHandler(logger), cache.HandlerOptions{Logger: &logger}); err != nil {
 		return nil, fmt.Errorf("adding the pod event handler: %w", err)
+	}
+	for kind, i := range map[string]informers.GenericInformer{"ConfigMap": inf.ConfigMaps, "Secret": inf.Secrets} {
+		if _, err := i.Informer().AddEventHandlerWithOptions(c.configHandler(logger, kind), cache.HandlerOptions{Logger: &logger}); err != nil {
+			return nil, fmt.Errorf("adding the %s event handler: %w", kind, err)
+		}
+	}
+	if _, err := inf.Revisions.Informer().AddEventHandlerWithOptions(c.revisionHandler(logger), cache.HandlerOptions{Logger: &logger}); err != nil {
+		return nil, fmt.Errorf("adding the ControllerRevision event handler: %w", err)
 	}
 	if eventInformer != nil {
 		c.probeEvents = eventInformer.GetIndexer()

@@ -44,11 +44,12 @@ type desiredChildren struct {
 	selector                    map[string]string
 }
 
-// desiredState returns what app asks for.
-func desiredState(app *appv1.App) (desiredChildren, error) {
+// desiredState returns what app asks for, its Deployment carrying the config hashes
+// (config.go).
+func desiredState(app *appv1.App, hashes configHashes) (desiredChildren, error) {
 	want := desiredChildren{selector: selectorLabels(app)}
 	var err error
-	if want.deployment, err = DesiredDeployment(app); err != nil {
+	if want.deployment, err = desiredDeployment(app, hashes); err != nil {
 		return want, fmt.Errorf("building the Deployment of App %s/%s: %w", app.Namespace, app.Name, err)
 	}
 	if want.service, err = DesiredService(app); err != nil {
@@ -64,8 +65,15 @@ func desiredState(app *appv1.App) (desiredChildren, error) {
 }
 
 // DesiredDeployment returns the apply configuration of the Deployment that app wants, with
-// exactly the fields the controller owns, or nil when app has no deploymentTemplate.
+// exactly the fields the controller owns, or nil when app has no deploymentTemplate; as
+// it is created when its pods reference no ConfigMap or Secret.
 func DesiredDeployment(app *appv1.App) (*appsv1ac.DeploymentApplyConfiguration, error) {
+	return desiredDeployment(app, configHashes{})
+}
+
+// desiredDeployment is DesiredDeployment with the config hashes of the Deployment and its
+// pod template (config.go).
+func desiredDeployment(app *appv1.App, hashes configHashes) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	t := app.Spec.DeploymentTemplate
 	if t == nil {
 		return nil, nil
@@ -118,6 +126,9 @@ func DesiredDeployment(app *appv1.App) (*appsv1ac.DeploymentApplyConfiguration, 
 	if len(t.PodAnnotations) > 0 {
 		template.WithAnnotations(t.PodAnnotations)
 	}
+	if hashes.pods != "" {
+		template.WithAnnotations(map[string]string{appv1.ConfigHashAnnotation: hashes.pods})
+	}
 	spec := appsv1ac.DeploymentSpec().
 		WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(app))).
 		WithTemplate(template)
@@ -142,6 +153,9 @@ func DesiredDeployment(app *appv1.App) (*appsv1ac.DeploymentApplyConfiguration, 
 		WithLabels(childLabels(app)).
 		WithOwnerReferences(controller.OwnerReference(app, appKind)).
 		WithSpec(spec)
+	if hashes.seen != "" {
+		d.WithAnnotations(map[string]string{appv1.ConfigHashAnnotation: hashes.seen})
+	}
 
 	hash, err := controller.ConfigHash(d)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -96,6 +97,9 @@ func newFixture(t testing.TB) *fixture {
 		UnmanagedServices:    metadataInformers.ForResource(corev1.SchemeGroupVersion.WithResource("services")),
 		Pods:                 kubeInformers.Core().V1().Pods(),
 		ProbeEvents:          kubeInformers.Core().V1().Events(),
+		ConfigMaps:           metadataInformers.ForResource(corev1.SchemeGroupVersion.WithResource("configmaps")),
+		Secrets:              metadataInformers.ForResource(corev1.SchemeGroupVersion.WithResource("secrets")),
+		Revisions:            kubeInformers.Apps().V1().ControllerRevisions(),
 	}
 	f.recorder = record.NewFakeRecorder(1000)
 	f.clock = clocktesting.NewFakePassiveClock(testNow)
@@ -111,10 +115,48 @@ func newFixture(t testing.TB) *fixture {
 	return f
 }
 
-// addApps seeds the App cache.
+// addApps seeds the App cache. An App the controller has synced before (its status
+// observed its generation) gets the revision of its spec, in the revision cache and the
+// fake API server, and its status names it, as the controller leaves them.
 func (f *fixture) addApps(apps ...*appv1.App) {
 	for _, a := range apps {
+		if a.Status.ObservedGeneration == a.Generation && a.Generation > 0 {
+			rev := revisionOf(f.t, a, 1)
+			a.Status.CurrentRevision = rev.Name
+			if _, exists, _ := f.inf.Revisions.Informer().GetIndexer().GetByKey(a.Namespace + "/" + rev.Name); !exists {
+				f.addRevisions(rev)
+			}
+		}
 		controllertest.Seed(f.t, f.inf.Apps.Informer().GetIndexer(), nil, a)
+	}
+}
+
+// addRevisions seeds the revision cache (trimmed) and the fake API server.
+func (f *fixture) addRevisions(revs ...*appsv1.ControllerRevision) {
+	for _, r := range revs {
+		if err := f.kubeClient.Tracker().Add(r.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
+			f.t.Fatalf("seeding revision %s: %v", r.Name, err)
+		}
+		trimmed, _ := TrimRevision(r.DeepCopy())
+		controllertest.Seed(f.t, f.inf.Revisions.Informer().GetIndexer(), nil, trimmed.(*appsv1.ControllerRevision))
+	}
+}
+
+// revisionOf returns the revision number n that records app's current spec, as the
+// controller creates it.
+func revisionOf(t testing.TB, app *appv1.App, n int64) *appsv1.ControllerRevision {
+	t.Helper()
+	data, hash, err := RevisionData(&app.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: app.Namespace, Name: app.Name + "-" + hash, UID: types.UID(app.Name + "-" + hash + "-uid"),
+			ResourceVersion: "5", Labels: childLabels(app), OwnerReferences: controlledBy(app),
+		},
+		Data:     runtime.RawExtension{Raw: data},
+		Revision: n,
 	}
 }
 
@@ -188,6 +230,20 @@ func (f *fixture) catchUp() {
 		if err := c.indexer.Replace(managed, ""); err != nil {
 			f.t.Fatalf("replacing the %s cache: %v", c.gvr.Resource, err)
 		}
+	}
+	gvr := appsv1.SchemeGroupVersion.WithResource("controllerrevisions")
+	list, err := f.kubeClient.Tracker().List(gvr, appsv1.SchemeGroupVersion.WithKind("ControllerRevision"), "")
+	if err != nil {
+		f.t.Fatalf("listing revisions: %v", err)
+	}
+	revs, _ := meta.ExtractList(list)
+	trimmed := make([]interface{}, 0, len(revs))
+	for _, r := range revs {
+		obj, _ := TrimRevision(r.(*appsv1.ControllerRevision).DeepCopy())
+		trimmed = append(trimmed, obj)
+	}
+	if err := f.inf.Revisions.Informer().GetIndexer().Replace(trimmed, ""); err != nil {
+		f.t.Fatalf("replacing the revision cache: %v", err)
 	}
 }
 

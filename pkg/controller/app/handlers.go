@@ -84,6 +84,7 @@ func (c *Controller) deleteApp(logger klog.Logger, obj interface{}) {
 	key := cache.MetaObjectToName(app)
 	c.loop.Forget(key)
 	c.contest.forget(app.UID)
+	c.revisions.forget(app.UID)
 	c.statusPending.clear(key)
 	c.loop.Enqueue(key)
 	for _, claim := range claimKeys(app) {

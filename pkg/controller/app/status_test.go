@@ -193,8 +193,8 @@ func TestDefaultedStatus(t *testing.T) {
 	if err := f.sync(app.Namespace, app.Name); err != nil {
 		t.Fatal(err)
 	}
-	if w := f.writes(); len(w) != 1 || w[0].GetSubresource() != "status" {
-		t.Fatalf("first sync wrote %v, want the status only", w)
+	if w := f.writes(); len(w) != 2 || describe(w[0]) != (action{"create", "controllerrevisions", "", "test-app-<rev>"}) || w[1].GetSubresource() != "status" {
+		t.Fatalf("first sync wrote %v, want the first revision and the status", w)
 	}
 	synced, _, _ := f.c.getApp(nameOf(app))
 	if synced.Status.ObservedGeneration != app.Generation {

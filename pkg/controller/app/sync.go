@@ -19,8 +19,9 @@ import (
 // syncApp makes the children of the App named key match its spec and writes what it
 // observed to the App's status. It is level-triggered: it compares the desired state
 // with the cached state of the world, whatever event queued it, and writes nothing when
-// they agree. Its steps are in the files that follow in this order: desired.go (what
-// the App asks for), claims.go (who wins each child name), children.go (one child:
+// they agree. Its steps are in the files that follow in this order: config.go (the
+// ConfigMaps and Secrets the pods reference, which roll them when they change),
+// desired.go (what the App asks for), revisions.go (the revision of its spec), claims.go (who wins each child name), children.go (one child:
 // prune, lookup, write), contest.go (children another writer keeps changing),
 // status.go (the status computed) and statuswrite.go (the status written, or held back).
 func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (controller.Result, error) {
@@ -44,7 +45,11 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 		return controller.Result{}, nil
 	}
 
-	want, err := desiredState(app)
+	config, err := c.podConfig(app)
+	if err != nil {
+		return controller.Result{}, err
+	}
+	want, err := desiredState(app, rolloutHashes(config.hash, c.liveDeployment(app)))
 	if err != nil {
 		return controller.Result{}, err
 	}
@@ -53,13 +58,19 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 
 	// The two children are independent: write them in parallel, so that a new App costs
 	// one round trip before its status rather than two.
+	// The revision of the App's spec too.
 	var (
 		deployment    childResult[*appsv1.Deployment]
 		deploymentErr error
+		revision      string
+		revisionErr   error
 		wg            sync.WaitGroup
 	)
 	wg.Go(func() {
 		deployment, deploymentErr = c.deployments.reconcile(ctx, app, want.deploymentName, want.deployment, deploymentWinner)
+	})
+	wg.Go(func() {
+		revision, _, revisionErr = c.revisions.ensure(ctx, app)
 	})
 	service, serviceErr := c.services.reconcile(ctx, app, want.serviceName, want.service, serviceWinner)
 	wg.Wait()
@@ -70,14 +81,41 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 	contests, contestRequeue := c.reportContests(app)
 	now := metav1.NewTime(c.clock.Now())
 	problem, podRecheck := c.podProblem(app, want.selector, deployment.obj, now.Time)
+	if p := configProblem(config.missing); p != nil && deployment.obj != nil {
+		problem = p // what the pods wait for, before what they show of it
+	}
 	status := computeStatus(app, want.selector, deployment, service, problem, now)
+	if revision != "" {
+		status.CurrentRevision = revision
+	}
 	setContested(status, app, contests, now)
 	c.recordConflicts(app, status, []string{deployment.conflict, service.conflict}, []string{want.deploymentName, want.serviceName})
+	c.recordConfigNotFound(app, status)
 	if deployment.changed || service.changed {
 		c.recorder.Event(app, corev1.EventTypeNormal, appv1.EventReasonSynced, appv1.EventMessageSynced)
 	}
 	held, err := c.updateStatus(ctx, key, app, status)
-	return controller.RequeueAfter(contestRequeue, held, podRecheck), err
+	// A revision that could not be recorded does not hold back the children or the
+	// status; the sync is retried for it.
+	return controller.RequeueAfter(contestRequeue, held, podRecheck), errors.Join(err, revisionErr)
+}
+
+// liveDeployment returns the cached Deployment app controls under the name its spec
+// gives, or nil.
+func (c *Controller) liveDeployment(app *appv1.App) *appsv1.Deployment {
+	t := app.Spec.DeploymentTemplate
+	if t == nil {
+		return nil
+	}
+	obj, exists, err := c.deployments.managed.GetByKey(app.Namespace + "/" + t.Name)
+	if err != nil || !exists {
+		return nil
+	}
+	d, ok := obj.(*appsv1.Deployment)
+	if !ok || !controller.IsControlledBy(d, app) {
+		return nil
+	}
+	return d
 }
 
 // getApp returns the newest known state of an App: the informer's, or the controller's

@@ -135,8 +135,9 @@ func newAPIApp(name string, replicas int32) *appv1.App {
 }
 
 // TestWritesCreateToReady pins the writes an App costs from its creation to Ready: the
-// Deployment, the Service, the Synced Event and one status write when the children settle
-// within the coalescing window, whatever the replica count; and kstatus reads InProgress
+// Deployment, the Service, the Synced Event, the first revision of its spec and one
+// status write when the children settle within the coalescing window, whatever the
+// replica count; and kstatus reads InProgress
 // until the App is Ready.
 func TestWritesCreateToReady(t *testing.T) {
 	for _, replicas := range []int32{1, 3} {
@@ -183,15 +184,16 @@ func TestWritesCreateToReady(t *testing.T) {
 			w.at(StatusCoalesceWindow + 30*time.Second)
 			w.sync() // a resync: nothing to do
 
-			wantWrites := []string{"patch deployments", "patch services", "patch apps/status"}
+			// The seed's four (children, Event, status) and the App's first revision.
+			wantWrites := []string{"patch deployments", "patch services", "create controllerrevisions", "patch apps/status"}
 			if !sameMultiset(w.writes, wantWrites) {
 				t.Errorf("writes %q, want %q", w.writes, wantWrites)
 			}
 			if want := []string{"Normal Synced App synced successfully"}; !equalStrings(w.events, want) {
 				t.Errorf("events %q, want %q", w.events, want)
 			}
-			if w.total() != 4 {
-				t.Errorf("%d writes including Events from creation to Ready, want 4", w.total())
+			if w.total() != 5 {
+				t.Errorf("%d writes including Events from creation to Ready, want 5", w.total())
 			}
 		})
 	}
@@ -296,7 +298,7 @@ func TestWritesSteadyState(t *testing.T) {
 			},
 			// The fake API server does not bump the Deployment's generation: it reads
 			// rolled out at once, so Ready at generation 2 is written at once.
-			wantWrites: []string{"patch deployments", "patch apps/status"},
+			wantWrites: []string{"patch deployments", "create controllerrevisions", "patch apps/status"},
 			wantEvents: 1,
 		},
 		{
@@ -386,4 +388,52 @@ func condition(app *appv1.App, t string) string {
 		}
 	}
 	return ""
+}
+
+// TestWritesConfigRollout pins what a change of a ConfigMap its pods reference costs a
+// Ready App: the Deployment (its pod template's config hash), the Synced Event, and the
+// status twice (Progressing when the rollout starts, Ready when it ends), at replicas 1
+// and 3. No revision: the App's spec did not change.
+func TestWritesConfigRollout(t *testing.T) {
+	for _, replicas := range []int32{1, 3} {
+		t.Run(fmt.Sprintf("replicas %d", replicas), func(t *testing.T) {
+			app := configApp("cfg")
+			app.Spec.DeploymentTemplate.Replicas = ptr.To(replicas)
+			f := createdWithConfig(t, app)
+			w := newWorld(t, f, app)
+			deploy := app.Spec.DeploymentTemplate.Name
+			w.at(0)
+			w.deploymentReports(deploy, replicas, replicas)
+			w.sync()
+			w.at(StatusCoalesceWindow)
+			w.sync()
+			w.expectKStatus("Ready before the change", kstatus.CurrentStatus)
+			w.writes, w.events, w.statusWrites = nil, nil, 0
+
+			start := time.Minute
+			w.at(start)
+			f.setConfig(configObject("ConfigMap", "settings", "10"))
+			w.sync() // the pods roll
+			w.informersCatchUp()
+			w.deploymentReports(deploy, 0, replicas) // the new ReplicaSet starts
+			w.sync()
+			w.expectKStatus("rolling out", kstatus.InProgressStatus)
+			for i := int32(1); i <= replicas; i++ {
+				w.at(start + time.Duration(i)*200*time.Millisecond)
+				w.deploymentReports(deploy, i, replicas)
+				w.sync()
+			}
+			w.expectKStatus("Ready after the rollout", kstatus.CurrentStatus)
+			w.at(start + 2*StatusCoalesceWindow)
+			w.sync()
+
+			want := []string{"patch deployments", "patch apps/status", "patch apps/status"}
+			if !sameMultiset(w.writes, want) {
+				t.Errorf("writes %q, want %q", w.writes, want)
+			}
+			if want := []string{"Normal Synced App synced successfully"}; !equalStrings(w.events, want) {
+				t.Errorf("events %q, want %q", w.events, want)
+			}
+		})
+	}
 }

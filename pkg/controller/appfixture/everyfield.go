@@ -152,7 +152,14 @@ func EveryFieldDiffs(app *appv1.App, d *appsv1.Deployment, s *corev1.Service) []
 		}
 		maps.Copy(podLabels, appLabels(app))
 		check("podLabels", d.Spec.Template.Labels, podLabels)
-		check("podAnnotations", d.Spec.Template.Annotations, t.PodAnnotations)
+		// The controller's own: the config hash that rolls the pods when their ConfigMaps
+		// and Secrets change.
+		podAnnotations := maps.Clone(d.Spec.Template.Annotations)
+		delete(podAnnotations, appv1.ConfigHashAnnotation)
+		if len(podAnnotations) == 0 {
+			podAnnotations = nil
+		}
+		check("podAnnotations", podAnnotations, t.PodAnnotations)
 		check("nodeSelector", pod.NodeSelector, appv1.LabelMap(t.NodeSelector))
 		check("tolerations", pod.Tolerations, t.Tolerations)
 		check("affinity", pod.Affinity, t.Affinity)

@@ -253,9 +253,11 @@ func TestWritesAudited(t *testing.T) {
 			if !apps[ns][name] || sub != "status" || w.method != http.MethodPatch {
 				fail("a write to an App that is not a patch of the status of one of the scenario's Apps")
 			}
-		case res == "deployments" || res == "services":
-			switch w.method {
-			case http.MethodPatch:
+		case res == "deployments" || res == "services" || res == "controllerrevisions":
+			// Children are applied (PATCH); revisions of Apps' specs are created (POST)
+			// and renumbered (PATCH).
+			switch {
+			case w.method == http.MethodPatch || (w.method == http.MethodPost && res == "controllerrevisions"):
 				if w.status >= 300 {
 					fail("a failed write to a child")
 					continue
@@ -280,8 +282,8 @@ func TestWritesAudited(t *testing.T) {
 				if !appUIDs[ref.UID] && (ns != ns2 || ref.Name != "b") {
 					fail("a write to a child of an App outside the scenario")
 				}
-				written[key] = true
-			case http.MethodDelete:
+				written[ns+"/"+res+"/"+obj.GetName()] = true
+			case w.method == http.MethodDelete:
 				if !written[key] {
 					fail("a delete of an object the controller did not write before")
 				}

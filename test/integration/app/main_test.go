@@ -38,6 +38,8 @@ type manager struct {
 	log []string
 	// at is the time of each write of log.
 	at []time.Time
+	// run is the running manager.
+	run *framework.Manager
 }
 
 // startManager runs the App controller (only) against the test cluster until the test
@@ -70,7 +72,7 @@ func startManagerWith(t *testing.T, opts *controllermanager.Options) *manager {
 	opts.Controllers = []string{appctrl.ControllerName}
 	opts.ShutdownTimeout = 5 * time.Second
 
-	framework.StartManager(t, cfg, opts)
+	m.run = framework.StartManager(t, cfg, opts)
 	return m
 }
 

@@ -59,6 +59,11 @@ func TestEveryFieldConverges(t *testing.T) {
 		_ = c.kube.SchedulingV1().PriorityClasses().Delete(context.Background(), refs.PriorityClass, metav1.DeleteOptions{})
 	})
 	createBoundClaim(t, c, ns, refs.Claim)
+	// The ConfigMap the pods read (envFrom, a volume): without it the App is not Ready
+	// (ConfigNotFound). The Secrets are optional.
+	if _, err := c.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"MODE": "test"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	app := appfixture.WithEveryField(newApp(ns, "web", "nginx", 2), refs)
 	c.create(t, app)

@@ -88,6 +88,16 @@ var grants = []grant{
 	{permission{"watch", "", "pods"}, "pod informer (managed pods only, by label selector): what keeps an App's pods from being ready", true, everywhere},
 	{permission{"list", "", "events"}, "probe Event informer (the kubelet's Unhealthy Events, by field selector): a readiness probe's output in Ready", false, everywhere},
 	{permission{"watch", "", "events"}, "probe Event informer (the kubelet's Unhealthy Events, by field selector): a readiness probe's output in Ready", true, everywhere},
+	{permission{"list", "", "configmaps"}, "ConfigMap informer, metadata only: roll the pods of the Apps that reference one when it changes", false, everywhere},
+	{permission{"watch", "", "configmaps"}, "ConfigMap informer, metadata only: roll the pods of the Apps that reference one when it changes", true, everywhere},
+	{permission{"list", "", "secrets"}, "Secret informer, metadata only (the data is never requested): roll the pods of the Apps that reference one when it changes", false, everywhere},
+	{permission{"watch", "", "secrets"}, "Secret informer, metadata only (the data is never requested): roll the pods of the Apps that reference one when it changes", true, everywhere},
+	{permission{"list", "apps", "controllerrevisions"}, "revision informer (managed revisions only): the revisions of Apps' specs", false, everywhere},
+	{permission{"watch", "apps", "controllerrevisions"}, "revision informer (managed revisions only): the revisions of Apps' specs", true, everywhere},
+	{permission{"create", "apps", "controllerrevisions"}, "a new revision of an App's spec", true, everywhere},
+	{permission{"get", "apps", "controllerrevisions"}, "a create that found the revision's name taken: read it", false, everywhere},
+	{permission{"patch", "apps", "controllerrevisions"}, "an older revision made current again (a rollback): its number", false, everywhere},
+	{permission{"delete", "apps", "controllerrevisions"}, "revisions beyond the App's history limit", false, everywhere},
 	// Service->Ingress controller (pkg/controller/ingress).
 	{permission{"update", "", "services/finalizers"}, "OwnerReferencesPermissionEnforcement: the Ingress's owner reference has blockOwnerDeletion=true", false, everywhere},
 	{permission{"list", "networking.k8s.io", "ingresses"}, "Ingress informer", false, everywhere},
@@ -242,10 +252,11 @@ func TestServiceAccountPermissions(t *testing.T) {
 	}
 
 	denied := []authorizationv1.ResourceAttributes{
+		// Secrets are listed and watched as metadata only; never read one by one.
 		{Verb: "get", Resource: "secrets"},
-		{Verb: "list", Resource: "secrets"},
-		{Verb: "watch", Resource: "secrets"},
 		{Verb: "get", Resource: "secrets", Namespace: controllerNamespace},
+		{Verb: "create", Resource: "secrets"},
+		{Verb: "update", Resource: "secrets"},
 		{Verb: "get", Resource: "configmaps", Namespace: controllerNamespace},
 		// Pods are listed and watched (the pod informer), never read one by one, read
 		// from (logs, exec) or written.
@@ -317,8 +328,8 @@ func TestServiceAccountPermissions(t *testing.T) {
 
 	dryRun := []string{metav1.DryRunAll}
 	for what, try := range map[string]func() error{
-		"list secrets in kube-system": func() error {
-			_, err := sa.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{})
+		"get a secret in kube-system": func() error {
+			_, err := sa.CoreV1().Secrets("kube-system").Get(ctx, "anything", metav1.GetOptions{})
 			return err
 		},
 		"get a secret in its own namespace": func() error {

@@ -52,7 +52,30 @@ type AppSpec struct {
 	// Removing it deletes the Service the App controls.
 	// +optional
 	ServiceTemplate *ServiceTemplate `json:"serviceTemplate,omitempty"`
+
+	// RevisionHistoryLimit is how many revisions of the App's spec the controller keeps,
+	// the current one included: ControllerRevisions owned by the App, which `kubectl app
+	// history` lists and `kubectl app rollback` writes back. The oldest are deleted
+	// first. Defaults to 10. A change of this field alone is not a revision.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
 }
+
+// ConfigChangePolicy is what a change of a ConfigMap or Secret that an App's pods
+// reference does to the pods.
+// +kubebuilder:validation:Enum=Rollout;Ignore
+type ConfigChangePolicy string
+
+const (
+	// ConfigChangeRollout rolls the pods (a new ReplicaSet), so that they read the new
+	// data. The default.
+	ConfigChangeRollout ConfigChangePolicy = "Rollout"
+	// ConfigChangeIgnore leaves the pods running with what they read when they started;
+	// mounted files still follow the change, as the kubelet updates them.
+	ConfigChangeIgnore ConfigChangePolicy = "Ignore"
+)
 
 // DeploymentTemplate describes the Deployment of an App. Its pods run one container.
 //
@@ -193,6 +216,7 @@ type DeploymentTemplate struct {
 	// pods out.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="!('appcontroller.k8s.io/config-hash' in self)",message="podAnnotations must not set appcontroller.k8s.io/config-hash: the controller sets it to roll the pods when their ConfigMaps and Secrets change"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k.lowerAscii()).hasValue())",messageExpression="'podAnnotations: ' + self.filter(k, format.qualifiedName().validate(k.lowerAscii()).hasValue())[0] + ' is not a valid annotation key (an optional DNS subdomain prefix and /, then a name of at most 63 characters: alphanumerics, -, _ or ., starting and ending with an alphanumeric)'"
 	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
 
@@ -244,6 +268,16 @@ type DeploymentTemplate struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+
+	// ConfigChangePolicy is what a change of a ConfigMap or Secret the pods reference
+	// (env valueFrom, envFrom, configMap and secret volumes) does: Rollout (the default)
+	// rolls the pods within seconds, so that they read the new data; Ignore leaves them
+	// running with what they read when they started. The controller watches only the
+	// metadata of ConfigMaps and Secrets: a new resourceVersion is a change. A
+	// referenced object that does not exist, unless optional, makes the App not Ready
+	// (reason ConfigNotFound): the pods wait for it.
+	// +optional
+	ConfigChangePolicy ConfigChangePolicy `json:"configChangePolicy,omitempty"`
 }
 
 // Volume is a volume of the App's pods: a name and exactly one source.
@@ -439,6 +473,11 @@ type AppStatus struct {
 	// subresource reports it, so a HorizontalPodAutoscaler finds the App's pods.
 	// +optional
 	Selector string `json:"selector,omitempty"`
+
+	// CurrentRevision is the name of the ControllerRevision that records the App's
+	// current spec (see spec.revisionHistoryLimit).
+	// +optional
+	CurrentRevision string `json:"currentRevision,omitempty"`
 }
 
 // AppList is a list of Apps.

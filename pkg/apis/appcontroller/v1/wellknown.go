@@ -84,6 +84,10 @@ const (
 	// ReasonUnschedulable: the scheduler cannot place a pod; the message is the
 	// scheduler's (say "0/1 nodes are available: 1 Insufficient cpu.").
 	ReasonUnschedulable = "Unschedulable"
+	// ReasonConfigNotFound: a ConfigMap or Secret that the pods reference (not marked
+	// optional) does not exist; the pods wait for it. Also the reason of the Warning
+	// Event emitted when it goes missing.
+	ReasonConfigNotFound = "ConfigNotFound"
 )
 
 // Event reasons and messages of Events about an App. The first four are the seed's.
@@ -129,4 +133,19 @@ const (
 	ContainerName = "app-deploy-container"
 	// PortName names the container port and the Service port of an App.
 	PortName = "http"
+
+	// ConfigHashAnnotation, on the pod template of an App's Deployment, is a hash of the
+	// versions of the ConfigMaps and Secrets its pods reference when they were rolled
+	// for them; on the Deployment itself, the hash of the versions the controller last
+	// saw. When a referenced object changes, the two differ and the pods roll.
+	ConfigHashAnnotation = "appcontroller.k8s.io/config-hash"
+	// ChangeCauseAnnotation on an App says why its spec changed (as on a Deployment); it
+	// is copied to the App's revision and shown by `kubectl app history`.
+	ChangeCauseAnnotation = "kubernetes.io/change-cause"
+	// RestartedAtAnnotation on a pod template rolls its pods when it changes: `kubectl
+	// rollout restart` and `kubectl app restart` set it to the time of the restart.
+	RestartedAtAnnotation = "kubectl.kubernetes.io/restartedAt"
+	// RevisionDataKey is the key of an App revision's data that holds the App's spec:
+	// ControllerRevision.data is {"spec": {...}}, without spec.revisionHistoryLimit.
+	RevisionDataKey = "spec"
 )

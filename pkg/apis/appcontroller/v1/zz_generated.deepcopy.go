@@ -102,6 +102,11 @@ func (in *AppSpec) DeepCopyInto(out *AppSpec) {
 		*out = new(ServiceTemplate)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.RevisionHistoryLimit != nil {
+		in, out := &in.RevisionHistoryLimit, &out.RevisionHistoryLimit
+		*out = new(int32)
+		**out = **in
+	}
 	return
 }
 

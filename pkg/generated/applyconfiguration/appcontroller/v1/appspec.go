@@ -29,6 +29,11 @@ type AppSpecApplyConfiguration struct {
 	// ServiceTemplate describes the Service that exposes the application's pods.
 	// Removing it deletes the Service the App controls.
 	ServiceTemplate *ServiceTemplateApplyConfiguration `json:"serviceTemplate,omitempty"`
+	// RevisionHistoryLimit is how many revisions of the App's spec the controller keeps,
+	// the current one included: ControllerRevisions owned by the App, which `kubectl app
+	// history` lists and `kubectl app rollback` writes back. The oldest are deleted
+	// first. Defaults to 10. A change of this field alone is not a revision.
+	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
 }
 
 // AppSpecApplyConfiguration constructs a declarative configuration of the AppSpec type for use with
@@ -50,5 +55,13 @@ func (b *AppSpecApplyConfiguration) WithDeploymentTemplate(value *DeploymentTemp
 // If called multiple times, the ServiceTemplate field is set to the value of the last call.
 func (b *AppSpecApplyConfiguration) WithServiceTemplate(value *ServiceTemplateApplyConfiguration) *AppSpecApplyConfiguration {
 	b.ServiceTemplate = value
+	return b
+}
+
+// WithRevisionHistoryLimit sets the RevisionHistoryLimit field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RevisionHistoryLimit field is set to the value of the last call.
+func (b *AppSpecApplyConfiguration) WithRevisionHistoryLimit(value int32) *AppSpecApplyConfiguration {
+	b.RevisionHistoryLimit = &value
 	return b
 }

@@ -66,6 +66,9 @@ type AppStatusApplyConfiguration struct {
 	// ("app.kubernetes.io/instance=NAME,app.kubernetes.io/name=NAME"). The scale
 	// subresource reports it, so a HorizontalPodAutoscaler finds the App's pods.
 	Selector *string `json:"selector,omitempty"`
+	// CurrentRevision is the name of the ControllerRevision that records the App's
+	// current spec (see spec.revisionHistoryLimit).
+	CurrentRevision *string `json:"currentRevision,omitempty"`
 }
 
 // AppStatusApplyConfiguration constructs a declarative configuration of the AppStatus type for use with
@@ -116,5 +119,13 @@ func (b *AppStatusApplyConfiguration) WithServiceStatus(value *corev1.ServiceSta
 // If called multiple times, the Selector field is set to the value of the last call.
 func (b *AppStatusApplyConfiguration) WithSelector(value string) *AppStatusApplyConfiguration {
 	b.Selector = &value
+	return b
+}
+
+// WithCurrentRevision sets the CurrentRevision field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the CurrentRevision field is set to the value of the last call.
+func (b *AppStatusApplyConfiguration) WithCurrentRevision(value string) *AppStatusApplyConfiguration {
+	b.CurrentRevision = &value
 	return b
 }

@@ -114,6 +114,14 @@ type DeploymentTemplateApplyConfiguration struct {
 	// RevisionHistoryLimit is how many old ReplicaSets the Deployment keeps for
 	// rollback. Defaults to 10.
 	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+	// ConfigChangePolicy is what a change of a ConfigMap or Secret the pods reference
+	// (env valueFrom, envFrom, configMap and secret volumes) does: Rollout (the default)
+	// rolls the pods within seconds, so that they read the new data; Ignore leaves them
+	// running with what they read when they started. The controller watches only the
+	// metadata of ConfigMaps and Secrets: a new resourceVersion is a change. A
+	// referenced object that does not exist, unless optional, makes the App not Ready
+	// (reason ConfigNotFound): the pods wait for it.
+	ConfigChangePolicy *appcontrollerv1.ConfigChangePolicy `json:"configChangePolicy,omitempty"`
 }
 
 // DeploymentTemplateApplyConfiguration constructs a declarative configuration of the DeploymentTemplate type for use with
@@ -408,5 +416,13 @@ func (b *DeploymentTemplateApplyConfiguration) WithMinReadySeconds(value int32) 
 // If called multiple times, the RevisionHistoryLimit field is set to the value of the last call.
 func (b *DeploymentTemplateApplyConfiguration) WithRevisionHistoryLimit(value int32) *DeploymentTemplateApplyConfiguration {
 	b.RevisionHistoryLimit = &value
+	return b
+}
+
+// WithConfigChangePolicy sets the ConfigChangePolicy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ConfigChangePolicy field is set to the value of the last call.
+func (b *DeploymentTemplateApplyConfiguration) WithConfigChangePolicy(value appcontrollerv1.ConfigChangePolicy) *DeploymentTemplateApplyConfiguration {
+	b.ConfigChangePolicy = &value
 	return b
 }
