@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"text/tabwriter"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
@@ -71,6 +73,49 @@ func checkGoldens(t *testing.T, plugin kubectlApp, apps appclientset.Interface, 
 			checkGolden(t, ns, g.name, r, g)
 		})
 	}
+	checkLifecycleGoldens(t, plugin, apps, ns)
+}
+
+// checkLifecycleGoldens changes the image of the App web as a user does (an update with
+// a change cause), then compares the outputs of history, rollback and restart with their
+// golden files.
+func checkLifecycleGoldens(t *testing.T, plugin kubectlApp, apps appclientset.Interface, ns string) {
+	ctx := context.Background()
+	framework.Eventually(t, converge, func() (bool, error) {
+		app, err := apps.AppcontrollerV1().Apps(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		app.Spec.DeploymentTemplate.Image = "nginx:stable"
+		app.Annotations = map[string]string{appv1.ChangeCauseAnnotation: "kubectl set image: nginx:stable"}
+		_, err = apps.AppcontrollerV1().Apps(ns).Update(ctx, app, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+	// waitRevision waits until the App has want revisions, the newest current.
+	waitRevision := func(want int) {
+		framework.Eventually(t, converge, func() (bool, error) {
+			lines := strings.Split(strings.TrimSpace(plugin.run(t, "history", "web", "-n", ns).stdout), "\n")
+			return len(lines) == want+1 && strings.Contains(lines[want], "(current)"), nil
+		})
+	}
+	waitRevision(2)
+	for _, g := range []golden{
+		{name: "history", args: []string{"history", "web", "-n", ns}, table: true},
+		{name: "history-revision", args: []string{"history", "web", "-n", ns, "--revision", "2"}},
+		{name: "rollback", args: []string{"rollback", "web", "-n", ns}},
+		{name: "rollback-missing", args: []string{"rollback", "web", "-n", ns, "--to-revision", "9"}, wantCode: 2},
+		{name: "restart", args: []string{"restart", "web", "-n", ns}},
+	} {
+		t.Run(g.name, func(t *testing.T) {
+			r := plugin.run(t, g.args...)
+			if r.code != g.wantCode {
+				t.Errorf("exit code %d, want %d", r.code, g.wantCode)
+			}
+			checkGolden(t, ns, g.name, r, g)
+		})
+	}
+	waitRevision(2) // revision 1 became revision 3
+	checkGolden(t, ns, "history-after-rollback", plugin.run(t, "history", "web", "-n", ns), golden{table: true})
 }
 
 // checkGolden compares the masked stdout and stderr of r with testdata/NAME.golden, or
@@ -117,6 +162,8 @@ var masks = []struct {
 	{regexp.MustCompile(`web-deploy-[a-z0-9]{6,10}-[a-z0-9]{5}\b`), "web-deploy-HASH-XXXXX"},
 	{regexp.MustCompile(`web-deploy-[a-z0-9]{6,10}\b`), "web-deploy-HASH"},
 	{regexp.MustCompile(`web-svc-[a-z0-9]{5}\b`), "web-svc-XXXXX"},
+	// The hash of an App's spec in the name of its revisions.
+	{regexp.MustCompile(`\bweb-[0-9a-f]{10}\b`), "web-SPECHASH"},
 	{regexp.MustCompile(`\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\b`), "IP"},
 	// Ages, of an Event seen several times too.
 	{regexp.MustCompile(`\b\d+[smhd](\d+[smh])?( \(x\d+ over \d+[smhd](\d+[smh])?\))?(\s|$)`), "AGE$4"},

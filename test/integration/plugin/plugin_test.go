@@ -170,6 +170,7 @@ func checkHealthyTree(t *testing.T, lines []treeLine, out string) {
 			"App": "", "Deployment": "App/web", "Service": "App/web",
 			"ReplicaSet": "Deployment/web-deploy", "Pod": rs,
 			"EndpointSlice": "Service/web-svc", "Ingress": "Service/web-svc",
+			"ControllerRevision": "App/web",
 		}
 		parent, known := wantParent[kind]
 		if !known {
@@ -186,7 +187,7 @@ func checkHealthyTree(t *testing.T, lines []treeLine, out string) {
 	if lines[0].object != "App/web" || !strings.HasPrefix(lines[0].message, "Available:") {
 		t.Errorf("first line %+v, want App/web with its Ready reason Available", lines[0])
 	}
-	want := map[string]int{"App": 1, "Deployment": 1, "ReplicaSet": 1, "Pod": 2, "Service": 1, "Ingress": 1}
+	want := map[string]int{"App": 1, "ControllerRevision": 1, "Deployment": 1, "ReplicaSet": 1, "Pod": 2, "Service": 1, "Ingress": 1}
 	for kind, n := range want {
 		if count[kind] != n {
 			t.Errorf("%d %s lines, want %d", count[kind], kind, n)
