@@ -212,6 +212,10 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 			return err
 		}
 		r.ChurnWritesPerApp = round2(float64(churnWrites.total()) / float64(churned))
+		r.ChurnWritesPerAppByKind = map[string]float64{}
+		for kind, n := range churnWrites {
+			r.ChurnWritesPerAppByKind[kind] = round2(float64(n) / float64(churned))
+		}
 	}
 
 	r.Converged = true

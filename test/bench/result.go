@@ -92,6 +92,9 @@ type Figures struct {
 	// App is Ready at its new generation; ChurnWritesPerApp: writes per changed App.
 	ChurnSeconds      float64 `json:"churn_seconds"`
 	ChurnWritesPerApp float64 `json:"churn_writes_per_changed_app"`
+	// ChurnWritesPerAppByKind: the same by resource (deployments, apps/status, events,
+	// controllerrevisions).
+	ChurnWritesPerAppByKind map[string]float64 `json:"churn_writes_per_changed_app_by_kind,omitempty"`
 	// P50ReadySeconds and P99ReadySeconds: per App, from its create to its first Ready.
 	P50ReadySeconds float64 `json:"p50_ready_seconds"`
 	P99ReadySeconds float64 `json:"p99_ready_seconds"`
@@ -204,7 +207,11 @@ func (r RoundResult) table(apps, replicas int, scenarios, controllerFlags []stri
 	}
 	scenario("idle", "idle writes", fmt.Sprintf("%d %s", r.IdleWrites, kinds(r.IdleWritesByKind)))
 	scenario("restart", "restart: drained / writes", fmt.Sprintf("%.2fs / %d %s", r.RestartSeconds, r.RestartWrites, kinds(r.RestartWritesByKind)))
-	scenario("churn", "churn (10% new image)", fmt.Sprintf("%.2fs, %.2f writes per changed App", r.ChurnSeconds, r.ChurnWritesPerApp))
+	var churnKinds []string
+	for _, k := range sortedKeys(r.ChurnWritesPerAppByKind) {
+		churnKinds = append(churnKinds, fmt.Sprintf("%s %.2f", k, r.ChurnWritesPerAppByKind[k]))
+	}
+	scenario("churn", "churn (10% new image)", fmt.Sprintf("%.2fs, %.2f writes per changed App [%s]", r.ChurnSeconds, r.ChurnWritesPerApp, strings.Join(churnKinds, ", ")))
 	row("controller peak RSS (VmHWM)", fmt.Sprintf("%.1f MiB", r.ControllerPeakRSSMB))
 	row("RSS per 1000 Apps", fmt.Sprintf("%.1f MiB (%.1f idle at N=0, %.1f at N)", r.RSSMBPer1000Apps, r.RSSBaselineMB, r.RSSAtNMB))
 	row("pod cache per 1000 pods", fmt.Sprintf("%.2f MiB trimmed (%.2f whole), %d pods", r.PodCacheMiBPer1000Pods, r.PodCacheWholeMiBPer1000Pods, r.Pods))
