@@ -26,6 +26,8 @@ const (
 	defaultMaxItems      = 64
 	defaultMaxLength     = 4096
 	defaultMaxProperties = 64
+	// intOrStringMaxLength bounds the string form of int-or-string values.
+	intOrStringMaxLength = 64
 )
 
 // override bounds the schema at a path under spec ("deploymentTemplate.env[].value"; "[]"
@@ -103,6 +105,12 @@ func run(path string) error {
 
 // bound sets the missing bounds of schema s at path and below.
 func bound(s map[string]any, path string) {
+	if s["x-kubernetes-int-or-string"] == true {
+		// A quantity, a port or a percentage: short. Bounding it keeps the CEL rules that
+		// parse quantities (requests within limits) within the cost budget.
+		setDefault(s, path, "maxLength", intOrStringMaxLength)
+		return
+	}
 	switch s["type"] {
 	case "array":
 		setDefault(s, path, "maxItems", defaultMaxItems)

@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/app-controller/app-controller/pkg/controller/app"
@@ -34,6 +35,10 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 	if err := pods.Informer().SetTransform(podhealth.TrimPod); err != nil {
 		return nil, fmt.Errorf("setting the transform of the pod informer: %w", err)
 	}
+	unmanagedBudgets, err := cc.unmanagedMetadataInformer(policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets"))
+	if err != nil {
+		return nil, err
+	}
 	configMaps, err := cc.versionInformer(corev1.SchemeGroupVersion.WithResource("configmaps"))
 	if err != nil {
 		return nil, err
@@ -47,16 +52,18 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 		return nil, fmt.Errorf("setting the transform of the ControllerRevision informer: %w", err)
 	}
 	return app.NewController(ctx, cc.KubeClient, cc.AppClient, app.Informers{
-		Apps:                 cc.AppInformers.Appcontroller().V1().Apps(),
-		Deployments:          cc.ManagedInformers.Apps().V1().Deployments(),
-		Services:             cc.ManagedInformers.Core().V1().Services(),
-		UnmanagedDeployments: unmanagedDeployments,
-		UnmanagedServices:    unmanagedServices,
-		Pods:                 pods,
-		ProbeEvents:          cc.ProbeEventInformers.Core().V1().Events(),
-		ConfigMaps:           configMaps,
-		Secrets:              secrets,
-		Revisions:            revisions,
+		Apps:                       cc.AppInformers.Appcontroller().V1().Apps(),
+		Deployments:                cc.ManagedInformers.Apps().V1().Deployments(),
+		Services:                   cc.ManagedInformers.Core().V1().Services(),
+		UnmanagedDeployments:       unmanagedDeployments,
+		UnmanagedServices:          unmanagedServices,
+		Pods:                       pods,
+		ProbeEvents:                cc.ProbeEventInformers.Core().V1().Events(),
+		ConfigMaps:                 configMaps,
+		Secrets:                    secrets,
+		Revisions:                  revisions,
+		DisruptionBudgets:          cc.ManagedInformers.Policy().V1().PodDisruptionBudgets(),
+		UnmanagedDisruptionBudgets: unmanagedBudgets,
 	}, cc.EventRecorder, app.Options{ShutdownTimeout: cc.Options.ShutdownTimeout, Contest: cc.Options.AppContest})
 }
 

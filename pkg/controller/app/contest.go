@@ -183,7 +183,7 @@ func (t *contestTracker) contests(app *appv1.App) ([]contest, time.Duration) {
 	now := t.clock.Now()
 	var out []contest
 	var requeue time.Duration
-	for _, kind := range []string{"Deployment", "Service"} {
+	for _, kind := range childKinds {
 		s := t.live(contestKey{app.UID, kind}, now)
 		if s == nil {
 			continue
@@ -209,7 +209,7 @@ func (t *contestTracker) contests(app *appv1.App) ([]contest, time.Duration) {
 func (t *contestTracker) forget(uid types.UID) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, kind := range []string{"Deployment", "Service"} {
+	for _, kind := range childKinds {
 		delete(t.states, contestKey{uid, kind})
 	}
 }

@@ -22,13 +22,16 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	"k8s.io/client-go/informers"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
+	policyinformers "k8s.io/client-go/informers/policy/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -64,6 +67,10 @@ type Informers struct {
 	// trimmed to identity and resourceVersion (controller.StripToVersion), to roll the
 	// pods of the Apps that reference one when it changes (config.go).
 	ConfigMaps, Secrets informers.GenericInformer
+	// DisruptionBudgets watches the PodDisruptionBudgets labelled as managed by
+	// app-controller; UnmanagedDisruptionBudgets the metadata of every other one.
+	DisruptionBudgets          policyinformers.PodDisruptionBudgetInformer
+	UnmanagedDisruptionBudgets informers.GenericInformer
 	// Revisions watches the ControllerRevisions labelled as managed by app-controller,
 	// the revisions of Apps' specs, trimmed by TrimRevision (revisions.go).
 	Revisions appsinformers.ControllerRevisionInformer
@@ -83,8 +90,9 @@ type Controller struct {
 	// coalesce it with the next ones (see statusDelay).
 	statusPending *pendingWrites
 
-	deployments *childReconciler[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]
-	services    *childReconciler[*corev1.Service, *corev1ac.ServiceApplyConfiguration]
+	deployments       *childReconciler[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]
+	services          *childReconciler[*corev1.Service, *corev1ac.ServiceApplyConfiguration]
+	disruptionBudgets *childReconciler[*policyv1.PodDisruptionBudget, *policyv1ac.PodDisruptionBudgetApplyConfiguration]
 	// pods is the pod cache, indexed by App (podAppIndex).
 	pods cache.Indexer
 	// probeEvents is the cache of the kubelet's Unhealthy Events, indexed by pod
@@ -133,7 +141,8 @@ type Options struct {
 // metadata-only informers of unmanaged ones; they are written with server-side apply
 // and JSON patches (patch; an apply that creates the object is authorized as create
 // too), read live after a create that conflicted (get) and deleted when pruned or when
-// the name goes to an older App. Events go through the recorder.
+// the name goes to an older App. Events go through the recorder. PodDisruptionBudgets,
+// the third kind of child (spec.disruptionBudget), the same.
 //
 // Pods are only listed and watched (the managed ones, by the pod informer), to name in
 // the App's Ready condition what keeps them from being ready; they are never read one
@@ -156,6 +165,7 @@ type Options struct {
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=list;watch
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 
 // NewController wires a Controller to its clients and informers and registers its event
 // handlers and indexers. The informers must not have been started yet.
@@ -179,6 +189,8 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		"Service":              inf.Services.Informer(),
 		"unmanaged Deployment": inf.UnmanagedDeployments.Informer(),
 		"unmanaged Service":    inf.UnmanagedServices.Informer(),
+		"PodDisruptionBudget":  inf.DisruptionBudgets.Informer(),
+		"unmanaged PDB":        inf.UnmanagedDisruptionBudgets.Informer(),
 		"ControllerRevision":   inf.Revisions.Informer(),
 	} {
 		if err := i.AddIndexers(cache.Indexers{controllerIndex: indexByControllerUID}); err != nil {
@@ -199,6 +211,8 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		inf.ConfigMaps.Informer().HasSynced,
 		inf.Secrets.Informer().HasSynced,
 		inf.Revisions.Informer().HasSynced,
+		inf.DisruptionBudgets.Informer().HasSynced,
+		inf.UnmanagedDisruptionBudgets.Informer().HasSynced,
 	}
 	var eventInformer cache.SharedIndexInformer
 	if inf.ProbeEvents != nil {
@@ -234,6 +248,14 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 			},
 			exclusivePatch: serviceExclusivePatch,
 		},
+		disruptionBudgets: &childReconciler[*policyv1.PodDisruptionBudget, *policyv1ac.PodDisruptionBudgetApplyConfiguration]{
+			kind:      "PodDisruptionBudget",
+			managed:   controller.NewWriteCache(inf.DisruptionBudgets.Informer().GetIndexer(), 0, opts.Clock),
+			unmanaged: inf.UnmanagedDisruptionBudgets.Informer().GetIndexer(),
+			client: func(ns string) childAPI[*policyv1.PodDisruptionBudget, *policyv1ac.PodDisruptionBudgetApplyConfiguration] {
+				return kubeClient.PolicyV1().PodDisruptionBudgets(ns)
+			},
+		},
 		pods:       podInformer.GetIndexer(),
 		configMaps: inf.ConfigMaps.Informer().GetIndexer(),
 		secrets:    inf.Secrets.Informer().GetIndexer(),
@@ -260,10 +282,9 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		Recorder:        recorder,
 		Object:          c.appForEvent,
 	})
-	c.deployments.recorder = recorder
-	c.services.recorder = recorder
 	c.contest = newContestTracker(opts.Contest, opts.Clock)
-	c.deployments.contest, c.services.contest = c.contest, c.contest
+	c.deployments.recorder, c.services.recorder, c.disruptionBudgets.recorder = recorder, recorder, recorder
+	c.deployments.contest, c.services.contest, c.disruptionBudgets.contest = c.contest, c.contest, c.contest
 
 	if _, err := appInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { c.addApp(logger, obj) },
@@ -276,16 +297,18 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		informer cache.SharedIndexInformer
 		writes   *controller.WriteCache
 	}{
-		"Deployment": {inf.Deployments.Informer(), c.deployments.managed},
-		"Service":    {inf.Services.Informer(), c.services.managed},
+		"Deployment":          {inf.Deployments.Informer(), c.deployments.managed},
+		"Service":             {inf.Services.Informer(), c.services.managed},
+		"PodDisruptionBudget": {inf.DisruptionBudgets.Informer(), c.disruptionBudgets.managed},
 	} {
 		if _, err := i.informer.AddEventHandlerWithOptions(c.childHandler(logger, kind, i.writes), cache.HandlerOptions{Logger: &logger}); err != nil {
 			return nil, fmt.Errorf("adding the %s event handler: %w", kind, err)
 		}
 	}
 	for kind, i := range map[string]cache.SharedIndexInformer{
-		"Deployment": inf.UnmanagedDeployments.Informer(),
-		"Service":    inf.UnmanagedServices.Informer(),
+		"Deployment":          inf.UnmanagedDeployments.Informer(),
+		"Service":             inf.UnmanagedServices.Informer(),
+		"PodDisruptionBudget": inf.UnmanagedDisruptionBudgets.Informer(),
 	} {
 		if _, err := i.AddEventHandlerWithOptions(c.childHandler(logger, kind, nil), cache.HandlerOptions{Logger: &logger}); err != nil {
 			return nil, fmt.Errorf("adding the unmanaged %s event handler: %w", kind, err)

@@ -9,6 +9,7 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
@@ -41,7 +42,11 @@ type desiredChildren struct {
 	deployment                  *appsv1ac.DeploymentApplyConfiguration
 	service                     *corev1ac.ServiceApplyConfiguration
 	deploymentName, serviceName string
-	selector                    map[string]string
+	// disruptionBudget is the PodDisruptionBudget (nil: none) under budgetName ("":
+	// none), the Deployment's name.
+	disruptionBudget *policyv1ac.PodDisruptionBudgetApplyConfiguration
+	budgetName       string
+	selector         map[string]string
 }
 
 // desiredState returns what app asks for, its Deployment carrying the config hashes
@@ -55,8 +60,14 @@ func desiredState(app *appv1.App, hashes configHashes) (desiredChildren, error) 
 	if want.service, err = DesiredService(app); err != nil {
 		return want, fmt.Errorf("building the Service of App %s/%s: %w", app.Namespace, app.Name, err)
 	}
+	if want.disruptionBudget, err = DesiredDisruptionBudget(app); err != nil {
+		return want, fmt.Errorf("building the PodDisruptionBudget of App %s/%s: %w", app.Namespace, app.Name, err)
+	}
 	if t := app.Spec.DeploymentTemplate; t != nil {
 		want.deploymentName = t.Name
+		if want.disruptionBudget != nil {
+			want.budgetName = t.Name
+		}
 	}
 	if t := app.Spec.ServiceTemplate; t != nil {
 		want.serviceName = t.Name
@@ -110,9 +121,28 @@ func desiredDeployment(app *appv1.App, hashes configHashes) (*appsv1ac.Deploymen
 	if err := setContainerOptions(container, t); err != nil {
 		return nil, err
 	}
+	for _, p := range t.Ports {
+		container.WithPorts(containerPort(p))
+	}
 	podSpec := corev1ac.PodSpec().WithContainers(container)
 	if err := setPodOptions(podSpec, t); err != nil {
 		return nil, err
+	}
+	// Native sidecars first, so that an init container can use one (a database proxy),
+	// then the init containers, each in the order given.
+	for i := range t.Sidecars {
+		sidecar, err := podContainer(&t.Sidecars[i])
+		if err != nil {
+			return nil, fmt.Errorf("converting sidecar %q: %w", t.Sidecars[i].Name, err)
+		}
+		podSpec.WithInitContainers(sidecar.WithRestartPolicy(corev1.ContainerRestartPolicyAlways))
+	}
+	for i := range t.InitContainers {
+		init, err := podContainer(&t.InitContainers[i])
+		if err != nil {
+			return nil, fmt.Errorf("converting init container %q: %w", t.InitContainers[i].Name, err)
+		}
+		podSpec.WithInitContainers(init)
 	}
 
 	// The App's own labels are set last: they win over podLabels (which the schema
@@ -203,6 +233,9 @@ func DesiredService(app *appv1.App) (*corev1ac.ServiceApplyConfiguration, error)
 		WithType(serviceType).
 		WithSelector(selectorLabels(app)).
 		WithPorts(servicePort)
+	for _, p := range t.Ports {
+		spec.WithPorts(extraServicePort(p))
+	}
 	if t.SessionAffinity != "" {
 		spec.WithSessionAffinity(t.SessionAffinity)
 	}
@@ -224,6 +257,82 @@ func DesiredService(app *appv1.App) (*corev1ac.ServiceApplyConfiguration, error)
 		return nil, err
 	}
 	return s.WithAnnotations(map[string]string{controller.AppliedConfigHashAnnotation: hash}), nil
+}
+
+// containerPort returns the apply configuration of a container port.
+func containerPort(p appv1.ContainerPort) *corev1ac.ContainerPortApplyConfiguration {
+	return corev1ac.ContainerPort().
+		WithName(p.Name).
+		WithContainerPort(p.ContainerPort).
+		WithProtocol(protocolOrTCP(p.Protocol))
+}
+
+// extraServicePort returns the apply configuration of a port of serviceTemplate.ports:
+// its targetPort defaults to its port.
+func extraServicePort(p appv1.ServicePort) *corev1ac.ServicePortApplyConfiguration {
+	target := intstr.FromInt32(p.Port)
+	if p.TargetPort != nil {
+		target = *p.TargetPort
+	}
+	port := corev1ac.ServicePort().
+		WithName(p.Name).
+		WithProtocol(protocolOrTCP(p.Protocol)).
+		WithPort(p.Port).
+		WithTargetPort(target)
+	if p.NodePort != nil {
+		port.WithNodePort(*p.NodePort)
+	}
+	return port
+}
+
+// protocolOrTCP returns p, or TCP when it is empty.
+func protocolOrTCP(p corev1.Protocol) corev1.Protocol {
+	if p == "" {
+		return corev1.ProtocolTCP
+	}
+	return p
+}
+
+// podContainer returns the apply configuration of an init container or a sidecar: its
+// fields have the names a Pod's container has, so it converts field by field.
+func podContainer(c *appv1.Container) (*corev1ac.ContainerApplyConfiguration, error) {
+	out := &corev1ac.ContainerApplyConfiguration{}
+	if err := controller.Convert(c, out); err != nil {
+		return nil, err
+	}
+	for i := range out.Ports {
+		if out.Ports[i].Protocol == nil {
+			out.Ports[i].WithProtocol(corev1.ProtocolTCP)
+		}
+	}
+	return out, nil
+}
+
+// DesiredDisruptionBudget returns the apply configuration of the PodDisruptionBudget
+// that app wants, named as its Deployment and selecting its pods, or nil when app asks
+// for none.
+func DesiredDisruptionBudget(app *appv1.App) (*policyv1ac.PodDisruptionBudgetApplyConfiguration, error) {
+	b, t := app.Spec.DisruptionBudget, app.Spec.DeploymentTemplate
+	if b == nil || t == nil {
+		return nil, nil
+	}
+	spec := policyv1ac.PodDisruptionBudgetSpec().
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(app)))
+	if b.MinAvailable != nil {
+		spec.WithMinAvailable(*b.MinAvailable)
+	}
+	if b.MaxUnavailable != nil {
+		spec.WithMaxUnavailable(*b.MaxUnavailable)
+	}
+	pdb := policyv1ac.PodDisruptionBudget(t.Name, app.Namespace).
+		WithLabels(childLabels(app)).
+		WithOwnerReferences(controller.OwnerReference(app, appKind)).
+		WithSpec(spec)
+	hash, err := controller.ConfigHash(pdb)
+	if err != nil {
+		return nil, err
+	}
+	return pdb.WithAnnotations(map[string]string{controller.AppliedConfigHashAnnotation: hash}), nil
 }
 
 // portProtocol is the protocol of the App's container port and Service port:

@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -90,16 +91,18 @@ func newFixture(t testing.TB) *fixture {
 	metav1.AddMetaToScheme(scheme)
 	metadataInformers := metadatainformer.NewSharedInformerFactory(metadatafake.NewSimpleMetadataClient(scheme), 0)
 	f.inf = Informers{
-		Apps:                 appInformers.Appcontroller().V1().Apps(),
-		Deployments:          kubeInformers.Apps().V1().Deployments(),
-		Services:             kubeInformers.Core().V1().Services(),
-		UnmanagedDeployments: metadataInformers.ForResource(appsv1.SchemeGroupVersion.WithResource("deployments")),
-		UnmanagedServices:    metadataInformers.ForResource(corev1.SchemeGroupVersion.WithResource("services")),
-		Pods:                 kubeInformers.Core().V1().Pods(),
-		ProbeEvents:          kubeInformers.Core().V1().Events(),
-		ConfigMaps:           metadataInformers.ForResource(corev1.SchemeGroupVersion.WithResource("configmaps")),
-		Secrets:              metadataInformers.ForResource(corev1.SchemeGroupVersion.WithResource("secrets")),
-		Revisions:            kubeInformers.Apps().V1().ControllerRevisions(),
+		Apps:                       appInformers.Appcontroller().V1().Apps(),
+		Deployments:                kubeInformers.Apps().V1().Deployments(),
+		Services:                   kubeInformers.Core().V1().Services(),
+		UnmanagedDeployments:       metadataInformers.ForResource(appsv1.SchemeGroupVersion.WithResource("deployments")),
+		UnmanagedServices:          metadataInformers.ForResource(corev1.SchemeGroupVersion.WithResource("services")),
+		Pods:                       kubeInformers.Core().V1().Pods(),
+		ProbeEvents:                kubeInformers.Core().V1().Events(),
+		ConfigMaps:                 metadataInformers.ForResource(corev1.SchemeGroupVersion.WithResource("configmaps")),
+		Secrets:                    metadataInformers.ForResource(corev1.SchemeGroupVersion.WithResource("secrets")),
+		Revisions:                  kubeInformers.Apps().V1().ControllerRevisions(),
+		DisruptionBudgets:          kubeInformers.Policy().V1().PodDisruptionBudgets(),
+		UnmanagedDisruptionBudgets: metadataInformers.ForResource(policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")),
 	}
 	f.recorder = record.NewFakeRecorder(1000)
 	f.clock = clocktesting.NewFakePassiveClock(testNow)

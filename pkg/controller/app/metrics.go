@@ -47,7 +47,7 @@ func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(childRepairs)
 		legacyregistry.CustomMustRegister(appGauges)
-		for _, kind := range []string{"Deployment", "Service"} {
+		for _, kind := range childKinds {
 			childRepairs.WithLabelValues(kind).Add(0)
 		}
 	})

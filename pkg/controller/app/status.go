@@ -17,10 +17,11 @@ import (
 )
 
 // computeStatus returns the status app should have, given the labels that select its
-// pods, what reconciling its children found and the first problem of its pods (nil:
+// pods, what reconciling its children found (the conflicts of other children than the
+// Deployment and the Service in otherConflicts) and the first problem of its pods (nil:
 // none). It is rebuilt from what is observed now; only the transition times of
 // conditions whose status did not change are kept.
-func computeStatus(app *appv1.App, selector map[string]string, deployment childResult[*appsv1.Deployment], service childResult[*corev1.Service], problem *podhealth.Problem, now metav1.Time) *appv1.AppStatus {
+func computeStatus(app *appv1.App, selector map[string]string, deployment childResult[*appsv1.Deployment], service childResult[*corev1.Service], problem *podhealth.Problem, now metav1.Time, otherConflicts ...string) *appv1.AppStatus {
 	status := app.Status.DeepCopy()
 	status.ObservedGeneration = app.Generation
 	status.DeploymentStatus = nil
@@ -38,18 +39,13 @@ func computeStatus(app *appv1.App, selector map[string]string, deployment childR
 	}
 
 	var conflicts []string
-	for _, c := range []string{deployment.conflict, service.conflict} {
+	for _, c := range append([]string{deployment.conflict, service.conflict}, otherConflicts...) {
 		if c != "" {
 			conflicts = append(conflicts, c)
 		}
 	}
 	if len(conflicts) > 0 {
-		msg := strings.Join(conflicts, "; ")
-		set(appv1.ConditionNamesAccepted, metav1.ConditionFalse, appv1.ReasonNameConflict, msg)
-		set(appv1.ConditionReady, metav1.ConditionFalse, appv1.ReasonNameConflict, msg)
-		set(appv1.ConditionProgressing, metav1.ConditionFalse, appv1.ReasonNameConflict, msg)
-		set(appv1.ConditionStalled, metav1.ConditionTrue, appv1.ReasonNameConflict, msg)
-		meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionReconciling)
+		setNameConflict(status, app, strings.Join(conflicts, "; "), now)
 		return status
 	}
 	set(appv1.ConditionNamesAccepted, metav1.ConditionTrue, appv1.ReasonNoNameConflict, "Every child name is held by this App")
@@ -107,6 +103,17 @@ func computeStatus(app *appv1.App, selector map[string]string, deployment childR
 	meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionStalled)
 	set(appv1.ConditionReady, metav1.ConditionTrue, appv1.ReasonAvailable, strings.Join(ready, "; "))
 	return status
+}
+
+// setNameConflict reports in status that a child name is held by something else, msg
+// saying which: NamesAccepted and Ready False, Stalled True.
+func setNameConflict(status *appv1.AppStatus, app *appv1.App, msg string, now metav1.Time) {
+	msg = controller.TruncateMessage(msg)
+	for _, t := range []string{appv1.ConditionNamesAccepted, appv1.ConditionReady, appv1.ConditionProgressing} {
+		setCondition(status, app, now, t, metav1.ConditionFalse, appv1.ReasonNameConflict, msg)
+	}
+	setCondition(status, app, now, appv1.ConditionStalled, metav1.ConditionTrue, appv1.ReasonNameConflict, msg)
+	meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionReconciling)
 }
 
 // rollout is the state of an App's Deployment rollout.

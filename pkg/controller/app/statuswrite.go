@@ -28,6 +28,13 @@ import (
 // within a second of the sync that started it.
 const StatusCoalesceWindow = time.Second
 
+// StatusProgressWindow is how long a status write is held back during a rollout
+// (Progressing=True) when only counts and messages change at the same generation: the
+// conditions tools read are written at once, the replica counts at least every
+// StatusProgressWindow. A rollout of a few seconds then costs two status writes,
+// Progressing and Ready, whatever its number of steps.
+const StatusProgressWindow = 10 * time.Second
+
 // updateStatus writes status unless it equals app's, at once or, when coalescible says
 // so, later: it then returns how long the write is held back, and the sync the App's
 // Result queues for when the window ends writes the status it computes then.
@@ -37,7 +44,11 @@ func (c *Controller) updateStatus(ctx context.Context, key cache.ObjectName, app
 		return 0, nil
 	}
 	if coalescible(app, status) {
-		if delay := c.statusPending.delay(key, c.clock.Now(), StatusCoalesceWindow); delay > 0 {
+		window := StatusCoalesceWindow
+		if app.Status.ObservedGeneration == status.ObservedGeneration && conditionStatus(status.Conditions, appv1.ConditionProgressing) == metav1.ConditionTrue {
+			window = StatusProgressWindow
+		}
+		if delay := c.statusPending.delay(key, c.clock.Now(), window); delay > 0 {
 			klog.FromContext(ctx).V(4).Info("Holding back the status write to coalesce it", "delay", delay)
 			return delay, nil
 		}

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -59,9 +60,13 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 	// The two children are independent: write them in parallel, so that a new App costs
 	// one round trip before its status rather than two.
 	// The revision of the App's spec too.
+	// The PodDisruptionBudget shares the Deployment's name, so the App that wins the
+	// Deployment's name wins the budget's.
 	var (
 		deployment    childResult[*appsv1.Deployment]
+		budget        childResult[*policyv1.PodDisruptionBudget]
 		deploymentErr error
+		budgetErr     error
 		revision      string
 		revisionErr   error
 		wg            sync.WaitGroup
@@ -72,9 +77,12 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 	wg.Go(func() {
 		revision, _, revisionErr = c.revisions.ensure(ctx, app)
 	})
+	wg.Go(func() {
+		budget, budgetErr = c.disruptionBudgets.reconcile(ctx, app, want.budgetName, want.disruptionBudget, deploymentWinner)
+	})
 	service, serviceErr := c.services.reconcile(ctx, app, want.serviceName, want.service, serviceWinner)
 	wg.Wait()
-	if err := errors.Join(deploymentErr, serviceErr); err != nil {
+	if err := errors.Join(deploymentErr, serviceErr, budgetErr); err != nil {
 		return controller.Result{}, err
 	}
 
@@ -84,14 +92,18 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 	if p := configProblem(config.missing); p != nil && deployment.obj != nil {
 		problem = p // what the pods wait for, before what they show of it
 	}
-	status := computeStatus(app, want.selector, deployment, service, problem, now)
+	status := computeStatus(app, want.selector, deployment, service, problem, now, budget.conflict)
 	if revision != "" {
 		status.CurrentRevision = revision
 	}
+	status.DisruptionBudget = ""
+	if budget.obj != nil {
+		status.DisruptionBudget = budget.name
+	}
 	setContested(status, app, contests, now)
-	c.recordConflicts(app, status, []string{deployment.conflict, service.conflict}, []string{want.deploymentName, want.serviceName})
+	c.recordConflicts(app, status, []string{deployment.conflict, service.conflict, budget.conflict}, []string{want.deploymentName, want.serviceName, want.budgetName})
 	c.recordConfigNotFound(app, status)
-	if deployment.changed || service.changed {
+	if deployment.changed || service.changed || budget.changed {
 		c.recorder.Event(app, corev1.EventTypeNormal, appv1.EventReasonSynced, appv1.EventMessageSynced)
 	}
 	held, err := c.updateStatus(ctx, key, app, status)

@@ -38,10 +38,18 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &appcontrollerv1.AppSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("AppStatus"):
 		return &appcontrollerv1.AppStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("Container"):
+		return &appcontrollerv1.ContainerApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("ContainerPort"):
+		return &appcontrollerv1.ContainerPortApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DeploymentTemplate"):
 		return &appcontrollerv1.DeploymentTemplateApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("DisruptionBudget"):
+		return &appcontrollerv1.DisruptionBudgetApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ResourceRequirements"):
 		return &appcontrollerv1.ResourceRequirementsApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("ServicePort"):
+		return &appcontrollerv1.ServicePortApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ServiceTemplate"):
 		return &appcontrollerv1.ServiceTemplateApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("Volume"):

@@ -42,6 +42,8 @@ type App struct {
 // AppSpec describes the children of an App. At least one template must be given.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.deploymentTemplate) || has(self.serviceTemplate)",message="at least one of deploymentTemplate and serviceTemplate must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.disruptionBudget) || has(self.deploymentTemplate)",message="disruptionBudget requires deploymentTemplate: it protects the App's pods",fieldPath=".disruptionBudget"
+// +kubebuilder:validation:XValidation:rule="!has(self.serviceTemplate) || !has(self.serviceTemplate.ports) || self.serviceTemplate.ports.all(p, !has(p.targetPort) || type(p.targetPort) == int || (has(self.deploymentTemplate) && ((p.targetPort == 'http' && has(self.deploymentTemplate.containerPort)) || (has(self.deploymentTemplate.ports) && self.deploymentTemplate.ports.exists(c, c.name == p.targetPort)) || (has(self.deploymentTemplate.sidecars) && self.deploymentTemplate.sidecars.exists(s, has(s.ports) && s.ports.exists(c, c.name == p.targetPort))))))",message="serviceTemplate.ports: a targetPort given by name must name a container port of the App's pods (http for deploymentTemplate.containerPort, deploymentTemplate.ports or a sidecar's ports)",fieldPath=".serviceTemplate.ports"
 type AppSpec struct {
 	// DeploymentTemplate describes the Deployment that runs the application's pods.
 	// Removing it deletes the Deployment the App controls.
@@ -61,6 +63,12 @@ type AppSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+
+	// DisruptionBudget is the PodDisruptionBudget of the App's pods (named as the
+	// Deployment), so that a node drain does not take every replica at once. Removing
+	// it deletes the PodDisruptionBudget.
+	// +optional
+	DisruptionBudget *DisruptionBudget `json:"disruptionBudget,omitempty"`
 }
 
 // ConfigChangePolicy is what a change of a ConfigMap or Secret that an App's pods
@@ -77,9 +85,16 @@ const (
 	ConfigChangeIgnore ConfigChangePolicy = "Ignore"
 )
 
-// DeploymentTemplate describes the Deployment of an App. Its pods run one container.
+// DeploymentTemplate describes the Deployment of an App. Its pods run the App's own
+// container (app-deploy-container), which the fields below describe, and the
+// containers of initContainers and sidecars.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.volumeMounts) || self.volumeMounts.all(m, has(self.volumes) && self.volumes.exists(v, v.name == m.name))",message="every volumeMounts[].name must name a volume of deploymentTemplate.volumes",fieldPath=".volumeMounts"
+// +kubebuilder:validation:XValidation:rule="(!has(self.initContainers) || self.initContainers.all(c, !has(c.volumeMounts) || c.volumeMounts.all(m, has(self.volumes) && self.volumes.exists(v, v.name == m.name)))) && (!has(self.sidecars) || self.sidecars.all(c, !has(c.volumeMounts) || c.volumeMounts.all(m, has(self.volumes) && self.volumes.exists(v, v.name == m.name))))",message="every volumeMounts[].name of an init container or a sidecar must name a volume of deploymentTemplate.volumes"
+// +kubebuilder:validation:XValidation:rule="(!has(self.initContainers) || self.initContainers.all(c, c.name != 'app-deploy-container' && (!has(self.sidecars) || !self.sidecars.exists(s, s.name == c.name)))) && (!has(self.sidecars) || self.sidecars.all(c, c.name != 'app-deploy-container'))",message="container names must be unique in the pod: initContainers and sidecars may not share a name, nor use app-deploy-container (the App's own)"
+// +kubebuilder:validation:XValidation:rule="!has(self.initContainers) || self.initContainers.all(c, !has(c.readinessProbe) && !has(c.livenessProbe) && !has(c.startupProbe))",message="initContainers may not have probes: they run to completion before the App's container starts (a sidecar may have them)",fieldPath=".initContainers"
+// +kubebuilder:validation:XValidation:rule="!has(self.ports) || !has(self.containerPort) || self.ports.all(p, p.name != 'http')",message="ports: http is the name of containerPort",fieldPath=".ports"
+// +kubebuilder:validation:XValidation:rule="!has(self.sidecars) || self.sidecars.all(s, !has(s.ports) || s.ports.all(p, !(has(self.containerPort) && p.name == 'http') && !(has(self.ports) && self.ports.exists(q, q.name == p.name)) && !self.sidecars.exists(o, o.name != s.name && has(o.ports) && o.ports.exists(q, q.name == p.name))))",message="a port name is used by two containers of the pod: port names must be unique in the pod (http is containerPort's)",fieldPath=".sidecars"
 type DeploymentTemplate struct {
 	// Name of the Deployment, a DNS-1123 label. Changing it replaces the Deployment.
 	// +required
@@ -112,6 +127,16 @@ type DeploymentTemplate struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	ContainerPort *int32 `json:"containerPort,omitempty"`
+
+	// Ports are more ports of the container, beside containerPort (named http): a
+	// metrics or gRPC port that a port of serviceTemplate.ports targets by name.
+	// +optional
+	// +listType=map
+	// +listMapKey=containerPort
+	// +listMapKey=protocol
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(p, self.filter(q, q.name == p.name).size() == 1)",message="ports: each port name may be used once"
+	Ports []ContainerPort `json:"ports,omitempty"`
 
 	// Command overrides the image's entrypoint.
 	// +optional
@@ -278,6 +303,24 @@ type DeploymentTemplate struct {
 	// (reason ConfigNotFound): the pods wait for it.
 	// +optional
 	ConfigChangePolicy ConfigChangePolicy `json:"configChangePolicy,omitempty"`
+
+	// InitContainers run one after the other, each to completion, before the App's
+	// container and the sidecars start: a migration, a wait for a dependency. They take
+	// no probes.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	InitContainers []Container `json:"initContainers,omitempty"`
+
+	// Sidecars run beside the App's container for the pod's whole life: a log shipper,
+	// a proxy. They are Kubernetes native sidecars (init containers with restartPolicy
+	// Always): they start, in order, before the App's container and stop after it.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	Sidecars []Container `json:"sidecars,omitempty"`
 }
 
 // Volume is a volume of the App's pods: a name and exactly one source.
@@ -349,6 +392,9 @@ type ResourceRequirements struct {
 // ServiceTemplate describes the Service of an App. It selects the App's own pods.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.nodePort) || (has(self.type) && self.type != 'ClusterIP')",message="nodePort requires type NodePort or LoadBalancer",fieldPath=".nodePort"
+// +kubebuilder:validation:XValidation:rule="!has(self.ports) || self.ports.all(p, p.name != (has(self.portName) ? self.portName : 'http'))",message="ports: a port may not take the first port's name (portName, http by default)",fieldPath=".ports"
+// +kubebuilder:validation:XValidation:rule="!has(self.ports) || self.ports.all(p, !(p.port == (has(self.port) ? self.port : 8080) && p.protocol == (has(self.protocol) ? self.protocol : 'TCP')) && self.ports.filter(q, q.port == p.port && q.protocol == p.protocol).size() == 1)",message="ports: each port number (and protocol) may be used once, the first port's included",fieldPath=".ports"
+// +kubebuilder:validation:XValidation:rule="!has(self.ports) || !self.ports.exists(p, has(p.nodePort)) || (has(self.type) && self.type != 'ClusterIP')",message="nodePort requires type NodePort or LoadBalancer",fieldPath=".ports"
 type ServiceTemplate struct {
 	// Name of the Service, a DNS-1035 label. Changing it replaces the Service.
 	// +required
@@ -398,6 +444,15 @@ type ServiceTemplate struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	NodePort *int32 `json:"nodePort,omitempty"`
+
+	// Ports are the Service's ports beyond the first (which port, targetPort, portName,
+	// protocol and nodePort describe): a metrics or gRPC port. Their names and numbers
+	// must differ from the first's and from each other's.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Ports []ServicePort `json:"ports,omitempty"`
 
 	// SessionAffinity ClientIP sends each client's connections to the same pod;
 	// None (the default) spreads them.
@@ -478,6 +533,11 @@ type AppStatus struct {
 	// current spec (see spec.revisionHistoryLimit).
 	// +optional
 	CurrentRevision string `json:"currentRevision,omitempty"`
+
+	// DisruptionBudget is the name of the PodDisruptionBudget the App controls, when
+	// spec.disruptionBudget asks for one.
+	// +optional
+	DisruptionBudget string `json:"disruptionBudget,omitempty"`
 }
 
 // AppList is a list of Apps.

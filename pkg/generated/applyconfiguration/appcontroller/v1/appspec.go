@@ -34,6 +34,10 @@ type AppSpecApplyConfiguration struct {
 	// history` lists and `kubectl app rollback` writes back. The oldest are deleted
 	// first. Defaults to 10. A change of this field alone is not a revision.
 	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+	// DisruptionBudget is the PodDisruptionBudget of the App's pods (named as the
+	// Deployment), so that a node drain does not take every replica at once. Removing
+	// it deletes the PodDisruptionBudget.
+	DisruptionBudget *DisruptionBudgetApplyConfiguration `json:"disruptionBudget,omitempty"`
 }
 
 // AppSpecApplyConfiguration constructs a declarative configuration of the AppSpec type for use with
@@ -63,5 +67,13 @@ func (b *AppSpecApplyConfiguration) WithServiceTemplate(value *ServiceTemplateAp
 // If called multiple times, the RevisionHistoryLimit field is set to the value of the last call.
 func (b *AppSpecApplyConfiguration) WithRevisionHistoryLimit(value int32) *AppSpecApplyConfiguration {
 	b.RevisionHistoryLimit = &value
+	return b
+}
+
+// WithDisruptionBudget sets the DisruptionBudget field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DisruptionBudget field is set to the value of the last call.
+func (b *AppSpecApplyConfiguration) WithDisruptionBudget(value *DisruptionBudgetApplyConfiguration) *AppSpecApplyConfiguration {
+	b.DisruptionBudget = value
 	return b
 }

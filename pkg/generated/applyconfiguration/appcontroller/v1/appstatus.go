@@ -69,6 +69,9 @@ type AppStatusApplyConfiguration struct {
 	// CurrentRevision is the name of the ControllerRevision that records the App's
 	// current spec (see spec.revisionHistoryLimit).
 	CurrentRevision *string `json:"currentRevision,omitempty"`
+	// DisruptionBudget is the name of the PodDisruptionBudget the App controls, when
+	// spec.disruptionBudget asks for one.
+	DisruptionBudget *string `json:"disruptionBudget,omitempty"`
 }
 
 // AppStatusApplyConfiguration constructs a declarative configuration of the AppStatus type for use with
@@ -127,5 +130,13 @@ func (b *AppStatusApplyConfiguration) WithSelector(value string) *AppStatusApply
 // If called multiple times, the CurrentRevision field is set to the value of the last call.
 func (b *AppStatusApplyConfiguration) WithCurrentRevision(value string) *AppStatusApplyConfiguration {
 	b.CurrentRevision = &value
+	return b
+}
+
+// WithDisruptionBudget sets the DisruptionBudget field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DisruptionBudget field is set to the value of the last call.
+func (b *AppStatusApplyConfiguration) WithDisruptionBudget(value string) *AppStatusApplyConfiguration {
+	b.DisruptionBudget = &value
 	return b
 }

@@ -28,7 +28,9 @@ import (
 // DeploymentTemplateApplyConfiguration represents a declarative configuration of the DeploymentTemplate type for use
 // with apply.
 //
-// DeploymentTemplate describes the Deployment of an App. Its pods run one container.
+// DeploymentTemplate describes the Deployment of an App. Its pods run the App's own
+// container (app-deploy-container), which the fields below describe, and the
+// containers of initContainers and sidecars.
 type DeploymentTemplateApplyConfiguration struct {
 	// Name of the Deployment, a DNS-1123 label. Changing it replaces the Deployment.
 	Name *string `json:"name,omitempty"`
@@ -45,6 +47,9 @@ type DeploymentTemplateApplyConfiguration struct {
 	// ContainerPort is the port the container listens on. The Service targets it
 	// unless serviceTemplate.targetPort says otherwise.
 	ContainerPort *int32 `json:"containerPort,omitempty"`
+	// Ports are more ports of the container, beside containerPort (named http): a
+	// metrics or gRPC port that a port of serviceTemplate.ports targets by name.
+	Ports []ContainerPortApplyConfiguration `json:"ports,omitempty"`
 	// Command overrides the image's entrypoint.
 	Command []string `json:"command,omitempty"`
 	// Args overrides the image's default arguments.
@@ -122,6 +127,14 @@ type DeploymentTemplateApplyConfiguration struct {
 	// referenced object that does not exist, unless optional, makes the App not Ready
 	// (reason ConfigNotFound): the pods wait for it.
 	ConfigChangePolicy *appcontrollerv1.ConfigChangePolicy `json:"configChangePolicy,omitempty"`
+	// InitContainers run one after the other, each to completion, before the App's
+	// container and the sidecars start: a migration, a wait for a dependency. They take
+	// no probes.
+	InitContainers []ContainerApplyConfiguration `json:"initContainers,omitempty"`
+	// Sidecars run beside the App's container for the pod's whole life: a log shipper,
+	// a proxy. They are Kubernetes native sidecars (init containers with restartPolicy
+	// Always): they start, in order, before the App's container and stop after it.
+	Sidecars []ContainerApplyConfiguration `json:"sidecars,omitempty"`
 }
 
 // DeploymentTemplateApplyConfiguration constructs a declarative configuration of the DeploymentTemplate type for use with
@@ -159,6 +172,19 @@ func (b *DeploymentTemplateApplyConfiguration) WithReplicas(value int32) *Deploy
 // If called multiple times, the ContainerPort field is set to the value of the last call.
 func (b *DeploymentTemplateApplyConfiguration) WithContainerPort(value int32) *DeploymentTemplateApplyConfiguration {
 	b.ContainerPort = &value
+	return b
+}
+
+// WithPorts adds the given value to the Ports field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Ports field.
+func (b *DeploymentTemplateApplyConfiguration) WithPorts(values ...*ContainerPortApplyConfiguration) *DeploymentTemplateApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithPorts")
+		}
+		b.Ports = append(b.Ports, *values[i])
+	}
 	return b
 }
 
@@ -424,5 +450,31 @@ func (b *DeploymentTemplateApplyConfiguration) WithRevisionHistoryLimit(value in
 // If called multiple times, the ConfigChangePolicy field is set to the value of the last call.
 func (b *DeploymentTemplateApplyConfiguration) WithConfigChangePolicy(value appcontrollerv1.ConfigChangePolicy) *DeploymentTemplateApplyConfiguration {
 	b.ConfigChangePolicy = &value
+	return b
+}
+
+// WithInitContainers adds the given value to the InitContainers field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the InitContainers field.
+func (b *DeploymentTemplateApplyConfiguration) WithInitContainers(values ...*ContainerApplyConfiguration) *DeploymentTemplateApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithInitContainers")
+		}
+		b.InitContainers = append(b.InitContainers, *values[i])
+	}
+	return b
+}
+
+// WithSidecars adds the given value to the Sidecars field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Sidecars field.
+func (b *DeploymentTemplateApplyConfiguration) WithSidecars(values ...*ContainerApplyConfiguration) *DeploymentTemplateApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithSidecars")
+		}
+		b.Sidecars = append(b.Sidecars, *values[i])
+	}
 	return b
 }

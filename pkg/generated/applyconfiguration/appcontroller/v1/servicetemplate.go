@@ -47,6 +47,10 @@ type ServiceTemplateApplyConfiguration struct {
 	// within the cluster's node port range (30000-32767 by default). Unset, the cluster
 	// picks one. Not allowed with type ClusterIP.
 	NodePort *int32 `json:"nodePort,omitempty"`
+	// Ports are the Service's ports beyond the first (which port, targetPort, portName,
+	// protocol and nodePort describe): a metrics or gRPC port. Their names and numbers
+	// must differ from the first's and from each other's.
+	Ports []ServicePortApplyConfiguration `json:"ports,omitempty"`
 	// SessionAffinity ClientIP sends each client's connections to the same pod;
 	// None (the default) spreads them.
 	SessionAffinity *corev1.ServiceAffinity `json:"sessionAffinity,omitempty"`
@@ -118,6 +122,19 @@ func (b *ServiceTemplateApplyConfiguration) WithProtocol(value corev1.Protocol) 
 // If called multiple times, the NodePort field is set to the value of the last call.
 func (b *ServiceTemplateApplyConfiguration) WithNodePort(value int32) *ServiceTemplateApplyConfiguration {
 	b.NodePort = &value
+	return b
+}
+
+// WithPorts adds the given value to the Ports field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Ports field.
+func (b *ServiceTemplateApplyConfiguration) WithPorts(values ...*ServicePortApplyConfiguration) *ServiceTemplateApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithPorts")
+		}
+		b.Ports = append(b.Ports, *values[i])
+	}
 	return b
 }
 
