@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	clienttesting "k8s.io/client-go/testing"
@@ -174,6 +175,23 @@ func TestCreate(t *testing.T) {
 			},
 			wantOpts: metav1.CreateOptions{FieldManager: "kubectl-app"},
 		},
+		{
+			name: "several ports, the first named", args: []string{"create", "web", "--image", "api:1", "--port", "web=8080", "--port", "metrics=9090", "--port", "grpc=9000", "-n", testNamespace},
+			want: "app.appcontroller.k8s.io/web created\n",
+			wantSpec: &appv1.AppSpec{
+				DeploymentTemplate: &appv1.DeploymentTemplate{Name: "web", Image: "api:1", ContainerPort: ptr.To[int32](8080),
+					Ports: []appv1.ContainerPort{{Name: "metrics", ContainerPort: 9090}, {Name: "grpc", ContainerPort: 9000}}},
+				ServiceTemplate: &appv1.ServiceTemplate{Name: "web", Port: 8080, PortName: "web", Ports: []appv1.ServicePort{
+					{Name: "metrics", Port: 9090, TargetPort: ptr.To(intstr.FromString("metrics"))},
+					{Name: "grpc", Port: 9000, TargetPort: ptr.To(intstr.FromString("grpc"))},
+				}},
+			},
+			wantOpts: metav1.CreateOptions{FieldManager: "kubectl-app"},
+		},
+		{name: "a further port without a name", args: []string{"create", "api", "--image", "api:1", "--port", "8080", "--port", "9090"}, wantCode: ExitError,
+			wantErr: "error: invalid --port \"9090\": a port after the first needs a name, say --port metrics=9090\n"},
+		{name: "a port out of range", args: []string{"create", "api", "--image", "api:1", "--port", "70000"}, wantCode: ExitError,
+			wantErr: "error: invalid --port \"70000\": want [NAME=]PORT with PORT from 1 to 65535\n"},
 		{
 			name: "a named Service without a port", args: []string{"create", "web", "--image", "nginx", "--service", "web-svc", "-n", testNamespace},
 			want: "app.appcontroller.k8s.io/web created\n",

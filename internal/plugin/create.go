@@ -3,9 +3,12 @@ package plugin
 import (
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/utils/ptr"
@@ -28,15 +31,44 @@ type createOptions struct {
 	image      string
 	deployment string
 	replicas   int32
-	port       int32
-	service    string
-	dryRun     string
+	// ports are the --port values, "[NAME=]PORT".
+	ports   []string
+	service string
+	dryRun  string
+}
+
+// namedPort is a parsed --port.
+type namedPort struct {
+	name string
+	port int32
+}
+
+// parsePorts parses the --port values: the first is the App's port (containerPort and
+// the Service's first port; a NAME names the Service port); each further one needs a
+// NAME, which names the container port and the Service port that targets it.
+func parsePorts(values []string) ([]namedPort, error) {
+	out := make([]namedPort, 0, len(values))
+	for i, v := range values {
+		name, number, named := strings.Cut(v, "=")
+		if !named {
+			name, number = "", v
+		}
+		n, err := strconv.ParseInt(number, 10, 32)
+		if err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("invalid --port %q: want [NAME=]PORT with PORT from 1 to 65535", v)
+		}
+		if i > 0 && name == "" {
+			return nil, fmt.Errorf("invalid --port %q: a port after the first needs a name, say --port metrics=%s", v, number)
+		}
+		out = append(out, namedPort{name: name, port: int32(n)})
+	}
+	return out, nil
 }
 
 // newApp returns the App the options describe, in namespace (empty: the metadata names
 // none). replicasSet tells whether --replicas was given: without it the App leaves the
 // count to the Deployment (and to whoever scales it).
-func (o *createOptions) newApp(name, namespace string, replicasSet bool) *appv1.App {
+func (o *createOptions) newApp(name, namespace string, replicasSet bool, ports []namedPort) *appv1.App {
 	app := &appv1.App{
 		TypeMeta:   metav1.TypeMeta{APIVersion: appv1.SchemeGroupVersion.String(), Kind: "App"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
@@ -49,16 +81,28 @@ func (o *createOptions) newApp(name, namespace string, replicasSet bool) *appv1.
 	if replicasSet {
 		d.Replicas = ptr.To(o.replicas)
 	}
-	if o.port != 0 {
-		d.ContainerPort = ptr.To(o.port)
+	var first int32
+	if len(ports) > 0 {
+		first = ports[0].port
+		d.ContainerPort = ptr.To(first)
+	}
+	for _, p := range ports[min(1, len(ports)):] {
+		d.Ports = append(d.Ports, appv1.ContainerPort{Name: p.name, ContainerPort: p.port})
 	}
 	app.Spec.DeploymentTemplate = d
-	if o.port != 0 || o.service != "" {
+	if len(ports) > 0 || o.service != "" {
 		service := o.service
 		if service == "" {
 			service = name
 		}
-		app.Spec.ServiceTemplate = &appv1.ServiceTemplate{Name: service, Port: o.port}
+		app.Spec.ServiceTemplate = &appv1.ServiceTemplate{Name: service, Port: first}
+		if len(ports) > 0 {
+			app.Spec.ServiceTemplate.PortName = ports[0].name
+		}
+		for _, p := range ports[min(1, len(ports)):] {
+			target := intstr.FromString(p.name)
+			app.Spec.ServiceTemplate.Ports = append(app.Spec.ServiceTemplate.Ports, appv1.ServicePort{Name: p.name, Port: p.port, TargetPort: &target})
+		}
 	}
 	return app
 }
@@ -68,18 +112,22 @@ func (c *command) createCommand() *cobra.Command {
 	o := &createOptions{dryRun: dryRunNone}
 	printFlags := genericclioptions.NewPrintFlags("created")
 	cmd := &cobra.Command{
-		Use:   "create NAME --image IMAGE [--replicas N] [--port PORT] [--service NAME] [--dry-run=none|client|server] [-o yaml|json|name]",
+		Use:   "create NAME --image IMAGE [--replicas N] [--port [NAME=]PORT]... [--service NAME] [--dry-run=none|client|server] [-o yaml|json|name]",
 		Short: "Create an App that runs an image, like kubectl create deployment",
 		Long: `Create an App (appcontroller.k8s.io/v1) that runs one image, as kubectl create deployment
 creates a Deployment. The App's Deployment is named NAME unless --deployment says
 otherwise. With --port or --service the App has a Service too, named NAME unless --service
 names it, listening on --port (default 8080) and sending traffic to the container's port
---port. Without --replicas the App leaves the replica count to its Deployment (1, then
+--port. --port may be repeated: each further --port NAME=PORT adds a container port and a
+Service port of that name targeting it (a metrics or gRPC port); the first may be named
+too (the Service port's name, http by default). Without --replicas the App leaves the
+replica count to its Deployment (1, then
 whoever scales it).
 
 The App is created with field manager kubectl-app. --dry-run=client prints the App without
 sending it, --dry-run=server has the API server validate and default it without storing it.`,
 		Example: `  kubectl app create web --image nginx --replicas 2 --port 80
+  kubectl app create api --image registry.example.com/api:1 --port 8080 --port metrics=9090 --port grpc=9000
   kubectl app create web --image nginx --service web-svc --dry-run=client -o yaml`,
 		Args: appName,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -106,13 +154,17 @@ sending it, --dry-run=server has the API server validate and default it without 
 			}
 			name := args[0]
 			replicasSet := cmd.Flags().Changed("replicas")
+			ports, err := parsePorts(o.ports)
+			if err != nil {
+				return err
+			}
 			if o.dryRun == dryRunClient {
 				// As kubectl create: the namespace shows only when given on the command line.
 				ns := ""
 				if explicit {
 					ns = namespace
 				}
-				return printCreated(printer, o.newApp(name, ns, replicasSet), c.streams.Out)
+				return printCreated(printer, o.newApp(name, ns, replicasSet, ports), c.streams.Out)
 			}
 			clients, err := c.newClients()
 			if err != nil {
@@ -122,7 +174,7 @@ sending it, --dry-run=server has the API server validate and default it without 
 			if o.dryRun == dryRunServer {
 				opts.DryRun = []string{metav1.DryRunAll}
 			}
-			created, err := clients.Apps.AppcontrollerV1().Apps(namespace).Create(cmd.Context(), o.newApp(name, namespace, replicasSet), opts)
+			created, err := clients.Apps.AppcontrollerV1().Apps(namespace).Create(cmd.Context(), o.newApp(name, namespace, replicasSet, ports), opts)
 			if err != nil {
 				return &APIError{Err: err}
 			}
@@ -135,7 +187,7 @@ sending it, --dry-run=server has the API server validate and default it without 
 	f.StringVar(&o.image, "image", "", "Image of the App's container (required).")
 	f.StringVar(&o.deployment, "deployment", "", "Name of the App's Deployment; default NAME.")
 	f.Int32Var(&o.replicas, "replicas", 1, "Replicas of the App's Deployment; unset, the App leaves the count to the Deployment.")
-	f.Int32Var(&o.port, "port", 0, "Port of the container and of the App's Service (which it adds, named NAME unless --service says).")
+	f.StringArrayVar(&o.ports, "port", nil, "[NAME=]PORT: a port of the container and of the App's Service (which it adds, named NAME unless --service says); repeat it for more ports, each further one named.")
 	f.StringVar(&o.service, "service", "", "Name of the App's Service (adds one; its port is --port, else 8080).")
 	f.StringVar(&o.dryRun, "dry-run", dryRunNone, `Must be "none", "server", or "client". client: print the App without sending it; server: have the API server validate it without storing it.`)
 	if err := cmd.MarkFlagRequired("image"); err != nil {

@@ -46,8 +46,9 @@ type configRef struct {
 	optional bool
 }
 
-// configRefs returns the ConfigMaps and Secrets t's pods reference, sorted by kind and
-// name, each once; optional only when every reference to it is.
+// configRefs returns the ConfigMaps and Secrets t's pods reference (any container's env
+// and envFrom, the volumes), sorted by kind and name, each once; optional only when every
+// reference to it is.
 func configRefs(t *appv1.DeploymentTemplate) []configRef {
 	if t == nil {
 		return nil
@@ -58,7 +59,12 @@ func configRefs(t *appv1.DeploymentTemplate) []configRef {
 			refs = append(refs, configRef{kind: kind, name: name, optional: ptr.Deref(optional, false)})
 		}
 	}
-	for _, e := range t.Env {
+	// The App's container, then its sidecars and init containers.
+	envs, envFroms := [][]corev1.EnvVar{t.Env}, [][]corev1.EnvFromSource{t.EnvFrom}
+	for _, c := range slices.Concat(t.Sidecars, t.InitContainers) {
+		envs, envFroms = append(envs, c.Env), append(envFroms, c.EnvFrom)
+	}
+	for _, e := range slices.Concat(envs...) {
 		if v := e.ValueFrom; v != nil {
 			if r := v.ConfigMapKeyRef; r != nil {
 				add("ConfigMap", r.Name, r.Optional)
@@ -68,7 +74,7 @@ func configRefs(t *appv1.DeploymentTemplate) []configRef {
 			}
 		}
 	}
-	for _, e := range t.EnvFrom {
+	for _, e := range slices.Concat(envFroms...) {
 		if r := e.ConfigMapRef; r != nil {
 			add("ConfigMap", r.Name, r.Optional)
 		}

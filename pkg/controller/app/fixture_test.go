@@ -215,6 +215,7 @@ func (f *fixture) catchUp() {
 	}{
 		{appsv1.SchemeGroupVersion.WithResource("deployments"), appsv1.SchemeGroupVersion.WithKind("Deployment"), f.inf.Deployments.Informer().GetIndexer()},
 		{corev1.SchemeGroupVersion.WithResource("services"), corev1.SchemeGroupVersion.WithKind("Service"), f.inf.Services.Informer().GetIndexer()},
+		{policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets"), policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"), f.inf.DisruptionBudgets.Informer().GetIndexer()},
 	} {
 		list, err := f.kubeClient.Tracker().List(c.gvr, c.gvk, "")
 		if err != nil {

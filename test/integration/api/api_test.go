@@ -219,6 +219,23 @@ serviceTemplate: {name: web}`
 		{name: "an env value too long (bound)", spec: `deploymentTemplate: {name: web, image: nginx, env: [{name: A, value: ` + strings.Repeat("v", 32769) + `}]}`, want: []string{"spec.deploymentTemplate.env[0].value", "32768"}},
 		{name: "too many affinity terms (bound of an embedded type)", spec: `deploymentTemplate: {name: web, image: nginx, affinity: {nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [` + strings.Repeat(`{weight: 1, preference: {}}, `, 64) + `{weight: 1, preference: {}}]}}}`, want: []string{"spec.deploymentTemplate.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution", "must have at most 64 items"}},
 		{name: "a probe header too long (bound of an embedded type)", spec: `deploymentTemplate: {name: web, image: nginx, readinessProbe: {httpGet: {port: 80, httpHeaders: [{name: X, value: ` + strings.Repeat("h", 4097) + `}]}}}`, want: []string{"spec.deploymentTemplate.readinessProbe.httpGet.httpHeaders[0].value", "4096"}},
+		{name: "init container and sidecar share a name (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, initContainers: [{name: a, image: x}], sidecars: [{name: a, image: busybox}]}`, want: []string{"spec.deploymentTemplate", "container names must be unique in the pod"}},
+		{name: "sidecar named as the App's container (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, sidecars: [{name: app-deploy-container, image: busybox}]}`, want: []string{"container names must be unique in the pod"}},
+		{name: "two sidecars with one name", spec: `deploymentTemplate: {name: web, image: nginx, sidecars: [{name: a, image: x}, {name: a, image: busybox}]}`, want: []string{"spec.deploymentTemplate.sidecars[1]", "Duplicate value"}},
+		{name: "init container with a probe (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, initContainers: [{name: a, image: x, readinessProbe: {tcpSocket: {port: 80}}}]}`, want: []string{"spec.deploymentTemplate.initContainers", "initContainers may not have probes"}},
+		{name: "sidecar mounts an undeclared volume (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, sidecars: [{name: a, image: x, volumeMounts: [{name: nope, mountPath: /x}]}]}`, want: []string{"must name a volume of deploymentTemplate.volumes"}},
+		{name: "a port name used twice in the pod (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, ports: [{name: metrics, containerPort: 9090}], sidecars: [{name: a, image: x, ports: [{name: metrics, containerPort: 9091}]}]}`, want: []string{"spec.deploymentTemplate.sidecars", "a port name is used by two containers of the pod"}},
+		{name: "a container port named http beside containerPort (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, containerPort: 80, ports: [{name: http, containerPort: 9090}]}`, want: []string{"spec.deploymentTemplate.ports", "http is the name of containerPort"}},
+		{name: "a targetPort naming no container port (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, containerPort: 80}
+serviceTemplate: {name: web, ports: [{name: metrics, port: 9090, targetPort: metrics}]}`, want: []string{"spec.serviceTemplate.ports", "a targetPort given by name must name a container port"}},
+		{name: "a Service port named as the first (CEL)", spec: `serviceTemplate: {name: web, ports: [{name: http, port: 9090}]}`, want: []string{"spec.serviceTemplate.ports", "may not take the first port's name"}},
+		{name: "a Service port number used twice (CEL)", spec: `serviceTemplate: {name: web, port: 80, ports: [{name: metrics, port: 80}]}`, want: []string{"spec.serviceTemplate.ports", "each port number (and protocol) may be used once"}},
+		{name: "minAvailable and maxUnavailable both set (CEL)", spec: `deploymentTemplate: {name: web, image: nginx}
+disruptionBudget: {minAvailable: 1, maxUnavailable: 1}`, want: []string{"spec.disruptionBudget", "exactly one of minAvailable and maxUnavailable"}},
+		{name: "a disruption budget without a Deployment (CEL)", spec: `serviceTemplate: {name: web}
+disruptionBudget: {minAvailable: 1}`, want: []string{"spec.disruptionBudget", "disruptionBudget requires deploymentTemplate"}},
+		{name: "minAvailable neither a number nor a percentage (CEL)", spec: `deploymentTemplate: {name: web, image: nginx}
+disruptionBudget: {minAvailable: half}`, want: []string{"minAvailable must be a number of pods or a percentage"}},
 		{name: "podAnnotations not strings", spec: `deploymentTemplate: {name: web, image: nginx, podAnnotations: {a: {b: c}}}`, want: []string{"spec.deploymentTemplate.podAnnotations.a", "string"}},
 		{name: "nodeSelector not strings", spec: `deploymentTemplate: {name: web, image: nginx, nodeSelector: {zone: [a]}}`, want: []string{"spec.deploymentTemplate.nodeSelector.zone", "string"}},
 		{name: "tolerations of the wrong type", spec: `deploymentTemplate: {name: web, image: nginx, tolerations: {key: a}}`, want: []string{"spec.deploymentTemplate.tolerations", "array"}},
@@ -293,6 +310,9 @@ serviceTemplate: {name: web}`
 		{"recreate", `deploymentTemplate: {name: web, image: nginx, strategy: {type: Recreate}}`},
 		{"service settings", `serviceTemplate: {name: web, type: NodePort, nodePort: 30080, portName: web, protocol: UDP, sessionAffinity: ClientIP, labels: {team: a}, annotations: {ingress/http: "true"}}`},
 		{"nodePort on a LoadBalancer", `serviceTemplate: {name: web, type: LoadBalancer, nodePort: 30081}`},
+		{"a real service: init container, sidecars, ports, budget", `deploymentTemplate: {name: web, image: nginx, containerPort: 8080, ports: [{name: metrics, containerPort: 9090}], volumes: [{name: logs, emptyDir: {}}], initContainers: [{name: migrate, image: migrate:1, args: [up]}], sidecars: [{name: shipper, image: fluent-bit:3, volumeMounts: [{name: logs, mountPath: /logs}]}, {name: proxy, image: envoy:1, ports: [{name: admin, containerPort: 9901}], readinessProbe: {httpGet: {path: /ready, port: admin}}}]}
+serviceTemplate: {name: web, ports: [{name: metrics, port: 9090, targetPort: metrics}, {name: admin, port: 9901, targetPort: admin}, {name: dns, port: 53, protocol: UDP}]}
+disruptionBudget: {maxUnavailable: 25%}`},
 	}
 	for i, tc := range validSpecs {
 		t.Run("valid "+tc.name, func(t *testing.T) {

@@ -253,7 +253,7 @@ func TestWritesAudited(t *testing.T) {
 			if !apps[ns][name] || sub != "status" || w.method != http.MethodPatch {
 				fail("a write to an App that is not a patch of the status of one of the scenario's Apps")
 			}
-		case res == "deployments" || res == "services" || res == "controllerrevisions":
+		case res == "deployments" || res == "services" || res == "poddisruptionbudgets" || res == "controllerrevisions":
 			// Children are applied (PATCH); revisions of Apps' specs are created (POST)
 			// and renumbered (PATCH).
 			switch {

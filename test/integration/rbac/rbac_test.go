@@ -98,6 +98,12 @@ var grants = []grant{
 	{permission{"get", "apps", "controllerrevisions"}, "a create that found the revision's name taken: read it", false, everywhere},
 	{permission{"patch", "apps", "controllerrevisions"}, "an older revision made current again (a rollback): its number", false, everywhere},
 	{permission{"delete", "apps", "controllerrevisions"}, "revisions beyond the App's history limit", false, everywhere},
+	{permission{"list", "policy", "poddisruptionbudgets"}, "managed and unmanaged (metadata-only) PodDisruptionBudget informers", false, everywhere},
+	{permission{"watch", "policy", "poddisruptionbudgets"}, "managed and unmanaged (metadata-only) PodDisruptionBudget informers", true, everywhere},
+	{permission{"get", "policy", "poddisruptionbudgets"}, "liveHolder: who holds the name after a create that conflicted", false, everywhere},
+	{permission{"create", "policy", "poddisruptionbudgets"}, "server-side apply that creates an App's PodDisruptionBudget: authorized as create too", false, everywhere},
+	{permission{"patch", "policy", "poddisruptionbudgets"}, "server-side apply of an App's PodDisruptionBudget", false, everywhere},
+	{permission{"delete", "policy", "poddisruptionbudgets"}, "prune of a PodDisruptionBudget removed from the App's spec", false, everywhere},
 	// Service->Ingress controller (pkg/controller/ingress).
 	{permission{"update", "", "services/finalizers"}, "OwnerReferencesPermissionEnforcement: the Ingress's owner reference has blockOwnerDeletion=true", false, everywhere},
 	{permission{"list", "networking.k8s.io", "ingresses"}, "Ingress informer", false, everywhere},
