@@ -12,6 +12,10 @@ const (
 	// AnnotationClass is the IngressClass of the Ingress; unset or empty: the controller's
 	// --ingress-class, else the cluster's default class.
 	AnnotationClass = "ingress/class"
+	// AnnotationPort names the Service port the Ingress routes to, by name or number
+	// (an App's metrics or gRPC port beside its HTTP port); unset or empty: the first TCP
+	// port.
+	AnnotationPort = "ingress/port"
 )
 
 // Event reasons. Every Event is recorded on the Service.

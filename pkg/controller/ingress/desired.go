@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -127,7 +128,8 @@ func validateClass(class string) []string {
 	return validation.IsDNS1123Subdomain(class)
 }
 
-// backendPort returns the Service port the Ingress routes to: the Service's first TCP
+// backendPort returns the Service port the Ingress routes to: the one annotation
+// ingress/port names (by name or number), else the Service's first TCP
 // port (an Ingress carries HTTP, which runs over TCP: a UDP or SCTP port is never a
 // backend), by its name when it has one that an Ingress backend accepts (a name keeps
 // pointing at the right port when the Service renumbers it), else by number. A Service
@@ -139,6 +141,20 @@ func backendPort(svc *corev1.Service) (*networkingv1ac.ServiceBackendPortApplyCo
 		return nil, &invalidServiceError{
 			reason: ReasonNoServicePort,
 			msg:    fmt.Sprintf("Service has no port for Ingress %q to route to; add a port or remove annotation %s", svc.Name, AnnotationHTTP),
+		}
+	}
+	if want := svc.Annotations[AnnotationPort]; want != "" {
+		for _, port := range svc.Spec.Ports {
+			if (port.Name == want || strconv.Itoa(int(port.Port)) == want) && (port.Protocol == "" || port.Protocol == corev1.ProtocolTCP) {
+				if port.Name != "" && len(validation.IsValidPortName(port.Name)) == 0 {
+					return networkingv1ac.ServiceBackendPort().WithName(port.Name), nil
+				}
+				return networkingv1ac.ServiceBackendPort().WithNumber(port.Port), nil
+			}
+		}
+		return nil, &invalidServiceError{
+			reason: ReasonNoServicePort,
+			msg:    fmt.Sprintf("annotation %s: the Service has no TCP port named or numbered %q for Ingress %q to route to", AnnotationPort, want, svc.Name),
 		}
 	}
 	for _, port := range svc.Spec.Ports {

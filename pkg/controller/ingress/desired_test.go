@@ -269,3 +269,44 @@ func TestDesiredIngressRefused(t *testing.T) {
 		t.Errorf("InvalidServiceReason(other error) = %q, want \"\"", got)
 	}
 }
+
+// TestBackendPortAnnotation checks that ingress/port picks the Service port the Ingress
+// routes to, by name or by number, and that a port the Service lacks is refused.
+func TestBackendPortAnnotation(t *testing.T) {
+	ports := []corev1.ServicePort{{Name: "http", Port: 80}, {Name: "metrics", Port: 9090}, {Name: "9443-9443", Port: 9443}, {Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}
+	for _, tt := range []struct {
+		annotation string
+		want       networkingv1.ServiceBackendPort
+		refused    bool
+	}{
+		{"", networkingv1.ServiceBackendPort{Name: "http"}, false},
+		{"metrics", networkingv1.ServiceBackendPort{Name: "metrics"}, false},
+		{"9090", networkingv1.ServiceBackendPort{Name: "metrics"}, false},
+		{"9443", networkingv1.ServiceBackendPort{Number: 9443}, false},
+		{"grpc", networkingv1.ServiceBackendPort{}, true},
+		{"dns", networkingv1.ServiceBackendPort{}, true}, // UDP: not HTTP
+	} {
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "shop", Annotations: map[string]string{AnnotationPort: tt.annotation}}, Spec: corev1.ServiceSpec{Ports: ports}}
+		got, err := backendPort(s)
+		if tt.refused {
+			var invalid *invalidServiceError
+			if !errors.As(err, &invalid) || invalid.reason != ReasonNoServicePort || !strings.Contains(invalid.msg, AnnotationPort) {
+				t.Errorf("ingress/port %q: %v, want a NoServicePort refusal naming the annotation", tt.annotation, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("ingress/port %q: %v", tt.annotation, err)
+		}
+		var port networkingv1.ServiceBackendPort
+		if got.Name != nil {
+			port.Name = *got.Name
+		}
+		if got.Number != nil {
+			port.Number = *got.Number
+		}
+		if port != tt.want {
+			t.Errorf("ingress/port %q: %+v, want %+v", tt.annotation, port, tt.want)
+		}
+	}
+}
