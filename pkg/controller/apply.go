@@ -26,6 +26,19 @@ func ConfigHash(config any) (string, error) {
 	return hex.EncodeToString(sum[:10]), nil
 }
 
+// WithAppliedHash sets the AppliedConfigHashAnnotation of an apply configuration to the
+// ConfigHash of the rest of it, and returns it.
+func WithAppliedHash[T interface {
+	WithAnnotations(map[string]string) T
+}](config T) (T, error) {
+	hash, err := ConfigHash(config)
+	if err != nil {
+		var none T
+		return none, err
+	}
+	return config.WithAnnotations(map[string]string{AppliedConfigHashAnnotation: hash}), nil
+}
+
 // UpToDate reports whether the live object already holds every field that the desired
 // apply configuration sets, with the same value. When it does, applying the
 // configuration would change nothing, so the write is skipped. Include the

@@ -187,11 +187,7 @@ func desiredDeployment(app *appv1.App, hashes configHashes) (*appsv1ac.Deploymen
 		d.WithAnnotations(map[string]string{appv1.ConfigHashAnnotation: hashes.seen})
 	}
 
-	hash, err := controller.ConfigHash(d)
-	if err != nil {
-		return nil, err
-	}
-	return d.WithAnnotations(map[string]string{controller.AppliedConfigHashAnnotation: hash}), nil
+	return controller.WithAppliedHash(d)
 }
 
 // DesiredService returns the apply configuration of the Service that app wants, or nil when
@@ -252,11 +248,7 @@ func DesiredService(app *appv1.App) (*corev1ac.ServiceApplyConfiguration, error)
 		s.WithAnnotations(t.Annotations)
 	}
 
-	hash, err := controller.ConfigHash(s)
-	if err != nil {
-		return nil, err
-	}
-	return s.WithAnnotations(map[string]string{controller.AppliedConfigHashAnnotation: hash}), nil
+	return controller.WithAppliedHash(s)
 }
 
 // containerPort returns the apply configuration of a container port.
@@ -328,11 +320,7 @@ func DesiredDisruptionBudget(app *appv1.App) (*policyv1ac.PodDisruptionBudgetApp
 		WithLabels(childLabels(app)).
 		WithOwnerReferences(controller.OwnerReference(app, appKind)).
 		WithSpec(spec)
-	hash, err := controller.ConfigHash(pdb)
-	if err != nil {
-		return nil, err
-	}
-	return pdb.WithAnnotations(map[string]string{controller.AppliedConfigHashAnnotation: hash}), nil
+	return controller.WithAppliedHash(pdb)
 }
 
 // portProtocol is the protocol of the App's container port and Service port:

@@ -248,9 +248,5 @@ func newIngress(svc *corev1.Service, s settings) (*networkingv1ac.IngressApplyCo
 		WithOwnerReferences(controller.OwnerReference(svc, serviceKind)).
 		WithSpec(spec)
 
-	hash, err := controller.ConfigHash(ing)
-	if err != nil {
-		return nil, err
-	}
-	return ing.WithAnnotations(map[string]string{controller.AppliedConfigHashAnnotation: hash}), nil
+	return controller.WithAppliedHash(ing)
 }

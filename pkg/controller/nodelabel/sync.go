@@ -123,11 +123,7 @@ func newNodeLabels(node *corev1.Node, labels map[string]string) (*corev1ac.NodeA
 		return cfg, nil
 	}
 	cfg.WithLabels(labels)
-	hash, err := controller.ConfigHash(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return cfg.WithAnnotations(map[string]string{controller.AppliedConfigHashAnnotation: hash}), nil
+	return controller.WithAppliedHash(cfg)
 }
 
 // metadataOf returns the part of node that the labeler compares with what it applies,
