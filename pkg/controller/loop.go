@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -209,7 +210,7 @@ func (l *Loop) process(ctx context.Context, key cache.ObjectName) {
 	active := activeWorkers.WithLabelValues(l.cfg.Name)
 	active.Inc()
 	start := time.Now()
-	res, err := l.cfg.Sync(ctx, key)
+	res, err := l.sync(ctx, key)
 	reconcileTime.WithLabelValues(l.cfg.Name).Observe(time.Since(start).Seconds())
 	active.Dec()
 	if err != nil {
@@ -223,6 +224,22 @@ func (l *Loop) process(ctx context.Context, key cache.ObjectName) {
 		klog.FromContext(ctx).V(4).Info("Syncing again later", "after", res.RequeueAfter)
 		l.queue.AddAfter(key, res.RequeueAfter)
 	}
+}
+
+// sync runs the Sync of key and turns a panic into an error, which the retry policy then
+// handles like any failure: one object that trips a bug must not stop the process, and
+// every other object's reconciliation with it. The panic and its stack are logged, and
+// counted in controller_runtime_reconcile_panics_total.
+func (l *Loop) sync(ctx context.Context, key cache.ObjectName) (res Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			reconcilePanics.WithLabelValues(l.cfg.Name).Inc()
+			err = fmt.Errorf("the sync panicked (a bug; please report it with the log): %v", r)
+			klog.FromContext(ctx).Error(err, "Recovered from a panic in a sync", "stack", string(debug.Stack()))
+			res = Result{}
+		}
+	}()
+	return l.cfg.Sync(ctx, key)
 }
 
 // HandleErr applies the retry policy to the outcome of a sync of key: success forgets

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/app-controller/app-controller/pkg/controller/controllertest"
@@ -314,5 +315,38 @@ func TestRunWorkers(t *testing.T) {
 				t.Errorf("processed %d keys, want 1 (nothing after the stop)", got)
 			}
 		})
+	}
+}
+
+// TestPanicRecovered checks that a sync that panics fails like a sync that returns an
+// error (retried with backoff, a Warning Event) instead of stopping the process, and is
+// counted.
+func TestPanicRecovered(t *testing.T) {
+	key := cache.ObjectName{Namespace: "ns", Name: "obj"}
+	calls := 0
+	l, recorder := newTestLoop(RetryPolicy{MaxAttempts: 3}, func(context.Context, cache.ObjectName) (Result, error) {
+		calls++
+		var m map[string]int
+		m["boom"]++ // a nil map: a bug
+		return Result{}, nil
+	})
+	_, ctx := ktesting.NewTestContext(t)
+	before, err := testutil.GetCounterMetricValue(reconcilePanics.WithLabelValues("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.process(ctx, key)
+	if calls != 1 || l.queue.NumRequeues(key) != 1 {
+		t.Errorf("after a panic: %d calls, %d requeues; want 1, 1 (retried as a failure)", calls, l.queue.NumRequeues(key))
+	}
+	after, err := testutil.GetCounterMetricValue(reconcilePanics.WithLabelValues("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := after - before; got != 1 {
+		t.Errorf("controller_runtime_reconcile_panics_total grew by %v, want 1", got)
+	}
+	if ev := controllertest.DrainEvents(recorder); len(ev) != 1 || !strings.Contains(ev[0], "the sync panicked") {
+		t.Errorf("events %q, want one Warning saying the sync panicked", ev)
 	}
 }

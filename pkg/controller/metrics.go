@@ -60,6 +60,11 @@ var (
 		Help:           "Maximum number of concurrent reconciles per controller",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"controller"})
+	reconcilePanics = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name:           "controller_runtime_reconcile_panics_total",
+		Help:           "Total number of reconciliation panics per controller",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"controller"})
 	retriesExhausted = metrics.NewCounterVec(&metrics.CounterOpts{
 		Name:           "app_controller_retries_exhausted_total",
 		Help:           retriesExhaustedHelp,
@@ -73,7 +78,7 @@ var (
 func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(reconcileTotal, reconcileErrors, reconcileTime, activeWorkers,
-			maxConcurrentReconciles, retriesExhausted)
+			maxConcurrentReconciles, retriesExhausted, reconcilePanics)
 	})
 }
 
@@ -85,6 +90,7 @@ func initMetrics(name string) {
 	}
 	reconcileErrors.WithLabelValues(name).Add(0)
 	retriesExhausted.WithLabelValues(name).Add(0)
+	reconcilePanics.WithLabelValues(name).Add(0)
 	activeWorkers.WithLabelValues(name).Set(0)
 	maxConcurrentReconciles.WithLabelValues(name).Set(0)
 }
