@@ -27,6 +27,9 @@ func computeStatus(app *appv1.App, selector map[string]string, deployment childR
 	status.DeploymentStatus = nil
 	if deployment.obj != nil {
 		status.DeploymentStatus = deployment.obj.Status.DeepCopy()
+		// The old pods still stopping after a rollout are not the App's: their count
+		// would cost a status write after every rollout that is over.
+		status.DeploymentStatus.TerminatingReplicas = nil
 	}
 	status.ServiceStatus = nil
 	if service.obj != nil {

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"k8s.io/utils/ptr"
 	"strings"
 	"testing"
 	"time"
@@ -243,5 +244,21 @@ func TestReplicaFailureInReadyMessage(t *testing.T) {
 				t.Errorf("Ready message %q does not carry %q", c.Message, tt.wantMsg)
 			}
 		})
+	}
+}
+
+// TestTerminatingReplicasLeftOut checks that the old pods still stopping after a rollout
+// do not reach the App's status: their count changes once more after every rollout and
+// would cost a status write for nothing the App is about.
+func TestTerminatingReplicasLeftOut(t *testing.T) {
+	app := newApp("test-app", testNow)
+	d := liveDeployment(t, app)
+	d.Status.TerminatingReplicas = ptr.To[int32](1)
+	st := computeStatus(app, selectorLabels(app), childResult[*appsv1.Deployment]{name: d.Name, obj: d}, childResult[*corev1.Service]{}, nil, metav1.NewTime(testNow))
+	if st.DeploymentStatus == nil || st.DeploymentStatus.TerminatingReplicas != nil || st.DeploymentStatus.AvailableReplicas != 2 {
+		t.Errorf("deploymentStatus = %+v, want the Deployment's status without terminatingReplicas", st.DeploymentStatus)
+	}
+	if d.Status.TerminatingReplicas == nil {
+		t.Errorf("computeStatus changed the cached Deployment")
 	}
 }

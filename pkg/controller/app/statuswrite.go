@@ -31,9 +31,9 @@ const StatusCoalesceWindow = time.Second
 // StatusProgressWindow is how long a status write is held back during a rollout
 // (Progressing=True) when only counts and messages change at the same generation: the
 // conditions tools read are written at once, the replica counts at least every
-// StatusProgressWindow. A rollout of a few seconds then costs two status writes,
-// Progressing and Ready, whatever its number of steps.
-const StatusProgressWindow = 10 * time.Second
+// StatusProgressWindow (the Deployment shows them live). A rollout shorter than that
+// costs two status writes, Progressing and Ready, whatever its number of steps.
+const StatusProgressWindow = 30 * time.Second
 
 // updateStatus writes status unless it equals app's, at once or, when coalescible says
 // so, later: it then returns how long the write is held back, and the sync the App's

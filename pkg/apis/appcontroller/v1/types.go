@@ -515,7 +515,9 @@ type AppStatus struct {
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// DeploymentStatus is the status of the Deployment the App controls.
+	// DeploymentStatus is the status of the Deployment the App controls, but for
+	// terminatingReplicas (the old pods still stopping after a rollout). During a
+	// rollout its counts are refreshed at least every 30 s; the conditions at once.
 	// +optional
 	DeploymentStatus *appsv1.DeploymentStatus `json:"deploymentStatus,omitempty"`
 

@@ -58,7 +58,9 @@ type AppStatusApplyConfiguration struct {
 	// never for ContainerNotReady (a dependency may come up; the progress deadline
 	// still applies). When the problem is fixed, the reason goes and Stalled with it.
 	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
-	// DeploymentStatus is the status of the Deployment the App controls.
+	// DeploymentStatus is the status of the Deployment the App controls, but for
+	// terminatingReplicas (the old pods still stopping after a rollout). During a
+	// rollout its counts are refreshed at least every 30 s; the conditions at once.
 	DeploymentStatus *appsv1.DeploymentStatusApplyConfiguration `json:"deploymentStatus,omitempty"`
 	// ServiceStatus is the status of the Service the App controls.
 	ServiceStatus *corev1.ServiceStatusApplyConfiguration `json:"serviceStatus,omitempty"`
