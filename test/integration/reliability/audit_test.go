@@ -72,7 +72,8 @@ func writes(events []auditEvent) (int, map[string]int) {
 }
 
 // onlyOwnWrites fails the test if a write of events is not one the App controller may
-// make in namespace ns: its Apps' status, their children (NAME-deploy, NAME-svc),
+// make in namespace ns: its Apps' status, their children (NAME-deploy, NAME-svc, a
+// PodDisruptionBudget NAME-deploy), the revisions of their specs (NAME-HASH),
 // Events, and the Leases of leader election in leaseNS ("" if none). The namespaces of
 // earlier tests, being deleted, may still hold Apps the controller syncs: writes of the
 // same kinds there are allowed too.
@@ -99,6 +100,11 @@ func onlyOwnWrites(t *testing.T, events []auditEvent, ns, leaseNS string) {
 			ok = ours(ref.Namespace) && strings.HasPrefix(ref.Name, "app-") && strings.HasSuffix(ref.Name, "-deploy")
 		case "services":
 			ok = ours(ref.Namespace) && strings.HasPrefix(ref.Name, "app-") && strings.HasSuffix(ref.Name, "-svc")
+		case "controllerrevisions":
+			// The revisions of the Apps' specs, NAME-HASH.
+			ok = ours(ref.Namespace) && strings.HasPrefix(ref.Name, "app-")
+		case "poddisruptionbudgets":
+			ok = ours(ref.Namespace) && strings.HasPrefix(ref.Name, "app-") && strings.HasSuffix(ref.Name, "-deploy")
 		case "events":
 			ok = ours(ref.Namespace)
 		case "leases":
