@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/app-controller/app-controller/pkg/controller/app"
@@ -64,7 +65,8 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 		Revisions:                  revisions,
 		DisruptionBudgets:          cc.ManagedInformers.Policy().V1().PodDisruptionBudgets(),
 		UnmanagedDisruptionBudgets: unmanagedBudgets,
-	}, cc.EventRecorder, app.Options{ShutdownTimeout: cc.Options.ShutdownTimeout, Contest: cc.Options.AppContest})
+	}, cc.EventRecorder, app.Options{ShutdownTimeout: cc.Options.ShutdownTimeout, Contest: cc.Options.AppContest,
+		OwnServiceAccount: ownServiceAccount(cc.Options)})
 }
 
 // startIngressController builds the Service->Ingress controller, which watches every
@@ -94,4 +96,13 @@ func startNodeLabelController(ctx context.Context, cc *ControllerContext) (Runna
 	klog.FromContext(ctx).Info("Loaded node label config", "path", cc.Options.NodeLabelConfig, "rules", len(config.Rules))
 	return nodelabel.NewController(ctx, cc.KubeClient, cc.KubeInformers.Core().V1().Nodes(),
 		config, cc.EventRecorder, nodelabel.Options{ShutdownTimeout: cc.Options.ShutdownTimeout})
+}
+
+// ownServiceAccount returns the controller's own ServiceAccount, which Apps may not run
+// their pods as, or the zero name when it is not known (outside a pod).
+func ownServiceAccount(o *Options) types.NamespacedName {
+	if o.PodNamespace == "" || o.ServiceAccountName == "" {
+		return types.NamespacedName{}
+	}
+	return types.NamespacedName{Namespace: o.PodNamespace, Name: o.ServiceAccountName}
 }

@@ -48,6 +48,12 @@ type Options struct {
 	// from the downward API). Either empty: those Events are not recorded, only logged.
 	PodName, PodNamespace string
 
+	// ServiceAccountName is the controller's own ServiceAccount, in PodNamespace (no
+	// flag: the SERVICE_ACCOUNT_NAME environment variable, set from the downward API).
+	// An App in that namespace may not run its pods as it: they would get the
+	// controller's cluster-wide rights. Empty: no App is refused.
+	ServiceAccountName string
+
 	// LeaderElect makes instances elect one leader through a Lease; only the leader runs
 	// the controllers.
 	LeaderElect              bool
@@ -100,6 +106,8 @@ func NewOptions() *Options {
 
 		PodName:      os.Getenv("POD_NAME"),
 		PodNamespace: os.Getenv("POD_NAMESPACE"),
+
+		ServiceAccountName: os.Getenv("SERVICE_ACCOUNT_NAME"),
 
 		LeaderElectNamespace:     defaultLeaderElectNamespace(),
 		LeaderElectName:          "app-controller",

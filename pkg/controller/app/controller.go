@@ -113,6 +113,8 @@ type Controller struct {
 	// contest tracks the repairs of children that another writer keeps changing
 	// (contest.go).
 	contest *contestTracker
+	// ownServiceAccount is Options.OwnServiceAccount.
+	ownServiceAccount types.NamespacedName
 }
 
 // Options tune a Controller.
@@ -128,6 +130,9 @@ type Options struct {
 	// Contest paces the repairs of a child that another writer keeps changing; its zero
 	// fields take the defaults.
 	Contest ContestPolicy
+	// OwnServiceAccount is the controller's own ServiceAccount: an App in its namespace
+	// that would run its pods as it is refused (ServiceAccountRefused). Zero: none.
+	OwnServiceAccount types.NamespacedName
 }
 
 // RBAC of the App controller, generated into config/rbac/role.yaml by controller-gen
@@ -264,8 +269,9 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 			cache:   controller.NewWriteCache(inf.Revisions.Informer().GetIndexer(), 0, opts.Clock),
 			highest: map[types.UID]int64{},
 		},
-		recorder: recorder,
-		clock:    opts.Clock,
+		recorder:          recorder,
+		clock:             opts.Clock,
+		ownServiceAccount: opts.OwnServiceAccount,
 	}
 	c.loop = controller.NewLoop(controller.LoopConfig{
 		Name:   ControllerName,

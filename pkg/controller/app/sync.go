@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -44,6 +46,11 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 	if app.DeletionTimestamp != nil {
 		// The garbage collector deletes the children; recreating them would fight it.
 		return controller.Result{}, nil
+	}
+
+	if msg := c.refusedServiceAccount(app); msg != "" {
+		held, err := c.refuse(ctx, key, app, appv1.ReasonServiceAccountRefused, msg)
+		return controller.RequeueAfter(held), err
 	}
 
 	config, err := c.podConfig(app)
@@ -142,4 +149,40 @@ func (c *Controller) getApp(key cache.ObjectName) (*appv1.App, bool, error) {
 		return nil, false, fmt.Errorf("unexpected object %T in the App cache", obj)
 	}
 	return app, true, nil
+}
+
+// refusedServiceAccount says why app may not have its pods run as the ServiceAccount it
+// names, or "" when it may: the controller's own, in the controller's namespace, would
+// hand any App there the controller's cluster-wide rights.
+func (c *Controller) refusedServiceAccount(app *appv1.App) string {
+	own, t := c.ownServiceAccount, app.Spec.DeploymentTemplate
+	if own.Name == "" || t == nil || app.Namespace != own.Namespace {
+		return ""
+	}
+	sa := t.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	if sa != own.Name {
+		return ""
+	}
+	return fmt.Sprintf("deploymentTemplate.serviceAccountName %q is the controller's own ServiceAccount in namespace %q: an App may not run its pods with the controller's rights; name another ServiceAccount", sa, own.Namespace)
+}
+
+// refuse reports in app's status that the controller will not act on it, for reason
+// (Ready False, Stalled True), with a Warning Event when that is new, and leaves its
+// children as they are.
+func (c *Controller) refuse(ctx context.Context, key cache.ObjectName, app *appv1.App, reason, msg string) (time.Duration, error) {
+	now := metav1.NewTime(c.clock.Now())
+	status := app.Status.DeepCopy()
+	status.ObservedGeneration = app.Generation
+	if old := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionReady); old == nil || old.Reason != reason || old.Message != msg {
+		c.recorder.Event(app, corev1.EventTypeWarning, reason, msg)
+	}
+	msg = controller.TruncateMessage(msg)
+	setCondition(status, app, now, appv1.ConditionReady, metav1.ConditionFalse, reason, msg)
+	setCondition(status, app, now, appv1.ConditionProgressing, metav1.ConditionFalse, reason, msg)
+	setCondition(status, app, now, appv1.ConditionStalled, metav1.ConditionTrue, reason, msg)
+	meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionReconciling)
+	return c.updateStatus(ctx, key, app, status)
 }

@@ -59,6 +59,11 @@ const (
 	ReasonReconcileFailed = "ReconcileFailed"
 	// ReasonCompetingWriter: another field manager keeps changing a child (Contested=True).
 	ReasonCompetingWriter = "CompetingWriter"
+	// ReasonServiceAccountRefused: the App, in the controller's namespace, would run its
+	// pods as the controller's own ServiceAccount, with its cluster-wide rights (Ready
+	// False, Stalled True; also the reason of the Warning Event). Its children are left
+	// as they are.
+	ReasonServiceAccountRefused = "ServiceAccountRefused"
 )
 
 // Reasons of Ready=False (and of Reconciling or Stalled) that name a problem of the App's
