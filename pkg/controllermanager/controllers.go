@@ -75,7 +75,8 @@ func startIngressController(ctx context.Context, cc *ControllerContext) (Runnabl
 	return ingress.NewController(ctx, cc.KubeClient, ingress.Informers{
 		Services:  cc.KubeInformers.Core().V1().Services(),
 		Ingresses: cc.KubeInformers.Networking().V1().Ingresses(),
-	}, cc.EventRecorder, ingress.Options{IngressClass: cc.Options.IngressClass, ShutdownTimeout: cc.Options.ShutdownTimeout})
+	}, cc.EventRecorder, ingress.Options{IngressClass: cc.Options.IngressClass, ShutdownTimeout: cc.Options.ShutdownTimeout,
+		SharedNamespaces: cc.Options.IngressSharedNamespaces, CatchAllNamespaces: cc.Options.IngressCatchAllNamespaces})
 }
 
 // startNodeLabelController builds the node labeler from the --node-label-config file.

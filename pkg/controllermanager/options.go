@@ -37,6 +37,12 @@ type Options struct {
 	// IngressClass is the IngressClass of Ingresses created for annotated Services that
 	// do not name one; empty means the cluster's default class.
 	IngressClass string
+	// IngressSharedNamespaces may share Ingress hosts among themselves; every other
+	// namespace holds the hosts it claimed first alone.
+	IngressSharedNamespaces []string
+	// IngressCatchAllNamespaces may have catch-all Ingress rules (a Service without
+	// ingress/host); "*": every namespace.
+	IngressCatchAllNamespaces []string
 	// NodeLabelConfig is the path of the node labeler's rules; empty disables it. An
 	// invalid file disables the node labeler alone (DisabledError.Err): the other
 	// controllers run.
@@ -104,6 +110,8 @@ func NewOptions() *Options {
 		ResyncPeriod:    DefaultResyncPeriod,
 		ShutdownTimeout: controller.DefaultShutdownTimeout,
 
+		IngressCatchAllNamespaces: []string{"*"},
+
 		PodName:      os.Getenv("POD_NAME"),
 		PodNamespace: os.Getenv("POD_NAMESPACE"),
 
@@ -131,6 +139,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often informers resync; every App is re-examined at each resync (no write when it is up to date).")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "How long in-flight syncs may run after SIGINT or SIGTERM before they are cancelled.")
 	fs.StringVar(&o.IngressClass, "ingress-class", o.IngressClass, "IngressClass of the Ingresses created for Services annotated ingress/http that set no ingress/class; empty: the cluster's default class.")
+	fs.Var(newStringList(&o.IngressSharedNamespaces), "ingress-shared-namespaces", "Comma-separated namespaces that may share Ingress hosts among themselves; every other namespace holds the hosts it claimed first alone (a later claim from another namespace gets no Ingress and a HostConflict Warning).")
+	fs.Var(newStringList(&o.IngressCatchAllNamespaces), "ingress-catch-all-namespaces", "Comma-separated namespaces whose Services may have a catch-all Ingress rule (annotation ingress/host unset); * for every namespace, empty for none.")
 	fs.StringVar(&o.NodeLabelConfig, "node-label-config", o.NodeLabelConfig, "Path of the node labeler's rules (YAML). Without it the node labeler is disabled.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader among the instances through a Lease; only the leader runs the controllers. Use it when running more than one replica.")
 	fs.StringVar(&o.LeaderElectNamespace, "leader-elect-namespace", o.LeaderElectNamespace, "Namespace of the leader election Lease (default: the pod's namespace, else default).")
@@ -201,4 +211,29 @@ func (s *stringSliceValue) String() string {
 		return ""
 	}
 	return strings.Join(*s.value, ",")
+}
+
+// stringList is a flag.Value of comma-separated strings; empty means none.
+type stringList struct{ values *[]string }
+
+func newStringList(values *[]string) *stringList { return &stringList{values: values} }
+
+// String returns the values, comma-separated.
+func (l *stringList) String() string {
+	if l == nil || l.values == nil {
+		return ""
+	}
+	return strings.Join(*l.values, ",")
+}
+
+// Set replaces the values with the comma-separated ones of s; "" sets none (an empty,
+// non-nil list).
+func (l *stringList) Set(s string) error {
+	*l.values = []string{}
+	for v := range strings.SplitSeq(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			*l.values = append(*l.values, v)
+		}
+	}
+	return nil
 }

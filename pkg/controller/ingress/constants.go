@@ -37,6 +37,13 @@ const (
 	// ReasonInvalidAnnotation is the reason of the Warning event emitted when an ingress/*
 	// annotation has a value an Ingress cannot hold. Nothing is written until it is fixed.
 	ReasonInvalidAnnotation = "InvalidAnnotation"
+	// ReasonHostConflict is the reason of the Warning event emitted when the Service's
+	// host is held by another namespace (hosts.go): it gets no Ingress for it.
+	ReasonHostConflict = "HostConflict"
+	// ReasonCatchAllRefused is the reason of the Warning event emitted when a Service
+	// without ingress/host asks for a catch-all rule in a namespace that may not have
+	// one (--ingress-catch-all-namespaces).
+	ReasonCatchAllRefused = "CatchAllRefused"
 	// ReasonNoServicePort is the reason of the Warning event emitted when a Service that
 	// asks for an Ingress has no TCP port to route to (no port at all, or only UDP or
 	// SCTP ports: an Ingress carries HTTP over TCP). Nothing is written until it has one.

@@ -18,6 +18,7 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	networkinginformers "k8s.io/client-go/informers/networking/v1"
 	"k8s.io/client-go/kubernetes"
@@ -48,6 +49,12 @@ type Options struct {
 	// ShutdownTimeout bounds how long in-flight syncs may run after Run's context ends;
 	// it defaults to controller.DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// SharedNamespaces may share hosts among themselves (hosts.go); every other
+	// namespace holds the hosts it claimed first alone.
+	SharedNamespaces []string
+	// CatchAllNamespaces may have a catch-all rule (a Service without ingress/host);
+	// "*": every namespace. nil (unset): every namespace; empty: none.
+	CatchAllNamespaces []string
 }
 
 // Controller reconciles the Ingresses of annotated Services.
@@ -64,6 +71,13 @@ type Controller struct {
 	recorder record.EventRecorder
 
 	ingressClass string
+
+	// serviceIndex and ingressIndex index Services and Ingresses by host (hosts.go);
+	// ingressIndex is the write cache, so that an Ingress just created counts.
+	serviceIndex     cache.Indexer
+	ingressIndex     *controller.WriteCache
+	sharedNamespaces sets.Set[string]
+	catchAll         sets.Set[string]
 }
 
 // RBAC of the Service->Ingress controller, generated into config/rbac/role.yaml by
@@ -89,19 +103,31 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, inf Inf
 	if opts.MaxRetries <= 0 {
 		opts.MaxRetries = MaxRetries
 	}
+	if opts.CatchAllNamespaces == nil {
+		opts.CatchAllNamespaces = []string{"*"}
+	}
 	if errs := validateClass(opts.IngressClass); len(errs) > 0 {
 		return nil, fmt.Errorf("--ingress-class %q: %v", opts.IngressClass, errs)
 	}
 
 	serviceInformer := inf.Services.Informer()
 	ingressInformer := inf.Ingresses.Informer()
-	c := &Controller{
-		kubeClient:    kubeClient,
-		serviceLister: inf.Services.Lister(),
-		ingresses:     controller.NewWriteCache(ingressInformer.GetIndexer(), 0, nil),
-		recorder:      recorder,
-		ingressClass:  opts.IngressClass,
+	for name, i := range map[string]cache.SharedIndexInformer{"Service": serviceInformer, "Ingress": ingressInformer} {
+		if err := i.AddIndexers(cache.Indexers{hostIndex: indexByHost}); err != nil {
+			return nil, fmt.Errorf("adding the host index to the %s informer: %w", name, err)
+		}
 	}
+	c := &Controller{
+		kubeClient:       kubeClient,
+		serviceLister:    inf.Services.Lister(),
+		ingresses:        controller.NewWriteCache(ingressInformer.GetIndexer(), 0, nil),
+		recorder:         recorder,
+		ingressClass:     opts.IngressClass,
+		serviceIndex:     serviceInformer.GetIndexer(),
+		sharedNamespaces: sets.New(opts.SharedNamespaces...),
+		catchAll:         sets.New(opts.CatchAllNamespaces...),
+	}
+	c.ingressIndex = c.ingresses
 	c.loop = controller.NewLoop(controller.LoopConfig{
 		Name:            ControllerName,
 		LogKey:          "service",
@@ -115,10 +141,12 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, inf Inf
 		FailureMessage:  "Syncing the Ingress failed, will retry: %v",
 	})
 
-	// No delete handler for Services: garbage collection deletes their Ingresses.
+	// Garbage collection deletes the Ingresses of deleted Services; a deleted Service's
+	// claim of a host is let go, though.
 	if _, err := serviceInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { c.addService(logger, obj) },
 		UpdateFunc: func(old, cur interface{}) { c.updateService(logger, old, cur) },
+		DeleteFunc: func(obj interface{}) { c.enqueueHostClaimants(hostBuckets(controller.ObjectFromTombstone(obj))) },
 	}, cache.HandlerOptions{Logger: &logger}); err != nil {
 		return nil, fmt.Errorf("adding the Service event handler: %w", err)
 	}

@@ -33,11 +33,17 @@ type fixture struct {
 // newFixture builds a Controller with the given default IngressClass.
 func newFixture(t *testing.T, ingressClass string) *fixture {
 	t.Helper()
+	return newFixtureWith(t, Options{IngressClass: ingressClass})
+}
+
+// newFixtureWith builds a Controller with opts.
+func newFixtureWith(t *testing.T, opts Options) *fixture {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	f := &fixture{t: t, ctx: ctx, client: kubefake.NewClientset(), recorder: record.NewFakeRecorder(100)}
 	factory := informers.NewSharedInformerFactory(f.client, 0)
 	f.inf = Informers{Services: factory.Core().V1().Services(), Ingresses: factory.Networking().V1().Ingresses()}
-	c, err := NewController(ctx, f.client, f.inf, f.recorder, Options{IngressClass: ingressClass})
+	c, err := NewController(ctx, f.client, f.inf, f.recorder, opts)
 	if err != nil {
 		t.Fatalf("NewController: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"slices"
 
 	"github.com/app-controller/app-controller/pkg/controller"
 )
@@ -35,6 +36,9 @@ func (c *Controller) updateService(logger klog.Logger, old, cur interface{}) {
 		return
 	}
 	logger.V(4).Info("Service updated", "service", klog.KObj(curSvc))
+	if old, cur := hostBuckets(oldSvc), hostBuckets(curSvc); !slices.Equal(old, cur) {
+		c.enqueueHostClaimants(old) // the host it claimed may be free now
+	}
 	c.loop.Enqueue(cache.MetaObjectToName(curSvc))
 }
 
@@ -68,6 +72,9 @@ func (c *Controller) updateIngress(logger klog.Logger, old, cur interface{}) {
 		c.enqueueServices(c.servicesForIngress(oldIng, true))
 	}
 	c.enqueueServices(c.servicesForIngress(curIng, !controller.SameController(oldRef, curRef)))
+	if old := hostBuckets(oldIng); !slices.Equal(old, hostBuckets(curIng)) {
+		c.enqueueHostClaimants(old)
+	}
 }
 
 // deleteIngress queues the Service that controlled a deleted Ingress, so that it is
@@ -81,6 +88,7 @@ func (c *Controller) deleteIngress(logger klog.Logger, obj interface{}) {
 	c.ingresses.Deleted(obj)
 	logger.V(4).Info("Ingress deleted", "ingress", klog.KObj(ing))
 	c.enqueueServices(c.servicesForIngress(ing, true))
+	c.enqueueHostClaimants(hostBuckets(ing)) // a host let go goes to the next claim
 }
 
 // enqueueServices queues keys.

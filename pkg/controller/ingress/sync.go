@@ -44,13 +44,24 @@ func (c *Controller) syncService(ctx context.Context, key cache.ObjectName) (con
 
 	if !wantsIngress(svc) {
 		if controlled {
-			return controller.Result{}, c.removeIngress(ctx, svc, current)
+			return controller.Result{}, c.removeIngress(ctx, svc, current, fmt.Sprintf("annotation %s is no longer \"true\"", AnnotationHTTP))
 		}
 		return controller.Result{}, nil
 	}
 	if current != nil && !controlled {
 		logger.V(2).Info("Ingress name held by an Ingress the Service does not control", "ingress", klog.KObj(current))
 		c.recorder.Eventf(svc, corev1.EventTypeWarning, ErrResourceExists, MessageResourceExists, svc.Name)
+		return controller.Result{}, nil
+	}
+
+	if msg, reason, err := c.claimRefusal(svc); err != nil {
+		return controller.Result{}, err
+	} else if msg != "" {
+		logger.V(2).Info("Service may not have its Ingress", "reason", reason, "message", msg)
+		c.recorder.Event(svc, corev1.EventTypeWarning, reason, msg)
+		if controlled {
+			return controller.Result{}, c.removeIngress(ctx, svc, current, msg)
+		}
 		return controller.Result{}, nil
 	}
 
@@ -76,6 +87,20 @@ func (c *Controller) syncService(ctx context.Context, key cache.ObjectName) (con
 		}
 	}
 	return controller.Result{}, c.applyIngress(ctx, svc, desired, controlled)
+}
+
+// claimRefusal says why svc may not have the Ingress it asks for, with the Event reason:
+// its host is held by another namespace, or it asks for a catch-all rule where none is
+// allowed. "" when it may.
+func (c *Controller) claimRefusal(svc *corev1.Service) (string, string, error) {
+	if host, ok := claimedHost(svc); ok {
+		msg, err := c.hostRefusal(svc, host)
+		return msg, ReasonHostConflict, err
+	}
+	if svc.Annotations[AnnotationHost] == "" {
+		return c.catchAllRefusal(svc), ReasonCatchAllRefused, nil
+	}
+	return "", "", nil // an invalid host: desiredIngress says so
 }
 
 // desiredIngress returns the apply configuration of the Ingress svc asks for, or an
@@ -123,7 +148,7 @@ func (c *Controller) applyIngress(ctx context.Context, svc *corev1.Service, desi
 // removeIngress deletes ing, which svc controls, because svc no longer asks for an
 // Ingress. The UID precondition makes sure that an Ingress created since under the same
 // name is never deleted.
-func (c *Controller) removeIngress(ctx context.Context, svc *corev1.Service, ing *networkingv1.Ingress) error {
+func (c *Controller) removeIngress(ctx context.Context, svc *corev1.Service, ing *networkingv1.Ingress, why string) error {
 	uid := ing.UID
 	err := c.kubeClient.NetworkingV1().Ingresses(ing.Namespace).Delete(ctx, ing.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid},
@@ -135,8 +160,7 @@ func (c *Controller) removeIngress(ctx context.Context, svc *corev1.Service, ing
 		return fmt.Errorf("deleting Ingress %s/%s: %w", ing.Namespace, ing.Name, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted Ingress", "ingress", klog.KObj(ing))
-	c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonIngressDeleted,
-		"Deleted Ingress %q: annotation %s is no longer \"true\"", ing.Name, AnnotationHTTP)
+	c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonIngressDeleted, "Deleted Ingress %q: %s", ing.Name, why)
 	return nil
 }
 
