@@ -47,6 +47,10 @@ func main() {
 	ctx := signals.SetupSignalContext()
 	logger := klog.Background()
 	ctx = klog.NewContext(ctx, logger)
+	if err := controllermanager.SetMemoryLimit(logger); err != nil {
+		logger.Error(err, "Reading the memory limit")
+		klog.FlushAndExit(klog.ExitFlushTimeout, 2)
+	}
 
 	if err := controllermanager.Run(ctx, opts); err != nil {
 		logger.Error(err, "Controller manager failed")

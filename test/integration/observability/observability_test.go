@@ -121,6 +121,7 @@ func TestMetrics(t *testing.T) {
 		{"controller_runtime_reconcile_total", map[string]string{"controller": "app"}, func(v float64, n int) bool { return n == 4 }, "4 results"},
 		{"controller_runtime_reconcile_errors_total", app, func(v float64, n int) bool { return n == 1 && v >= 0 }, "a series"},
 		{"controller_runtime_reconcile_panics_total", app, func(v float64, n int) bool { return n == 1 && v == 0 }, "a series at 0"},
+		{"app_controller_memory_limit_bytes", nil, func(v float64, n int) bool { return n == 1 && v == 0 }, "one series, 0 without MEMORY_LIMIT"},
 		{"controller_runtime_reconcile_time_seconds", app, func(v float64, n int) bool { return n == 1 && v > 0 }, "observations"},
 		{"controller_runtime_active_workers", app, func(v float64, n int) bool { return n == 1 && v >= 0 && v <= float64(opts.Workers) }, "0..workers"},
 		{"controller_runtime_max_concurrent_reconciles", app, func(v float64, n int) bool { return n == 1 && v == float64(opts.Workers) }, fmt.Sprint(opts.Workers)},
