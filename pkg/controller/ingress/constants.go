@@ -16,6 +16,23 @@ const (
 	// (an App's metrics or gRPC port beside its HTTP port); unset or empty: the first TCP
 	// port.
 	AnnotationPort = "ingress/port"
+	// AnnotationTLSSecret names the Secret (in the Service's namespace) that holds the
+	// certificate of ingress/host: the Ingress terminates TLS for the host with it. With
+	// AnnotationIssuer or AnnotationClusterIssuer, cert-manager issues it into that
+	// Secret. Requires ingress/host.
+	AnnotationTLSSecret = "ingress/tls-secret"
+	// AnnotationIssuer and AnnotationClusterIssuer name the cert-manager Issuer (in the
+	// Service's namespace) or ClusterIssuer that issues the certificate of
+	// ingress/tls-secret: the Ingress carries cert-manager's ingress-shim annotation
+	// (cert-manager.io/issuer or cert-manager.io/cluster-issuer). At most one of the two.
+	AnnotationIssuer        = "ingress/issuer"
+	AnnotationClusterIssuer = "ingress/cluster-issuer"
+)
+
+// The annotations cert-manager's ingress-shim reads on an Ingress.
+const (
+	certManagerIssuer        = "cert-manager.io/issuer"
+	certManagerClusterIssuer = "cert-manager.io/cluster-issuer"
 )
 
 // Event reasons. Every Event is recorded on the Service.

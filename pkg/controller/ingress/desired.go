@@ -24,6 +24,11 @@ type settings struct {
 	path string
 	// class is the IngressClass name; "" leaves the choice to the cluster's default class.
 	class string
+	// tlsSecret is the Secret of the host's certificate; "": no TLS.
+	tlsSecret string
+	// issuer and clusterIssuer name the cert-manager issuer of the certificate; at most
+	// one is set, and only with tlsSecret.
+	issuer, clusterIssuer string
 }
 
 // invalidServiceError says why the Ingress a Service asks for cannot be built. Retrying
@@ -47,9 +52,12 @@ func wantsIngress(svc *corev1.Service) bool {
 // annotation is reported in one invalidServiceError.
 func parseSettings(svc *corev1.Service, defaultClass string) (settings, error) {
 	s := settings{
-		host:  svc.Annotations[AnnotationHost],
-		path:  svc.Annotations[AnnotationPath],
-		class: svc.Annotations[AnnotationClass],
+		host:          svc.Annotations[AnnotationHost],
+		path:          svc.Annotations[AnnotationPath],
+		class:         svc.Annotations[AnnotationClass],
+		tlsSecret:     svc.Annotations[AnnotationTLSSecret],
+		issuer:        svc.Annotations[AnnotationIssuer],
+		clusterIssuer: svc.Annotations[AnnotationClusterIssuer],
 	}
 	if s.path == "" {
 		s.path = defaultPath
@@ -66,6 +74,9 @@ func parseSettings(svc *corev1.Service, defaultClass string) (settings, error) {
 		{AnnotationHost, s.host, validateHost(s.host)},
 		{AnnotationPath, s.path, validatePath(s.path)},
 		{AnnotationClass, s.class, validateClass(s.class)},
+		{AnnotationTLSSecret, s.tlsSecret, validateTLS(s)},
+		{AnnotationIssuer, s.issuer, validateIssuer(s.issuer, s)},
+		{AnnotationClusterIssuer, s.clusterIssuer, validateIssuer(s.clusterIssuer, s)},
 	} {
 		if len(check.errs) > 0 {
 			problems = append(problems, fmt.Sprintf("annotation %s: invalid value %q: %s",
@@ -91,6 +102,31 @@ func validateHost(host string) []string {
 		return validation.IsWildcardDNS1123Subdomain(host)
 	}
 	return validation.IsDNS1123Subdomain(host)
+}
+
+// validateTLS checks ingress/tls-secret: a Secret name, for a named host.
+func validateTLS(s settings) []string {
+	if s.tlsSecret == "" {
+		return nil
+	}
+	if s.host == "" {
+		return []string{"needs " + AnnotationHost + ": a certificate is for a host, and a rule without one catches every host"}
+	}
+	return validation.IsDNS1123Subdomain(s.tlsSecret)
+}
+
+// validateIssuer checks ingress/issuer or ingress/cluster-issuer (value name): a name,
+// with ingress/tls-secret (where cert-manager puts the certificate), and not both.
+func validateIssuer(name string, s settings) []string {
+	switch {
+	case name == "":
+		return nil
+	case s.issuer != "" && s.clusterIssuer != "":
+		return []string{"set one of " + AnnotationIssuer + " and " + AnnotationClusterIssuer + ", not both"}
+	case s.tlsSecret == "":
+		return []string{"needs " + AnnotationTLSSecret + ": the Secret cert-manager issues the certificate into"}
+	}
+	return validation.IsDNS1123Subdomain(name)
 }
 
 // invalidPathSequences and invalidPathSuffixes are what the API server rejects in a
@@ -243,10 +279,19 @@ func newIngress(svc *corev1.Service, s settings) (*networkingv1ac.IngressApplyCo
 	if s.class != "" {
 		spec.WithIngressClassName(s.class)
 	}
+	if s.tlsSecret != "" {
+		spec.WithTLS(networkingv1ac.IngressTLS().WithHosts(s.host).WithSecretName(s.tlsSecret))
+	}
 	ing := networkingv1ac.Ingress(svc.Name, svc.Namespace).
 		WithLabels(map[string]string{appv1.ManagedByLabel: appv1.ManagedByValue}).
 		WithOwnerReferences(controller.OwnerReference(svc, serviceKind)).
 		WithSpec(spec)
+	switch {
+	case s.issuer != "":
+		ing.WithAnnotations(map[string]string{certManagerIssuer: s.issuer})
+	case s.clusterIssuer != "":
+		ing.WithAnnotations(map[string]string{certManagerClusterIssuer: s.clusterIssuer})
+	}
 
 	return controller.WithAppliedHash(ing)
 }

@@ -56,3 +56,25 @@ func TestHostOwnership(t *testing.T) {
 	b.waitIngress(t, "shop", func(ing *networkingv1.Ingress) bool { return ing.Spec.Rules[0].Host == "shop.example.com" })
 	t.Logf("namespace b got the host %v after namespace a's Ingress was gone", time.Since(released).Round(time.Millisecond))
 }
+
+// TestIngressTLS annotates a Service as a user would for TLS issued by cert-manager: the
+// API server accepts the Ingress, which names the Secret for the host and carries
+// cert-manager's ingress-shim annotation.
+func TestIngressTLS(t *testing.T) {
+	e := newEnv(t)
+	startManager(t, "")
+	framework.Kubectl(t, "-n", e.ns, "create", "service", "clusterip", "shop", "--tcp=80:8080")
+	framework.Kubectl(t, "-n", e.ns, "annotate", "service", "shop", ingressctrl.AnnotationHTTP+"=true",
+		ingressctrl.AnnotationHost+"=shop.example.com", ingressctrl.AnnotationTLSSecret+"=shop-tls", ingressctrl.AnnotationClusterIssuer+"=letsencrypt")
+	ing := e.waitIngress(t, "shop", func(ing *networkingv1.Ingress) bool { return len(ing.Spec.TLS) == 1 })
+	if tls := ing.Spec.TLS[0]; tls.SecretName != "shop-tls" || len(tls.Hosts) != 1 || tls.Hosts[0] != "shop.example.com" ||
+		ing.Annotations["cert-manager.io/cluster-issuer"] != "letsencrypt" {
+		t.Errorf("Ingress TLS %+v, annotations %v", ing.Spec.TLS, ing.Annotations)
+	}
+	// Dropping the annotations drops the TLS.
+	framework.Kubectl(t, "-n", e.ns, "annotate", "service", "shop", ingressctrl.AnnotationTLSSecret+"-", ingressctrl.AnnotationClusterIssuer+"-")
+	ing = e.waitIngress(t, "shop", func(ing *networkingv1.Ingress) bool { return len(ing.Spec.TLS) == 0 })
+	if _, set := ing.Annotations["cert-manager.io/cluster-issuer"]; set {
+		t.Errorf("the issuer annotation stayed: %v", ing.Annotations)
+	}
+}
