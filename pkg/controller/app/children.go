@@ -56,6 +56,9 @@ type childReconciler[T childObject, A childApplyConfiguration] struct {
 	unmanaged cache.Indexer
 	// client returns the kind's typed client for a namespace.
 	client func(namespace string) childAPI[T, A]
+	// empty returns the kind's apply configuration with only a name: applying it gives
+	// back every field the controller alone owns (giveBack).
+	empty func(name, namespace string) A
 	// exclusivePatch, if set, returns a JSON patch that removes from live what others
 	// added to the fields the App must own alone, or nil when there is nothing to remove.
 	exclusivePatch func(live T, desired A) ([]byte, error)
@@ -212,9 +215,48 @@ func (k *childReconciler[T, A]) write(ctx context.Context, app *appv1.App, name 
 		}
 		return none, changed, "", fmt.Errorf("applying %s %s/%s: %w", k.kind, app.Namespace, name, err)
 	}
+	if !force && writtenByOthers(applied) {
+		// The apply meant to create the child found an object the caches had not shown
+		// yet, made by someone else, and merged into it without a conflict: give back
+		// what it took, and leave the name to its holder.
+		return none, true, k.giveBack(ctx, app, name, applied), nil
+	}
 	logger.V(2).Info("Applied child", "kind", k.kind, "name", name, "created", !holder.exists)
 	k.countRepair(app, name, holder, manager)
 	return k.remember(applied), true, "", nil
+}
+
+// writtenByOthers reports whether obj, just applied, carries fields another field
+// manager wrote: it existed before the apply.
+func writtenByOthers(obj metav1.Object) bool {
+	for _, e := range obj.GetManagedFields() {
+		if e.Manager != appv1.FieldManager && e.Subresource == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// giveBack undoes an apply that merged into an object the App does not control: an
+// empty apply configuration under the controller's field manager removes every field
+// only it owns (its controller reference, its labels), and what the object's writer also
+// set stays theirs. It returns the conflict to report.
+func (k *childReconciler[T, A]) giveBack(ctx context.Context, app *appv1.App, name string, adopted T) string {
+	logger := klog.FromContext(ctx)
+	empty := k.empty(name, app.Namespace)
+	if _, err := k.client(app.Namespace).Apply(ctx, empty, metav1.ApplyOptions{FieldManager: appv1.FieldManager}); err != nil {
+		logger.Error(err, "Giving back the fields of an object the App does not control", "kind", k.kind, "name", name)
+	} else {
+		logger.V(2).Info("Gave back an object the App does not control", "kind", k.kind, "name", name)
+	}
+	owners := adopted.GetOwnerReferences()
+	var other *metav1.OwnerReference
+	for i := range owners {
+		if owners[i].UID != app.UID && owners[i].Controller != nil && *owners[i].Controller {
+			other = &owners[i]
+		}
+	}
+	return k.describeHolder(name, other)
 }
 
 // remember records the controller's own write in the managed cache, so that a sync that

@@ -243,6 +243,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 			client: func(ns string) childAPI[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration] {
 				return kubeClient.AppsV1().Deployments(ns)
 			},
+			empty: appsv1ac.Deployment,
 		},
 		services: &childReconciler[*corev1.Service, *corev1ac.ServiceApplyConfiguration]{
 			kind:      "Service",
@@ -251,6 +252,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 			client: func(ns string) childAPI[*corev1.Service, *corev1ac.ServiceApplyConfiguration] {
 				return kubeClient.CoreV1().Services(ns)
 			},
+			empty: corev1ac.Service,
 			exclusivePatch: serviceExclusivePatch,
 		},
 		disruptionBudgets: &childReconciler[*policyv1.PodDisruptionBudget, *policyv1ac.PodDisruptionBudgetApplyConfiguration]{
@@ -260,6 +262,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 			client: func(ns string) childAPI[*policyv1.PodDisruptionBudget, *policyv1ac.PodDisruptionBudgetApplyConfiguration] {
 				return kubeClient.PolicyV1().PodDisruptionBudgets(ns)
 			},
+			empty: policyv1ac.PodDisruptionBudget,
 		},
 		pods:       podInformer.GetIndexer(),
 		configMaps: inf.ConfigMaps.Informer().GetIndexer(),
