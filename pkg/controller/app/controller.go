@@ -252,7 +252,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 			client: func(ns string) childAPI[*corev1.Service, *corev1ac.ServiceApplyConfiguration] {
 				return kubeClient.CoreV1().Services(ns)
 			},
-			empty: corev1ac.Service,
+			empty:          corev1ac.Service,
 			exclusivePatch: serviceExclusivePatch,
 		},
 		disruptionBudgets: &childReconciler[*policyv1.PodDisruptionBudget, *policyv1ac.PodDisruptionBudgetApplyConfiguration]{
