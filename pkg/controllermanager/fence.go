@@ -21,24 +21,29 @@ type leaseFence struct {
 	// validFor is how long a successful renewal keeps the fence open (the renew deadline).
 	validFor time.Duration
 	now      func() time.Time
-	// renewed is when the last successful acquisition or renewal started (UnixNano), 0
-	// if never.
-	renewed atomic.Int64
+	// base is when the fence was made. Times are kept as durations since base: the
+	// difference of two times that carry Go's monotonic clock reading (time.Now's) is
+	// measured on that clock, so a step of the wall clock (an NTP correction, a VM
+	// resumed) neither keeps the fence open longer nor closes it early.
+	base time.Time
+	// renewed is when the last successful acquisition or renewal started, as nanoseconds
+	// since base; valid once everRenewed.
+	renewed     atomic.Int64
+	everRenewed atomic.Bool
 }
 
 // newLeaseFence returns a closed fence that a renewal opens for validFor.
 func newLeaseFence(validFor time.Duration) *leaseFence {
-	return &leaseFence{validFor: validFor, now: time.Now}
+	return &leaseFence{validFor: validFor, now: time.Now, base: time.Now()}
 }
 
 // held reports whether this instance surely still holds the lease, and since when the
 // last renewal started.
 func (f *leaseFence) held() (bool, time.Duration) {
-	last := f.renewed.Load()
-	if last == 0 {
+	if !f.everRenewed.Load() {
 		return false, 0
 	}
-	age := f.now().Sub(time.Unix(0, last))
+	age := f.now().Sub(f.base) - time.Duration(f.renewed.Load())
 	return age < f.validFor, age
 }
 
@@ -78,7 +83,8 @@ func (l *fencedLock) Update(ctx context.Context, ler resourcelock.LeaderElection
 
 func (l *fencedLock) record(start time.Time, ler resourcelock.LeaderElectionRecord, err error) {
 	if err == nil && ler.HolderIdentity == l.Identity() {
-		l.fence.renewed.Store(start.UnixNano())
+		l.fence.renewed.Store(int64(start.Sub(l.fence.base)))
+		l.fence.everRenewed.Store(true)
 	}
 }
 
