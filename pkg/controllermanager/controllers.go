@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -40,6 +41,10 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 	if err != nil {
 		return nil, err
 	}
+	unmanagedIngresses, err := cc.unmanagedMetadataInformer(networkingv1.SchemeGroupVersion.WithResource("ingresses"))
+	if err != nil {
+		return nil, err
+	}
 	configMaps, err := cc.versionInformer(corev1.SchemeGroupVersion.WithResource("configmaps"))
 	if err != nil {
 		return nil, err
@@ -65,8 +70,10 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 		Revisions:                  revisions,
 		DisruptionBudgets:          cc.ManagedInformers.Policy().V1().PodDisruptionBudgets(),
 		UnmanagedDisruptionBudgets: unmanagedBudgets,
+		Ingresses:                  cc.ManagedInformers.Networking().V1().Ingresses(),
+		UnmanagedIngresses:         unmanagedIngresses,
 	}, cc.EventRecorder, app.Options{ShutdownTimeout: cc.Options.ShutdownTimeout, Contest: cc.Options.AppContest,
-		OwnServiceAccount: ownServiceAccount(cc.Options)})
+		OwnServiceAccount: ownServiceAccount(cc.Options), SharedNamespaces: cc.Options.IngressSharedNamespaces})
 }
 
 // startIngressController builds the Service->Ingress controller, which watches every

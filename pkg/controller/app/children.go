@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -27,14 +29,15 @@ import (
 // childObject is a kind of child an App has: *appsv1.Deployment, *corev1.Service or
 // *policyv1.PodDisruptionBudget.
 type childObject interface {
-	*appsv1.Deployment | *corev1.Service | *policyv1.PodDisruptionBudget
+	*appsv1.Deployment | *corev1.Service | *policyv1.PodDisruptionBudget | *networkingv1.Ingress
 	metav1.Object
 	runtime.Object
 }
 
 // childApplyConfiguration is the apply configuration of a child kind.
 type childApplyConfiguration interface {
-	*appsv1ac.DeploymentApplyConfiguration | *corev1ac.ServiceApplyConfiguration | *policyv1ac.PodDisruptionBudgetApplyConfiguration
+	*appsv1ac.DeploymentApplyConfiguration | *corev1ac.ServiceApplyConfiguration | *policyv1ac.PodDisruptionBudgetApplyConfiguration |
+		*networkingv1ac.IngressApplyConfiguration
 }
 
 // childAPI is the part of a child kind's typed client (client-go's DeploymentInterface,

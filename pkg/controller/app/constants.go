@@ -16,4 +16,4 @@ const (
 var appKind = appv1.SchemeGroupVersion.WithKind("App")
 
 // childKinds are the kinds of an App's children.
-var childKinds = []string{"Deployment", "Service", "PodDisruptionBudget"}
+var childKinds = []string{"Deployment", "Service", "PodDisruptionBudget", "Ingress"}

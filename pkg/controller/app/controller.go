@@ -22,15 +22,19 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	"k8s.io/client-go/informers"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
+	networkinginformers "k8s.io/client-go/informers/networking/v1"
 	policyinformers "k8s.io/client-go/informers/policy/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -71,6 +75,11 @@ type Informers struct {
 	// app-controller; UnmanagedDisruptionBudgets the metadata of every other one.
 	DisruptionBudgets          policyinformers.PodDisruptionBudgetInformer
 	UnmanagedDisruptionBudgets informers.GenericInformer
+	// Ingresses watches the Ingresses labelled as managed by app-controller (the routes
+	// of Apps, and those of Services' ingress/* annotations, for host ownership);
+	// UnmanagedIngresses the metadata of every other one.
+	Ingresses          networkinginformers.IngressInformer
+	UnmanagedIngresses informers.GenericInformer
 	// Revisions watches the ControllerRevisions labelled as managed by app-controller,
 	// the revisions of Apps' specs, trimmed by TrimRevision (revisions.go).
 	Revisions appsinformers.ControllerRevisionInformer
@@ -93,6 +102,9 @@ type Controller struct {
 	deployments       *childReconciler[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]
 	services          *childReconciler[*corev1.Service, *corev1ac.ServiceApplyConfiguration]
 	disruptionBudgets *childReconciler[*policyv1.PodDisruptionBudget, *policyv1ac.PodDisruptionBudgetApplyConfiguration]
+	ingresses         *childReconciler[*networkingv1.Ingress, *networkingv1ac.IngressApplyConfiguration]
+	// sharedNamespaces may share route hosts among themselves (route.go).
+	sharedNamespaces sets.Set[string]
 	// pods is the pod cache, indexed by App (podAppIndex).
 	pods cache.Indexer
 	// probeEvents is the cache of the kubelet's Unhealthy Events, indexed by pod
@@ -130,6 +142,8 @@ type Options struct {
 	// Contest paces the repairs of a child that another writer keeps changing; its zero
 	// fields take the defaults.
 	Contest ContestPolicy
+	// SharedNamespaces may share route hosts among themselves (--ingress-shared-namespaces).
+	SharedNamespaces []string
 	// OwnServiceAccount is the controller's own ServiceAccount: an App in its namespace
 	// that would run its pods as it is refused (ServiceAccountRefused). Zero: none.
 	OwnServiceAccount types.NamespacedName
@@ -171,6 +185,7 @@ type Options struct {
 // +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=list;watch
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;patch;delete
 
 // NewController wires a Controller to its clients and informers and registers its event
 // handlers and indexers. The informers must not have been started yet.
@@ -186,7 +201,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 	registerMetrics()
 
 	appInformer := inf.Apps.Informer()
-	if err := appInformer.AddIndexers(cache.Indexers{claimIndex: indexByClaim, configIndex: indexByConfig}); err != nil {
+	if err := appInformer.AddIndexers(cache.Indexers{claimIndex: indexByClaim, configIndex: indexByConfig, routeIndex: indexAppByRouteHost}); err != nil {
 		return nil, fmt.Errorf("adding the claimed-name index to the App informer: %w", err)
 	}
 	for name, i := range map[string]cache.SharedIndexInformer{
@@ -196,11 +211,15 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		"unmanaged Service":    inf.UnmanagedServices.Informer(),
 		"PodDisruptionBudget":  inf.DisruptionBudgets.Informer(),
 		"unmanaged PDB":        inf.UnmanagedDisruptionBudgets.Informer(),
+		"unmanaged Ingress":    inf.UnmanagedIngresses.Informer(),
 		"ControllerRevision":   inf.Revisions.Informer(),
 	} {
 		if err := i.AddIndexers(cache.Indexers{controllerIndex: indexByControllerUID}); err != nil {
 			return nil, fmt.Errorf("adding the controller index to the %s informer: %w", name, err)
 		}
+	}
+	if err := inf.Ingresses.Informer().AddIndexers(cache.Indexers{controllerIndex: indexByControllerUID, routeHostIndex: indexIngressByHost}); err != nil {
+		return nil, fmt.Errorf("adding the indexes of the Ingress informer: %w", err)
 	}
 	podInformer := inf.Pods.Informer()
 	if err := podInformer.AddIndexers(cache.Indexers{podAppIndex: indexPodByApp}); err != nil {
@@ -218,6 +237,8 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		inf.Revisions.Informer().HasSynced,
 		inf.DisruptionBudgets.Informer().HasSynced,
 		inf.UnmanagedDisruptionBudgets.Informer().HasSynced,
+		inf.Ingresses.Informer().HasSynced,
+		inf.UnmanagedIngresses.Informer().HasSynced,
 	}
 	var eventInformer cache.SharedIndexInformer
 	if inf.ProbeEvents != nil {
@@ -264,9 +285,19 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 			},
 			empty: policyv1ac.PodDisruptionBudget,
 		},
-		pods:       podInformer.GetIndexer(),
-		configMaps: inf.ConfigMaps.Informer().GetIndexer(),
-		secrets:    inf.Secrets.Informer().GetIndexer(),
+		ingresses: &childReconciler[*networkingv1.Ingress, *networkingv1ac.IngressApplyConfiguration]{
+			kind:      "Ingress",
+			managed:   controller.NewWriteCache(inf.Ingresses.Informer().GetIndexer(), 0, opts.Clock),
+			unmanaged: inf.UnmanagedIngresses.Informer().GetIndexer(),
+			client: func(ns string) childAPI[*networkingv1.Ingress, *networkingv1ac.IngressApplyConfiguration] {
+				return kubeClient.NetworkingV1().Ingresses(ns)
+			},
+			empty: networkingv1ac.Ingress,
+		},
+		sharedNamespaces: sets.New(opts.SharedNamespaces...),
+		pods:             podInformer.GetIndexer(),
+		configMaps:       inf.ConfigMaps.Informer().GetIndexer(),
+		secrets:          inf.Secrets.Informer().GetIndexer(),
 		revisions: &revisions{
 			client:  kubeClient,
 			cache:   controller.NewWriteCache(inf.Revisions.Informer().GetIndexer(), 0, opts.Clock),
@@ -292,8 +323,8 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		Object:          c.appForEvent,
 	})
 	c.contest = newContestTracker(opts.Contest, opts.Clock)
-	c.deployments.recorder, c.services.recorder, c.disruptionBudgets.recorder = recorder, recorder, recorder
-	c.deployments.contest, c.services.contest, c.disruptionBudgets.contest = c.contest, c.contest, c.contest
+	c.deployments.recorder, c.services.recorder, c.disruptionBudgets.recorder, c.ingresses.recorder = recorder, recorder, recorder, recorder
+	c.deployments.contest, c.services.contest, c.disruptionBudgets.contest, c.ingresses.contest = c.contest, c.contest, c.contest, c.contest
 
 	if _, err := appInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { c.addApp(logger, obj) },
@@ -309,6 +340,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		"Deployment":          {inf.Deployments.Informer(), c.deployments.managed},
 		"Service":             {inf.Services.Informer(), c.services.managed},
 		"PodDisruptionBudget": {inf.DisruptionBudgets.Informer(), c.disruptionBudgets.managed},
+		"Ingress":             {inf.Ingresses.Informer(), c.ingresses.managed},
 	} {
 		if _, err := i.informer.AddEventHandlerWithOptions(c.childHandler(logger, kind, i.writes), cache.HandlerOptions{Logger: &logger}); err != nil {
 			return nil, fmt.Errorf("adding the %s event handler: %w", kind, err)
@@ -318,6 +350,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		"Deployment":          inf.UnmanagedDeployments.Informer(),
 		"Service":             inf.UnmanagedServices.Informer(),
 		"PodDisruptionBudget": inf.UnmanagedDisruptionBudgets.Informer(),
+		"Ingress":             inf.UnmanagedIngresses.Informer(),
 	} {
 		if _, err := i.AddEventHandlerWithOptions(c.childHandler(logger, kind, nil), cache.HandlerOptions{Logger: &logger}); err != nil {
 			return nil, fmt.Errorf("adding the unmanaged %s event handler: %w", kind, err)
@@ -330,6 +363,22 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		if _, err := i.Informer().AddEventHandlerWithOptions(c.configHandler(logger, kind), cache.HandlerOptions{Logger: &logger}); err != nil {
 			return nil, fmt.Errorf("adding the %s event handler: %w", kind, err)
 		}
+	}
+	// A host a managed Ingress let go (deleted, or its hosts changed) may be a waiting
+	// route's now.
+	if _, err := inf.Ingresses.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, _ interface{}) {
+			if ing, ok := old.(*networkingv1.Ingress); ok {
+				c.enqueueRouteClaimants(ing)
+			}
+		},
+		DeleteFunc: func(obj interface{}) {
+			if ing, ok := controller.ObjectFromTombstone(obj).(*networkingv1.Ingress); ok {
+				c.enqueueRouteClaimants(ing)
+			}
+		},
+	}, cache.HandlerOptions{Logger: &logger}); err != nil {
+		return nil, fmt.Errorf("adding the route host handler: %w", err)
 	}
 	if _, err := inf.Revisions.Informer().AddEventHandlerWithOptions(c.revisionHandler(logger), cache.HandlerOptions{Logger: &logger}); err != nil {
 		return nil, fmt.Errorf("adding the ControllerRevision event handler: %w", err)

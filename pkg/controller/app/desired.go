@@ -9,6 +9,7 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
@@ -46,7 +47,11 @@ type desiredChildren struct {
 	// none), the Deployment's name.
 	disruptionBudget *policyv1ac.PodDisruptionBudgetApplyConfiguration
 	budgetName       string
-	selector         map[string]string
+	// route is the Ingress of spec.route (nil: none) under routeName ("": none), the
+	// App's name.
+	route     *networkingv1ac.IngressApplyConfiguration
+	routeName string
+	selector  map[string]string
 }
 
 // desiredState returns what app asks for, its Deployment carrying the config hashes
@@ -62,6 +67,12 @@ func desiredState(app *appv1.App, hashes configHashes) (desiredChildren, error) 
 	}
 	if want.disruptionBudget, err = DesiredDisruptionBudget(app); err != nil {
 		return want, fmt.Errorf("building the PodDisruptionBudget of App %s/%s: %w", app.Namespace, app.Name, err)
+	}
+	if want.route, err = DesiredRoute(app); err != nil {
+		return want, fmt.Errorf("building the route of App %s/%s: %w", app.Namespace, app.Name, err)
+	}
+	if want.route != nil {
+		want.routeName = app.Name
 	}
 	if t := app.Spec.DeploymentTemplate; t != nil {
 		want.deploymentName = t.Name

@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -103,6 +104,8 @@ func newFixture(t testing.TB) *fixture {
 		Revisions:                  kubeInformers.Apps().V1().ControllerRevisions(),
 		DisruptionBudgets:          kubeInformers.Policy().V1().PodDisruptionBudgets(),
 		UnmanagedDisruptionBudgets: metadataInformers.ForResource(policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")),
+		Ingresses:                  kubeInformers.Networking().V1().Ingresses(),
+		UnmanagedIngresses:         metadataInformers.ForResource(networkingv1.SchemeGroupVersion.WithResource("ingresses")),
 	}
 	f.recorder = record.NewFakeRecorder(1000)
 	f.clock = clocktesting.NewFakePassiveClock(testNow)
@@ -216,6 +219,7 @@ func (f *fixture) catchUp() {
 		{appsv1.SchemeGroupVersion.WithResource("deployments"), appsv1.SchemeGroupVersion.WithKind("Deployment"), f.inf.Deployments.Informer().GetIndexer()},
 		{corev1.SchemeGroupVersion.WithResource("services"), corev1.SchemeGroupVersion.WithKind("Service"), f.inf.Services.Informer().GetIndexer()},
 		{policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets"), policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"), f.inf.DisruptionBudgets.Informer().GetIndexer()},
+		{networkingv1.SchemeGroupVersion.WithResource("ingresses"), networkingv1.SchemeGroupVersion.WithKind("Ingress"), f.inf.Ingresses.Informer().GetIndexer()},
 	} {
 		list, err := f.kubeClient.Tracker().List(c.gvr, c.gvk, "")
 		if err != nil {

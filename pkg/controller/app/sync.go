@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -61,6 +64,13 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 	if err != nil {
 		return controller.Result{}, err
 	}
+	routeRefused, err := c.routeRefusal(app)
+	if err != nil {
+		return controller.Result{}, err
+	}
+	if routeRefused != "" {
+		want.route, want.routeName = nil, "" // its Ingress, if any, goes
+	}
 	deploymentWinner := c.nameWinner(app, "Deployment", want.deploymentName)
 	serviceWinner := c.nameWinner(app, "Service", want.serviceName)
 
@@ -72,8 +82,10 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 	var (
 		deployment    childResult[*appsv1.Deployment]
 		budget        childResult[*policyv1.PodDisruptionBudget]
+		route         childResult[*networkingv1.Ingress]
 		deploymentErr error
 		budgetErr     error
+		routeErr      error
 		revision      string
 		revisionErr   error
 		wg            sync.WaitGroup
@@ -87,9 +99,19 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 	wg.Go(func() {
 		budget, budgetErr = c.disruptionBudgets.reconcile(ctx, app, want.budgetName, want.disruptionBudget, deploymentWinner)
 	})
+	wg.Go(func() {
+		// The route's Ingress is named as the App: no other App claims that name.
+		route, routeErr = c.ingresses.reconcile(ctx, app, want.routeName, want.route, app)
+	})
 	service, serviceErr := c.services.reconcile(ctx, app, want.serviceName, want.service, serviceWinner)
 	wg.Wait()
-	if err := errors.Join(deploymentErr, serviceErr, budgetErr); err != nil {
+	routeInvalid := ""
+	if apierrors.IsInvalid(routeErr) {
+		// The API server refused the route's Ingress: the message names the field; a
+		// change of the App queues it again.
+		routeInvalid, routeErr = routeErr.Error(), nil
+	}
+	if err := errors.Join(deploymentErr, serviceErr, budgetErr, routeErr); err != nil {
 		return controller.Result{}, err
 	}
 
@@ -99,7 +121,8 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 	if p := configProblem(config.missing); p != nil && deployment.obj != nil {
 		problem = p // what the pods wait for, before what they show of it
 	}
-	status := computeStatus(app, want.selector, deployment, service, problem, now, budget.conflict)
+	status := computeStatus(app, want.selector, deployment, service, problem, now, budget.conflict, route.conflict)
+	c.setRouteStatus(app, status, route, routeRefused, routeInvalid, now)
 	if revision != "" {
 		status.CurrentRevision = revision
 	}
@@ -108,9 +131,9 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 		status.DisruptionBudget = budget.name
 	}
 	setContested(status, app, contests, now)
-	c.recordConflicts(app, status, []string{deployment.conflict, service.conflict, budget.conflict}, []string{want.deploymentName, want.serviceName, want.budgetName})
+	c.recordConflicts(app, status, []string{deployment.conflict, service.conflict, budget.conflict, route.conflict}, []string{want.deploymentName, want.serviceName, want.budgetName, want.routeName})
 	c.recordConfigNotFound(app, status)
-	if deployment.changed || service.changed || budget.changed {
+	if deployment.changed || service.changed || budget.changed || route.changed {
 		c.recorder.Event(app, corev1.EventTypeNormal, appv1.EventReasonSynced, appv1.EventMessageSynced)
 	}
 	held, err := c.updateStatus(ctx, key, app, status)
@@ -185,4 +208,36 @@ func (c *Controller) refuse(ctx context.Context, key cache.ObjectName, app *appv
 	setCondition(status, app, now, appv1.ConditionStalled, metav1.ConditionTrue, reason, msg)
 	meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionReconciling)
 	return c.updateStatus(ctx, key, app, status)
+}
+
+// setRouteStatus sets status.route and the RouteAccepted condition from what reconciling
+// the route found: refused (a host held by another namespace, with a Warning Event when
+// that is new), invalid (the API server's refusal) or routed. Without a route, both go.
+func (c *Controller) setRouteStatus(app *appv1.App, status *appv1.AppStatus, route childResult[*networkingv1.Ingress], refused, invalid string, now metav1.Time) {
+	status.Route = ""
+	if app.Spec.Route == nil {
+		meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionRouteAccepted)
+		return
+	}
+	set := func(s metav1.ConditionStatus, reason, msg string) {
+		setCondition(status, app, now, appv1.ConditionRouteAccepted, s, reason, controller.TruncateMessage(msg))
+	}
+	switch {
+	case refused != "":
+		if old := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionRouteAccepted); old == nil || old.Reason != appv1.ReasonHostConflict || old.Message != refused {
+			c.recorder.Event(app, corev1.EventTypeWarning, appv1.ReasonHostConflict, refused)
+		}
+		set(metav1.ConditionFalse, appv1.ReasonHostConflict, refused)
+	case invalid != "":
+		set(metav1.ConditionFalse, appv1.ReasonRouteRefused, invalid)
+	case route.conflict != "":
+		set(metav1.ConditionFalse, appv1.ReasonNameConflict, route.conflict)
+	case route.obj != nil:
+		status.Route = route.name
+		hosts := make([]string, 0, len(app.Spec.Route.Hosts))
+		for _, h := range app.Spec.Route.Hosts {
+			hosts = append(hosts, string(h))
+		}
+		set(metav1.ConditionTrue, appv1.ReasonRouted, fmt.Sprintf("Ingress %q routes %s to Service %q", route.name, strings.Join(hosts, ", "), app.Spec.ServiceTemplate.Name))
+	}
 }

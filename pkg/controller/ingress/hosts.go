@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller"
 )
 
 // Host ownership between namespaces. Any tenant who may annotate a Service could
@@ -43,30 +44,6 @@ import (
 // manages by the hosts of their rules, by hostBucket: conflicting hosts share a bucket.
 const hostIndex = "ingress.appcontroller.k8s.io/host"
 
-// hostBucket returns the bucket of host: its parent domain ("example.com" for
-// "shop.example.com" and for "*.example.com"). Hosts conflict only within a bucket.
-func hostBucket(host string) string {
-	_, parent, _ := strings.Cut(host, ".")
-	return parent
-}
-
-// hostsConflict reports whether two hosts would route the same requests: equal, or one
-// a wildcard covering the other.
-func hostsConflict(a, b string) bool {
-	return a == b || covers(a, b) || covers(b, a)
-}
-
-// covers reports whether wildcard host w ("*.example.com") matches host h: h is w with
-// its "*" replaced by one label.
-func covers(w, h string) bool {
-	suffix, ok := strings.CutPrefix(w, "*")
-	if !ok || strings.HasPrefix(h, "*") {
-		return false
-	}
-	label, found := strings.CutSuffix(h, suffix)
-	return found && label != "" && !strings.Contains(label, ".")
-}
-
 // claimedHost returns the host svc claims, lowercased, and whether it claims one: it
 // asks for an Ingress with a valid ingress/host.
 func claimedHost(svc *corev1.Service) (string, bool) {
@@ -82,7 +59,7 @@ func indexByHost(obj interface{}) ([]string, error) {
 	switch o := obj.(type) {
 	case *corev1.Service:
 		if host, ok := claimedHost(o); ok {
-			return []string{hostBucket(host)}, nil
+			return []string{controller.HostBucket(host)}, nil
 		}
 	case *networkingv1.Ingress:
 		if o.Labels[appv1.ManagedByLabel] != appv1.ManagedByValue {
@@ -91,7 +68,7 @@ func indexByHost(obj interface{}) ([]string, error) {
 		buckets := sets.New[string]()
 		for _, r := range o.Spec.Rules {
 			if r.Host != "" {
-				buckets.Insert(hostBucket(strings.ToLower(r.Host)))
+				buckets.Insert(controller.HostBucket(strings.ToLower(r.Host)))
 			}
 		}
 		return sets.List(buckets), nil
@@ -130,7 +107,7 @@ func (a hostClaim) before(b hostClaim) int {
 // claim whose namespace holds it. ok is false when nobody claims it (not even svc, whose
 // annotation the caches may not show yet).
 func (c *Controller) hostHolder(host string) (hostClaim, bool, error) {
-	bucket := hostBucket(host)
+	bucket := controller.HostBucket(host)
 	claims := map[string]hostClaim{}
 	ingresses, err := c.ingressIndex.ByIndex(hostIndex, bucket)
 	if err != nil {
@@ -142,16 +119,25 @@ func (c *Controller) hostHolder(host string) (hostClaim, bool, error) {
 			continue
 		}
 		ref := metav1.GetControllerOfNoCopy(ing)
-		if ref == nil || ref.Kind != "Service" || !slices.ContainsFunc(ing.Spec.Rules, func(r networkingv1.IngressRule) bool {
-			return hostsConflict(strings.ToLower(r.Host), host)
+		if ref == nil || !slices.ContainsFunc(ing.Spec.Rules, func(r networkingv1.IngressRule) bool {
+			return controller.HostsConflict(strings.ToLower(r.Host), host)
 		}) {
+			continue
+		}
+		if ref.Kind == "App" {
+			// An App's route (pkg/controller/app/route.go): routed since its Ingress.
+			claims["App "+ing.Namespace+"/"+ref.Name] = hostClaim{namespace: ing.Namespace, service: "the route of App " + ref.Name, routed: true,
+				ingressCreated: ing.CreationTimestamp.Time}
+			continue
+		}
+		if ref.Kind != "Service" {
 			continue
 		}
 		svc, err := c.serviceLister.Services(ing.Namespace).Get(ref.Name)
 		if err != nil || svc.UID != ref.UID {
 			continue // the Service is gone: its Ingress goes with it
 		}
-		claims[ing.Namespace+"/"+ref.Name] = hostClaim{namespace: ing.Namespace, service: ref.Name, routed: true,
+		claims[ing.Namespace+"/"+ref.Name] = hostClaim{namespace: ing.Namespace, service: "Service " + ref.Name, routed: true,
 			ingressCreated: ing.CreationTimestamp.Time, serviceCreated: svc.CreationTimestamp.Time}
 	}
 	services, err := c.serviceIndex.ByIndex(hostIndex, bucket)
@@ -165,10 +151,10 @@ func (c *Controller) hostHolder(host string) (hostClaim, bool, error) {
 		}
 		claimed, ok := claimedHost(svc)
 		key := svc.Namespace + "/" + svc.Name
-		if _, routed := claims[key]; routed || !ok || !hostsConflict(claimed, host) {
+		if _, routed := claims[key]; routed || !ok || !controller.HostsConflict(claimed, host) {
 			continue
 		}
-		claims[key] = hostClaim{namespace: svc.Namespace, service: svc.Name, serviceCreated: svc.CreationTimestamp.Time}
+		claims[key] = hostClaim{namespace: svc.Namespace, service: "Service " + svc.Name, serviceCreated: svc.CreationTimestamp.Time}
 	}
 	if len(claims) == 0 {
 		return hostClaim{}, false, nil
@@ -191,7 +177,7 @@ func (c *Controller) hostRefusal(svc *corev1.Service, host string) (string, erro
 	if holder.routed {
 		since = "its Ingress routes it since " + holder.ingressCreated.UTC().Format(time.RFC3339)
 	}
-	return fmt.Sprintf("host %q is held by namespace %q (Service %s: %s); no Ingress for it here until that namespace lets it go",
+	return fmt.Sprintf("host %q is held by namespace %q (%s: %s); no Ingress for it here until that namespace lets it go",
 		host, holder.namespace, holder.service, since), nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller"
 	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 )
 
@@ -31,8 +32,8 @@ func TestHostsConflict(t *testing.T) {
 		{"*.example.com", "*.example.com", true},
 		{"*.shop.example.com", "*.example.com", false},
 	} {
-		if got := hostsConflict(tt.a, tt.b); got != tt.want {
-			t.Errorf("hostsConflict(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.want)
+		if got := controller.HostsConflict(tt.a, tt.b); got != tt.want {
+			t.Errorf("controller.HostsConflict(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.want)
 		}
 	}
 }

@@ -48,6 +48,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &appcontrollerv1.DisruptionBudgetApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ResourceRequirements"):
 		return &appcontrollerv1.ResourceRequirementsApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("Route"):
+		return &appcontrollerv1.RouteApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("RoutePath"):
+		return &appcontrollerv1.RoutePathApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("RouteTLS"):
+		return &appcontrollerv1.RouteTLSApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ServicePort"):
 		return &appcontrollerv1.ServicePortApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ServiceTemplate"):

@@ -236,6 +236,14 @@ disruptionBudget: {minAvailable: 1, maxUnavailable: 1}`, want: []string{"spec.di
 disruptionBudget: {minAvailable: 1}`, want: []string{"spec.disruptionBudget", "disruptionBudget requires deploymentTemplate"}},
 		{name: "minAvailable neither a number nor a percentage (CEL)", spec: `deploymentTemplate: {name: web, image: nginx}
 disruptionBudget: {minAvailable: half}`, want: []string{"minAvailable must be a number of pods or a percentage"}},
+		{name: "a route without a Service (CEL)", spec: `deploymentTemplate: {name: web, image: nginx}
+route: {hosts: [shop.example.com]}`, want: []string{"spec.route", "route requires serviceTemplate"}},
+		{name: "a route host that is no host", spec: `serviceTemplate: {name: web}
+route: {hosts: ["shop example"]}`, want: []string{"spec.route.hosts[0]", "should match"}},
+		{name: "a route with both issuers (CEL)", spec: `serviceTemplate: {name: web}
+route: {hosts: [shop.example.com], tls: {secretName: t, issuer: a, clusterIssuer: b}}`, want: []string{"spec.route.tls", "set one of issuer and clusterIssuer"}},
+		{name: "a route path that is not absolute", spec: `serviceTemplate: {name: web}
+route: {hosts: [shop.example.com], paths: [{path: api}]}`, want: []string{"spec.route.paths[0].path", "should match"}},
 		{name: "podAnnotations not strings", spec: `deploymentTemplate: {name: web, image: nginx, podAnnotations: {a: {b: c}}}`, want: []string{"spec.deploymentTemplate.podAnnotations.a", "string"}},
 		{name: "nodeSelector not strings", spec: `deploymentTemplate: {name: web, image: nginx, nodeSelector: {zone: [a]}}`, want: []string{"spec.deploymentTemplate.nodeSelector.zone", "string"}},
 		{name: "tolerations of the wrong type", spec: `deploymentTemplate: {name: web, image: nginx, tolerations: {key: a}}`, want: []string{"spec.deploymentTemplate.tolerations", "array"}},
@@ -310,6 +318,8 @@ disruptionBudget: {minAvailable: half}`, want: []string{"minAvailable must be a 
 		{"recreate", `deploymentTemplate: {name: web, image: nginx, strategy: {type: Recreate}}`},
 		{"service settings", `serviceTemplate: {name: web, type: NodePort, nodePort: 30080, portName: web, protocol: UDP, sessionAffinity: ClientIP, labels: {team: a}, annotations: {ingress/http: "true"}}`},
 		{"nodePort on a LoadBalancer", `serviceTemplate: {name: web, type: LoadBalancer, nodePort: 30081}`},
+		{"a route", `serviceTemplate: {name: web}
+route: {hosts: [shop.example.com, "*.shop.example.com"], paths: [{path: /api, type: Exact}, {path: /}], port: http, tls: {secretName: shop-tls, clusterIssuer: letsencrypt}, ingressClassName: traefik}`},
 		{"a real service: init container, sidecars, ports, budget", `deploymentTemplate: {name: web, image: nginx, containerPort: 8080, ports: [{name: metrics, containerPort: 9090}], volumes: [{name: logs, emptyDir: {}}], initContainers: [{name: migrate, image: migrate:1, args: [up]}], sidecars: [{name: shipper, image: fluent-bit:3, volumeMounts: [{name: logs, mountPath: /logs}]}, {name: proxy, image: envoy:1, ports: [{name: admin, containerPort: 9901}], readinessProbe: {httpGet: {path: /ready, port: admin}}}]}
 serviceTemplate: {name: web, ports: [{name: metrics, port: 9090, targetPort: metrics}, {name: admin, port: 9901, targetPort: admin}, {name: dns, port: 53, protocol: UDP}]}
 disruptionBudget: {maxUnavailable: 25%}`},

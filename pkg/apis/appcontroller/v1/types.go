@@ -42,6 +42,7 @@ type App struct {
 // AppSpec describes the children of an App. At least one template must be given.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.deploymentTemplate) || has(self.serviceTemplate)",message="at least one of deploymentTemplate and serviceTemplate must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.route) || has(self.serviceTemplate)",message="route requires serviceTemplate: it routes to the App's Service",fieldPath=".route"
 // +kubebuilder:validation:XValidation:rule="!has(self.disruptionBudget) || has(self.deploymentTemplate)",message="disruptionBudget requires deploymentTemplate: it protects the App's pods",fieldPath=".disruptionBudget"
 // +kubebuilder:validation:XValidation:rule="!has(self.serviceTemplate) || !has(self.serviceTemplate.ports) || self.serviceTemplate.ports.all(p, !has(p.targetPort) || type(p.targetPort) == int || (has(self.deploymentTemplate) && ((p.targetPort == 'http' && has(self.deploymentTemplate.containerPort)) || (has(self.deploymentTemplate.ports) && self.deploymentTemplate.ports.exists(c, c.name == p.targetPort)) || (has(self.deploymentTemplate.sidecars) && self.deploymentTemplate.sidecars.exists(s, has(s.ports) && s.ports.exists(c, c.name == p.targetPort))))))",message="serviceTemplate.ports: a targetPort given by name must name a container port of the App's pods (http for deploymentTemplate.containerPort, deploymentTemplate.ports or a sidecar's ports)",fieldPath=".serviceTemplate.ports"
 type AppSpec struct {
@@ -69,6 +70,11 @@ type AppSpec struct {
 	// it deletes the PodDisruptionBudget.
 	// +optional
 	DisruptionBudget *DisruptionBudget `json:"disruptionBudget,omitempty"`
+
+	// Route publishes the App's Service under hosts and paths, with TLS: an Ingress
+	// named as the App, owned by it. Removing it deletes the Ingress.
+	// +optional
+	Route *Route `json:"route,omitempty"`
 }
 
 // ConfigChangePolicy is what a change of a ConfigMap or Secret that an App's pods
@@ -540,6 +546,10 @@ type AppStatus struct {
 	// spec.disruptionBudget asks for one.
 	// +optional
 	DisruptionBudget string `json:"disruptionBudget,omitempty"`
+
+	// Route is the name of the Ingress of spec.route the App controls.
+	// +optional
+	Route string `json:"route,omitempty"`
 }
 
 // AppList is a list of Apps.

@@ -30,6 +30,10 @@ const (
 	// manager. It is removed once the child needed no repair for a while (2 minutes by
 	// default).
 	ConditionContested = "Contested"
+	// ConditionRouteAccepted, present only when the App has a route, is True when its
+	// Ingress routes every host, False when a host is held by another namespace
+	// (reason HostConflict) or the Ingress was refused (RouteRefused).
+	ConditionRouteAccepted = "RouteAccepted"
 )
 
 // Reasons of the App's conditions.
@@ -64,6 +68,14 @@ const (
 	// False, Stalled True; also the reason of the Warning Event). Its children are left
 	// as they are.
 	ReasonServiceAccountRefused = "ServiceAccountRefused"
+	// ReasonRouted: the route's Ingress routes every host (RouteAccepted=True).
+	ReasonRouted = "Routed"
+	// ReasonHostConflict: a host of the route is held by another namespace
+	// (RouteAccepted=False; also the Warning Event's reason).
+	ReasonHostConflict = "HostConflict"
+	// ReasonRouteRefused: the API server refused the route's Ingress; the message names
+	// the field (RouteAccepted=False).
+	ReasonRouteRefused = "RouteRefused"
 )
 
 // Reasons of Ready=False (and of Reconciling or Stalled) that name a problem of the App's

@@ -38,6 +38,9 @@ type AppSpecApplyConfiguration struct {
 	// Deployment), so that a node drain does not take every replica at once. Removing
 	// it deletes the PodDisruptionBudget.
 	DisruptionBudget *DisruptionBudgetApplyConfiguration `json:"disruptionBudget,omitempty"`
+	// Route publishes the App's Service under hosts and paths, with TLS: an Ingress
+	// named as the App, owned by it. Removing it deletes the Ingress.
+	Route *RouteApplyConfiguration `json:"route,omitempty"`
 }
 
 // AppSpecApplyConfiguration constructs a declarative configuration of the AppSpec type for use with
@@ -75,5 +78,13 @@ func (b *AppSpecApplyConfiguration) WithRevisionHistoryLimit(value int32) *AppSp
 // If called multiple times, the DisruptionBudget field is set to the value of the last call.
 func (b *AppSpecApplyConfiguration) WithDisruptionBudget(value *DisruptionBudgetApplyConfiguration) *AppSpecApplyConfiguration {
 	b.DisruptionBudget = value
+	return b
+}
+
+// WithRoute sets the Route field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Route field is set to the value of the last call.
+func (b *AppSpecApplyConfiguration) WithRoute(value *RouteApplyConfiguration) *AppSpecApplyConfiguration {
+	b.Route = value
 	return b
 }

@@ -74,6 +74,8 @@ type AppStatusApplyConfiguration struct {
 	// DisruptionBudget is the name of the PodDisruptionBudget the App controls, when
 	// spec.disruptionBudget asks for one.
 	DisruptionBudget *string `json:"disruptionBudget,omitempty"`
+	// Route is the name of the Ingress of spec.route the App controls.
+	Route *string `json:"route,omitempty"`
 }
 
 // AppStatusApplyConfiguration constructs a declarative configuration of the AppStatus type for use with
@@ -140,5 +142,13 @@ func (b *AppStatusApplyConfiguration) WithCurrentRevision(value string) *AppStat
 // If called multiple times, the DisruptionBudget field is set to the value of the last call.
 func (b *AppStatusApplyConfiguration) WithDisruptionBudget(value string) *AppStatusApplyConfiguration {
 	b.DisruptionBudget = &value
+	return b
+}
+
+// WithRoute sets the Route field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Route field is set to the value of the last call.
+func (b *AppStatusApplyConfiguration) WithRoute(value string) *AppStatusApplyConfiguration {
+	b.Route = &value
 	return b
 }

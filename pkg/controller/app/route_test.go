@@ -1,0 +1,135 @@
+package app
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller"
+	"github.com/app-controller/app-controller/pkg/controller/controllertest"
+)
+
+// routedApp returns an App whose route publishes its Service under two hosts with TLS
+// issued by a cert-manager ClusterIssuer.
+func routedApp() *appv1.App {
+	app := newApp("web", testNow.Add(-time.Hour))
+	app.Spec.Route = &appv1.Route{
+		Hosts: []appv1.Hostname{"shop.example.com", "www.shop.example.com"},
+		Paths: []appv1.RoutePath{{Path: "/api", Type: "Exact"}},
+		TLS:   &appv1.RouteTLS{SecretName: "shop-tls", ClusterIssuer: "letsencrypt"},
+	}
+	return app
+}
+
+func TestDesiredRoute(t *testing.T) {
+	app := routedApp()
+	config, err := DesiredRoute(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ing := &networkingv1.Ingress{}
+	if err := controller.Convert(config, ing); err != nil {
+		t.Fatal(err)
+	}
+	if ing.Name != "web" || len(ing.Spec.Rules) != 2 || ing.Spec.Rules[1].Host != "www.shop.example.com" {
+		t.Fatalf("Ingress %+v", ing)
+	}
+	p := ing.Spec.Rules[0].HTTP.Paths[0]
+	if p.Path != "/api" || *p.PathType != networkingv1.PathTypeExact || p.Backend.Service.Name != "web-service" || p.Backend.Service.Port.Name != appv1.PortName {
+		t.Errorf("path %+v", p)
+	}
+	if len(ing.Spec.TLS) != 1 || ing.Spec.TLS[0].SecretName != "shop-tls" || len(ing.Spec.TLS[0].Hosts) != 2 ||
+		ing.Annotations["cert-manager.io/cluster-issuer"] != "letsencrypt" {
+		t.Errorf("TLS %+v, annotations %v", ing.Spec.TLS, ing.Annotations)
+	}
+	if !controller.IsControlledBy(ing, app) || ing.Labels[appv1.ManagedByLabel] != appv1.ManagedByValue {
+		t.Errorf("owner %+v, labels %v", ing.OwnerReferences, ing.Labels)
+	}
+	app.Spec.Route.Port = ptr.To(intstr.FromInt32(9090))
+	app.Spec.Route.Paths = nil
+	config, _ = DesiredRoute(app)
+	_ = controller.Convert(config, ing)
+	if p := ing.Spec.Rules[0].HTTP.Paths[0]; p.Path != "/" || *p.PathType != networkingv1.PathTypePrefix || p.Backend.Service.Port.Number != 9090 {
+		t.Errorf("default path, port by number: %+v", p)
+	}
+	if r, _ := DesiredRoute(newApp("plain", testNow)); r != nil {
+		t.Errorf("an App without a route got %+v", r)
+	}
+}
+
+func TestRoute(t *testing.T) {
+	t.Run("routed: one more write, the status names it", func(t *testing.T) {
+		f := newFixture(t)
+		f.addApps(routedApp())
+		if err := f.sync("tcs", "web"); err != nil {
+			t.Fatal(err)
+		}
+		if w := f.writeNames(); !slices.Contains(w, "patch ingresses") {
+			t.Errorf("writes %q, want the route's Ingress", w)
+		}
+		app := f.appNow("web")
+		c := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionRouteAccepted)
+		if app.Status.Route != "web" || c == nil || c.Status != metav1.ConditionTrue || c.Reason != appv1.ReasonRouted {
+			t.Errorf("status.route %q, RouteAccepted %+v", app.Status.Route, c)
+		}
+	})
+
+	t.Run("a host held by another namespace: refused, no Ingress", func(t *testing.T) {
+		f := newFixture(t)
+		held := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{
+			Namespace: "other", Name: "shop", UID: "other-shop", ResourceVersion: "3",
+			CreationTimestamp: metav1.NewTime(testNow.Add(-48 * time.Hour)),
+			Labels:            map[string]string{appv1.ManagedByLabel: appv1.ManagedByValue},
+			OwnerReferences:   []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "shop", UID: types.UID("svc"), Controller: ptr.To(true)}},
+		}, Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "*.example.com"}}}}
+		controllertest.Seed(t, f.inf.Ingresses.Informer().GetIndexer(), f.kubeClient.Tracker(), held)
+		f.addApps(routedApp())
+		if err := f.sync("tcs", "web"); err != nil {
+			t.Fatal(err)
+		}
+		if w := f.writeNames(); slices.Contains(w, "patch ingresses") {
+			t.Errorf("writes %q: the route got an Ingress", w)
+		}
+		app := f.appNow("web")
+		c := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionRouteAccepted)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != appv1.ReasonHostConflict || !strings.Contains(c.Message, `held by namespace "other"`) {
+			t.Errorf("RouteAccepted %+v", c)
+		}
+		if ev := f.events(); !slices.ContainsFunc(ev, func(e string) bool { return strings.HasPrefix(e, "Warning HostConflict") }) {
+			t.Errorf("events %q", ev)
+		}
+		// The same namespace may share it.
+		if msg, _ := f.c.routeRefusal(func() *appv1.App { a := routedApp(); a.Namespace = "other"; return a }()); msg != "" {
+			t.Errorf("same namespace refused: %s", msg)
+		}
+	})
+
+	t.Run("removed: the Ingress is pruned, the condition goes", func(t *testing.T) {
+		f := newFixture(t)
+		f.addApps(routedApp())
+		if err := f.sync("tcs", "web"); err != nil {
+			t.Fatal(err)
+		}
+		f.catchUp()
+		f.changeSpec(routedApp(), func(a *appv1.App) { a.Spec.Route = nil })
+		if err := f.sync("tcs", "web"); err != nil {
+			t.Fatal(err)
+		}
+		if w := f.writeNames(); !slices.Contains(w, "delete ingresses") {
+			t.Errorf("writes %q, want the Ingress deleted", w)
+		}
+		app := f.appNow("web")
+		if app.Status.Route != "" || meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionRouteAccepted) != nil {
+			t.Errorf("status.route %q, conditions %+v", app.Status.Route, app.Status.Conditions)
+		}
+	})
+}

@@ -1,0 +1,30 @@
+package controller
+
+import "strings"
+
+// Hosts of Ingress rules and routes, for the ownership of hosts between namespaces
+// (pkg/controller/ingress/hosts.go, pkg/controller/app/route.go).
+
+// HostBucket returns the bucket of host: its parent domain ("example.com" for
+// "shop.example.com" and for "*.example.com"). Hosts conflict only within a bucket.
+func HostBucket(host string) string {
+	_, parent, _ := strings.Cut(host, ".")
+	return parent
+}
+
+// HostsConflict reports whether two hosts would route the same requests: equal, or one
+// a wildcard covering the other.
+func HostsConflict(a, b string) bool {
+	return a == b || wildcardCovers(a, b) || wildcardCovers(b, a)
+}
+
+// wildcardCovers reports whether wildcard host w ("*.example.com") matches host h: h is w with
+// its "*" replaced by one label.
+func wildcardCovers(w, h string) bool {
+	suffix, ok := strings.CutPrefix(w, "*")
+	if !ok || strings.HasPrefix(h, "*") {
+		return false
+	}
+	label, found := strings.CutSuffix(h, suffix)
+	return found && label != "" && !strings.Contains(label, ".")
+}
