@@ -19,7 +19,7 @@ func ConfigObjects() ([]*unstructured.Unstructured, error) {
 		return nil, fmt.Errorf("locating config/: %w", err)
 	}
 	var objs []*unstructured.Unstructured
-	for _, pattern := range []string{"config/crd/bases/*.yaml", "config/rbac/*.yaml", "config/admission/*.yaml", "config/manager/*.yaml"} {
+	for _, pattern := range []string{"config/crd/bases/*.yaml", "config/rbac/*.yaml", "config/admission/*.yaml", "config/manager/*.yaml", "config/flowcontrol/*.yaml"} {
 		files, err := filepath.Glob(filepath.Join(root, pattern))
 		if err != nil {
 			return nil, err

@@ -190,6 +190,12 @@ func TestDefaultRenderingIsConfigDefault(t *testing.T) {
 				if diff := cmp.Diff(nested(t, cfg, "spec"), nested(t, chart, "spec")); diff != "" {
 					t.Errorf("spec differs from config/admission (-config +chart):\n%s", diff)
 				}
+			case "FlowSchema":
+				// The same schema, for the release's ServiceAccount (app-controller in
+				// app-controller-system).
+				if diff := cmp.Diff(nested(t, cfg, "spec"), nested(t, chart, "spec")); diff != "" {
+					t.Errorf("spec differs from config/flowcontrol (-config +chart):\n%s", diff)
+				}
 			case "CustomResourceDefinition":
 				if diff := cmp.Diff(nested(t, cfg, "spec"), nested(t, chart, "spec")); diff != "" {
 					t.Errorf("spec differs from config/crd (-config +chart):\n%s", diff)

@@ -121,6 +121,22 @@ func TestInstallRunUninstall(t *testing.T) {
 	}
 	t.Logf("installed %d objects", len(installed))
 
+	// The FlowSchema names a priority level the API server has (not Dangling).
+	fsName := releaseName + "-leader-election"
+	framework.Eventually(t, time.Minute, func() (bool, error) {
+		fs, err := admin.FlowcontrolV1().FlowSchemas().Get(ctx, fsName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range fs.Status.Conditions {
+			if c.Type == "Dangling" {
+				t.Logf("FlowSchema %s: Dangling=%s (%s)", fsName, c.Status, c.Message)
+				return c.Status == "False", nil
+			}
+		}
+		return false, nil
+	})
+
 	// The controller binary, as the chart's ServiceAccount.
 	deployment := findObject(t, installed, "Deployment", releaseName)
 	args := containerArgs(t, deployment)
