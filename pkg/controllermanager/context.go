@@ -86,7 +86,9 @@ func NewControllerContext(ctx context.Context, cfg *rest.Config, opts *Options) 
 
 	managed := controller.ManagedSelector().String()
 	unmanaged := controller.UnmanagedSelector().String()
-	unmanagedInformers := metadatainformer.NewFilteredSharedInformerFactory(metadataClient, opts.ResyncPeriod, metav1.NamespaceAll,
+	// --watch-namespace: every informer watches that namespace only.
+	ns := opts.WatchNamespace
+	unmanagedInformers := metadatainformer.NewFilteredSharedInformerFactory(metadataClient, opts.ResyncPeriod, ns,
 		func(o *metav1.ListOptions) { o.LabelSelector = unmanaged })
 
 	scheme := runtime.NewScheme()
@@ -99,15 +101,15 @@ func NewControllerContext(ctx context.Context, cfg *rest.Config, opts *Options) 
 		AppClient:      appClient,
 		MetadataClient: metadataClient,
 		KubeInformers: informers.NewSharedInformerFactoryWithOptions(kubeClient, opts.ResyncPeriod,
-			informers.WithTransform(controller.StripManagedFields)),
-		ManagedInformers: informers.NewSharedInformerFactoryWithOptions(kubeClient, opts.ResyncPeriod,
+			informers.WithNamespace(ns), informers.WithTransform(controller.StripManagedFields)),
+		ManagedInformers: informers.NewSharedInformerFactoryWithOptions(kubeClient, opts.ResyncPeriod, informers.WithNamespace(ns),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managed }),
 			informers.WithTransform(controller.StripManagedFields)),
 		UnmanagedMetadataInformers: unmanagedInformers,
-		MetadataInformers:          metadatainformer.NewSharedInformerFactory(metadataClient, opts.ResyncPeriod),
+		MetadataInformers:          metadatainformer.NewFilteredSharedInformerFactory(metadataClient, opts.ResyncPeriod, ns, nil),
 		AppInformers: appinformers.NewSharedInformerFactoryWithOptions(appClient, opts.ResyncPeriod,
-			appinformers.WithTransform(controller.StripManagedFields)),
-		ProbeEventInformers: informers.NewSharedInformerFactoryWithOptions(kubeClient, opts.ResyncPeriod,
+			appinformers.WithNamespace(ns), appinformers.WithTransform(controller.StripManagedFields)),
+		ProbeEventInformers: informers.NewSharedInformerFactoryWithOptions(kubeClient, opts.ResyncPeriod, informers.WithNamespace(ns),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = podhealth.ProbeEventSelector }),
 			informers.WithTransform(podhealth.TrimProbeEvent)),
 		EventRecorder: broadcaster.NewRecorder(scheme, corev1.EventSource{Component: appv1.FieldManager}),

@@ -37,6 +37,10 @@ type Options struct {
 	// IngressClass is the IngressClass of Ingresses created for annotated Services that
 	// do not name one; empty means the cluster's default class.
 	IngressClass string
+	// WatchNamespace limits every controller to the objects of one namespace ("": all):
+	// a namespace-scoped install, whose RBAC is a Role in that namespace. The node
+	// labeler, which writes cluster-scoped Nodes, is disabled then.
+	WatchNamespace string
 	// IngressSharedNamespaces may share Ingress hosts among themselves; every other
 	// namespace holds the hosts it claimed first alone.
 	IngressSharedNamespaces []string
@@ -141,6 +145,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.IngressClass, "ingress-class", o.IngressClass, "IngressClass of the Ingresses created for Services annotated ingress/http that set no ingress/class; empty: the cluster's default class.")
 	fs.Var(newStringList(&o.IngressSharedNamespaces), "ingress-shared-namespaces", "Comma-separated namespaces that may share Ingress hosts among themselves; every other namespace holds the hosts it claimed first alone (a later claim from another namespace gets no Ingress and a HostConflict Warning).")
 	fs.Var(newStringList(&o.IngressCatchAllNamespaces), "ingress-catch-all-namespaces", "Comma-separated namespaces whose Services may have a catch-all Ingress rule (annotation ingress/host unset); * for every namespace, empty for none.")
+	fs.StringVar(&o.WatchNamespace, "watch-namespace", o.WatchNamespace, "Watch and reconcile only the objects of this namespace (a namespace-scoped install; its RBAC can be a Role there); empty: every namespace. The node labeler is disabled then.")
 	fs.StringVar(&o.NodeLabelConfig, "node-label-config", o.NodeLabelConfig, "Path of the node labeler's rules (YAML). Without it the node labeler is disabled.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader among the instances through a Lease; only the leader runs the controllers. Use it when running more than one replica.")
 	fs.StringVar(&o.LeaderElectNamespace, "leader-elect-namespace", o.LeaderElectNamespace, "Namespace of the leader election Lease (default: the pod's namespace, else default).")

@@ -436,6 +436,45 @@ func TestOtherValues(t *testing.T) {
 				t.Error("CRD rendered")
 			}
 		}},
+		{"watchNamespace: a Role there, no cluster-wide rights on namespaced objects, no Nodes", Options{Values: map[string]any{"watchNamespace": "team-a"}}, func(t *testing.T, r *Rendering) {
+			var args []string
+			for _, a := range container(t, find(t, r, "Deployment", "app-controller"))["args"].([]any) {
+				args = append(args, a.(string))
+			}
+			if !slices.Contains(args, "--watch-namespace=team-a") {
+				t.Errorf("args %q lack --watch-namespace=team-a", args)
+			}
+			role := find(t, r, "Role", "app-controller-watched")
+			if role.GetNamespace() != "team-a" {
+				t.Errorf("Role in namespace %q, want team-a", role.GetNamespace())
+			}
+			binding := find(t, r, "RoleBinding", "app-controller-watched")
+			if subject := nested(t, binding, "subjects").([]any)[0].(map[string]any); subject["name"] != "app-controller" || binding.GetNamespace() != "team-a" {
+				t.Errorf("RoleBinding %v in %q", subject, binding.GetNamespace())
+			}
+			resources := func(obj *unstructured.Unstructured) []string {
+				var out []string
+				for _, rule := range nested(t, obj, "rules").([]any) {
+					for _, res := range rule.(map[string]any)["resources"].([]any) {
+						out = append(out, res.(string))
+					}
+				}
+				return out
+			}
+			cluster := resources(find(t, r, "ClusterRole", "app-controller"))
+			if slices.Contains(cluster, "apps") || slices.Contains(cluster, "secrets") || slices.Contains(cluster, "nodes") {
+				t.Errorf("the ClusterRole still grants %q", cluster)
+			}
+			ns := resources(role)
+			for _, want := range []string{"apps", "deployments", "services", "secrets", "ingresses"} {
+				if !slices.Contains(ns, want) {
+					t.Errorf("the Role lacks %s: %q", want, ns)
+				}
+			}
+			if slices.Contains(ns, "nodes") {
+				t.Errorf("the Role grants nodes")
+			}
+		}},
 		{"image.tag overrides appVersion", Options{Values: map[string]any{"image": map[string]any{"tag": "v9"}}}, func(t *testing.T, r *Rendering) {
 			if got := container(t, find(t, r, "Deployment", "app-controller"))["image"]; got != "app-controller:v9" {
 				t.Errorf("image = %v, want app-controller:v9", got)

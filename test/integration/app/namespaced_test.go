@@ -1,0 +1,82 @@
+package app
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/app-controller/app-controller/internal/localcluster"
+	"github.com/app-controller/app-controller/pkg/controllermanager"
+	"github.com/app-controller/app-controller/test/integration/framework"
+)
+
+// TestWatchNamespace runs the App controller with --watch-namespace as a ServiceAccount
+// whose only rights are a Role in that namespace, made of the shipped ClusterRole's rules
+// on namespaced resources (as the chart's watchNamespace renders it): the Apps of that
+// namespace converge, those of another namespace are left alone (no child, no status).
+func TestWatchNamespace(t *testing.T) {
+	c := newClients(t)
+	mine, other := framework.Namespace(t), framework.Namespace(t)
+	ctx := context.Background()
+
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shipped rbacv1.ClusterRole
+	if err := yaml.Unmarshal(data, &shipped); err != nil { // the file's first document
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "app-controller", Namespace: mine}}
+	for _, r := range shipped.Rules {
+		if !slices.ContainsFunc(r.Resources, func(res string) bool {
+			return res == "nodes" || res == "tokenreviews" || res == "subjectaccessreviews"
+		}) {
+			role.Rules = append(role.Rules, r)
+		}
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app-controller", Namespace: mine}}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "app-controller", Namespace: mine},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "app-controller"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "app-controller", Namespace: mine}},
+	}
+	if _, err := c.kube.CoreV1().ServiceAccounts(mine).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.kube.RbacV1().Roles(mine).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.kube.RbacV1().RoleBindings(mine).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := rest.CopyConfig(framework.Config(t))
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + mine + ":app-controller"}
+	opts := controllermanager.NewOptions()
+	opts.WatchNamespace = mine
+	opts.Controllers = []string{"app", "ingress"}
+	opts.ShutdownTimeout = 5 * time.Second
+	framework.StartManager(t, cfg, opts)
+
+	c.create(t, newApp(mine, "web", "nginx", 1))
+	c.create(t, newApp(other, "web", "nginx", 1))
+	c.waitReady(t, mine, "web")
+	time.Sleep(2 * time.Second) // time to act on the other, if it wrongly would
+	if a := c.getApp(t, other, "web"); a.Status.ObservedGeneration != -1 || len(a.Status.Conditions) != 0 {
+		t.Errorf("the App of another namespace was synced: %+v", a.Status)
+	}
+}
