@@ -3,6 +3,7 @@ package controllermanager
 import (
 	"flag"
 	"fmt"
+	"k8s.io/apimachinery/pkg/labels"
 	"os"
 	"strings"
 	"time"
@@ -41,6 +42,10 @@ type Options struct {
 	// a namespace-scoped install, whose RBAC is a Role in that namespace. The node
 	// labeler, which writes cluster-scoped Nodes, is disabled then.
 	WatchNamespace string
+	// AppSelector is a label selector: the App controller reconciles only the Apps it
+	// selects ("": every App). Instances with disjoint selectors (and their own
+	// --leader-elect-name) split the Apps between them.
+	AppSelector string
 	// IngressSharedNamespaces may share Ingress hosts among themselves; every other
 	// namespace holds the hosts it claimed first alone.
 	IngressSharedNamespaces []string
@@ -145,6 +150,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.IngressClass, "ingress-class", o.IngressClass, "IngressClass of the Ingresses created for Services annotated ingress/http that set no ingress/class; empty: the cluster's default class.")
 	fs.Var(newStringList(&o.IngressSharedNamespaces), "ingress-shared-namespaces", "Comma-separated namespaces that may share Ingress hosts among themselves; every other namespace holds the hosts it claimed first alone (a later claim from another namespace gets no Ingress and a HostConflict Warning).")
 	fs.Var(newStringList(&o.IngressCatchAllNamespaces), "ingress-catch-all-namespaces", "Comma-separated namespaces whose Services may have a catch-all Ingress rule (annotation ingress/host unset); * for every namespace, empty for none.")
+	fs.StringVar(&o.AppSelector, "app-selector", o.AppSelector, "Label selector of the Apps this instance reconciles (e.g. shard=a); empty: every App. Instances with disjoint selectors, each with its own --leader-elect-name, split the Apps between them.")
 	fs.StringVar(&o.WatchNamespace, "watch-namespace", o.WatchNamespace, "Watch and reconcile only the objects of this namespace (a namespace-scoped install; its RBAC can be a Role there); empty: every namespace. The node labeler is disabled then.")
 	fs.StringVar(&o.NodeLabelConfig, "node-label-config", o.NodeLabelConfig, "Path of the node labeler's rules (YAML). Without it the node labeler is disabled.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader among the instances through a Lease; only the leader runs the controllers. Use it when running more than one replica.")
@@ -181,6 +187,9 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("leader election timings must satisfy 0 < --leader-elect-retry-period (%s) < --leader-elect-renew-deadline (%s) < --leader-elect-lease-duration (%s)",
 				o.LeaderElectRetryPeriod, o.LeaderElectRenewDeadline, o.LeaderElectLeaseDuration)
 		}
+	}
+	if _, err := labels.Parse(o.AppSelector); err != nil {
+		return fmt.Errorf("--app-selector %q: %w", o.AppSelector, err)
 	}
 	return validateControllers(o.Controllers)
 }
