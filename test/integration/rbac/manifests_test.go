@@ -18,6 +18,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -67,6 +68,7 @@ func TestDeployableManifests(t *testing.T) {
 		pdb        policyv1.PodDisruptionBudget
 		metrics    corev1.Service
 		policy     admissionregistrationv1.ValidatingAdmissionPolicy
+		flows      flowcontrolv1.FlowSchema
 	)
 	for i, doc := range splitYAML(rendered) {
 		where := fmt.Sprintf("config/default document %d", i+1)
@@ -92,6 +94,8 @@ func TestDeployableManifests(t *testing.T) {
 			obj = &metrics
 		case "ValidatingAdmissionPolicy":
 			obj = &policy
+		case "FlowSchema":
+			obj = &flows
 		default:
 			continue
 		}
@@ -101,7 +105,7 @@ func TestDeployableManifests(t *testing.T) {
 	}
 	slices.Sort(kinds)
 	// Three ClusterRoles: the controller's and the aggregated view and edit roles.
-	if want := []string{"ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Deployment", "Namespace",
+	if want := []string{"ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Deployment", "FlowSchema", "Namespace",
 		"PodDisruptionBudget", "Role", "RoleBinding", "Service", "ServiceAccount",
 		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}; !slices.Equal(kinds, want) {
 		t.Fatalf("config/default renders %v, want %v", kinds, want)
@@ -112,6 +116,14 @@ func TestDeployableManifests(t *testing.T) {
 	user := "'system:serviceaccount:" + sa.Namespace + ":" + sa.Name + "'"
 	if len(policy.Spec.MatchConditions) != 1 || !strings.Contains(policy.Spec.MatchConditions[0].Expression, user) {
 		t.Errorf("the node label policy's match conditions %+v do not name the deployed ServiceAccount %s", policy.Spec.MatchConditions, user)
+	}
+
+	// The FlowSchema of the leader election Lease names the deployed ServiceAccount and
+	// the Lease's namespace (kustomize does not rewrite them either).
+	if len(flows.Spec.Rules) != 1 || len(flows.Spec.Rules[0].Subjects) != 1 || flows.Spec.Rules[0].Subjects[0].ServiceAccount == nil ||
+		*flows.Spec.Rules[0].Subjects[0].ServiceAccount != (flowcontrolv1.ServiceAccountSubject{Name: sa.Name, Namespace: sa.Namespace}) ||
+		!slices.Equal(flows.Spec.Rules[0].ResourceRules[0].Namespaces, []string{sa.Namespace}) {
+		t.Errorf("the FlowSchema's rules %+v do not name the deployed ServiceAccount %s/%s and its namespace", flows.Spec.Rules, sa.Namespace, sa.Name)
 	}
 
 	// The PodDisruptionBudget and the metrics Service select the controller's pods, and
