@@ -43,12 +43,9 @@ type History struct {
 
 // GetHistory reads the App namespace/name and the revisions it controls.
 func GetHistory(ctx context.Context, clients Clients, namespace, name string) (*History, error) {
-	app, err := clients.Apps.AppcontrollerV1().Apps(namespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, &AppNotFoundError{Namespace: namespace, Name: name}
-	}
+	app, err := getTypedApp(ctx, clients, namespace, name)
 	if err != nil {
-		return nil, &APIError{Err: err}
+		return nil, err
 	}
 	selector := labels.SelectorFromSet(labels.Set{appv1.InstanceLabel: name, appv1.ManagedByLabel: appv1.ManagedByValue})
 	list, err := clients.Kube.AppsV1().ControllerRevisions(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
@@ -74,6 +71,19 @@ func GetHistory(ctx context.Context, clients Clients, namespace, name string) (*
 	}
 	slices.SortFunc(h.Revisions, func(a, b Revision) int { return cmp.Compare(a.Number, b.Number) })
 	return h, nil
+}
+
+// getTypedApp reads the App namespace/name with the generated client: an
+// AppNotFoundError when it does not exist, an APIError when the read fails.
+func getTypedApp(ctx context.Context, clients Clients, namespace, name string) (*appv1.App, error) {
+	app, err := clients.Apps.AppcontrollerV1().Apps(namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, &AppNotFoundError{Namespace: namespace, Name: name}
+	}
+	if err != nil {
+		return nil, &APIError{Err: err}
+	}
+	return app, nil
 }
 
 // find returns the revision numbered n, or nil.
@@ -264,12 +274,9 @@ func leaves(v any) (map[string]string, error) {
 // template to now, with field manager kubectl-app. The controller leaves that
 // annotation alone. It returns the Deployment's name.
 func Restart(ctx context.Context, clients Clients, namespace, name string, now time.Time) (string, error) {
-	app, err := clients.Apps.AppcontrollerV1().Apps(namespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return "", &AppNotFoundError{Namespace: namespace, Name: name}
-	}
+	app, err := getTypedApp(ctx, clients, namespace, name)
 	if err != nil {
-		return "", &APIError{Err: err}
+		return "", err
 	}
 	if app.Spec.DeploymentTemplate == nil {
 		return "", fmt.Errorf("App %s/%s has no Deployment to restart", namespace, name)

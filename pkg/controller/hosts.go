@@ -1,6 +1,9 @@
 package controller
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Hosts of Ingress rules and routes, for the ownership of hosts between namespaces
 // (pkg/controller/ingress/hosts.go, pkg/controller/app/route.go).
@@ -27,4 +30,20 @@ func wildcardCovers(w, h string) bool {
 	}
 	label, found := strings.CutSuffix(h, suffix)
 	return found && label != "" && !strings.Contains(label, ".")
+}
+
+// HostBuckets returns the buckets of hosts (lowercased; "" skipped: a rule without a
+// host claims none), each once, sorted: the index values of an object that routes them.
+func HostBuckets(hosts ...string) []string {
+	var buckets []string
+	for _, h := range hosts {
+		if h == "" {
+			continue
+		}
+		if b := HostBucket(strings.ToLower(h)); !slices.Contains(buckets, b) {
+			buckets = append(buckets, b)
+		}
+	}
+	slices.Sort(buckets)
+	return buckets
 }

@@ -263,8 +263,14 @@ func (c *Controller) recordConfigNotFound(app *appv1.App, status *appv1.AppStatu
 	if ready == nil || ready.Reason != appv1.ReasonConfigNotFound {
 		return
 	}
-	if old := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionReady); old != nil && old.Reason == ready.Reason && old.Message == ready.Message {
+	c.warnOnChange(app, appv1.ConditionReady, ready.Reason, ready.Message)
+}
+
+// warnOnChange emits a Warning Event with reason and msg about app, unless app's
+// condition of conditionType already says them: once per new problem, not at every sync.
+func (c *Controller) warnOnChange(app *appv1.App, conditionType, reason, msg string) {
+	if old := meta.FindStatusCondition(app.Status.Conditions, conditionType); old != nil && old.Reason == reason && old.Message == controller.TruncateMessage(msg) {
 		return
 	}
-	c.recorder.Event(app, corev1.EventTypeWarning, appv1.ReasonConfigNotFound, ready.Message)
+	c.recorder.Event(app, corev1.EventTypeWarning, reason, msg)
 }

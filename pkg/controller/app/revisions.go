@@ -76,27 +76,25 @@ type revisions struct {
 }
 
 // ensure makes the revision that records app's current spec exist and be the newest,
-// prunes the oldest beyond the history limit, and returns its name and whether it
-// wrote.
-func (r *revisions) ensure(ctx context.Context, app *appv1.App) (string, bool, error) {
+// prunes the oldest beyond the history limit, and returns its name.
+func (r *revisions) ensure(ctx context.Context, app *appv1.App) (string, error) {
 	if name := app.Status.CurrentRevision; name != "" && app.Status.ObservedGeneration == app.Generation {
 		if _, exists, err := r.cache.GetByKey(app.Namespace + "/" + name); err == nil && exists {
-			return name, false, nil // recorded at this generation
+			return name, nil // recorded at this generation
 		}
 	}
 	data, hash, err := RevisionData(&app.Spec)
 	if err != nil {
-		return "", false, err
+		return "", err
 	}
 	name := app.Name + "-" + hash
 	owned, err := r.owned(app)
 	if err != nil {
-		return "", false, err
+		return "", err
 	}
 	next := r.next(app.UID, owned)
 	changeCause := app.Annotations[appv1.ChangeCauseAnnotation]
 
-	wrote := false
 	current := findRevision(owned, name)
 	if current == nil {
 		if obj, exists, err := r.cache.GetByKey(app.Namespace + "/" + name); err == nil && exists {
@@ -105,22 +103,19 @@ func (r *revisions) ensure(ctx context.Context, app *appv1.App) (string, bool, e
 	}
 	switch {
 	case current != nil && !controller.IsControlledBy(current, app):
-		return "", false, fmt.Errorf("ControllerRevision %s/%s exists and is not controlled by App %s", app.Namespace, name, app.Name)
+		return "", fmt.Errorf("ControllerRevision %s/%s exists and is not controlled by App %s", app.Namespace, name, app.Name)
 	case current == nil:
 		if current, err = r.create(ctx, app, name, data, next, changeCause); err != nil {
-			return "", false, err
+			return "", err
 		}
 		owned = append(owned, current)
-		wrote = true
 	case current.Revision < next-1:
 		// An older spec again (a rollback): its revision becomes the newest.
 		if current, err = r.renumber(ctx, current, next, changeCause); err != nil {
-			return "", false, err
+			return "", err
 		}
-		wrote = true
 	}
-	pruned, err := r.prune(ctx, app, owned, current)
-	return name, wrote || pruned, err
+	return name, r.prune(ctx, app, owned, current)
 }
 
 // owned returns the revisions app controls.
@@ -239,10 +234,10 @@ func (r *revisions) remember(rev *appsv1.ControllerRevision) *appsv1.ControllerR
 }
 
 // prune deletes the oldest revisions of app beyond its history limit, never current.
-func (r *revisions) prune(ctx context.Context, app *appv1.App, owned []*appsv1.ControllerRevision, current *appsv1.ControllerRevision) (bool, error) {
+func (r *revisions) prune(ctx context.Context, app *appv1.App, owned []*appsv1.ControllerRevision, current *appsv1.ControllerRevision) error {
 	limit := int(ptr.Deref(app.Spec.RevisionHistoryLimit, DefaultRevisionHistoryLimit))
 	if len(owned) <= limit {
-		return false, nil
+		return nil
 	}
 	owned = slices.Clone(owned)
 	slices.SortFunc(owned, func(a, b *appsv1.ControllerRevision) int {
@@ -254,7 +249,6 @@ func (r *revisions) prune(ctx context.Context, app *appv1.App, owned []*appsv1.C
 		}
 		return cmp.Compare(a.Revision, b.Revision)
 	})
-	deleted := false
 	for _, rev := range owned[:len(owned)-limit] {
 		uid := rev.UID
 		err := r.client.AppsV1().ControllerRevisions(rev.Namespace).Delete(ctx, rev.Name, metav1.DeleteOptions{
@@ -263,13 +257,12 @@ func (r *revisions) prune(ctx context.Context, app *appv1.App, owned []*appsv1.C
 		switch {
 		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 		case err != nil:
-			return deleted, fmt.Errorf("deleting revision %d (ControllerRevision %s/%s) beyond the history limit of App %s: %w", rev.Revision, rev.Namespace, rev.Name, app.Name, err)
+			return fmt.Errorf("deleting revision %d (ControllerRevision %s/%s) beyond the history limit of App %s: %w", rev.Revision, rev.Namespace, rev.Name, app.Name, err)
 		default:
-			deleted = true
 			klog.FromContext(ctx).V(2).Info("Deleted a revision beyond the history limit", "revision", rev.Revision, "name", rev.Name)
 		}
 	}
-	return deleted, nil
+	return nil
 }
 
 // findRevision returns the revision named name, or nil.

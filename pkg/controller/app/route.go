@@ -2,7 +2,6 @@ package app
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -35,15 +34,16 @@ func indexIngressByHost(obj interface{}) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	var buckets []string
+	return controller.HostBuckets(ruleHosts(ing)...), nil
+}
+
+// ruleHosts returns the hosts of ing's rules.
+func ruleHosts(ing *networkingv1.Ingress) []string {
+	hosts := make([]string, 0, len(ing.Spec.Rules))
 	for _, r := range ing.Spec.Rules {
-		if r.Host != "" {
-			if b := controller.HostBucket(strings.ToLower(r.Host)); !slices.Contains(buckets, b) {
-				buckets = append(buckets, b)
-			}
-		}
+		hosts = append(hosts, r.Host)
 	}
-	return buckets, nil
+	return hosts
 }
 
 // DesiredRoute returns the apply configuration of the Ingress of app's route, or nil
@@ -175,11 +175,9 @@ func indexAppByRouteHost(obj interface{}) ([]string, error) {
 	if !ok || app.Spec.Route == nil {
 		return nil, nil
 	}
-	var buckets []string
+	hosts := make([]string, 0, len(app.Spec.Route.Hosts))
 	for _, h := range app.Spec.Route.Hosts {
-		if b := controller.HostBucket(strings.ToLower(string(h))); !slices.Contains(buckets, b) {
-			buckets = append(buckets, b)
-		}
+		hosts = append(hosts, string(h))
 	}
-	return buckets, nil
+	return controller.HostBuckets(hosts...), nil
 }

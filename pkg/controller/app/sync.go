@@ -94,7 +94,7 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 		deployment, deploymentErr = c.deployments.reconcile(ctx, app, want.deploymentName, want.deployment, deploymentWinner)
 	})
 	wg.Go(func() {
-		revision, _, revisionErr = c.revisions.ensure(ctx, app)
+		revision, revisionErr = c.revisions.ensure(ctx, app)
 	})
 	wg.Go(func() {
 		budget, budgetErr = c.disruptionBudgets.reconcile(ctx, app, want.budgetName, want.disruptionBudget, deploymentWinner)
@@ -199,9 +199,7 @@ func (c *Controller) refuse(ctx context.Context, key cache.ObjectName, app *appv
 	now := metav1.NewTime(c.clock.Now())
 	status := app.Status.DeepCopy()
 	status.ObservedGeneration = app.Generation
-	if old := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionReady); old == nil || old.Reason != reason || old.Message != msg {
-		c.recorder.Event(app, corev1.EventTypeWarning, reason, msg)
-	}
+	c.warnOnChange(app, appv1.ConditionReady, reason, msg)
 	msg = controller.TruncateMessage(msg)
 	setCondition(status, app, now, appv1.ConditionReady, metav1.ConditionFalse, reason, msg)
 	setCondition(status, app, now, appv1.ConditionProgressing, metav1.ConditionFalse, reason, msg)
@@ -224,9 +222,7 @@ func (c *Controller) setRouteStatus(app *appv1.App, status *appv1.AppStatus, rou
 	}
 	switch {
 	case refused != "":
-		if old := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionRouteAccepted); old == nil || old.Reason != appv1.ReasonHostConflict || old.Message != refused {
-			c.recorder.Event(app, corev1.EventTypeWarning, appv1.ReasonHostConflict, refused)
-		}
+		c.warnOnChange(app, appv1.ConditionRouteAccepted, appv1.ReasonHostConflict, refused)
 		set(metav1.ConditionFalse, appv1.ReasonHostConflict, refused)
 	case invalid != "":
 		set(metav1.ConditionFalse, appv1.ReasonRouteRefused, invalid)

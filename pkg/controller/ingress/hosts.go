@@ -65,20 +65,19 @@ func indexByHost(obj interface{}) ([]string, error) {
 		if o.Labels[appv1.ManagedByLabel] != appv1.ManagedByValue {
 			return nil, nil
 		}
-		buckets := sets.New[string]()
+		hosts := make([]string, 0, len(o.Spec.Rules))
 		for _, r := range o.Spec.Rules {
-			if r.Host != "" {
-				buckets.Insert(controller.HostBucket(strings.ToLower(r.Host)))
-			}
+			hosts = append(hosts, r.Host)
 		}
-		return sets.List(buckets), nil
+		return controller.HostBuckets(hosts...), nil
 	}
 	return nil, nil
 }
 
 // hostClaim is a claim of a host: a Service, and its Ingress if it routes the host.
 type hostClaim struct {
-	namespace, service string
+	// namespace claims the host for claimant: "Service NAME" or "the route of App NAME".
+	namespace, claimant string
 	// routed: the Service's Ingress routes a conflicting host, since ingressCreated.
 	routed         bool
 	ingressCreated time.Time
@@ -100,7 +99,7 @@ func (a hostClaim) before(b hostClaim) int {
 	if !a.serviceCreated.Equal(b.serviceCreated) {
 		return a.serviceCreated.Compare(b.serviceCreated)
 	}
-	return cmp.Or(strings.Compare(a.namespace, b.namespace), strings.Compare(a.service, b.service))
+	return cmp.Or(strings.Compare(a.namespace, b.namespace), strings.Compare(a.claimant, b.claimant))
 }
 
 // hostHolder returns the first claim of host and every host conflicting with it: the
@@ -126,7 +125,7 @@ func (c *Controller) hostHolder(host string) (hostClaim, bool, error) {
 		}
 		if ref.Kind == "App" {
 			// An App's route (pkg/controller/app/route.go): routed since its Ingress.
-			claims["App "+ing.Namespace+"/"+ref.Name] = hostClaim{namespace: ing.Namespace, service: "the route of App " + ref.Name, routed: true,
+			claims["App "+ing.Namespace+"/"+ref.Name] = hostClaim{namespace: ing.Namespace, claimant: "the route of App " + ref.Name, routed: true,
 				ingressCreated: ing.CreationTimestamp.Time}
 			continue
 		}
@@ -137,7 +136,7 @@ func (c *Controller) hostHolder(host string) (hostClaim, bool, error) {
 		if err != nil || svc.UID != ref.UID {
 			continue // the Service is gone: its Ingress goes with it
 		}
-		claims[ing.Namespace+"/"+ref.Name] = hostClaim{namespace: ing.Namespace, service: "Service " + ref.Name, routed: true,
+		claims[ing.Namespace+"/"+ref.Name] = hostClaim{namespace: ing.Namespace, claimant: "Service " + ref.Name, routed: true,
 			ingressCreated: ing.CreationTimestamp.Time, serviceCreated: svc.CreationTimestamp.Time}
 	}
 	services, err := c.serviceIndex.ByIndex(hostIndex, bucket)
@@ -154,7 +153,7 @@ func (c *Controller) hostHolder(host string) (hostClaim, bool, error) {
 		if _, routed := claims[key]; routed || !ok || !controller.HostsConflict(claimed, host) {
 			continue
 		}
-		claims[key] = hostClaim{namespace: svc.Namespace, service: "Service " + svc.Name, serviceCreated: svc.CreationTimestamp.Time}
+		claims[key] = hostClaim{namespace: svc.Namespace, claimant: "Service " + svc.Name, serviceCreated: svc.CreationTimestamp.Time}
 	}
 	if len(claims) == 0 {
 		return hostClaim{}, false, nil
@@ -178,7 +177,7 @@ func (c *Controller) hostRefusal(svc *corev1.Service, host string) (string, erro
 		since = "its Ingress routes it since " + holder.ingressCreated.UTC().Format(time.RFC3339)
 	}
 	return fmt.Sprintf("host %q is held by namespace %q (%s: %s); no Ingress for it here until that namespace lets it go",
-		host, holder.namespace, holder.service, since), nil
+		host, holder.namespace, holder.claimant, since), nil
 }
 
 // catchAllRefusal says why svc may not have a catch-all Ingress (no ingress/host), or

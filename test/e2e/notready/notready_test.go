@@ -157,10 +157,7 @@ func TestNotReadyOnRealNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := controllermanager.NewOptions()
-	opts.Controllers = []string{"app"}
-	opts.ShutdownTimeout = 5 * time.Second
-	framework.StartManager(t, framework.Config(t), opts)
+	startAppController(t)
 
 	agnhost := realnode.Agnhost(t)
 	ns := framework.Namespace(t)
@@ -185,6 +182,16 @@ func TestNotReadyOnRealNode(t *testing.T) {
 		}
 	})
 	t.Logf("summary:\n%s", strings.Join(summary, "\n"))
+}
+
+// startAppController runs the App controller (only) in the test process, against the
+// cluster's API server, until the test ends.
+func startAppController(t *testing.T) {
+	t.Helper()
+	opts := controllermanager.NewOptions()
+	opts.Controllers = []string{"app"}
+	opts.ShutdownTimeout = 5 * time.Second
+	framework.StartManager(t, framework.Config(t), opts)
 }
 
 func runFailure(t *testing.T, client kubernetes.Interface, apps appclient.Interface, ns, agnhost, plugin string, f failure, report func(string, ...any)) {

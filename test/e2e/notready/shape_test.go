@@ -15,7 +15,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	"github.com/app-controller/app-controller/pkg/controllermanager"
 	appclient "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	"github.com/app-controller/app-controller/test/e2e/realnode"
 	"github.com/app-controller/app-controller/test/integration/framework"
@@ -31,10 +30,7 @@ func TestServiceShapeOnRealNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := controllermanager.NewOptions()
-	opts.Controllers = []string{"app"}
-	opts.ShutdownTimeout = 5 * time.Second
-	framework.StartManager(t, framework.Config(t), opts)
+	startAppController(t)
 	agnhost := realnode.Agnhost(t)
 	ns := framework.Namespace(t)
 	ctx := context.Background()
