@@ -239,7 +239,7 @@ CLUSTER_UP_DEPS = tools $(if $(filter real,$(NODE)),node-packages node-tools)
 
 .PHONY: cluster-up
 cluster-up: $(CLUSTER_UP_DEPS) $(BIN)/localcluster ## Start the local control plane in the background (NODE=real: a node that runs pods for real); admin kubeconfig at .local/kubeconfig.
-	$(BIN)/localcluster up --bin-dir $(BIN) --state-dir $(LOCAL) --crd-dir config/crd/bases --node $(NODE)
+	$(BIN)/localcluster up --bin-dir $(BIN) --state-dir $(LOCAL) --crd-dir config/crd/bases --gateway-api --node $(NODE)
 
 .PHONY: cluster-down
 cluster-down: $(BIN)/localcluster ## Stop the local control plane and remove its state.
@@ -280,6 +280,27 @@ $(NODE_IMAGES): $(BIN)/agnhost $(IMAGEBUILD)
 	$(IMAGEBUILD) build --layout $@/pause --tag pause:2.63.0 --platform linux/$(HOST_ARCH)=$(BIN)/agnhost \
 		--entrypoint /agnhost --arg pause --user 65535:65535 --created-epoch 0 --version 2.63.0 --revision k8s.io/kubernetes@v1.36.3 \
 		--source https://github.com/kubernetes/kubernetes/tree/master/test/images/agnhost >/dev/null
+
+# Traefik v3 (hack/tools/traefik), a real ingress and Gateway API controller, and its
+# image (entrypoint /traefik), for make e2e-traffic only: its first build downloads about
+# 2.6 GB of modules and takes about 9 minutes on 2 cores, so make test does not build it.
+TRAEFIK        := $(BIN)/traefik
+TRAEFIK_IMAGE  := $(BIN)/traffic-images/traefik
+
+$(TRAEFIK): hack/tools/traefik/go.mod hack/tools/traefik/go.sum
+	@mkdir -p $(BIN)
+	cd hack/tools/traefik && $(GO) build -o $@ github.com/traefik/traefik/v3/cmd/traefik
+
+$(TRAEFIK_IMAGE): $(TRAEFIK) $(IMAGEBUILD)
+	@rm -rf $@
+	$(IMAGEBUILD) build --layout $@ --tag traefik:v3.6.12 --platform linux/$(HOST_ARCH)=$(TRAEFIK) \
+		--entrypoint /traefik --user 65532:65532 --created-epoch 0 --version v3.6.12 --revision github.com/traefik/traefik/v3@v3.6.12 \
+		--source https://github.com/traefik/traefik >/dev/null
+
+.PHONY: e2e-traffic
+e2e-traffic: node-packages tools node-tools $(TRAEFIK_IMAGE) ## Opt-in: requests by Host header through Traefik to an App's pods, by its route's Ingress and HTTPRoute, on a real node (first run builds Traefik: about 10 minutes).
+	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) TRAEFIK_IMAGE_LAYOUT=$(TRAEFIK_IMAGE) \
+		$(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) ./test/e2e/traffic/ $(TESTFLAGS)
 
 # The Debian packages a real node runs: containerd, runc, the CNI plugins and iptables,
 # installed with apt-get when one is missing (root).

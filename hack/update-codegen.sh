@@ -13,6 +13,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "${ROOT}"
 
 MODULE="$(go list -m)"
+# `go list -m` names no directory for a module not downloaded yet (a fresh machine).
+go mod download k8s.io/code-generator
 CODEGEN_PKG="$(go list -m -f '{{.Dir}}' k8s.io/code-generator)"
 # kube_codegen.sh go-installs its generators; keep them in the project's bin/.
 export GOBIN="${ROOT}/bin/codegen"

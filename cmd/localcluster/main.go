@@ -104,11 +104,23 @@ func parseFlags(cmd string, args []string) (localcluster.DaemonOptions, error) {
 	if cmd != "down" {
 		fs.StringVar(&opts.BinDir, "bin-dir", "", "directory with the control plane binaries and kwok-stages/ (built by 'make tools'); default: $"+localcluster.BinDirEnv+" or <repo>/bin")
 		fs.StringVar(&opts.CRDDir, "crd-dir", "", "directory of CustomResourceDefinition YAML files to install before kube-controller-manager starts (optional)")
+		fs.StringVar(&opts.GatewayAPIDir, "gateway-api-dir", "", "directory of the Gateway API's standard CRDs; its CRDs are installed with --crd-dir's (optional)")
 		fs.StringVar(&opts.Node, "node", localcluster.NodeKwok, "kind of node: kwok (simulated pods) or real (containerd and a kubelet that run pods for real; root only, needs 'make node-tools')")
+	}
+	gatewayAPI := false
+	if cmd == "up" {
+		fs.BoolVar(&gatewayAPI, "gateway-api", false, "install the Gateway API CRDs of the version go.mod requires (found with the go command, from the working directory's module) unless --gateway-api-dir names them")
 	}
 	fs.StringVar(&opts.StateDir, "state-dir", "", "directory for the cluster's state, logs and kubeconfig (required)")
 	if err := fs.Parse(args); err != nil {
 		return opts, err
+	}
+	if gatewayAPI && opts.GatewayAPIDir == "" {
+		dir, err := localcluster.GatewayAPICRDDir(context.Background())
+		if err != nil {
+			return opts, err
+		}
+		opts.GatewayAPIDir = dir
 	}
 	if fs.NArg() > 0 {
 		return opts, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))

@@ -35,6 +35,12 @@ type Options struct {
 	// garbage collector then knows the custom resources from the start, instead of
 	// after its next 30 s discovery resync.
 	CRDDir string
+	// GatewayAPIDir, if set, is the directory of the Gateway API's standard CRDs
+	// (GatewayAPICRDDir): every CRD there is installed with the CRDs of CRDDir.
+	GatewayAPIDir string
+	// GatewayAPI installs those CRDs from GatewayAPICRDDir when GatewayAPIDir is not
+	// set.
+	GatewayAPI bool
 	// PodCapacity is the number of pods the cluster must have room for: Start creates
 	// one kwok node per KwokNodePods pods (kwok-node-0, kwok-node-1, ...). Zero means
 	// one node.
@@ -260,6 +266,18 @@ func (c *Cluster) start(ctx context.Context, stages []string) error {
 			return err
 		}
 		c.printf("CRDs of %s established (%.1fs)\n", c.opts.CRDDir, time.Since(t).Seconds())
+	}
+	if c.opts.GatewayAPI && c.opts.GatewayAPIDir == "" {
+		if c.opts.GatewayAPIDir, err = GatewayAPICRDDir(ctx); err != nil {
+			return err
+		}
+	}
+	if c.opts.GatewayAPIDir != "" {
+		t := time.Now()
+		if err := InstallGatewayAPICRDs(ctx, c.Config, c.opts.GatewayAPIDir); err != nil {
+			return err
+		}
+		c.printf("Gateway API CRDs of %s established (%.1fs)\n", c.opts.GatewayAPIDir, time.Since(t).Seconds())
 	}
 
 	// kube-controller-manager and kube-scheduler, started together.

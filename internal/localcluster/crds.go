@@ -31,6 +31,25 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config, dir string) error {
 	if err != nil {
 		return err
 	}
+	return installCRDs(ctx, cfg, crds)
+}
+
+// InstallGatewayAPICRDs installs the Gateway API's standard CRDs from dir
+// (GatewayAPICRDDir) and waits until they are Established.
+func InstallGatewayAPICRDs(ctx context.Context, cfg *rest.Config, dir string) error {
+	files, err := gatewayAPICRDFiles(dir)
+	if err != nil {
+		return err
+	}
+	crds, err := readCRDFiles(files)
+	if err != nil {
+		return err
+	}
+	return installCRDs(ctx, cfg, crds)
+}
+
+// installCRDs creates or updates crds and waits until all of them are Established.
+func installCRDs(ctx context.Context, cfg *rest.Config, crds []*apiextensionsv1.CustomResourceDefinition) error {
 	client, err := apiextensionsclient.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("making an apiextensions client: %w", err)
@@ -89,6 +108,18 @@ func ReadCRDs(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 		return nil, fmt.Errorf("listing CRD files: %w", err)
 	}
 	sort.Strings(files)
+	crds, err := readCRDFiles(files)
+	if err != nil {
+		return nil, err
+	}
+	if len(crds) == 0 {
+		return nil, fmt.Errorf("no CustomResourceDefinitions in %s/*.yaml", dir)
+	}
+	return crds, nil
+}
+
+// readCRDFiles decodes the CustomResourceDefinitions in files.
+func readCRDFiles(files []string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	var crds []*apiextensionsv1.CustomResourceDefinition
 	for _, file := range files {
 		f, err := os.Open(file)
@@ -116,9 +147,6 @@ func ReadCRDs(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 			crds = append(crds, crd)
 		}
 		_ = f.Close()
-	}
-	if len(crds) == 0 {
-		return nil, fmt.Errorf("no CustomResourceDefinitions in %s/*.yaml", dir)
 	}
 	return crds, nil
 }

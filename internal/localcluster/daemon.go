@@ -28,6 +28,9 @@ type DaemonOptions struct {
 	StateDir string
 	// CRDDir, if set, holds CustomResourceDefinitions to install (see Options.CRDDir).
 	CRDDir string
+	// GatewayAPIDir, if set, holds the Gateway API's standard CRDs to install (see
+	// Options.GatewayAPIDir).
+	GatewayAPIDir string
 	// Node is the kind of node, NodeKwok (default) or NodeReal (see Options.Node).
 	Node string
 	// Out receives the progress lines for humans; nil discards them.
@@ -62,8 +65,11 @@ func (o *DaemonOptions) complete(withBinDir bool) error {
 	if !withBinDir {
 		return nil
 	}
-	if o.CRDDir != "" {
-		if o.CRDDir, err = filepath.Abs(o.CRDDir); err != nil {
+	for _, dir := range []*string{&o.CRDDir, &o.GatewayAPIDir} {
+		if *dir == "" {
+			continue
+		}
+		if *dir, err = filepath.Abs(*dir); err != nil {
 			return fmt.Errorf("locating the CRD directory: %w", err)
 		}
 	}
@@ -127,7 +133,8 @@ func Up(ctx context.Context, opts DaemonOptions) error {
 		return fmt.Errorf("finding this executable: %w", err)
 	}
 	fmt.Fprint(log, logHeader(time.Now()))
-	cmd := exec.Command(self, "serve", "--bin-dir", opts.BinDir, "--state-dir", string(d), "--crd-dir", opts.CRDDir, "--node", opts.Node)
+	cmd := exec.Command(self, "serve", "--bin-dir", opts.BinDir, "--state-dir", string(d), "--crd-dir", opts.CRDDir,
+		"--gateway-api-dir", opts.GatewayAPIDir, "--node", opts.Node)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Dir = string(d)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -247,11 +254,12 @@ func serve(ctx context.Context, opts DaemonOptions, start startFunc) error {
 	defer os.Remove(d.path(pidFile))
 
 	cluster, err := start(ctx, Options{
-		BinDir:   opts.BinDir,
-		StateDir: d.path(clusterDir),
-		Out:      out,
-		CRDDir:   opts.CRDDir,
-		Node:     opts.Node,
+		BinDir:        opts.BinDir,
+		StateDir:      d.path(clusterDir),
+		Out:           out,
+		CRDDir:        opts.CRDDir,
+		GatewayAPIDir: opts.GatewayAPIDir,
+		Node:          opts.Node,
 	})
 	if err != nil {
 		if ctx.Err() != nil {

@@ -38,6 +38,7 @@ func runFakeServe(mode string, args []string) int {
 	fs.StringVar(&opts.BinDir, "bin-dir", "", "")
 	fs.StringVar(&opts.StateDir, "state-dir", "", "")
 	fs.StringVar(&opts.CRDDir, "crd-dir", "", "")
+	fs.StringVar(&opts.GatewayAPIDir, "gateway-api-dir", "", "")
 	fs.StringVar(&opts.Node, "node", "", "")
 	_ = fs.Parse(args)
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

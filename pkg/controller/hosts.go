@@ -3,6 +3,9 @@ package controller
 import (
 	"slices"
 	"strings"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 // Hosts of Ingress rules and routes, for the ownership of hosts between namespaces
@@ -46,4 +49,23 @@ func HostBuckets(hosts ...string) []string {
 	}
 	slices.Sort(buckets)
 	return buckets
+}
+
+// RoutedHosts returns the hosts an Ingress (its rules') or an HTTPRoute (its hostnames)
+// routes, lowercased ("" for a rule without a host); nil for any other object.
+func RoutedHosts(obj interface{}) []string {
+	var hosts []string
+	switch o := obj.(type) {
+	case *networkingv1.Ingress:
+		hosts = make([]string, 0, len(o.Spec.Rules))
+		for _, r := range o.Spec.Rules {
+			hosts = append(hosts, strings.ToLower(r.Host))
+		}
+	case *gatewayv1.HTTPRoute:
+		hosts = make([]string, 0, len(o.Spec.Hostnames))
+		for _, h := range o.Spec.Hostnames {
+			hosts = append(hosts, strings.ToLower(string(h)))
+		}
+	}
+	return hosts
 }

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"reflect"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -16,6 +18,9 @@ import (
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+	gatewayinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,6 +50,12 @@ type ControllerContext struct {
 	UnmanagedMetadataInformers metadatainformer.SharedInformerFactory
 	// MetadataInformers watch the metadata of every object of a type.
 	MetadataInformers metadatainformer.SharedInformerFactory
+	// GatewayClient and ManagedGatewayInformers (HTTPRoutes labelled as managed by
+	// app-controller, without managedFields) serve the Gateway API; GatewayAPI tells
+	// whether the cluster served gateway.networking.k8s.io/v1 HTTPRoutes at start.
+	GatewayClient           gatewayclientset.Interface
+	ManagedGatewayInformers gatewayinformers.SharedInformerFactory
+	GatewayAPI              bool
 	// AppInformers watch Apps.
 	AppInformers appinformers.SharedInformerFactory
 	// ProbeEventInformers watch only the kubelet's Events about probes that do not pass
@@ -84,6 +95,16 @@ func NewControllerContext(ctx context.Context, cfg *rest.Config, opts *Options) 
 		return nil, fmt.Errorf("building the metadata client: %w", err)
 	}
 
+	// Gateway API types are custom resources: JSON.
+	gatewayClient, err := gatewayclientset.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the Gateway API clientset: %w", err)
+	}
+	gatewayAPI, err := servesHTTPRoutes(kubeClient.Discovery())
+	if err != nil {
+		return nil, err
+	}
+
 	managed := controller.ManagedSelector().String()
 	unmanaged := controller.UnmanagedSelector().String()
 	// --watch-namespace: every informer watches that namespace only.
@@ -105,6 +126,11 @@ func NewControllerContext(ctx context.Context, cfg *rest.Config, opts *Options) 
 		ManagedInformers: informers.NewSharedInformerFactoryWithOptions(kubeClient, opts.ResyncPeriod, informers.WithNamespace(ns),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managed }),
 			informers.WithTransform(controller.StripManagedFields)),
+		GatewayClient: gatewayClient,
+		ManagedGatewayInformers: gatewayinformers.NewSharedInformerFactoryWithOptions(gatewayClient, opts.ResyncPeriod, gatewayinformers.WithNamespace(ns),
+			gatewayinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managed }),
+			gatewayinformers.WithTransform(controller.StripManagedFields)),
+		GatewayAPI:                 gatewayAPI,
 		UnmanagedMetadataInformers: unmanagedInformers,
 		MetadataInformers:          metadatainformer.NewFilteredSharedInformerFactory(metadataClient, opts.ResyncPeriod, ns, nil),
 		AppInformers: appinformers.NewSharedInformerFactoryWithOptions(appClient, opts.ResyncPeriod,
@@ -117,6 +143,24 @@ func NewControllerContext(ctx context.Context, cfg *rest.Config, opts *Options) 
 		broadcaster:   broadcaster,
 		Options:       opts,
 	}, nil
+}
+
+// servesHTTPRoutes tells whether the API server serves gateway.networking.k8s.io/v1
+// HTTPRoutes.
+func servesHTTPRoutes(d discovery.DiscoveryInterface) (bool, error) {
+	resources, err := d.ServerResourcesForGroupVersion(gatewayv1.GroupVersion.String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("discovering the Gateway API (%s): %w", gatewayv1.GroupVersion, err)
+	}
+	for _, r := range resources.APIResources {
+		if r.Name == "httproutes" {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // unmanagedMetadataInformer returns the shared metadata informer of the objects of gvr
@@ -148,6 +192,7 @@ func (cc *ControllerContext) start(ctx context.Context) {
 	cc.UnmanagedMetadataInformers.Start(ctx.Done())
 	cc.MetadataInformers.Start(ctx.Done())
 	cc.AppInformers.Start(ctx.Done())
+	cc.ManagedGatewayInformers.Start(ctx.Done())
 	cc.ProbeEventInformers.Start(ctx.Done())
 }
 
@@ -159,6 +204,7 @@ func (cc *ControllerContext) waitForCacheSync(ctx context.Context) bool {
 		cc.KubeInformers.WaitForCacheSync(ctx.Done()),
 		cc.ManagedInformers.WaitForCacheSync(ctx.Done()),
 		cc.AppInformers.WaitForCacheSync(ctx.Done()),
+		cc.ManagedGatewayInformers.WaitForCacheSync(ctx.Done()),
 		cc.ProbeEventInformers.WaitForCacheSync(ctx.Done()),
 	} {
 		for _, synced := range m {
@@ -180,6 +226,7 @@ func (cc *ControllerContext) shutdown() {
 	cc.UnmanagedMetadataInformers.Shutdown()
 	cc.MetadataInformers.Shutdown()
 	cc.AppInformers.Shutdown()
+	cc.ManagedGatewayInformers.Shutdown()
 	cc.ProbeEventInformers.Shutdown()
 	cc.broadcaster.Shutdown()
 }

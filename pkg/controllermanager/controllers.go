@@ -9,7 +9,10 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
 	"k8s.io/klog/v2"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayinformersv1 "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions/apis/v1"
 
 	"github.com/app-controller/app-controller/pkg/controller/app"
 	"github.com/app-controller/app-controller/pkg/controller/ingress"
@@ -53,6 +56,20 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 	if err != nil {
 		return nil, err
 	}
+	var httpRoutes gatewayinformersv1.HTTPRouteInformer
+	var unmanagedHTTPRoutes informers.GenericInformer
+	if cc.GatewayAPI {
+		httpRoutes = cc.ManagedGatewayInformers.Gateway().V1().HTTPRoutes()
+		if unmanagedHTTPRoutes, err = cc.unmanagedMetadataInformer(gatewayv1.SchemeGroupVersion.WithResource("httproutes")); err != nil {
+			return nil, err
+		}
+	} else {
+		klog.FromContext(ctx).Info("The cluster serves no Gateway API HTTPRoutes: App routes with parentRefs are refused (GatewayAPIUnavailable)", "groupVersion", gatewayv1.GroupVersion)
+	}
+	defaultGateway, err := cc.Options.defaultGateway()
+	if err != nil {
+		return nil, err
+	}
 	revisions := cc.ManagedInformers.Apps().V1().ControllerRevisions()
 	if err := revisions.Informer().SetTransform(app.TrimRevision); err != nil {
 		return nil, fmt.Errorf("setting the transform of the ControllerRevision informer: %w", err)
@@ -72,17 +89,24 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 		UnmanagedDisruptionBudgets: unmanagedBudgets,
 		Ingresses:                  cc.ManagedInformers.Networking().V1().Ingresses(),
 		UnmanagedIngresses:         unmanagedIngresses,
+		HTTPRoutes:                 httpRoutes,
+		UnmanagedHTTPRoutes:        unmanagedHTTPRoutes,
 	}, cc.EventRecorder, app.Options{ShutdownTimeout: cc.Options.ShutdownTimeout, Contest: cc.Options.AppContest,
-		OwnServiceAccount: ownServiceAccount(cc.Options), SharedNamespaces: cc.Options.IngressSharedNamespaces})
+		OwnServiceAccount: ownServiceAccount(cc.Options), SharedNamespaces: cc.Options.IngressSharedNamespaces,
+		GatewayClient: cc.GatewayClient, DefaultGateway: defaultGateway})
 }
 
 // startIngressController builds the Service->Ingress controller, which watches every
 // Service and every Ingress.
 func startIngressController(ctx context.Context, cc *ControllerContext) (Runnable, error) {
-	return ingress.NewController(ctx, cc.KubeClient, ingress.Informers{
+	inf := ingress.Informers{
 		Services:  cc.KubeInformers.Core().V1().Services(),
 		Ingresses: cc.KubeInformers.Networking().V1().Ingresses(),
-	}, cc.EventRecorder, ingress.Options{IngressClass: cc.Options.IngressClass, ShutdownTimeout: cc.Options.ShutdownTimeout,
+	}
+	if cc.GatewayAPI {
+		inf.HTTPRoutes = cc.ManagedGatewayInformers.Gateway().V1().HTTPRoutes()
+	}
+	return ingress.NewController(ctx, cc.KubeClient, inf, cc.EventRecorder, ingress.Options{IngressClass: cc.Options.IngressClass, ShutdownTimeout: cc.Options.ShutdownTimeout,
 		SharedNamespaces: cc.Options.IngressSharedNamespaces, CatchAllNamespaces: cc.Options.IngressCatchAllNamespaces})
 }
 

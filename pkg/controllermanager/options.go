@@ -3,11 +3,14 @@ package controllermanager
 import (
 	"flag"
 	"fmt"
-	"k8s.io/apimachinery/pkg/labels"
 	"os"
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
 	"github.com/app-controller/app-controller/pkg/controller/app"
 )
@@ -46,6 +49,10 @@ type Options struct {
 	// selects ("": every App). Instances with disjoint selectors (and their own
 	// --leader-elect-name) split the Apps between them.
 	AppSelector string
+	// DefaultGateway, NAMESPACE/NAME[/SECTION], is the Gateway that an App route without
+	// parentRefs, tls and ingressClassName attaches to, as an HTTPRoute; empty: such a
+	// route is an Ingress.
+	DefaultGateway string
 	// IngressSharedNamespaces may share Ingress hosts among themselves; every other
 	// namespace holds the hosts it claimed first alone.
 	IngressSharedNamespaces []string
@@ -150,6 +157,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.IngressClass, "ingress-class", o.IngressClass, "IngressClass of the Ingresses created for Services annotated ingress/http that set no ingress/class; empty: the cluster's default class.")
 	fs.Var(newStringList(&o.IngressSharedNamespaces), "ingress-shared-namespaces", "Comma-separated namespaces that may share Ingress hosts among themselves; every other namespace holds the hosts it claimed first alone (a later claim from another namespace gets no Ingress and a HostConflict Warning).")
 	fs.Var(newStringList(&o.IngressCatchAllNamespaces), "ingress-catch-all-namespaces", "Comma-separated namespaces whose Services may have a catch-all Ingress rule (annotation ingress/host unset); * for every namespace, empty for none.")
+	fs.StringVar(&o.DefaultGateway, "default-gateway", o.DefaultGateway, "Gateway (NAMESPACE/NAME or NAMESPACE/NAME/LISTENER) that an App route without parentRefs, tls and ingressClassName attaches to as an HTTPRoute, where the cluster serves the Gateway API; empty: such a route is an Ingress.")
 	fs.StringVar(&o.AppSelector, "app-selector", o.AppSelector, "Label selector of the Apps this instance reconciles (e.g. shard=a); empty: every App. Instances with disjoint selectors, each with its own --leader-elect-name, split the Apps between them.")
 	fs.StringVar(&o.WatchNamespace, "watch-namespace", o.WatchNamespace, "Watch and reconcile only the objects of this namespace (a namespace-scoped install; its RBAC can be a Role there); empty: every namespace. The node labeler is disabled then.")
 	fs.StringVar(&o.NodeLabelConfig, "node-label-config", o.NodeLabelConfig, "Path of the node labeler's rules (YAML). Without it the node labeler is disabled.")
@@ -191,7 +199,35 @@ func (o *Options) Validate() error {
 	if _, err := labels.Parse(o.AppSelector); err != nil {
 		return fmt.Errorf("--app-selector %q: %w", o.AppSelector, err)
 	}
+	if _, err := o.defaultGateway(); err != nil {
+		return err
+	}
 	return validateControllers(o.Controllers)
+}
+
+// defaultGateway parses --default-gateway; nil when it is empty.
+func (o *Options) defaultGateway() (*appv1.GatewayRef, error) {
+	if o.DefaultGateway == "" {
+		return nil, nil
+	}
+	parts := strings.Split(o.DefaultGateway, "/")
+	if len(parts) < 2 || len(parts) > 3 {
+		return nil, fmt.Errorf("--default-gateway %q: want NAMESPACE/NAME or NAMESPACE/NAME/LISTENER", o.DefaultGateway)
+	}
+	for i, part := range parts {
+		errs := validation.IsDNS1123Subdomain(part)
+		if i == 0 {
+			errs = validation.IsDNS1123Label(part)
+		}
+		if len(errs) > 0 {
+			return nil, fmt.Errorf("--default-gateway %q: %q: %s", o.DefaultGateway, part, strings.Join(errs, "; "))
+		}
+	}
+	ref := &appv1.GatewayRef{Namespace: parts[0], Name: parts[1]}
+	if len(parts) == 3 {
+		ref.SectionName = parts[2]
+	}
+	return ref, nil
 }
 
 // stringSliceValue is a flag.Value holding a comma-separated list.

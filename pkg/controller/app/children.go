@@ -21,15 +21,17 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
 )
 
-// childObject is a kind of child an App has: *appsv1.Deployment, *corev1.Service or
-// *policyv1.PodDisruptionBudget.
+// childObject is a kind of child an App has: *appsv1.Deployment, *corev1.Service,
+// *policyv1.PodDisruptionBudget, *networkingv1.Ingress or *gatewayv1.HTTPRoute.
 type childObject interface {
-	*appsv1.Deployment | *corev1.Service | *policyv1.PodDisruptionBudget | *networkingv1.Ingress
+	*appsv1.Deployment | *corev1.Service | *policyv1.PodDisruptionBudget | *networkingv1.Ingress | *gatewayv1.HTTPRoute
 	metav1.Object
 	runtime.Object
 }
@@ -37,7 +39,7 @@ type childObject interface {
 // childApplyConfiguration is the apply configuration of a child kind.
 type childApplyConfiguration interface {
 	*appsv1ac.DeploymentApplyConfiguration | *corev1ac.ServiceApplyConfiguration | *policyv1ac.PodDisruptionBudgetApplyConfiguration |
-		*networkingv1ac.IngressApplyConfiguration
+		*networkingv1ac.IngressApplyConfiguration | *gatewayv1ac.HTTPRouteApplyConfiguration
 }
 
 // childAPI is the part of a child kind's typed client (client-go's DeploymentInterface,

@@ -42,7 +42,12 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
+	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+	gatewayinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions/apis/v1"
 
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	appinformers "github.com/app-controller/app-controller/pkg/generated/informers/externalversions/appcontroller/v1"
@@ -80,6 +85,12 @@ type Informers struct {
 	// UnmanagedIngresses the metadata of every other one.
 	Ingresses          networkinginformers.IngressInformer
 	UnmanagedIngresses informers.GenericInformer
+	// HTTPRoutes watches the HTTPRoutes labelled as managed by app-controller (the
+	// routes of Apps attached to Gateways); UnmanagedHTTPRoutes the metadata of every
+	// other one. Both nil when the cluster does not serve the Gateway API: a route that
+	// asks for an HTTPRoute is then refused (GatewayAPIUnavailable).
+	HTTPRoutes          gatewayinformers.HTTPRouteInformer
+	UnmanagedHTTPRoutes informers.GenericInformer
 	// Revisions watches the ControllerRevisions labelled as managed by app-controller,
 	// the revisions of Apps' specs, trimmed by TrimRevision (revisions.go).
 	Revisions appsinformers.ControllerRevisionInformer
@@ -103,6 +114,10 @@ type Controller struct {
 	services          *childReconciler[*corev1.Service, *corev1ac.ServiceApplyConfiguration]
 	disruptionBudgets *childReconciler[*policyv1.PodDisruptionBudget, *policyv1ac.PodDisruptionBudgetApplyConfiguration]
 	ingresses         *childReconciler[*networkingv1.Ingress, *networkingv1ac.IngressApplyConfiguration]
+	// httpRoutes is nil when the cluster does not serve the Gateway API.
+	httpRoutes *childReconciler[*gatewayv1.HTTPRoute, *gatewayv1ac.HTTPRouteApplyConfiguration]
+	// defaultGateway is the parent of routes that name none (Options.DefaultGateway).
+	defaultGateway *appv1.GatewayRef
 	// sharedNamespaces may share route hosts among themselves (route.go).
 	sharedNamespaces sets.Set[string]
 	// pods is the pod cache, indexed by App (podAppIndex).
@@ -144,6 +159,11 @@ type Options struct {
 	Contest ContestPolicy
 	// SharedNamespaces may share route hosts among themselves (--ingress-shared-namespaces).
 	SharedNamespaces []string
+	// GatewayClient writes the HTTPRoutes of Informers.HTTPRoutes.
+	GatewayClient gatewayclientset.Interface
+	// DefaultGateway, if set, is the Gateway that a route without parentRefs, tls and
+	// ingressClassName attaches to, as an HTTPRoute (--default-gateway).
+	DefaultGateway *appv1.GatewayRef
 	// OwnServiceAccount is the controller's own ServiceAccount: an App in its namespace
 	// that would run its pods as it is refused (ServiceAccountRefused). Zero: none.
 	OwnServiceAccount types.NamespacedName
@@ -161,7 +181,8 @@ type Options struct {
 // and JSON patches (patch; an apply that creates the object is authorized as create
 // too), read live after a create that conflicted (get) and deleted when pruned or when
 // the name goes to an older App. Events go through the recorder. PodDisruptionBudgets,
-// the third kind of child (spec.disruptionBudget), the same.
+// the third kind of child (spec.disruptionBudget), the same; so are the Ingresses and,
+// where the cluster serves the Gateway API, the HTTPRoutes of routes (spec.route).
 //
 // Pods are only listed and watched (the managed ones, by the pod informer), to name in
 // the App's Ready condition what keeps them from being ready; they are never read one
@@ -186,6 +207,7 @@ type Options struct {
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;list;watch;create;patch;delete
 
 // NewController wires a Controller to its clients and informers and registers its event
 // handlers and indexers. The informers must not have been started yet.
@@ -239,6 +261,15 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		inf.UnmanagedDisruptionBudgets.Informer().HasSynced,
 		inf.Ingresses.Informer().HasSynced,
 		inf.UnmanagedIngresses.Informer().HasSynced,
+	}
+	if inf.HTTPRoutes != nil {
+		if err := inf.HTTPRoutes.Informer().AddIndexers(cache.Indexers{controllerIndex: indexByControllerUID, routeHostIndex: indexIngressByHost}); err != nil {
+			return nil, fmt.Errorf("adding the indexes of the HTTPRoute informer: %w", err)
+		}
+		if err := inf.UnmanagedHTTPRoutes.Informer().AddIndexers(cache.Indexers{controllerIndex: indexByControllerUID}); err != nil {
+			return nil, fmt.Errorf("adding the controller index to the unmanaged HTTPRoute informer: %w", err)
+		}
+		synced = append(synced, inf.HTTPRoutes.Informer().HasSynced, inf.UnmanagedHTTPRoutes.Informer().HasSynced)
 	}
 	var eventInformer cache.SharedIndexInformer
 	if inf.ProbeEvents != nil {
@@ -294,6 +325,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 			},
 			empty: networkingv1ac.Ingress,
 		},
+		defaultGateway:   opts.DefaultGateway,
 		sharedNamespaces: sets.New(opts.SharedNamespaces...),
 		pods:             podInformer.GetIndexer(),
 		configMaps:       inf.ConfigMaps.Informer().GetIndexer(),
@@ -306,6 +338,18 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		recorder:          recorder,
 		clock:             opts.Clock,
 		ownServiceAccount: opts.OwnServiceAccount,
+	}
+	if inf.HTTPRoutes != nil {
+		c.httpRoutes = &childReconciler[*gatewayv1.HTTPRoute, *gatewayv1ac.HTTPRouteApplyConfiguration]{
+			kind:      "HTTPRoute",
+			managed:   controller.NewWriteCache(inf.HTTPRoutes.Informer().GetIndexer(), 0, opts.Clock),
+			unmanaged: inf.UnmanagedHTTPRoutes.Informer().GetIndexer(),
+			client: func(ns string) childAPI[*gatewayv1.HTTPRoute, *gatewayv1ac.HTTPRouteApplyConfiguration] {
+				return opts.GatewayClient.GatewayV1().HTTPRoutes(ns)
+			},
+			empty:    gatewayv1ac.HTTPRoute,
+			recorder: recorder,
+		}
 	}
 	c.loop = controller.NewLoop(controller.LoopConfig{
 		Name:   ControllerName,
@@ -325,6 +369,9 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 	c.contest = newContestTracker(opts.Contest, opts.Clock)
 	c.deployments.recorder, c.services.recorder, c.disruptionBudgets.recorder, c.ingresses.recorder = recorder, recorder, recorder, recorder
 	c.deployments.contest, c.services.contest, c.disruptionBudgets.contest, c.ingresses.contest = c.contest, c.contest, c.contest, c.contest
+	if c.httpRoutes != nil {
+		c.httpRoutes.contest = c.contest
+	}
 
 	if _, err := appInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { c.addApp(logger, obj) },
@@ -356,6 +403,21 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 			return nil, fmt.Errorf("adding the unmanaged %s event handler: %w", kind, err)
 		}
 	}
+	if inf.HTTPRoutes != nil {
+		// A Gateway's answer in an HTTPRoute's status is an update of a managed child:
+		// its App is queued to read it into RouteAccepted.
+		for _, h := range []struct {
+			informer cache.SharedIndexInformer
+			writes   *controller.WriteCache
+		}{{inf.HTTPRoutes.Informer(), c.httpRoutes.managed}, {inf.UnmanagedHTTPRoutes.Informer(), nil}} {
+			if _, err := h.informer.AddEventHandlerWithOptions(c.childHandler(logger, "HTTPRoute", h.writes), cache.HandlerOptions{Logger: &logger}); err != nil {
+				return nil, fmt.Errorf("adding the HTTPRoute event handler: %w", err)
+			}
+		}
+		if _, err := inf.HTTPRoutes.Informer().AddEventHandlerWithOptions(c.routeHostHandler(), cache.HandlerOptions{Logger: &logger}); err != nil {
+			return nil, fmt.Errorf("adding the HTTPRoute host handler: %w", err)
+		}
+	}
 	if _, err := podInformer.AddEventHandlerWithOptions(c.podHandler(logger), cache.HandlerOptions{Logger: &logger}); err != nil {
 		return nil, fmt.Errorf("adding the pod event handler: %w", err)
 	}
@@ -364,20 +426,9 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 			return nil, fmt.Errorf("adding the %s event handler: %w", kind, err)
 		}
 	}
-	// A host a managed Ingress let go (deleted, or its hosts changed) may be a waiting
-	// route's now.
-	if _, err := inf.Ingresses.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(old, _ interface{}) {
-			if ing, ok := old.(*networkingv1.Ingress); ok {
-				c.enqueueRouteClaimants(ing)
-			}
-		},
-		DeleteFunc: func(obj interface{}) {
-			if ing, ok := controller.ObjectFromTombstone(obj).(*networkingv1.Ingress); ok {
-				c.enqueueRouteClaimants(ing)
-			}
-		},
-	}, cache.HandlerOptions{Logger: &logger}); err != nil {
+	// A host a managed Ingress (or HTTPRoute, above) let go (deleted, or its hosts
+	// changed) may be a waiting route's now.
+	if _, err := inf.Ingresses.Informer().AddEventHandlerWithOptions(c.routeHostHandler(), cache.HandlerOptions{Logger: &logger}); err != nil {
 		return nil, fmt.Errorf("adding the route host handler: %w", err)
 	}
 	if _, err := inf.Revisions.Informer().AddEventHandlerWithOptions(c.revisionHandler(logger), cache.HandlerOptions{Logger: &logger}); err != nil {

@@ -29,11 +29,15 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayfake "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/fake"
+	gatewayinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
 	"github.com/app-controller/app-controller/pkg/controller/appfixture"
 	"github.com/app-controller/app-controller/pkg/controller/controllertest"
+
 	appfake "github.com/app-controller/app-controller/pkg/generated/clientset/versioned/fake"
 	appinformers "github.com/app-controller/app-controller/pkg/generated/informers/externalversions"
 )
@@ -49,9 +53,12 @@ type fixture struct {
 	c          *Controller
 	kubeClient *kubefake.Clientset
 	appClient  *appfake.Clientset
-	recorder   *record.FakeRecorder
-	inf        Informers
-	clock      *clocktesting.FakePassiveClock
+	// gatewayClient serves HTTPRoutes when the fixture has the Gateway API
+	// (newGatewayFixture); nil otherwise.
+	gatewayClient *gatewayfake.Clientset
+	recorder      *record.FakeRecorder
+	inf           Informers
+	clock         *clocktesting.FakePassiveClock
 	// statusRV is the resourceVersion of the last status write the fake API server answered.
 	statusRV int
 	// requeues are the RequeueAfter delays the syncs asked for, as the loop would queue
@@ -62,6 +69,18 @@ type fixture struct {
 // newFixture builds a Controller; seed its caches with the add* methods. Tests log to
 // the test's log; benchmarks log as in production, with klog at its default verbosity.
 func newFixture(t testing.TB) *fixture {
+	t.Helper()
+	return newFixtureWith(t, false, nil)
+}
+
+// newGatewayFixture is newFixture on a cluster that serves the Gateway API, with
+// defaultGateway as --default-gateway (nil: none).
+func newGatewayFixture(t testing.TB, defaultGateway *appv1.GatewayRef) *fixture {
+	t.Helper()
+	return newFixtureWith(t, true, defaultGateway)
+}
+
+func newFixtureWith(t testing.TB, gatewayAPI bool, defaultGateway *appv1.GatewayRef) *fixture {
 	t.Helper()
 	ctx := controllertest.Context(t)
 	f := &fixture{t: t, ctx: ctx, statusRV: 1000}
@@ -107,10 +126,17 @@ func newFixture(t testing.TB) *fixture {
 		Ingresses:                  kubeInformers.Networking().V1().Ingresses(),
 		UnmanagedIngresses:         metadataInformers.ForResource(networkingv1.SchemeGroupVersion.WithResource("ingresses")),
 	}
+	if gatewayAPI {
+		f.gatewayClient = gatewayfake.NewClientset()
+		f.inf.HTTPRoutes = gatewayinformers.NewSharedInformerFactory(f.gatewayClient, 0).Gateway().V1().HTTPRoutes()
+		f.inf.UnmanagedHTTPRoutes = metadataInformers.ForResource(gatewayv1.SchemeGroupVersion.WithResource("httproutes"))
+	}
 	f.recorder = record.NewFakeRecorder(1000)
 	f.clock = clocktesting.NewFakePassiveClock(testNow)
 	c, err := NewController(ctx, f.kubeClient, f.appClient, f.inf, f.recorder, Options{
-		Clock: f.clock,
+		GatewayClient:  f.gatewayClient,
+		DefaultGateway: defaultGateway,
+		Clock:          f.clock,
 		// Retries wait an hour: a retry never lands in the queue while a test looks at it.
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Hour, time.Hour),
 	})
@@ -239,6 +265,16 @@ func (f *fixture) catchUp() {
 			f.t.Fatalf("replacing the %s cache: %v", c.gvr.Resource, err)
 		}
 	}
+	if f.gatewayClient != nil {
+		list, err := f.gatewayClient.Tracker().List(gatewayv1.SchemeGroupVersion.WithResource("httproutes"), gatewayv1.SchemeGroupVersion.WithKind("HTTPRoute"), "")
+		if err != nil {
+			f.t.Fatalf("listing httproutes: %v", err)
+		}
+		items, _ := meta.ExtractList(list)
+		if err := f.inf.HTTPRoutes.Informer().GetIndexer().Replace(items2ifaces(items), ""); err != nil {
+			f.t.Fatalf("replacing the HTTPRoute cache: %v", err)
+		}
+	}
 	gvr := appsv1.SchemeGroupVersion.WithResource("controllerrevisions")
 	list, err := f.kubeClient.Tracker().List(gvr, appsv1.SchemeGroupVersion.WithKind("ControllerRevision"), "")
 	if err != nil {
@@ -255,10 +291,22 @@ func (f *fixture) catchUp() {
 	}
 }
 
+// items2ifaces returns objs as a []interface{}, for Indexer.Replace.
+func items2ifaces(objs []runtime.Object) []interface{} {
+	out := make([]interface{}, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o)
+	}
+	return out
+}
+
 // syncOnce runs syncApp once for the App namespace/name.
 func (f *fixture) syncOnce(namespace, name string) error {
 	f.kubeClient.ClearActions()
 	f.appClient.ClearActions()
+	if f.gatewayClient != nil {
+		f.gatewayClient.ClearActions()
+	}
 	return f.syncApp(cache.ObjectName{Namespace: namespace, Name: name})
 }
 
@@ -278,6 +326,9 @@ func (f *fixture) step(d time.Duration) {
 
 // writes returns the write actions (everything but get, list and watch) of both clients.
 func (f *fixture) writes() []core.Action {
+	if f.gatewayClient != nil {
+		return controllertest.Writes(f.kubeClient.Actions(), f.appClient.Actions(), f.gatewayClient.Actions())
+	}
 	return controllertest.Writes(f.kubeClient.Actions(), f.appClient.Actions())
 }
 

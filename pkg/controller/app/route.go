@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	"k8s.io/client-go/tools/cache"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
@@ -24,26 +25,13 @@ import (
 // The Service->Ingress controller counts the routes' Ingresses the same way
 // (pkg/controller/ingress/hosts.go).
 
-// routeHostIndex indexes the managed Ingresses by the buckets of their rules' hosts
-// (controller.HostBucket).
+// routeHostIndex indexes the managed Ingresses and HTTPRoutes by the buckets of the
+// hosts they route (controller.HostBucket).
 const routeHostIndex = "app.appcontroller.k8s.io/ingress-host"
 
 // indexIngressByHost is the routeHostIndex function.
 func indexIngressByHost(obj interface{}) ([]string, error) {
-	ing, ok := obj.(*networkingv1.Ingress)
-	if !ok {
-		return nil, nil
-	}
-	return controller.HostBuckets(ruleHosts(ing)...), nil
-}
-
-// ruleHosts returns the hosts of ing's rules.
-func ruleHosts(ing *networkingv1.Ingress) []string {
-	hosts := make([]string, 0, len(ing.Spec.Rules))
-	for _, r := range ing.Spec.Rules {
-		hosts = append(hosts, r.Host)
-	}
-	return hosts
+	return controller.HostBuckets(controller.RoutedHosts(obj)...), nil
 }
 
 // DesiredRoute returns the apply configuration of the Ingress of app's route, or nil
@@ -106,42 +94,52 @@ func DesiredRoute(app *appv1.App) (*networkingv1ac.IngressApplyConfiguration, er
 	return controller.WithAppliedHash(ing.WithSpec(spec))
 }
 
-// routeRefusal says why app's route may not have an Ingress: a host held by another
-// namespace, whose Ingress routes a conflicting host since before app's own (or at all,
-// when app has none yet). "" when it may.
+// routeRefusal says why app's route may not have an Ingress or HTTPRoute: a host held
+// by another namespace, whose Ingress or HTTPRoute routes a conflicting host since
+// before app's own (or at all, when app has none yet; on a tie of creation times, an
+// App's route holds it before a Service's, then the first by namespace and name, as
+// the Service->Ingress controller decides). "" when it may.
 func (c *Controller) routeRefusal(app *appv1.App) (string, error) {
 	r := app.Spec.Route
 	if r == nil {
 		return "", nil
 	}
-	var since time.Time // of app's own route Ingress; zero: none yet
-	if obj, exists, err := c.ingresses.managed.GetByKey(app.Namespace + "/" + app.Name); err == nil && exists {
-		if own, ok := obj.(*networkingv1.Ingress); ok && controller.IsControlledBy(own, app) {
-			since = own.CreationTimestamp.Time
+	var since time.Time // of app's own route object; zero: none yet
+	for _, own := range c.routeObjects(app.Namespace + "/" + app.Name) {
+		if controller.IsControlledBy(own, app) && (since.IsZero() || own.GetCreationTimestamp().Time.Before(since)) {
+			since = own.GetCreationTimestamp().Time
 		}
+	}
+	holds := func(other metav1.Object, ref *metav1.OwnerReference) bool {
+		created := other.GetCreationTimestamp().Time
+		switch {
+		case since.IsZero() || created.Before(since):
+			return true
+		case created.After(since):
+			return false
+		}
+		return ref != nil && ref.Kind == appKind.Kind &&
+			(other.GetNamespace() < app.Namespace || other.GetNamespace() == app.Namespace && ref.Name < app.Name)
 	}
 	for _, h := range r.Hosts {
 		host := strings.ToLower(string(h))
-		objs, err := c.ingresses.managed.ByIndex(routeHostIndex, controller.HostBucket(host))
+		objs, err := c.routesByHost(controller.HostBucket(host))
 		if err != nil {
-			return "", fmt.Errorf("listing the Ingresses of hosts under %q: %w", controller.HostBucket(host), err)
+			return "", err
 		}
 		for _, obj := range objs {
-			ing, ok := obj.(*networkingv1.Ingress)
-			if !ok || ing.Namespace == app.Namespace || c.sharedNamespaces.Has(ing.Namespace) && c.sharedNamespaces.Has(app.Namespace) {
+			ref := metav1.GetControllerOfNoCopy(obj)
+			if obj.GetNamespace() == app.Namespace || c.sharedNamespaces.Has(obj.GetNamespace()) && c.sharedNamespaces.Has(app.Namespace) || !holds(obj, ref) {
 				continue
 			}
-			if !since.IsZero() && !ing.CreationTimestamp.Time.Before(since) {
-				continue // younger than app's own: app holds it
-			}
-			for _, rule := range ing.Spec.Rules {
-				if controller.HostsConflict(strings.ToLower(rule.Host), host) {
-					holder := "Ingress " + ing.Name
-					if ref := metav1.GetControllerOfNoCopy(ing); ref != nil {
+			for _, other := range controller.RoutedHosts(obj) {
+				if controller.HostsConflict(other, host) {
+					holder := routeKind(obj) + " " + obj.GetName()
+					if ref != nil {
 						holder = ref.Kind + " " + ref.Name
 					}
-					return fmt.Sprintf("host %q is held by namespace %q (%s, routing %q since %s); the route gets no Ingress until that namespace lets it go",
-						host, ing.Namespace, holder, rule.Host, ing.CreationTimestamp.UTC().Format(time.RFC3339)), nil
+					return fmt.Sprintf("host %q is held by namespace %q (%s, routing %q since %s); the route gets no Ingress or HTTPRoute until that namespace lets it go",
+						host, obj.GetNamespace(), holder, other, obj.GetCreationTimestamp().UTC().Format(time.RFC3339)), nil
 				}
 			}
 		}
@@ -149,20 +147,84 @@ func (c *Controller) routeRefusal(app *appv1.App) (string, error) {
 	return "", nil
 }
 
+// routeKind returns the kind of a route object: Ingress or HTTPRoute.
+func routeKind(obj metav1.Object) string {
+	if _, ok := obj.(*gatewayv1.HTTPRoute); ok {
+		return "HTTPRoute"
+	}
+	return "Ingress"
+}
+
+// routeObjects returns the managed Ingress and HTTPRoute of key in the caches.
+func (c *Controller) routeObjects(key string) []metav1.Object {
+	var objs []metav1.Object
+	for _, cache := range c.routeCaches() {
+		if obj, exists, err := cache.GetByKey(key); err == nil && exists {
+			if o, ok := obj.(metav1.Object); ok {
+				objs = append(objs, o)
+			}
+		}
+	}
+	return objs
+}
+
+// routesByHost returns the managed Ingresses and HTTPRoutes that route a host of bucket.
+func (c *Controller) routesByHost(bucket string) ([]metav1.Object, error) {
+	var objs []metav1.Object
+	for _, cache := range c.routeCaches() {
+		found, err := cache.ByIndex(routeHostIndex, bucket)
+		if err != nil {
+			return nil, fmt.Errorf("listing the routes of hosts under %q: %w", bucket, err)
+		}
+		for _, obj := range found {
+			if o, ok := obj.(metav1.Object); ok {
+				objs = append(objs, o)
+			}
+		}
+	}
+	return objs, nil
+}
+
+// routeCaches returns the caches of managed Ingresses and, when the cluster serves the
+// Gateway API, HTTPRoutes.
+func (c *Controller) routeCaches() []*controller.WriteCache {
+	if c.httpRoutes == nil {
+		return []*controller.WriteCache{c.ingresses.managed}
+	}
+	return []*controller.WriteCache{c.ingresses.managed, c.httpRoutes.managed}
+}
+
 // enqueueRouteClaimants queues the Apps whose route names a host in the buckets of a
-// deleted or changed Ingress: a host let go may be theirs now.
-func (c *Controller) enqueueRouteClaimants(ing *networkingv1.Ingress) {
-	buckets, _ := indexIngressByHost(ing)
+// deleted or changed Ingress or HTTPRoute: a host let go may be theirs now.
+func (c *Controller) enqueueRouteClaimants(obj metav1.Object) {
+	buckets, _ := indexIngressByHost(obj)
 	for _, b := range buckets {
 		objs, err := c.appIndexer.ByIndex(routeIndex, b)
 		if err != nil {
 			continue
 		}
-		for _, obj := range objs {
-			if app, ok := obj.(*appv1.App); ok && app.Namespace != ing.Namespace {
+		for _, o := range objs {
+			if app, ok := o.(*appv1.App); ok && app.Namespace != obj.GetNamespace() {
 				c.loop.Enqueue(cache.MetaObjectToName(app))
 			}
 		}
+	}
+}
+
+// routeHostHandler queues, when a managed Ingress or HTTPRoute changes or goes, the Apps
+// whose routes wait for a host it routed.
+func (c *Controller) routeHostHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, _ interface{}) {
+			if obj, ok := old.(metav1.Object); ok {
+				c.enqueueRouteClaimants(obj)
+			}
+		},
+		DeleteFunc: func(obj interface{}) {
+			if o := controller.ObjectFromTombstone(obj); o != nil {
+				c.enqueueRouteClaimants(o)
+			}
+		},
 	}
 }
 

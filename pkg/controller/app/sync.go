@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
@@ -64,12 +66,21 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 	if err != nil {
 		return controller.Result{}, err
 	}
-	routeRefused, err := c.routeRefusal(app)
-	if err != nil {
+	rr := routeResult{parents: c.routeParents(app)}
+	if rr.refused, err = c.routeRefusal(app); err != nil {
 		return controller.Result{}, err
 	}
-	if routeRefused != "" {
+	var wantHTTPRoute *gatewayv1ac.HTTPRouteApplyConfiguration
+	httpRouteName := ""
+	if rr.refused != "" || rr.parents != nil {
 		want.route, want.routeName = nil, "" // its Ingress, if any, goes
+	}
+	if rr.refused == "" && rr.parents != nil && c.httpRoutes != nil {
+		if wantHTTPRoute, err = DesiredHTTPRoute(app, rr.parents); err != nil {
+			rr.invalid = err.Error()
+		} else {
+			httpRouteName = app.Name
+		}
 	}
 	deploymentWinner := c.nameWinner(app, "Deployment", want.deploymentName)
 	serviceWinner := c.nameWinner(app, "Service", want.serviceName)
@@ -82,10 +93,10 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 	var (
 		deployment    childResult[*appsv1.Deployment]
 		budget        childResult[*policyv1.PodDisruptionBudget]
-		route         childResult[*networkingv1.Ingress]
 		deploymentErr error
 		budgetErr     error
 		routeErr      error
+		httpRouteErr  error
 		revision      string
 		revisionErr   error
 		wg            sync.WaitGroup
@@ -100,18 +111,23 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 		budget, budgetErr = c.disruptionBudgets.reconcile(ctx, app, want.budgetName, want.disruptionBudget, deploymentWinner)
 	})
 	wg.Go(func() {
-		// The route's Ingress is named as the App: no other App claims that name.
-		route, routeErr = c.ingresses.reconcile(ctx, app, want.routeName, want.route, app)
+		// The route's Ingress or HTTPRoute is named as the App: no other App claims
+		// that name. The one the route is not is pruned.
+		rr.ingress, routeErr = c.ingresses.reconcile(ctx, app, want.routeName, want.route, app)
+		if c.httpRoutes != nil {
+			rr.httpRoute, httpRouteErr = c.httpRoutes.reconcile(ctx, app, httpRouteName, wantHTTPRoute, app)
+		}
 	})
 	service, serviceErr := c.services.reconcile(ctx, app, want.serviceName, want.service, serviceWinner)
 	wg.Wait()
-	routeInvalid := ""
-	if apierrors.IsInvalid(routeErr) {
-		// The API server refused the route's Ingress: the message names the field; a
-		// change of the App queues it again.
-		routeInvalid, routeErr = routeErr.Error(), nil
+	for _, err := range []*error{&routeErr, &httpRouteErr} {
+		if apierrors.IsInvalid(*err) {
+			// The API server refused the route's Ingress or HTTPRoute: the message
+			// names the field; a change of the App queues it again.
+			rr.invalid, *err = (*err).Error(), nil
+		}
 	}
-	if err := errors.Join(deploymentErr, serviceErr, budgetErr, routeErr); err != nil {
+	if err := errors.Join(deploymentErr, serviceErr, budgetErr, routeErr, httpRouteErr); err != nil {
 		return controller.Result{}, err
 	}
 
@@ -121,8 +137,8 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 	if p := configProblem(config.missing); p != nil && deployment.obj != nil {
 		problem = p // what the pods wait for, before what they show of it
 	}
-	status := computeStatus(app, want.selector, deployment, service, problem, now, budget.conflict, route.conflict)
-	c.setRouteStatus(app, status, route, routeRefused, routeInvalid, now)
+	status := computeStatus(app, want.selector, deployment, service, problem, now, budget.conflict, rr.ingress.conflict, rr.httpRoute.conflict)
+	c.setRouteStatus(app, status, rr, now)
 	if revision != "" {
 		status.CurrentRevision = revision
 	}
@@ -131,9 +147,10 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 		status.DisruptionBudget = budget.name
 	}
 	setContested(status, app, contests, now)
-	c.recordConflicts(app, status, []string{deployment.conflict, service.conflict, budget.conflict, route.conflict}, []string{want.deploymentName, want.serviceName, want.budgetName, want.routeName})
+	c.recordConflicts(app, status, []string{deployment.conflict, service.conflict, budget.conflict, rr.ingress.conflict, rr.httpRoute.conflict},
+		[]string{want.deploymentName, want.serviceName, want.budgetName, want.routeName, httpRouteName})
 	c.recordConfigNotFound(app, status)
-	if deployment.changed || service.changed || budget.changed || route.changed {
+	if deployment.changed || service.changed || budget.changed || rr.ingress.changed || rr.httpRoute.changed {
 		c.recorder.Event(app, corev1.EventTypeNormal, appv1.EventReasonSynced, appv1.EventMessageSynced)
 	}
 	held, err := c.updateStatus(ctx, key, app, status)
@@ -208,32 +225,85 @@ func (c *Controller) refuse(ctx context.Context, key cache.ObjectName, app *appv
 	return c.updateStatus(ctx, key, app, status)
 }
 
+// routeResult is what reconciling an App's route found.
+type routeResult struct {
+	// parents are the Gateways the route attaches to as an HTTPRoute; nil: an Ingress.
+	parents []appv1.GatewayRef
+	// refused says which host is held by another namespace; invalid why the API server
+	// (or the App's Service template) refuses the route's object.
+	refused, invalid string
+	ingress          childResult[*networkingv1.Ingress]
+	httpRoute        childResult[*gatewayv1.HTTPRoute]
+}
+
 // setRouteStatus sets status.route and the RouteAccepted condition from what reconciling
-// the route found: refused (a host held by another namespace, with a Warning Event when
-// that is new), invalid (the API server's refusal) or routed. Without a route, both go.
-func (c *Controller) setRouteStatus(app *appv1.App, status *appv1.AppStatus, route childResult[*networkingv1.Ingress], refused, invalid string, now metav1.Time) {
+// the route found: refused (a host held by another namespace, or a Gateway that did not
+// accept the HTTPRoute, with a Warning Event when that is new), invalid (the API
+// server's refusal), no Gateway API, a name conflict, waiting for a Gateway, or routed.
+// A route not accepted keeps the App from Ready. Without a route, both go.
+func (c *Controller) setRouteStatus(app *appv1.App, status *appv1.AppStatus, rr routeResult, now metav1.Time) {
 	status.Route = ""
-	if app.Spec.Route == nil {
+	r := app.Spec.Route
+	if r == nil {
 		meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionRouteAccepted)
 		return
 	}
 	set := func(s metav1.ConditionStatus, reason, msg string) {
-		setCondition(status, app, now, appv1.ConditionRouteAccepted, s, reason, controller.TruncateMessage(msg))
+		msg = controller.TruncateMessage(msg)
+		setCondition(status, app, now, appv1.ConditionRouteAccepted, s, reason, msg)
+		routeGatesReady(status, app, now, s, reason, msg)
+	}
+	hosts := make([]string, 0, len(r.Hosts))
+	for _, h := range r.Hosts {
+		hosts = append(hosts, string(h))
+	}
+	gateways := make([]string, 0, len(rr.parents))
+	for _, p := range rr.parents {
+		gateways = append(gateways, p.String(app.Namespace))
 	}
 	switch {
-	case refused != "":
-		c.warnOnChange(app, appv1.ConditionRouteAccepted, appv1.ReasonHostConflict, refused)
-		set(metav1.ConditionFalse, appv1.ReasonHostConflict, refused)
-	case invalid != "":
-		set(metav1.ConditionFalse, appv1.ReasonRouteRefused, invalid)
-	case route.conflict != "":
-		set(metav1.ConditionFalse, appv1.ReasonNameConflict, route.conflict)
-	case route.obj != nil:
-		status.Route = route.name
-		hosts := make([]string, 0, len(app.Spec.Route.Hosts))
-		for _, h := range app.Spec.Route.Hosts {
-			hosts = append(hosts, string(h))
+	case rr.refused != "":
+		c.warnOnChange(app, appv1.ConditionRouteAccepted, appv1.ReasonHostConflict, rr.refused)
+		set(metav1.ConditionFalse, appv1.ReasonHostConflict, rr.refused)
+	case rr.invalid != "":
+		set(metav1.ConditionFalse, appv1.ReasonRouteRefused, rr.invalid)
+	case rr.parents != nil && c.httpRoutes == nil:
+		set(metav1.ConditionFalse, appv1.ReasonGatewayAPIUnavailable, fmt.Sprintf(
+			"the route attaches to Gateway %s, but the cluster did not serve gateway.networking.k8s.io/v1 HTTPRoutes when the controller started: install the Gateway API CRDs and restart the controller, or drop spec.route.parentRefs for an Ingress",
+			strings.Join(gateways, ", ")))
+	case rr.ingress.conflict != "" || rr.httpRoute.conflict != "":
+		set(metav1.ConditionFalse, appv1.ReasonNameConflict, rr.ingress.conflict+rr.httpRoute.conflict)
+	case rr.parents != nil && rr.httpRoute.obj != nil:
+		status.Route = rr.httpRoute.name
+		_, refused, pending := routeParentsStatus(rr.httpRoute.obj, app.Namespace, rr.parents)
+		switch {
+		case refused != "":
+			c.warnOnChange(app, appv1.ConditionRouteAccepted, appv1.ReasonGatewayRefused, refused)
+			set(metav1.ConditionFalse, appv1.ReasonGatewayRefused, refused)
+		case pending != "":
+			set(metav1.ConditionUnknown, appv1.ReasonRoutePending, pending)
+		default:
+			set(metav1.ConditionTrue, appv1.ReasonRouted, fmt.Sprintf("HTTPRoute %q, accepted by Gateway %s, routes %s to Service %q",
+				rr.httpRoute.name, strings.Join(gateways, ", "), strings.Join(hosts, ", "), app.Spec.ServiceTemplate.Name))
 		}
-		set(metav1.ConditionTrue, appv1.ReasonRouted, fmt.Sprintf("Ingress %q routes %s to Service %q", route.name, strings.Join(hosts, ", "), app.Spec.ServiceTemplate.Name))
+	case rr.ingress.obj != nil:
+		status.Route = rr.ingress.name
+		set(metav1.ConditionTrue, appv1.ReasonRouted, fmt.Sprintf("Ingress %q routes %s to Service %q", rr.ingress.name, strings.Join(hosts, ", "), app.Spec.ServiceTemplate.Name))
 	}
+}
+
+// routeGatesReady makes an App whose route is not accepted (RouteAccepted s, for reason
+// and msg) not Ready when it would be: Reconciling while a Gateway has not answered,
+// Stalled when the route is refused (it waits for a change of the App, of the Gateway
+// or of the namespace that holds a host).
+func routeGatesReady(status *appv1.AppStatus, app *appv1.App, now metav1.Time, s metav1.ConditionStatus, reason, msg string) {
+	if s == metav1.ConditionTrue || !meta.IsStatusConditionTrue(status.Conditions, appv1.ConditionReady) {
+		return
+	}
+	setCondition(status, app, now, appv1.ConditionReady, metav1.ConditionFalse, reason, msg)
+	if s == metav1.ConditionUnknown {
+		setCondition(status, app, now, appv1.ConditionReconciling, metav1.ConditionTrue, reason, msg)
+		return
+	}
+	setCondition(status, app, now, appv1.ConditionStalled, metav1.ConditionTrue, reason, msg)
 }

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	gatewayinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions/apis/v1"
 
 	"github.com/app-controller/app-controller/pkg/controller"
 )
@@ -35,6 +36,9 @@ import (
 type Informers struct {
 	Services  coreinformers.ServiceInformer
 	Ingresses networkinginformers.IngressInformer
+	// HTTPRoutes, optional, watches the HTTPRoutes managed by app-controller (those of
+	// Apps' routes), whose hosts count for host ownership like the Ingresses'.
+	HTTPRoutes gatewayinformers.HTTPRouteInformer
 }
 
 // Options tune a Controller.
@@ -74,15 +78,18 @@ type Controller struct {
 
 	// serviceIndex and ingressIndex index Services and Ingresses by host (hosts.go);
 	// ingressIndex is the write cache, so that an Ingress just created counts.
-	serviceIndex     cache.Indexer
-	ingressIndex     *controller.WriteCache
+	serviceIndex cache.Indexer
+	ingressIndex *controller.WriteCache
+	// httpRouteIndex indexes the managed HTTPRoutes by host; nil without them.
+	httpRouteIndex   cache.Indexer
 	sharedNamespaces sets.Set[string]
 	catchAll         sets.Set[string]
 }
 
 // RBAC of the Service->Ingress controller, generated into config/rbac/role.yaml by
 // controller-gen (make generate). Services and Ingresses are listed and watched by the
-// informers; Services are never written. Ingresses are written with server-side apply
+// informers, with the HTTPRoutes of Apps' routes where the cluster serves them;
+// Services are never written. Ingresses are written with server-side apply
 // (patch; an apply that creates the Ingress is authorized as create too), read live
 // after a create that conflicted (get) and deleted when the annotation goes. Their
 // owner reference has blockOwnerDeletion=true, which the
@@ -94,6 +101,7 @@ type Controller struct {
 // +kubebuilder:rbac:groups="",resources=services/finalizers,verbs=update
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=list;watch
 
 // NewController wires a Controller to its client and informers and registers its event
 // handlers. The informers must not have been started yet.
@@ -112,7 +120,13 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, inf Inf
 
 	serviceInformer := inf.Services.Informer()
 	ingressInformer := inf.Ingresses.Informer()
-	for name, i := range map[string]cache.SharedIndexInformer{"Service": serviceInformer, "Ingress": ingressInformer} {
+	indexed := map[string]cache.SharedIndexInformer{"Service": serviceInformer, "Ingress": ingressInformer}
+	synced := []cache.InformerSynced{serviceInformer.HasSynced, ingressInformer.HasSynced}
+	if inf.HTTPRoutes != nil {
+		indexed["HTTPRoute"] = inf.HTTPRoutes.Informer()
+		synced = append(synced, inf.HTTPRoutes.Informer().HasSynced)
+	}
+	for name, i := range indexed {
 		if err := i.AddIndexers(cache.Indexers{hostIndex: indexByHost}); err != nil {
 			return nil, fmt.Errorf("adding the host index to the %s informer: %w", name, err)
 		}
@@ -128,11 +142,14 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, inf Inf
 		catchAll:         sets.New(opts.CatchAllNamespaces...),
 	}
 	c.ingressIndex = c.ingresses
+	if inf.HTTPRoutes != nil {
+		c.httpRouteIndex = inf.HTTPRoutes.Informer().GetIndexer()
+	}
 	c.loop = controller.NewLoop(controller.LoopConfig{
 		Name:            ControllerName,
 		LogKey:          "service",
 		Sync:            c.syncService,
-		Synced:          []cache.InformerSynced{serviceInformer.HasSynced, ingressInformer.HasSynced},
+		Synced:          synced,
 		Policy:          controller.RetryPolicy{MaxAttempts: opts.MaxRetries, RetryOnResync: true},
 		RateLimiter:     opts.RateLimiter,
 		ShutdownTimeout: opts.ShutdownTimeout,
@@ -156,6 +173,16 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, inf Inf
 		DeleteFunc: func(obj interface{}) { c.deleteIngress(logger, obj) },
 	}, cache.HandlerOptions{Logger: &logger}); err != nil {
 		return nil, fmt.Errorf("adding the Ingress event handler: %w", err)
+	}
+	if inf.HTTPRoutes != nil {
+		// An App's HTTPRoute that lets a host go (deleted, or its hostnames changed)
+		// may hand it to a waiting Service.
+		if _, err := inf.HTTPRoutes.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+			UpdateFunc: func(old, _ interface{}) { c.enqueueHostClaimants(hostBuckets(old)) },
+			DeleteFunc: func(obj interface{}) { c.enqueueHostClaimants(hostBuckets(controller.ObjectFromTombstone(obj))) },
+		}, cache.HandlerOptions{Logger: &logger}); err != nil {
+			return nil, fmt.Errorf("adding the HTTPRoute event handler: %w", err)
+		}
 	}
 	return c, nil
 }

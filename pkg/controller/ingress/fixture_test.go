@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
+	gatewayfake "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/fake"
+	gatewayinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
 
 	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 )
@@ -42,7 +44,8 @@ func newFixtureWith(t *testing.T, opts Options) *fixture {
 	_, ctx := ktesting.NewTestContext(t)
 	f := &fixture{t: t, ctx: ctx, client: kubefake.NewClientset(), recorder: record.NewFakeRecorder(100)}
 	factory := informers.NewSharedInformerFactory(f.client, 0)
-	f.inf = Informers{Services: factory.Core().V1().Services(), Ingresses: factory.Networking().V1().Ingresses()}
+	f.inf = Informers{Services: factory.Core().V1().Services(), Ingresses: factory.Networking().V1().Ingresses(),
+		HTTPRoutes: gatewayinformers.NewSharedInformerFactory(gatewayfake.NewClientset(), 0).Gateway().V1().HTTPRoutes()}
 	c, err := NewController(ctx, f.client, f.inf, f.recorder, opts)
 	if err != nil {
 		t.Fatalf("NewController: %v", err)

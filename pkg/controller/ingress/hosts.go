@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
@@ -65,11 +66,12 @@ func indexByHost(obj interface{}) ([]string, error) {
 		if o.Labels[appv1.ManagedByLabel] != appv1.ManagedByValue {
 			return nil, nil
 		}
-		hosts := make([]string, 0, len(o.Spec.Rules))
-		for _, r := range o.Spec.Rules {
-			hosts = append(hosts, r.Host)
+		return controller.HostBuckets(controller.RoutedHosts(o)...), nil
+	case *gatewayv1.HTTPRoute:
+		if o.Labels[appv1.ManagedByLabel] != appv1.ManagedByValue {
+			return nil, nil
 		}
-		return controller.HostBuckets(hosts...), nil
+		return controller.HostBuckets(controller.RoutedHosts(o)...), nil
 	}
 	return nil, nil
 }
@@ -78,8 +80,10 @@ func indexByHost(obj interface{}) ([]string, error) {
 type hostClaim struct {
 	// namespace claims the host for claimant: "Service NAME" or "the route of App NAME".
 	namespace, claimant string
-	// routed: the Service's Ingress routes a conflicting host, since ingressCreated.
+	// routed: the Service's Ingress (or the App's Ingress or HTTPRoute: routedBy)
+	// routes a conflicting host, since ingressCreated.
 	routed         bool
+	routedBy       string
 	ingressCreated time.Time
 	serviceCreated time.Time
 }
@@ -118,9 +122,7 @@ func (c *Controller) hostHolder(host string) (hostClaim, bool, error) {
 			continue
 		}
 		ref := metav1.GetControllerOfNoCopy(ing)
-		if ref == nil || !slices.ContainsFunc(ing.Spec.Rules, func(r networkingv1.IngressRule) bool {
-			return controller.HostsConflict(strings.ToLower(r.Host), host)
-		}) {
+		if ref == nil || !slices.ContainsFunc(controller.RoutedHosts(ing), func(h string) bool { return controller.HostsConflict(h, host) }) {
 			continue
 		}
 		if ref.Kind == "App" {
@@ -138,6 +140,28 @@ func (c *Controller) hostHolder(host string) (hostClaim, bool, error) {
 		}
 		claims[ing.Namespace+"/"+ref.Name] = hostClaim{namespace: ing.Namespace, claimant: "Service " + ref.Name, routed: true,
 			ingressCreated: ing.CreationTimestamp.Time, serviceCreated: svc.CreationTimestamp.Time}
+	}
+	if c.httpRouteIndex != nil {
+		routes, err := c.httpRouteIndex.ByIndex(hostIndex, bucket)
+		if err != nil {
+			return hostClaim{}, false, fmt.Errorf("listing the HTTPRoutes of hosts under %q: %w", bucket, err)
+		}
+		for _, obj := range routes {
+			route, ok := obj.(*gatewayv1.HTTPRoute)
+			if !ok {
+				continue
+			}
+			ref := metav1.GetControllerOfNoCopy(route)
+			if ref == nil || ref.Kind != "App" || !slices.ContainsFunc(controller.RoutedHosts(route), func(h string) bool { return controller.HostsConflict(h, host) }) {
+				continue
+			}
+			// An App's route attached to Gateways: routed since its HTTPRoute.
+			key := "App " + route.Namespace + "/" + ref.Name
+			if cl, ok := claims[key]; !ok || route.CreationTimestamp.Time.Before(cl.ingressCreated) {
+				claims[key] = hostClaim{namespace: route.Namespace, claimant: "the route of App " + ref.Name, routed: true,
+					routedBy: "HTTPRoute", ingressCreated: route.CreationTimestamp.Time}
+			}
+		}
 	}
 	services, err := c.serviceIndex.ByIndex(hostIndex, bucket)
 	if err != nil {
@@ -174,7 +198,7 @@ func (c *Controller) hostRefusal(svc *corev1.Service, host string) (string, erro
 	}
 	since := "it waits for an Ingress too, and is older"
 	if holder.routed {
-		since = "its Ingress routes it since " + holder.ingressCreated.UTC().Format(time.RFC3339)
+		since = fmt.Sprintf("its %s routes it since %s", cmp.Or(holder.routedBy, "Ingress"), holder.ingressCreated.UTC().Format(time.RFC3339))
 	}
 	return fmt.Sprintf("host %q is held by namespace %q (%s: %s); no Ingress for it here until that namespace lets it go",
 		host, holder.namespace, holder.claimant, since), nil

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
@@ -109,6 +111,45 @@ func TestHostOwnership(t *testing.T) {
 				t.Errorf("events %q, want a HostConflict Warning naming namespace a", events)
 			}
 		})
+	}
+}
+
+// TestHostHeldByHTTPRoute checks that an App's route attached to a Gateway (its
+// HTTPRoute) holds its host against a Service of another namespace, and that the
+// HTTPRoute's deletion queues the waiting Service.
+func TestHostHeldByHTTPRoute(t *testing.T) {
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	f := newFixture(t, "")
+	route := &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "a", Name: "shop", UID: "route-uid", ResourceVersion: "2", CreationTimestamp: metav1.NewTime(t0),
+		Labels:          map[string]string{appv1.ManagedByLabel: appv1.ManagedByValue},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: appv1.SchemeGroupVersion.String(), Kind: "App", Name: "shop", UID: "app-uid", Controller: ptr.To(true)}},
+	}, Spec: gatewayv1.HTTPRouteSpec{Hostnames: []gatewayv1.Hostname{"shop.example.com"}}}
+	controllertest.Seed(t, f.inf.HTTPRoutes.Informer().GetIndexer(), nil, route)
+	claim := claimant("b", "x", "*.example.com", t0.Add(-time.Hour)) // older than the route, but waiting
+	f.addServices(claim)
+	if err := f.syncIn("b", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if writes := controllertest.Verbs(f.writes()); len(writes) != 0 {
+		t.Errorf("writes %q, want none", writes)
+	}
+	if events := controllertest.DrainEvents(f.recorder); len(events) != 1 || !strings.Contains(events[0], `held by namespace "a" (the route of App shop: its HTTPRoute routes it since`) {
+		t.Errorf("events %q, want a HostConflict naming the App's route", events)
+	}
+	// The HTTPRoute goes: the claim is queued and gets the host.
+	if err := f.inf.HTTPRoutes.Informer().GetIndexer().Delete(route); err != nil {
+		t.Fatal(err)
+	}
+	f.c.enqueueHostClaimants(hostBuckets(route))
+	if n := f.c.loop.Queue().Len(); n != 1 {
+		t.Errorf("queued %d claims, want the Service", n)
+	}
+	if err := f.syncIn("b", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if writes := controllertest.Verbs(f.writes()); !reflect.DeepEqual(writes, []string{"patch ingresses"}) {
+		t.Errorf("writes %q, want the Ingress", writes)
 	}
 }
 

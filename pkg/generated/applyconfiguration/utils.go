@@ -46,6 +46,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &appcontrollerv1.DeploymentTemplateApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DisruptionBudget"):
 		return &appcontrollerv1.DisruptionBudgetApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("GatewayRef"):
+		return &appcontrollerv1.GatewayRefApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ResourceRequirements"):
 		return &appcontrollerv1.ResourceRequirementsApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("Route"):

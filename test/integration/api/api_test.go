@@ -244,6 +244,12 @@ route: {hosts: ["shop example"]}`, want: []string{"spec.route.hosts[0]", "should
 route: {hosts: [shop.example.com], tls: {secretName: t, issuer: a, clusterIssuer: b}}`, want: []string{"spec.route.tls", "set one of issuer and clusterIssuer"}},
 		{name: "a route path that is not absolute", spec: `serviceTemplate: {name: web}
 route: {hosts: [shop.example.com], paths: [{path: api}]}`, want: []string{"spec.route.paths[0].path", "should match"}},
+		{name: "a route to a Gateway with TLS (CEL)", spec: `serviceTemplate: {name: web}
+route: {hosts: [shop.example.com], parentRefs: [{name: public}], tls: {secretName: t}}`, want: []string{"spec.route.parentRefs", "an HTTPRoute takes neither tls nor ingressClassName"}},
+		{name: "a Gateway reference without a name", spec: `serviceTemplate: {name: web}
+route: {hosts: [shop.example.com], parentRefs: [{namespace: infra}]}`, want: []string{"spec.route.parentRefs[0].name", "Required value"}},
+		{name: "an empty list of Gateways", spec: `serviceTemplate: {name: web}
+route: {hosts: [shop.example.com], parentRefs: []}`, want: []string{"spec.route.parentRefs", "should have at least 1 items"}},
 		{name: "podAnnotations not strings", spec: `deploymentTemplate: {name: web, image: nginx, podAnnotations: {a: {b: c}}}`, want: []string{"spec.deploymentTemplate.podAnnotations.a", "string"}},
 		{name: "nodeSelector not strings", spec: `deploymentTemplate: {name: web, image: nginx, nodeSelector: {zone: [a]}}`, want: []string{"spec.deploymentTemplate.nodeSelector.zone", "string"}},
 		{name: "tolerations of the wrong type", spec: `deploymentTemplate: {name: web, image: nginx, tolerations: {key: a}}`, want: []string{"spec.deploymentTemplate.tolerations", "array"}},
@@ -318,6 +324,8 @@ route: {hosts: [shop.example.com], paths: [{path: api}]}`, want: []string{"spec.
 		{"recreate", `deploymentTemplate: {name: web, image: nginx, strategy: {type: Recreate}}`},
 		{"service settings", `serviceTemplate: {name: web, type: NodePort, nodePort: 30080, portName: web, protocol: UDP, sessionAffinity: ClientIP, labels: {team: a}, annotations: {ingress/http: "true"}}`},
 		{"nodePort on a LoadBalancer", `serviceTemplate: {name: web, type: LoadBalancer, nodePort: 30081}`},
+		{"a route to Gateways", `serviceTemplate: {name: web}
+route: {hosts: [shop.example.com], paths: [{path: /api}], port: 8080, parentRefs: [{name: public, namespace: infra, sectionName: https}, {name: internal}]}`},
 		{"a route", `serviceTemplate: {name: web}
 route: {hosts: [shop.example.com, "*.shop.example.com"], paths: [{path: /api, type: Exact}, {path: /}], port: http, tls: {secretName: shop-tls, clusterIssuer: letsencrypt}, ingressClassName: traefik}`},
 		{"a real service: init container, sidecars, ports, budget", `deploymentTemplate: {name: web, image: nginx, containerPort: 8080, ports: [{name: metrics, containerPort: 9090}], volumes: [{name: logs, emptyDir: {}}], initContainers: [{name: migrate, image: migrate:1, args: [up]}], sidecars: [{name: shipper, image: fluent-bit:3, volumeMounts: [{name: logs, mountPath: /logs}]}, {name: proxy, image: envoy:1, ports: [{name: admin, containerPort: 9901}], readinessProbe: {httpGet: {path: /ready, port: admin}}}]}

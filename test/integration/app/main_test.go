@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/app-controller/app-controller/internal/localcluster"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
 	"github.com/app-controller/app-controller/pkg/controller/appfixture"
@@ -26,7 +27,10 @@ import (
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
-func TestMain(m *testing.M) { framework.Main(m) }
+// The Gateway API CRDs are installed: App routes with parentRefs become HTTPRoutes.
+func TestMain(m *testing.M) {
+	framework.MainWithOptions(m, func(o *localcluster.Options) { o.GatewayAPI = true })
+}
 
 // converge bounds how long the controller and the cluster may take to converge.
 const converge = 60 * time.Second

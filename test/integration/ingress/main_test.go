@@ -14,12 +14,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/app-controller/app-controller/internal/localcluster"
 	ingressctrl "github.com/app-controller/app-controller/pkg/controller/ingress"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
-func TestMain(m *testing.M) { framework.Main(m) }
+// The Gateway API CRDs are installed: App routes with parentRefs become HTTPRoutes.
+func TestMain(m *testing.M) {
+	framework.MainWithOptions(m, func(o *localcluster.Options) { o.GatewayAPI = true })
+}
 
 // converge bounds how long the controller and the cluster may take to converge.
 const converge = 60 * time.Second

@@ -72,7 +72,8 @@ type AppSpec struct {
 	DisruptionBudget *DisruptionBudget `json:"disruptionBudget,omitempty"`
 
 	// Route publishes the App's Service under hosts and paths, with TLS: an Ingress
-	// named as the App, owned by it. Removing it deletes the Ingress.
+	// named as the App, owned by it, or an HTTPRoute attached to Gateways (parentRefs).
+	// Removing it deletes the Ingress or HTTPRoute.
 	// +optional
 	Route *Route `json:"route,omitempty"`
 }
@@ -547,7 +548,8 @@ type AppStatus struct {
 	// +optional
 	DisruptionBudget string `json:"disruptionBudget,omitempty"`
 
-	// Route is the name of the Ingress of spec.route the App controls.
+	// Route is the name of the Ingress or HTTPRoute of spec.route the App controls
+	// (RouteAccepted says which).
 	// +optional
 	Route string `json:"route,omitempty"`
 }

@@ -3,12 +3,14 @@ package v1
 import "k8s.io/apimachinery/pkg/util/intstr"
 
 // Route publishes an App's Service under hosts and paths: the controller writes an
-// Ingress owned by the App, named as the App. A host belongs to the namespace that
-// claimed it first (the oldest Ingress routing it, of an App's route or a Service's
-// ingress/* annotations): a route to a host held by another namespace is refused
-// (RouteAccepted=False, reason HostConflict).
+// Ingress owned by the App, named as the App, or, with parentRefs (or the controller's
+// --default-gateway), a Gateway API HTTPRoute attached to those Gateways. A host belongs
+// to the namespace that claimed it first (the oldest Ingress or HTTPRoute routing it,
+// of an App's route or a Service's ingress/* annotations): a route to a host held by
+// another namespace is refused (RouteAccepted=False, reason HostConflict).
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.tls) || !has(self.tls.issuer) || !has(self.tls.clusterIssuer)",message="route.tls: set one of issuer and clusterIssuer, not both",fieldPath=".tls"
+// +kubebuilder:validation:XValidation:rule="!has(self.parentRefs) || (!has(self.tls) && !has(self.ingressClassName))",message="route.parentRefs: an HTTPRoute takes neither tls nor ingressClassName (TLS is terminated by the Gateway's listener); drop them, or drop parentRefs for an Ingress",fieldPath=".parentRefs"
 type Route struct {
 	// Hosts the route answers for: DNS names, or a wildcard of one leading label
 	// ("*.example.com").
@@ -40,6 +42,53 @@ type Route struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	IngressClassName string `json:"ingressClassName,omitempty"`
+
+	// ParentRefs are the Gateways (Gateway API) the route attaches to: the controller
+	// writes an HTTPRoute named as the App instead of an Ingress, and reads back whether
+	// each Gateway accepted it (RouteAccepted). Unset, the controller's --default-gateway,
+	// if any, is the parent of a route without tls and ingressClassName.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	ParentRefs []GatewayRef `json:"parentRefs,omitempty"`
+}
+
+// GatewayRef names a Gateway (gateway.networking.k8s.io), and optionally one of its
+// listeners.
+type GatewayRef struct {
+	// Name of the Gateway.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+
+	// Namespace of the Gateway; the App's when unset. A Gateway of another namespace
+	// accepts the route only if its listeners allow routes from the App's namespace.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace,omitempty"`
+
+	// SectionName names one listener of the Gateway; unset, every listener that allows
+	// the route.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	SectionName string `json:"sectionName,omitempty"`
+}
+
+// String returns ref as NAMESPACE/NAME[/SECTION], namespace defaulting to ns.
+func (ref GatewayRef) String(ns string) string {
+	if ref.Namespace != "" {
+		ns = ref.Namespace
+	}
+	s := ns + "/" + ref.Name
+	if ref.SectionName != "" {
+		s += "/" + ref.SectionName
+	}
+	return s
 }
 
 // Hostname is a DNS name, or a wildcard of one leading label.

@@ -31,8 +31,12 @@ const (
 	// default).
 	ConditionContested = "Contested"
 	// ConditionRouteAccepted, present only when the App has a route, is True when its
-	// Ingress routes every host, False when a host is held by another namespace
-	// (reason HostConflict) or the Ingress was refused (RouteRefused).
+	// Ingress routes every host, or every Gateway accepted its HTTPRoute; False when a
+	// host is held by another namespace (reason HostConflict), the API server refused
+	// the Ingress or HTTPRoute (RouteRefused), a Gateway refused the HTTPRoute
+	// (GatewayRefused) or the cluster serves no Gateway API (GatewayAPIUnavailable);
+	// Unknown while a Gateway has not answered (RoutePending). An App whose route is not
+	// accepted is not Ready.
 	ConditionRouteAccepted = "RouteAccepted"
 )
 
@@ -76,6 +80,17 @@ const (
 	// ReasonRouteRefused: the API server refused the route's Ingress; the message names
 	// the field (RouteAccepted=False).
 	ReasonRouteRefused = "RouteRefused"
+	// ReasonGatewayRefused: a Gateway did not accept the route's HTTPRoute, or could
+	// not resolve its backend (its Accepted or ResolvedRefs condition is False); the
+	// message names the Gateway and quotes its condition (RouteAccepted=False).
+	ReasonGatewayRefused = "GatewayRefused"
+	// ReasonRoutePending: the route's HTTPRoute waits for a Gateway's controller to
+	// answer (RouteAccepted=Unknown).
+	ReasonRoutePending = "RoutePending"
+	// ReasonGatewayAPIUnavailable: the route asks for an HTTPRoute, but the cluster did
+	// not serve gateway.networking.k8s.io/v1 HTTPRoutes when the controller started
+	// (RouteAccepted=False).
+	ReasonGatewayAPIUnavailable = "GatewayAPIUnavailable"
 )
 
 // Reasons of Ready=False (and of Reconciling or Stalled) that name a problem of the App's

@@ -39,7 +39,8 @@ type AppSpecApplyConfiguration struct {
 	// it deletes the PodDisruptionBudget.
 	DisruptionBudget *DisruptionBudgetApplyConfiguration `json:"disruptionBudget,omitempty"`
 	// Route publishes the App's Service under hosts and paths, with TLS: an Ingress
-	// named as the App, owned by it. Removing it deletes the Ingress.
+	// named as the App, owned by it, or an HTTPRoute attached to Gateways (parentRefs).
+	// Removing it deletes the Ingress or HTTPRoute.
 	Route *RouteApplyConfiguration `json:"route,omitempty"`
 }
 

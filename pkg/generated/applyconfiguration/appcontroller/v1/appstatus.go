@@ -74,7 +74,8 @@ type AppStatusApplyConfiguration struct {
 	// DisruptionBudget is the name of the PodDisruptionBudget the App controls, when
 	// spec.disruptionBudget asks for one.
 	DisruptionBudget *string `json:"disruptionBudget,omitempty"`
-	// Route is the name of the Ingress of spec.route the App controls.
+	// Route is the name of the Ingress or HTTPRoute of spec.route the App controls
+	// (RouteAccepted says which).
 	Route *string `json:"route,omitempty"`
 }
 

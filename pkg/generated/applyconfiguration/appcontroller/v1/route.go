@@ -27,10 +27,11 @@ import (
 // with apply.
 //
 // Route publishes an App's Service under hosts and paths: the controller writes an
-// Ingress owned by the App, named as the App. A host belongs to the namespace that
-// claimed it first (the oldest Ingress routing it, of an App's route or a Service's
-// ingress/* annotations): a route to a host held by another namespace is refused
-// (RouteAccepted=False, reason HostConflict).
+// Ingress owned by the App, named as the App, or, with parentRefs (or the controller's
+// --default-gateway), a Gateway API HTTPRoute attached to those Gateways. A host belongs
+// to the namespace that claimed it first (the oldest Ingress or HTTPRoute routing it,
+// of an App's route or a Service's ingress/* annotations): a route to a host held by
+// another namespace is refused (RouteAccepted=False, reason HostConflict).
 type RouteApplyConfiguration struct {
 	// Hosts the route answers for: DNS names, or a wildcard of one leading label
 	// ("*.example.com").
@@ -45,6 +46,11 @@ type RouteApplyConfiguration struct {
 	TLS *RouteTLSApplyConfiguration `json:"tls,omitempty"`
 	// IngressClassName is the class of the Ingress; unset, the cluster's default class.
 	IngressClassName *string `json:"ingressClassName,omitempty"`
+	// ParentRefs are the Gateways (Gateway API) the route attaches to: the controller
+	// writes an HTTPRoute named as the App instead of an Ingress, and reads back whether
+	// each Gateway accepted it (RouteAccepted). Unset, the controller's --default-gateway,
+	// if any, is the parent of a route without tls and ingressClassName.
+	ParentRefs []GatewayRefApplyConfiguration `json:"parentRefs,omitempty"`
 }
 
 // RouteApplyConfiguration constructs a declarative configuration of the Route type for use with
@@ -97,5 +103,18 @@ func (b *RouteApplyConfiguration) WithTLS(value *RouteTLSApplyConfiguration) *Ro
 // If called multiple times, the IngressClassName field is set to the value of the last call.
 func (b *RouteApplyConfiguration) WithIngressClassName(value string) *RouteApplyConfiguration {
 	b.IngressClassName = &value
+	return b
+}
+
+// WithParentRefs adds the given value to the ParentRefs field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the ParentRefs field.
+func (b *RouteApplyConfiguration) WithParentRefs(values ...*GatewayRefApplyConfiguration) *RouteApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithParentRefs")
+		}
+		b.ParentRefs = append(b.ParentRefs, *values[i])
+	}
 	return b
 }

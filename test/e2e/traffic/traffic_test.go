@@ -1,0 +1,238 @@
+// Package traffic_test sends requests by Host header through a real ingress and Gateway
+// API controller, Traefik v3 (built by make e2e-traffic from hack/tools/traefik), to the
+// pods of Apps whose routes are an Ingress and an HTTPRoute, on a real node. It is
+// opt-in: Traefik's first build (about 2.6 GB of modules, 9 minutes on 2 cores) would push
+// a cold make test past its time bound, so make test skips this package unless
+// TRAEFIK_IMAGE_LAYOUT names Traefik's image (make e2e-traffic sets it).
+package traffic_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/app-controller/app-controller/internal/localcluster"
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controllermanager"
+	appclient "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
+	"github.com/app-controller/app-controller/test/e2e/realnode"
+	"github.com/app-controller/app-controller/test/integration/framework"
+)
+
+// layoutEnv names the OCI layout of Traefik's image.
+const layoutEnv = "TRAEFIK_IMAGE_LAYOUT"
+
+// TestMain starts a cluster with a real node, the App CRD and the Gateway API CRDs,
+// when Traefik's image is there.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(layoutEnv); dir == "" {
+		fmt.Printf("traffic: skipped: $%s is not set (make e2e-traffic builds Traefik and sets it)\n", layoutEnv)
+		os.Exit(0)
+	} else if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
+		fmt.Printf("traffic: skipped: no image layout in $%s: %v\n", layoutEnv, err)
+		os.Exit(0)
+	}
+	framework.MainWithOptions(m, func(o *localcluster.Options) {
+		o.Node = localcluster.NodeReal
+		o.GatewayAPI = true
+	})
+}
+
+// traefikManifest runs Traefik in namespace %[1]s as the ingress controller of class
+// traefik and the Gateway controller of GatewayClass traefik, with Gateway "public"
+// (listener web, port 8000, routes from every namespace); %[2]s is its image.
+const traefikManifest = `apiVersion: v1
+kind: ServiceAccount
+metadata: {name: traefik, namespace: %[1]s}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: traefik-%[1]s}
+rules:
+- apiGroups: [""]
+  resources: [services, endpoints, secrets, namespaces, nodes]
+  verbs: [get, list, watch]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [list, watch]
+- apiGroups: [networking.k8s.io]
+  resources: [ingresses, ingressclasses]
+  verbs: [get, list, watch]
+- apiGroups: [networking.k8s.io]
+  resources: [ingresses/status]
+  verbs: [update]
+- apiGroups: [gateway.networking.k8s.io]
+  resources: ["*"]
+  verbs: [get, list, watch]
+- apiGroups: [gateway.networking.k8s.io]
+  resources: ["*/status"]
+  verbs: [update, patch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: traefik-%[1]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: traefik-%[1]s}
+subjects: [{kind: ServiceAccount, name: traefik, namespace: %[1]s}]
+---
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: traefik}
+spec: {controller: traefik.io/ingress-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: traefik}
+spec: {controllerName: traefik.io/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: public, namespace: %[1]s}
+spec:
+  gatewayClassName: traefik
+  listeners:
+  - name: web
+    port: 8000
+    protocol: HTTP
+    allowedRoutes:
+      namespaces: {from: All}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: traefik, namespace: %[1]s, labels: {app: traefik}}
+spec:
+  serviceAccountName: traefik
+  terminationGracePeriodSeconds: 0
+  containers:
+  - name: traefik
+    image: %[2]s
+    args:
+    - --entryPoints.web.address=:8000
+    - --entryPoints.traefik.address=:8080
+    - --ping=true
+    - --providers.kubernetesingress=true
+    - --providers.kubernetesgateway=true
+    - --log.level=INFO
+    ports:
+    - {name: web, containerPort: 8000}
+    - {name: admin, containerPort: 8080}
+    readinessProbe:
+      httpGet: {path: /ping, port: admin}
+      periodSeconds: 1
+`
+
+// appManifest is an App %[2]s in namespace %[1]s running agnhost netexec (image %[3]s),
+// whose route publishes host %[2]s.example.com by %[4]s.
+const appManifest = `apiVersion: appcontroller.k8s.io/v1
+kind: App
+metadata: {name: %[2]s, namespace: %[1]s}
+spec:
+  deploymentTemplate:
+    name: %[2]s
+    image: %[3]s
+    args: [netexec, --http-port=8080]
+    containerPort: 8080
+    replicas: 1
+  serviceTemplate: {name: %[2]s, port: 80}
+  route:
+    hosts: [%[2]s.example.com]
+    %[4]s
+`
+
+func TestTrafficThroughTraefik(t *testing.T) {
+	ctx := context.Background()
+	client := framework.Client(t)
+	apps, err := appclient.NewForConfig(framework.Config(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	registry := realnode.Registry(t)
+	image := registry + "/traefik:v3.6.12"
+	realnode.Run(t, filepath.Join(realnode.BinDir(t), "imagebuild"), "push", "--layout", os.Getenv(layoutEnv), image)
+
+	tns, ns := framework.Namespace(t), framework.Namespace(t)
+	realnode.RunStdin(t, []byte(fmt.Sprintf(traefikManifest, tns, image)), filepath.Join(realnode.BinDir(t), "kubectl"),
+		"--kubeconfig", framework.Cluster().Kubeconfig, "apply", "-f", "-")
+	t.Cleanup(func() {
+		_, _ = realnode.TryRun(filepath.Join(realnode.BinDir(t), "kubectl"), "--kubeconfig", framework.Cluster().Kubeconfig,
+			"delete", "--ignore-not-found", "clusterrole/traefik-"+tns, "clusterrolebinding/traefik-"+tns, "ingressclass/traefik", "gatewayclass/traefik")
+	})
+	framework.Eventually(t, 3*time.Minute, func() (bool, error) {
+		p, err := client.CoreV1().Pods(tns).Get(ctx, "traefik", metav1.GetOptions{})
+		return err == nil && podReady(p), nil
+	})
+	traefik := realnode.PortForward(t, tns, "pod/traefik", 8000)
+
+	opts := controllermanager.NewOptions()
+	opts.Controllers = []string{"app"}
+	opts.ShutdownTimeout = 5 * time.Second
+	framework.StartManager(t, framework.Config(t), opts)
+
+	agnhost := realnode.Agnhost(t)
+	for _, tc := range []struct{ name, route, kind string }{
+		{"shop", fmt.Sprintf("parentRefs: [{name: public, namespace: %s}]", tns), "HTTPRoute"},
+		{"blog", "ingressClassName: traefik", "Ingress"},
+	} {
+		realnode.RunStdin(t, []byte(fmt.Sprintf(appManifest, ns, tc.name, agnhost, tc.route)), filepath.Join(realnode.BinDir(t), "kubectl"),
+			"--kubeconfig", framework.Cluster().Kubeconfig, "apply", "--server-side", "-f", "-")
+		var app *appv1.App
+		framework.Eventually(t, 3*time.Minute, func() (bool, error) {
+			app, err = apps.AppcontrollerV1().Apps(ns).Get(ctx, tc.name, metav1.GetOptions{})
+			return err == nil && meta.IsStatusConditionTrue(app.Status.Conditions, appv1.ConditionReady) &&
+				meta.IsStatusConditionTrue(app.Status.Conditions, appv1.ConditionRouteAccepted), nil
+		})
+		t.Logf("App %s Ready; RouteAccepted: %s", tc.name, meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionRouteAccepted).Message)
+		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: appv1.InstanceLabel + "=" + tc.name})
+		if err != nil || len(pods.Items) != 1 {
+			t.Fatalf("pods of App %s: %v, %v", tc.name, pods, err)
+		}
+		// Traefik applies a new route within a few seconds of reading it.
+		var body string
+		framework.Eventually(t, time.Minute, func() (bool, error) {
+			body, err = getHost(traefik, tc.name+".example.com", "/hostname")
+			return err == nil && body == pods.Items[0].Name, nil
+		})
+		t.Logf("GET %s.example.com/hostname through Traefik, by the route's %s -> %q (pod %s)", tc.name, tc.kind, body, pods.Items[0].Name)
+	}
+	if body, err := getHost(traefik, "nobody.example.com", "/hostname"); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("GET nobody.example.com: %q, %v; want 404", body, err)
+	}
+}
+
+// getHost sends GET base+path with Host host and returns the body of a 200 answer.
+func getHost(base, host, path string) (string, error) {
+	req, err := http.NewRequest(http.MethodGet, base+path, nil)
+	if err != nil {
+		return "", err
+	}
+	req.Host = host
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s%s (Host %s): %s: %s", base, path, host, resp.Status, body)
+	}
+	return strings.TrimSpace(string(body)), nil
+}
+
+// podReady reports whether p is Ready.
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
