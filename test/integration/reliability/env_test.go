@@ -185,13 +185,18 @@ func (e *env) waitAllReady(t *testing.T, want int, timeout time.Duration) time.D
 	t.Helper()
 	start := time.Now()
 	var ready, total int
+	var last error
 	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		var err error
-		ready, total, err = e.readyCount(ctx)
-		return err == nil && total == want && ready == want, nil
+		r, n, err := e.readyCount(ctx)
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		ready, total = r, n
+		return total == want && ready == want, nil
 	})
 	if err != nil {
-		t.Fatalf("%d of %d Apps Ready (want %d) after %s", ready, total, want, timeout)
+		t.Fatalf("%d of %d Apps Ready (want %d) after %s (last error listing them: %v)", ready, total, want, timeout, last)
 	}
 	return time.Since(start)
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/app-controller/app-controller/test/harness"
 	"github.com/app-controller/app-controller/test/integration/framework"
@@ -43,19 +42,7 @@ func (id identity) restConfig(t *testing.T) *rest.Config {
 // kubeconfig writes the admin kubeconfig impersonating id and returns its path.
 func (id identity) kubeconfig(t *testing.T) string {
 	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(framework.Cluster().Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, auth := range cfg.AuthInfos {
-		auth.Impersonate = string(id)
-		auth.ImpersonateGroups = []string{"system:masters"}
-	}
-	path := filepath.Join(t.TempDir(), string(id)+".kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return impersonatingKubeconfig(t, string(id), "system:masters")
 }
 
 // controller is an app-controller process (harness.Process), run with its default flags
