@@ -169,6 +169,15 @@ func TestHTTPRoute(t *testing.T) {
 		if c == nil || c.Status != metav1.ConditionUnknown || c.Reason != appv1.ReasonRoutePending || r.Status != metav1.ConditionFalse || r.Reason != appv1.ReasonRoutePending {
 			t.Errorf("no answer yet: RouteAccepted %+v, Ready %+v", c, r)
 		}
+		// Still no answer a minute later: nothing to write (Ready's transition time,
+		// though the sync finds the Deployment ready first, stays).
+		f.step(time.Minute)
+		if err := f.sync("tcs", "web"); err != nil {
+			t.Fatal(err)
+		}
+		if w := f.writeNames(); len(w) != 0 {
+			t.Errorf("a pending route, synced again: writes %q, want none", w)
+		}
 
 		answer(f, metav1.Condition{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted"}, metav1.Condition{Type: "ResolvedRefs", Status: metav1.ConditionTrue, Reason: "ResolvedRefs"})
 		if err := f.sync("tcs", "web"); err != nil {

@@ -182,11 +182,19 @@ func deploymentCondition(d *appsv1.Deployment, t appsv1.DeploymentConditionType)
 // setCondition sets a condition of status, keeping its transition time when its status
 // does not change.
 func setCondition(status *appv1.AppStatus, app *appv1.App, now metav1.Time, conditionType string, s metav1.ConditionStatus, reason, message string) {
+	// The transition time is the stored condition's when it already had this status,
+	// even if this sync set the condition otherwise, or removed it, before settling on
+	// s (a route that keeps an otherwise Ready App from Ready): a status write must not
+	// move it when nothing changed.
+	transition := now
+	if old := meta.FindStatusCondition(app.Status.Conditions, conditionType); old != nil && old.Status == s {
+		transition = old.LastTransitionTime
+	}
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
 		Type:               conditionType,
 		Status:             s,
 		ObservedGeneration: app.Generation,
-		LastTransitionTime: now,
+		LastTransitionTime: transition,
 		Reason:             reason,
 		Message:            message,
 	})

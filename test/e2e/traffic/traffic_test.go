@@ -60,7 +60,7 @@ kind: ClusterRole
 metadata: {name: traefik-%[1]s}
 rules:
 - apiGroups: [""]
-  resources: [services, endpoints, secrets, namespaces, nodes]
+  resources: [services, endpoints, secrets, configmaps, namespaces, nodes]
   verbs: [get, list, watch]
 - apiGroups: [discovery.k8s.io]
   resources: [endpointslices]

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,7 +33,7 @@ func TestHTTPRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	startManager(t, 0)
+	m := startManager(t, 0)
 	ctx := context.Background()
 	ns, other := framework.Namespace(t), framework.Namespace(t)
 
@@ -112,6 +113,14 @@ spec:
 	t.Logf("accepted: RouteAccepted %s: %s", condition(ready, appv1.ConditionRouteAccepted), condMessage(ready, appv1.ConditionRouteAccepted))
 	if ready.Status.Route != "shop" || condition(ready, appv1.ConditionRouteAccepted) != "True/"+appv1.ReasonRouted {
 		t.Errorf("status.route %q, RouteAccepted %s", ready.Status.Route, condition(ready, appv1.ConditionRouteAccepted))
+	}
+	// Up to date against the real schema and its defaults: a sync (queued by a label
+	// on the App) writes nothing to the HTTPRoute.
+	before := len(m.writesIn(ns))
+	framework.Kubectl(t, "-n", ns, "label", "app", "shop", "touched=yes")
+	time.Sleep(2 * time.Second)
+	if after := m.writesIn(ns)[before:]; slices.ContainsFunc(after, func(w string) bool { return strings.Contains(w, "httproutes") }) {
+		t.Errorf("a sync of an accepted route wrote %q", after)
 	}
 
 	answer(metav1.Condition{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "NotAllowedByListeners", Message: "listener https allows routes from namespace infra only"})
