@@ -104,6 +104,15 @@ var grants = []grant{
 	{permission{"create", "policy", "poddisruptionbudgets"}, "server-side apply that creates an App's PodDisruptionBudget: authorized as create too", false, everywhere},
 	{permission{"patch", "policy", "poddisruptionbudgets"}, "server-side apply of an App's PodDisruptionBudget", false, everywhere},
 	{permission{"delete", "policy", "poddisruptionbudgets"}, "prune of a PodDisruptionBudget removed from the App's spec", false, everywhere},
+	// HTTPRoutes of App routes attached to Gateways, where the cluster serves the Gateway
+	// API (pkg/controller/app/httproute.go; the Service->Ingress controller lists and
+	// watches them too, for host ownership). This test's cluster serves no Gateway API.
+	{permission{"list", "gateway.networking.k8s.io", "httproutes"}, "managed and unmanaged (metadata-only) HTTPRoute informers", false, everywhere},
+	{permission{"watch", "gateway.networking.k8s.io", "httproutes"}, "managed and unmanaged (metadata-only) HTTPRoute informers", false, everywhere},
+	{permission{"get", "gateway.networking.k8s.io", "httproutes"}, "liveHolder: who holds the name after a create that conflicted", false, everywhere},
+	{permission{"create", "gateway.networking.k8s.io", "httproutes"}, "server-side apply that creates an App's HTTPRoute: authorized as create too", false, everywhere},
+	{permission{"patch", "gateway.networking.k8s.io", "httproutes"}, "server-side apply of an App's HTTPRoute", false, everywhere},
+	{permission{"delete", "gateway.networking.k8s.io", "httproutes"}, "prune of an HTTPRoute the route no longer wants (no route, or an Ingress instead)", false, everywhere},
 	// Service->Ingress controller (pkg/controller/ingress).
 	{permission{"update", "", "services/finalizers"}, "OwnerReferencesPermissionEnforcement: the Ingress's owner reference has blockOwnerDeletion=true", false, everywhere},
 	{permission{"list", "networking.k8s.io", "ingresses"}, "Ingress informer", false, everywhere},
