@@ -362,9 +362,14 @@ unit: ## Unit tests, with the race detector and the cache mutation detector.
 	KUBE_CACHE_MUTATION_DETECTOR=true CGO_ENABLED=1 $(GO) test -race $(UNIT_PKGS) $(TESTFLAGS)
 
 .PHONY: integration
+# The two longest packages first (go test starts them in this order, INTEGRATION_PARALLEL
+# at a time), so that the short ones fill in beside them instead of one long package
+# running alone at the end.
+INTEGRATION_PKGS := ./test/integration/reliability ./test/integration/app ./test/integration/...
+
 integration: tools ## Integration tests against a local kube-apiserver, etcd, controller-manager, scheduler and kwok.
 	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) \
-		$(GO) test -count=1 -p $(INTEGRATION_PARALLEL) -timeout $(INTEGRATION_TIMEOUT) ./test/integration/... $(TESTFLAGS)
+		$(GO) test -count=1 -p $(INTEGRATION_PARALLEL) -timeout $(INTEGRATION_TIMEOUT) $(INTEGRATION_PKGS) $(TESTFLAGS)
 
 # The end-to-end tests run where a real node can (root, cgroups); elsewhere `make e2e` says
 # in one line what it skipped and why, except with CI=true, where that fails the run.

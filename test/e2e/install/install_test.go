@@ -83,8 +83,8 @@ func TestHelmInstallOnRealNode(t *testing.T) {
 		t.Fatalf("controller pods: %d, want 2", len(pods))
 	}
 	for _, p := range pods {
-		if !podReady(&p) || p.Spec.NodeName != localcluster.RealNodeName {
-			t.Fatalf("controller pod %s: ready %v on node %q, want Ready on %s", p.Name, podReady(&p), p.Spec.NodeName, localcluster.RealNodeName)
+		if !realnode.PodReady(&p) || p.Spec.NodeName != localcluster.RealNodeName {
+			t.Fatalf("controller pod %s: ready %v on node %q, want Ready on %s", p.Name, realnode.PodReady(&p), p.Spec.NodeName, localcluster.RealNodeName)
 		}
 		t.Logf("controller pod %s Running and Ready on %s (probes through the kubelet), image %s", p.Name, p.Spec.NodeName, p.Spec.Containers[0].Image)
 	}
@@ -327,7 +327,7 @@ func observeUpgrade(ctx context.Context, client kubernetes.Interface, apps appcl
 					continue // terminating: no longer counted by the Deployment
 				}
 				live++
-				if podReady(&pods.Items[i]) {
+				if realnode.PodReady(&pods.Items[i]) {
 					ready++
 				}
 			}
@@ -372,7 +372,7 @@ func waitControllerPodsReady(t testing.TB, client kubernetes.Interface, n int, t
 			return false, nil
 		}
 		for i := range pods.Items {
-			if !podReady(&pods.Items[i]) || pods.Items[i].DeletionTimestamp != nil {
+			if !realnode.PodReady(&pods.Items[i]) || pods.Items[i].DeletionTimestamp != nil {
 				return false, nil
 			}
 		}
@@ -469,15 +469,6 @@ func readyMessage(a *appv1.App) string {
 		}
 	}
 	return "no Ready condition"
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func serviceIP(t testing.TB, client kubernetes.Interface, ns, name string) string {

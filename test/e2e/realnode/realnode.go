@@ -260,3 +260,13 @@ func (p *Prober) Get(host string, port int, path string) (string, error) {
 	}
 	return result.Responses[0], nil
 }
+
+// PodReady reports whether p's Ready condition is True.
+func PodReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -168,7 +167,7 @@ func TestTrafficThroughTraefik(t *testing.T) {
 	})
 	framework.Eventually(t, 3*time.Minute, func() (bool, error) {
 		p, err := client.CoreV1().Pods(tns).Get(ctx, "traefik", metav1.GetOptions{})
-		return err == nil && podReady(p), nil
+		return err == nil && realnode.PodReady(p), nil
 	})
 	traefik := realnode.PortForward(t, tns, "pod/traefik", 8000)
 
@@ -225,14 +224,4 @@ func getHost(base, host, path string) (string, error) {
 		return "", fmt.Errorf("GET %s%s (Host %s): %s: %s", base, path, host, resp.Status, body)
 	}
 	return strings.TrimSpace(string(body)), nil
-}
-
-// podReady reports whether p is Ready.
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
