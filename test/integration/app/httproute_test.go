@@ -168,5 +168,8 @@ spec:
 		_, err := c.kube.NetworkingV1().Ingresses(ns).Get(ctx, "shop", metav1.GetOptions{})
 		return err
 	})
-	c.waitCondition(t, other, "rival", appv1.ConditionRouteAccepted, "True/"+appv1.ReasonRouted)
+	gone := time.Now()
+	handed := c.waitCondition(t, other, "rival", appv1.ConditionRouteAccepted, "True/"+appv1.ReasonRouted)
+	t.Logf("the rival's route was accepted %s after the holder's Ingress was gone (its condition: %s)",
+		time.Since(gone).Round(time.Millisecond), condMessage(handed, appv1.ConditionRouteAccepted))
 }
