@@ -144,7 +144,7 @@ func TestThrottledByPriorityAndFairness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	holder, transitions := *lease.Spec.HolderIdentity, ptrValue(lease.Spec.LeaseTransitions)
+	holder, transitions, renewedBefore := *lease.Spec.HolderIdentity, ptrValue(lease.Spec.LeaseTransitions), lease.Spec.RenewTime.Time
 
 	// The load: the same user lists ConfigMaps from 48 clients at once, so the level's
 	// seats are busy whenever the controller asks for one.
@@ -182,10 +182,18 @@ func TestThrottledByPriorityAndFairness(t *testing.T) {
 		throttled = metric(t, metricsURL, "rest_client_requests_total", map[string]string{"code": "429"})
 		return throttled >= 20, nil
 	})
-	// A few lease renewals under the load.
-	time.Sleep(3 * renewDeadline)
+	// A few lease renewals (one per retry period) under the load.
+	time.Sleep(3 * retryPeriod)
 	throttled = metric(t, metricsURL, "rest_client_requests_total", map[string]string{"code": "429"})
 	rejected := apiserverMetric(t, e.kube, "apiserver_flowcontrol_rejected_requests_total", map[string]string{"priority_level": "throttled-" + e.ns})
+	underLoad, err := e.kube.CoordinationV1().Leases(e.ns).Get(ctx, "app-controller", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if renewed := underLoad.Spec.RenewTime.Time; !renewed.After(renewedBefore) || time.Since(renewed) > renewDeadline {
+		t.Errorf("under the load the Lease was last renewed %s ago (at %s; acquired at %s), want within the renew deadline %s",
+			time.Since(renewed), renewed, renewedBefore, renewDeadline)
+	}
 	stopLoad()
 	t.Logf("load stopped %.1fs after the first create; %.0f 429s so far", time.Since(start).Seconds(), throttled)
 	took := e.waitAllReady(t, n, 4*time.Minute)
