@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/client-go/discovery"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	gatewayinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
@@ -100,7 +103,7 @@ func NewControllerContext(ctx context.Context, cfg *rest.Config, opts *Options) 
 	if err != nil {
 		return nil, fmt.Errorf("building the Gateway API clientset: %w", err)
 	}
-	gatewayAPI, err := servesHTTPRoutes(kubeClient.Discovery())
+	gatewayAPI, err := discoverHTTPRoutes(ctx, kubeClient.Discovery().ServerResourcesForGroupVersion, time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -145,22 +148,30 @@ func NewControllerContext(ctx context.Context, cfg *rest.Config, opts *Options) 
 	}, nil
 }
 
-// servesHTTPRoutes tells whether the API server serves gateway.networking.k8s.io/v1
-// HTTPRoutes.
-func servesHTTPRoutes(d discovery.DiscoveryInterface) (bool, error) {
-	resources, err := d.ServerResourcesForGroupVersion(gatewayv1.GroupVersion.String())
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
+// discoverHTTPRoutes tells whether the API server serves gateway.networking.k8s.io/v1
+// HTTPRoutes, asking resourcesFor (discovery's ServerResourcesForGroupVersion). An API
+// server that cannot answer yet (starting, restarting, unreachable) is asked again every
+// interval until ctx ends, as the informers would retry their lists: the process waits
+// rather than exits, so that it never crash-loops on an API server that is away.
+func discoverHTTPRoutes(ctx context.Context, resourcesFor func(groupVersion string) (*metav1.APIResourceList, error), interval time.Duration) (bool, error) {
+	logger := klog.FromContext(ctx)
+	serves := false
+	err := wait.PollUntilContextCancel(ctx, interval, true, func(context.Context) (bool, error) {
+		resources, err := resourcesFor(gatewayv1.GroupVersion.String())
+		switch {
+		case apierrors.IsNotFound(err):
+			return true, nil
+		case err != nil:
+			logger.Info("Discovering the Gateway API failed; retrying", "groupVersion", gatewayv1.GroupVersion, "err", err)
+			return false, nil
+		}
+		serves = slices.ContainsFunc(resources.APIResources, func(r metav1.APIResource) bool { return r.Name == "httproutes" })
+		return true, nil
+	})
 	if err != nil {
 		return false, fmt.Errorf("discovering the Gateway API (%s): %w", gatewayv1.GroupVersion, err)
 	}
-	for _, r := range resources.APIResources {
-		if r.Name == "httproutes" {
-			return true, nil
-		}
-	}
-	return false, nil
+	return serves, nil
 }
 
 // unmanagedMetadataInformer returns the shared metadata informer of the objects of gvr

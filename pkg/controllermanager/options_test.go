@@ -2,6 +2,7 @@ package controllermanager
 
 import (
 	"flag"
+	"strings"
 	"testing"
 )
 
@@ -29,5 +30,32 @@ func TestLeaderElectFlagSpellings(t *testing.T) {
 				t.Errorf("lease = %s/%s, want %s/%s", opts.LeaderElectNamespace, opts.LeaderElectName, tt.wantNS, tt.wantName)
 			}
 		})
+	}
+}
+
+// TestDefaultGateway checks the parsing of --default-gateway: NAMESPACE/NAME or
+// NAMESPACE/NAME/LISTENER, each part a valid name, else Validate says which.
+func TestDefaultGateway(t *testing.T) {
+	for _, tc := range []struct {
+		value, want, err string
+	}{
+		{value: "", want: ""},
+		{value: "infra/public", want: "infra/public"},
+		{value: "infra/public/https", want: "infra/public/https"},
+		{value: "public", err: `--default-gateway "public": want NAMESPACE/NAME or NAMESPACE/NAME/LISTENER`},
+		{value: "infra/Public", err: `--default-gateway "infra/Public": "Public": a lowercase RFC 1123 subdomain`},
+		{value: "in.fra/public", err: `--default-gateway "in.fra/public": "in.fra": must not contain dots`},
+	} {
+		o := NewOptions()
+		o.DefaultGateway = tc.value
+		err := o.Validate()
+		ref, _ := o.defaultGateway()
+		got := ""
+		if ref != nil {
+			got = ref.String("")
+		}
+		if tc.err == "" && (err != nil || got != tc.want) || tc.err != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.err)) {
+			t.Errorf("--default-gateway %q: %q, %v; want %q, %q", tc.value, got, err, tc.want, tc.err)
+		}
 	}
 }
