@@ -3,6 +3,7 @@ package localcluster
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,44 +21,27 @@ import (
 const gatewayAPIModule = "sigs.k8s.io/gateway-api"
 
 // GatewayAPICRDDir returns the directory of the Gateway API's standard CRDs in the Go
-// module cache, for the version the module in the working directory requires; the
-// module is downloaded if it is not there yet.
+// module cache, for the version the module in the working directory requires: `go mod
+// download -json` names it, and downloads the module if it is not there yet.
 func GatewayAPICRDDir(ctx context.Context) (string, error) {
-	dir, err := goModuleDir(ctx, "list", "-m", "-f", "{{.Dir}}", gatewayAPIModule)
-	if err == nil && dir == "" {
-		// Required but not downloaded yet: `go list -m` does not download.
-		dir, err = goModuleDir(ctx, "mod", "download", "-json", gatewayAPIModule)
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", gatewayAPIModule)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("locating module %s (go mod download): %w: %s", gatewayAPIModule, err, strings.TrimSpace(stderr.String()))
 	}
-	if err != nil {
-		return "", err
+	var module struct{ Dir, Error string }
+	if err := json.Unmarshal(stdout.Bytes(), &module); err != nil {
+		return "", fmt.Errorf("locating module %s: reading what go mod download printed: %w", gatewayAPIModule, err)
 	}
-	crds := filepath.Join(dir, "config", "crd", "standard")
+	if module.Dir == "" {
+		return "", fmt.Errorf("locating module %s: go mod download named no directory: %s", gatewayAPIModule, module.Error)
+	}
+	crds := filepath.Join(module.Dir, "config", "crd", "standard")
 	if _, err := os.Stat(crds); err != nil {
 		return "", fmt.Errorf("finding the Gateway API CRDs of %s: %w", gatewayAPIModule, err)
 	}
 	return crds, nil
-}
-
-// goModuleDir runs the go command with args and returns the module directory it
-// prints: the whole output of `go list -m -f {{.Dir}}`, or the "Dir" of `go mod
-// download -json`.
-func goModuleDir(ctx context.Context, args ...string) (string, error) {
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("locating module %s (go %s): %w: %s", gatewayAPIModule, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	out := strings.TrimSpace(stdout.String())
-	if args[0] != "mod" {
-		return out, nil
-	}
-	for line := range strings.Lines(out) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), `"Dir": "`); ok {
-			return strings.TrimSuffix(strings.TrimSuffix(v, ","), `"`), nil
-		}
-	}
-	return "", fmt.Errorf("locating module %s: go %s printed no Dir", gatewayAPIModule, strings.Join(args, " "))
 }
 
 // gatewayAPICRDFiles returns the CRD files of the standard channel in dir: every

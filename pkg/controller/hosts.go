@@ -69,3 +69,12 @@ func RoutedHosts(obj interface{}) []string {
 	}
 	return hosts
 }
+
+// RouteKind returns the kind of a route object: "HTTPRoute" for a Gateway API HTTPRoute,
+// else "Ingress".
+func RouteKind(obj interface{}) string {
+	if _, ok := obj.(*gatewayv1.HTTPRoute); ok {
+		return "HTTPRoute"
+	}
+	return "Ingress"
+}

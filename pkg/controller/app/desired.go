@@ -201,6 +201,19 @@ func desiredDeployment(app *appv1.App, hashes configHashes) (*appsv1ac.Deploymen
 	return controller.WithAppliedHash(d)
 }
 
+// firstServicePort returns the number and the name of the first port of the Service t
+// describes (port and portName), defaults applied; the ports of t.Ports follow it.
+func firstServicePort(t *appv1.ServiceTemplate) (int32, string) {
+	port, name := t.Port, t.PortName
+	if port == 0 {
+		port = defaultServicePort
+	}
+	if name == "" {
+		name = appv1.PortName
+	}
+	return port, name
+}
+
 // DesiredService returns the apply configuration of the Service that app wants, or nil when
 // app has no serviceTemplate. The Service selects the App's pods; its target port is
 // serviceTemplate.targetPort, else the container port, else the Service port.
@@ -209,10 +222,7 @@ func DesiredService(app *appv1.App) (*corev1ac.ServiceApplyConfiguration, error)
 	if t == nil {
 		return nil, nil
 	}
-	port := t.Port
-	if port == 0 {
-		port = defaultServicePort
-	}
+	port, portName := firstServicePort(t)
 	targetPort := port
 	switch {
 	case t.TargetPort != nil:
@@ -223,10 +233,6 @@ func DesiredService(app *appv1.App) (*corev1ac.ServiceApplyConfiguration, error)
 	serviceType := t.Type
 	if serviceType == "" {
 		serviceType = corev1.ServiceTypeClusterIP
-	}
-	portName := t.PortName
-	if portName == "" {
-		portName = appv1.PortName
 	}
 	servicePort := corev1ac.ServicePort().
 		WithName(portName).

@@ -90,14 +90,7 @@ func DesiredHTTPRoute(app *appv1.App, parents []appv1.GatewayRef) (*gatewayv1ac.
 // servicePortNumber returns the number of the port of the App's Service that port
 // names (by name or number); nil names the first port.
 func servicePortNumber(svc *appv1.ServiceTemplate, port *intstr.IntOrString) (int32, error) {
-	first := svc.Port
-	if first == 0 {
-		first = defaultServicePort
-	}
-	firstName := svc.PortName
-	if firstName == "" {
-		firstName = appv1.PortName
-	}
+	first, firstName := firstServicePort(svc)
 	switch {
 	case port == nil:
 		return first, nil

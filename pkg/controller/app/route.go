@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	"k8s.io/client-go/tools/cache"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
@@ -44,10 +43,7 @@ func DesiredRoute(app *appv1.App) (*networkingv1ac.IngressApplyConfiguration, er
 	port := networkingv1ac.ServiceBackendPort()
 	switch {
 	case r.Port == nil:
-		name := svc.PortName
-		if name == "" {
-			name = appv1.PortName
-		}
+		_, name := firstServicePort(svc)
 		port.WithName(name)
 	case r.Port.Type == intstr.Int:
 		port.WithNumber(r.Port.IntVal)
@@ -134,7 +130,7 @@ func (c *Controller) routeRefusal(app *appv1.App) (string, error) {
 			}
 			for _, other := range controller.RoutedHosts(obj) {
 				if controller.HostsConflict(other, host) {
-					holder := routeKind(obj) + " " + obj.GetName()
+					holder := controller.RouteKind(obj) + " " + obj.GetName()
 					if ref != nil {
 						holder = ref.Kind + " " + ref.Name
 					}
@@ -145,14 +141,6 @@ func (c *Controller) routeRefusal(app *appv1.App) (string, error) {
 		}
 	}
 	return "", nil
-}
-
-// routeKind returns the kind of a route object: Ingress or HTTPRoute.
-func routeKind(obj metav1.Object) string {
-	if _, ok := obj.(*gatewayv1.HTTPRoute); ok {
-		return "HTTPRoute"
-	}
-	return "Ingress"
 }
 
 // routeObjects returns the managed Ingress and HTTPRoute of key in the caches.

@@ -112,55 +112,32 @@ func (a hostClaim) before(b hostClaim) int {
 func (c *Controller) hostHolder(host string) (hostClaim, bool, error) {
 	bucket := controller.HostBucket(host)
 	claims := map[string]hostClaim{}
-	ingresses, err := c.ingressIndex.ByIndex(hostIndex, bucket)
+	routed, err := c.routedByHost(bucket)
 	if err != nil {
-		return hostClaim{}, false, fmt.Errorf("listing the Ingresses of hosts under %q: %w", bucket, err)
+		return hostClaim{}, false, err
 	}
-	for _, obj := range ingresses {
-		ing, ok := obj.(*networkingv1.Ingress)
-		if !ok {
+	for _, obj := range routed {
+		ref := metav1.GetControllerOfNoCopy(obj)
+		if ref == nil || !slices.ContainsFunc(controller.RoutedHosts(obj), func(h string) bool { return controller.HostsConflict(h, host) }) {
 			continue
 		}
-		ref := metav1.GetControllerOfNoCopy(ing)
-		if ref == nil || !slices.ContainsFunc(controller.RoutedHosts(ing), func(h string) bool { return controller.HostsConflict(h, host) }) {
-			continue
-		}
-		if ref.Kind == "App" {
-			// An App's route (pkg/controller/app/route.go): routed since its Ingress.
-			claims["App "+ing.Namespace+"/"+ref.Name] = hostClaim{namespace: ing.Namespace, claimant: "the route of App " + ref.Name, routed: true,
-				ingressCreated: ing.CreationTimestamp.Time}
-			continue
-		}
-		if ref.Kind != "Service" {
-			continue
-		}
-		svc, err := c.serviceLister.Services(ing.Namespace).Get(ref.Name)
-		if err != nil || svc.UID != ref.UID {
-			continue // the Service is gone: its Ingress goes with it
-		}
-		claims[ing.Namespace+"/"+ref.Name] = hostClaim{namespace: ing.Namespace, claimant: "Service " + ref.Name, routed: true,
-			ingressCreated: ing.CreationTimestamp.Time, serviceCreated: svc.CreationTimestamp.Time}
-	}
-	if c.httpRouteIndex != nil {
-		routes, err := c.httpRouteIndex.ByIndex(hostIndex, bucket)
-		if err != nil {
-			return hostClaim{}, false, fmt.Errorf("listing the HTTPRoutes of hosts under %q: %w", bucket, err)
-		}
-		for _, obj := range routes {
-			route, ok := obj.(*gatewayv1.HTTPRoute)
-			if !ok {
-				continue
+		created := obj.GetCreationTimestamp().Time
+		switch ref.Kind {
+		case "App":
+			// An App's route (pkg/controller/app/route.go): routed since its Ingress or
+			// HTTPRoute (the older, while it turns from one into the other).
+			key := "App " + obj.GetNamespace() + "/" + ref.Name
+			if cl, ok := claims[key]; !ok || created.Before(cl.ingressCreated) {
+				claims[key] = hostClaim{namespace: obj.GetNamespace(), claimant: "the route of App " + ref.Name, routed: true,
+					routedBy: controller.RouteKind(obj), ingressCreated: created}
 			}
-			ref := metav1.GetControllerOfNoCopy(route)
-			if ref == nil || ref.Kind != "App" || !slices.ContainsFunc(controller.RoutedHosts(route), func(h string) bool { return controller.HostsConflict(h, host) }) {
-				continue
+		case "Service":
+			svc, err := c.serviceLister.Services(obj.GetNamespace()).Get(ref.Name)
+			if err != nil || svc.UID != ref.UID {
+				continue // the Service is gone: its Ingress goes with it
 			}
-			// An App's route attached to Gateways: routed since its HTTPRoute.
-			key := "App " + route.Namespace + "/" + ref.Name
-			if cl, ok := claims[key]; !ok || route.CreationTimestamp.Time.Before(cl.ingressCreated) {
-				claims[key] = hostClaim{namespace: route.Namespace, claimant: "the route of App " + ref.Name, routed: true,
-					routedBy: "HTTPRoute", ingressCreated: route.CreationTimestamp.Time}
-			}
+			claims[obj.GetNamespace()+"/"+ref.Name] = hostClaim{namespace: obj.GetNamespace(), claimant: "Service " + ref.Name, routed: true,
+				ingressCreated: created, serviceCreated: svc.CreationTimestamp.Time}
 		}
 	}
 	services, err := c.serviceIndex.ByIndex(hostIndex, bucket)
@@ -187,6 +164,30 @@ func (c *Controller) hostHolder(host string) (hostClaim, bool, error) {
 		all = append(all, cl)
 	}
 	return slices.MinFunc(all, hostClaim.before), true, nil
+}
+
+// routedByHost returns the managed Ingresses, and HTTPRoutes when the controller watches
+// them, that route a host of bucket.
+func (c *Controller) routedByHost(bucket string) ([]metav1.Object, error) {
+	indexes := []interface {
+		ByIndex(indexName, indexedValue string) ([]interface{}, error)
+	}{c.ingressIndex}
+	if c.httpRouteIndex != nil {
+		indexes = append(indexes, c.httpRouteIndex)
+	}
+	var routed []metav1.Object
+	for _, index := range indexes {
+		objs, err := index.ByIndex(hostIndex, bucket)
+		if err != nil {
+			return nil, fmt.Errorf("listing the routes of hosts under %q: %w", bucket, err)
+		}
+		for _, obj := range objs {
+			if o, ok := obj.(metav1.Object); ok {
+				routed = append(routed, o)
+			}
+		}
+	}
+	return routed, nil
 }
 
 // hostRefusal says why svc may not have an Ingress for host, held by another namespace,

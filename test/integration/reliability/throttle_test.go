@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/utils/ptr"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
 	"github.com/app-controller/app-controller/test/harness"
@@ -144,7 +145,7 @@ func TestThrottledByPriorityAndFairness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	holder, transitions, renewedBefore := *lease.Spec.HolderIdentity, ptrValue(lease.Spec.LeaseTransitions), lease.Spec.RenewTime.Time
+	holder, transitions, renewedBefore := ptr.Deref(lease.Spec.HolderIdentity, ""), ptr.Deref(lease.Spec.LeaseTransitions, 0), lease.Spec.RenewTime.Time
 
 	// The load: the same user lists ConfigMaps from 48 clients at once, so the level's
 	// seats are busy whenever the controller asks for one.
@@ -205,9 +206,9 @@ func TestThrottledByPriorityAndFairness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *lease.Spec.HolderIdentity != holder || ptrValue(lease.Spec.LeaseTransitions) != transitions || c.exited() {
-		t.Errorf("leadership lost: holder %q -> %q, transitions %d -> %d, exited %v", holder, *lease.Spec.HolderIdentity,
-			transitions, ptrValue(lease.Spec.LeaseTransitions), c.Exited())
+	if ptr.Deref(lease.Spec.HolderIdentity, "") != holder || ptr.Deref(lease.Spec.LeaseTransitions, 0) != transitions || c.exited() {
+		t.Errorf("leadership lost: holder %q -> %q, transitions %d -> %d, exited %v", holder, ptr.Deref(lease.Spec.HolderIdentity, ""),
+			transitions, ptr.Deref(lease.Spec.LeaseTransitions, 0), c.Exited())
 	}
 	if lines := c.Lines("Released the leader lease"); len(lines) > 0 {
 		t.Errorf("the controller lost its lease: %q", lines)
@@ -251,11 +252,4 @@ func apiserverMetric(t *testing.T, kube kubernetes.Interface, name string, label
 	}
 	v, _ := harness.Value(families, name, labels)
 	return v
-}
-
-func ptrValue(p *int32) int32 {
-	if p == nil {
-		return 0
-	}
-	return *p
 }
