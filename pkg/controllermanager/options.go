@@ -89,6 +89,10 @@ type Options struct {
 	HealthProbeBindAddress string
 	// MetricsBindAddress serves Prometheus metrics on /metrics; empty or "0" disables it.
 	MetricsBindAddress string
+	// Profiling serves Go's profiles (net/http/pprof) on the metrics address under
+	// /debug/pprof/, behind the same authentication and authorization as /metrics when
+	// MetricsSecure is set (a user then needs get on the non-resource URL /debug/pprof/*).
+	Profiling bool
 	// MetricsSecure serves /metrics over HTTPS to authenticated, authorized bearer
 	// tokens only (TokenReview and SubjectAccessReview).
 	MetricsSecure bool
@@ -171,6 +175,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.LeaderElectRetryPeriod, "leader-elect-retry-period", o.LeaderElectRetryPeriod, "How often instances try to acquire or renew the lease.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address to serve /healthz and /readyz on, e.g. :8081; empty or 0 disables it.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address to serve Prometheus /metrics on, e.g. :8080; empty or 0 disables it.")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve Go's profiles (heap, CPU, goroutines) under /debug/pprof/ on --metrics-bind-address, like kube-controller-manager's --profiling (off by default here: a profile shows the contents of the caches).")
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "Serve /metrics over HTTPS, only to bearer tokens the API server authenticates (TokenReview) for users allowed to get the non-resource URL /metrics (SubjectAccessReview).")
 	fs.StringVar(&o.MetricsCertFile, "metrics-tls-cert-file", o.MetricsCertFile, "Serving certificate of --metrics-secure (PEM); empty: a self-signed certificate made at start.")
 	fs.StringVar(&o.MetricsKeyFile, "metrics-tls-private-key-file", o.MetricsKeyFile, "Private key of --metrics-tls-cert-file (PEM).")

@@ -8,6 +8,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -38,10 +39,18 @@ func probes(ready func() error) http.Handler {
 	return mux
 }
 
-// metricsHandler serves the Prometheus metrics of the process.
-func metricsHandler() http.Handler {
+// metricsHandler serves the Prometheus metrics of the process and, with profiling, Go's
+// profiles under /debug/pprof/.
+func metricsHandler(profiling bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", legacyregistry.Handler())
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 
@@ -49,7 +58,7 @@ func metricsHandler() http.Handler {
 // configuration and the bearer token authentication and authorization in front of it.
 func metricsServer(cfg *rest.Config, opts *Options) (http.Handler, *tls.Config, error) {
 	if !opts.MetricsSecure {
-		return metricsHandler(), nil, nil
+		return metricsHandler(opts.Profiling), nil, nil
 	}
 	tlsConfig, err := metricsTLSConfig(opts.MetricsCertFile, opts.MetricsKeyFile)
 	if err != nil {
@@ -59,7 +68,7 @@ func metricsServer(cfg *rest.Config, opts *Options) (http.Handler, *tls.Config, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("making the client of the metrics authorization: %w", err)
 	}
-	return authorizeMetrics(client, metricsHandler()), tlsConfig, nil
+	return authorizeMetrics(client, metricsHandler(opts.Profiling)), tlsConfig, nil
 }
 
 // serve listens on addr (nothing if addr is "" or "0") and serves handler until ctx

@@ -26,6 +26,8 @@ type Breakdown struct {
 	FloorWritesPerApp   map[string]map[string]float64 `json:"floor_writes_per_app"`
 	// Timeline is the product's convergence second by second, from the first create.
 	Timeline []TimelineSecond `json:"timeline"`
+	// Controller is what the controller's metrics said at convergence.
+	Controller *ControllerMetrics `json:"controller,omitempty"`
 }
 
 // TimelineSecond counts what happened in one second of the product's convergence.
@@ -46,6 +48,9 @@ type TimelineSecond struct {
 	Kwok              int `json:"kwok_writes"`
 	// AppsReady: Apps first seen Ready at their generation in this second.
 	AppsReady int `json:"apps_ready"`
+	// QueueDepth is the controller's App queue depth, the deepest of this second's samples
+	// (about one a second).
+	QueueDepth float64 `json:"queue_depth"`
 }
 
 // writer names who made an audited write: the bench's own users by name, the
@@ -165,9 +170,12 @@ func (b *Breakdown) table() string {
 		}
 		fmt.Fprintf(&sb, "    %-45s %6.2f\n", "all writers", total)
 	}
-	sb.WriteString("  timeline (s: Apps created, controller child writes / status writes / Events, kube-controller-manager, scheduler, kwok writes; Apps Ready):\n")
+	if b.Controller != nil {
+		sb.WriteString(b.Controller.table())
+	}
+	sb.WriteString("  timeline (s: Apps created, controller child writes / status writes / Events, kube-controller-manager, scheduler, kwok writes; Apps Ready; App queue depth):\n")
 	for _, s := range b.Timeline {
-		fmt.Fprintf(&sb, "    %3d: %4d  %4d / %4d / %4d  %5d %4d %5d  %4d\n", s.Second, s.AppsCreated, s.ChildWrites, s.StatusWrites, s.Events, s.ControllerManager, s.Scheduler, s.Kwok, s.AppsReady)
+		fmt.Fprintf(&sb, "    %3d: %4d  %4d / %4d / %4d  %5d %4d %5d  %4d  %5.0f\n", s.Second, s.AppsCreated, s.ChildWrites, s.StatusWrites, s.Events, s.ControllerManager, s.Scheduler, s.Kwok, s.AppsReady, s.QueueDepth)
 	}
 	return sb.String()
 }

@@ -31,7 +31,11 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 		return err
 	}
 	logPath := filepath.Join(e.logDir, fmt.Sprintf("app-controller-round%d.log", r.Round))
-	proc, err := startController(e.cfg.Controller, e.controllerKubeconfig, logPath, e.cfg.ControllerFlags)
+	flags := e.cfg.ControllerFlags
+	if e.cfg.Breakdown {
+		flags = append(slices.Clone(flags), "--profiling") // the heap profile at convergence
+	}
+	proc, err := startController(e.cfg.Controller, e.controllerKubeconfig, logPath, flags)
 	if err != nil {
 		return err
 	}
@@ -64,6 +68,11 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 	want := make(map[string]int64, n)
 	generations := make([]int64, n)
 	start := time.Now()
+	var depths *depthSampler
+	if e.cfg.Breakdown {
+		depths = sampleDepth(ctx, proc, appctrl.ControllerName, start)
+		defer depths.stop()
+	}
 	err = parallel(ctx, n, e.cfg.CreateClients, func(ctx context.Context, i int) error {
 		createdAt[i] = time.Now()
 		app, err := e.admin.app.AppcontrollerV1().Apps(ns).Create(ctx, newApp(ns, appName(i), e.cfg.Replicas), metav1.CreateOptions{})
@@ -102,6 +111,18 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 	if err != nil {
 		return err
 	}
+	var ctrlMetrics *ControllerMetrics
+	if e.cfg.Breakdown {
+		families, err := proc.scrape(ctx)
+		if err != nil {
+			return err
+		}
+		ctrlMetrics = controllerMetrics(families, appctrl.ControllerName)
+		ctrlMetrics.HeapProfile = filepath.Join(e.logDir, fmt.Sprintf("app-controller-round%d-heap.pb.gz", r.Round))
+		if err := proc.saveHeapProfile(ctx, ctrlMetrics.HeapProfile); err != nil {
+			return err
+		}
+	}
 	r.ControllerCPUSeconds = round2(atConverge.cpuSeconds - base.cpuSeconds)
 	r.RSSBaselineMB = round2(base.rssMB)
 	r.RSSAtNMB = round2(atConverge.rssMB)
@@ -133,6 +154,13 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 			ProductWritesPerApp: writesByWriter(all, start, settled, n),
 			FloorWritesPerApp:   writesByWriter(all, r.floorFrom, r.floorTo, n),
 			Timeline:            timeline(all, ready, start, settled),
+			Controller:          ctrlMetrics,
+		}
+		for sec, depth := range depths.finish() {
+			if sec < len(r.Breakdown.Timeline) {
+				r.Breakdown.Timeline[sec].QueueDepth = depth
+			}
+			ctrlMetrics.MaxQueueDepth = max(ctrlMetrics.MaxQueueDepth, depth)
 		}
 	}
 	e.printf("round %d: converged in %.2fs (creates %.2fs), %.2f writes per App\n", r.Round, r.ConvergeSeconds, r.CreatesSeconds, r.WritesPerApp)
