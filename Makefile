@@ -374,7 +374,7 @@ integration: tools ## Integration tests against a local kube-apiserver, etcd, co
 # The end-to-end tests run where a real node can (root, cgroups); elsewhere `make e2e` says
 # in one line what it skipped and why, except with CI=true, where that fails the run.
 .PHONY: e2e
-e2e: $(BIN)/localcluster ## End-to-end tests on a real node (root): the image pushed and installed with helm and with the installer, the seed Apps serving traffic, failover, upgrade, OOM.
+e2e: $(BIN)/localcluster ## End-to-end tests on a real node (root): the image pushed and installed with helm and with the installer, the seed Apps serving traffic, failover, upgrade, OOM, the API server away (APP_CONTROLLER_E2E_OUTAGE=3m for the long outage).
 	@if reason=$$($(BIN)/localcluster can-run-real-node); then \
 		$(MAKE) --no-print-directory e2e-run; \
 	elif [ "$${CI:-}" = true ]; then echo "make e2e: $$reason (CI=true: a skipped tier fails the run)" >&2; exit 1; \

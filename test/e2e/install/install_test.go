@@ -8,9 +8,11 @@ package install_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,6 +153,115 @@ func TestHelmInstallOnRealNode(t *testing.T) {
 	t.Run("failover", func(t *testing.T) { testFailover(t, client, apps, prober) })
 	t.Run("upgrade", func(t *testing.T) { testUpgrade(t, client, apps) })
 	t.Run("oomkilled", func(t *testing.T) { testOOMKilled(t, client, apps) })
+	t.Run("apiserver-away", func(t *testing.T) { testAPIServerAway(t, client, apps) })
+}
+
+// outageEnv sets how long testAPIServerAway keeps kube-apiserver away (a Go duration):
+// by default outageDefault, longer than the lease's renew deadline (10 s) plus the kubelet's
+// first restart delay (10 s), so that the leader steps down, exits, and its next process
+// starts while the API server is still away. APP_CONTROLLER_E2E_OUTAGE=3m is the outage
+// of issue 24, run by hand (it adds its length to the end-to-end tier).
+const (
+	outageEnv     = "APP_CONTROLLER_E2E_OUTAGE"
+	outageDefault = 45 * time.Second
+)
+
+// testAPIServerAway freezes kube-apiserver (SIGSTOP: connections hang, nothing answers)
+// for longer than the leader's renew deadline, under the chart's probes. The leader steps
+// down and exits, as kube-controller-manager does; the kubelet restarts it once, and that
+// process waits for the API server instead of exiting again: no container restarts more
+// than once, none is left in CrashLoopBackOff, both pods are Ready again, one of them
+// leads, and Apps created and changed after the outage converge.
+func testAPIServerAway(t *testing.T, client kubernetes.Interface, apps appclient.Interface) {
+	ctx := context.Background()
+	outage := outageDefault
+	if v := os.Getenv(outageEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", outageEnv, v, err)
+		}
+		outage = d
+	}
+	waitControllerPodsReady(t, client, 2, 2*time.Minute)
+	leader := waitLeader(t, client, "", time.Minute)
+	restarts := map[string]int32{}
+	for _, p := range controllerPods(t, client) {
+		restarts[p.Name] = p.Status.ContainerStatuses[0].RestartCount
+	}
+
+	cluster := framework.Cluster()
+	if err := cluster.Pause(localcluster.APIServer); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			_ = cluster.Resume(localcluster.APIServer)
+		}
+	})
+	away := time.Now()
+	time.Sleep(outage)
+	if err := cluster.Resume(localcluster.APIServer); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	back := time.Now()
+	t.Logf("kube-apiserver frozen (SIGSTOP) for %.1fs, leader before: %s", back.Sub(away).Seconds(), leader)
+
+	// The kubelet could not report the pods' status while the API server was away: wait
+	// until it reports the leader's restart (a new container, started after the freeze).
+	var pods []corev1.Pod
+	framework.Eventually(t, 2*time.Minute, func() (bool, error) {
+		pods = controllerPods(t, client)
+		for _, p := range pods {
+			if p.Name != leader {
+				continue
+			}
+			s := p.Status.ContainerStatuses[0]
+			return s.RestartCount > restarts[leader] && s.State.Running != nil && s.State.Running.StartedAt.After(away) && realnode.PodReady(&p), nil
+		}
+		return false, nil
+	})
+	t.Logf("the leader %s restarted and is Ready again %.1fs after kube-apiserver came back", leader, time.Since(back).Seconds())
+	waitControllerPodsReady(t, client, 2, 2*time.Minute)
+	next := waitLeader(t, client, "", time.Minute)
+	t.Logf("%s leads", next)
+	for _, p := range controllerPods(t, client) {
+		s := p.Status.ContainerStatuses[0]
+		before, known := restarts[p.Name]
+		switch n := s.RestartCount - before; {
+		case !known:
+			t.Errorf("pod %s is new: the outage replaced a controller pod", p.Name)
+		case n > 1:
+			t.Errorf("pod %s: container restarted %d times during the outage, want at most once (a crash loop)", p.Name, n)
+		case n == 1 && p.Name != leader:
+			t.Errorf("pod %s, the standby, restarted: only a leader that lost its lease exits", p.Name)
+		case n == 1:
+			prev := realnode.Kubectl(t, "logs", "-n", releaseNS, p.Name, "--previous")
+			if !strings.Contains(prev, "leader election lost") {
+				t.Errorf("pod %s: the previous process's log does not say it lost the lease; it ends with: %s", p.Name, lastLine(prev))
+			}
+			t.Logf("pod %s (the leader) restarted once, exit code %d; its previous process ended with: %s", p.Name, s.LastTerminationState.Terminated.ExitCode, lastLine(prev))
+		default:
+			t.Logf("pod %s (standby): no restart", p.Name)
+		}
+		if w := s.State.Waiting; w != nil {
+			t.Errorf("pod %s: container waiting (%s: %s)", p.Name, w.Reason, w.Message)
+		}
+	}
+
+	realnode.Kubectl(t, "apply", "-f", writeApp(t, "after-outage", realnode.Agnhost(t)))
+	realnode.Kubectl(t, "patch", "app", "-n", seedNS, seedApps[0].name, "--type=merge", "-p", `{"metadata":{"annotations":{"kubernetes.io/change-cause":"after the outage"}},"spec":{"deploymentTemplate":{"args":["netexec","--http-port=8080"]}}}`)
+	waitAppReady(t, apps, seedNS, "after-outage", 2*time.Minute)
+	waitAppReady(t, apps, seedNS, seedApps[0].name, 2*time.Minute)
+	d, err := client.AppsV1().Deployments(seedNS).Get(ctx, seedApps[0].deployment, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Spec.Template.Spec.Containers[0].Args; !slices.Contains(got, "--http-port=8080") {
+		t.Errorf("Deployment %s args %v after the change, want --http-port=8080", d.Name, got)
+	}
+	t.Logf("App after-outage created and App %s changed after the outage: both Ready %.1fs after kube-apiserver came back", seedApps[0].name, time.Since(back).Seconds())
 }
 
 // testFailover deletes the leader's pod while a ResourceQuota of one pod in the release
@@ -243,19 +354,25 @@ func testOOMKilled(t *testing.T, client kubernetes.Interface, apps appclient.Int
 		"--set", "resources.requests.memory=12Mi", "--set", "resources.limits.memory=12Mi")
 	begin := time.Now()
 	var killed corev1.Pod
-	framework.Eventually(t, 3*time.Minute, func() (bool, error) {
+	var seen []string // the containers' states at the last poll, for a failure
+	if err := pollUntil(3*time.Minute, func() bool {
+		seen = seen[:0]
 		for _, p := range controllerPods(t, client) {
 			for _, s := range p.Status.ContainerStatuses {
 				// The kubelet reports OOMKilled when the kernel's OOM killer acted in the
 				// container's cgroup (exit code 137 when it killed the controller itself).
 				if term := s.LastTerminationState.Terminated; term != nil && term.Reason == "OOMKilled" && s.RestartCount > 0 {
 					killed = p
-					return true, nil
+					return true
 				}
+				state, _ := json.Marshal(map[string]any{"state": s.State, "last": s.LastTerminationState, "restarts": s.RestartCount})
+				seen = append(seen, p.Name+": "+string(state))
 			}
 		}
-		return false, nil
-	})
+		return false
+	}); err != nil {
+		t.Fatalf("limit 12Mi: no controller container OOMKilled within 3 minutes; the containers: %s", strings.Join(seen, "; "))
+	}
 	s := killed.Status.ContainerStatuses[0]
 	t.Logf("limit 12Mi: pod %s container %s OOMKilled (exit code %d) %.1fs after the upgrade, restarted by the kubelet %d time(s)",
 		killed.Name, s.Name, s.LastTerminationState.Terminated.ExitCode, time.Since(begin).Seconds(), s.RestartCount)
