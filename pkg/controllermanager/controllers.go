@@ -103,6 +103,10 @@ func startIngressController(ctx context.Context, cc *ControllerContext) (Runnabl
 		Services:  cc.KubeInformers.Core().V1().Services(),
 		Ingresses: cc.KubeInformers.Networking().V1().Ingresses(),
 	}
+	// This controller alone uses the informer of every Service.
+	if err := inf.Services.Informer().SetTransform(ingress.TrimService); err != nil {
+		return nil, fmt.Errorf("setting the transform of the Service informer: %w", err)
+	}
 	if cc.GatewayAPI {
 		inf.HTTPRoutes = cc.ManagedGatewayInformers.Gateway().V1().HTTPRoutes()
 	}

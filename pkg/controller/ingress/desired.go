@@ -295,3 +295,22 @@ func newIngress(svc *corev1.Service, s settings) (*networkingv1ac.IngressApplyCo
 
 	return controller.WithAppliedHash(ing)
 }
+
+// TrimService is the transform of this controller's Service informer, which holds every
+// Service of the cluster, the App controller's among them (whose own informer holds
+// those too, in full). It drops managedFields and, of a Service that does not ask for
+// an Ingress, its spec and status: only a Service that asks for one (wantsIngress) is
+// read beyond its metadata. Adding the annotation is an update that brings the whole
+// Service again.
+func TrimService(obj interface{}) (interface{}, error) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return controller.StripManagedFields(obj)
+	}
+	svc.ManagedFields = nil
+	if !wantsIngress(svc) {
+		svc.Spec = corev1.ServiceSpec{}
+		svc.Status = corev1.ServiceStatus{}
+	}
+	return svc, nil
+}
