@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/app-controller/app-controller/test/harness"
@@ -25,7 +27,8 @@ import (
 
 // ControllerMetrics is what the controller's /metrics said at convergence.
 type ControllerMetrics struct {
-	// QueueAdds and QueueRetries are the App queue's adds and rate-limited re-adds.
+	// QueueAdds and QueueRetries are the App queue's adds and delayed re-adds (client-go
+	// counts AddAfter, a held-back status write's requeue among them, and AddRateLimited).
 	QueueAdds    float64 `json:"queue_adds"`
 	QueueRetries float64 `json:"queue_retries"`
 	// QueueWaitSeconds and WorkSeconds are the means of workqueue_queue_duration_seconds
@@ -39,6 +42,9 @@ type ControllerMetrics struct {
 	Requests map[string]RequestStats `json:"requests_by_verb"`
 	// HeapProfile is where the heap profile taken at convergence was saved.
 	HeapProfile string `json:"heap_profile,omitempty"`
+	// APIServer is the API server's own latency of every kind of write made at least
+	// N/2 times while the product converged (every writer's, not only the controller's).
+	APIServer map[string]APIServerLatency `json:"apiserver_write_latency"`
 }
 
 // RequestStats are the controller's requests of one verb.
@@ -186,8 +192,71 @@ func (m *ControllerMetrics) table() string {
 		r := m.Requests[v]
 		fmt.Fprintf(&sb, "  requests %-7s %6.0f, mean %.4fs, rate limiter wait %.4fs\n", v, r.Count, r.MeanSeconds, r.MeanRateLimitWaitS)
 	}
+	keys := make([]string, 0, len(m.APIServer))
+	for k := range m.APIServer {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&sb, "  apiserver %-32s %6.0f, mean %.4fs\n", k, m.APIServer[k].Count, m.APIServer[k].MeanSeconds)
+	}
 	if m.HeapProfile != "" {
 		fmt.Fprintf(&sb, "  heap profile at convergence: %s (go tool pprof -sample_index=inuse_space -top bin/app-controller FILE)\n", m.HeapProfile)
 	}
 	return sb.String()
+}
+
+// APIServerLatency is the API server's own mean time for one kind of request during the
+// product's convergence (apiserver_request_duration_seconds: from the request's arrival
+// to its response, the client's queueing and the network aside).
+type APIServerLatency struct {
+	Count       float64 `json:"count"`
+	MeanSeconds float64 `json:"mean_seconds"`
+}
+
+// apiserverDurations returns apiserver_request_duration_seconds' sum and count by
+// "VERB resource[/subresource]", writes only.
+func apiserverDurations(ctx context.Context, kube kubernetes.Interface) (map[string][2]float64, error) {
+	raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the apiserver's metrics: %w", err)
+	}
+	families, err := testutil.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("parsing the apiserver's metrics: %w", err)
+	}
+	out := map[string][2]float64{}
+	for _, m := range families["apiserver_request_duration_seconds"].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		switch labels["verb"] {
+		case "GET", "LIST", "WATCH", "CONNECT", "":
+			continue
+		}
+		key := labels["verb"] + " " + labels["resource"]
+		if labels["subresource"] != "" {
+			key += "/" + labels["subresource"]
+		}
+		h := m.GetHistogram()
+		v := out[key]
+		out[key] = [2]float64{v[0] + h.GetSampleSum(), v[1] + float64(h.GetSampleCount())}
+	}
+	return out, nil
+}
+
+// apiserverLatency returns, for every kind of write made at least minCount times between
+// the two scrapes, its count and mean duration.
+func apiserverLatency(before, after map[string][2]float64, minCount float64) map[string]APIServerLatency {
+	out := map[string]APIServerLatency{}
+	for key, a := range after {
+		b := before[key]
+		count := a[1] - b[1]
+		if count < minCount || count <= 0 {
+			continue
+		}
+		out[key] = APIServerLatency{Count: count, MeanSeconds: round4((a[0] - b[0]) / count)}
+	}
+	return out
 }

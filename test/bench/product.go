@@ -67,6 +67,12 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 	createdAt := make([]time.Time, n)
 	want := make(map[string]int64, n)
 	generations := make([]int64, n)
+	var apiBefore map[string][2]float64
+	if e.cfg.Breakdown {
+		if apiBefore, err = apiserverDurations(ctx, e.admin.kube); err != nil {
+			return err
+		}
+	}
 	start := time.Now()
 	var depths *depthSampler
 	if e.cfg.Breakdown {
@@ -118,6 +124,11 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 			return err
 		}
 		ctrlMetrics = controllerMetrics(families, appctrl.ControllerName)
+		apiAfter, err := apiserverDurations(ctx, e.admin.kube)
+		if err != nil {
+			return err
+		}
+		ctrlMetrics.APIServer = apiserverLatency(apiBefore, apiAfter, float64(n)/2)
 		ctrlMetrics.HeapProfile = filepath.Join(e.logDir, fmt.Sprintf("app-controller-round%d-heap.pb.gz", r.Round))
 		if err := proc.saveHeapProfile(ctx, ctrlMetrics.HeapProfile); err != nil {
 			return err

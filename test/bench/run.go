@@ -166,7 +166,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	res.summarize()
-	if !cfg.KeepState {
+	// A breakdown's heap profiles and audit log are kept to be read.
+	if !cfg.KeepState && !cfg.Breakdown {
 		defer os.RemoveAll(cfg.WorkDir)
 	}
 	return res, nil

@@ -32,7 +32,7 @@ func main() {
 	flag.Var(&controllerFlags, "controller-flag", "a flag added to the controller's defaults, e.g. --workers=10 (repeatable; the targets are measured without)")
 	flag.StringVar(&cfg.CRDDir, "crd-dir", "config/crd/bases", "CRDs to install")
 	flag.StringVar(&cfg.WorkDir, "work-dir", ".local/bench", "state and logs of the run (must not exist or be empty)")
-	flag.BoolVar(&cfg.KeepState, "keep-state", false, "keep the work directory after a successful run")
+	flag.BoolVar(&cfg.KeepState, "keep-state", false, "keep the work directory after a successful run (always kept with -breakdown: the heap profiles and the audit log)")
 	flag.BoolVar(&cfg.Breakdown, "breakdown", false, "also audit the control plane's components and report who writes what per App and the product's timeline")
 	flag.StringVar(&out, "out", "docs/bench-results/latest.json", "where to write the JSON result (empty: nowhere)")
 	flag.Parse()
