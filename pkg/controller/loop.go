@@ -87,6 +87,9 @@ type LoopConfig struct {
 	Synced []cache.InformerSynced
 	// Policy is the retry policy.
 	Policy RetryPolicy
+	// Order is the order in which the queue hands out keys (UrgentFirst); nil: first in,
+	// first out.
+	Order workqueue.Queue[cache.ObjectName]
 	// RateLimiter is the queue's per-object backoff; nil: client-go's default controller
 	// rate limiter (exponential per object from 5ms to 1000s, plus an overall bucket).
 	RateLimiter workqueue.TypedRateLimiter[cache.ObjectName]
@@ -126,10 +129,16 @@ func NewLoop(cfg LoopConfig) *Loop {
 	}
 	registerMetrics()
 	initMetrics(cfg.Name)
+	queueConfig := workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: cfg.Name}
+	if cfg.Order != nil {
+		queueConfig.DelayingQueue = workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{
+			Name:  cfg.Name,
+			Queue: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[cache.ObjectName]{Name: cfg.Name, Queue: cfg.Order}),
+		})
+	}
 	return &Loop{
-		cfg: cfg,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(cfg.RateLimiter,
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: cfg.Name}),
+		cfg:    cfg,
+		queue:  workqueue.NewTypedRateLimitingQueueWithConfig(cfg.RateLimiter, queueConfig),
 		gaveUp: sets.New[cache.ObjectName](),
 	}
 }

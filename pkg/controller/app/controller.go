@@ -361,6 +361,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 			RetryOnResync: true,
 			GiveUp:        c.reportReconcileFailed,
 		},
+		Order:           controller.NewUrgentFirst(c.readyToReport),
 		RateLimiter:     opts.RateLimiter,
 		ShutdownTimeout: opts.ShutdownTimeout,
 		Recorder:        recorder,
