@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -20,23 +22,47 @@ type controllerProc struct {
 	start      time.Time
 	// last holds the process's figures read just before it was stopped.
 	last procStats
+	// cgroup holds the process when it runs under a memory limit; cgroupPeakMB and
+	// oomKills are read from it once the process stopped.
+	cgroup       *memoryCgroup
+	cgroupPeakMB float64
+	oomKills     int
 }
 
 // startController starts the controller with its stderr and stdout appended to logPath,
 // adding extraFlags to its command line.
-func startController(bin, kubeconfig, logPath string, extraFlags []string) (*controllerProc, error) {
+// With memoryLimit (bytes, 0: none) it runs as under the chart's limit (memlimit.go).
+func startController(bin, kubeconfig, logPath string, extraFlags []string, memoryLimit int64) (*controllerProc, error) {
 	addr, err := harness.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
 	args := append([]string{"--kubeconfig=" + kubeconfig, "--metrics-bind-address=" + addr}, extraFlags...)
+	var env []string
+	if memoryLimit > 0 {
+		env = append(env, "MEMORY_LIMIT="+strconv.FormatInt(memoryLimit, 10))
+	}
+	var cgroup *memoryCgroup
+	if memoryLimit > 0 {
+		controllerCgroups++
+		if cgroup, err = newMemoryCgroup(fmt.Sprintf("appbench-controller-%d-%d", os.Getpid(), controllerCgroups), memoryLimit); err != nil {
+			return nil, err
+		}
+		bin, args = cgroup.command(bin, args)
+	}
 	start := time.Now()
-	p, err := harness.Start(bin, args, logPath)
+	p, err := harness.StartEnv(bin, args, env, logPath)
 	if err != nil {
+		if cgroup != nil {
+			cgroup.remove()
+		}
 		return nil, err
 	}
-	return &controllerProc{Process: p, metricsURL: "http://" + addr + "/metrics", start: start}, nil
+	return &controllerProc{Process: p, metricsURL: "http://" + addr + "/metrics", start: start, cgroup: cgroup}, nil
 }
+
+// controllerCgroups numbers the controllers' memory cgroups.
+var controllerCgroups int
 
 // stats reads the running process's memory and CPU figures.
 func (p *controllerProc) stats() (procStats, error) {
@@ -81,5 +107,13 @@ func (p *controllerProc) kill(sig syscall.Signal) error {
 	if st, err := p.stats(); err == nil {
 		p.last = st
 	}
-	return p.Stop(sig, 30*time.Second)
+	err := p.Stop(sig, 30*time.Second)
+	if p.cgroup != nil {
+		if peak, kills, cgErr := p.cgroup.peak(); cgErr == nil {
+			p.cgroupPeakMB, p.oomKills = peak, kills
+		}
+		p.cgroup.remove()
+		p.cgroup = nil
+	}
+	return err
 }

@@ -35,7 +35,7 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 	if e.cfg.Breakdown {
 		flags = append(slices.Clone(flags), "--profiling") // the heap profile at convergence
 	}
-	proc, err := startController(e.cfg.Controller, e.controllerKubeconfig, logPath, flags)
+	proc, err := startController(e.cfg.Controller, e.controllerKubeconfig, logPath, flags, e.cfg.ControllerMemoryLimit)
 	if err != nil {
 		return err
 	}
@@ -197,7 +197,7 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 			return err
 		}
 		from := time.Now()
-		if proc, err = startController(e.cfg.Controller, e.controllerKubeconfig, logPath, e.cfg.ControllerFlags); err != nil {
+		if proc, err = startController(e.cfg.Controller, e.controllerKubeconfig, logPath, e.cfg.ControllerFlags, e.cfg.ControllerMemoryLimit); err != nil {
 			return err
 		}
 		procs = append(procs, proc)
@@ -263,6 +263,8 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 			return err
 		}
 		r.ControllerPeakRSSMB = max(r.ControllerPeakRSSMB, round2(p.last.peakMB))
+		r.ControllerCgroupPeakMB = max(r.ControllerCgroupPeakMB, round2(p.cgroupPeakMB))
+		r.ControllerOOMKills += p.oomKills
 		r.ControllerCPUSecondsTotal = round2(r.ControllerCPUSecondsTotal + p.last.cpuSeconds)
 	}
 	return nil

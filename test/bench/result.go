@@ -30,6 +30,8 @@ type Result struct {
 	// ControllerFlags are the flags added to the controller's defaults (none in a
 	// default run).
 	ControllerFlags []string `json:"controller_flags"`
+	// ControllerMemoryLimitBytes is the memory limit the controller ran under (0: none).
+	ControllerMemoryLimitBytes int64 `json:"controller_memory_limit_bytes,omitempty"`
 	// WriteCounting says how writes are counted.
 	WriteCounting string        `json:"write_counting"`
 	Rounds        []RoundResult `json:"rounds"`
@@ -100,6 +102,11 @@ type Figures struct {
 	P99ReadySeconds float64 `json:"p99_ready_seconds"`
 	// ControllerPeakRSSMB: the highest VmHWM of the controller processes (MiB).
 	ControllerPeakRSSMB float64 `json:"controller_peak_rss_mb"`
+	// ControllerCgroupPeakMB and ControllerOOMKills, with a memory limit
+	// (Config.ControllerMemoryLimit): the most the controller's memory cgroup was
+	// charged (MiB; its page cache too) and how many times the kernel killed it for memory.
+	ControllerCgroupPeakMB float64 `json:"controller_cgroup_peak_mb,omitempty"`
+	ControllerOOMKills     int     `json:"controller_oom_kills,omitempty"`
 	// RSSMBPer1000Apps: (VmRSS at convergence - VmRSS idle on the empty cluster) per
 	// 1000 Apps; RSSBaselineMB and RSSAtNMB are the two samples.
 	RSSMBPer1000Apps float64 `json:"rss_mb_per_1000_apps"`
@@ -213,6 +220,9 @@ func (r RoundResult) table(apps, replicas int, scenarios, controllerFlags []stri
 	}
 	scenario("churn", "churn (10% new image)", fmt.Sprintf("%.2fs, %.2f writes per changed App [%s]", r.ChurnSeconds, r.ChurnWritesPerApp, strings.Join(churnKinds, ", ")))
 	row("controller peak RSS (VmHWM)", fmt.Sprintf("%.1f MiB", r.ControllerPeakRSSMB))
+	if r.ControllerCgroupPeakMB > 0 {
+		row("controller cgroup peak / OOM kills", fmt.Sprintf("%.1f MiB / %d", r.ControllerCgroupPeakMB, r.ControllerOOMKills))
+	}
 	row("RSS per 1000 Apps", fmt.Sprintf("%.1f MiB (%.1f idle at N=0, %.1f at N)", r.RSSMBPer1000Apps, r.RSSBaselineMB, r.RSSAtNMB))
 	row("pod cache per 1000 pods", fmt.Sprintf("%.2f MiB trimmed (%.2f whole), %d pods", r.PodCacheMiBPer1000Pods, r.PodCacheWholeMiBPer1000Pods, r.Pods))
 	var caches []string

@@ -29,11 +29,19 @@ type Process struct {
 
 // Start starts bin with args, its output appended to logPath.
 func Start(bin string, args []string, logPath string) (*Process, error) {
+	return StartEnv(bin, args, nil, logPath)
+}
+
+// StartEnv is Start with env ("KEY=value") added to the harness's environment.
+func StartEnv(bin string, args, env []string, logPath string) (*Process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("opening the log of %s: %w", bin, err)
 	}
 	cmd := exec.Command(bin, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		logFile.Close()

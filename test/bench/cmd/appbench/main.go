@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/app-controller/app-controller/pkg/signals"
 	"github.com/app-controller/app-controller/test/bench"
 )
@@ -30,6 +32,8 @@ func main() {
 	flag.StringVar(&cfg.BinDir, "bin-dir", "bin", "directory of the control plane's binaries")
 	flag.StringVar(&cfg.Controller, "controller", "bin/app-controller", "the controller binary")
 	flag.Var(&controllerFlags, "controller-flag", "a flag added to the controller's defaults, e.g. --workers=10 (repeatable; the targets are measured without)")
+	var memoryLimit string
+	flag.StringVar(&memoryLimit, "controller-memory-limit", "", "run the controller under this memory limit (a quantity, e.g. 512Mi, the chart's default): MEMORY_LIMIT set and a memory cgroup with that hard limit (root)")
 	flag.StringVar(&cfg.CRDDir, "crd-dir", "config/crd/bases", "CRDs to install")
 	flag.StringVar(&cfg.WorkDir, "work-dir", ".local/bench", "state and logs of the run (must not exist or be empty)")
 	flag.BoolVar(&cfg.KeepState, "keep-state", false, "keep the work directory after a successful run (always kept with -breakdown: the heap profiles and the audit log)")
@@ -37,6 +41,14 @@ func main() {
 	flag.StringVar(&out, "out", "docs/bench-results/latest.json", "where to write the JSON result (empty: nowhere)")
 	flag.Parse()
 	cfg.Replicas = int32(replicas)
+	if memoryLimit != "" {
+		q, err := resource.ParseQuantity(memoryLimit)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "-controller-memory-limit %q: %v\n", memoryLimit, err)
+			os.Exit(2)
+		}
+		cfg.ControllerMemoryLimit = q.Value()
+	}
 	cfg.ControllerFlags = controllerFlags
 	cfg.Concurrencies = concurrencyList(concurrencies)
 	cfg.BatchedConcurrencies = concurrencyList(batched)
