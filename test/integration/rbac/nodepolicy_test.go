@@ -6,11 +6,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
@@ -88,15 +90,21 @@ func TestNodeLabelPolicy(t *testing.T) {
 
 	// Allowed: labels and the hash annotation, as the labeler writes them (server-side
 	// apply under its field manager), and a merge patch of a label.
-	framework.Eventually(t, converge, func() (bool, error) {
-		// Until the policy is loaded, a refused patch proves nothing; wait until it refuses
-		// a taint.
-		err := patch(`{"spec":{"taints":[{"key":"it.example.com/probe","effect":"NoSchedule"}]}}`)
-		if err == nil {
+	// Until the policy is loaded, a refused patch proves nothing; wait until it refuses a
+	// taint. The API server loads a new policy through its own informers: seen to take
+	// more than a minute once, with several control planes busy on the 2 cores.
+	var last error
+	loaded := time.Now()
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
+		last = patch(`{"spec":{"taints":[{"key":"it.example.com/probe","effect":"NoSchedule"}]}}`)
+		if last == nil {
 			_ = patch(`{"spec":{"taints":null}}`)
 		}
-		return err != nil && strings.Contains(err.Error(), "it may not change spec.taints"), nil
-	})
+		return last != nil && strings.Contains(last.Error(), "it may not change spec.taints"), nil
+	}); err != nil {
+		t.Fatalf("the policy did not refuse a taint within 3 minutes; the last answer to the patch: %v", last)
+	}
+	t.Logf("the policy refused a taint after %.1fs of waiting", time.Since(loaded).Seconds())
 	apply := []byte(`{"apiVersion":"v1","kind":"Node","metadata":{"name":"` + node + `","labels":{"it.example.com/pool":"blue"},"annotations":{"` +
 		controller.AppliedConfigHashAnnotation + `":"abc"}}}`)
 	if _, err := sa.CoreV1().Nodes().Patch(ctx, node, types.ApplyPatchType, apply, metav1.PatchOptions{FieldManager: "app-controller-nodelabel"}); err != nil {
