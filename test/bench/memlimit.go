@@ -79,7 +79,7 @@ func ownMemoryCgroup() (string, bool, error) {
 	return "", false, fmt.Errorf("no memory cgroup in /proc/self/cgroup")
 }
 
-// peakMB returns the highest memory the cgroup was charged (MiB), and its OOM kills.
+// peak returns the highest memory the cgroup was charged (MiB), and its OOM kills.
 func (cg *memoryCgroup) peak() (float64, int, error) {
 	peakFile, eventsFile, oomKey := "memory.max_usage_in_bytes", "memory.oom_control", "oom_kill"
 	if cg.v2 {
