@@ -5,9 +5,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"net/http"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -74,7 +76,7 @@ func histogramMean(families map[string]*dto.MetricFamily, name string, labels ma
 	return count, sum / count
 }
 
-// verbs lists the values of label in family name.
+// labelValues lists the values of label in family name, sorted.
 func labelValues(families map[string]*dto.MetricFamily, name, label string) []string {
 	seen := map[string]bool{}
 	for _, m := range families[name].GetMetric() {
@@ -84,12 +86,7 @@ func labelValues(families map[string]*dto.MetricFamily, name, label string) []st
 			}
 		}
 	}
-	out := make([]string, 0, len(seen))
-	for v := range seen {
-		out = append(out, v)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // controllerMetrics reads the queue and request figures from a scrape.
@@ -110,7 +107,7 @@ func controllerMetrics(families map[string]*dto.MetricFamily, queue string) *Con
 	return m
 }
 
-func round4(f float64) float64 { return float64(int64(f*10000+0.5)) / 10000 }
+func round4(v float64) float64 { return math.Round(v*1e4) / 1e4 }
 
 // depthSampler scrapes the controller's App queue depth once a second until stopped.
 type depthSampler struct {
@@ -183,21 +180,11 @@ func (m *ControllerMetrics) table() string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "  App queue: %.0f adds, %.0f retries, deepest %.0f; mean wait %.3fs, mean sync %.3fs\n",
 		m.QueueAdds, m.QueueRetries, m.MaxQueueDepth, m.QueueWaitSeconds, m.WorkSeconds)
-	verbs := make([]string, 0, len(m.Requests))
-	for v := range m.Requests {
-		verbs = append(verbs, v)
-	}
-	sort.Strings(verbs)
-	for _, v := range verbs {
+	for _, v := range slices.Sorted(maps.Keys(m.Requests)) {
 		r := m.Requests[v]
 		fmt.Fprintf(&sb, "  requests %-7s %6.0f, mean %.4fs, rate limiter wait %.4fs\n", v, r.Count, r.MeanSeconds, r.MeanRateLimitWaitS)
 	}
-	keys := make([]string, 0, len(m.APIServer))
-	for k := range m.APIServer {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(m.APIServer)) {
 		fmt.Fprintf(&sb, "  apiserver %-32s %6.0f, mean %.4fs\n", k, m.APIServer[k].Count, m.APIServer[k].MeanSeconds)
 	}
 	if m.HeapProfile != "" {
