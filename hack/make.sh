@@ -24,6 +24,17 @@ BIN="${BIN:-${ROOT}/bin}"
 # the binaries build. Every other step waits for them.
 OFFLINE_STEPS=" verify unit test-image "
 
+# failures repeats, after a failed step, the lines of its log (bin/test-STEP.log) that say
+# which tests failed and why: a failing test's assertions are buried in its controller's
+# log lines, and CI shows only the start and the end of the output.
+failures() {
+    local log="${BIN}/test-$1.log"
+    echo "make test: $1 failed (its whole output is in ${log}); the failing tests and their own lines:"
+    # Go's test failures and the lines the tests wrote themselves (FILE_test.go:N:),
+    # without the klog lines the controllers wrote through the tests' loggers.
+    grep -E '^[[:space:]]*--- FAIL|^(FAIL|panic:)|_test\.go:[0-9]+: ' "${log}" | grep -Ev '_test\.go:[0-9]+: [IWEF][0-9]{4} ' | head -n 80 || true
+}
+
 # test makes each step in order (`make STEP PLATFORMS=$TEST_PLATFORMS`). `make tools`
 # runs in the background from the start, its log in bin/tools-build.log: the first
 # steps leave a core idle while they download modules, link, run generators and tests.
@@ -46,7 +57,8 @@ cmd_test() {
             tools=""
         fi
         echo "make test: ${step} ($(($(date +%s) - start))s since the start)"
-        "${MAKE:-make}" --no-print-directory "${step}" PLATFORMS="${TEST_PLATFORMS}" || { rc=$?; break; }
+        "${MAKE:-make}" --no-print-directory "${step}" PLATFORMS="${TEST_PLATFORMS}" 2>&1 | tee "${BIN}/test-${step}.log" ||
+            { rc=$?; failures "${step}"; break; }
     done
     if [ -n "${tools}" ]; then
         # Stop the build this script started, by its pid, if a step failed first; else

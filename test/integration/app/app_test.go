@@ -141,25 +141,21 @@ func TestRolloutAndDrift(t *testing.T) {
 	}
 
 	// Scaled and re-imaged by hand: put back.
-	d.Spec.Replicas = ptr.To[int32](7)
-	d.Spec.Template.Spec.Containers[0].Image = "httpd"
-	if _, err := c.kube.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
-		t.Fatal(err)
+	if _, err := c.editDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) {
+		d.Spec.Replicas = ptr.To[int32](7)
+		d.Spec.Template.Spec.Containers[0].Image = "httpd"
+	}); err != nil {
+		t.Fatalf("scaling and re-imaging the Deployment by hand: %v", err)
 	}
 	c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool {
 		return *d.Spec.Replicas == 3 && d.Spec.Template.Spec.Containers[0].Image == "nginx:1.27"
 	})
 
 	// Service port and selector edited: put back.
-	svc, err := c.kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc.Spec.Ports[0].Port = 9999
-	svc.Spec.Selector = map[string]string{"app": "something-else"}
-	if _, err := c.kube.CoreV1().Services(ns).Update(ctx, svc, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
-		t.Fatal(err)
-	}
+	svc := c.editService(t, ns, "web-svc", func(s *corev1.Service) {
+		s.Spec.Ports[0].Port = 9999
+		s.Spec.Selector = map[string]string{"app": "something-else"}
+	})
 	framework.Eventually(t, converge, func() (bool, error) {
 		s, err := c.kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
 		if err != nil {

@@ -36,35 +36,11 @@ func TestHandEdits(t *testing.T) {
 	c.waitReady(t, ns, "web")
 	deployments := c.kube.AppsV1().Deployments(ns)
 	services := c.kube.CoreV1().Services(ns)
-	edit := metav1.UpdateOptions{FieldManager: "kubectl-edit"}
-
-	// editDeployment updates the live Deployment after mutate, retrying on conflicts,
-	// and returns the API server's answer.
 	editDeployment := func(t *testing.T, mutate func(*appsv1.Deployment)) error {
-		var err error
-		for range 10 {
-			var d *appsv1.Deployment
-			if d, err = deployments.Get(ctx, "web-deploy", metav1.GetOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			mutate(d)
-			if _, err = deployments.Update(ctx, d, edit); err == nil || !strings.Contains(err.Error(), "the object has been modified") {
-				return err
-			}
-		}
+		_, err := c.editDeployment(t, ns, "web-deploy", mutate)
 		return err
 	}
-	editService := func(t *testing.T, mutate func(*corev1.Service)) {
-		framework.Eventually(t, converge, func() (bool, error) {
-			s, err := services.Get(ctx, "web-svc", metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			mutate(s)
-			_, err = services.Update(ctx, s, edit)
-			return err == nil, nil
-		})
-	}
+	editService := func(t *testing.T, mutate func(*corev1.Service)) { c.editService(t, ns, "web-svc", mutate) }
 	deployment := func(t *testing.T) *appsv1.Deployment {
 		d, err := deployments.Get(ctx, "web-deploy", metav1.GetOptions{})
 		if err != nil {

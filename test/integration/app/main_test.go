@@ -12,11 +12,14 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
@@ -203,6 +206,52 @@ func (c clients) update(t *testing.T, ns, name string, mutate func(*appv1.App)) 
 		_, err := c.app.AppcontrollerV1().Apps(ns).Update(context.Background(), app, metav1.UpdateOptions{})
 		return err == nil, nil
 	})
+}
+
+// kubectlEdit is how the tests edit a child by hand, as `kubectl edit` would.
+var kubectlEdit = metav1.UpdateOptions{FieldManager: "kubectl-edit"}
+
+// editBackoff spaces the tries of a hand edit that met another writer: the deployment
+// controller writes a Deployment's status until well after the App reads Ready.
+var editBackoff = wait.Backoff{Steps: 8, Duration: 20 * time.Millisecond, Factor: 2, Jitter: 0.1}
+
+// editDeployment updates the live Deployment after mutate, as field manager kubectl-edit,
+// again from a fresh read when another writer came in between (a conflict), and returns
+// the API server's answer to the last try.
+func (c clients) editDeployment(t *testing.T, ns, name string, mutate func(*appsv1.Deployment)) (*appsv1.Deployment, error) {
+	t.Helper()
+	deployments := c.kube.AppsV1().Deployments(ns)
+	var updated *appsv1.Deployment
+	err := retry.RetryOnConflict(editBackoff, func() error {
+		d, err := deployments.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("getting Deployment %s/%s to edit it: %v", ns, name, err)
+		}
+		mutate(d)
+		updated, err = deployments.Update(context.Background(), d, kubectlEdit)
+		return err
+	})
+	return updated, err
+}
+
+// editService is editDeployment for a Service; the edit must be accepted.
+func (c clients) editService(t *testing.T, ns, name string, mutate func(*corev1.Service)) *corev1.Service {
+	t.Helper()
+	services := c.kube.CoreV1().Services(ns)
+	var updated *corev1.Service
+	err := retry.RetryOnConflict(editBackoff, func() error {
+		s, err := services.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("getting Service %s/%s to edit it: %v", ns, name, err)
+		}
+		mutate(s)
+		updated, err = services.Update(context.Background(), s, kubectlEdit)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("editing Service %s/%s: %v", ns, name, err)
+	}
+	return updated
 }
 
 func mustQuantity(t *testing.T, s string) resource.Quantity {

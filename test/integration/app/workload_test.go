@@ -99,46 +99,38 @@ func TestEveryFieldConverges(t *testing.T) {
 	})
 
 	// Drift on the new fields is repaired.
-	d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	if _, err := c.editDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) {
+		pod := &d.Spec.Template.Spec
+		pod.Containers[0].ReadinessProbe.HTTPGet.Path = "/other"
+		pod.Containers[0].EnvFrom = nil
+		pod.Tolerations = nil
+		pod.NodeSelector = nil
+		pod.Volumes = pod.Volumes[:3]
+		pod.Containers[0].VolumeMounts = pod.Containers[0].VolumeMounts[:3]
+		pod.Containers[0].LivenessProbe = nil
+		pod.Containers[0].StartupProbe.PeriodSeconds = 30
+		pod.Containers[0].SecurityContext.ReadOnlyRootFilesystem = ptr.To(false)
+		pod.Containers[0].ImagePullPolicy = corev1.PullAlways
+		pod.SecurityContext.FSGroup = nil
+		pod.ServiceAccountName, pod.DeprecatedServiceAccount = "default", "default"
+		pod.ImagePullSecrets = nil
+		pod.Affinity = nil
+		pod.TopologySpreadConstraints = nil
+		pod.PriorityClassName, pod.Priority = "", nil
+		d.Spec.Template.Labels["team"] = "other"
+		d.Spec.Template.Annotations = nil
+		d.Spec.MinReadySeconds = 0
+		d.Spec.RevisionHistoryLimit = ptr.To[int32](10)
+		d.Spec.Strategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromString("50%"))
+	}); err != nil {
+		t.Fatalf("editing the Deployment by hand: %v", err)
 	}
-	pod := &d.Spec.Template.Spec
-	pod.Containers[0].ReadinessProbe.HTTPGet.Path = "/other"
-	pod.Containers[0].EnvFrom = nil
-	pod.Tolerations = nil
-	pod.NodeSelector = nil
-	pod.Volumes = pod.Volumes[:3]
-	pod.Containers[0].VolumeMounts = pod.Containers[0].VolumeMounts[:3]
-	pod.Containers[0].LivenessProbe = nil
-	pod.Containers[0].StartupProbe.PeriodSeconds = 30
-	pod.Containers[0].SecurityContext.ReadOnlyRootFilesystem = ptr.To(false)
-	pod.Containers[0].ImagePullPolicy = corev1.PullAlways
-	pod.SecurityContext.FSGroup = nil
-	pod.ServiceAccountName, pod.DeprecatedServiceAccount = "default", "default"
-	pod.ImagePullSecrets = nil
-	pod.Affinity = nil
-	pod.TopologySpreadConstraints = nil
-	pod.PriorityClassName, pod.Priority = "", nil
-	d.Spec.Template.Labels["team"] = "other"
-	d.Spec.Template.Annotations = nil
-	d.Spec.MinReadySeconds = 0
-	d.Spec.RevisionHistoryLimit = ptr.To[int32](10)
-	d.Spec.Strategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromString("50%"))
-	if _, err := c.kube.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Spec.SessionAffinity = corev1.ServiceAffinityNone
-	s.Spec.SessionAffinityConfig = nil
-	s.Spec.Ports[0].Name = "http"
-	delete(s.Labels, "team")
-	if _, err := c.kube.CoreV1().Services(ns).Update(ctx, s, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
-		t.Fatal(err)
-	}
+	c.editService(t, ns, "web-svc", func(s *corev1.Service) {
+		s.Spec.SessionAffinity = corev1.ServiceAffinityNone
+		s.Spec.SessionAffinityConfig = nil
+		s.Spec.Ports[0].Name = "http"
+		delete(s.Labels, "team")
+	})
 	checkChildren(app)
 
 	// Fields removed from the App are removed from the children; the security contexts
