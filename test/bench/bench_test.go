@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -134,6 +135,30 @@ func TestParseProc(t *testing.T) {
 	// This process's own figures are readable.
 	if s, err := readProcStats(os.Getpid()); err != nil || s.rssMB <= 0 || s.peakMB < s.rssMB {
 		t.Errorf("readProcStats(self) = %+v, %v", s, err)
+	}
+}
+
+func TestCPUUse(t *testing.T) {
+	busy, total, err := parseMachineStat([]byte("cpu  400 100 300 1000 200 50 50 0 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n"))
+	if err != nil || busy != 9 || total != 21 {
+		t.Errorf("parseMachineStat() = %v, %v, %v; want 9, 21, nil", busy, total, err)
+	}
+	if _, _, err := parseMachineStat([]byte("intr 1 2 3\n")); err == nil {
+		t.Error("parseMachineStat() without a cpu line: no error")
+	}
+	from := cpuSample{procs: map[string]float64{"kube-apiserver": 10, "etcd": 5, "gone": 1}, busy: 100, total: 200}
+	to := cpuSample{procs: map[string]float64{"kube-apiserver": 30, "etcd": 9, "app-controller": 3}, busy: 148, total: 260}
+	u := cpuUse(from, to, 1000)
+	want := map[string]float64{"kube-apiserver": 20, "etcd": 4, "total": 24}
+	if !maps.Equal(u.MsPerApp, want) || u.MachineBusy != 0.8 {
+		t.Errorf("cpuUse() = %+v, want %v and busy 0.8 (a process started or gone within the window is left out)", u, want)
+	}
+	if got, want := u.String(), "24.0 ms per App, machine 80% busy [kube-apiserver 20.0, etcd 4.0]"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	// This machine's figures are readable.
+	if s, err := sampleCPU(map[string]int{harnessProcess: os.Getpid()}); err != nil || s.total <= 0 || s.busy > s.total {
+		t.Errorf("sampleCPU(self) = %+v, %v", s, err)
 	}
 }
 

@@ -25,6 +25,8 @@ type floorRun struct {
 	writes      writeCounts
 	// from and to bound the loop: its first request and its last response.
 	from, to time.Time
+	// cpu is what the loop took, its namespace's creation included.
+	cpu CPUUse
 }
 
 // children returns the Deployment and Service the App controller makes for app, built

@@ -73,6 +73,10 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 			return err
 		}
 	}
+	cpuBefore, err := sampleCPU(e.processes(proc.Pid()))
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	var depths *depthSampler
 	if e.cfg.Breakdown {
@@ -100,6 +104,11 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 		e.diagnose(ctx, ns, stuck, procs)
 		return fmt.Errorf("converge: %w", err)
 	}
+	cpuAfter, err := sampleCPU(e.processes(proc.Pid()))
+	if err != nil {
+		return err
+	}
+	r.ProductCPU = cpuUse(cpuBefore, cpuAfter, n)
 	r.ConvergeSeconds = round2(last.Sub(start).Seconds())
 	r.CreatesSeconds = round2(createdIn.Seconds())
 	if r.FloorSeconds > 0 {

@@ -127,6 +127,10 @@ type Figures struct {
 	// convergence; ControllerCPUSecondsTotal: of its processes over the whole round.
 	ControllerCPUSeconds      float64 `json:"controller_cpu_seconds"`
 	ControllerCPUSecondsTotal float64 `json:"controller_cpu_seconds_total"`
+	// FloorCPU and ProductCPU: the CPU that the fastest floor loop and the product's
+	// convergence took, per process per App, and how busy the machine was (cpu.go).
+	FloorCPU   CPUUse `json:"floor_cpu"`
+	ProductCPU CPUUse `json:"product_cpu"`
 	// Converged is true when every App converged in every scenario of the round.
 	Converged bool `json:"converged"`
 	// Breakdown is who writes what, and the product's timeline (Config.Breakdown).
@@ -231,6 +235,8 @@ func (r RoundResult) table(apps, replicas int, scenarios, controllerFlags []stri
 	}
 	row("caches per 1000 Apps (MiB)", strings.Join(caches, ", "))
 	row("controller CPU converging / round", fmt.Sprintf("%.2fs / %.2fs", r.ControllerCPUSeconds, r.ControllerCPUSecondsTotal))
+	row("CPU, fastest floor loop", r.FloorCPU.String())
+	row("CPU, product converging", r.ProductCPU.String())
 	row("every App converged", fmt.Sprint(r.Converged))
 	if r.Breakdown != nil {
 		sb.WriteString(r.Breakdown.table())

@@ -279,10 +279,19 @@ func (e *env) round(ctx context.Context, round int) (RoundResult, error) {
 				return r, err
 			}
 			e.printf("round %d: floor, %s, concurrency %d, %d Apps\n", round, loop.kind, c, e.cfg.Apps)
+			before, err := sampleCPU(e.processes(0))
+			if err != nil {
+				return r, err
+			}
 			f, err := loop.run(ctx, e, fmt.Sprintf("bench-floor-%d-%s-c%d", round, loop.kind, c), c)
 			if err != nil {
 				return r, err
 			}
+			after, err := sampleCPU(e.processes(0))
+			if err != nil {
+				return r, err
+			}
+			f.cpu = cpuUse(before, after, e.cfg.Apps)
 			e.printf("round %d: floor, %s, concurrency %d: %.2fs, %.2f writes per App\n", round, loop.kind, c, f.seconds, float64(f.writes.total())/float64(e.cfg.Apps))
 			loop.byConcurrency[fmt.Sprint(c)] = round2(f.seconds)
 			if *loop.fastest == 0 || round2(f.seconds) < *loop.fastest {
@@ -290,7 +299,7 @@ func (e *env) round(ctx context.Context, round int) (RoundResult, error) {
 			}
 			if r.FloorConcurrency == 0 || f.seconds < r.floorSeconds {
 				r.floorSeconds, r.FloorConcurrency, r.floorWrites, r.FloorLoop = f.seconds, c, f.writes, loop.kind
-				r.floorFrom, r.floorTo = f.from, f.to
+				r.floorFrom, r.floorTo, r.FloorCPU = f.from, f.to, f.cpu
 			}
 		}
 	}

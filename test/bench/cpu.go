@@ -1,0 +1,135 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// On 2 cores the whole control plane shares the CPU with the controller: when the
+// machine is busy the whole time, a round is as fast as its CPU per App lets it be. The
+// bench reads the CPU time of every process it started (the control plane's components,
+// the controller, the harness itself, whose clients create the Apps and run the floor
+// loops) before and after the fastest floor loop and the product's convergence, and the
+// machine's busy share over the same windows from /proc/stat.
+
+// harnessProcess names the bench's own process in the CPU figures.
+const harnessProcess = "harness"
+
+// cpuSample is the CPU time so far (utime+stime, seconds) of each process, by name, and
+// the machine's busy and total CPU time (/proc/stat, seconds of all cores).
+type cpuSample struct {
+	procs       map[string]float64
+	busy, total float64
+}
+
+// sampleCPU reads the CPU time of each named process (one that has exited is left out)
+// and of the machine.
+func sampleCPU(pids map[string]int) (cpuSample, error) {
+	s := cpuSample{procs: make(map[string]float64, len(pids))}
+	for name, pid := range pids {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue // exited
+		}
+		if s.procs[name], err = parseProcStat(stat); err != nil {
+			return s, fmt.Errorf("reading the CPU time of %s: %w", name, err)
+		}
+	}
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return s, fmt.Errorf("reading the machine's CPU time: %w", err)
+	}
+	if s.busy, s.total, err = parseMachineStat(data); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// parseMachineStat returns the busy and total CPU seconds of all cores from the "cpu"
+// line of /proc/stat: user nice system idle iowait irq softirq steal (guest time is
+// already counted in user). Idle and iowait are not busy.
+func parseMachineStat(data []byte) (busy, total float64, err error) {
+	line, _, _ := strings.Cut(string(data), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 9 || fields[0] != "cpu" {
+		return 0, 0, fmt.Errorf("unexpected first line of /proc/stat %q", line)
+	}
+	for i, f := range fields[1:9] {
+		ticks, err := strconv.ParseFloat(f, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("parsing /proc/stat %q: %w", line, err)
+		}
+		total += ticks / clockTicks
+		if i != 3 && i != 4 { // idle, iowait
+			busy += ticks / clockTicks
+		}
+	}
+	return busy, total, nil
+}
+
+// CPUUse is the CPU a window of a round took.
+type CPUUse struct {
+	// MsPerApp: each process's CPU milliseconds per App, and their "total".
+	MsPerApp map[string]float64 `json:"ms_per_app"`
+	// MachineBusy: the share of the machine's CPU time (every core) that was busy,
+	// whoever used it.
+	MachineBusy float64 `json:"machine_busy"`
+}
+
+// cpuUse is what happened between from and to, per App of n.
+func cpuUse(from, to cpuSample, n int) CPUUse {
+	u := CPUUse{MsPerApp: make(map[string]float64, len(to.procs)+1)}
+	var total float64
+	for name, after := range to.procs {
+		before, ok := from.procs[name]
+		if !ok {
+			continue // started within the window: not comparable
+		}
+		ms := (after - before) * 1000 / float64(n)
+		u.MsPerApp[name] = round2(ms)
+		total += ms
+	}
+	u.MsPerApp["total"] = round2(total)
+	if dt := to.total - from.total; dt > 0 {
+		u.MachineBusy = round2((to.busy - from.busy) / dt)
+	}
+	return u
+}
+
+// String is "total T ms (busy B%): name ms, ..." with the largest first.
+func (u CPUUse) String() string {
+	names := make([]string, 0, len(u.MsPerApp))
+	for name := range u.MsPerApp {
+		if name != "total" {
+			names = append(names, name)
+		}
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if u.MsPerApp[a] != u.MsPerApp[b] {
+			if u.MsPerApp[a] > u.MsPerApp[b] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, 0, len(names))
+	for _, name := range names {
+		parts = append(parts, fmt.Sprintf("%s %.1f", name, u.MsPerApp[name]))
+	}
+	return fmt.Sprintf("%.1f ms per App, machine %.0f%% busy [%s]", u.MsPerApp["total"], u.MachineBusy*100, strings.Join(parts, ", "))
+}
+
+// processes names the processes whose CPU the bench reads: the control plane's
+// components, the harness, and the given controller pid (0: none).
+func (e *env) processes(controllerPid int) map[string]int {
+	pids := e.cluster.PIDs()
+	pids[harnessProcess] = os.Getpid()
+	if controllerPid != 0 {
+		pids["app-controller"] = controllerPid
+	}
+	return pids
+}
