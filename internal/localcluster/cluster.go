@@ -54,6 +54,10 @@ type Options struct {
 	// (nothing else is recorded). Give each client to attribute its own user with
 	// Cluster.UserConfig.
 	AuditUsers []string
+	// Profiling serves kube-apiserver's /debug/pprof (to system:masters, like every
+	// non-resource URL here), so that a benchmark can read where its CPU goes. Off by
+	// default, as in production.
+	Profiling bool
 	// Node is the kind of node: NodeKwok (the default, "") or NodeReal, one node that runs
 	// pods for real (realnode.go; root only, see CheckRealNode). With NodeReal, kwok is
 	// not started and PodCapacity is ignored.
@@ -245,7 +249,11 @@ func (c *Cluster) start(ctx context.Context, stages []string) error {
 		name:   apiserverName,
 		nPorts: 1,
 		args: func(ports []int) []string {
-			return append(apiserverArgs(certs, filepath.Join(c.StateDir, "apiserver-certs"), etcdURL, ports[0]), auditArgs...)
+			args := append(apiserverArgs(certs, filepath.Join(c.StateDir, "apiserver-certs"), etcdURL, ports[0]), auditArgs...)
+			if c.opts.Profiling {
+				args = append(args, "--profiling=true") // the last occurrence of a flag wins
+			}
+			return args
 		},
 		ready: func(ctx context.Context, ports []int) error {
 			return probeHTTP(ctx, probe, "https://"+hostPort(ports[0])+"/readyz")

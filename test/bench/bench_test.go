@@ -108,12 +108,12 @@ func TestAuditLogCount(t *testing.T) {
 }
 
 func TestParseProc(t *testing.T) {
-	status := "Name:\tapp-controller\nVmPeak:\t 1300000 kB\nVmHWM:\t   51200 kB\nVmRSS:\t   40960 kB\nThreads:\t9\n"
-	rss, peak, err := parseProcStatus([]byte(status))
-	if err != nil || rss != 40 || peak != 50 {
-		t.Errorf("parseProcStatus() = %v, %v, %v; want 40, 50, nil", rss, peak, err)
+	status := "Name:\tapp-controller\nVmPeak:\t 1300000 kB\nVmHWM:\t   51200 kB\nVmRSS:\t   40960 kB\nRssAnon:\t   30720 kB\nRssFile:\t   10240 kB\nThreads:\t9\n"
+	s, err := parseProcStatus([]byte(status))
+	if err != nil || s.rssMB != 40 || s.peakMB != 50 || s.anonMB != 30 {
+		t.Errorf("parseProcStatus() = %+v, %v; want VmRSS 40, VmHWM 50, RssAnon 30", s, err)
 	}
-	if _, _, err := parseProcStatus([]byte("Name:\tx\n")); err == nil {
+	if _, err := parseProcStatus([]byte("Name:\tx\n")); err == nil {
 		t.Error("parseProcStatus() without VmRSS: no error")
 	}
 	tests := []struct {

@@ -28,6 +28,11 @@ type Breakdown struct {
 	Timeline []TimelineSecond `json:"timeline"`
 	// Controller is what the controller's metrics said at convergence.
 	Controller *ControllerMetrics `json:"controller,omitempty"`
+	// APIServerCPUProfiles are the API server's CPU profiles of the first
+	// apiserverProfileSeconds of the fastest floor loop ("floor") and of the product's
+	// convergence ("product"), to compare with
+	// `go tool pprof -top -diff_base FLOOR bin/kube-apiserver PRODUCT`.
+	APIServerCPUProfiles map[string]string `json:"apiserver_cpu_profiles,omitempty"`
 }
 
 // TimelineSecond counts what happened in one second of the product's convergence.
@@ -172,6 +177,9 @@ func (b *Breakdown) table() string {
 	}
 	if b.Controller != nil {
 		sb.WriteString(b.Controller.table())
+	}
+	if floor, product := b.APIServerCPUProfiles["floor"], b.APIServerCPUProfiles["product"]; floor != "" && product != "" {
+		fmt.Fprintf(&sb, "  API server CPU profiles, first %ds: floor %s, product %s (go tool pprof -top -diff_base FLOOR bin/kube-apiserver PRODUCT)\n", apiserverProfileSeconds, floor, product)
 	}
 	sb.WriteString("  timeline (s: Apps created, controller child writes / status writes / Events, kube-controller-manager, scheduler, kwok writes; Apps Ready; App queue depth):\n")
 	for _, s := range b.Timeline {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -132,4 +133,29 @@ func (e *env) processes(controllerPid int) map[string]int {
 		pids["app-controller"] = controllerPid
 	}
 	return pids
+}
+
+// apiserverProfileSeconds is the length of the API server's CPU profiles (Breakdown):
+// the bulk of a floor loop and of the product's convergence at N=1000.
+const apiserverProfileSeconds = 30
+
+// profileAPIServer starts a CPU profile of kube-apiserver (its /debug/pprof, as the
+// admin; Options.Profiling) of apiserverProfileSeconds, saved to path; the returned
+// function waits for it. A failed profile is reported, not fatal: it only explains.
+func (e *env) profileAPIServer(ctx context.Context, path string) (wait func() string) {
+	done := make(chan string, 1)
+	go func() {
+		data, err := e.admin.kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", strconv.Itoa(apiserverProfileSeconds)).DoRaw(ctx)
+		if err == nil {
+			err = os.WriteFile(path, data, 0o644)
+		}
+		if err != nil {
+			e.printf("the API server's CPU profile %s: %v\n", path, err)
+			done <- ""
+			return
+		}
+		done <- path
+	}()
+	return func() string { return <-done }
 }

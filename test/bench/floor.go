@@ -25,8 +25,10 @@ type floorRun struct {
 	writes      writeCounts
 	// from and to bound the loop: its first request and its last response.
 	from, to time.Time
-	// cpu is what the loop took, its namespace's creation included.
-	cpu CPUUse
+	// cpu is what the loop took, its namespace's creation included; apiserverProfile is
+	// the API server's CPU profile of its first seconds (Breakdown; "": none).
+	cpu              CPUUse
+	apiserverProfile string
 }
 
 // children returns the Deployment and Service the App controller makes for app, built

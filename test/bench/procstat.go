@@ -14,8 +14,10 @@ const clockTicks = 100
 
 // procStats are a process's memory and CPU figures from /proc.
 type procStats struct {
-	// rssMB is VmRSS, the resident set now; peakMB is VmHWM, its peak (MiB).
-	rssMB, peakMB float64
+	// rssMB is VmRSS, the resident set now; peakMB is VmHWM, its peak; anonMB is RssAnon,
+	// the part of the resident set that is anonymous memory (the Go heap, stacks), not
+	// the executable's pages (MiB).
+	rssMB, peakMB, anonMB float64
 	// cpuSeconds is utime+stime, user and system CPU time so far.
 	cpuSeconds float64
 }
@@ -30,8 +32,8 @@ func readProcStats(pid int) (procStats, error) {
 	if err != nil {
 		return procStats{}, fmt.Errorf("reading the stat of process %d: %w", pid, err)
 	}
-	var s procStats
-	if s.rssMB, s.peakMB, err = parseProcStatus(status); err != nil {
+	s, err := parseProcStatus(status)
+	if err != nil {
 		return procStats{}, fmt.Errorf("process %d: %w", pid, err)
 	}
 	if s.cpuSeconds, err = parseProcStat(stat); err != nil {
@@ -40,34 +42,33 @@ func readProcStats(pid int) (procStats, error) {
 	return s, nil
 }
 
-// parseProcStatus returns VmRSS and VmHWM of a /proc/<pid>/status file, in MiB.
-func parseProcStatus(data []byte) (rssMB, peakMB float64, err error) {
+// parseProcStatus returns VmRSS, VmHWM and RssAnon of a /proc/<pid>/status file, in MiB.
+func parseProcStatus(data []byte) (procStats, error) {
+	var s procStats
+	fields := map[string]*float64{"VmRSS": &s.rssMB, "VmHWM": &s.peakMB, "RssAnon": &s.anonMB}
 	found := 0
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		key, value, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (key != "VmRSS" && key != "VmHWM") {
+		field := fields[key]
+		if !ok || field == nil {
 			continue
 		}
-		fields := strings.Fields(value)
-		if len(fields) != 2 || fields[1] != "kB" {
-			return 0, 0, fmt.Errorf("unexpected %s line %q", key, sc.Text())
+		words := strings.Fields(value)
+		if len(words) != 2 || words[1] != "kB" {
+			return s, fmt.Errorf("unexpected %s line %q", key, sc.Text())
 		}
-		kb, err := strconv.ParseFloat(fields[0], 64)
+		kb, err := strconv.ParseFloat(words[0], 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("parsing %s: %w", key, err)
+			return s, fmt.Errorf("parsing %s: %w", key, err)
 		}
-		if key == "VmRSS" {
-			rssMB = kb / 1024
-		} else {
-			peakMB = kb / 1024
-		}
+		*field = kb / 1024
 		found++
 	}
-	if found != 2 {
-		return 0, 0, fmt.Errorf("no VmRSS or VmHWM in /proc status")
+	if found != len(fields) {
+		return s, fmt.Errorf("no VmRSS, VmHWM or RssAnon in /proc status")
 	}
-	return rssMB, peakMB, nil
+	return s, nil
 }
 
 // parseProcStat returns utime+stime of a /proc/<pid>/stat line, in seconds. The command

@@ -77,6 +77,10 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 	if err != nil {
 		return err
 	}
+	profile := func() string { return "" }
+	if e.cfg.Breakdown {
+		profile = e.profileAPIServer(ctx, filepath.Join(e.logDir, fmt.Sprintf("bench-app-%d-apiserver-cpu.pb.gz", r.Round)))
+	}
 	start := time.Now()
 	var depths *depthSampler
 	if e.cfg.Breakdown {
@@ -147,6 +151,7 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 	r.RSSBaselineMB = round2(base.rssMB)
 	r.RSSAtNMB = round2(atConverge.rssMB)
 	r.RSSMBPer1000Apps = round2((atConverge.rssMB - base.rssMB) * 1000 / float64(n))
+	r.AnonMBPer1000Apps = round2((atConverge.anonMB - base.anonMB) * 1000 / float64(n))
 	if r.Pods, r.PodCacheMiBPer1000Pods, r.PodCacheWholeMiBPer1000Pods, err = podCacheSize(ctx, e.admin.kube, ns); err != nil {
 		return err
 	}
@@ -171,10 +176,11 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 			ready[i], _ = watch.readyTime(appName(i), generations[i])
 		}
 		r.Breakdown = &Breakdown{
-			ProductWritesPerApp: writesByWriter(all, start, settled, n),
-			FloorWritesPerApp:   writesByWriter(all, r.floorFrom, r.floorTo, n),
-			Timeline:            timeline(all, ready, start, settled),
-			Controller:          ctrlMetrics,
+			ProductWritesPerApp:  writesByWriter(all, start, settled, n),
+			FloorWritesPerApp:    writesByWriter(all, r.floorFrom, r.floorTo, n),
+			Timeline:             timeline(all, ready, start, settled),
+			Controller:           ctrlMetrics,
+			APIServerCPUProfiles: map[string]string{"floor": r.floorProfile, "product": profile()},
 		}
 		for sec, depth := range depths.finish() {
 			if sec < len(r.Breakdown.Timeline) {

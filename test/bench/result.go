@@ -52,6 +52,7 @@ type RoundResult struct {
 	floorSeconds       float64
 	floorWrites        writeCounts
 	floorFrom, floorTo time.Time
+	floorProfile       string
 }
 
 // Figures are the measurements of one round; seconds are wall-clock times on a shared
@@ -112,6 +113,9 @@ type Figures struct {
 	RSSMBPer1000Apps float64 `json:"rss_mb_per_1000_apps"`
 	RSSBaselineMB    float64 `json:"rss_baseline_mb"`
 	RSSAtNMB         float64 `json:"rss_at_n_mb"`
+	// AnonMBPer1000Apps: the same of RssAnon, the resident set without the executable's
+	// pages (which the controller's code paths touch the first time they run, whatever N).
+	AnonMBPer1000Apps float64 `json:"anon_rss_mb_per_1000_apps"`
 	// PodCacheMiBPer1000Pods: what the App controller's pod cache holds per 1000 pods,
 	// the converged Apps' pods trimmed as its informer keeps them (podhealth.TrimPod), in
 	// an indexer in the harness (Go heap after GC); PodCacheWholeMiBPer1000Pods: the same
@@ -227,7 +231,7 @@ func (r RoundResult) table(apps, replicas int, scenarios, controllerFlags []stri
 	if r.ControllerCgroupPeakMB > 0 {
 		row("controller cgroup peak / OOM kills", fmt.Sprintf("%.1f MiB / %d", r.ControllerCgroupPeakMB, r.ControllerOOMKills))
 	}
-	row("RSS per 1000 Apps", fmt.Sprintf("%.1f MiB (%.1f idle at N=0, %.1f at N)", r.RSSMBPer1000Apps, r.RSSBaselineMB, r.RSSAtNMB))
+	row("RSS per 1000 Apps", fmt.Sprintf("%.1f MiB (%.1f idle at N=0, %.1f at N); anonymous %.1f MiB", r.RSSMBPer1000Apps, r.RSSBaselineMB, r.RSSAtNMB, r.AnonMBPer1000Apps))
 	row("pod cache per 1000 pods", fmt.Sprintf("%.2f MiB trimmed (%.2f whole), %d pods", r.PodCacheMiBPer1000Pods, r.PodCacheWholeMiBPer1000Pods, r.Pods))
 	var caches []string
 	for _, k := range sortedKeys(r.CacheMiBPer1000Apps) {

@@ -131,6 +131,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		CRDDir:      cfg.CRDDir,
 		PodCapacity: cfg.Apps*int(cfg.Replicas) + 100,
 		AuditUsers:  auditUsers(cfg.Breakdown),
+		Profiling:   cfg.Breakdown,
 		// Kept: a failed run's logs explain it; a successful run removes WorkDir.
 		KeepState: true,
 		Out:       prefixWriter{out, "  cluster: "},
@@ -279,11 +280,16 @@ func (e *env) round(ctx context.Context, round int) (RoundResult, error) {
 				return r, err
 			}
 			e.printf("round %d: floor, %s, concurrency %d, %d Apps\n", round, loop.kind, c, e.cfg.Apps)
+			name := fmt.Sprintf("bench-floor-%d-%s-c%d", round, loop.kind, c)
 			before, err := sampleCPU(e.processes(0))
 			if err != nil {
 				return r, err
 			}
-			f, err := loop.run(ctx, e, fmt.Sprintf("bench-floor-%d-%s-c%d", round, loop.kind, c), c)
+			profile := func() string { return "" }
+			if e.cfg.Breakdown {
+				profile = e.profileAPIServer(ctx, filepath.Join(e.logDir, name+"-apiserver-cpu.pb.gz"))
+			}
+			f, err := loop.run(ctx, e, name, c)
 			if err != nil {
 				return r, err
 			}
@@ -292,6 +298,7 @@ func (e *env) round(ctx context.Context, round int) (RoundResult, error) {
 				return r, err
 			}
 			f.cpu = cpuUse(before, after, e.cfg.Apps)
+			f.apiserverProfile = profile()
 			e.printf("round %d: floor, %s, concurrency %d: %.2fs, %.2f writes per App\n", round, loop.kind, c, f.seconds, float64(f.writes.total())/float64(e.cfg.Apps))
 			loop.byConcurrency[fmt.Sprint(c)] = round2(f.seconds)
 			if *loop.fastest == 0 || round2(f.seconds) < *loop.fastest {
@@ -299,7 +306,7 @@ func (e *env) round(ctx context.Context, round int) (RoundResult, error) {
 			}
 			if r.FloorConcurrency == 0 || f.seconds < r.floorSeconds {
 				r.floorSeconds, r.FloorConcurrency, r.floorWrites, r.FloorLoop = f.seconds, c, f.writes, loop.kind
-				r.floorFrom, r.floorTo, r.FloorCPU = f.from, f.to, f.cpu
+				r.floorFrom, r.floorTo, r.FloorCPU, r.floorProfile = f.from, f.to, f.cpu, f.apiserverProfile
 			}
 		}
 	}
