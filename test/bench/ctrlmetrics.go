@@ -42,8 +42,10 @@ type ControllerMetrics struct {
 	// Requests are the controller's API requests by verb: count, mean latency, and mean
 	// wait for the client-side rate limiter.
 	Requests map[string]RequestStats `json:"requests_by_verb"`
-	// HeapProfile is where the heap profile taken at convergence was saved.
+	// HeapProfile is where the heap profile taken at convergence was saved, CPUProfile
+	// the CPU profile of the first apiserverProfileSeconds of the convergence.
 	HeapProfile string `json:"heap_profile,omitempty"`
+	CPUProfile  string `json:"cpu_profile,omitempty"`
 	// APIServer is the API server's own latency of every kind of write made at least
 	// N/2 times while the product converged (every writer's, not only the controller's).
 	APIServer map[string]APIServerLatency `json:"apiserver_write_latency"`
@@ -149,20 +151,21 @@ func (s *depthSampler) finish() map[int]float64 {
 	return s.depths
 }
 
-// saveHeapProfile writes the controller's heap profile (--profiling) to path.
-func (p *controllerProc) saveHeapProfile(ctx context.Context, path string) error {
-	url := strings.TrimSuffix(p.metricsURL, "/metrics") + "/debug/pprof/heap?gc=1"
+// saveProfile writes the controller's profile (--profiling) named by query ("heap?gc=1",
+// "profile?seconds=30") to path.
+func (p *controllerProc) saveProfile(ctx context.Context, query, path string) error {
+	url := strings.TrimSuffix(p.metricsURL, "/metrics") + "/debug/pprof/" + query
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("reading the controller's heap profile: %w", err)
+		return fmt.Errorf("reading the controller's profile %s: %w", query, err)
 	}
 	defer func() { _ = res.Body.Close() }()
 	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("reading the controller's heap profile: %s", res.Status)
+		return fmt.Errorf("reading the controller's profile %s: %s", query, res.Status)
 	}
 	f, err := os.Create(path)
 	if err != nil {
@@ -170,7 +173,7 @@ func (p *controllerProc) saveHeapProfile(ctx context.Context, path string) error
 	}
 	if _, err := io.Copy(f, res.Body); err != nil {
 		_ = f.Close()
-		return fmt.Errorf("saving the controller's heap profile: %w", err)
+		return fmt.Errorf("saving the controller's profile %s: %w", query, err)
 	}
 	return f.Close()
 }
@@ -189,6 +192,9 @@ func (m *ControllerMetrics) table() string {
 	}
 	if m.HeapProfile != "" {
 		fmt.Fprintf(&sb, "  heap profile at convergence: %s (go tool pprof -sample_index=inuse_space -top bin/app-controller FILE)\n", m.HeapProfile)
+	}
+	if m.CPUProfile != "" {
+		fmt.Fprintf(&sb, "  CPU profile, first %ds: %s (go tool pprof -top bin/app-controller FILE)\n", apiserverProfileSeconds, m.CPUProfile)
 	}
 	return sb.String()
 }

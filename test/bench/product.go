@@ -78,8 +78,13 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 		return err
 	}
 	profile := func() string { return "" }
+	ctrlProfile := make(chan error, 1)
+	ctrlProfilePath := filepath.Join(e.logDir, fmt.Sprintf("app-controller-round%d-cpu.pb.gz", r.Round))
 	if e.cfg.Breakdown {
 		profile = e.profileAPIServer(ctx, filepath.Join(e.logDir, fmt.Sprintf("bench-app-%d-apiserver-cpu.pb.gz", r.Round)))
+		go func() {
+			ctrlProfile <- proc.saveProfile(ctx, fmt.Sprintf("profile?seconds=%d", apiserverProfileSeconds), ctrlProfilePath)
+		}()
 	}
 	start := time.Now()
 	var depths *depthSampler
@@ -143,9 +148,13 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 		}
 		ctrlMetrics.APIServer = apiserverLatency(apiBefore, apiAfter, float64(n)/2)
 		ctrlMetrics.HeapProfile = filepath.Join(e.logDir, fmt.Sprintf("app-controller-round%d-heap.pb.gz", r.Round))
-		if err := proc.saveHeapProfile(ctx, ctrlMetrics.HeapProfile); err != nil {
+		if err := proc.saveProfile(ctx, "heap?gc=1", ctrlMetrics.HeapProfile); err != nil {
 			return err
 		}
+		if err := <-ctrlProfile; err != nil {
+			return err
+		}
+		ctrlMetrics.CPUProfile = ctrlProfilePath
 	}
 	r.ControllerCPUSeconds = round2(atConverge.cpuSeconds - base.cpuSeconds)
 	r.RSSBaselineMB = round2(base.rssMB)
