@@ -210,9 +210,12 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 		}
 		r.IdleWrites = idle.total()
 		r.IdleWritesByKind = idle
-		if err := proc.Exited(); err != nil {
+		settled, err := proc.stats()
+		if err != nil {
 			return err
 		}
+		r.SettledRSSMBPer1000Apps = round2((settled.rssMB - base.rssMB) * 1000 / float64(n))
+		r.SettledAnonMBPer1000Apps = round2((settled.anonMB - base.anonMB) * 1000 / float64(n))
 	}
 
 	if slices.Contains(e.cfg.Scenarios, "restart") {

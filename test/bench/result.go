@@ -116,6 +116,11 @@ type Figures struct {
 	// AnonMBPer1000Apps: the same of RssAnon, the resident set without the executable's
 	// pages (which the controller's code paths touch the first time they run, whatever N).
 	AnonMBPer1000Apps float64 `json:"anon_rss_mb_per_1000_apps"`
+	// SettledRSSMBPer1000Apps and SettledAnonMBPer1000Apps: the same at the end of the
+	// idle scenario, when the Go runtime has had time to return to the system what the
+	// convergence's burst left free (0: the idle scenario did not run).
+	SettledRSSMBPer1000Apps  float64 `json:"settled_rss_mb_per_1000_apps,omitempty"`
+	SettledAnonMBPer1000Apps float64 `json:"settled_anon_rss_mb_per_1000_apps,omitempty"`
 	// PodCacheMiBPer1000Pods: what the App controller's pod cache holds per 1000 pods,
 	// the converged Apps' pods trimmed as its informer keeps them (podhealth.TrimPod), in
 	// an indexer in the harness (Go heap after GC); PodCacheWholeMiBPer1000Pods: the same
@@ -232,6 +237,7 @@ func (r RoundResult) table(apps, replicas int, scenarios, controllerFlags []stri
 		row("controller cgroup peak / OOM kills", fmt.Sprintf("%.1f MiB / %d", r.ControllerCgroupPeakMB, r.ControllerOOMKills))
 	}
 	row("RSS per 1000 Apps", fmt.Sprintf("%.1f MiB (%.1f idle at N=0, %.1f at N); anonymous %.1f MiB", r.RSSMBPer1000Apps, r.RSSBaselineMB, r.RSSAtNMB, r.AnonMBPer1000Apps))
+	scenario("idle", "RSS per 1000 Apps after the idle period", fmt.Sprintf("%.1f MiB; anonymous %.1f MiB", r.SettledRSSMBPer1000Apps, r.SettledAnonMBPer1000Apps))
 	row("pod cache per 1000 pods", fmt.Sprintf("%.2f MiB trimmed (%.2f whole), %d pods", r.PodCacheMiBPer1000Pods, r.PodCacheWholeMiBPer1000Pods, r.Pods))
 	var caches []string
 	for _, k := range sortedKeys(r.CacheMiBPer1000Apps) {
