@@ -95,7 +95,6 @@ func BenchmarkManagedCacheFootprint(b *testing.B) {
 	}{
 		{"as-sent", nil},
 		{"stripped", StripManagedFields},
-		{"compact", CompactObject},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			// Decoded copies, as a watch hands out: no sharing between objects.

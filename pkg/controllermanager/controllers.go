@@ -14,7 +14,6 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayinformersv1 "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions/apis/v1"
 
-	"github.com/app-controller/app-controller/pkg/controller"
 	"github.com/app-controller/app-controller/pkg/controller/app"
 	"github.com/app-controller/app-controller/pkg/controller/ingress"
 	"github.com/app-controller/app-controller/pkg/controller/nodelabel"
@@ -28,10 +27,6 @@ const (
 )
 
 // startAppController builds the App controller.
-// PodTransform is the transform of the App controller's pod informer: the status summary
-// of each pod (podhealth.TrimPod), its strings shared.
-var PodTransform = controller.Compose(podhealth.TrimPod, controller.ShareStrings)
-
 func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, error) {
 	unmanagedDeployments, err := cc.unmanagedMetadataInformer(appsv1.SchemeGroupVersion.WithResource("deployments"))
 	if err != nil {
@@ -42,7 +37,7 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 		return nil, err
 	}
 	pods := cc.ManagedInformers.Core().V1().Pods()
-	if err := pods.Informer().SetTransform(PodTransform); err != nil {
+	if err := pods.Informer().SetTransform(podhealth.TrimPod); err != nil {
 		return nil, fmt.Errorf("setting the transform of the pod informer: %w", err)
 	}
 	unmanagedBudgets, err := cc.unmanagedMetadataInformer(policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets"))
@@ -76,7 +71,7 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 		return nil, err
 	}
 	revisions := cc.ManagedInformers.Apps().V1().ControllerRevisions()
-	if err := revisions.Informer().SetTransform(controller.Compose(app.TrimRevision, controller.ShareStrings)); err != nil {
+	if err := revisions.Informer().SetTransform(app.TrimRevision); err != nil {
 		return nil, fmt.Errorf("setting the transform of the ControllerRevision informer: %w", err)
 	}
 	return app.NewController(ctx, cc.KubeClient, cc.AppClient, app.Informers{
@@ -109,7 +104,7 @@ func startIngressController(ctx context.Context, cc *ControllerContext) (Runnabl
 		Ingresses: cc.KubeInformers.Networking().V1().Ingresses(),
 	}
 	// This controller alone uses the informer of every Service.
-	if err := inf.Services.Informer().SetTransform(controller.Compose(ingress.TrimService, controller.ShareStrings)); err != nil {
+	if err := inf.Services.Informer().SetTransform(ingress.TrimService); err != nil {
 		return nil, fmt.Errorf("setting the transform of the Service informer: %w", err)
 	}
 	if cc.GatewayAPI {

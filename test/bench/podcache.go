@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/app-controller/app-controller/pkg/controller"
-	"github.com/app-controller/app-controller/pkg/controllermanager"
+	"github.com/app-controller/app-controller/pkg/podhealth"
 )
 
 // heapCost returns how many bytes of Go heap the objects that list returns take once
@@ -55,14 +55,14 @@ func heapCost(list func() ([]interface{}, error), transform func(interface{}) (i
 
 // podCacheSize measures what the App controller's pod cache holds per 1000 pods: the
 // managed pods of namespace ns, listed as the informer lists them (protobuf), kept
-// trimmed by podhealth.TrimPod with their strings shared (controllermanager.PodTransform,
-// as the informer keeps them) and, for comparison, whole (managedFields dropped). It returns the pod count and the MiB per 1000 pods, trimmed
+// trimmed by podhealth.TrimPod (as the informer keeps them) and, for comparison, whole
+// (managedFields dropped). It returns the pod count and the MiB per 1000 pods, trimmed
 // and whole.
 func podCacheSize(ctx context.Context, kube kubernetes.Interface, ns string) (pods int, trimmedMiB, wholeMiB float64, err error) {
 	list := func() ([]interface{}, error) {
 		return listed(kube.CoreV1().Pods(ns).List(ctx, managedOnly()))
 	}
-	pods, trimmed, err := heapCost(list, controllermanager.PodTransform)
+	pods, trimmed, err := heapCost(list, podhealth.TrimPod)
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -75,7 +75,7 @@ func podCacheSize(ctx context.Context, kube kubernetes.Interface, ns string) (po
 
 // cacheSizes measures what the App controller's caches of namespace ns's Apps,
 // Deployments and Services hold per 1000 Apps, each kept as its informer keeps it
-// (controller.CompactObject: managedFields dropped, strings shared; Deployments and Services listed as protobuf, Apps as JSON, as
+// (managedFields dropped; Deployments and Services listed as protobuf, Apps as JSON, as
 // the controller lists them), by resource. The pods are podCacheSize's.
 func cacheSizes(ctx context.Context, c clients, ns string, apps int) (map[string]float64, error) {
 	lists := map[string]func() ([]interface{}, error){
@@ -91,7 +91,7 @@ func cacheSizes(ctx context.Context, c clients, ns string, apps int) (map[string
 	}
 	sizes := make(map[string]float64, len(lists))
 	for resource, list := range lists {
-		_, bytes, err := heapCost(list, controller.CompactObject)
+		_, bytes, err := heapCost(list, controller.StripManagedFields)
 		if err != nil {
 			return nil, fmt.Errorf("measuring the cache of %s: %w", resource, err)
 		}
