@@ -39,11 +39,9 @@ func startController(bin, kubeconfig, logPath string, extraFlags []string, memor
 	}
 	args := append([]string{"--kubeconfig=" + kubeconfig, "--metrics-bind-address=" + addr}, extraFlags...)
 	var env []string
-	if memoryLimit > 0 {
-		env = append(env, "MEMORY_LIMIT="+strconv.FormatInt(memoryLimit, 10))
-	}
 	var cgroup *memoryCgroup
 	if memoryLimit > 0 {
+		env = append(env, "MEMORY_LIMIT="+strconv.FormatInt(memoryLimit, 10))
 		controllerCgroups++
 		if cgroup, err = newMemoryCgroup(fmt.Sprintf("appbench-controller-%d-%d", os.Getpid(), controllerCgroups), memoryLimit); err != nil {
 			return nil, err

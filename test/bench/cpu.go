@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"slices"
 	"strconv"
@@ -31,13 +34,14 @@ type cpuSample struct {
 func sampleCPU(pids map[string]int) (cpuSample, error) {
 	s := cpuSample{procs: make(map[string]float64, len(pids))}
 	for name, pid := range pids {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
+		cpu, err := readCPUSeconds(pid)
+		if errors.Is(err, fs.ErrNotExist) {
 			continue // exited
 		}
-		if s.procs[name], err = parseProcStat(stat); err != nil {
+		if err != nil {
 			return s, fmt.Errorf("reading the CPU time of %s: %w", name, err)
 		}
+		s.procs[name] = cpu
 	}
 	data, err := os.ReadFile("/proc/stat")
 	if err != nil {
@@ -109,13 +113,7 @@ func (u CPUUse) String() string {
 		}
 	}
 	slices.SortFunc(names, func(a, b string) int {
-		if u.MsPerApp[a] != u.MsPerApp[b] {
-			if u.MsPerApp[a] > u.MsPerApp[b] {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a, b)
+		return cmp.Or(cmp.Compare(u.MsPerApp[b], u.MsPerApp[a]), strings.Compare(a, b)) // largest first
 	})
 	parts := make([]string, 0, len(names))
 	for _, name := range names {

@@ -28,18 +28,27 @@ func readProcStats(pid int) (procStats, error) {
 	if err != nil {
 		return procStats{}, fmt.Errorf("reading the status of process %d: %w", pid, err)
 	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return procStats{}, fmt.Errorf("reading the stat of process %d: %w", pid, err)
-	}
 	s, err := parseProcStatus(status)
 	if err != nil {
 		return procStats{}, fmt.Errorf("process %d: %w", pid, err)
 	}
-	if s.cpuSeconds, err = parseProcStat(stat); err != nil {
-		return procStats{}, fmt.Errorf("process %d: %w", pid, err)
+	if s.cpuSeconds, err = readCPUSeconds(pid); err != nil {
+		return procStats{}, err
 	}
 	return s, nil
+}
+
+// readCPUSeconds reads utime+stime of process pid from /proc/<pid>/stat, in seconds.
+func readCPUSeconds(pid int) (float64, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading the stat of process %d: %w", pid, err)
+	}
+	cpu, err := parseProcStat(stat)
+	if err != nil {
+		return 0, fmt.Errorf("process %d: %w", pid, err)
+	}
+	return cpu, nil
 }
 
 // parseProcStatus returns VmRSS, VmHWM and RssAnon of a /proc/<pid>/status file, in MiB.

@@ -303,14 +303,10 @@ func newIngress(svc *corev1.Service, s settings) (*networkingv1ac.IngressApplyCo
 // read beyond its metadata. Adding the annotation is an update that brings the whole
 // Service again.
 func TrimService(obj interface{}) (interface{}, error) {
-	svc, ok := obj.(*corev1.Service)
-	if !ok {
-		return controller.StripManagedFields(obj)
-	}
-	svc.ManagedFields = nil
-	if !wantsIngress(svc) {
+	obj, err := controller.StripManagedFields(obj)
+	if svc, ok := obj.(*corev1.Service); ok && !wantsIngress(svc) {
 		svc.Spec = corev1.ServiceSpec{}
 		svc.Status = corev1.ServiceStatus{}
 	}
-	return svc, nil
+	return obj, err
 }

@@ -215,39 +215,40 @@ var kubectlEdit = metav1.UpdateOptions{FieldManager: "kubectl-edit"}
 // controller writes a Deployment's status until well after the App reads Ready.
 var editBackoff = wait.Backoff{Steps: 8, Duration: 20 * time.Millisecond, Factor: 2, Jitter: 0.1}
 
-// editDeployment updates the live Deployment after mutate, as field manager kubectl-edit,
-// again from a fresh read when another writer came in between (a conflict), and returns
-// the API server's answer to the last try.
-func (c clients) editDeployment(t *testing.T, ns, name string, mutate func(*appsv1.Deployment)) (*appsv1.Deployment, error) {
+// getUpdater is a typed client of one kind of object in one namespace.
+type getUpdater[T any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+// edit updates the live object name after mutate, as field manager kubectl-edit, again
+// from a fresh read when another writer came in between (a conflict), and returns the API
+// server's answer to the last try.
+func edit[T any](t *testing.T, client getUpdater[T], kind, name string, mutate func(T)) (T, error) {
 	t.Helper()
-	deployments := c.kube.AppsV1().Deployments(ns)
-	var updated *appsv1.Deployment
+	var updated T
 	err := retry.RetryOnConflict(editBackoff, func() error {
-		d, err := deployments.Get(context.Background(), name, metav1.GetOptions{})
+		obj, err := client.Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
-			t.Fatalf("getting Deployment %s/%s to edit it: %v", ns, name, err)
+			t.Fatalf("getting %s %s to edit it: %v", kind, name, err)
 		}
-		mutate(d)
-		updated, err = deployments.Update(context.Background(), d, kubectlEdit)
+		mutate(obj)
+		updated, err = client.Update(context.Background(), obj, kubectlEdit)
 		return err
 	})
 	return updated, err
 }
 
-// editService is editDeployment for a Service; the edit must be accepted.
+// editDeployment edits the Deployment (edit) and returns the API server's answer.
+func (c clients) editDeployment(t *testing.T, ns, name string, mutate func(*appsv1.Deployment)) (*appsv1.Deployment, error) {
+	t.Helper()
+	return edit(t, c.kube.AppsV1().Deployments(ns), "Deployment", name, mutate)
+}
+
+// editService edits the Service (edit); the edit must be accepted.
 func (c clients) editService(t *testing.T, ns, name string, mutate func(*corev1.Service)) *corev1.Service {
 	t.Helper()
-	services := c.kube.CoreV1().Services(ns)
-	var updated *corev1.Service
-	err := retry.RetryOnConflict(editBackoff, func() error {
-		s, err := services.Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatalf("getting Service %s/%s to edit it: %v", ns, name, err)
-		}
-		mutate(s)
-		updated, err = services.Update(context.Background(), s, kubectlEdit)
-		return err
-	})
+	updated, err := edit(t, c.kube.CoreV1().Services(ns), "Service", name, mutate)
 	if err != nil {
 		t.Fatalf("editing Service %s/%s: %v", ns, name, err)
 	}
