@@ -236,10 +236,13 @@ test-chart: tools ## Chart and installer tests: offline (lint, render, schema) a
 NODE ?= kwok
 # What a real node needs beyond `make tools`: the Debian packages and `make node-tools`.
 CLUSTER_UP_DEPS = tools $(if $(filter real,$(NODE)),node-packages node-tools)
+# kube-apiserver's feature gates, e.g. FEATURE_GATES=ShardedListAndWatch=true to try an
+# alpha API (docs/operations.md measures server-side sharding with it).
+FEATURE_GATES ?=
 
 .PHONY: cluster-up
-cluster-up: $(CLUSTER_UP_DEPS) $(BIN)/localcluster ## Start the local control plane in the background (NODE=real: a node that runs pods for real); admin kubeconfig at .local/kubeconfig.
-	$(BIN)/localcluster up --bin-dir $(BIN) --state-dir $(LOCAL) --crd-dir config/crd/bases --gateway-api --node $(NODE)
+cluster-up: $(CLUSTER_UP_DEPS) $(BIN)/localcluster ## Start the local control plane in the background (NODE=real: a node that runs pods for real; FEATURE_GATES=...: kube-apiserver's); admin kubeconfig at .local/kubeconfig.
+	$(BIN)/localcluster up --bin-dir $(BIN) --state-dir $(LOCAL) --crd-dir config/crd/bases --gateway-api --node $(NODE) --feature-gates '$(FEATURE_GATES)'
 
 .PHONY: cluster-down
 cluster-down: $(BIN)/localcluster ## Stop the local control plane and remove its state.

@@ -105,6 +105,7 @@ func parseFlags(cmd string, args []string) (localcluster.DaemonOptions, error) {
 		fs.StringVar(&opts.BinDir, "bin-dir", "", "directory with the control plane binaries and kwok-stages/ (built by 'make tools'); default: $"+localcluster.BinDirEnv+" or <repo>/bin")
 		fs.StringVar(&opts.CRDDir, "crd-dir", "", "directory of CustomResourceDefinition YAML files to install before kube-controller-manager starts (optional)")
 		fs.StringVar(&opts.GatewayAPIDir, "gateway-api-dir", "", "directory of the Gateway API's standard CRDs; its CRDs are installed with --crd-dir's (optional)")
+		fs.StringVar(&opts.FeatureGates, "feature-gates", "", "kube-apiserver's --feature-gates, comma-separated NAME=BOOL, e.g. ShardedListAndWatch=true (optional)")
 		fs.StringVar(&opts.Node, "node", localcluster.NodeKwok, "kind of node: kwok (simulated pods) or real (containerd and a kubelet that run pods for real; root only, needs 'make node-tools')")
 	}
 	gatewayAPI := false

@@ -58,6 +58,9 @@ type Options struct {
 	// non-resource URL here), so that a benchmark can read where its CPU goes. Off by
 	// default, as in production.
 	Profiling bool
+	// FeatureGates is kube-apiserver's --feature-gates, comma-separated NAME=BOOL (e.g.
+	// ShardedListAndWatch=true), to serve an alpha API the cluster does not by default.
+	FeatureGates string
 	// Node is the kind of node: NodeKwok (the default, "") or NodeReal, one node that runs
 	// pods for real (realnode.go; root only, see CheckRealNode). With NodeReal, kwok is
 	// not started and PodCapacity is ignored.
@@ -252,6 +255,9 @@ func (c *Cluster) start(ctx context.Context, stages []string) error {
 			args := append(apiserverArgs(certs, filepath.Join(c.StateDir, "apiserver-certs"), etcdURL, ports[0]), auditArgs...)
 			if c.opts.Profiling {
 				args = append(args, "--profiling=true") // the last occurrence of a flag wins
+			}
+			if c.opts.FeatureGates != "" {
+				args = append(args, "--feature-gates="+c.opts.FeatureGates)
 			}
 			return args
 		},

@@ -33,6 +33,8 @@ type DaemonOptions struct {
 	GatewayAPIDir string
 	// Node is the kind of node, NodeKwok (default) or NodeReal (see Options.Node).
 	Node string
+	// FeatureGates are kube-apiserver's feature gates, NAME=BOOL (see Options.FeatureGates).
+	FeatureGates string
 	// Out receives the progress lines for humans; nil discards them.
 	Out io.Writer
 }
@@ -134,7 +136,7 @@ func Up(ctx context.Context, opts DaemonOptions) error {
 	}
 	fmt.Fprint(log, logHeader(time.Now()))
 	cmd := exec.Command(self, "serve", "--bin-dir", opts.BinDir, "--state-dir", string(d), "--crd-dir", opts.CRDDir,
-		"--gateway-api-dir", opts.GatewayAPIDir, "--node", opts.Node)
+		"--gateway-api-dir", opts.GatewayAPIDir, "--node", opts.Node, "--feature-gates", opts.FeatureGates)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Dir = string(d)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -260,6 +262,7 @@ func serve(ctx context.Context, opts DaemonOptions, start startFunc) error {
 		CRDDir:        opts.CRDDir,
 		GatewayAPIDir: opts.GatewayAPIDir,
 		Node:          opts.Node,
+		FeatureGates:  opts.FeatureGates,
 	})
 	if err != nil {
 		if ctx.Err() != nil {

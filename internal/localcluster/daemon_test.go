@@ -40,6 +40,7 @@ func runFakeServe(mode string, args []string) int {
 	fs.StringVar(&opts.CRDDir, "crd-dir", "", "")
 	fs.StringVar(&opts.GatewayAPIDir, "gateway-api-dir", "", "")
 	fs.StringVar(&opts.Node, "node", "", "")
+	fs.StringVar(&opts.FeatureGates, "feature-gates", "", "")
 	_ = fs.Parse(args)
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
