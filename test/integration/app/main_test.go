@@ -47,6 +47,8 @@ type manager struct {
 	at []time.Time
 	// run is the running manager.
 	run *framework.Manager
+	// beforeWrite, if set, sees each of the controller's writes before it is sent.
+	beforeWrite func(*http.Request)
 }
 
 // startManager runs the App controller (only) against the test cluster until the test
@@ -71,7 +73,11 @@ func startManagerWith(t *testing.T, opts *controllermanager.Options) *manager {
 				m.mu.Lock()
 				m.log = append(m.log, req.Method+" "+req.URL.Path)
 				m.at = append(m.at, time.Now())
+				hook := m.beforeWrite
 				m.mu.Unlock()
+				if hook != nil {
+					hook(req)
+				}
 			}
 			return rt.RoundTrip(req)
 		})
