@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -195,6 +196,7 @@ func (g gen) app(ns, name string) *appv1.App {
 		}
 		t.PodLabels = labelValues(g.labels(4, true))
 		t.PodAnnotations = g.labels(3, false)
+		g.oversize(t)
 		t.NodeSelector = labelValues(g.labels(2, false))
 		if g.chance(0.2) {
 			t.Tolerations = []corev1.Toleration{{Key: g.label(15), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
@@ -242,6 +244,33 @@ func (g gen) app(ns, name string) *appv1.App {
 		app.Spec.ServiceTemplate = t
 	}
 	return app
+}
+
+// oversize makes, rarely, one list, map or string of t longer than the schema allows
+// (the bounds that keep one namespace from growing the controller's caches without
+// limit): the schema must refuse it and name the field.
+func (g gen) oversize(t *appv1.DeploymentTemplate) {
+	if !g.chance(0.08) {
+		return
+	}
+	switch g.r.IntN(5) {
+	case 0:
+		t.Args = slices.Repeat([]string{"a"}, 257) // maxItems 256
+	case 1:
+		t.Command = []string{strings.Repeat("c", 32769)} // maxLength 32768
+	case 2:
+		t.Env = nil
+		for i := range 257 { // maxItems 256
+			t.Env = append(t.Env, corev1.EnvVar{Name: fmt.Sprintf("V%d", i), Value: "x"})
+		}
+	case 3:
+		t.Image = "registry.example.com/" + strings.Repeat("i", 1024) // maxLength 1024
+	default:
+		t.PodAnnotations = map[string]string{}
+		for i := range 65 { // maxProperties 64
+			t.PodAnnotations[fmt.Sprintf("a%d", i)] = "x"
+		}
+	}
 }
 
 // TestGeneratedApps draws random Apps (seed -fuzz-seed, -fuzz-samples of them) and, for
