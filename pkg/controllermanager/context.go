@@ -72,8 +72,9 @@ type ControllerContext struct {
 	Options *Options
 }
 
-// NewControllerContext builds the clients and informer factories for cfg.
-func NewControllerContext(ctx context.Context, cfg *rest.Config, opts *Options) (*ControllerContext, error) {
+// NewControllerContext builds the clients and informer factories for cfg, the informers
+// watching namespace ns ("": every namespace).
+func NewControllerContext(ctx context.Context, cfg *rest.Config, opts *Options, ns string) (*ControllerContext, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS = float32(opts.KubeAPIQPS)
 	cfg.Burst = opts.KubeAPIBurst
@@ -111,7 +112,6 @@ func NewControllerContext(ctx context.Context, cfg *rest.Config, opts *Options) 
 	managed := controller.ManagedSelector().String()
 	unmanaged := controller.UnmanagedSelector().String()
 	// --watch-namespace: every informer watches that namespace only.
-	ns := opts.WatchNamespace
 	unmanagedInformers := metadatainformer.NewFilteredSharedInformerFactory(metadataClient, opts.ResyncPeriod, ns,
 		func(o *metav1.ListOptions) { o.LabelSelector = unmanaged })
 

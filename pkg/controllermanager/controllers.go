@@ -124,7 +124,7 @@ func startNodeLabelController(ctx context.Context, cc *ControllerContext) (Runna
 	if cc.Options.NodeLabelConfig == "" {
 		return nil, &DisabledError{Reason: "no --node-label-config given"}
 	}
-	if cc.Options.WatchNamespace != "" {
+	if len(cc.Options.WatchNamespaces) > 0 {
 		return nil, &DisabledError{Reason: "--watch-namespace: Nodes are cluster-scoped, a namespace-scoped install does not label them"}
 	}
 	config, err := nodelabel.LoadConfig(cc.Options.NodeLabelConfig)

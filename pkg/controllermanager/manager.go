@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -69,19 +70,85 @@ func RunWithConfig(ctx context.Context, cfg *rest.Config, opts *Options) error {
 
 // runControllers builds the enabled controllers, starts the informers they asked for and
 // runs the controllers until ctx ends; onSynced is called once every informer synced.
+// With --watch-namespace each namespace gets its own informers and controllers (an
+// informer watches one namespace or all).
 func runControllers(ctx context.Context, cfg *rest.Config, opts *Options, onSynced func()) error {
 	logger := klog.FromContext(ctx)
-	cc, err := NewControllerContext(ctx, cfg, opts)
-	if err != nil {
-		return err
+	namespaces := opts.WatchNamespaces
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	var sets []*controllerSet
+	for _, ns := range namespaces {
+		setCtx := ctx
+		if ns != metav1.NamespaceAll {
+			setCtx = klog.NewContext(ctx, klog.LoggerWithValues(logger, "watchNamespace", ns))
+		}
+		set, err := newControllerSet(setCtx, cfg, opts, ns)
+		if err != nil {
+			return err
+		}
+		sets = append(sets, set)
 	}
 
-	type started struct {
-		name string
-		r    Runnable
+	for _, set := range sets {
+		set.cc.start(ctx)
+		defer set.cc.shutdown()
+		for _, c := range set.invalid {
+			set.cc.recordDisabled(ctx, c.name, c.err)
+		}
 	}
-	var runnables []started
-	var invalid []invalidController
+	go func() {
+		for _, set := range sets {
+			if !set.cc.waitForCacheSync(ctx) {
+				return
+			}
+		}
+		onSynced()
+	}()
+
+	var wg sync.WaitGroup
+	running := 0
+	for _, set := range sets {
+		for _, s := range set.runnables {
+			ctx := klog.NewContext(set.ctx, klog.LoggerWithValues(klog.LoggerWithName(klog.FromContext(set.ctx), s.name), "controller", s.name))
+			wg.Go(func() { s.r.Run(ctx, opts.Workers) })
+			running++
+		}
+	}
+	if running == 0 {
+		logger.Info("No controller to run; serving probes and metrics until stopped")
+		<-ctx.Done()
+		return nil
+	}
+	wg.Wait()
+	return nil
+}
+
+// controllerSet is the enabled controllers of one namespace (or of all), with the
+// informers and clients they share.
+type controllerSet struct {
+	ctx       context.Context
+	cc        *ControllerContext
+	runnables []namedRunnable
+	invalid   []invalidController
+}
+
+// namedRunnable is a controller to run, with its name.
+type namedRunnable struct {
+	name string
+	r    Runnable
+}
+
+// newControllerSet builds the controller context of namespace ns and the enabled
+// controllers on it.
+func newControllerSet(ctx context.Context, cfg *rest.Config, opts *Options, ns string) (*controllerSet, error) {
+	logger := klog.FromContext(ctx)
+	cc, err := NewControllerContext(ctx, cfg, opts, ns)
+	if err != nil {
+		return nil, err
+	}
+	set := &controllerSet{ctx: ctx, cc: cc}
 	for _, d := range descriptors {
 		if !IsControllerEnabled(d.name, opts.Controllers) {
 			logger.Info("Controller disabled", "controller", d.name)
@@ -92,41 +159,18 @@ func runControllers(ctx context.Context, cfg *rest.Config, opts *Options, onSync
 			if disabled.Err != nil {
 				logger.Error(disabled.Err, "Controller disabled: its configuration is invalid; the other controllers run",
 					"controller", d.name, "reason", disabled.Reason)
-				invalid = append(invalid, invalidController{d.name, disabled})
+				set.invalid = append(set.invalid, invalidController{d.name, disabled})
 				continue
 			}
 			logger.Info("Controller disabled", "controller", d.name, "reason", disabled.Reason)
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("initializing the %s controller: %w", d.name, err)
+			return nil, fmt.Errorf("initializing the %s controller: %w", d.name, err)
 		}
-		runnables = append(runnables, started{d.name, r})
+		set.runnables = append(set.runnables, namedRunnable{d.name, r})
 	}
-
-	cc.start(ctx)
-	defer cc.shutdown()
-	for _, c := range invalid {
-		cc.recordDisabled(ctx, c.name, c.err)
-	}
-	go func() {
-		if cc.waitForCacheSync(ctx) {
-			onSynced()
-		}
-	}()
-
-	if len(runnables) == 0 {
-		logger.Info("No controller to run; serving probes and metrics until stopped")
-		<-ctx.Done()
-		return nil
-	}
-	var wg sync.WaitGroup
-	for _, s := range runnables {
-		ctx := klog.NewContext(ctx, klog.LoggerWithValues(klog.LoggerWithName(logger, s.name), "controller", s.name))
-		wg.Go(func() { s.r.Run(ctx, opts.Workers) })
-	}
-	wg.Wait()
-	return nil
+	return set, nil
 }
 
 // invalidController is a controller disabled by an invalid configuration.

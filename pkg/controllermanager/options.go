@@ -41,10 +41,12 @@ type Options struct {
 	// IngressClass is the IngressClass of Ingresses created for annotated Services that
 	// do not name one; empty means the cluster's default class.
 	IngressClass string
-	// WatchNamespace limits every controller to the objects of one namespace ("": all):
-	// a namespace-scoped install, whose RBAC is a Role in that namespace. The node
-	// labeler, which writes cluster-scoped Nodes, is disabled then.
-	WatchNamespace string
+	// WatchNamespaces limits every controller to the objects of these namespaces (none:
+	// all): a namespace-scoped install, whose RBAC is a Role in each. Each namespace gets
+	// its own informers and controllers in the process (an informer watches one
+	// namespace or all). The node labeler, which writes cluster-scoped Nodes, is disabled
+	// then.
+	WatchNamespaces []string
 	// AppSelector is a label selector: the App controller reconciles only the Apps it
 	// selects ("": every App). Instances with disjoint selectors (and their own
 	// --leader-elect-name) split the Apps between them.
@@ -163,7 +165,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Var(newStringList(&o.IngressCatchAllNamespaces), "ingress-catch-all-namespaces", "Comma-separated namespaces whose Services may have a catch-all Ingress rule (annotation ingress/host unset); * for every namespace, empty for none.")
 	fs.StringVar(&o.DefaultGateway, "default-gateway", o.DefaultGateway, "Gateway (NAMESPACE/NAME or NAMESPACE/NAME/LISTENER) that an App route without parentRefs, tls and ingressClassName attaches to as an HTTPRoute, where the cluster serves the Gateway API; empty: such a route is an Ingress.")
 	fs.StringVar(&o.AppSelector, "app-selector", o.AppSelector, "Label selector of the Apps this instance reconciles (e.g. shard=a); empty: every App. Instances with disjoint selectors, each with its own --leader-elect-name, split the Apps between them.")
-	fs.StringVar(&o.WatchNamespace, "watch-namespace", o.WatchNamespace, "Watch and reconcile only the objects of this namespace (a namespace-scoped install; its RBAC can be a Role there); empty: every namespace. The node labeler is disabled then.")
+	fs.Var(&namespaceList{values: &o.WatchNamespaces}, "watch-namespace", "Watch and reconcile only the objects of this namespace (a namespace-scoped install; its RBAC can be a Role there); repeat it, or separate namespaces with commas, for several; none: every namespace. The node labeler is disabled then.")
 	fs.StringVar(&o.NodeLabelConfig, "node-label-config", o.NodeLabelConfig, "Path of the node labeler's rules (YAML). Without it the node labeler is disabled.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader among the instances through a Lease; only the leader runs the controllers. Use it when running more than one replica.")
 	fs.StringVar(&o.LeaderElectNamespace, "leader-elect-namespace", o.LeaderElectNamespace, "Namespace of the leader election Lease (default: the pod's namespace, else default).")
@@ -200,6 +202,16 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("leader election timings must satisfy 0 < --leader-elect-retry-period (%s) < --leader-elect-renew-deadline (%s) < --leader-elect-lease-duration (%s)",
 				o.LeaderElectRetryPeriod, o.LeaderElectRenewDeadline, o.LeaderElectLeaseDuration)
 		}
+	}
+	seen := map[string]bool{}
+	for _, ns := range o.WatchNamespaces {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return fmt.Errorf("--watch-namespace %q: %s", ns, strings.Join(errs, "; "))
+		}
+		if seen[ns] {
+			return fmt.Errorf("--watch-namespace %q is given twice", ns)
+		}
+		seen[ns] = true
 	}
 	if _, err := labels.Parse(o.AppSelector); err != nil {
 		return fmt.Errorf("--app-selector %q: %w", o.AppSelector, err)
@@ -285,6 +297,30 @@ func (l *stringList) String() string {
 // non-nil list).
 func (l *stringList) Set(s string) error {
 	*l.values = []string{}
+	for v := range strings.SplitSeq(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			*l.values = append(*l.values, v)
+		}
+	}
+	return nil
+}
+
+// namespaceList is a flag.Value of namespaces: each use of the flag adds its
+// comma-separated values, so the flag may be repeated.
+type namespaceList struct {
+	values *[]string
+}
+
+// String returns the namespaces, comma-separated.
+func (l *namespaceList) String() string {
+	if l == nil || l.values == nil {
+		return ""
+	}
+	return strings.Join(*l.values, ",")
+}
+
+// Set adds the comma-separated namespaces of s.
+func (l *namespaceList) Set(s string) error {
 	for v := range strings.SplitSeq(s, ",") {
 		if v = strings.TrimSpace(v); v != "" {
 			*l.values = append(*l.values, v)

@@ -59,3 +59,41 @@ func TestDefaultGateway(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchNamespaces checks --watch-namespace: repeatable and comma-separated, each a
+// namespace name, none twice.
+func TestWatchNamespaces(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+		err  string
+	}{
+		{args: nil, want: ""},
+		{args: []string{"--watch-namespace=team-a"}, want: "team-a"},
+		{args: []string{"--watch-namespace=team-a", "--watch-namespace=team-b,team-c"}, want: "team-a,team-b,team-c"},
+		{args: []string{"--watch-namespace=Team_A"}, err: `--watch-namespace "Team_A": a lowercase RFC 1123 label`},
+		{args: []string{"--watch-namespace=team-a,team-a"}, err: `--watch-namespace "team-a" is given twice`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			opts := NewOptions()
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			opts.AddFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			err := opts.Validate()
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Errorf("Validate() = %v, want an error containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(opts.WatchNamespaces, ","); got != tc.want {
+				t.Errorf("namespaces = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

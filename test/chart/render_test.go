@@ -475,6 +475,32 @@ func TestOtherValues(t *testing.T) {
 				t.Errorf("the Role grants nodes")
 			}
 		}},
+		{"watchNamespaces: a Role in each, --watch-namespace once each (watchNamespace too, not twice)", Options{Values: map[string]any{
+			"watchNamespaces": []any{"team-a", "team-b"}, "watchNamespace": "team-b"}}, func(t *testing.T, r *Rendering) {
+			var args []string
+			for _, a := range container(t, find(t, r, "Deployment", "app-controller"))["args"].([]any) {
+				if strings.HasPrefix(a.(string), "--watch-namespace") {
+					args = append(args, a.(string))
+				}
+			}
+			if want := []string{"--watch-namespace=team-a", "--watch-namespace=team-b"}; !slices.Equal(args, want) {
+				t.Errorf("args %q, want %q", args, want)
+			}
+			var roles, bindings []string
+			for _, obj := range r.Objects {
+				switch {
+				case obj.GetKind() == "Role" && obj.GetName() == "app-controller-watched":
+					roles = append(roles, obj.GetNamespace())
+				case obj.GetKind() == "RoleBinding" && obj.GetName() == "app-controller-watched":
+					bindings = append(bindings, obj.GetNamespace())
+				}
+			}
+			slices.Sort(roles)
+			slices.Sort(bindings)
+			if want := []string{"team-a", "team-b"}; !slices.Equal(roles, want) || !slices.Equal(bindings, want) {
+				t.Errorf("Roles in %q and RoleBindings in %q, want each in %q", roles, bindings, want)
+			}
+		}},
 		{"image.tag overrides appVersion", Options{Values: map[string]any{"image": map[string]any{"tag": "v9"}}}, func(t *testing.T, r *Rendering) {
 			if got := container(t, find(t, r, "Deployment", "app-controller"))["image"]; got != "app-controller:v9" {
 				t.Errorf("image = %v, want app-controller:v9", got)

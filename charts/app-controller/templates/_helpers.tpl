@@ -72,3 +72,13 @@ generate from config/), as a list of dicts. Comment-only documents are dropped.
 {{- end }}
 {{- toYaml $found }}
 {{- end }}
+
+{{/* The namespaces of a namespace-scoped install, watchNamespaces and watchNamespace
+together, as a JSON list (empty: every namespace). */}}
+{{- define "app-controller.watchedNamespaces" -}}
+{{- $watched := default list .Values.watchNamespaces }}
+{{- with .Values.watchNamespace }}
+{{- $watched = append $watched . }}
+{{- end }}
+{{- toJson (uniq $watched) }}
+{{- end }}

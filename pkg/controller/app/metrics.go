@@ -54,9 +54,9 @@ func registerMetrics() {
 }
 
 // appsCollector computes app_controller_apps and app_controller_name_conflicts from the
-// App informer cache at scrape time: no per-App series, nothing to keep up to date on
-// sync. It reads the cache of the App controller that started last and still runs (one
-// per process but in tests).
+// App informer caches at scrape time: no per-App series, nothing to keep up to date on
+// sync. It adds up the synced caches of the App controllers that run: one, or one per
+// namespace with several --watch-namespace (their Apps are disjoint).
 type appsCollector struct {
 	metrics.BaseStableCollector
 
@@ -93,16 +93,22 @@ func (c *appsCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 // CollectWithStability implements metrics.StableCollector.
 func (c *appsCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	c.lock.Lock()
-	var src *appSource
-	if n := len(c.sources); n > 0 {
-		src = c.sources[n-1]
-	}
+	sources := slices.Clone(c.sources)
 	c.lock.Unlock()
-	if src == nil || !src.synced() {
-		return
+	var list []*appv1.App
+	synced := false
+	for _, src := range sources {
+		if !src.synced() {
+			continue
+		}
+		apps, err := src.lister.List(labels.Everything())
+		if err != nil {
+			continue
+		}
+		synced = true
+		list = append(list, apps...)
 	}
-	list, err := src.lister.List(labels.Everything())
-	if err != nil {
+	if !synced {
 		return
 	}
 	type readyKey struct{ ready, reason string }

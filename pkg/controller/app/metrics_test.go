@@ -155,3 +155,25 @@ app_controller_name_conflicts 1
 		})
 	}
 }
+
+// TestAppsCollectorAddsNamespaces checks that the collector adds up the caches of the
+// App controllers of several --watch-namespace, skipping one not synced yet.
+func TestAppsCollectorAddsNamespaces(t *testing.T) {
+	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a, b, unsynced := newFixture(t), newFixture(t), newFixture(t)
+	a.addApps(newApp("one", created))
+	b.addApps(newApp("two", created), newApp("three", created))
+	unsynced.addApps(newApp("four", created))
+	c := &appsCollector{}
+	defer c.track(a.c.appLister, func() bool { return true })()
+	defer c.track(b.c.appLister, func() bool { return true })()
+	defer c.track(unsynced.c.appLister, func() bool { return false })()
+	want := `
+# HELP app_controller_apps [ALPHA] Number of Apps by the status and reason of their Ready condition (reason NotObserved: no Ready condition yet)
+# TYPE app_controller_apps gauge
+app_controller_apps{ready="Unknown",reason="NotObserved"} 3
+`
+	if err := testutil.CustomCollectAndCompare(c, strings.NewReader(want), "app_controller_apps"); err != nil {
+		t.Error(err)
+	}
+}

@@ -19,13 +19,15 @@ import (
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
-// TestWatchNamespace runs the App controller with --watch-namespace as a ServiceAccount
-// whose only rights are a Role in that namespace, made of the shipped ClusterRole's rules
-// on namespaced resources (as the chart's watchNamespace renders it): the Apps of that
-// namespace converge, those of another namespace are left alone (no child, no status).
+// TestWatchNamespace runs the App controller with --watch-namespace, given twice, as a
+// ServiceAccount whose only rights are a Role in each of those namespaces, made of the
+// shipped ClusterRole's rules on namespaced resources (as the chart's watchNamespaces
+// renders it): the Apps of both namespaces converge, and a Service annotated ingress/http
+// in the second gets its Ingress; those of another namespace are left alone (no child, no
+// status).
 func TestWatchNamespace(t *testing.T) {
 	c := newClients(t)
-	mine, other := framework.Namespace(t), framework.Namespace(t)
+	mine, second, other := framework.Namespace(t), framework.Namespace(t), framework.Namespace(t)
 	ctx := context.Background()
 
 	root, err := localcluster.RepoRoot()
@@ -40,41 +42,56 @@ func TestWatchNamespace(t *testing.T) {
 	if err := yaml.Unmarshal(data, &shipped); err != nil { // the file's first document
 		t.Fatal(err)
 	}
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "app-controller", Namespace: mine}}
-	for _, r := range shipped.Rules {
-		if !slices.ContainsFunc(r.Resources, func(res string) bool {
-			return res == "nodes" || res == "tokenreviews" || res == "subjectaccessreviews"
-		}) {
-			role.Rules = append(role.Rules, r)
-		}
-	}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app-controller", Namespace: mine}}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "app-controller", Namespace: mine},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "app-controller"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "app-controller", Namespace: mine}},
-	}
 	if _, err := c.kube.CoreV1().ServiceAccounts(mine).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.kube.RbacV1().Roles(mine).Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.kube.RbacV1().RoleBindings(mine).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	for _, ns := range []string{mine, second} {
+		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "app-controller", Namespace: ns}}
+		for _, r := range shipped.Rules {
+			if !slices.ContainsFunc(r.Resources, func(res string) bool {
+				return res == "nodes" || res == "tokenreviews" || res == "subjectaccessreviews"
+			}) {
+				role.Rules = append(role.Rules, r)
+			}
+		}
+		binding := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "app-controller", Namespace: ns},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "app-controller"},
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "app-controller", Namespace: mine}},
+		}
+		if _, err := c.kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	cfg := rest.CopyConfig(framework.Config(t))
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + mine + ":app-controller"}
 	opts := controllermanager.NewOptions()
-	opts.WatchNamespace = mine
+	opts.WatchNamespaces = []string{mine, second}
 	opts.Controllers = []string{"app", "ingress"}
 	opts.ShutdownTimeout = 5 * time.Second
 	framework.StartManager(t, cfg, opts)
 
-	c.create(t, newApp(mine, "web", "nginx", 1))
-	c.create(t, newApp(other, "web", "nginx", 1))
+	for _, ns := range []string{mine, second, other} {
+		c.create(t, newApp(ns, "web", "nginx", 1))
+	}
+	annotated := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: second, Annotations: map[string]string{"ingress/http": "true"}},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+	}
+	if _, err := c.kube.CoreV1().Services(second).Create(ctx, annotated, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	c.waitReady(t, mine, "web")
+	c.waitReady(t, second, "web")
+	framework.Eventually(t, converge, func() (bool, error) {
+		_, err := c.kube.NetworkingV1().Ingresses(second).Get(ctx, "plain", metav1.GetOptions{})
+		return err == nil, nil
+	})
 	time.Sleep(2 * time.Second) // time to act on the other, if it wrongly would
 	if a := c.getApp(t, other, "web"); a.Status.ObservedGeneration != -1 || len(a.Status.Conditions) != 0 {
 		t.Errorf("the App of another namespace was synced: %+v", a.Status)
