@@ -34,10 +34,35 @@ func (ev auditEvent) String() string {
 // received at or after since.
 func audit(t *testing.T, since time.Time, ids ...identity) []auditEvent {
 	t.Helper()
+	return auditWhere(t, func(_ int, ev auditEvent) bool { return !ev.RequestReceived.Before(since) }, ids...)
+}
+
+// auditMark returns the number of events in the audit log now, for auditFrom.
+func auditMark(t *testing.T) int {
+	t.Helper()
+	n := 0
+	auditWhere(t, func(i int, _ auditEvent) bool { n = i + 1; return false })
+	return n
+}
+
+// auditFrom returns the audit events of requests made by ids (any identity if none
+// given) written after the first mark events of the log (auditMark): by their place in
+// the log, not by their time, which a step of the wall clock would mislead.
+func auditFrom(t *testing.T, mark int, ids ...identity) []auditEvent {
+	t.Helper()
+	return auditWhere(t, func(i int, _ auditEvent) bool { return i >= mark }, ids...)
+}
+
+// auditWhere returns the audit events of requests made by ids (any identity if none
+// given) that keep, given their index in the log, accepts; writes only once complete.
+func auditWhere(t *testing.T, keep func(int, auditEvent) bool, ids ...identity) []auditEvent {
+	t.Helper()
 	var out []auditEvent
+	i := -1
 	err := harness.NewAuditLog(framework.Cluster().AuditLogPath).Read(func(e harness.AuditEvent) error {
+		i++
 		ev := auditEvent{e}
-		if ev.RequestReceived.Before(since) || ev.IsWrite() && ev.Stage != "ResponseComplete" {
+		if !keep(i, ev) || ev.IsWrite() && ev.Stage != "ResponseComplete" {
 			return nil
 		}
 		if len(ids) > 0 && !slices.Contains(ids, ev.who()) {

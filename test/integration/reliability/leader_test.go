@@ -3,10 +3,12 @@ package reliability
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/app-controller/app-controller/test/integration/framework"
@@ -25,11 +27,28 @@ const (
 	logWaiting  = "Waiting for the leader lease"
 )
 
+// clockStepEnv, set to a negative duration (e.g. -30s), makes TestLeaderFailover step this
+// machine's wall clock back by that much just before the frozen old leader resumes, and
+// forward again once it exited: the old leader's lease fence must still count the time it
+// was frozen (Go's monotonic clock), or it would take its last renewal for a recent one
+// and write. It needs root (CAP_SYS_TIME) and moves the clock of everything on the
+// machine, so only run it alone: go test -run TestLeaderFailover with the variable set.
+const clockStepEnv = "APP_CONTROLLER_TEST_CLOCK_STEP"
+
+// stepClock moves this machine's wall clock (CLOCK_REALTIME) by d.
+func stepClock(t *testing.T, d time.Duration) {
+	t.Helper()
+	ts := unix.NsecToTimespec(time.Now().Add(d).UnixNano())
+	if err := unix.ClockSettime(unix.CLOCK_REALTIME, &ts); err != nil {
+		t.Fatalf("stepping the wall clock by %s: %v", d, err)
+	}
+}
+
 // TestLeaderFailover runs two instances with --leader-elect. The leader is SIGKILLed
 // while 100 Apps are created: the standby takes over within the lease duration and
 // converges them. Then the new leader is frozen (SIGSTOP) longer than the lease while
 // Apps change: a third instance takes over, and the old leader, resumed, writes nothing
-// from then on and exits.
+// from then on and exits (with clockStepEnv set, also after the wall clock stepped back).
 func TestLeaderFailover(t *testing.T) {
 	e := newEnv(t)
 	const n = 100
@@ -38,6 +57,14 @@ func TestLeaderFailover(t *testing.T) {
 		"--leader-elect-renew-deadline", renewDeadline.String(),
 		"--leader-elect-retry-period", retryPeriod.String()}
 	ctx := context.Background()
+	var step time.Duration
+	if v := os.Getenv(clockStepEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d >= 0 {
+			t.Fatalf("%s=%q: want a negative duration (%v)", clockStepEnv, v, err)
+		}
+		step = d
+	}
 	start := time.Now()
 
 	a, b := newIdentity("leader-a"), newIdentity("leader-b")
@@ -86,10 +113,26 @@ func TestLeaderFailover(t *testing.T) {
 	if wait := leaseDuration + 2*time.Second - time.Since(frozen); wait > 0 {
 		time.Sleep(wait)
 	}
+	stepped := false
+	restore := func() {
+		if stepped {
+			stepClock(t, -step)
+			stepped = false
+			t.Logf("wall clock stepped by %s again", -step)
+		}
+	}
+	if step != 0 {
+		stepClock(t, step)
+		stepped = true
+		t.Cleanup(restore) // if the test stops before the old leader exited
+		t.Logf("wall clock stepped by %s while the old leader is frozen", step)
+	}
 	resumed := time.Now()
+	mark := auditMark(t) // the old leader's writes from here on, by their place in the log
 	cb.signal(t, sigcont)
 	code := cb.waitExit(t, 30*time.Second)
 	exitedAfter := time.Since(resumed)
+	restore()
 	took = e.waitAllReady(t, n, converge)
 	t.Logf("old leader frozen %.1fs; the third instance took over %.1fs after the freeze; the old leader exited %.1fs after SIGCONT (status %d); all Apps Ready %.1fs after SIGCONT",
 		resumed.Sub(frozen).Seconds(), tookOver.Seconds(), exitedAfter.Seconds(), code, took.Seconds()+exitedAfter.Seconds())
@@ -98,7 +141,7 @@ func TestLeaderFailover(t *testing.T) {
 	}
 	e.converged(t, n)
 
-	after := audit(t, resumed, b)
+	after := auditFrom(t, mark, b)
 	for _, ev := range after {
 		if !ev.IsWrite() {
 			continue
