@@ -330,7 +330,7 @@ func testUpgrade(t *testing.T, client kubernetes.Interface, apps appclient.Inter
 		t.Errorf("up to %d controller pods at once: the rollout did not go one pod at a time (maxSurge 1)", o.maxPods)
 	}
 	if o.minReady < 2 {
-		t.Errorf("a moment with %d Ready controller pods during the rollout (maxUnavailable 0)", o.minReady)
+		t.Errorf("a moment with %d Ready controller pods during the rollout (maxUnavailable 0): %s", o.minReady, o.atMinReady)
 	}
 	if len(o.notReady) > 0 {
 		t.Errorf("Apps not Ready during the upgrade: %v", o.notReady)
@@ -423,6 +423,8 @@ func getFromPod(t testing.TB, prober *realnode.Prober, host string, port int, pa
 type upgradeObservation struct {
 	maxPods, minReady, polls int
 	notReady                 []string
+	// atMinReady describes the controller's pods when the fewest were Ready.
+	atMinReady string
 }
 
 // observeUpgrade polls the controller's pods and the Apps until stop is closed.
@@ -449,7 +451,10 @@ func observeUpgrade(ctx context.Context, client kubernetes.Interface, apps appcl
 				}
 			}
 			o.maxPods = max(o.maxPods, live)
-			o.minReady = min(o.minReady, ready)
+			if ready < o.minReady {
+				o.minReady = ready
+				o.atMinReady = describePods(pods.Items)
+			}
 		}
 		list, err := apps.AppcontrollerV1().Apps(seedNS).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -462,6 +467,30 @@ func observeUpgrade(ctx context.Context, client kubernetes.Interface, apps appcl
 			}
 		}
 	}
+}
+
+// describePods says of each pod its name, image tag, phase, readiness (with the Ready
+// condition's reason), restarts and whether it is terminating.
+func describePods(pods []corev1.Pod) string {
+	var out []string
+	for i := range pods {
+		p := &pods[i]
+		image := p.Spec.Containers[0].Image
+		desc := fmt.Sprintf("%s (%s, %s, ready=%t", p.Name, image[strings.LastIndex(image, ":")+1:], p.Status.Phase, realnode.PodReady(p))
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Reason != "" {
+				desc += " " + c.Reason
+			}
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			desc += fmt.Sprintf(", restarts=%d", cs.RestartCount)
+		}
+		if p.DeletionTimestamp != nil {
+			desc += ", terminating"
+		}
+		out = append(out, desc+")")
+	}
+	return strings.Join(out, "; ")
 }
 
 const controllerSelector = "app.kubernetes.io/name=app-controller"
