@@ -111,21 +111,25 @@ func (c *WriteCache) Mutation(obj runtime.Object) {
 }
 
 // Observed tells the cache that the informer delivered obj: an own write it covers is
-// no longer needed.
-func (c *WriteCache) Observed(obj interface{}) {
+// no longer needed. It reports whether obj is that own write itself (the same
+// resourceVersion): the echo of the controller's write, which the sync that made it has
+// already seen in the API server's answer.
+func (c *WriteCache) Observed(obj interface{}) (echo bool) {
 	key, ok := keyOf(obj)
 	if !ok {
-		return
+		return false
 	}
 	rv, ok := resourceVersion(obj)
 	if !ok {
-		return
+		return false
 	}
 	c.lock.Lock()
 	defer c.lock.Unlock()
 	if w, found := c.writes[key]; found && w.rv <= rv {
 		delete(c.writes, key)
+		return w.rv == rv
 	}
+	return false
 }
 
 // Deleted tells the cache that the informer delivered the deletion of obj (an object or

@@ -105,3 +105,36 @@ func TestWriteCache(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteCacheEcho: Observed says whether the informer delivered the own write itself
+// (its echo), not an older or newer version of the object, nor one never written.
+func TestWriteCacheEcho(t *testing.T) {
+	cm := func(rv string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "x", ResourceVersion: rv}}
+	}
+	for _, tc := range []struct {
+		name     string
+		written  string // "": no own write
+		observed []string
+		want     []bool
+	}{
+		{"the own write's echo", "5", []string{"5"}, []bool{true}},
+		{"an older version, then the echo", "5", []string{"4", "5"}, []bool{false, true}},
+		{"a newer version: someone wrote after us", "5", []string{"7"}, []bool{false}},
+		{"the echo comes once", "5", []string{"5", "5"}, []bool{true, false}},
+		{"no own write", "", []string{"5"}, []bool{false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+			c := NewWriteCache(store, time.Minute, clocktesting.NewFakePassiveClock(time.Now()))
+			if tc.written != "" {
+				c.Mutation(cm(tc.written))
+			}
+			for i, rv := range tc.observed {
+				if got := c.Observed(cm(rv)); got != tc.want[i] {
+					t.Errorf("Observed(rv %s) = %t, want %t", rv, got, tc.want[i])
+				}
+			}
+		})
+	}
+}

@@ -101,8 +101,18 @@ func (c *Controller) childHandler(logger klog.Logger, kind string, writes *contr
 	managed := writes != nil
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) {
-			if managed {
-				writes.Observed(obj)
+			if managed && writes.Observed(obj) {
+				// The echo of the controller's own create: the sync that made it saw this
+				// object in the API server's answer. Only the Apps that claim its name
+				// must learn that it is taken.
+				if o := controller.ObjectFromTombstone(obj); o != nil {
+					var owner types.UID
+					if ref := metav1.GetControllerOfNoCopy(o); ref != nil {
+						owner = ref.UID
+					}
+					c.enqueueClaimants(claimKey(kind, o.GetNamespace(), o.GetName()), owner)
+				}
+				return
 			}
 			c.childChanged(logger, kind, "added", controller.ObjectFromTombstone(obj), true)
 		},
@@ -111,11 +121,12 @@ func (c *Controller) childHandler(logger klog.Logger, kind string, writes *contr
 			if oldObj == nil || curObj == nil || oldObj.GetResourceVersion() == curObj.GetResourceVersion() {
 				return // periodic resync: the App's own resync re-examines it
 			}
-			if managed {
-				writes.Observed(cur)
-			}
+			echo := managed && writes.Observed(cur)
 			oldRef, curRef := metav1.GetControllerOfNoCopy(oldObj), metav1.GetControllerOfNoCopy(curObj)
 			ownerChanged := !controller.SameController(oldRef, curRef)
+			if echo && !ownerChanged {
+				return // the echo of the controller's own write, which its sync has seen
+			}
 			if ownerChanged {
 				c.childChanged(logger, kind, "lost its controller", oldObj, true)
 			}

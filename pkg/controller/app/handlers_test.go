@@ -215,3 +215,36 @@ func TestDeleteEventForgetsOwnWrite(t *testing.T) {
 		t.Errorf("delete queued %v, want the App", sets.List(got))
 	}
 }
+
+// TestEchoOfOwnWriteQueuesNothing: the informer's delivery of the Deployment the
+// controller just wrote (the same resourceVersion as the API server's answer) queues no
+// sync of its App, which saw that object in the answer; a later version of it (the
+// deployment controller's status) does.
+func TestEchoOfOwnWriteQueuesNothing(t *testing.T) {
+	app := newApp("web", time.Now())
+	f := newFixture(t)
+	f.addApps(app)
+	d := func(rv string) *appsv1.Deployment {
+		d := liveDeployment(t, app)
+		d.OwnerReferences = controlledBy(app)
+		d.ResourceVersion = rv
+		return d
+	}
+	h := f.c.childHandler(klog.FromContext(f.ctx), "Deployment", f.c.deployments.managed)
+	queued(f.c) // drain the App's own add
+	f.c.deployments.managed.Mutation(d("5")) // the sync's apply, answered with resourceVersion 5
+	h.OnAdd(d("5"), false)
+	if got := queued(f.c); got.Len() != 0 {
+		t.Errorf("the echo of the own create queued %v, want nothing", sets.List(got))
+	}
+	later := d("6")
+	later.Status.ObservedGeneration = 1
+	h.OnUpdate(d("5"), later)
+	if got := queued(f.c); !got.Has("tcs/web") {
+		t.Errorf("the deployment controller's status update queued %v, want the App", sets.List(got))
+	}
+	h.OnAdd(d("7"), false) // an add the controller did not write (a relist, say)
+	if got := queued(f.c); !got.Has("tcs/web") {
+		t.Errorf("an add that is no echo queued %v, want the App", sets.List(got))
+	}
+}

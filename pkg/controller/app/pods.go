@@ -40,20 +40,47 @@ func indexPodByApp(obj interface{}) ([]string, error) {
 	return []string{pod.Namespace + "/" + instance}, nil
 }
 
-// podHandler queues the App of a pod that was added, changed or deleted. Periodic
-// resyncs are skipped: the App's own resync re-examines its pods.
+// podHandler queues the App of a pod that was added, changed or deleted, unless the pod
+// was quiet before and after (see quiet): such a pod changes nothing the App's status says
+// of its pods, and the Deployment's status, which the App also watches, carries its
+// progress (ready and available replicas). Most pod events of a rollout are of this kind.
+// Periodic resyncs are skipped: the App's own resync re-examines its pods.
 func (c *Controller) podHandler(logger klog.Logger) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj interface{}) { c.podChanged(logger, "added", controller.ObjectFromTombstone(obj)) },
+		AddFunc: func(obj interface{}) {
+			if pod := controller.ObjectFromTombstone(obj); !c.quiet(pod) {
+				c.podChanged(logger, "added", pod)
+			}
+		},
 		UpdateFunc: func(old, cur interface{}) {
 			oldPod, curPod := controller.ObjectFromTombstone(old), controller.ObjectFromTombstone(cur)
 			if oldPod == nil || curPod == nil || oldPod.GetResourceVersion() == curPod.GetResourceVersion() {
 				return
 			}
+			if c.quiet(oldPod) && c.quiet(curPod) {
+				return
+			}
 			c.podChanged(logger, "updated", curPod)
 		},
-		DeleteFunc: func(obj interface{}) { c.podChanged(logger, "deleted", controller.ObjectFromTombstone(obj)) },
+		DeleteFunc: func(obj interface{}) {
+			if pod := controller.ObjectFromTombstone(obj); !c.quiet(pod) {
+				c.podChanged(logger, "deleted", pod)
+			}
+		},
 	}
+}
+
+// quiet reports whether pod, as cached, has no problem now and none due later with no
+// change of the pod (podhealth.Inspect: nil, 0): whether it is there or not, and in this
+// state or another quiet one, the App's pod problem (podProblem) is the same, so its
+// events need no sync.
+func (c *Controller) quiet(obj metav1.Object) bool {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return false
+	}
+	problem, recheck := podhealth.Inspect(pod, c.clock.Now())
+	return problem == nil && recheck == 0
 }
 
 // podChanged queues the App whose selector labels pod carries, if that App exists.

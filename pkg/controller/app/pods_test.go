@@ -276,27 +276,46 @@ func TestCrashingPodCountedAvailable(t *testing.T) {
 }
 
 // TestPodHandler: a pod event queues the App whose selector labels the pod carries, if
-// that App exists; periodic resyncs, pods of no App and tombstones of other objects
-// queue nothing.
+// that App exists and the pod had or has a problem (podhealth.Inspect); events of pods
+// quiet before and after (a rollout going well), periodic resyncs, pods of no App and
+// tombstones of other objects queue nothing.
 func TestPodHandler(t *testing.T) {
 	app := newApp("web", testNow)
-	pod := func(rv, name, instance string) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "tcs", Name: "p", ResourceVersion: rv,
+	const quiet, failing = false, true
+	pod := func(rv, name, instance string, problem bool) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "tcs", Name: "p", ResourceVersion: rv,
 			Labels: map[string]string{appv1.NameLabel: name, appv1.InstanceLabel: instance}}}
+		if problem {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "web",
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "not found"}}}}
+		}
+		return p
 	}
 	tests := []struct {
 		name  string
 		event func(h cache.ResourceEventHandler)
 		want  []string
 	}{
-		{"add", func(h cache.ResourceEventHandler) { h.OnAdd(pod("1", "web", "web"), false) }, []string{"tcs/web"}},
-		{"update", func(h cache.ResourceEventHandler) { h.OnUpdate(pod("1", "web", "web"), pod("2", "web", "web")) }, []string{"tcs/web"}},
-		{"periodic resync", func(h cache.ResourceEventHandler) { h.OnUpdate(pod("1", "web", "web"), pod("1", "web", "web")) }, nil},
-		{"delete, tombstone", func(h cache.ResourceEventHandler) {
-			h.OnDelete(cache.DeletedFinalStateUnknown{Key: "tcs/p", Obj: pod("1", "web", "web")})
+		{"add", func(h cache.ResourceEventHandler) { h.OnAdd(pod("1", "web", "web", failing), false) }, []string{"tcs/web"}},
+		{"add, quiet", func(h cache.ResourceEventHandler) { h.OnAdd(pod("1", "web", "web", quiet), false) }, nil},
+		{"update to a problem", func(h cache.ResourceEventHandler) {
+			h.OnUpdate(pod("1", "web", "web", quiet), pod("2", "web", "web", failing))
 		}, []string{"tcs/web"}},
-		{"pod of an App that does not exist", func(h cache.ResourceEventHandler) { h.OnAdd(pod("1", "gone", "gone"), false) }, nil},
-		{"labels that are not an App's selector", func(h cache.ResourceEventHandler) { h.OnAdd(pod("1", "other", "web"), false) }, nil},
+		{"update from a problem", func(h cache.ResourceEventHandler) {
+			h.OnUpdate(pod("1", "web", "web", failing), pod("2", "web", "web", quiet))
+		}, []string{"tcs/web"}},
+		{"update, quiet before and after", func(h cache.ResourceEventHandler) {
+			h.OnUpdate(pod("1", "web", "web", quiet), pod("2", "web", "web", quiet))
+		}, nil},
+		{"periodic resync", func(h cache.ResourceEventHandler) {
+			h.OnUpdate(pod("1", "web", "web", failing), pod("1", "web", "web", failing))
+		}, nil},
+		{"delete, tombstone", func(h cache.ResourceEventHandler) {
+			h.OnDelete(cache.DeletedFinalStateUnknown{Key: "tcs/p", Obj: pod("1", "web", "web", failing)})
+		}, []string{"tcs/web"}},
+		{"delete, quiet", func(h cache.ResourceEventHandler) { h.OnDelete(pod("1", "web", "web", quiet)) }, nil},
+		{"pod of an App that does not exist", func(h cache.ResourceEventHandler) { h.OnAdd(pod("1", "gone", "gone", failing), false) }, nil},
+		{"labels that are not an App's selector", func(h cache.ResourceEventHandler) { h.OnAdd(pod("1", "other", "web", failing), false) }, nil},
 		{"not a pod", func(h cache.ResourceEventHandler) { h.OnAdd(&appv1.App{}, false) }, nil},
 	}
 	for _, tc := range tests {
