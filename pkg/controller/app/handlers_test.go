@@ -231,7 +231,7 @@ func TestEchoOfOwnWriteQueuesNothing(t *testing.T) {
 		return d
 	}
 	h := f.c.childHandler(klog.FromContext(f.ctx), "Deployment", f.c.deployments.managed)
-	queued(f.c) // drain the App's own add
+	queued(f.c)                              // drain the App's own add
 	f.c.deployments.managed.Mutation(d("5")) // the sync's apply, answered with resourceVersion 5
 	h.OnAdd(d("5"), false)
 	if got := queued(f.c); got.Len() != 0 {
