@@ -165,7 +165,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Var(newStringList(&o.IngressCatchAllNamespaces), "ingress-catch-all-namespaces", "Comma-separated namespaces whose Services may have a catch-all Ingress rule (annotation ingress/host unset); * for every namespace, empty for none.")
 	fs.StringVar(&o.DefaultGateway, "default-gateway", o.DefaultGateway, "Gateway (NAMESPACE/NAME or NAMESPACE/NAME/LISTENER) that an App route without parentRefs, tls and ingressClassName attaches to as an HTTPRoute, where the cluster serves the Gateway API; empty: such a route is an Ingress.")
 	fs.StringVar(&o.AppSelector, "app-selector", o.AppSelector, "Label selector of the Apps this instance reconciles (e.g. shard=a); empty: every App. Instances with disjoint selectors, each with its own --leader-elect-name, split the Apps between them.")
-	fs.Var(&namespaceList{values: &o.WatchNamespaces}, "watch-namespace", "Watch and reconcile only the objects of this namespace (a namespace-scoped install; its RBAC can be a Role there); repeat it, or separate namespaces with commas, for several; none: every namespace. The node labeler is disabled then.")
+	fs.Var(&stringList{values: &o.WatchNamespaces, repeatable: true}, "watch-namespace", "Watch and reconcile only the objects of this namespace (a namespace-scoped install; its RBAC can be a Role there); repeat it, or separate namespaces with commas, for several; none: every namespace. The node labeler is disabled then.")
 	fs.StringVar(&o.NodeLabelConfig, "node-label-config", o.NodeLabelConfig, "Path of the node labeler's rules (YAML). Without it the node labeler is disabled.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader among the instances through a Lease; only the leader runs the controllers. Use it when running more than one replica.")
 	fs.StringVar(&o.LeaderElectNamespace, "leader-elect-namespace", o.LeaderElectNamespace, "Namespace of the leader election Lease (default: the pod's namespace, else default).")
@@ -280,8 +280,13 @@ func (s *stringSliceValue) String() string {
 	return strings.Join(*s.value, ",")
 }
 
-// stringList is a flag.Value of comma-separated strings; empty means none.
-type stringList struct{ values *[]string }
+// stringList is a flag.Value of comma-separated strings; empty means none. With
+// repeatable, each use of the flag adds its values (the flag may be repeated); else the
+// last use sets them.
+type stringList struct {
+	values     *[]string
+	repeatable bool
+}
 
 func newStringList(values *[]string) *stringList { return &stringList{values: values} }
 
@@ -293,34 +298,12 @@ func (l *stringList) String() string {
 	return strings.Join(*l.values, ",")
 }
 
-// Set replaces the values with the comma-separated ones of s; "" sets none (an empty,
-// non-nil list).
+// Set sets (or, if repeatable, adds) the comma-separated values of s; "" sets none (an
+// empty, non-nil list).
 func (l *stringList) Set(s string) error {
-	*l.values = []string{}
-	for v := range strings.SplitSeq(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			*l.values = append(*l.values, v)
-		}
+	if !l.repeatable || *l.values == nil {
+		*l.values = []string{}
 	}
-	return nil
-}
-
-// namespaceList is a flag.Value of namespaces: each use of the flag adds its
-// comma-separated values, so the flag may be repeated.
-type namespaceList struct {
-	values *[]string
-}
-
-// String returns the namespaces, comma-separated.
-func (l *namespaceList) String() string {
-	if l == nil || l.values == nil {
-		return ""
-	}
-	return strings.Join(*l.values, ",")
-}
-
-// Set adds the comma-separated namespaces of s.
-func (l *namespaceList) Set(s string) error {
 	for v := range strings.SplitSeq(s, ",") {
 		if v = strings.TrimSpace(v); v != "" {
 			*l.values = append(*l.values, v)
