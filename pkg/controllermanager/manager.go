@@ -86,6 +86,9 @@ func runControllers(ctx context.Context, cfg *rest.Config, opts *Options, onSync
 		}
 		set, err := newControllerSet(setCtx, cfg, opts, ns)
 		if err != nil {
+			for _, built := range sets {
+				built.cc.shutdown() // their event broadcasters run from the start
+			}
 			return err
 		}
 		sets = append(sets, set)
