@@ -97,12 +97,7 @@ func TestNoAdoptionInCreateRace(t *testing.T) {
 			t.Errorf("the controller still owns fields of the other writer's Service: %s", e.FieldsV1.Raw)
 		}
 	}
-	applies := 0
-	for _, w := range m.writesIn(ns) {
-		if w == "PATCH "+applyPath {
-			applies++
-		}
-	}
+	applies := len(m.writesTo("PATCH " + applyPath))
 	t.Logf("the controller sent %d applies to Service race-svc (the one that merged and the give-back); its managers now: %s", applies, managers(svc.ManagedFields))
 	if applies != 2 {
 		t.Errorf("the controller applied Service race-svc %d times, want 2 (the apply that merged, the give-back)", applies)
