@@ -104,12 +104,12 @@ const killWait = 10 * time.Second
 // for it to be gone. A zero grace sends SIGKILL at once. gone waits up to a duration for
 // the process to be gone and reports whether it is. The signals go through proc, which
 // (holding a pidfd where the kernel has them) cannot reach another process that reused
-// the pid. A process that is already gone is no error.
+// the pid. A process that is already gone is no error; terminate returns once gone says so.
 func terminate(name string, proc *os.Process, gone func(time.Duration) bool, grace time.Duration, beforeKill func()) error {
 	if grace > 0 {
 		if err := proc.Signal(syscall.SIGTERM); err != nil {
 			if errors.Is(err, os.ErrProcessDone) {
-				return nil
+				return waitGone(name, proc, gone)
 			}
 			return fmt.Errorf("sending SIGTERM to %s (pid %d): %w", name, proc.Pid, err)
 		}
@@ -120,14 +120,18 @@ func terminate(name string, proc *os.Process, gone func(time.Duration) bool, gra
 	if beforeKill != nil {
 		beforeKill()
 	}
-	if err := proc.Signal(syscall.SIGKILL); err != nil {
-		if errors.Is(err, os.ErrProcessDone) {
-			return nil
-		}
+	if err := proc.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("sending SIGKILL to %s (pid %d): %w", name, proc.Pid, err)
 	}
+	return waitGone(name, proc, gone)
+}
+
+// waitGone waits up to killWait for a process that was killed, or that the os package
+// already reports done, to be gone. Done is not yet gone: os.Process learns of the exit
+// from the Wait that reaps it, a moment before the caller's own bookkeeping (gone) does.
+func waitGone(name string, proc *os.Process, gone func(time.Duration) bool) error {
 	if !gone(killWait) {
-		return fmt.Errorf("%s (pid %d) still running %s after SIGKILL", name, proc.Pid, killWait)
+		return fmt.Errorf("%s (pid %d) still not gone %s after SIGKILL or its exit", name, proc.Pid, killWait)
 	}
 	return nil
 }
