@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 
@@ -299,12 +300,19 @@ func newIngress(svc *corev1.Service, s settings) (*networkingv1ac.IngressApplyCo
 // TrimService is the transform of this controller's Service informer, which holds every
 // Service of the cluster, the App controller's among them (whose own informer holds
 // those too, in full). It drops managedFields and, of a Service that does not ask for
-// an Ingress, its spec and status: only a Service that asks for one (wantsIngress) is
-// read beyond its metadata. Adding the annotation is an update that brings the whole
-// Service again.
+// an Ingress, everything but its identity (name, namespace, UID, resourceVersion,
+// generation, creation and deletion times): of such a Service the controller reads
+// only that it does not ask (to remove an Ingress it controls) and its identity (the
+// Ingress's owner, the Events). Its labels, its annotations (kubectl's
+// last-applied-configuration among them), its spec and its status are not kept. Adding
+// the annotation is an update that brings the whole Service again.
 func TrimService(obj interface{}) (interface{}, error) {
 	obj, err := controller.StripManagedFields(obj)
 	if svc, ok := obj.(*corev1.Service); ok && !wantsIngress(svc) {
+		svc.ObjectMeta = metav1.ObjectMeta{
+			Name: svc.Name, Namespace: svc.Namespace, UID: svc.UID, ResourceVersion: svc.ResourceVersion,
+			Generation: svc.Generation, CreationTimestamp: svc.CreationTimestamp, DeletionTimestamp: svc.DeletionTimestamp,
+		}
 		svc.Spec = corev1.ServiceSpec{}
 		svc.Status = corev1.ServiceStatus{}
 	}
