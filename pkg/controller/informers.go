@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -32,6 +33,30 @@ func UnmanagedSelector() labels.Selector {
 func StripManagedFields(obj interface{}) (interface{}, error) {
 	if acc, ok := obj.(metav1.ObjectMetaAccessor); ok {
 		acc.GetObjectMeta().SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// StripWriteRecords is an informer transform that drops what records how an object was
+// written, which no controller here reads: metadata.managedFields, and the annotation in
+// which a client-side `kubectl apply` keeps the whole object as last applied
+// (corev1.LastAppliedConfigAnnotation; as large as the object's spec). It is for the
+// caches of objects that users write (Apps, their Services): the controllers write only
+// with server-side apply and patches, never with an update of a cached object, so what
+// the cache leaves out is never written back. It leaves tombstones and objects without
+// metadata as they are.
+func StripWriteRecords(obj interface{}) (interface{}, error) {
+	if acc, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		meta := acc.GetObjectMeta()
+		meta.SetManagedFields(nil)
+		if annotations := meta.GetAnnotations(); annotations != nil {
+			if _, ok := annotations[corev1.LastAppliedConfigAnnotation]; ok {
+				delete(annotations, corev1.LastAppliedConfigAnnotation)
+				if len(annotations) == 0 {
+					meta.SetAnnotations(nil)
+				}
+			}
+		}
 	}
 	return obj, nil
 }

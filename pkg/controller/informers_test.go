@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -156,3 +157,38 @@ type labelSet map[string]string
 func (l labelSet) Has(k string) bool              { _, ok := l[k]; return ok }
 func (l labelSet) Get(k string) string            { return l[k] }
 func (l labelSet) Lookup(k string) (string, bool) { v, ok := l[k]; return v, ok }
+
+// TestStripWriteRecords: managedFields and kubectl's last-applied-configuration go;
+// every other annotation, and the rest of the object, stay.
+func TestStripWriteRecords(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		annotations map[string]string
+		want        map[string]string
+	}{
+		{"last-applied and others", map[string]string{corev1.LastAppliedConfigAnnotation: `{"spec":{}}`, appv1.ChangeCauseAnnotation: "v2"},
+			map[string]string{appv1.ChangeCauseAnnotation: "v2"}},
+		{"last-applied alone", map[string]string{corev1.LastAppliedConfigAnnotation: `{"spec":{}}`}, nil},
+		{"none", nil, nil},
+		{"others only", map[string]string{"a": "b"}, map[string]string{"a": "b"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := managedDeployment(t)
+			d.Annotations = tt.annotations
+			want := d.DeepCopy()
+			want.ManagedFields = nil
+			want.Annotations = tt.want
+			got, err := StripWriteRecords(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equality.Semantic.DeepEqual(got, want) {
+				t.Errorf("StripWriteRecords:\n got %+v\nwant %+v", got.(*appsv1.Deployment).ObjectMeta, want.ObjectMeta)
+			}
+		})
+	}
+	tomb := cache.DeletedFinalStateUnknown{Key: "ns/name", Obj: managedDeployment(t)}
+	if got, err := StripWriteRecords(tomb); err != nil || got != tomb {
+		t.Errorf("tombstone: %v, %v", got, err)
+	}
+}

@@ -148,7 +148,7 @@ func (c *Controller) writeStatus(ctx context.Context, app *appv1.App, status *ap
 		return fmt.Errorf("writing the status of App %s/%s: %w", app.Namespace, app.Name, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Updated App status", "ready", conditionStatus(updated.Status.Conditions, appv1.ConditionReady))
-	updated.SetManagedFields(nil)
+	_, _ = controller.StripWriteRecords(updated) // as the informer's transform
 	c.apps.Mutation(updated)
 	return nil
 }

@@ -299,15 +299,14 @@ func newIngress(svc *corev1.Service, s settings) (*networkingv1ac.IngressApplyCo
 
 // TrimService is the transform of this controller's Service informer, which holds every
 // Service of the cluster, the App controller's among them (whose own informer holds
-// those too, in full). It drops managedFields and, of a Service that does not ask for
-// an Ingress, everything but its identity (name, namespace, UID, resourceVersion,
-// generation, creation and deletion times): of such a Service the controller reads
-// only that it does not ask (to remove an Ingress it controls) and its identity (the
-// Ingress's owner, the Events). Its labels, its annotations (kubectl's
-// last-applied-configuration among them), its spec and its status are not kept. Adding
-// the annotation is an update that brings the whole Service again.
+// those too, in full). It drops managedFields and kubectl's last-applied-configuration
+// (StripWriteRecords) and, of a Service that does not ask for an Ingress, everything but
+// its identity (name, namespace, UID, resourceVersion, generation, creation and deletion
+// times): of such a Service the controller reads only that it does not ask (to remove an
+// Ingress it controls) and its identity (the Ingress's owner, the Events). Adding the
+// annotation is an update that brings the whole Service again.
 func TrimService(obj interface{}) (interface{}, error) {
-	obj, err := controller.StripManagedFields(obj)
+	obj, err := controller.StripWriteRecords(obj)
 	if svc, ok := obj.(*corev1.Service); ok && !wantsIngress(svc) {
 		svc.ObjectMeta = metav1.ObjectMeta{
 			Name: svc.Name, Namespace: svc.Namespace, UID: svc.UID, ResourceVersion: svc.ResourceVersion,
