@@ -46,15 +46,16 @@ func TestWatchNamespace(t *testing.T) {
 	if _, err := c.kube.CoreV1().ServiceAccounts(mine).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, ns := range []string{mine, second} {
-		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "app-controller", Namespace: ns}}
-		for _, r := range shipped.Rules {
-			if !slices.ContainsFunc(r.Resources, func(res string) bool {
-				return res == "nodes" || res == "tokenreviews" || res == "subjectaccessreviews"
-			}) {
-				role.Rules = append(role.Rules, r)
-			}
+	var namespaced []rbacv1.PolicyRule // the shipped rules on namespaced resources
+	for _, r := range shipped.Rules {
+		if !slices.ContainsFunc(r.Resources, func(res string) bool {
+			return res == "nodes" || res == "tokenreviews" || res == "subjectaccessreviews"
+		}) {
+			namespaced = append(namespaced, r)
 		}
+	}
+	for _, ns := range []string{mine, second} {
+		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "app-controller", Namespace: ns}, Rules: namespaced}
 		binding := &rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: "app-controller", Namespace: ns},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "app-controller"},
