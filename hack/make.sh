@@ -39,6 +39,8 @@ failures() {
 # runs in the background from the start, its log in bin/tools-build.log: the first
 # steps leave a core idle while they download modules, link, run generators and tests.
 # The first step that needs the binaries waits for them; a failure stops everything.
+# A step written A+B makes A and B at the same time (each on its own control plane or
+# node; they mostly wait on them), each into its log, printed whole when it ends.
 cmd_test() {
     local start tools step rc=0
     start="$(date +%s)"
@@ -57,6 +59,10 @@ cmd_test() {
             tools=""
         fi
         echo "make test: ${step} ($(($(date +%s) - start))s since the start)"
+        if [[ "${step}" == *+* ]]; then
+            together "${start}" "${step//+/ }" || { rc=$?; break; }
+            continue
+        fi
         "${MAKE:-make}" --no-print-directory "${step}" PLATFORMS="${TEST_PLATFORMS}" 2>&1 | tee "${BIN}/test-${step}.log" ||
             { rc=$?; failures "${step}"; break; }
     done
@@ -70,6 +76,28 @@ cmd_test() {
     fi
     [ "${rc}" -eq 0 ] || exit "${rc}"
     echo "make test: done ($(($(date +%s) - start))s since the start)"
+}
+
+# together makes the steps (a space-separated list) at the same time, each into
+# bin/test-STEP.log, and prints each log whole as its step ends. It waits for every step
+# and fails if any failed, after repeating the failing tests' lines of each.
+together() {
+    local start="$1" step pid rc=0 failed=""
+    local -A steps=()
+    for step in $2; do
+        "${MAKE:-make}" --no-print-directory "${step}" PLATFORMS="${TEST_PLATFORMS}" >"${BIN}/test-${step}.log" 2>&1 &
+        steps[$!]="${step}"
+    done
+    while [ "${#steps[@]}" -gt 0 ]; do
+        wait -n -p pid "${!steps[@]}" && rc=0 || rc=$?
+        step="${steps[${pid}]}"
+        unset "steps[${pid}]"
+        echo "make test: ${step} ended, exit status ${rc} ($(($(date +%s) - start))s since the start); its output:"
+        cat "${BIN}/test-${step}.log"
+        [ "${rc}" -eq 0 ] || failed="${failed} ${step}"
+    done
+    for step in ${failed}; do failures "${step}"; done
+    [ -z "${failed}" ]
 }
 
 # cross builds the package PKG for each PLATFORM (os/arch, or a comma-separated list)
