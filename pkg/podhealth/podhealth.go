@@ -349,13 +349,14 @@ func Restarts(pod *corev1.Pod) int32 {
 	return n
 }
 
-// TrimPod is an informer transform that keeps of a pod only what Inspect, the App
-// controller's mapping of pods to Apps and the kubectl plugin read: its identity, labels,
-// owners, creation and deletion times, and of its status the phase, reason, conditions,
-// start time and the containers' and init containers' states, readiness and restart
-// counts. The spec, annotations, managedFields, IPs and the containers' images and IDs
-// are dropped, so the cache holds about a tenth of a pod. It leaves other objects (a
-// tombstone) as they are and may run twice on the same pod.
+// TrimPod is an informer transform that keeps of a pod only what Inspect and the App
+// controller's mapping of pods to Apps read: its identity, labels, creation and deletion
+// times, and of its status the phase, reason, message, start time, the PodScheduled
+// condition until the pod is scheduled (the only condition Inspect reads: an unschedulable
+// pod) and the containers' and init containers' states, readiness and restart counts.
+// The spec, annotations, owners, managedFields, the other conditions, IPs and the containers' images and IDs are dropped, so the cache
+// holds about a tenth of a pod's bytes (BenchmarkPodCacheFootprint). It leaves other
+// objects (a tombstone) as they are and may run twice on the same pod.
 func TrimPod(obj interface{}) (interface{}, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -369,7 +370,6 @@ func TrimPod(obj interface{}) (interface{}, error) {
 			UID:               pod.UID,
 			ResourceVersion:   pod.ResourceVersion,
 			Labels:            pod.Labels,
-			OwnerReferences:   pod.OwnerReferences,
 			CreationTimestamp: pod.CreationTimestamp,
 			DeletionTimestamp: pod.DeletionTimestamp,
 		},
@@ -380,14 +380,11 @@ func TrimPod(obj interface{}) (interface{}, error) {
 			StartTime: pod.Status.StartTime,
 		},
 	}
-	if n := len(pod.Status.Conditions); n > 0 {
-		trimmed.Status.Conditions = make([]corev1.PodCondition, n)
-		for i, c := range pod.Status.Conditions {
-			trimmed.Status.Conditions[i] = corev1.PodCondition{
-				Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message,
-				LastTransitionTime: c.LastTransitionTime,
-			}
-		}
+	if c := podCondition(pod, corev1.PodScheduled); c != nil && c.Status != corev1.ConditionTrue {
+		trimmed.Status.Conditions = []corev1.PodCondition{{
+			Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message,
+			LastTransitionTime: c.LastTransitionTime,
+		}}
 	}
 	trimmed.Status.InitContainerStatuses = trimContainers(pod.Status.InitContainerStatuses)
 	trimmed.Status.ContainerStatuses = trimContainers(pod.Status.ContainerStatuses)

@@ -5,11 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
@@ -18,7 +21,7 @@ import (
 // loadPod reads testdata/NAME.yaml: a pod as `kubectl get pod -o yaml` printed it on the
 // real node (make cluster-up NODE=real), with the cluster's registry address replaced
 // by REGISTRY.
-func loadPod(t *testing.T, name string) *corev1.Pod {
+func loadPod(t testing.TB, name string) *corev1.Pod {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", name+".yaml"))
 	if err != nil {
@@ -98,8 +101,18 @@ func TestTrimPod(t *testing.T) {
 		}
 		trimmed := obj.(*corev1.Pod)
 		if !reflect.DeepEqual(trimmed.Spec, corev1.PodSpec{}) || trimmed.Annotations != nil || trimmed.ManagedFields != nil ||
-			trimmed.Status.PodIPs != nil || trimmed.Status.HostIP != "" {
+			trimmed.OwnerReferences != nil || trimmed.Status.PodIPs != nil || trimmed.Status.HostIP != "" {
 			t.Errorf("%s: trimmed pod keeps more than its status summary: %+v", tc.file, trimmed)
+		}
+		// Of the conditions, only an unscheduled pod's PodScheduled, whole but for its probe time.
+		var wantConditions []corev1.PodCondition
+		if c := podCondition(full, corev1.PodScheduled); c != nil && c.Status != corev1.ConditionTrue {
+			c := *c
+			c.LastProbeTime, c.ObservedGeneration = metav1.Time{}, 0
+			wantConditions = []corev1.PodCondition{c}
+		}
+		if !reflect.DeepEqual(trimmed.Status.Conditions, wantConditions) {
+			t.Errorf("%s: conditions %+v, want %+v", tc.file, trimmed.Status.Conditions, wantConditions)
 		}
 		for _, cs := range trimmed.Status.ContainerStatuses {
 			if cs.Image != "" || cs.ImageID != "" || cs.ContainerID != "" {
@@ -204,4 +217,58 @@ var capturedCases = []capturedCase{
 		wantMessage: `Pod "oom-9bb9c9dcd-96qgh" ` + container + ` was killed for using more memory than its limit (OOMKilled, exit code 137), restarted 5 times`},
 	{file: "unschedulable", after: 5 * time.Second, wantReason: appv1.ReasonUnschedulable, wantStalledAfter: UnschedulableStalledAfter,
 		wantMessage: `Pod "cpu-5fc555fd9d-96h2c" cannot be scheduled: 0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.`},
+}
+
+// BenchmarkPodCacheFootprint measures the heap that 1000 ready pods (the captured
+// ready.yaml, decoded from protobuf as a watch hands them out) take in a store, whole
+// (managedFields dropped, as the other informers keep objects) and after TrimPod, the
+// pod informer's transform. Reported as heap-bytes/object (the time per op is not the
+// figure).
+func BenchmarkPodCacheFootprint(b *testing.B) {
+	const n = 1000
+	raw, err := loadPod(b, "ready").Marshal()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name      string
+		transform cache.TransformFunc
+	}{
+		{"whole", func(obj interface{}) (interface{}, error) { obj.(*corev1.Pod).ManagedFields = nil; return obj, nil }},
+		{"trimmed", TrimPod},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var perObject float64
+			for b.Loop() {
+				before := heapInUse()
+				store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+				for i := range n {
+					pod := &corev1.Pod{}
+					if err := pod.Unmarshal(raw); err != nil {
+						b.Fatal(err)
+					}
+					pod.Name += "-" + strconv.Itoa(i)
+					obj, err := c.transform(pod)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := store.Add(obj); err != nil {
+						b.Fatal(err)
+					}
+				}
+				perObject = float64(heapInUse()-before) / n
+				runtime.KeepAlive(store)
+			}
+			b.ReportMetric(perObject, "heap-bytes/object")
+		})
+	}
+}
+
+// heapInUse returns the live heap after a full collection.
+func heapInUse() int64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }
