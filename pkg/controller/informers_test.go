@@ -2,7 +2,6 @@ package controller
 
 import (
 	"os"
-	"runtime"
 	"strconv"
 	"testing"
 
@@ -14,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 )
 
 // managedDeployment is a Deployment as the apiserver returns it once the App controller
@@ -98,46 +98,18 @@ func BenchmarkManagedCacheFootprint(b *testing.B) {
 		{"stripped", StripManagedFields},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			// Decoded copies, as a watch hands out: no sharing between objects.
 			raw, err := managedDeployment(b).Marshal()
 			if err != nil {
 				b.Fatal(err)
 			}
-			var perObject float64
-			for b.Loop() {
-				before := heapInUse()
-				store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-				for i := range n {
-					var d appsv1.Deployment
-					if err := d.Unmarshal(raw); err != nil {
-						b.Fatal(err)
-					}
-					d.Name += "-" + strconv.Itoa(i)
-					var obj interface{} = &d
-					if c.transform != nil {
-						if obj, err = c.transform(obj); err != nil {
-							b.Fatal(err)
-						}
-					}
-					if err := store.Add(obj); err != nil {
-						b.Fatal(err)
-					}
-				}
-				perObject = float64(heapInUse()-before) / n
-				runtime.KeepAlive(store)
-			}
-			b.ReportMetric(perObject, "heap-bytes/object")
+			controllertest.StoreFootprint(b, n, func(i int) (interface{}, error) {
+				d := &appsv1.Deployment{}
+				err := d.Unmarshal(raw)
+				d.Name += "-" + strconv.Itoa(i)
+				return d, err
+			}, c.transform)
 		})
 	}
-}
-
-// heapInUse returns the live heap after a full collection.
-func heapInUse() int64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return int64(m.HeapAlloc)
 }
 
 func TestSelectors(t *testing.T) {

@@ -352,11 +352,12 @@ func Restarts(pod *corev1.Pod) int32 {
 // TrimPod is an informer transform that keeps of a pod only what Inspect and the App
 // controller's mapping of pods to Apps read: its identity, labels, creation and deletion
 // times, and of its status the phase, reason, message, start time, the PodScheduled
-// condition until the pod is scheduled (the only condition Inspect reads: an unschedulable
-// pod) and the containers' and init containers' states, readiness and restart counts.
-// The spec, annotations, owners, managedFields, the other conditions, IPs and the containers' images and IDs are dropped, so the cache
-// holds about a tenth of a pod's bytes (BenchmarkPodCacheFootprint). It leaves other
-// objects (a tombstone) as they are and may run twice on the same pod.
+// condition until the pod is scheduled (the only condition Inspect reads: an
+// unschedulable pod) and the containers' and init containers' states, readiness and
+// restart counts. The spec, annotations, owners, managedFields, the other conditions,
+// IPs and the containers' images and IDs are dropped: a third of the heap a whole pod
+// takes in the cache (BenchmarkPodCacheFootprint). It leaves other objects (a tombstone)
+// as they are and may run twice on the same pod.
 func TrimPod(obj interface{}) (interface{}, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 )
 
 // loadPod reads testdata/NAME.yaml: a pod as `kubectl get pod -o yaml` printed it on the
@@ -104,7 +104,8 @@ func TestTrimPod(t *testing.T) {
 			trimmed.OwnerReferences != nil || trimmed.Status.PodIPs != nil || trimmed.Status.HostIP != "" {
 			t.Errorf("%s: trimmed pod keeps more than its status summary: %+v", tc.file, trimmed)
 		}
-		// Of the conditions, only an unscheduled pod's PodScheduled, whole but for its probe time.
+		// Of the conditions, only an unscheduled pod's PodScheduled, whole but for its probe
+		// time and observed generation.
 		var wantConditions []corev1.PodCondition
 		if c := podCondition(full, corev1.PodScheduled); c != nil && c.Status != corev1.ConditionTrue {
 			c := *c
@@ -238,37 +239,12 @@ func BenchmarkPodCacheFootprint(b *testing.B) {
 		{"trimmed", TrimPod},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			var perObject float64
-			for b.Loop() {
-				before := heapInUse()
-				store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-				for i := range n {
-					pod := &corev1.Pod{}
-					if err := pod.Unmarshal(raw); err != nil {
-						b.Fatal(err)
-					}
-					pod.Name += "-" + strconv.Itoa(i)
-					obj, err := c.transform(pod)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if err := store.Add(obj); err != nil {
-						b.Fatal(err)
-					}
-				}
-				perObject = float64(heapInUse()-before) / n
-				runtime.KeepAlive(store)
-			}
-			b.ReportMetric(perObject, "heap-bytes/object")
+			controllertest.StoreFootprint(b, n, func(i int) (interface{}, error) {
+				pod := &corev1.Pod{}
+				err := pod.Unmarshal(raw)
+				pod.Name += "-" + strconv.Itoa(i)
+				return pod, err
+			}, c.transform)
 		})
 	}
-}
-
-// heapInUse returns the live heap after a full collection.
-func heapInUse() int64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return int64(m.HeapAlloc)
 }
