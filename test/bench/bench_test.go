@@ -156,6 +156,16 @@ func TestCPUUse(t *testing.T) {
 	if got, want := u.String(), "24.0 ms per App, machine 80% busy [kube-apiserver 20.0, etcd 4.0]"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
+	// The machine's speed, from the processes whose work per App is the same in both windows.
+	floor := CPUUse{MsPerApp: map[string]float64{"kube-scheduler": 3.5, "kwok": 2.5, "kube-apiserver": 40}}
+	product := CPUUse{MsPerApp: map[string]float64{"kube-scheduler": 4.5, "kwok": 3, "kube-apiserver": 60, "app-controller": 6}}
+	if got := sameWorkCPURatio(floor, product); got != 1.25 {
+		t.Errorf("sameWorkCPURatio() = %v, want 1.25 (7.5 / 6 ms per App)", got)
+	}
+	delete(product.MsPerApp, "kwok")
+	if got := sameWorkCPURatio(floor, product); got != 0 {
+		t.Errorf("sameWorkCPURatio() without kwok in the product = %v, want 0", got)
+	}
 	// This machine's figures are readable.
 	if s, err := sampleCPU(map[string]int{harnessProcess: os.Getpid()}); err != nil || s.total <= 0 || s.busy > s.total {
 		t.Errorf("sampleCPU(self) = %+v, %v", s, err)

@@ -122,6 +122,32 @@ func (u CPUUse) String() string {
 	return fmt.Sprintf("%.1f ms per App, machine %.0f%% busy [%s]", u.MsPerApp["total"], u.MachineBusy*100, strings.Join(parts, ", "))
 }
 
+// sameWorkProcesses do the same work per App in a floor loop and in the product's
+// convergence: the scheduler binds one pod per replica, kwok runs it. Their CPU per App
+// tells how fast the machine was in each window, whatever the controller does.
+var sameWorkProcesses = []string{"kube-scheduler", "kwok"}
+
+// sameWorkCPURatio is the CPU per App of sameWorkProcesses in the product's convergence
+// over theirs in the fastest floor loop, or 0 if either window lacks one of them. Near 1,
+// the machine ran both windows at the same speed; away from it, the same work cost more
+// (or less) CPU in one of them (another tenant of the host, its clock, the contention of
+// that window), and the ratio of the windows' times carries that too.
+func sameWorkCPURatio(floor, product CPUUse) float64 {
+	var f, p float64
+	for _, name := range sameWorkProcesses {
+		fm, fok := floor.MsPerApp[name]
+		pm, pok := product.MsPerApp[name]
+		if !fok || !pok {
+			return 0
+		}
+		f, p = f+fm, p+pm
+	}
+	if f == 0 {
+		return 0
+	}
+	return round2(p / f)
+}
+
 // processes names the processes whose CPU the bench reads: the control plane's
 // components, the harness, and the given controller pid (0: none).
 func (e *env) processes(controllerPid int) map[string]int {

@@ -118,6 +118,7 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 		return err
 	}
 	r.ProductCPU = cpuUse(cpuBefore, cpuAfter, n)
+	r.SameWorkCPURatio = sameWorkCPURatio(r.FloorCPU, r.ProductCPU)
 	r.ConvergeSeconds = round2(last.Sub(start).Seconds())
 	r.CreatesSeconds = round2(createdIn.Seconds())
 	if r.FloorSeconds > 0 {

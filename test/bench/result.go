@@ -140,6 +140,11 @@ type Figures struct {
 	// convergence took, per process per App, and how busy the machine was (cpu.go).
 	FloorCPU   CPUUse `json:"floor_cpu"`
 	ProductCPU CPUUse `json:"product_cpu"`
+	// SameWorkCPURatio: the CPU per App of the scheduler and kwok, whose work per App is
+	// the same in both windows, in the product's convergence over the fastest floor loop
+	// (sameWorkCPURatio): the machine's change of speed between the two, which the Ratio
+	// includes.
+	SameWorkCPURatio float64 `json:"same_work_cpu_ratio"`
 	// Converged is true when every App converged in every scenario of the round.
 	Converged bool `json:"converged"`
 	// Breakdown is who writes what, and the product's timeline (Config.Breakdown).
@@ -247,6 +252,13 @@ func (r RoundResult) table(apps, replicas int, scenarios, controllerFlags []stri
 	row("controller CPU converging / round", fmt.Sprintf("%.2fs / %.2fs", r.ControllerCPUSeconds, r.ControllerCPUSecondsTotal))
 	row("CPU, fastest floor loop", r.FloorCPU.String())
 	row("CPU, product converging", r.ProductCPU.String())
+	if r.SameWorkCPURatio > 0 {
+		note := "the same cost in both windows"
+		if r.SameWorkCPURatio > 1.1 || r.SameWorkCPURatio < 0.9 {
+			note = "the same work cost more or less CPU in one window: the machine ran at another speed, and the ratio carries that too"
+		}
+		row("same-work CPU, product / floor", fmt.Sprintf("%.2f (%s per App: %s)", r.SameWorkCPURatio, strings.Join(sameWorkProcesses, " + "), note))
+	}
 	row("every App converged", fmt.Sprint(r.Converged))
 	if r.Breakdown != nil {
 		sb.WriteString(r.Breakdown.table())
