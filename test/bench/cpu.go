@@ -124,7 +124,7 @@ func (u CPUUse) String() string {
 
 // sameWorkProcesses do the same work per App in a floor loop and in the product's
 // convergence: the scheduler binds one pod per replica, kwok runs it. Their CPU per App
-// tells how fast the machine was in each window, whatever the controller does.
+// tells what the same work cost in each window, whatever the controller does.
 var sameWorkProcesses = []string{"kube-scheduler", "kwok"}
 
 // sameWorkCPURatio is the CPU per App of sameWorkProcesses in the product's convergence

@@ -1,10 +1,9 @@
 // Package controllertest holds what the controllers' unit tests share: a test context,
 // seeding of informer caches, draining of work queues and fake event recorders, the
 // write actions of a fake clientset, what kstatus reads from an App, and the heap that
-// objects take in an informer's store. Tests run
-// controllers on fake clientsets with caches seeded by hand (the informers never run),
-// in the style of kube-controller-manager's tests. The Apps they build are in
-// appfixture.
+// objects take in an informer's store. Tests run controllers on fake clientsets with
+// caches seeded by hand (the informers never run), in the style of
+// kube-controller-manager's tests. The Apps they build are in appfixture.
 package controllertest
 
 import (
