@@ -2,7 +2,6 @@ package controller
 
 import (
 	"os"
-	"strconv"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -102,12 +101,7 @@ func BenchmarkManagedCacheFootprint(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			controllertest.StoreFootprint(b, n, func(i int) (interface{}, error) {
-				d := &appsv1.Deployment{}
-				err := d.Unmarshal(raw)
-				d.Name += "-" + strconv.Itoa(i)
-				return d, err
-			}, c.transform)
+			controllertest.StoreFootprint[*appsv1.Deployment](b, n, raw, c.transform)
 		})
 	}
 }

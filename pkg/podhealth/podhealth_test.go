@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller"
 	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 )
 
@@ -235,16 +235,11 @@ func BenchmarkPodCacheFootprint(b *testing.B) {
 		name      string
 		transform cache.TransformFunc
 	}{
-		{"whole", func(obj interface{}) (interface{}, error) { obj.(*corev1.Pod).ManagedFields = nil; return obj, nil }},
+		{"whole", controller.StripManagedFields},
 		{"trimmed", TrimPod},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			controllertest.StoreFootprint(b, n, func(i int) (interface{}, error) {
-				pod := &corev1.Pod{}
-				err := pod.Unmarshal(raw)
-				pod.Name += "-" + strconv.Itoa(i)
-				return pod, err
-			}, c.transform)
+			controllertest.StoreFootprint[*corev1.Pod](b, n, raw, c.transform)
 		})
 	}
 }
