@@ -77,8 +77,14 @@ type RetryPolicy struct {
 
 // LoopConfig configures a Loop.
 type LoopConfig struct {
-	// Name names the controller: the work queue (and its metrics) and the logs.
+	// Name names the controller: its reconcile metrics (label controller), the logs and,
+	// unless QueueName is set, the work queue (label name of the workqueue_* metrics).
 	Name string
+	// QueueName names the work queue when several loops of one controller run in one
+	// process (one per --watch-namespace): client-go's queues share the series of a name,
+	// and its gauges set by each queue (workqueue_unfinished_work_seconds,
+	// workqueue_longest_running_processor_seconds) would overwrite one another. "": Name.
+	QueueName string
 	// LogKey is the key under which the object being synced is logged ("app", "node").
 	LogKey string
 	// Sync reconciles one object.
@@ -129,11 +135,14 @@ func NewLoop(cfg LoopConfig) *Loop {
 	}
 	registerMetrics()
 	initMetrics(cfg.Name)
-	queueConfig := workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: cfg.Name}
+	if cfg.QueueName == "" {
+		cfg.QueueName = cfg.Name
+	}
+	queueConfig := workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: cfg.QueueName}
 	if cfg.Order != nil {
 		queueConfig.DelayingQueue = workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{
-			Name:  cfg.Name,
-			Queue: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[cache.ObjectName]{Name: cfg.Name, Queue: cfg.Order}),
+			Name:  cfg.QueueName,
+			Queue: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[cache.ObjectName]{Name: cfg.QueueName, Queue: cfg.Order}),
 		})
 	}
 	return &Loop{
@@ -205,8 +214,9 @@ func (l *Loop) Run(ctx context.Context, workers int, keysAndValues ...any) {
 // RunWorkers runs workers until ctx ends, without waiting for the informers (Run does
 // that first; tests whose caches are seeded by hand call RunWorkers directly).
 func (l *Loop) RunWorkers(ctx context.Context, workers int) {
-	maxConcurrentReconciles.WithLabelValues(l.cfg.Name).Set(float64(workers))
-	defer maxConcurrentReconciles.WithLabelValues(l.cfg.Name).Set(0)
+	// Added, not set: the loops of one controller (one per --watch-namespace) add up.
+	maxConcurrentReconciles.WithLabelValues(l.cfg.Name).Add(float64(workers))
+	defer maxConcurrentReconciles.WithLabelValues(l.cfg.Name).Add(-float64(workers))
 	RunWorkers(ctx, l.queue, workers, l.cfg.ShutdownTimeout, l.process)
 }
 

@@ -91,6 +91,7 @@ func initMetrics(name string) {
 	reconcileErrors.WithLabelValues(name).Add(0)
 	retriesExhausted.WithLabelValues(name).Add(0)
 	reconcilePanics.WithLabelValues(name).Add(0)
-	activeWorkers.WithLabelValues(name).Set(0)
-	maxConcurrentReconciles.WithLabelValues(name).Set(0)
+	// Added to, not set: another loop of the same controller may be running.
+	activeWorkers.WithLabelValues(name).Add(0)
+	maxConcurrentReconciles.WithLabelValues(name).Add(0)
 }

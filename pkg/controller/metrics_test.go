@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/component-base/metrics/legacyregistry"
+	_ "k8s.io/component-base/metrics/prometheus/workqueue" // the queues' metrics, as the manager serves them
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2/ktesting"
 
@@ -121,6 +123,19 @@ controller_runtime_reconcile_total{controller=%q,result="success"} %d
 // assertGauge checks the gauge metric of controller name.
 func assertGauge(t *testing.T, metric, name string, want float64) {
 	t.Helper()
+	got, found := gauge(t, metric, map[string]string{"controller": name})
+	switch {
+	case !found:
+		t.Errorf("%s{controller=%q} not found", metric, name)
+	case got != want:
+		t.Errorf("%s{controller=%q} = %v, want %v", metric, name, got, want)
+	}
+}
+
+// gauge returns the value of the gauge metric's series with labels in the legacy
+// registry, and whether there is one.
+func gauge(t *testing.T, metric string, labels map[string]string) (float64, bool) {
+	t.Helper()
 	families, err := legacyregistry.DefaultGatherer.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -130,15 +145,61 @@ func assertGauge(t *testing.T, metric, name string, want float64) {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			if testutil.LabelsMatch(m, map[string]string{"controller": name}) {
-				if got := m.GetGauge().GetValue(); got != want {
-					t.Errorf("%s{controller=%q} = %v, want %v", metric, name, got, want)
-				}
-				return
+			if testutil.LabelsMatch(m, labels) {
+				return m.GetGauge().GetValue(), true
 			}
 		}
 	}
-	t.Errorf("%s{controller=%q} not found", metric, name)
+	return 0, false
+}
+
+// TestLoopsOfOneController runs two loops of one controller, as with several
+// --watch-namespace, each with its own QueueName: the reconcile gauges of the controller
+// add up both, and each queue keeps its own workqueue_* series, so that the gauges each
+// queue sets (unfinished work) are not overwritten by the other's.
+func TestLoopsOfOneController(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	const name = "pair-test"
+	inSync := make(chan struct{}, 1)
+	release := make(chan struct{})
+	busy := NewLoop(LoopConfig{Name: name, QueueName: name + "/a", LogKey: "object",
+		Sync: func(context.Context, cache.ObjectName) (Result, error) {
+			inSync <- struct{}{}
+			<-release
+			return Result{}, nil
+		}})
+	idle := NewLoop(LoopConfig{Name: name, QueueName: name + "/b", LogKey: "object",
+		Sync: func(context.Context, cache.ObjectName) (Result, error) { return Result{}, nil }})
+	var stopped sync.WaitGroup
+	stopped.Go(func() { busy.RunWorkers(ctx, 2) })
+	stopped.Go(func() { idle.RunWorkers(ctx, 3) })
+	busy.Enqueue(cache.ObjectName{Namespace: "ns", Name: "obj"})
+	<-inSync
+
+	assertGauge(t, "controller_runtime_active_workers", name, 1)
+	// The queue updates its unfinished work every 500 ms (client-go's queue).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		a, foundA := gauge(t, "workqueue_unfinished_work_seconds", map[string]string{"name": name + "/a"})
+		b, foundB := gauge(t, "workqueue_unfinished_work_seconds", map[string]string{"name": name + "/b"})
+		if foundA && foundB && a > 0 && b == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("workqueue_unfinished_work_seconds: %s/a %v (found %v), %s/b %v (found %v); want the busy queue's above 0 and the idle one's 0",
+				name, a, foundA, name, b, foundB)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	assertGauge(t, "controller_runtime_max_concurrent_reconciles", name, 5)
+
+	close(release)
+	cancel()
+	stopped.Wait()
+	assertGauge(t, "controller_runtime_max_concurrent_reconciles", name, 0)
+	assertGauge(t, "controller_runtime_active_workers", name, 0)
 }
 
 // onlyController gathers the legacy registry's metric families keeping only the series

@@ -70,6 +70,18 @@ type ControllerContext struct {
 	broadcaster   record.EventBroadcaster
 
 	Options *Options
+	// namespace is the namespace the informers watch ("": every namespace).
+	namespace string
+}
+
+// queueName names the work queue of controller: the controller's name, or with several
+// --watch-namespace (one set of controllers per namespace in one process)
+// "controller/namespace", so that the queues' workqueue_* series stay apart.
+func (cc *ControllerContext) queueName(controller string) string {
+	if len(cc.Options.WatchNamespaces) < 2 {
+		return controller
+	}
+	return controller + "/" + cc.namespace
 }
 
 // NewControllerContext builds the clients and informer factories for cfg, the informers
@@ -145,6 +157,7 @@ func NewControllerContext(ctx context.Context, cfg *rest.Config, opts *Options, 
 		EventRecorder: broadcaster.NewRecorder(scheme, corev1.EventSource{Component: appv1.FieldManager}),
 		broadcaster:   broadcaster,
 		Options:       opts,
+		namespace:     ns,
 	}, nil
 }
 

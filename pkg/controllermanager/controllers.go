@@ -93,7 +93,7 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 		UnmanagedHTTPRoutes:        unmanagedHTTPRoutes,
 	}, cc.EventRecorder, app.Options{ShutdownTimeout: cc.Options.ShutdownTimeout, Contest: cc.Options.AppContest,
 		OwnServiceAccount: ownServiceAccount(cc.Options), SharedNamespaces: cc.Options.IngressSharedNamespaces,
-		GatewayClient: cc.GatewayClient, DefaultGateway: defaultGateway})
+		GatewayClient: cc.GatewayClient, DefaultGateway: defaultGateway, QueueName: cc.queueName(app.ControllerName)})
 }
 
 // startIngressController builds the Service->Ingress controller, which watches every
@@ -111,7 +111,8 @@ func startIngressController(ctx context.Context, cc *ControllerContext) (Runnabl
 		inf.HTTPRoutes = cc.ManagedGatewayInformers.Gateway().V1().HTTPRoutes()
 	}
 	return ingress.NewController(ctx, cc.KubeClient, inf, cc.EventRecorder, ingress.Options{IngressClass: cc.Options.IngressClass, ShutdownTimeout: cc.Options.ShutdownTimeout,
-		SharedNamespaces: cc.Options.IngressSharedNamespaces, CatchAllNamespaces: cc.Options.IngressCatchAllNamespaces})
+		SharedNamespaces: cc.Options.IngressSharedNamespaces, CatchAllNamespaces: cc.Options.IngressCatchAllNamespaces,
+		QueueName: cc.queueName(ingress.ControllerName)})
 }
 
 // startNodeLabelController builds the node labeler from the --node-label-config file.

@@ -167,6 +167,8 @@ type Options struct {
 	// OwnServiceAccount is the controller's own ServiceAccount: an App in its namespace
 	// that would run its pods as it is refused (ServiceAccountRefused). Zero: none.
 	OwnServiceAccount types.NamespacedName
+	// QueueName names the work queue (controller.LoopConfig.QueueName); "": ControllerName.
+	QueueName string
 }
 
 // RBAC of the App controller, generated into config/rbac/role.yaml by controller-gen
@@ -352,10 +354,11 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		}
 	}
 	c.loop = controller.NewLoop(controller.LoopConfig{
-		Name:   ControllerName,
-		LogKey: "app",
-		Sync:   c.syncApp,
-		Synced: synced,
+		Name:      ControllerName,
+		QueueName: opts.QueueName,
+		LogKey:    "app",
+		Sync:      c.syncApp,
+		Synced:    synced,
 		Policy: controller.RetryPolicy{
 			MaxAttempts:   opts.MaxRetries,
 			RetryOnResync: true,

@@ -59,6 +59,8 @@ type Options struct {
 	// CatchAllNamespaces may have a catch-all rule (a Service without ingress/host);
 	// "*": every namespace. nil (unset): every namespace; empty: none.
 	CatchAllNamespaces []string
+	// QueueName names the work queue (controller.LoopConfig.QueueName); "": ControllerName.
+	QueueName string
 }
 
 // Controller reconciles the Ingresses of annotated Services.
@@ -147,6 +149,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, inf Inf
 	}
 	c.loop = controller.NewLoop(controller.LoopConfig{
 		Name:            ControllerName,
+		QueueName:       opts.QueueName,
 		LogKey:          "service",
 		Sync:            c.syncService,
 		Synced:          synced,

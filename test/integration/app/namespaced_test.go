@@ -12,10 +12,14 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"sigs.k8s.io/yaml"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
+	"github.com/app-controller/app-controller/test/harness"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
@@ -24,7 +28,8 @@ import (
 // shipped ClusterRole's rules on namespaced resources (as the chart's watchNamespaces
 // renders it): the Apps of both namespaces converge, and a Service annotated ingress/http
 // in the second gets its Ingress; those of another namespace are left alone (no child, no
-// status).
+// status). Each namespace's controllers have their own work queues, named
+// controller/namespace in the workqueue_* metrics.
 func TestWatchNamespace(t *testing.T) {
 	c := newClients(t)
 	mine, second, other := framework.Namespace(t), framework.Namespace(t), framework.Namespace(t)
@@ -96,5 +101,24 @@ func TestWatchNamespace(t *testing.T) {
 	time.Sleep(2 * time.Second) // time to act on the other, if it wrongly would
 	if a := c.getApp(t, other, "web"); a.Status.ObservedGeneration != -1 || len(a.Status.Conditions) != 0 {
 		t.Errorf("the App of another namespace was synced: %+v", a.Status)
+	}
+
+	families, err := legacyregistry.DefaultGatherer.Gather() // the manager runs in this process
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*dto.MetricFamily{}
+	for _, f := range families {
+		byName[f.GetName()] = f
+	}
+	for _, queue := range []string{"app/" + mine, "app/" + second, "ingress/" + mine, "ingress/" + second} {
+		if _, series := harness.Value(byName, "workqueue_depth", map[string]string{"name": queue}); series != 1 {
+			t.Errorf("workqueue_depth{name=%q}: %d series, want 1", queue, series)
+		}
+	}
+	for _, queue := range []string{"app/" + mine, "app/" + second} {
+		if adds, _ := harness.Value(byName, "workqueue_adds_total", map[string]string{"name": queue}); adds < 1 {
+			t.Errorf("workqueue_adds_total{name=%q} = %v, want at least 1 (its App)", queue, adds)
+		}
 	}
 }
