@@ -352,7 +352,8 @@ TEST_TOOLS = tools $(if $(filter 0,$(shell id -u)),node-packages node-tools $(HE
 # test-image). The integration tests, the chart's tests and the end-to-end tests run at
 # the same time (A+B+C), each on its own control planes: they mostly wait on them (one
 # after the other, they took 7 minutes and the machine's 2 cores were busy about half of
-# it; together about 4.5), and each one's output is printed whole when it ends.
+# it; together about 4.5): each package's result line is printed as it comes, and
+# each one's output whole when it ends.
 TEST_STEPS = verify unit test-image integration+test-chart+e2e
 
 .PHONY: test

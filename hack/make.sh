@@ -79,14 +79,21 @@ cmd_test() {
 }
 
 # together makes the steps (a space-separated list) at the same time, each into
-# bin/test-STEP.log, and prints each log whole as its step ends. It waits for every step
-# and fails if any failed, after repeating the failing tests' lines of each.
+# bin/test-STEP.log, and prints each log whole as its step ends. Meanwhile each package's
+# result line (ok, FAIL, --- FAIL, panic) is printed as it comes, prefixed by its step, so
+# that a run cut short (CI's time limit) still tells how far each step got. It waits for
+# every step and fails if any failed, after repeating the failing tests' lines of each.
 together() {
-    local start="$1" step pid rc=0 failed=""
+    local start="$1" step pid rc=0 failed="" log
     local -A steps=()
+    local tails=()
     for step in $2; do
-        "${MAKE:-make}" --no-print-directory "${step}" PLATFORMS="${TEST_PLATFORMS}" >"${BIN}/test-${step}.log" 2>&1 &
+        log="${BIN}/test-${step}.log"
+        "${MAKE:-make}" --no-print-directory "${step}" PLATFORMS="${TEST_PLATFORMS}" >"${log}" 2>&1 &
         steps[$!]="${step}"
+        tail -n +1 -F "${log}" 2>/dev/null \
+            > >(grep --line-buffered -E '^(ok |FAIL|--- FAIL|panic:)' | sed -u "s|^|make test: ${step}: |") &
+        tails+=("$!")
     done
     while [ "${#steps[@]}" -gt 0 ]; do
         wait -n -p pid "${!steps[@]}" && rc=0 || rc=$?
@@ -96,6 +103,8 @@ together() {
         cat "${BIN}/test-${step}.log"
         [ "${rc}" -eq 0 ] || failed="${failed} ${step}"
     done
+    kill "${tails[@]}" 2>/dev/null || true
+    wait "${tails[@]}" 2>/dev/null || true
     for step in ${failed}; do failures "${step}"; done
     [ -z "${failed}" ]
 }
