@@ -130,7 +130,7 @@ func NewControllerContext(ctx context.Context, cfg *rest.Config, opts *Options, 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(appv1.AddToScheme(scheme))
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster := newEventBroadcaster(ctx)
 
 	return &ControllerContext{
 		KubeClient:     kubeClient,
