@@ -3,7 +3,6 @@ package controllermanager
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"testing"
 	"time"
 
@@ -12,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 )
 
 // sinkCall is one write of an Event: "create" or "patch", of the Event about object.
@@ -104,7 +105,7 @@ func BenchmarkEventBroadcasterFootprint(b *testing.B) {
 			}
 			for b.Loop() {
 				ctx, cancel := context.WithCancel(context.Background())
-				before := liveHeap()
+				before := controllertest.HeapInUse()
 				broadcaster := bc.new(ctx)
 				sink := recordingSink{calls: make(chan sinkCall, objects)}
 				broadcaster.StartRecordingToSink(sink)
@@ -115,18 +116,10 @@ func BenchmarkEventBroadcasterFootprint(b *testing.B) {
 				for range objects {
 					<-sink.calls
 				}
-				b.ReportMetric(float64(int64(liveHeap())-int64(before))/objects, "heap-bytes/object")
+				b.ReportMetric(float64(controllertest.HeapInUse()-before)/objects, "heap-bytes/object")
 				broadcaster.Shutdown()
 				cancel()
 			}
 		})
 	}
-}
-
-// liveHeap returns the bytes of live heap objects, after a collection.
-func liveHeap() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }

@@ -130,7 +130,7 @@ func StoreFootprint[P interface {
 }, T any](b *testing.B, n int, raw []byte, transform cache.TransformFunc) {
 	var perObject float64
 	for b.Loop() {
-		before := heapInUse()
+		before := HeapInUse()
 		store := cache.NewStore(cache.MetaNamespaceKeyFunc)
 		for i := range n {
 			o := P(new(T))
@@ -149,14 +149,14 @@ func StoreFootprint[P interface {
 				b.Fatal(err)
 			}
 		}
-		perObject = float64(heapInUse()-before) / float64(n)
+		perObject = float64(HeapInUse()-before) / float64(n)
 		goruntime.KeepAlive(store)
 	}
 	b.ReportMetric(perObject, "heap-bytes/object")
 }
 
-// heapInUse returns the live heap after a full collection.
-func heapInUse() int64 {
+// HeapInUse returns the live heap after a full collection.
+func HeapInUse() int64 {
 	goruntime.GC()
 	goruntime.GC()
 	var m goruntime.MemStats
