@@ -9,7 +9,7 @@ import (
 )
 
 // Hosts of Ingress rules and routes, for the ownership of hosts between namespaces
-// (pkg/controller/ingress/hosts.go, pkg/controller/app/route.go).
+// (pkg/controller/ingress/hosts.go, pkg/controller/app/routehosts.go).
 
 // HostBucket returns the bucket of host: its parent domain ("example.com" for
 // "shop.example.com" and for "*.example.com"). Hosts conflict only within a bucket.

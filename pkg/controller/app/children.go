@@ -2,9 +2,7 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"maps"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -73,6 +71,37 @@ type childReconciler[T childObject, A childApplyConfiguration] struct {
 	contest *contestTracker
 }
 
+// newChildReconciler returns the reconciler of a kind of child whose managed objects
+// managed watches (read through an own-writes cache) and the metadata of every other
+// object of the kind unmanaged. It indexes both informers by controlling App, has their
+// events queue the Apps concerned (childHandler, handlers.go) and adds them to c.synced.
+func newChildReconciler[T childObject, A childApplyConfiguration](c *Controller, kind string, managed, unmanaged cache.SharedIndexInformer,
+	client func(namespace string) childAPI[T, A], empty func(name, namespace string) A) (*childReconciler[T, A], error) {
+	k := &childReconciler[T, A]{
+		kind:      kind,
+		managed:   controller.NewWriteCache(managed.GetIndexer(), 0, c.clock),
+		unmanaged: unmanaged.GetIndexer(),
+		client:    client,
+		empty:     empty,
+		recorder:  c.recorder,
+		contest:   c.contest,
+	}
+	for _, i := range []struct {
+		informer cache.SharedIndexInformer
+		writes   *controller.WriteCache
+	}{{managed, k.managed}, {unmanaged, nil}} {
+		if err := i.informer.AddIndexers(cache.Indexers{controllerIndex: indexByControllerUID}); err != nil {
+			return nil, fmt.Errorf("adding the controller index to the %s informer: %w", kind, err)
+		}
+		if _, err := i.informer.AddEventHandlerWithOptions(c.childHandler(c.logger, kind, i.writes), cache.HandlerOptions{Logger: &c.logger}); err != nil {
+			return nil, fmt.Errorf("adding the %s event handler: %w", kind, err)
+		}
+		c.synced = append(c.synced, i.informer.HasSynced)
+	}
+	childRepairs.WithLabelValues(kind).Add(0) // the series exists before the first repair
+	return k, nil
+}
+
 // childResult is what reconciling one child found.
 type childResult[T childObject] struct {
 	// name is the name the App wants; "" when the App has no template for this kind.
@@ -83,6 +112,17 @@ type childResult[T childObject] struct {
 	conflict string
 	// changed tells whether the controller wrote to the API server.
 	changed bool
+}
+
+// outcome returns r as the App's status reads it; the caller adds what is particular to
+// its kind.
+func (r childResult[T]) outcome() childOutcome {
+	out := childOutcome{name: r.name, conflict: r.conflict, changed: r.changed}
+	var none T
+	if r.obj != none {
+		out.obj = r.obj
+	}
+	return out
 }
 
 // nameHolder is what the caches know of the object holding a child name.
@@ -337,37 +377,4 @@ func (k *childReconciler[T, A]) describeHolder(name string, ref *metav1.OwnerRef
 		return fmt.Sprintf("%s %q already exists and is not managed by this App", k.kind, name)
 	}
 	return fmt.Sprintf("%s %q already exists and is controlled by %s %q", k.kind, name, ref.Kind, ref.Name)
-}
-
-// serviceExclusivePatch is the exclusivePatch of Services: a Service's ports and
-// selector decide where its traffic goes, so the App owns them alone. Server-side apply keeps a port or selector key that someone else
-// added; worse, a port edited by hand becomes a second port with the App's port name,
-// and every later apply is invalid. The patch replaces both with the App's, guarded by
-// the resourceVersion, keeping the node ports already allocated.
-func serviceExclusivePatch(live *corev1.Service, desired *corev1ac.ServiceApplyConfiguration) ([]byte, error) {
-	want := &corev1.Service{}
-	if err := controller.Convert(desired, want); err != nil {
-		return nil, err
-	}
-	ports := make([]corev1.ServicePort, len(want.Spec.Ports))
-	portsMatch := len(live.Spec.Ports) == len(want.Spec.Ports)
-	for i, p := range want.Spec.Ports {
-		ports[i] = p
-		found := false
-		for _, l := range live.Spec.Ports {
-			if l.Name == p.Name && l.Port == p.Port && l.Protocol == p.Protocol {
-				ports[i].NodePort = l.NodePort
-				found = found || l.TargetPort == p.TargetPort
-			}
-		}
-		portsMatch = portsMatch && found
-	}
-	if portsMatch && maps.Equal(live.Spec.Selector, want.Spec.Selector) {
-		return nil, nil
-	}
-	return json.Marshal([]map[string]any{
-		{"op": "test", "path": "/metadata/resourceVersion", "value": live.ResourceVersion},
-		{"op": "add", "path": "/spec/selector", "value": want.Spec.Selector},
-		{"op": "add", "path": "/spec/ports", "value": ports},
-	})
 }

@@ -225,7 +225,7 @@ func controllerUpdateBudget(t *testing.T, f *fixture, b *policyv1.PodDisruptionB
 	if err := f.inf.DisruptionBudgets.Informer().GetIndexer().Update(b); err != nil {
 		t.Fatal(err)
 	}
-	f.c.disruptionBudgets.managed.Observed(b)
+	childOf[*budgetChild](t, f.c).managed.Observed(b)
 }
 
 // controllerIs2 reports whether app is the controller in refs.

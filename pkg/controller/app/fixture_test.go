@@ -335,6 +335,19 @@ func (f *fixture) writes() []core.Action {
 // events drains the recorded events.
 func (f *fixture) events() []string { return controllertest.DrainEvents(f.recorder) }
 
+// childOf returns the kind of child K of c's table.
+func childOf[K appChild](t testing.TB, c *Controller) K {
+	t.Helper()
+	for _, child := range c.children {
+		if k, ok := child.(K); ok {
+			return k
+		}
+	}
+	var none K
+	t.Fatalf("no %T in the table of children", none)
+	return none
+}
+
 // newApp returns an App like the seed's test_app.yaml as the API server holds it:
 // schema defaults applied, identity and creation time set.
 func newApp(name string, created time.Time) *appv1.App {

@@ -229,7 +229,7 @@ func TestHTTPRoute(t *testing.T) {
 			t.Errorf("writes %q, want an HTTPRoute to the default Gateway", w)
 		}
 		withTLS := routedApp()
-		if parents := f.c.routeParents(withTLS); parents != nil {
+		if parents := childOf[*routeChild](t, f.c).parents(withTLS); parents != nil {
 			t.Errorf("a route with TLS attaches to %v, want an Ingress", parents)
 		}
 	})

@@ -47,9 +47,6 @@ func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(childRepairs)
 		legacyregistry.CustomMustRegister(appGauges)
-		for _, kind := range childKinds {
-			childRepairs.WithLabelValues(kind).Add(0)
-		}
 	})
 }
 

@@ -108,7 +108,7 @@ func TestRoute(t *testing.T) {
 			t.Errorf("events %q", ev)
 		}
 		// The same namespace may share it.
-		if msg, _ := f.c.routeRefusal(func() *appv1.App { a := routedApp(); a.Namespace = "other"; return a }()); msg != "" {
+		if msg, _ := childOf[*routeChild](t, f.c).refusal(func() *appv1.App { a := routedApp(); a.Namespace = "other"; return a }()); msg != "" {
 			t.Errorf("same namespace refused: %s", msg)
 		}
 	})

@@ -124,7 +124,7 @@ func (c *Controller) hostHolder(host string) (hostClaim, bool, error) {
 		created := obj.GetCreationTimestamp().Time
 		switch ref.Kind {
 		case "App":
-			// An App's route (pkg/controller/app/route.go): routed since its Ingress or
+			// An App's route (pkg/controller/app/routehosts.go): routed since its Ingress or
 			// HTTPRoute (the older, while it turns from one into the other).
 			key := "App " + obj.GetNamespace() + "/" + ref.Name
 			if cl, ok := claims[key]; !ok || created.Before(cl.ingressCreated) {

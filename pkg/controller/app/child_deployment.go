@@ -1,89 +1,82 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"maps"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
-	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
-	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
 )
 
-const (
-	// defaultServicePort is the seed's Service port, also the schema default.
-	defaultServicePort int32 = 8080
-)
+// An App's Deployment (spec.deploymentTemplate) runs its pods: named as the template
+// says, claimed by name (the oldest App that names it wins it), carrying the config hash
+// of the pods' ConfigMaps and Secrets (config.go) so that their change rolls the pods.
+// Its rollout is what the App's Progressing and Ready report (status.go), and its pods'
+// problems what Ready names (pods.go).
 
-// selectorLabels are the labels that select an App's pods: they name the App, so two
-// Apps never select each other's pods.
-func selectorLabels(app *appv1.App) map[string]string {
-	return map[string]string{
-		appv1.NameLabel:     app.Name,
-		appv1.InstanceLabel: app.Name,
-	}
+// deploymentChild is the App's Deployment.
+type deploymentChild struct {
+	*childReconciler[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]
+	c *Controller
 }
 
-// childLabels are the labels of an App's Deployment, Service and pods.
-func childLabels(app *appv1.App) map[string]string {
-	l := selectorLabels(app)
-	l[appv1.ManagedByLabel] = appv1.ManagedByValue
-	return l
+// newDeploymentChild wires the Deployment informers; c.deployments is the one it
+// returns, whose cache syncApp reads the live Deployment from (liveDeployment).
+func newDeploymentChild(c *Controller, inf Informers, _ Options) (appChild, error) {
+	k, err := newChildReconciler(c, "Deployment", inf.Deployments.Informer(), inf.UnmanagedDeployments.Informer(),
+		func(ns string) childAPI[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration] {
+			return c.kubeClient.AppsV1().Deployments(ns)
+		}, appsv1ac.Deployment)
+	if err != nil {
+		return nil, err
+	}
+	c.deployments = &deploymentChild{childReconciler: k, c: c}
+	return c.deployments, nil
 }
 
-// desiredChildren is what an App asks for: its Deployment and Service (nil: none) under the
-// names its spec gives them ("": none), and the labels that select its pods.
-type desiredChildren struct {
-	deployment                  *appsv1ac.DeploymentApplyConfiguration
-	service                     *corev1ac.ServiceApplyConfiguration
-	deploymentName, serviceName string
-	// disruptionBudget is the PodDisruptionBudget (nil: none) under budgetName ("":
-	// none), the Deployment's name.
-	disruptionBudget *policyv1ac.PodDisruptionBudgetApplyConfiguration
-	budgetName       string
-	// route is the Ingress of spec.route (nil: none) under routeName ("": none), the
-	// App's name.
-	route     *networkingv1ac.IngressApplyConfiguration
-	routeName string
-	selector  map[string]string
-}
-
-// desiredState returns what app asks for, its Deployment carrying the config hashes
-// (config.go).
-func desiredState(app *appv1.App, hashes configHashes) (desiredChildren, error) {
-	want := desiredChildren{selector: selectorLabels(app)}
-	var err error
-	if want.deployment, err = desiredDeployment(app, hashes); err != nil {
-		return want, fmt.Errorf("building the Deployment of App %s/%s: %w", app.Namespace, app.Name, err)
-	}
-	if want.service, err = DesiredService(app); err != nil {
-		return want, fmt.Errorf("building the Service of App %s/%s: %w", app.Namespace, app.Name, err)
-	}
-	if want.disruptionBudget, err = DesiredDisruptionBudget(app); err != nil {
-		return want, fmt.Errorf("building the PodDisruptionBudget of App %s/%s: %w", app.Namespace, app.Name, err)
-	}
-	if want.route, err = DesiredRoute(app); err != nil {
-		return want, fmt.Errorf("building the route of App %s/%s: %w", app.Namespace, app.Name, err)
-	}
-	if want.route != nil {
-		want.routeName = app.Name
-	}
+func (d *deploymentChild) claim(app *appv1.App) string {
 	if t := app.Spec.DeploymentTemplate; t != nil {
-		want.deploymentName = t.Name
-		if want.disruptionBudget != nil {
-			want.budgetName = t.Name
+		return claimKey("Deployment", app.Namespace, t.Name)
+	}
+	return ""
+}
+
+// sync writes the Deployment app asks for, with the config hashes of in, and reports
+// it: its status in status.deploymentStatus, its rollout in Progressing and Ready.
+func (d *deploymentChild) sync(ctx context.Context, app *appv1.App, in *syncInput) (childOutcome, error) {
+	name := ""
+	if t := app.Spec.DeploymentTemplate; t != nil {
+		name = t.Name
+	}
+	desired, err := desiredDeployment(app, in.hashes)
+	if err != nil {
+		return childOutcome{}, fmt.Errorf("building the Deployment of App %s/%s: %w", app.Namespace, app.Name, err)
+	}
+	res, err := d.reconcile(ctx, app, name, desired, d.c.nameWinner(app, d.claim(app)))
+	return deploymentOutcome(res), err
+}
+
+// deploymentOutcome is what the App's status reads of res, the App's Deployment.
+func deploymentOutcome(res childResult[*appsv1.Deployment]) childOutcome {
+	out := res.outcome()
+	out.rollout = true
+	out.report = func(status *appv1.AppStatus) {
+		status.DeploymentStatus = nil
+		if res.obj != nil {
+			status.DeploymentStatus = res.obj.Status.DeepCopy()
+			// The old pods still stopping after a rollout are not the App's: their count
+			// would cost a status write after every rollout that is over.
+			status.DeploymentStatus.TerminatingReplicas = nil
 		}
 	}
-	if t := app.Spec.ServiceTemplate; t != nil {
-		want.serviceName = t.Name
-	}
-	return want, nil
+	return out
 }
 
 // DesiredDeployment returns the apply configuration of the Deployment that app wants, with
@@ -201,105 +194,12 @@ func desiredDeployment(app *appv1.App, hashes configHashes) (*appsv1ac.Deploymen
 	return controller.WithAppliedHash(d)
 }
 
-// firstServicePort returns the number and the name of the first port of the Service t
-// describes (port and portName), defaults applied; the ports of t.Ports follow it.
-func firstServicePort(t *appv1.ServiceTemplate) (int32, string) {
-	port, name := t.Port, t.PortName
-	if port == 0 {
-		port = defaultServicePort
-	}
-	if name == "" {
-		name = appv1.PortName
-	}
-	return port, name
-}
-
-// DesiredService returns the apply configuration of the Service that app wants, or nil when
-// app has no serviceTemplate. The Service selects the App's pods; its target port is
-// serviceTemplate.targetPort, else the container port, else the Service port.
-func DesiredService(app *appv1.App) (*corev1ac.ServiceApplyConfiguration, error) {
-	t := app.Spec.ServiceTemplate
-	if t == nil {
-		return nil, nil
-	}
-	port, portName := firstServicePort(t)
-	targetPort := port
-	switch {
-	case t.TargetPort != nil:
-		targetPort = *t.TargetPort
-	case app.Spec.DeploymentTemplate != nil && app.Spec.DeploymentTemplate.ContainerPort != nil:
-		targetPort = *app.Spec.DeploymentTemplate.ContainerPort
-	}
-	serviceType := t.Type
-	if serviceType == "" {
-		serviceType = corev1.ServiceTypeClusterIP
-	}
-	servicePort := corev1ac.ServicePort().
-		WithName(portName).
-		WithProtocol(portProtocol(app)).
-		WithPort(port).
-		WithTargetPort(intstr.FromInt32(targetPort))
-	if t.NodePort != nil {
-		servicePort.WithNodePort(*t.NodePort)
-	}
-	spec := corev1ac.ServiceSpec().
-		WithType(serviceType).
-		WithSelector(selectorLabels(app)).
-		WithPorts(servicePort)
-	for _, p := range t.Ports {
-		spec.WithPorts(extraServicePort(p))
-	}
-	if t.SessionAffinity != "" {
-		spec.WithSessionAffinity(t.SessionAffinity)
-	}
-	// The App's own labels are set last: they win over serviceTemplate.labels (which the
-	// schema already forbids to set them).
-	labels := make(map[string]string, len(t.Labels)+3)
-	maps.Copy(labels, appv1.LabelMap(t.Labels))
-	maps.Copy(labels, childLabels(app))
-	s := corev1ac.Service(t.Name, app.Namespace).
-		WithLabels(labels).
-		WithOwnerReferences(controller.OwnerReference(app, appKind)).
-		WithSpec(spec)
-	if len(t.Annotations) > 0 {
-		s.WithAnnotations(t.Annotations)
-	}
-
-	return controller.WithAppliedHash(s)
-}
-
 // containerPort returns the apply configuration of a container port.
 func containerPort(p appv1.ContainerPort) *corev1ac.ContainerPortApplyConfiguration {
 	return corev1ac.ContainerPort().
 		WithName(p.Name).
 		WithContainerPort(p.ContainerPort).
 		WithProtocol(protocolOrTCP(p.Protocol))
-}
-
-// extraServicePort returns the apply configuration of a port of serviceTemplate.ports:
-// its targetPort defaults to its port.
-func extraServicePort(p appv1.ServicePort) *corev1ac.ServicePortApplyConfiguration {
-	target := intstr.FromInt32(p.Port)
-	if p.TargetPort != nil {
-		target = *p.TargetPort
-	}
-	port := corev1ac.ServicePort().
-		WithName(p.Name).
-		WithProtocol(protocolOrTCP(p.Protocol)).
-		WithPort(p.Port).
-		WithTargetPort(target)
-	if p.NodePort != nil {
-		port.WithNodePort(*p.NodePort)
-	}
-	return port
-}
-
-// protocolOrTCP returns p, or TCP when it is empty.
-func protocolOrTCP(p corev1.Protocol) corev1.Protocol {
-	if p == "" {
-		return corev1.ProtocolTCP
-	}
-	return p
 }
 
 // podContainer returns the apply configuration of an init container or a sidecar: its
@@ -315,38 +215,6 @@ func podContainer(c *appv1.Container) (*corev1ac.ContainerApplyConfiguration, er
 		}
 	}
 	return out, nil
-}
-
-// DesiredDisruptionBudget returns the apply configuration of the PodDisruptionBudget
-// that app wants, named as its Deployment and selecting its pods, or nil when app asks
-// for none.
-func DesiredDisruptionBudget(app *appv1.App) (*policyv1ac.PodDisruptionBudgetApplyConfiguration, error) {
-	b, t := app.Spec.DisruptionBudget, app.Spec.DeploymentTemplate
-	if b == nil || t == nil {
-		return nil, nil
-	}
-	spec := policyv1ac.PodDisruptionBudgetSpec().
-		WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(app)))
-	if b.MinAvailable != nil {
-		spec.WithMinAvailable(*b.MinAvailable)
-	}
-	if b.MaxUnavailable != nil {
-		spec.WithMaxUnavailable(*b.MaxUnavailable)
-	}
-	pdb := policyv1ac.PodDisruptionBudget(t.Name, app.Namespace).
-		WithLabels(childLabels(app)).
-		WithOwnerReferences(controller.OwnerReference(app, appKind)).
-		WithSpec(spec)
-	return controller.WithAppliedHash(pdb)
-}
-
-// portProtocol is the protocol of the App's container port and Service port:
-// serviceTemplate.protocol, else TCP.
-func portProtocol(app *appv1.App) corev1.Protocol {
-	if t := app.Spec.ServiceTemplate; t != nil && t.Protocol != "" {
-		return t.Protocol
-	}
-	return corev1.ProtocolTCP
 }
 
 // setContainerOptions sets the optional container fields of t that are set: envFrom,

@@ -1,0 +1,180 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller"
+)
+
+// An App's Service (spec.serviceTemplate) selects its pods: named as the template says,
+// claimed by name (the oldest App that names it wins it). Its ports and selector are
+// the App's alone (serviceExclusivePatch).
+
+// serviceChild is the App's Service.
+type serviceChild struct {
+	*childReconciler[*corev1.Service, *corev1ac.ServiceApplyConfiguration]
+	c *Controller
+}
+
+// newServiceChild wires the Service informers.
+func newServiceChild(c *Controller, inf Informers, _ Options) (appChild, error) {
+	k, err := newChildReconciler(c, "Service", inf.Services.Informer(), inf.UnmanagedServices.Informer(),
+		func(ns string) childAPI[*corev1.Service, *corev1ac.ServiceApplyConfiguration] {
+			return c.kubeClient.CoreV1().Services(ns)
+		}, corev1ac.Service)
+	if err != nil {
+		return nil, err
+	}
+	k.exclusivePatch = serviceExclusivePatch
+	return &serviceChild{childReconciler: k, c: c}, nil
+}
+
+func (s *serviceChild) claim(app *appv1.App) string {
+	if t := app.Spec.ServiceTemplate; t != nil {
+		return claimKey("Service", app.Namespace, t.Name)
+	}
+	return ""
+}
+
+// sync writes the Service app asks for and reports it: its status in
+// status.serviceStatus, and in Ready's message that it selects the App's pods.
+func (s *serviceChild) sync(ctx context.Context, app *appv1.App, _ *syncInput) (childOutcome, error) {
+	name := ""
+	if t := app.Spec.ServiceTemplate; t != nil {
+		name = t.Name
+	}
+	desired, err := DesiredService(app)
+	if err != nil {
+		return childOutcome{}, fmt.Errorf("building the Service of App %s/%s: %w", app.Namespace, app.Name, err)
+	}
+	res, err := s.reconcile(ctx, app, name, desired, s.c.nameWinner(app, s.claim(app)))
+	return serviceOutcome(res), err
+}
+
+// serviceOutcome is what the App's status reads of res, the App's Service.
+func serviceOutcome(res childResult[*corev1.Service]) childOutcome {
+	out := res.outcome()
+	if res.name != "" && res.obj != nil {
+		out.readyNote = fmt.Sprintf("Service %q selects the App's pods", res.name)
+	}
+	out.report = func(status *appv1.AppStatus) {
+		status.ServiceStatus = nil
+		if res.obj != nil {
+			status.ServiceStatus = res.obj.Status.DeepCopy()
+		}
+	}
+	return out
+}
+
+// DesiredService returns the apply configuration of the Service that app wants, or nil when
+// app has no serviceTemplate. The Service selects the App's pods; its target port is
+// serviceTemplate.targetPort, else the container port, else the Service port.
+func DesiredService(app *appv1.App) (*corev1ac.ServiceApplyConfiguration, error) {
+	t := app.Spec.ServiceTemplate
+	if t == nil {
+		return nil, nil
+	}
+	port, portName := firstServicePort(t)
+	targetPort := port
+	switch {
+	case t.TargetPort != nil:
+		targetPort = *t.TargetPort
+	case app.Spec.DeploymentTemplate != nil && app.Spec.DeploymentTemplate.ContainerPort != nil:
+		targetPort = *app.Spec.DeploymentTemplate.ContainerPort
+	}
+	serviceType := t.Type
+	if serviceType == "" {
+		serviceType = corev1.ServiceTypeClusterIP
+	}
+	servicePort := corev1ac.ServicePort().
+		WithName(portName).
+		WithProtocol(portProtocol(app)).
+		WithPort(port).
+		WithTargetPort(intstr.FromInt32(targetPort))
+	if t.NodePort != nil {
+		servicePort.WithNodePort(*t.NodePort)
+	}
+	spec := corev1ac.ServiceSpec().
+		WithType(serviceType).
+		WithSelector(selectorLabels(app)).
+		WithPorts(servicePort)
+	for _, p := range t.Ports {
+		spec.WithPorts(extraServicePort(p))
+	}
+	if t.SessionAffinity != "" {
+		spec.WithSessionAffinity(t.SessionAffinity)
+	}
+	// The App's own labels are set last: they win over serviceTemplate.labels (which the
+	// schema already forbids to set them).
+	labels := make(map[string]string, len(t.Labels)+3)
+	maps.Copy(labels, appv1.LabelMap(t.Labels))
+	maps.Copy(labels, childLabels(app))
+	s := corev1ac.Service(t.Name, app.Namespace).
+		WithLabels(labels).
+		WithOwnerReferences(controller.OwnerReference(app, appKind)).
+		WithSpec(spec)
+	if len(t.Annotations) > 0 {
+		s.WithAnnotations(t.Annotations)
+	}
+
+	return controller.WithAppliedHash(s)
+}
+
+// extraServicePort returns the apply configuration of a port of serviceTemplate.ports:
+// its targetPort defaults to its port.
+func extraServicePort(p appv1.ServicePort) *corev1ac.ServicePortApplyConfiguration {
+	target := intstr.FromInt32(p.Port)
+	if p.TargetPort != nil {
+		target = *p.TargetPort
+	}
+	port := corev1ac.ServicePort().
+		WithName(p.Name).
+		WithProtocol(protocolOrTCP(p.Protocol)).
+		WithPort(p.Port).
+		WithTargetPort(target)
+	if p.NodePort != nil {
+		port.WithNodePort(*p.NodePort)
+	}
+	return port
+}
+
+// serviceExclusivePatch is the exclusivePatch of Services: a Service's ports and
+// selector decide where its traffic goes, so the App owns them alone. Server-side apply keeps a port or selector key that someone else
+// added; worse, a port edited by hand becomes a second port with the App's port name,
+// and every later apply is invalid. The patch replaces both with the App's, guarded by
+// the resourceVersion, keeping the node ports already allocated.
+func serviceExclusivePatch(live *corev1.Service, desired *corev1ac.ServiceApplyConfiguration) ([]byte, error) {
+	want := &corev1.Service{}
+	if err := controller.Convert(desired, want); err != nil {
+		return nil, err
+	}
+	ports := make([]corev1.ServicePort, len(want.Spec.Ports))
+	portsMatch := len(live.Spec.Ports) == len(want.Spec.Ports)
+	for i, p := range want.Spec.Ports {
+		ports[i] = p
+		found := false
+		for _, l := range live.Spec.Ports {
+			if l.Name == p.Name && l.Port == p.Port && l.Protocol == p.Protocol {
+				ports[i].NodePort = l.NodePort
+				found = found || l.TargetPort == p.TargetPort
+			}
+		}
+		portsMatch = portsMatch && found
+	}
+	if portsMatch && maps.Equal(live.Spec.Selector, want.Spec.Selector) {
+		return nil, nil
+	}
+	return json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/resourceVersion", "value": live.ResourceVersion},
+		{"op": "add", "path": "/spec/selector", "value": want.Spec.Selector},
+		{"op": "add", "path": "/spec/ports", "value": ports},
+	})
+}
