@@ -89,13 +89,19 @@ func (r *routeChild) sync(ctx context.Context, app *appv1.App, _ *syncInput) (ch
 		invalid   string
 	)
 	switch {
-	case refused != "":
-	case parents == nil:
-		if ingress, err = DesiredRoute(app); err != nil {
-			return childOutcome{}, fmt.Errorf("building the route of App %s/%s: %w", app.Namespace, app.Name, err)
+	case app.Spec.Route == nil || app.Spec.ServiceTemplate == nil || refused != "":
+	case parents != nil && r.httpRoutes == nil:
+		// No Gateway API to write an HTTPRoute to (accepted says so).
+	default:
+		if _, err := routePort(app); err != nil {
+			invalid = err.Error() // the same check for both shapes
+			break
 		}
-	case r.httpRoutes != nil:
-		if httpRoute, err = DesiredHTTPRoute(app, parents); err != nil {
+		if parents == nil {
+			if ingress, err = DesiredRoute(app); err != nil {
+				return childOutcome{}, fmt.Errorf("building the route of App %s/%s: %w", app.Namespace, app.Name, err)
+			}
+		} else if httpRoute, err = DesiredHTTPRoute(app, parents); err != nil {
 			invalid = err.Error()
 		}
 	}
@@ -208,14 +214,14 @@ func (r *routeChild) parents(app *appv1.App) []appv1.GatewayRef {
 }
 
 // DesiredHTTPRoute returns the apply configuration of the HTTPRoute of app's route,
-// attached to parents, or nil when app has no route. An HTTPRoute names its backend's
-// port by number: a port given by name is looked up in the App's Service template.
+// attached to parents, or nil when app has no route; an error when the App's Service
+// has no such port (routePort). An HTTPRoute names its backend's port by number.
 func DesiredHTTPRoute(app *appv1.App, parents []appv1.GatewayRef) (*gatewayv1ac.HTTPRouteApplyConfiguration, error) {
 	r, svc := app.Spec.Route, app.Spec.ServiceTemplate
 	if r == nil || svc == nil || len(parents) == 0 {
 		return nil, nil
 	}
-	port, err := servicePortNumber(svc, r.Port)
+	port, err := routePort(app)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +248,7 @@ func DesiredHTTPRoute(app *appv1.App, parents []appv1.GatewayRef) (*gatewayv1ac.
 	}
 	rule := gatewayv1ac.HTTPRouteRule().WithBackendRefs(gatewayv1ac.HTTPBackendRef().
 		WithName(gatewayv1.ObjectName(svc.Name)).
-		WithPort(port))
+		WithPort(port.port))
 	for _, p := range paths {
 		match := gatewayv1.PathMatchPathPrefix
 		if p.Type == "Exact" {
@@ -257,24 +263,20 @@ func DesiredHTTPRoute(app *appv1.App, parents []appv1.GatewayRef) (*gatewayv1ac.
 	return controller.WithAppliedHash(route)
 }
 
-// servicePortNumber returns the number of the port of the App's Service that port
-// names (by name or number); nil names the first port.
-func servicePortNumber(svc *appv1.ServiceTemplate, port *intstr.IntOrString) (int32, error) {
-	first, firstName := firstServicePort(svc)
-	switch {
-	case port == nil:
-		return first, nil
-	case port.Type == intstr.Int:
-		return port.IntVal, nil
-	case port.StrVal == firstName:
-		return first, nil
+// routePort returns the port of the App's Service the route sends traffic to:
+// spec.route.port, by name or number, else the Service's first port. It is the one check
+// of the route's port, for both shapes: an error naming the port when the App's Service
+// has no such port (RouteAccepted=False: an Ingress or HTTPRoute to it would route to
+// nothing).
+func routePort(app *appv1.App) (servicePort, error) {
+	ports := servicePorts(app)
+	if len(ports) == 0 {
+		return servicePort{}, fmt.Errorf("spec.route: the App has no Service to route to")
 	}
-	for _, p := range svc.Ports {
-		if p.Name == port.StrVal {
-			return p.Port, nil
-		}
+	if p := app.Spec.Route.Port; p != nil {
+		return findServicePort(ports, *p, "spec.route.port")
 	}
-	return 0, fmt.Errorf("spec.route.port: the App's Service has no port named %q", port.StrVal)
+	return ports[0], nil
 }
 
 // routeParentsStatus reads what the Gateways answered in route's status for each of
@@ -335,21 +337,22 @@ func sameParent(ref gatewayv1.ParentReference, ns string, p appv1.GatewayRef) bo
 }
 
 // DesiredRoute returns the apply configuration of the Ingress of app's route, or nil
-// when app has none.
+// when app has none; an error when the App's Service has no such port (routePort).
 func DesiredRoute(app *appv1.App) (*networkingv1ac.IngressApplyConfiguration, error) {
 	r, svc := app.Spec.Route, app.Spec.ServiceTemplate
 	if r == nil || svc == nil {
 		return nil, nil
 	}
+	backend, err := routePort(app)
+	if err != nil {
+		return nil, err
+	}
+	// As the App names it: by number when spec.route.port is one, else by name.
 	port := networkingv1ac.ServiceBackendPort()
-	switch {
-	case r.Port == nil:
-		_, name := firstServicePort(svc)
-		port.WithName(name)
-	case r.Port.Type == intstr.Int:
-		port.WithNumber(r.Port.IntVal)
-	default:
-		port.WithName(r.Port.StrVal)
+	if r.Port != nil && r.Port.Type == intstr.Int {
+		port.WithNumber(backend.port)
+	} else {
+		port.WithName(backend.name)
 	}
 	paths := r.Paths
 	if len(paths) == 0 {

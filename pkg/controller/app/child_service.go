@@ -7,7 +7,6 @@ import (
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
@@ -75,39 +74,30 @@ func serviceOutcome(res childResult[*corev1.Service]) childOutcome {
 }
 
 // DesiredService returns the apply configuration of the Service that app wants, or nil when
-// app has no serviceTemplate. The Service selects the App's pods; its target port is
-// serviceTemplate.targetPort, else the container port, else the Service port.
+// app has no serviceTemplate. The Service selects the App's pods, on the ports of
+// servicePorts.
 func DesiredService(app *appv1.App) (*corev1ac.ServiceApplyConfiguration, error) {
 	t := app.Spec.ServiceTemplate
 	if t == nil {
 		return nil, nil
 	}
-	port, portName := firstServicePort(t)
-	targetPort := port
-	switch {
-	case t.TargetPort != nil:
-		targetPort = *t.TargetPort
-	case app.Spec.DeploymentTemplate != nil && app.Spec.DeploymentTemplate.ContainerPort != nil:
-		targetPort = *app.Spec.DeploymentTemplate.ContainerPort
-	}
 	serviceType := t.Type
 	if serviceType == "" {
 		serviceType = corev1.ServiceTypeClusterIP
 	}
-	servicePort := corev1ac.ServicePort().
-		WithName(portName).
-		WithProtocol(portProtocol(app)).
-		WithPort(port).
-		WithTargetPort(intstr.FromInt32(targetPort))
-	if t.NodePort != nil {
-		servicePort.WithNodePort(*t.NodePort)
-	}
 	spec := corev1ac.ServiceSpec().
 		WithType(serviceType).
-		WithSelector(selectorLabels(app)).
-		WithPorts(servicePort)
-	for _, p := range t.Ports {
-		spec.WithPorts(extraServicePort(p))
+		WithSelector(selectorLabels(app))
+	for _, p := range servicePorts(app) {
+		port := corev1ac.ServicePort().
+			WithName(p.name).
+			WithProtocol(p.protocol).
+			WithPort(p.port).
+			WithTargetPort(p.targetPort)
+		if p.nodePort != nil {
+			port.WithNodePort(*p.nodePort)
+		}
+		spec.WithPorts(port)
 	}
 	if t.SessionAffinity != "" {
 		spec.WithSessionAffinity(t.SessionAffinity)
@@ -126,24 +116,6 @@ func DesiredService(app *appv1.App) (*corev1ac.ServiceApplyConfiguration, error)
 	}
 
 	return controller.WithAppliedHash(s)
-}
-
-// extraServicePort returns the apply configuration of a port of serviceTemplate.ports:
-// its targetPort defaults to its port.
-func extraServicePort(p appv1.ServicePort) *corev1ac.ServicePortApplyConfiguration {
-	target := intstr.FromInt32(p.Port)
-	if p.TargetPort != nil {
-		target = *p.TargetPort
-	}
-	port := corev1ac.ServicePort().
-		WithName(p.Name).
-		WithProtocol(protocolOrTCP(p.Protocol)).
-		WithPort(p.Port).
-		WithTargetPort(target)
-	if p.NodePort != nil {
-		port.WithNodePort(*p.NodePort)
-	}
-	return port
 }
 
 // serviceExclusivePatch is the exclusivePatch of Services: a Service's ports and
