@@ -67,7 +67,7 @@ echo "verify: generated code"
 stamp="${ROOT}/bin/.verify-generated"
 inputs_hash() {
     { git ls-files -z --cached --others --exclude-standard -- \
-        pkg cmd hack config charts artifacts/example docs/api.md go.mod go.sum |
+        pkg cmd internal hack config charts artifacts/example docs/reference go.mod go.sum |
         sort -z | xargs -0 sha256sum; go version; } | sha256sum | cut -d' ' -f1
 }
 hash="$(inputs_hash)"
@@ -91,9 +91,11 @@ else
     fi
     (cd "${tmp}/tree" && ./hack/update-codegen.sh >/dev/null)
     generated_ok=1
-    for path in pkg/apis pkg/generated config/crd config/rbac config/samples charts/app-controller/files docs/api.md; do
+    for path in pkg/apis pkg/generated config/crd config/rbac config/samples charts/app-controller/files docs/reference; do
         if ! diff -r "${ROOT}/${path}" "${tmp}/tree/${path}" >"${tmp}/diff"; then
             echo "generated code in ${path} is stale: run 'make generate'" >&2
+            # Each stale file by name, then the start of the differences.
+            diff -rq "${ROOT}/${path}" "${tmp}/tree/${path}" | sed "s|${ROOT}/||; s|${tmp}/tree/|regenerated |; s|^|  |" >&2 || true
             head -40 "${tmp}/diff" >&2
             generated_ok=0
         fi

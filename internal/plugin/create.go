@@ -137,15 +137,14 @@ names it, listening on --port (default 8080) and sending traffic to the containe
 --port. --port may be repeated: each further --port NAME=PORT adds a container port and a
 Service port of that name targeting it (a metrics or gRPC port); the first may be named
 too (the Service port's name, http by default). Without --replicas the App leaves the
-replica count to its Deployment (1, then
-whoever scales it). What follows -- is the container's command and its arguments
-(spec.deploymentTemplate.command), in place of the image's entrypoint, as kubectl create
-deployment sets it.
+replica count to its Deployment (1, then whoever scales it). What follows -- is the
+container's command and its arguments (spec.deploymentTemplate.command), in place of the
+image's entrypoint, as kubectl create deployment sets it.
 
 The App is created with field manager kubectl-app. --dry-run=client prints the App without
 sending it, --dry-run=server has the API server validate and default it without storing it.`,
 		Example: `  kubectl app create web --image nginx --replicas 2 --port 80
-  kubectl app create echo --image registry.k8s.io/e2e-test-images/agnhost:2.63 --port 8080 -- /agnhost netexec --http-port 8080
+  kubectl app create echo --image registry.example.com/agnhost:2.63.0 --port 8080 -- /agnhost netexec --http-port 8080
   kubectl app create api --image registry.example.com/api:1 --port 8080 --port metrics=9090 --port grpc=9000
   kubectl app create web --image nginx --service web-svc --dry-run=client -o yaml`,
 		Args: createArgs,

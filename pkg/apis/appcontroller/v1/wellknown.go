@@ -95,7 +95,7 @@ const (
 
 // Reasons of Ready=False (and of Reconciling or Stalled) that name a problem of the App's
 // pods, read from their status: the message names the pod and the container. See
-// pkg/podhealth for how a pod's status maps to them and docs/api.md for when they make
+// pkg/podhealth for how a pod's status maps to them and docs/reference/api.md for when they make
 // the App Stalled.
 const (
 	// ReasonImagePullFailed: a container's image cannot be pulled (the kubelet's
