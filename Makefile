@@ -127,7 +127,9 @@ build-installer: $(KUBECTL) ## Write dist/install.yaml: CRD, namespace, RBAC and
 .PHONY: install
 install: $(KUBECTL) ## Apply the CRD to the cluster of $KUBECONFIG and wait until it is established.
 	$(KUBECTL) apply --server-side --force-conflicts -f config/crd/bases
-	$(KUBECTL) wait --for condition=Established --timeout 60s crd/apps.appcontroller.k8s.io
+	@# A jsonpath, not --for condition=Established: on a CRD just created, before it has
+	@# any condition, kubectl wait --for condition fails instead of waiting.
+	$(KUBECTL) wait --for 'jsonpath={.status.conditions[?(@.type=="Established")].status}=True' --timeout 60s crd/apps.appcontroller.k8s.io
 
 .PHONY: uninstall
 uninstall: $(KUBECTL) ## Delete the CRD, and with it every App, from the cluster of $KUBECONFIG.
@@ -405,12 +407,14 @@ e2e: $(BIN)/localcluster ## End-to-end tests on a real node (root; elsewhere one
 # End-to-end packages run this many at a time, each with its own real node (lcnode-N):
 # they mostly wait (image pulls, probes, the kubelet's back-off, Stalled thresholds).
 E2E_PARALLEL ?= 2
+# The end-to-end packages (E2E_PKGS=./test/e2e/tutorial runs one).
+E2E_PKGS ?= ./test/e2e/...
 
 .PHONY: e2e-run
 e2e-run: node-packages tools node-tools $(HELM)
 	$(MAKE) --no-print-directory image PLATFORMS=linux/$(HOST_ARCH)
 	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) \
-		$(GO) test -count=1 -p $(E2E_PARALLEL) -timeout $(INTEGRATION_TIMEOUT) ./test/e2e/... $(TESTFLAGS)
+		$(GO) test -count=1 -p $(E2E_PARALLEL) -timeout $(INTEGRATION_TIMEOUT) $(E2E_PKGS) $(TESTFLAGS)
 
 .PHONY: e2e-traffic
 e2e-traffic: node-packages tools node-tools $(TRAEFIK_IMAGE) ## Opt-in: requests through Traefik to an App's Ingress and HTTPRoute on a real node (builds Traefik).
