@@ -250,4 +250,3 @@ func TestGettingStarted(t *testing.T) {
 		t.Errorf("%d running pods of the App, want 1", running)
 	}
 }
-
