@@ -253,7 +253,7 @@ NODE ?= kwok
 # What a real node needs beyond `make tools`: the Debian packages and `make node-tools`.
 CLUSTER_UP_DEPS = tools $(if $(filter real,$(NODE)),node-packages node-tools)
 # kube-apiserver's feature gates, e.g. FEATURE_GATES=ShardedListAndWatch=true to try an
-# alpha API (docs/operations.md measures server-side sharding with it).
+# alpha API (docs/how-to/sharding.md measures server-side sharding with it).
 FEATURE_GATES ?=
 
 .PHONY: cluster-up
@@ -437,13 +437,15 @@ N        ?= 1000
 REPLICAS ?= 1
 ROUNDS   ?= 1
 BENCH_WORK_DIR := $(LOCAL)/bench
+# The JSON figures of the last run (docs/performance.md says what each key means).
+BENCH_OUT      ?= $(LOCAL)/bench-result.json
 
 .PHONY: bench
 bench: tools build ## The benchmark harness on its own control plane (N=1000 REPLICAS=1 ROUNDS=1).
 	rm -rf $(BENCH_WORK_DIR)
 	$(GO) run ./test/bench/cmd/appbench -apps $(N) -replicas $(REPLICAS) -rounds $(ROUNDS) \
 		-bin-dir $(BIN) -controller $(BIN)/app-controller -crd-dir config/crd/bases \
-		-work-dir $(BENCH_WORK_DIR) -out docs/bench-results/latest.json $(BENCHFLAGS)
+		-work-dir $(BENCH_WORK_DIR) -out $(BENCH_OUT) $(BENCHFLAGS)
 
 .PHONY: microbench
 microbench: ## Go benchmarks of pure functions (CPU, allocations), without a cluster.
