@@ -34,7 +34,7 @@ kube::codegen::gen_register --boilerplate "${BOILERPLATE}" "${ROOT}/pkg/apis"
 # The App's spec and status embed apps/v1 and core/v1 types: reuse client-go's apply
 # configurations for them instead of generating copies (without an entry the generated
 # apply configuration would hold the plain API type). The list is
-# hack/applyconfig-externals.txt; make verify checks it against types.go.
+# hack/applyconfig-externals.txt; make verify checks it against the types*.go files.
 externals=()
 while read -r t; do
     case "${t}" in "" | "#"*) continue ;; esac

@@ -37,25 +37,27 @@ echo "verify: supply chain (LICENSE, SECURITY.md, toolchain lines, Dockerfile di
 
 echo "verify: apply configuration externals"
 # hack/applyconfig-externals.txt must list exactly the k8s.io/api struct types that the
-# API's types.go names: one missing makes the generated apply configuration hold the
-# plain API type, one extra is a stale entry.
-api_types="pkg/apis/appcontroller/v1/types.go"
+# API's types*.go files name: one missing makes the generated apply configuration hold
+# the plain API type, one extra is a stale entry.
+api_types=(pkg/apis/appcontroller/v1/types*.go)
 go mod download k8s.io/api
 k8s_api_dir="$(go list -m -f '{{.Dir}}' k8s.io/api)"
 named="$(
-    sed -n 's|^[[:space:]]*\([a-z0-9]*\) "k8s.io/api/\([a-z0-9.]*/v[0-9a-z]*\)"$|\1 \2|p' "${api_types}" |
-        while read -r alias group_version; do
-            grep -oE "\b${alias}\.[A-Z][A-Za-z0-9]*" "${api_types}" | sort -u | while read -r ref; do
-                type="${ref#*.}"
-                if grep -q "^type ${type} struct" "${k8s_api_dir}/${group_version}"/*.go; then
-                    echo "${group_version}.${type}"
-                fi
+    for api_file in "${api_types[@]}"; do
+        sed -n 's|^[[:space:]]*\([a-z0-9]*\) "k8s.io/api/\([a-z0-9.]*/v[0-9a-z]*\)"$|\1 \2|p' "${api_file}" |
+            while read -r alias group_version; do
+                grep -oE "\b${alias}\.[A-Z][A-Za-z0-9]*" "${api_file}" | sort -u | while read -r ref; do
+                    type="${ref#*.}"
+                    if grep -q "^type ${type} struct" "${k8s_api_dir}/${group_version}"/*.go; then
+                        echo "${group_version}.${type}"
+                    fi
+                done
             done
-        done | sort -u
+    done | sort -u
 )"
 listed="$(grep -v -e '^#' -e '^$' hack/applyconfig-externals.txt | sort -u)"
 if [ "${named}" != "${listed}" ]; then
-    echo "hack/applyconfig-externals.txt does not match the k8s.io/api struct types ${api_types} names:" >&2
+    echo "hack/applyconfig-externals.txt does not match the k8s.io/api struct types pkg/apis/appcontroller/v1/types*.go name:" >&2
     diff <(echo "${listed}") <(echo "${named}") | sed -n 's/^</  listed, not named: /p; s/^>/  named, not listed: /p' >&2
     failed=1
 fi

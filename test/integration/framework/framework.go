@@ -311,6 +311,17 @@ func (f RoundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) {
 // would, and returns its combined output; a failure fails the test.
 func Kubectl(t testing.TB, args ...string) string {
 	t.Helper()
+	out, err := TryKubectl(t, args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return out
+}
+
+// TryKubectl is Kubectl for a command that may fail: it returns the combined output and
+// the error, as a user sees them, instead of failing the test.
+func TryKubectl(t testing.TB, args ...string) (string, error) {
+	t.Helper()
 	binDir, err := localcluster.BinDirFromEnv()
 	if err != nil {
 		t.Fatal(err)
@@ -321,9 +332,9 @@ func Kubectl(t testing.TB, args ...string) string {
 	cmd := exec.Command(filepath.Join(binDir, "kubectl"), append([]string{"--kubeconfig", cluster.Kubeconfig}, args...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		return string(out), fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
 	}
-	return string(out)
+	return string(out), nil
 }
 
 // builds holds, by name, the builds of the commands BuildBinary was asked for: each is

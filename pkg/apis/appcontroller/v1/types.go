@@ -45,6 +45,9 @@ type App struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.route) || has(self.serviceTemplate)",message="route requires serviceTemplate: it routes to the App's Service",fieldPath=".route"
 // +kubebuilder:validation:XValidation:rule="!has(self.disruptionBudget) || has(self.deploymentTemplate)",message="disruptionBudget requires deploymentTemplate: it protects the App's pods",fieldPath=".disruptionBudget"
 // +kubebuilder:validation:XValidation:rule="!has(self.serviceTemplate) || !has(self.serviceTemplate.ports) || self.serviceTemplate.ports.all(p, !has(p.targetPort) || type(p.targetPort) == int || (has(self.deploymentTemplate) && ((p.targetPort == 'http' && has(self.deploymentTemplate.containerPort)) || (has(self.deploymentTemplate.ports) && self.deploymentTemplate.ports.exists(c, c.name == p.targetPort)) || (has(self.deploymentTemplate.sidecars) && self.deploymentTemplate.sidecars.exists(s, has(s.ports) && s.ports.exists(c, c.name == p.targetPort))))))",message="serviceTemplate.ports: a targetPort given by name must name a container port of the App's pods (http for deploymentTemplate.containerPort, deploymentTemplate.ports or a sidecar's ports)",fieldPath=".serviceTemplate.ports"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || has(self.deploymentTemplate)",message="autoscaling requires deploymentTemplate: it scales the App's Deployment",fieldPath=".autoscaling"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || !has(self.deploymentTemplate) || !has(self.deploymentTemplate.replicas) || (self.deploymentTemplate.replicas >= (has(self.autoscaling.minReplicas) ? self.autoscaling.minReplicas : 1) && self.deploymentTemplate.replicas <= self.autoscaling.maxReplicas)",message="deploymentTemplate.replicas is the starting size with autoscaling: it must be from autoscaling.minReplicas (default 1) to autoscaling.maxReplicas, or unset",fieldPath=".deploymentTemplate.replicas"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || !has(oldSelf.autoscaling) || !has(self.deploymentTemplate) || !has(self.deploymentTemplate.replicas) || (has(oldSelf.deploymentTemplate) && has(oldSelf.deploymentTemplate.replicas) && self.deploymentTemplate.replicas == oldSelf.deploymentTemplate.replicas)",message="deploymentTemplate.replicas cannot change while autoscaling is on (kubectl scale app included): the HorizontalPodAutoscaler sets the Deployment's replicas. Change autoscaling.minReplicas or maxReplicas, or remove autoscaling in the same change",fieldPath=".deploymentTemplate.replicas"
 type AppSpec struct {
 	// DeploymentTemplate describes the Deployment that runs the application's pods.
 	// Removing it deletes the Deployment the App controls.
@@ -76,6 +79,14 @@ type AppSpec struct {
 	// Removing it deletes the Ingress or HTTPRoute.
 	// +optional
 	Route *Route `json:"route,omitempty"`
+
+	// Autoscaling scales the App's Deployment with its load: a HorizontalPodAutoscaler
+	// named as the Deployment, owned by the App, between minReplicas and maxReplicas.
+	// With it, deploymentTemplate.replicas is only the starting size and cannot change.
+	// Removing it deletes the autoscaler; the Deployment keeps its count, or goes to
+	// deploymentTemplate.replicas if set. Requires deploymentTemplate.
+	// +optional
+	Autoscaling *Autoscaling `json:"autoscaling,omitempty"`
 }
 
 // ConfigChangePolicy is what a change of a ConfigMap or Secret that an App's pods
@@ -123,7 +134,9 @@ type DeploymentTemplate struct {
 	// App set it, and the controller applies it to the Deployment. When unset, the
 	// controller leaves the Deployment's replica count alone (1 when the Deployment is
 	// created): autoscale the Deployment itself then. Either way only one writer owns the
-	// count, so the controller and an autoscaler never fight.
+	// count, so the controller and an autoscaler never fight. With spec.autoscaling it
+	// is only the size the Deployment starts with, from minReplicas to maxReplicas, and
+	// cannot change while autoscaling is on.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	Replicas *int32 `json:"replicas,omitempty"`

@@ -122,6 +122,17 @@ const (
 	ReasonConfigNotFound = "ConfigNotFound"
 )
 
+// Reasons about spec.autoscaling that the API server cannot check (docs/autoscaling.md).
+const (
+	// ReasonMissingResourceRequest: a utilization target of spec.autoscaling (cpu or
+	// memory averageUtilization, a percentage of what the containers request) names a
+	// resource that a container of the App's pods does not request, so the
+	// HorizontalPodAutoscaler cannot compute it and does not scale. The message names the
+	// container and the resource. The condition that carries it comes with the
+	// controller's autoscaling (ScalingActive=False).
+	ReasonMissingResourceRequest = "MissingResourceRequest"
+)
+
 // Event reasons and messages of Events about an App. The first four are the seed's.
 const (
 	// EventReasonSynced is the reason of the Normal Event emitted when a sync changed a
