@@ -276,22 +276,28 @@ $(CLUSTER_BINS) &: hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go h
 	@for c in $(KUBE_COMMANDS); do ln -sfn kube $(BIN)/$$c; done
 	@touch $(CLUSTER_BINS)
 
-# The real node's images: agnhost from the same k8s.io/kubernetes module as the kubelet
-# and kube-proxy of `make tools`, the image tool, and two OCI layouts the cluster's registry
-# serves: agnhost:2.63.0 (the binary at /agnhost, its entrypoint, as upstream) and the
-# pods' sandbox image, agnhost run as `pause`.
-NODE_BINS   := $(BIN)/agnhost
-NODE_IMAGES := $(BIN)/node-images
+# The real node's images: agnhost and resource-consumer from the same k8s.io/kubernetes
+# module as the kubelet and kube-proxy of `make tools`, the image tool, and three OCI
+# layouts the cluster's registry serves: agnhost:2.63.0 (the binary at /agnhost, its
+# entrypoint, as upstream), the pods' sandbox image, agnhost run as `pause`, and
+# resource-consumer:1.15.0 (as upstream's Dockerfile: /consumer, its entrypoint, and the
+# helper it runs to burn CPU at /consume-cpu/consume-cpu; not upstream's `stress`, a
+# Debian package, so its /ConsumeMem does nothing here). And metrics-server, which the
+# cluster runs beside the control plane (hack/tools/metrics-server).
+NODE_BINS      := $(BIN)/agnhost $(BIN)/resource-consumer $(BIN)/consume-cpu
+NODE_IMAGES    := $(BIN)/node-images
+METRICS_SERVER := $(BIN)/metrics-server
 
 .PHONY: node-tools
-node-tools: tools $(NODE_BINS) $(IMAGEBUILD) $(NODE_IMAGES) ## Build the real node's images (agnhost, pause) into bin/.
+node-tools: tools $(NODE_BINS) $(IMAGEBUILD) $(NODE_IMAGES) $(METRICS_SERVER) ## Build the real node's images (agnhost, pause, resource-consumer) and metrics-server into bin/.
 
-$(NODE_BINS): hack/tools/go.mod hack/tools/go.sum
+$(NODE_BINS) &: hack/tools/go.mod hack/tools/go.sum
 	@mkdir -p $(BIN)
-	cd hack/tools && $(GO) build -o $(BIN)/ k8s.io/kubernetes/test/images/agnhost
+	cd hack/tools && $(GO) build -o $(BIN)/ k8s.io/kubernetes/test/images/agnhost k8s.io/kubernetes/test/images/resource-consumer/consume-cpu
+	cd hack/tools && $(GO) build -o $(BIN)/resource-consumer k8s.io/kubernetes/test/images/resource-consumer
 	@touch $(NODE_BINS)
 
-$(NODE_IMAGES): $(BIN)/agnhost $(IMAGEBUILD)
+$(NODE_IMAGES): $(NODE_BINS) $(IMAGEBUILD)
 	@rm -rf $@
 	$(IMAGEBUILD) build --layout $@/agnhost --tag agnhost:2.63.0 --platform linux/$(HOST_ARCH)=$(BIN)/agnhost \
 		--entrypoint /agnhost --user 0:0 --created-epoch 0 --version 2.63.0 --revision k8s.io/kubernetes@v1.36.3 \
@@ -299,6 +305,17 @@ $(NODE_IMAGES): $(BIN)/agnhost $(IMAGEBUILD)
 	$(IMAGEBUILD) build --layout $@/pause --tag pause:2.63.0 --platform linux/$(HOST_ARCH)=$(BIN)/agnhost \
 		--entrypoint /agnhost --arg pause --user 65535:65535 --created-epoch 0 --version 2.63.0 --revision k8s.io/kubernetes@v1.36.3 \
 		--source https://github.com/kubernetes/kubernetes/tree/master/test/images/agnhost >/dev/null
+	$(IMAGEBUILD) build --layout $@/resource-consumer --tag resource-consumer:1.15.0 --platform linux/$(HOST_ARCH)=$(BIN)/resource-consumer \
+		--executable /consume-cpu/consume-cpu=$(BIN)/consume-cpu \
+		--entrypoint /consumer --user 0:0 --created-epoch 0 --version 1.15.0 --revision k8s.io/kubernetes@v1.36.3 \
+		--source https://github.com/kubernetes/kubernetes/tree/master/test/images/resource-consumer >/dev/null
+
+# metrics-server, from its own module (its Kubernetes libraries are not the control
+# plane's), stamped with its version as its own Makefile does.
+$(METRICS_SERVER): hack/tools/metrics-server/go.mod hack/tools/metrics-server/go.sum
+	@mkdir -p $(BIN)
+	cd hack/tools/metrics-server && version=$$($(GO) list -m -f '{{.Version}}' sigs.k8s.io/metrics-server) && \
+		$(GO) build -ldflags "-X k8s.io/client-go/pkg/version.gitVersion=$$version" -o $@ sigs.k8s.io/metrics-server/cmd/metrics-server
 
 # Traefik v3 (hack/tools/traefik), a real ingress and Gateway API controller, and its
 # image (entrypoint /traefik), for make e2e-traffic only: its first build downloads about
