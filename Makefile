@@ -289,7 +289,7 @@ NODE_IMAGES    := $(BIN)/node-images
 METRICS_SERVER := $(BIN)/metrics-server
 
 .PHONY: node-tools
-node-tools: tools $(NODE_BINS) $(IMAGEBUILD) $(NODE_IMAGES) $(METRICS_SERVER) ## Build the real node's images (agnhost, pause, resource-consumer) and metrics-server into bin/.
+node-tools: tools $(NODE_BINS) $(IMAGEBUILD) $(NODE_IMAGES) ## Build the real node's images (agnhost, pause, resource-consumer) and metrics-server into bin/.
 
 $(NODE_BINS) &: hack/tools/go.mod hack/tools/go.sum
 	@mkdir -p $(BIN)
