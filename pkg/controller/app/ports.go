@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,24 +27,41 @@ type servicePort struct {
 }
 
 // servicePorts returns the ports of the Service app asks for, in order, defaults
-// applied; nil without serviceTemplate. The first is port, portName, protocol,
-// targetPort (else deploymentTemplate.containerPort, else port) and nodePort; then the
-// ports of serviceTemplate.ports, each targetPort defaulting to its port.
+// applied; nil without serviceTemplate. The first port is port, portName, protocol,
+// targetPort (else deploymentTemplate.containerPort, else port) and nodePort; the ports
+// of serviceTemplate.ports follow, each targetPort defaulting to its port. An entry of
+// ports that restates the first port (restatedFirst) is the first port: ports is then
+// the whole list, as in a Service, and that entry's fields fill the first port's, its
+// targetPort defaulting as the first port's does.
 func servicePorts(app *appv1.App) []servicePort {
 	t := app.Spec.ServiceTemplate
 	if t == nil {
 		return nil
 	}
 	port, name := firstServicePort(t)
-	target := port
-	switch {
-	case t.TargetPort != nil:
-		target = *t.TargetPort
-	case app.Spec.DeploymentTemplate != nil && app.Spec.DeploymentTemplate.ContainerPort != nil:
-		target = *app.Spec.DeploymentTemplate.ContainerPort
+	first := servicePort{name: name, port: port, protocol: portProtocol(app), nodePort: t.NodePort}
+	rest := t.Ports
+	var target *intstr.IntOrString
+	if i := restatedFirst(t); i >= 0 {
+		e := t.Ports[i]
+		first.name, first.port, target = e.Name, e.Port, e.TargetPort
+		if e.NodePort != nil {
+			first.nodePort = e.NodePort
+		}
+		rest = slices.Delete(slices.Clone(t.Ports), i, i+1)
 	}
-	ports := []servicePort{{name: name, port: port, protocol: portProtocol(app), targetPort: intstr.FromInt32(target), nodePort: t.NodePort}}
-	for _, p := range t.Ports {
+	switch {
+	case target != nil:
+		first.targetPort = *target
+	case t.TargetPort != nil:
+		first.targetPort = intstr.FromInt32(*t.TargetPort)
+	case app.Spec.DeploymentTemplate != nil && app.Spec.DeploymentTemplate.ContainerPort != nil:
+		first.targetPort = intstr.FromInt32(*app.Spec.DeploymentTemplate.ContainerPort)
+	default:
+		first.targetPort = intstr.FromInt32(first.port)
+	}
+	ports := []servicePort{first}
+	for _, p := range rest {
 		target := intstr.FromInt32(p.Port)
 		if p.TargetPort != nil {
 			target = *p.TargetPort
@@ -51,6 +69,20 @@ func servicePorts(app *appv1.App) []servicePort {
 		ports = append(ports, servicePort{name: p.Name, port: p.Port, protocol: protocolOrTCP(p.Protocol), targetPort: target, nodePort: p.NodePort})
 	}
 	return ports
+}
+
+// restatedFirst returns the index of the entry of t.Ports that restates the first port,
+// or -1 when none does: the entry named as the first port (portName, http by default),
+// else the entry with its number and protocol (port, 8080 by default, and protocol, TCP
+// by default). The schema refuses an entry whose other fields contradict the first
+// port's (types.go).
+func restatedFirst(t *appv1.ServiceTemplate) int {
+	port, name := firstServicePort(t)
+	if i := slices.IndexFunc(t.Ports, func(p appv1.ServicePort) bool { return p.Name == name }); i >= 0 {
+		return i
+	}
+	protocol := protocolOrTCP(t.Protocol)
+	return slices.IndexFunc(t.Ports, func(p appv1.ServicePort) bool { return p.Port == port && protocolOrTCP(p.Protocol) == protocol })
 }
 
 // findServicePort returns the port of ports that want names, by name or number, or an
@@ -72,7 +104,8 @@ func findServicePort(ports []servicePort, want intstr.IntOrString, field string)
 }
 
 // firstServicePort returns the number and the name of the first port of the Service t
-// describes (port and portName), defaults applied; the ports of t.Ports follow it.
+// describes by port and portName, defaults applied (an entry of t.Ports may restate it:
+// servicePorts).
 func firstServicePort(t *appv1.ServiceTemplate) (int32, string) {
 	port, name := t.Port, t.PortName
 	if port == 0 {
@@ -92,11 +125,19 @@ func protocolOrTCP(p corev1.Protocol) corev1.Protocol {
 	return p
 }
 
-// portProtocol is the protocol of the App's container port and Service port:
-// serviceTemplate.protocol, else TCP.
+// portProtocol is the protocol of the App's container port and of its Service's first
+// port: serviceTemplate.protocol, else that of the entry of serviceTemplate.ports that
+// restates the first port, else TCP.
 func portProtocol(app *appv1.App) corev1.Protocol {
-	if t := app.Spec.ServiceTemplate; t != nil && t.Protocol != "" {
+	t := app.Spec.ServiceTemplate
+	switch {
+	case t == nil:
+		return corev1.ProtocolTCP
+	case t.Protocol != "":
 		return t.Protocol
+	}
+	if i := restatedFirst(t); i >= 0 {
+		return protocolOrTCP(t.Ports[i].Protocol)
 	}
 	return corev1.ProtocolTCP
 }

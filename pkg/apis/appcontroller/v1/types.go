@@ -412,8 +412,12 @@ type ResourceRequirements struct {
 // ServiceTemplate describes the Service of an App. It selects the App's own pods.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.nodePort) || (has(self.type) && self.type != 'ClusterIP')",message="nodePort requires type NodePort or LoadBalancer",fieldPath=".nodePort"
-// +kubebuilder:validation:XValidation:rule="!has(self.ports) || self.ports.all(p, p.name != (has(self.portName) ? self.portName : 'http'))",message="ports: a port may not take the first port's name (portName, http by default)",fieldPath=".ports"
-// +kubebuilder:validation:XValidation:rule="!has(self.ports) || self.ports.all(p, !(p.port == (has(self.port) ? self.port : 8080) && p.protocol == (has(self.protocol) ? self.protocol : 'TCP')) && self.ports.filter(q, q.port == p.port && q.protocol == p.protocol).size() == 1)",message="ports: each port number (and protocol) may be used once, the first port's included",fieldPath=".ports"
+// +kubebuilder:validation:XValidation:rule="!has(self.ports) || self.ports.all(p, self.ports.filter(q, q.port == p.port && (has(q.protocol) ? q.protocol : 'TCP') == (has(p.protocol) ? p.protocol : 'TCP')).size() == 1)",message="ports: each port number (and protocol) may be used once: give each entry its own number",fieldPath=".ports"
+// +kubebuilder:validation:XValidation:rule="!has(self.ports) || !has(self.portName) || self.ports.exists(p, p.name == self.portName) || !self.ports.exists(p, p.port == (has(self.port) ? self.port : 8080) && (has(p.protocol) ? p.protocol : 'TCP') == (has(self.protocol) ? self.protocol : 'TCP'))",message="ports: an entry has the first port's number and protocol (port, 8080 by default) under another name than portName: name it as portName to list the first port there, or give it another number",fieldPath=".ports"
+// +kubebuilder:validation:XValidation:rule="!has(self.ports) || !has(self.port) || self.port == 8080 || self.ports.all(p, p.name != (has(self.portName) ? self.portName : 'http') || p.port == self.port)",message="ports: the entry named as the first port (portName, http by default) is the first port, with another number than port: write the number once, in the entry (drop port) or the same in both",fieldPath=".ports"
+// +kubebuilder:validation:XValidation:rule="!has(self.ports) || !has(self.protocol) || self.ports.all(p, p.name != (has(self.portName) ? self.portName : 'http') || (has(p.protocol) ? p.protocol : 'TCP') == self.protocol)",message="ports: the entry named as the first port (portName, http by default) is the first port, with another protocol than protocol: write the same protocol in both, or drop protocol",fieldPath=".ports"
+// +kubebuilder:validation:XValidation:rule="!has(self.ports) || !has(self.targetPort) || self.ports.all(p, !(p.name == (has(self.portName) ? self.portName : 'http') || (!self.ports.exists(q, q.name == (has(self.portName) ? self.portName : 'http')) && p.port == (has(self.port) ? self.port : 8080) && (has(p.protocol) ? p.protocol : 'TCP') == (has(self.protocol) ? self.protocol : 'TCP'))) || !has(p.targetPort) || (type(p.targetPort) == int && p.targetPort == self.targetPort))",message="ports: the entry that restates the first port has another targetPort than targetPort: write it once, in the entry (drop targetPort) or the same in both",fieldPath=".ports"
+// +kubebuilder:validation:XValidation:rule="!has(self.ports) || !has(self.nodePort) || self.ports.all(p, !(p.name == (has(self.portName) ? self.portName : 'http') || (!self.ports.exists(q, q.name == (has(self.portName) ? self.portName : 'http')) && p.port == (has(self.port) ? self.port : 8080) && (has(p.protocol) ? p.protocol : 'TCP') == (has(self.protocol) ? self.protocol : 'TCP'))) || !has(p.nodePort) || p.nodePort == self.nodePort)",message="ports: the entry that restates the first port has another nodePort than nodePort: write it once, in the entry (drop nodePort) or the same in both",fieldPath=".ports"
 // +kubebuilder:validation:XValidation:rule="!has(self.ports) || !self.ports.exists(p, has(p.nodePort)) || (has(self.type) && self.type != 'ClusterIP')",message="nodePort requires type NodePort or LoadBalancer",fieldPath=".ports"
 type ServiceTemplate struct {
 	// Name of the Service, a DNS-1035 label. Changing it replaces the Service.
@@ -423,7 +427,8 @@ type ServiceTemplate struct {
 	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name"`
 
-	// Port the Service listens on. Defaults to 8080.
+	// Port the Service listens on. Defaults to 8080. The entry of ports that restates the
+	// first port may give it instead (see ports).
 	// +optional
 	// +kubebuilder:default=8080
 	// +kubebuilder:validation:Minimum=1
@@ -465,9 +470,15 @@ type ServiceTemplate struct {
 	// +kubebuilder:validation:Maximum=65535
 	NodePort *int32 `json:"nodePort,omitempty"`
 
-	// Ports are the Service's ports beyond the first (which port, targetPort, portName,
-	// protocol and nodePort describe): a metrics or gRPC port. Their names and numbers
-	// must differ from the first's and from each other's.
+	// Ports are the Service's ports beyond the first, which port, targetPort, portName,
+	// protocol and nodePort describe: a metrics or gRPC port. Or the whole list, as a
+	// Service lists them, when an entry restates the first port: the entry named
+	// portName (http by default) or, if none is, the entry with port's number and
+	// protocol (8080 and TCP by default). That entry is the first port, for instance
+	// [{name: http, port: 80, targetPort: 8080}, {name: metrics, port: 9090}]; where it
+	// and port, protocol, targetPort or nodePort are both set, they must agree (port
+	// 8080, its default, gives way to the entry's). Names, and numbers with their
+	// protocol, are each used once.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
