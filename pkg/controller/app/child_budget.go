@@ -19,26 +19,26 @@ import (
 // budgetChild is the App's PodDisruptionBudget.
 type budgetChild struct {
 	*childReconciler[*policyv1.PodDisruptionBudget, *policyv1ac.PodDisruptionBudgetApplyConfiguration]
-	c *Controller
 }
 
 // newBudgetChild wires the PodDisruptionBudget informers.
 func newBudgetChild(c *Controller, inf Informers, _ Options) (appChild, error) {
-	k, err := newChildReconciler(c, "PodDisruptionBudget", inf.DisruptionBudgets.Informer(), inf.UnmanagedDisruptionBudgets.Informer(),
-		func(ns string) childAPI[*policyv1.PodDisruptionBudget, *policyv1ac.PodDisruptionBudgetApplyConfiguration] {
-			return c.kubeClient.PolicyV1().PodDisruptionBudgets(ns)
-		}, policyv1ac.PodDisruptionBudget)
-	if err != nil {
-		return nil, err
+	k, err := newChildReconciler[*policyv1.PodDisruptionBudget](c, "PodDisruptionBudget", inf.DisruptionBudgets.Informer(),
+		inf.UnmanagedDisruptionBudgets.Informer(), c.kubeClient.PolicyV1().PodDisruptionBudgets, policyv1ac.PodDisruptionBudget)
+	return &budgetChild{k}, err
+}
+
+// budgetName is the name of the PodDisruptionBudget app asks for, its Deployment's;
+// "" for none.
+func budgetName(app *appv1.App) string {
+	if t := app.Spec.DeploymentTemplate; t != nil && app.Spec.DisruptionBudget != nil {
+		return t.Name
 	}
-	return &budgetChild{childReconciler: k, c: c}, nil
+	return ""
 }
 
 func (b *budgetChild) claim(app *appv1.App) string {
-	if t := app.Spec.DeploymentTemplate; t != nil && app.Spec.DisruptionBudget != nil {
-		return claimKey("Deployment", app.Namespace, t.Name)
-	}
-	return ""
+	return claimKey("Deployment", app.Namespace, budgetName(app))
 }
 
 // sync writes the PodDisruptionBudget app asks for and reports its name in
@@ -48,11 +48,7 @@ func (b *budgetChild) sync(ctx context.Context, app *appv1.App, _ *syncInput) (c
 	if err != nil {
 		return childOutcome{}, fmt.Errorf("building the PodDisruptionBudget of App %s/%s: %w", app.Namespace, app.Name, err)
 	}
-	name := ""
-	if desired != nil {
-		name = app.Spec.DeploymentTemplate.Name
-	}
-	res, err := b.reconcile(ctx, app, name, desired, b.c.nameWinner(app, b.claim(app)))
+	res, err := b.reconcile(ctx, app, budgetName(app), desired, b.claim(app))
 	out := res.outcome()
 	out.report = func(status *appv1.AppStatus) {
 		status.DisruptionBudget = ""

@@ -24,42 +24,37 @@ import (
 // deploymentChild is the App's Deployment.
 type deploymentChild struct {
 	*childReconciler[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]
-	c *Controller
 }
 
 // newDeploymentChild wires the Deployment informers; c.deployments is the one it
 // returns, whose cache syncApp reads the live Deployment from (liveDeployment).
 func newDeploymentChild(c *Controller, inf Informers, _ Options) (appChild, error) {
-	k, err := newChildReconciler(c, "Deployment", inf.Deployments.Informer(), inf.UnmanagedDeployments.Informer(),
-		func(ns string) childAPI[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration] {
-			return c.kubeClient.AppsV1().Deployments(ns)
-		}, appsv1ac.Deployment)
-	if err != nil {
-		return nil, err
+	k, err := newChildReconciler[*appsv1.Deployment](c, "Deployment", inf.Deployments.Informer(), inf.UnmanagedDeployments.Informer(),
+		c.kubeClient.AppsV1().Deployments, appsv1ac.Deployment)
+	c.deployments = &deploymentChild{k}
+	return c.deployments, err
+}
+
+// deploymentName is the name of the Deployment app asks for; "" for none.
+func deploymentName(app *appv1.App) string {
+	if t := app.Spec.DeploymentTemplate; t != nil {
+		return t.Name
 	}
-	c.deployments = &deploymentChild{childReconciler: k, c: c}
-	return c.deployments, nil
+	return ""
 }
 
 func (d *deploymentChild) claim(app *appv1.App) string {
-	if t := app.Spec.DeploymentTemplate; t != nil {
-		return claimKey("Deployment", app.Namespace, t.Name)
-	}
-	return ""
+	return claimKey("Deployment", app.Namespace, deploymentName(app))
 }
 
 // sync writes the Deployment app asks for, with the config hashes of in, and reports
 // it: its status in status.deploymentStatus, its rollout in Progressing and Ready.
 func (d *deploymentChild) sync(ctx context.Context, app *appv1.App, in *syncInput) (childOutcome, error) {
-	name := ""
-	if t := app.Spec.DeploymentTemplate; t != nil {
-		name = t.Name
-	}
 	desired, err := desiredDeployment(app, in.hashes)
 	if err != nil {
 		return childOutcome{}, fmt.Errorf("building the Deployment of App %s/%s: %w", app.Namespace, app.Name, err)
 	}
-	res, err := d.reconcile(ctx, app, name, desired, d.c.nameWinner(app, d.claim(app)))
+	res, err := d.reconcile(ctx, app, deploymentName(app), desired, d.claim(app))
 	return deploymentOutcome(res), err
 }
 

@@ -49,10 +49,8 @@ type routeChild struct {
 func newRouteChild(c *Controller, inf Informers, opts Options) (appChild, error) {
 	r := &routeChild{defaultGateway: opts.DefaultGateway, sharedNamespaces: sets.New(opts.SharedNamespaces...)}
 	var err error
-	r.ingresses, err = newChildReconciler(c, "Ingress", inf.Ingresses.Informer(), inf.UnmanagedIngresses.Informer(),
-		func(ns string) childAPI[*networkingv1.Ingress, *networkingv1ac.IngressApplyConfiguration] {
-			return c.kubeClient.NetworkingV1().Ingresses(ns)
-		}, networkingv1ac.Ingress)
+	r.ingresses, err = newChildReconciler[*networkingv1.Ingress](c, "Ingress", inf.Ingresses.Informer(), inf.UnmanagedIngresses.Informer(),
+		c.kubeClient.NetworkingV1().Ingresses, networkingv1ac.Ingress)
 	if err != nil {
 		return nil, err
 	}
@@ -62,10 +60,8 @@ func newRouteChild(c *Controller, inf Informers, opts Options) (appChild, error)
 	if inf.HTTPRoutes == nil {
 		return r, nil
 	}
-	r.httpRoutes, err = newChildReconciler(c, "HTTPRoute", inf.HTTPRoutes.Informer(), inf.UnmanagedHTTPRoutes.Informer(),
-		func(ns string) childAPI[*gatewayv1.HTTPRoute, *gatewayv1ac.HTTPRouteApplyConfiguration] {
-			return opts.GatewayClient.GatewayV1().HTTPRoutes(ns)
-		}, gatewayv1ac.HTTPRoute)
+	r.httpRoutes, err = newChildReconciler[*gatewayv1.HTTPRoute](c, "HTTPRoute", inf.HTTPRoutes.Informer(), inf.UnmanagedHTTPRoutes.Informer(),
+		opts.GatewayClient.GatewayV1().HTTPRoutes, gatewayv1ac.HTTPRoute)
 	if err != nil {
 		return nil, err
 	}
@@ -112,13 +108,13 @@ func (r *routeChild) sync(ctx context.Context, app *appv1.App, _ *syncInput) (ch
 	if httpRoute != nil {
 		httpRouteName = app.Name
 	}
-	ing, ingErr := r.ingresses.reconcile(ctx, app, ingressName, ingress, app)
+	ing, ingErr := r.ingresses.reconcile(ctx, app, ingressName, ingress, r.claim(app))
 	var (
 		hr    childResult[*gatewayv1.HTTPRoute]
 		hrErr error
 	)
 	if r.httpRoutes != nil {
-		hr, hrErr = r.httpRoutes.reconcile(ctx, app, httpRouteName, httpRoute, app)
+		hr, hrErr = r.httpRoutes.reconcile(ctx, app, httpRouteName, httpRoute, r.claim(app))
 	}
 	for _, err := range []*error{&ingErr, &hrErr} {
 		if apierrors.IsInvalid(*err) {

@@ -20,41 +20,39 @@ import (
 // serviceChild is the App's Service.
 type serviceChild struct {
 	*childReconciler[*corev1.Service, *corev1ac.ServiceApplyConfiguration]
-	c *Controller
 }
 
-// newServiceChild wires the Service informers.
+// newServiceChild wires the Service informers. The Service's ports and selector are
+// the App's alone (serviceExclusivePatch).
 func newServiceChild(c *Controller, inf Informers, _ Options) (appChild, error) {
-	k, err := newChildReconciler(c, "Service", inf.Services.Informer(), inf.UnmanagedServices.Informer(),
-		func(ns string) childAPI[*corev1.Service, *corev1ac.ServiceApplyConfiguration] {
-			return c.kubeClient.CoreV1().Services(ns)
-		}, corev1ac.Service)
-	if err != nil {
-		return nil, err
+	k, err := newChildReconciler[*corev1.Service](c, "Service", inf.Services.Informer(), inf.UnmanagedServices.Informer(),
+		c.kubeClient.CoreV1().Services, corev1ac.Service)
+	if k != nil {
+		k.exclusivePatch = serviceExclusivePatch
 	}
-	k.exclusivePatch = serviceExclusivePatch
-	return &serviceChild{childReconciler: k, c: c}, nil
+	return &serviceChild{k}, err
+}
+
+// serviceName is the name of the Service app asks for; "" for none.
+func serviceName(app *appv1.App) string {
+	if t := app.Spec.ServiceTemplate; t != nil {
+		return t.Name
+	}
+	return ""
 }
 
 func (s *serviceChild) claim(app *appv1.App) string {
-	if t := app.Spec.ServiceTemplate; t != nil {
-		return claimKey("Service", app.Namespace, t.Name)
-	}
-	return ""
+	return claimKey("Service", app.Namespace, serviceName(app))
 }
 
 // sync writes the Service app asks for and reports it: its status in
 // status.serviceStatus, and in Ready's message that it selects the App's pods.
 func (s *serviceChild) sync(ctx context.Context, app *appv1.App, _ *syncInput) (childOutcome, error) {
-	name := ""
-	if t := app.Spec.ServiceTemplate; t != nil {
-		name = t.Name
-	}
 	desired, err := DesiredService(app)
 	if err != nil {
 		return childOutcome{}, fmt.Errorf("building the Service of App %s/%s: %w", app.Namespace, app.Name, err)
 	}
-	res, err := s.reconcile(ctx, app, name, desired, s.c.nameWinner(app, s.claim(app)))
+	res, err := s.reconcile(ctx, app, serviceName(app), desired, s.claim(app))
 	return serviceOutcome(res), err
 }
 

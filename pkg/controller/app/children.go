@@ -69,22 +69,27 @@ type childReconciler[T childObject, A childApplyConfiguration] struct {
 	// contest paces the repairs of children that another writer keeps changing
 	// (contest.go); nil: every drift is repaired at once.
 	contest *contestTracker
+	// apps is the App cache, whose claim index tells which App wins a name (claims.go).
+	apps cache.Indexer
 }
 
 // newChildReconciler returns the reconciler of a kind of child whose managed objects
 // managed watches (read through an own-writes cache) and the metadata of every other
 // object of the kind unmanaged. It indexes both informers by controlling App, has their
 // events queue the Apps concerned (childHandler, handlers.go) and adds them to c.synced.
-func newChildReconciler[T childObject, A childApplyConfiguration](c *Controller, kind string, managed, unmanaged cache.SharedIndexInformer,
-	client func(namespace string) childAPI[T, A], empty func(name, namespace string) A) (*childReconciler[T, A], error) {
+// client is the kind's typed client (client-go's Deployments, Services); T, the
+// object, must be given, the rest is inferred.
+func newChildReconciler[T childObject, A childApplyConfiguration, C childAPI[T, A]](c *Controller, kind string, managed, unmanaged cache.SharedIndexInformer,
+	client func(namespace string) C, empty func(name, namespace string) A) (*childReconciler[T, A], error) {
 	k := &childReconciler[T, A]{
 		kind:      kind,
 		managed:   controller.NewWriteCache(managed.GetIndexer(), 0, c.clock),
 		unmanaged: unmanaged.GetIndexer(),
-		client:    client,
+		client:    func(namespace string) childAPI[T, A] { return client(namespace) },
 		empty:     empty,
 		recorder:  c.recorder,
 		contest:   c.contest,
+		apps:      c.appIndexer,
 	}
 	for _, i := range []struct {
 		informer cache.SharedIndexInformer
@@ -93,8 +98,8 @@ func newChildReconciler[T childObject, A childApplyConfiguration](c *Controller,
 		if err := i.informer.AddIndexers(cache.Indexers{controllerIndex: indexByControllerUID}); err != nil {
 			return nil, fmt.Errorf("adding the controller index to the %s informer: %w", kind, err)
 		}
-		if _, err := i.informer.AddEventHandlerWithOptions(c.childHandler(c.logger, kind, i.writes), cache.HandlerOptions{Logger: &c.logger}); err != nil {
-			return nil, fmt.Errorf("adding the %s event handler: %w", kind, err)
+		if err := c.watch(i.informer, kind, c.childHandler(c.logger, kind, i.writes)); err != nil {
+			return nil, err
 		}
 		c.synced = append(c.synced, i.informer.HasSynced)
 	}
@@ -139,10 +144,10 @@ type nameHolder[T childObject] struct {
 
 // reconcile makes the App's child of this kind match desired (nil: no child wanted)
 // under name: it prunes the children the App controls under other names, looks up who
-// holds name, yields the name when winner, the App that won it among those that claim
-// it (claims.go), is another App, never writes to an object the App does not control,
-// then writes what differs.
-func (k *childReconciler[T, A]) reconcile(ctx context.Context, app *appv1.App, name string, desired A, winner *appv1.App) (childResult[T], error) {
+// holds name, yields the name when another App that claims it (claim, "" when none can:
+// claims.go) is older, never writes to an object the App does not control, then writes
+// what differs.
+func (k *childReconciler[T, A]) reconcile(ctx context.Context, app *appv1.App, name string, desired A, claim string) (childResult[T], error) {
 	res := childResult[T]{name: name}
 	pruned, err := k.prune(ctx, app, name)
 	res.changed = pruned
@@ -154,7 +159,7 @@ func (k *childReconciler[T, A]) reconcile(ctx context.Context, app *appv1.App, n
 	if err != nil {
 		return res, err
 	}
-	if winner.UID != app.UID {
+	if winner := nameWinner(k.apps, app, claim); winner.UID != app.UID {
 		res.conflict = fmt.Sprintf("%s %q is also claimed by App %q, which is older", k.kind, name, winner.Name)
 		if holder.managed != nil && holder.ours {
 			// Give the name up to the older App.

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
@@ -22,30 +23,32 @@ const (
 
 // nameWinner returns the App that wins the child name claim ("Kind/namespace/name",
 // appChild.claim) that app's spec gives a child: the oldest of app and the other Apps
-// that claim that name; app itself when claim is "" (a name no other App can claim).
-func (c *Controller) nameWinner(app *appv1.App, claim string) *appv1.App {
+// of the App cache apps that claim that name; app itself when claim is "" (a name no
+// other App can claim).
+func nameWinner(apps cache.Indexer, app *appv1.App, claim string) *appv1.App {
 	if claim == "" {
 		return app
 	}
-	return oldestApp(append(c.claimants(claim), app))
+	return oldestApp(append(claimants(apps, claim), app))
 }
 
-// claimants returns the Apps whose spec names the child claim ("Kind/namespace/name").
-func (c *Controller) claimants(claim string) []*appv1.App {
-	objs, err := c.appIndexer.ByIndex(claimIndex, claim)
+// claimants returns the Apps of the App cache apps whose spec names the child claim
+// ("Kind/namespace/name").
+func claimants(apps cache.Indexer, claim string) []*appv1.App {
+	objs, err := apps.ByIndex(claimIndex, claim)
 	if err != nil {
 		return nil
 	}
-	apps := make([]*appv1.App, 0, len(objs))
+	out := make([]*appv1.App, 0, len(objs))
 	for _, obj := range objs {
 		if app, ok := obj.(*appv1.App); ok {
-			apps = append(apps, app)
+			out = append(out, app)
 		}
 	}
-	return apps
+	return out
 }
 
-// claimKey is the claim index key of a child name; "" when name is (no child).
+// claimKey is the claim index key of a child name; "" when name is "" (no child).
 func claimKey(kind, namespace, name string) string {
 	if name == "" {
 		return ""

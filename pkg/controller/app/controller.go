@@ -12,8 +12,8 @@
 // revision, for history and rollback), the kinds of child in the order of the table,
 // each in its file: child_deployment.go, child_service.go, child_budget.go,
 // child_route.go (one child of two shapes) with routehosts.go (which namespace holds a
-// host); then claims.go (which App wins a contested child name), children.go (one
-// child: prune, lookup, yield, write), contest.go (pacing the repairs of a child another
+// host); then children.go (one child: prune, lookup, yield, write), claims.go (which
+// App wins a contested child name), contest.go (pacing the repairs of a child another
 // writer keeps changing), pods.go (the first problem of the App's pods), status.go (the
 // status computed from the children's outcomes) and statuswrite.go (the status written
 // at once or coalesced); ports.go and labels.go are leaves the children share.
@@ -289,31 +289,41 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		Recorder:        recorder,
 		Object:          c.appForEvent,
 	})
-	if _, err := appInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { c.addApp(logger, obj) },
-		UpdateFunc: func(old, cur interface{}) { c.updateApp(logger, old, cur) },
-		DeleteFunc: func(obj interface{}) { c.deleteApp(logger, obj) },
-	}, cache.HandlerOptions{Logger: &logger}); err != nil {
-		return nil, fmt.Errorf("adding the App event handler: %w", err)
+	type watched struct {
+		informer cache.SharedIndexInformer
+		what     string
+		handler  cache.ResourceEventHandler
 	}
-	if _, err := podInformer.AddEventHandlerWithOptions(c.podHandler(logger), cache.HandlerOptions{Logger: &logger}); err != nil {
-		return nil, fmt.Errorf("adding the pod event handler: %w", err)
-	}
-	for kind, i := range map[string]informers.GenericInformer{"ConfigMap": inf.ConfigMaps, "Secret": inf.Secrets} {
-		if _, err := i.Informer().AddEventHandlerWithOptions(c.configHandler(logger, kind), cache.HandlerOptions{Logger: &logger}); err != nil {
-			return nil, fmt.Errorf("adding the %s event handler: %w", kind, err)
-		}
-	}
-	if _, err := inf.Revisions.Informer().AddEventHandlerWithOptions(c.revisionHandler(logger), cache.HandlerOptions{Logger: &logger}); err != nil {
-		return nil, fmt.Errorf("adding the ControllerRevision event handler: %w", err)
+	handlers := []watched{
+		{appInformer, "App", cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj interface{}) { c.addApp(logger, obj) },
+			UpdateFunc: func(old, cur interface{}) { c.updateApp(logger, old, cur) },
+			DeleteFunc: func(obj interface{}) { c.deleteApp(logger, obj) },
+		}},
+		{podInformer, "pod", c.podHandler(logger)},
+		{inf.ConfigMaps.Informer(), "ConfigMap", c.configHandler(logger, "ConfigMap")},
+		{inf.Secrets.Informer(), "Secret", c.configHandler(logger, "Secret")},
+		{inf.Revisions.Informer(), "ControllerRevision", c.revisionHandler(logger)},
 	}
 	if eventInformer != nil {
 		c.probeEvents = eventInformer.GetIndexer()
-		if _, err := eventInformer.AddEventHandlerWithOptions(c.probeEventHandler(logger), cache.HandlerOptions{Logger: &logger}); err != nil {
-			return nil, fmt.Errorf("adding the probe Event handler: %w", err)
+		handlers = append(handlers, watched{eventInformer, "probe Event", c.probeEventHandler(logger)})
+	}
+	for _, h := range handlers {
+		if err := c.watch(h.informer, h.what, h.handler); err != nil {
+			return nil, err
 		}
 	}
 	return c, nil
+}
+
+// watch has h handle the events of informer, with the controller's logger; what names
+// the informer in an error.
+func (c *Controller) watch(informer cache.SharedIndexInformer, what string, h cache.ResourceEventHandler) error {
+	if _, err := informer.AddEventHandlerWithOptions(h, cache.HandlerOptions{Logger: &c.logger}); err != nil {
+		return fmt.Errorf("adding the %s event handler: %w", what, err)
+	}
+	return nil
 }
 
 // Run waits for the caches to sync, then runs workers until ctx ends. It then stops

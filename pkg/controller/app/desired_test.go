@@ -108,15 +108,7 @@ func TestNewDeployment(t *testing.T) {
 			if tc.mutate != nil {
 				tc.mutate(app)
 			}
-			desired, err := DesiredDeployment(app)
-			if err != nil {
-				t.Fatal(err)
-			}
-			d := &appsv1.Deployment{}
-			if err := controller.Convert(desired, d); err != nil {
-				t.Fatal(err)
-			}
-			tc.check(t, app, d)
+			tc.check(t, app, desiredObject[appsv1.Deployment](t, DesiredDeployment, app))
 		})
 	}
 }
@@ -162,14 +154,7 @@ func TestNewService(t *testing.T) {
 			if tc.mutate != nil {
 				tc.mutate(app)
 			}
-			desired, err := DesiredService(app)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := &corev1.Service{}
-			if err := controller.Convert(desired, s); err != nil {
-				t.Fatal(err)
-			}
+			s := desiredObject[corev1.Service](t, DesiredService, app)
 			p := s.Spec.Ports[0]
 			if p.Port != tc.wantPort || p.TargetPort != tc.wantTargetPort || s.Spec.Type != tc.wantType {
 				t.Errorf("port %d -> %s type %s, want %d -> %s type %s", p.Port, p.TargetPort.String(), s.Spec.Type,
@@ -262,24 +247,13 @@ func TestServicePortsList(t *testing.T) {
 			if tc.containerPort != 0 {
 				app.Spec.DeploymentTemplate.ContainerPort = ptr.To(tc.containerPort)
 			}
-			desired, err := DesiredService(app)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := &corev1.Service{}
-			if err := controller.Convert(desired, s); err != nil {
-				t.Fatal(err)
-			}
+			s := desiredObject[corev1.Service](t, DesiredService, app)
 			if !equality.Semantic.DeepEqual(s.Spec.Ports, tc.want) {
 				t.Errorf("Service ports %+v, want %+v", s.Spec.Ports, tc.want)
 			}
-			d, err := DesiredDeployment(app)
-			if err != nil {
-				t.Fatal(err)
-			}
 			var protocol corev1.Protocol
-			if p := d.Spec.Template.Spec.Containers[0].Ports; len(p) > 0 {
-				protocol = *p[0].Protocol
+			if p := desiredObject[appsv1.Deployment](t, DesiredDeployment, app).Spec.Template.Spec.Containers[0].Ports; len(p) > 0 {
+				protocol = p[0].Protocol
 			}
 			if want := tc.wantContainerProtocol; want != "" && protocol != want {
 				t.Errorf("container port protocol %s, want %s", protocol, want)
@@ -366,21 +340,7 @@ func TestEveryField(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			app := newApp("test-app", time.Now())
 			tc.mutate(app)
-			desiredDeployment, err := DesiredDeployment(app)
-			if err != nil {
-				t.Fatal(err)
-			}
-			desiredService, err := DesiredService(app)
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, s := &appsv1.Deployment{}, &corev1.Service{}
-			if err := controller.Convert(desiredDeployment, d); err != nil {
-				t.Fatal(err)
-			}
-			if err := controller.Convert(desiredService, s); err != nil {
-				t.Fatal(err)
-			}
+			d, s := desiredObject[appsv1.Deployment](t, DesiredDeployment, app), desiredObject[corev1.Service](t, DesiredService, app)
 			if d.Spec.Template.Spec.SecurityContext == nil {
 				d.Spec.Template.Spec.SecurityContext = &corev1.PodSecurityContext{} // the apiserver's default
 			}

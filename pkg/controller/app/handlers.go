@@ -167,7 +167,7 @@ func (c *Controller) resolveControllerRef(namespace string, ref *metav1.OwnerRef
 
 // enqueueClaimants queues every App that claims the child name claim, except skip.
 func (c *Controller) enqueueClaimants(claim string, skip types.UID) {
-	for _, app := range c.claimants(claim) {
+	for _, app := range claimants(c.appIndexer, claim) {
 		if app.UID != skip {
 			c.loop.Enqueue(cache.MetaObjectToName(app))
 		}

@@ -32,14 +32,7 @@ func routedApp() *appv1.App {
 
 func TestDesiredRoute(t *testing.T) {
 	app := routedApp()
-	config, err := DesiredRoute(app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ing := &networkingv1.Ingress{}
-	if err := controller.Convert(config, ing); err != nil {
-		t.Fatal(err)
-	}
+	ing := desiredObject[networkingv1.Ingress](t, DesiredRoute, app)
 	if ing.Name != "web" || len(ing.Spec.Rules) != 2 || ing.Spec.Rules[1].Host != "www.shop.example.com" {
 		t.Fatalf("Ingress %+v", ing)
 	}
@@ -60,8 +53,7 @@ func TestDesiredRoute(t *testing.T) {
 		t.Errorf("a route to a port the Service does not have: %v", err)
 	}
 	app.Spec.ServiceTemplate.Ports = []appv1.ServicePort{{Name: "metrics", Port: 9090}}
-	config, _ = DesiredRoute(app)
-	_ = controller.Convert(config, ing)
+	ing = desiredObject[networkingv1.Ingress](t, DesiredRoute, app)
 	if p := ing.Spec.Rules[0].HTTP.Paths[0]; p.Path != "/" || *p.PathType != networkingv1.PathTypePrefix || p.Backend.Service.Port.Number != 9090 {
 		t.Errorf("default path, port by number: %+v", p)
 	}
@@ -74,9 +66,7 @@ func TestRoute(t *testing.T) {
 	t.Run("routed: one more write, the status names it", func(t *testing.T) {
 		f := newFixture(t)
 		f.addApps(routedApp())
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		if w := f.writeNames(); !slices.Contains(w, "patch ingresses") {
 			t.Errorf("writes %q, want the route's Ingress", w)
 		}
@@ -97,9 +87,7 @@ func TestRoute(t *testing.T) {
 		}, Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "*.example.com"}}}}
 		controllertest.Seed(t, f.inf.Ingresses.Informer().GetIndexer(), f.kubeClient.Tracker(), held)
 		f.addApps(routedApp())
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		if w := f.writeNames(); slices.Contains(w, "patch ingresses") {
 			t.Errorf("writes %q: the route got an Ingress", w)
 		}
@@ -120,14 +108,10 @@ func TestRoute(t *testing.T) {
 	t.Run("removed: the Ingress is pruned, the condition goes", func(t *testing.T) {
 		f := newFixture(t)
 		f.addApps(routedApp())
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		f.catchUp()
 		f.changeSpec(routedApp(), func(a *appv1.App) { a.Spec.Route = nil })
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		if w := f.writeNames(); !slices.Contains(w, "delete ingresses") {
 			t.Errorf("writes %q, want the Ingress deleted", w)
 		}
@@ -176,18 +160,14 @@ func TestRoutePortCheck(t *testing.T) {
 				f.addApps(shape.app())
 				f.addDeployments(liveDeployment(t, shape.app()))
 				f.addServices(liveService(t, shape.app()))
-				if err := f.sync("tcs", "web"); err != nil {
-					t.Fatal(err)
-				}
+				f.mustSync("web")
 				if w := f.writeNames(); !slices.Contains(w, "patch "+shape.resource) {
 					t.Fatalf("writes %q, want the route's %s", w, shape.name)
 				}
 				f.catchUp()
 
 				f.changeSpec(shape.app(), func(a *appv1.App) { a.Spec.Route.Port = &tc.port })
-				if err := f.sync("tcs", "web"); err != nil {
-					t.Fatal(err)
-				}
+				f.mustSync("web")
 				if w := f.writeNames(); !slices.Contains(w, "delete "+shape.resource) || slices.ContainsFunc(w, func(w string) bool { return strings.HasPrefix(w, "patch ") && w != "patch apps/status" }) {
 					t.Errorf("writes %q, want the %s deleted and nothing applied", w, shape.name)
 				}
@@ -204,9 +184,7 @@ func TestRoutePortCheck(t *testing.T) {
 
 				f.catchUp()
 				f.changeSpec(shape.app(), func(a *appv1.App) { a.Spec.Route.Port = shape.app().Spec.Route.Port })
-				if err := f.sync("tcs", "web"); err != nil {
-					t.Fatal(err)
-				}
+				f.mustSync("web")
 				if w := f.writeNames(); !slices.Contains(w, "patch "+shape.resource) {
 					t.Errorf("writes %q, want the route's %s again", w, shape.name)
 				}

@@ -97,19 +97,7 @@ func (r *routeChild) objects(key string) []metav1.Object {
 
 // byHost returns the managed Ingresses and HTTPRoutes that route a host of bucket.
 func (r *routeChild) byHost(bucket string) ([]metav1.Object, error) {
-	var objs []metav1.Object
-	for _, cache := range r.caches() {
-		found, err := cache.ByIndex(routeHostIndex, bucket)
-		if err != nil {
-			return nil, fmt.Errorf("listing the routes of hosts under %q: %w", bucket, err)
-		}
-		for _, obj := range found {
-			if o, ok := obj.(metav1.Object); ok {
-				objs = append(objs, o)
-			}
-		}
-	}
-	return objs, nil
+	return controller.RoutesByHost(r.caches(), routeHostIndex, bucket)
 }
 
 // caches returns the caches of managed Ingresses and, when the cluster serves the
@@ -145,10 +133,7 @@ func (c *Controller) indexRouteHosts(informer cache.SharedIndexInformer) error {
 	if err := informer.AddIndexers(cache.Indexers{routeHostIndex: indexIngressByHost}); err != nil {
 		return fmt.Errorf("adding the host index to the route informer: %w", err)
 	}
-	if _, err := informer.AddEventHandlerWithOptions(c.routeHostHandler(), cache.HandlerOptions{Logger: &c.logger}); err != nil {
-		return fmt.Errorf("adding the route host handler: %w", err)
-	}
-	return nil
+	return c.watch(informer, "route host", c.routeHostHandler())
 }
 
 // routeHostHandler queues, when a managed Ingress or HTTPRoute changes or goes, the Apps

@@ -33,8 +33,9 @@ var appChildren = []func(c *Controller, inf Informers, opts Options) (appChild, 
 // of it (childOutcome).
 type appChild interface {
 	// claim returns the claim index key ("Kind/namespace/name") of the name app gives
-	// this child: the oldest App that claims it wins it (claims.go). "" when no other App
-	// can claim it (the route is named as its App) or app asks for no such child.
+	// this child: the oldest App that claims it wins it (childReconciler.reconcile,
+	// claims.go). "" when no other App can claim it (the route is named as its App) or
+	// app asks for no such child.
 	claim(app *appv1.App) string
 	// sync makes app's child of this kind what app asks for, given what the steps before
 	// the children computed (in), and says what it found. It runs in parallel with the
@@ -101,8 +102,8 @@ type childCondition struct {
 // which roll them when they change), revisions.go (the revision of the spec, recorded
 // while the children are written), the child kinds of appChildren in their files
 // (child_deployment.go, child_service.go, child_budget.go, child_route.go with
-// routehosts.go), which call claims.go (who wins each child name) and children.go (one
-// child: prune, lookup, yield, write) with contest.go (children another writer keeps
+// routehosts.go), which call children.go (one child: prune, lookup, yield, write) with
+// claims.go (who wins each child name) and contest.go (children another writer keeps
 // changing); then pods.go (the first problem of the pods), status.go (the status
 // computed from the children's outcomes) and statuswrite.go (the status written, or held
 // back). ports.go and labels.go are leaves: what the children share.

@@ -175,19 +175,7 @@ func (c *Controller) routedByHost(bucket string) ([]metav1.Object, error) {
 	if c.httpRouteIndex != nil {
 		indexes = append(indexes, c.httpRouteIndex)
 	}
-	var routed []metav1.Object
-	for _, index := range indexes {
-		objs, err := index.ByIndex(hostIndex, bucket)
-		if err != nil {
-			return nil, fmt.Errorf("listing the routes of hosts under %q: %w", bucket, err)
-		}
-		for _, obj := range objs {
-			if o, ok := obj.(metav1.Object); ok {
-				routed = append(routed, o)
-			}
-		}
-	}
-	return routed, nil
+	return controller.RoutesByHost(indexes, hostIndex, bucket)
 }
 
 // hostRefusal says why svc may not have an Ingress for host, held by another namespace,

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,10 +21,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/app-controller/app-controller/internal/localcluster"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	appv1ac "github.com/app-controller/app-controller/pkg/generated/applyconfiguration/appcontroller/v1"
-	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	appinformers "github.com/app-controller/app-controller/pkg/generated/informers/externalversions"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
@@ -36,14 +33,7 @@ var appsGVR = schema.GroupVersionResource{Group: "appcontroller.k8s.io", Version
 
 // TestCRDInstalled checks the CRD's names, scope, subresources and printer columns.
 func TestCRDInstalled(t *testing.T) {
-	client, err := apiextensionsclient.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), "apps.appcontroller.k8s.io", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("getting the CRD: %v", err)
-	}
+	crd := framework.AppCRD(t)
 	if crd.Spec.Names.Kind != "App" || crd.Spec.Names.Plural != "apps" || crd.Spec.Scope != "Namespaced" || len(crd.Spec.Names.ShortNames) == 0 {
 		t.Errorf("names = %+v, scope %s", crd.Spec.Names, crd.Spec.Scope)
 	}
@@ -65,10 +55,7 @@ func TestCRDInstalled(t *testing.T) {
 // TestExamplesApply applies the seed's examples with kubectl, as a user would, and checks
 // that the server stored them with their defaults.
 func TestExamplesApply(t *testing.T) {
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := framework.RepoRoot(t)
 	framework.Kubectl(t, "create", "namespace", "tcs")
 	t.Cleanup(func() { framework.Kubectl(t, "delete", "namespace", "tcs", "--wait=false") })
 	out := framework.Kubectl(t, "apply", "-f", filepath.Join(root, "artifacts", "example"))
@@ -78,7 +65,7 @@ func TestExamplesApply(t *testing.T) {
 		}
 	}
 
-	apps := appClient(t).AppcontrollerV1().Apps("tcs")
+	apps := framework.AppClient(t).AppcontrollerV1().Apps("tcs")
 	for name, want := range map[string]struct {
 		deploy, image, service string
 		replicas               int32
@@ -108,10 +95,7 @@ func TestExamplesApply(t *testing.T) {
 // the seed's) into its restricted namespace with kubectl's strict validation: every field
 // of it is known and valid.
 func TestWebSampleApplies(t *testing.T) {
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := framework.RepoRoot(t)
 	samples := filepath.Join(root, "config", "samples")
 	out := framework.Kubectl(t, "apply", "--server-side", "--validate=strict",
 		"-f", filepath.Join(samples, "namespace-restricted.yaml"), "-f", filepath.Join(samples, "web_app.yaml"))
@@ -124,7 +108,7 @@ func TestWebSampleApplies(t *testing.T) {
 // TestDefaults checks the schema defaults the API server applies.
 func TestDefaults(t *testing.T) {
 	ns := framework.Namespace(t)
-	app, err := appClient(t).AppcontrollerV1().Apps(ns).Create(context.Background(), &appv1.App{
+	app, err := framework.AppClient(t).AppcontrollerV1().Apps(ns).Create(context.Background(), &appv1.App{
 		ObjectMeta: metav1.ObjectMeta{Name: "defaults"},
 		Spec: appv1.AppSpec{
 			DeploymentTemplate: &appv1.DeploymentTemplate{Name: "web", Image: "nginx"},
@@ -363,7 +347,7 @@ disruptionBudget: {maxUnavailable: 25%}`},
 // subresource, and that spec changes bump the generation while status changes do not.
 func TestStatusSubresource(t *testing.T) {
 	ns := framework.Namespace(t)
-	apps := appClient(t).AppcontrollerV1().Apps(ns)
+	apps := framework.AppClient(t).AppcontrollerV1().Apps(ns)
 	ctx := context.Background()
 	app, err := apps.Create(ctx, &appv1.App{
 		ObjectMeta: metav1.ObjectMeta{Name: "status"},
@@ -399,7 +383,7 @@ func TestStatusSubresource(t *testing.T) {
 // informer and lister.
 func TestGeneratedClient(t *testing.T) {
 	ns := framework.Namespace(t)
-	client := appClient(t)
+	client := framework.AppClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -480,21 +464,12 @@ func expect(t *testing.T, events <-chan string, want string) {
 	}
 }
 
-func appClient(t *testing.T) appclientset.Interface {
-	t.Helper()
-	client, err := appclientset.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return client
-}
-
 // TestApplyConfiguration writes Apps with server-side apply through the generated apply
 // configurations: fields are owned per manager, and a second manager changing an owned
 // field gets a conflict unless it forces.
 func TestApplyConfiguration(t *testing.T) {
 	ns := framework.Namespace(t)
-	apps := appClient(t).AppcontrollerV1().Apps(ns)
+	apps := framework.AppClient(t).AppcontrollerV1().Apps(ns)
 	ctx := context.Background()
 	desired := appv1ac.App("applied", ns).WithSpec(appv1ac.AppSpec().
 		WithDeploymentTemplate(appv1ac.DeploymentTemplate().WithName("web").WithImage("nginx").WithReplicas(2)))

@@ -37,6 +37,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
+	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	"github.com/app-controller/app-controller/test/harness"
 )
 
@@ -158,11 +159,13 @@ func Config(t testing.TB) *rest.Config {
 // Client returns a Kubernetes clientset for Config(t).
 func Client(t testing.TB) kubernetes.Interface {
 	t.Helper()
-	client, err := kubernetes.NewForConfig(Config(t))
-	if err != nil {
-		t.Fatalf("framework: making a client: %v", err)
-	}
-	return client
+	return must(t, func() (*kubernetes.Clientset, error) { return kubernetes.NewForConfig(Config(t)) })
+}
+
+// AppClient returns an App clientset for Config(t).
+func AppClient(t testing.TB) appclientset.Interface {
+	t.Helper()
+	return must(t, func() (*appclientset.Clientset, error) { return appclientset.NewForConfig(Config(t)) })
 }
 
 // Namespace creates a fresh namespace named after the test and returns its name. The

@@ -414,10 +414,7 @@ const (
 func TestManagerRunsWithShippedRBAC(t *testing.T) {
 	installRBAC(t)
 	admin := framework.Client(t)
-	apps, err := appclientset.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	apps := framework.AppClient(t)
 	ns := framework.Namespace(t)
 	ctx := context.Background()
 
