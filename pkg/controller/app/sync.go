@@ -97,16 +97,12 @@ type childCondition struct {
 // syncApp makes the children of the App named key match its spec and writes what it
 // observed to the App's status. It is level-triggered: it compares the desired state
 // with the cached state of the world, whatever event queued it, and writes nothing when
-// they agree. The files it reads follow it in the order it calls them, none calling back
-// into an earlier one: config.go (input: the ConfigMaps and Secrets the pods reference,
-// which roll them when they change), revisions.go (the revision of the spec, recorded
-// while the children are written), the child kinds of appChildren in their files
-// (child_deployment.go, child_service.go, child_budget.go, child_route.go with
-// routehosts.go), which call children.go (one child: prune, lookup, yield, write) with
-// claims.go (who wins each child name) and contest.go (children another writer keeps
-// changing); then pods.go (the first problem of the pods), status.go (the status
-// computed from the children's outcomes) and statuswrite.go (the status written, or held
-// back). ports.go and labels.go are leaves: what the children share.
+// they agree. Its steps: the input the children read (config.go), the revision of the
+// spec and every kind of child of appChildren (child_*.go, through children.go), in
+// parallel; then the contested children (contest.go), the pods' first problem
+// (pods.go), the status computed from the children's outcomes (status.go) and written or
+// held back (statuswrite.go). The files it reads follow it in the order it calls them,
+// none calling back into an earlier one (the package comment lists them).
 func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (controller.Result, error) {
 	logger := klog.FromContext(ctx)
 	start := c.clock.Now()
