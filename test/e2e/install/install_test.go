@@ -109,7 +109,7 @@ func TestHelmInstallOnRealNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	hostEnd := hostEndOfVeth(t, node)
-	if out, err := realnode.TryRun(filepath.Join(framework.BinDir(t), "kubectl"), "exec", "-n", proberNS, "prober", "--", "/agnhost", "connect", "--timeout=2s", hostEnd+":22"); err == nil {
+	if out, err := realnode.TryRun(filepath.Join(realnode.BinDir(t), "kubectl"), "exec", "-n", proberNS, "prober", "--", "/agnhost", "connect", "--timeout=2s", hostEnd+":22"); err == nil {
 		t.Fatalf("a pod reached the host at %s:22: %s", hostEnd, out)
 	} else {
 		t.Logf("kubectl exec prober -- /agnhost connect %s:22 (the host's end of the node's veth): refused as it should: %s", hostEnd, strings.TrimSpace(out))
@@ -131,7 +131,7 @@ func TestHelmInstallOnRealNode(t *testing.T) {
 	realnode.Kubectl(t, "create", "namespace", seedNS)
 	for _, app := range seedApps {
 		begin := time.Now()
-		realnode.RunStdin(t, seedManifest(t, app.file, realnode.Agnhost(t)), filepath.Join(framework.BinDir(t), "kubectl"), "apply", "-f", "-")
+		realnode.RunStdin(t, seedManifest(t, app.file, realnode.Agnhost(t)), filepath.Join(realnode.BinDir(t), "kubectl"), "apply", "-f", "-")
 		waitAppReady(t, apps, seedNS, app.name, 3*time.Minute)
 		t.Logf("App %s/%s (%d replicas) Ready %.1fs after kubectl apply", seedNS, app.name, app.replicas, time.Since(begin).Seconds())
 	}
@@ -627,7 +627,7 @@ func serviceIP(t testing.TB, client kubernetes.Interface, ns, name string) strin
 // netexec serving HTTP on port 80 (nginx and tomcat cannot be pulled on this machine).
 func seedManifest(t testing.TB, file, agnhost string) []byte {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(framework.RepoRoot(t), file))
+	data, err := os.ReadFile(filepath.Join(realnode.Root(t), file))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/app-controller/app-controller/test/integration/framework"
+	"github.com/app-controller/app-controller/test/e2e/realnode"
 )
 
 // TestClusterDownLeavesNothing runs `localcluster up --node real` (make cluster-up
@@ -20,7 +20,7 @@ import (
 // iptables rules), cgroups, processes, mounts, the state directory with the registry's
 // data.
 func TestClusterDownLeavesNothing(t *testing.T) {
-	bin := framework.BinDir(t)
+	bin := realnode.BinDir(t)
 	for _, kill := range []bool{false, true} {
 		state := filepath.Join(t.TempDir(), "state")
 		up := exec.Command(filepath.Join(bin, "localcluster"), "up", "--bin-dir", bin, "--state-dir", state, "--node", "real")

@@ -62,6 +62,18 @@ func Agnhost(t testing.TB) string {
 	return Registry(t) + "/" + localcluster.AgnhostImage
 }
 
+// Root returns the repository's root directory (framework.RepoRoot).
+func Root(t testing.TB) string {
+	t.Helper()
+	return framework.RepoRoot(t)
+}
+
+// BinDir returns the directory of the binaries built by make, bin/ (framework.BinDir).
+func BinDir(t testing.TB) string {
+	t.Helper()
+	return framework.BinDir(t)
+}
+
 // Run runs a command in the repository's root against the test cluster (KUBECONFIG set
 // to its admin kubeconfig) and returns its combined output; a failure fails the test.
 func Run(t testing.TB, name string, args ...string) string {
@@ -115,13 +127,13 @@ func Make(t testing.TB, args ...string) string {
 // Helm runs bin/helm (make helm) against the test cluster.
 func Helm(t testing.TB, args ...string) string {
 	t.Helper()
-	return Run(t, filepath.Join(framework.BinDir(t), "helm"), args...)
+	return Run(t, filepath.Join(BinDir(t), "helm"), args...)
 }
 
 // Kubectl runs bin/kubectl against the test cluster.
 func Kubectl(t testing.TB, args ...string) string {
 	t.Helper()
-	return Run(t, filepath.Join(framework.BinDir(t), "kubectl"), args...)
+	return Run(t, filepath.Join(BinDir(t), "kubectl"), args...)
 }
 
 // Prober sends HTTP requests from inside a pod: an agnhost netexec pod in a namespace of
@@ -177,7 +189,7 @@ var forwarding = regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) ->`)
 // and returns the local end, http://127.0.0.1:LOCALPORT.
 func PortForward(t testing.TB, namespace, target string, port int) string {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(framework.BinDir(t), "kubectl"), "--kubeconfig", framework.Cluster().Kubeconfig,
+	cmd := exec.Command(filepath.Join(BinDir(t), "kubectl"), "--kubeconfig", framework.Cluster().Kubeconfig,
 		"-n", namespace, "port-forward", "--address", "127.0.0.1", target, fmt.Sprintf(":%d", port))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

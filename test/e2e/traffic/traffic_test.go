@@ -152,13 +152,13 @@ func TestTrafficThroughTraefik(t *testing.T) {
 	apps := framework.AppClient(t)
 	registry := realnode.Registry(t)
 	image := registry + "/traefik:v3.6.12"
-	realnode.Run(t, filepath.Join(framework.BinDir(t), "imagebuild"), "push", "--layout", os.Getenv(layoutEnv), image)
+	realnode.Run(t, filepath.Join(realnode.BinDir(t), "imagebuild"), "push", "--layout", os.Getenv(layoutEnv), image)
 
 	tns, ns := framework.Namespace(t), framework.Namespace(t)
-	realnode.RunStdin(t, []byte(fmt.Sprintf(traefikManifest, tns, image)), filepath.Join(framework.BinDir(t), "kubectl"),
+	realnode.RunStdin(t, []byte(fmt.Sprintf(traefikManifest, tns, image)), filepath.Join(realnode.BinDir(t), "kubectl"),
 		"--kubeconfig", framework.Cluster().Kubeconfig, "apply", "-f", "-")
 	t.Cleanup(func() {
-		_, _ = realnode.TryRun(filepath.Join(framework.BinDir(t), "kubectl"), "--kubeconfig", framework.Cluster().Kubeconfig,
+		_, _ = realnode.TryRun(filepath.Join(realnode.BinDir(t), "kubectl"), "--kubeconfig", framework.Cluster().Kubeconfig,
 			"delete", "--ignore-not-found", "clusterrole/traefik-"+tns, "clusterrolebinding/traefik-"+tns, "ingressclass/traefik", "gatewayclass/traefik")
 	})
 	framework.Eventually(t, 3*time.Minute, func() (bool, error) {
@@ -177,7 +177,7 @@ func TestTrafficThroughTraefik(t *testing.T) {
 		{"shop", fmt.Sprintf("parentRefs: [{name: public, namespace: %s}]", tns), "HTTPRoute"},
 		{"blog", "ingressClassName: traefik", "Ingress"},
 	} {
-		realnode.RunStdin(t, []byte(fmt.Sprintf(appManifest, ns, tc.name, agnhost, tc.route)), filepath.Join(framework.BinDir(t), "kubectl"),
+		realnode.RunStdin(t, []byte(fmt.Sprintf(appManifest, ns, tc.name, agnhost, tc.route)), filepath.Join(realnode.BinDir(t), "kubectl"),
 			"--kubeconfig", framework.Cluster().Kubeconfig, "apply", "--server-side", "-f", "-")
 		var app *appv1.App
 		framework.Eventually(t, 3*time.Minute, func() (bool, error) {
