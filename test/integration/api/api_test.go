@@ -23,6 +23,7 @@ import (
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	appv1ac "github.com/app-controller/app-controller/pkg/generated/applyconfiguration/appcontroller/v1"
+	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	appinformers "github.com/app-controller/app-controller/pkg/generated/informers/externalversions"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
@@ -65,7 +66,7 @@ func TestExamplesApply(t *testing.T) {
 		}
 	}
 
-	apps := framework.AppClient(t).AppcontrollerV1().Apps("tcs")
+	apps := appClient(t).AppcontrollerV1().Apps("tcs")
 	for name, want := range map[string]struct {
 		deploy, image, service string
 		replicas               int32
@@ -108,7 +109,7 @@ func TestWebSampleApplies(t *testing.T) {
 // TestDefaults checks the schema defaults the API server applies.
 func TestDefaults(t *testing.T) {
 	ns := framework.Namespace(t)
-	app, err := framework.AppClient(t).AppcontrollerV1().Apps(ns).Create(context.Background(), &appv1.App{
+	app, err := appClient(t).AppcontrollerV1().Apps(ns).Create(context.Background(), &appv1.App{
 		ObjectMeta: metav1.ObjectMeta{Name: "defaults"},
 		Spec: appv1.AppSpec{
 			DeploymentTemplate: &appv1.DeploymentTemplate{Name: "web", Image: "nginx"},
@@ -347,7 +348,7 @@ disruptionBudget: {maxUnavailable: 25%}`},
 // subresource, and that spec changes bump the generation while status changes do not.
 func TestStatusSubresource(t *testing.T) {
 	ns := framework.Namespace(t)
-	apps := framework.AppClient(t).AppcontrollerV1().Apps(ns)
+	apps := appClient(t).AppcontrollerV1().Apps(ns)
 	ctx := context.Background()
 	app, err := apps.Create(ctx, &appv1.App{
 		ObjectMeta: metav1.ObjectMeta{Name: "status"},
@@ -383,7 +384,7 @@ func TestStatusSubresource(t *testing.T) {
 // informer and lister.
 func TestGeneratedClient(t *testing.T) {
 	ns := framework.Namespace(t)
-	client := framework.AppClient(t)
+	client := appClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -464,12 +465,17 @@ func expect(t *testing.T, events <-chan string, want string) {
 	}
 }
 
+func appClient(t *testing.T) appclientset.Interface {
+	t.Helper()
+	return framework.AppClient(t)
+}
+
 // TestApplyConfiguration writes Apps with server-side apply through the generated apply
 // configurations: fields are owned per manager, and a second manager changing an owned
 // field gets a conflict unless it forces.
 func TestApplyConfiguration(t *testing.T) {
 	ns := framework.Namespace(t)
-	apps := framework.AppClient(t).AppcontrollerV1().Apps(ns)
+	apps := appClient(t).AppcontrollerV1().Apps(ns)
 	ctx := context.Background()
 	desired := appv1ac.App("applied", ns).WithSpec(appv1ac.AppSpec().
 		WithDeploymentTemplate(appv1ac.DeploymentTemplate().WithName("web").WithImage("nginx").WithReplicas(2)))
