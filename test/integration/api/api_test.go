@@ -329,15 +329,7 @@ disruptionBudget: {maxUnavailable: 25%}`},
 	}
 	for i, tc := range validSpecs {
 		t.Run("valid "+tc.name, func(t *testing.T) {
-			var spec map[string]any
-			if err := yaml.Unmarshal([]byte(tc.spec), &spec); err != nil {
-				t.Fatalf("test spec: %v", err)
-			}
-			obj := &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "appcontroller.k8s.io/v1", "kind": "App",
-				"metadata": map[string]any{"name": fmt.Sprintf("valid-%d", i)}, "spec": spec,
-			}}
-			if _, err := dyn.Resource(appsGVR).Namespace(ns).Create(context.Background(), obj, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}); err != nil {
+			if err := createSpec(t, dyn, ns, fmt.Sprintf("valid-%d", i), tc.spec); err != nil {
 				t.Errorf("the valid App was rejected: %v", err)
 			}
 		})
