@@ -103,8 +103,8 @@ type CanaryStep struct {
 	// SetWeight is the percent of the traffic the canary takes from this step on, from
 	// 0 to 100: through the App's HTTPRoute, its weight (the canary first runs enough
 	// pods, the weight's share of the stable's, rounded up); without one, the canary's
-	// share of the App's replicas, rounded up for the canary and for the stable, so
-	// that 1 replica at 20% runs one pod of each. The step ends when the canary's pods
+	// share of the App's replicas, rounded up for the canary and for the stable
+	// (which keeps at least one pod), so that 1 replica at 20% runs one pod of each. The step ends when the canary's pods
 	// are available and the weight is in effect.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
