@@ -327,13 +327,7 @@ serviceTemplate: {name: web, type: NodePort, port: 80, portName: web, protocol: 
 serviceTemplate: {name: web, ports: [{name: metrics, port: 9090, targetPort: metrics}, {name: admin, port: 9901, targetPort: admin}, {name: dns, port: 53, protocol: UDP}]}
 disruptionBudget: {maxUnavailable: 25%}`},
 	}
-	for i, tc := range validSpecs {
-		t.Run("valid "+tc.name, func(t *testing.T) {
-			if err := createSpec(t, dyn, ns, fmt.Sprintf("valid-%d", i), tc.spec); err != nil {
-				t.Errorf("the valid App was rejected: %v", err)
-			}
-		})
-	}
+	assertAccepted(t, dyn, ns, "valid", validSpecs)
 }
 
 // TestStatusSubresource checks that status is written only through the status

@@ -106,13 +106,7 @@ func TestRolloutValidation(t *testing.T) {
 			"], scaleDownDelaySeconds: 0, abortScaleDownDelaySeconds: 86400, progressDeadlineSeconds: 10, readyDeadlineSeconds: 3600, rollbackWindow: 0}}"},
 		{"a Service name of 56 characters", "deploymentTemplate: {name: web, image: nginx, replicas: 2}\nserviceTemplate: {name: " + strings.Repeat("s", 56) + "}\nrollout: {canary: {steps: [{setWeight: 20}]}}"},
 	}
-	for i, tc := range valid {
-		t.Run("valid "+tc.name, func(t *testing.T) {
-			if err := createSpec(t, dyn, ns, fmt.Sprintf("valid-rollout-%d", i), tc.spec); err != nil {
-				t.Errorf("the valid App was rejected: %v", err)
-			}
-		})
-	}
+	assertAccepted(t, dyn, ns, "valid-rollout", valid)
 }
 
 // TestRolloutDefaults checks the defaults of spec.rollout.canary, and that the status
@@ -158,6 +152,19 @@ func TestRolloutDefaults(t *testing.T) {
 	_, err = apps.UpdateStatus(ctx, app, metav1.UpdateOptions{})
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "status.rollout.phase") {
 		t.Errorf("a status with an unknown rollout phase: %v, want Invalid naming status.rollout.phase", err)
+	}
+}
+
+// assertAccepted creates an App of each spec (named prefix-INDEX) in ns, in a subtest
+// "valid NAME", and fails the subtest if the API server refuses it.
+func assertAccepted(t *testing.T, dyn dynamic.Interface, ns, prefix string, specs []struct{ name, spec string }) {
+	t.Helper()
+	for i, tc := range specs {
+		t.Run("valid "+tc.name, func(t *testing.T) {
+			if err := createSpec(t, dyn, ns, fmt.Sprintf("%s-%d", prefix, i), tc.spec); err != nil {
+				t.Errorf("the valid App was rejected: %v", err)
+			}
+		})
 	}
 }
 
