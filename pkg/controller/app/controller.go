@@ -39,6 +39,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/lru"
 	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	gatewayinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions/apis/v1"
 
@@ -109,6 +110,12 @@ type Controller struct {
 	// Deployment's, whose cache holds the live Deployment (liveDeployment).
 	children    []appChild
 	deployments *deploymentChild
+	// services is the Service's, route the route's: the canary rollout's Services and
+	// weights use them (rolloutsync.go).
+	services *serviceChild
+	route    *routeChild
+	// rolloutSpecs holds the specs of the stable revisions of rollouts (rolloutsync.go).
+	rolloutSpecs *lru.Cache
 	// pods is the pod cache, indexed by App (podAppIndex).
 	pods cache.Indexer
 	// probeEvents is the cache of the kubelet's Unhealthy Events, indexed by pod
@@ -234,6 +241,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 			cache:   controller.NewWriteCache(inf.Revisions.Informer().GetIndexer(), 0, opts.Clock),
 			highest: map[types.UID]int64{},
 		},
+		rolloutSpecs:      newRolloutSpecs(),
 		recorder:          recorder,
 		clock:             opts.Clock,
 		contest:           newContestTracker(opts.Contest, opts.Clock),

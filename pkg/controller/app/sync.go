@@ -26,6 +26,9 @@ var appChildren = []func(c *Controller, inf Informers, opts Options) (appChild, 
 	newServiceChild,
 	newBudgetChild,
 	newRouteChild,
+	newCanaryChild,
+	newStableServiceChild,
+	newCanaryServiceChild,
 }
 
 // appChild is one kind of child of an App. Its file says, once: the child's name, how
@@ -57,6 +60,10 @@ type syncInput struct {
 	live *appsv1.Deployment
 	// hashes are the config hashes the App's Deployment carries (config.go).
 	hashes configHashes
+	// rollout is the plan of the App's canary rollout (rolloutsync.go): the stable
+	// Deployment's template and replicas, the canary Deployment, the HTTPRoute's
+	// weights; nil when the App has none.
+	rollout *rolloutPlan
 }
 
 // childOutcome is what syncing one kind of child found, in the terms of the App's status.
@@ -133,13 +140,25 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 		return controller.Result{}, err
 	}
 	// The children and the revision are independent: written in parallel, a new App
-	// costs one round trip before its status rather than one per child.
+	// costs one round trip before its status rather than one per child. A canary
+	// rollout names its versions by revision, and writes its state before the children
+	// (rolloutsync.go): the revision comes first.
 	var (
-		revision    string
-		revisionErr error
-		wg          sync.WaitGroup
+		revision       string
+		revisionErr    error
+		rolloutRequeue time.Duration
+		wg             sync.WaitGroup
 	)
-	wg.Go(func() { revision, revisionErr = c.revisions.ensure(ctx, app) })
+	if app.Spec.Rollout != nil {
+		if revision, err = c.revisions.ensure(ctx, app); err != nil {
+			return controller.Result{}, err
+		}
+		if app, in.rollout, rolloutRequeue, err = c.syncRollout(ctx, key, app, in, revision); err != nil {
+			return controller.Result{}, err
+		}
+	} else {
+		wg.Go(func() { revision, revisionErr = c.revisions.ensure(ctx, app) })
+	}
 	outcomes, err := c.syncChildren(ctx, app, in)
 	wg.Wait()
 	if err != nil {
@@ -160,11 +179,16 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 		status.CurrentRevision = revision
 	}
 	setContested(status, app, contests, now)
+	status.Rollout = nil
+	if p := in.rollout; p != nil {
+		status.Rollout = app.Status.Rollout
+		setRolloutConditions(status, app, now)
+	}
 	c.recordEvents(app, status, outcomes)
 	held, err := c.updateStatus(ctx, key, app, status)
 	// A revision that could not be recorded does not hold back the children or the
 	// status; the sync is retried for it.
-	return controller.RequeueAfter(contestRequeue, held, podRecheck), errors.Join(err, revisionErr)
+	return controller.RequeueAfter(contestRequeue, held, podRecheck, rolloutRequeue), errors.Join(err, revisionErr)
 }
 
 // input computes what the children read: the pods' selector, their config, and the

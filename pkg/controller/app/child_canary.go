@@ -1,0 +1,64 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+)
+
+// The canary Deployment of an App's rollout (spec.rollout, rollout.go) runs the pod
+// template the rollout brings, beside the stable Deployment: named as the App's
+// Deployment with "-canary", claimed by name while the App has a rollout strategy, its
+// pods, selector and labels marked by the track label. It exists while the rollout plan
+// wants it (rolloutplan.go), with the plan's replicas; it is written through the App's
+// Deployment reconciler (the same informer and own-writes cache), and neither prunes the
+// other (reconcileOptions.track).
+
+// canaryChild is the canary Deployment of the App's rollout.
+type canaryChild struct {
+	c *Controller
+}
+
+// newCanaryChild uses the Deployment child's reconciler (newDeploymentChild comes first
+// in appChildren).
+func newCanaryChild(c *Controller, _ Informers, _ Options) (appChild, error) {
+	if c.deployments == nil {
+		return nil, fmt.Errorf("the canary Deployment needs the App's Deployment child first in appChildren")
+	}
+	return &canaryChild{c: c}, nil
+}
+
+func (k *canaryChild) claim(app *appv1.App) string {
+	if app.Spec.Rollout == nil {
+		return ""
+	}
+	return claimKey("Deployment", app.Namespace, canaryName(app))
+}
+
+// sync writes the canary Deployment of the plan, leaves it as it is while the plan keeps
+// it (a scale-down delay), and deletes it when the plan wants none.
+func (k *canaryChild) sync(ctx context.Context, app *appv1.App, in *syncInput) (childOutcome, error) {
+	d := k.c.deployments
+	p := in.rollout
+	if p != nil && p.keepCanary {
+		return childOutcome{name: canaryName(app), obj: k.c.liveCanary(app)}, nil
+	}
+	name := ""
+	var desired = p.canaryDesired()
+	if desired != nil {
+		name = canaryName(app)
+	}
+	res, err := d.reconcileWith(ctx, app, name, desired, k.claim(app), reconcileOptions{
+		track: appv1.TrackCanary, planned: true, pruneReason: "the canary of a rollout that ended",
+	})
+	return canaryOutcome(res), err
+}
+
+// canaryOutcome is what the App's status reads of res, the canary Deployment: its name
+// conflict only (status.rollout says the rest).
+func canaryOutcome(res childResult[*appsv1.Deployment]) childOutcome {
+	return res.outcome()
+}
