@@ -530,7 +530,9 @@ func setRolloutConditions(status *appv1.AppStatus, app *appv1.App, now metav1.Ti
 		return
 	}
 	msg := controller.TruncateMessage(r.Message)
-	set := func(t string, s metav1.ConditionStatus, reason string) { setCondition(status, app, now, t, s, reason, msg) }
+	set := func(t string, s metav1.ConditionStatus, reason string) {
+		setCondition(status, app, now, t, s, reason, msg)
+	}
 	if r.Phase == appv1.RolloutAborted {
 		set(appv1.ConditionReady, metav1.ConditionFalse, appv1.ReasonRolloutAborted)
 		set(appv1.ConditionProgressing, metav1.ConditionFalse, appv1.ReasonRolloutAborted)
