@@ -116,7 +116,8 @@ func (r *routeChild) sync(ctx context.Context, app *appv1.App, in *syncInput) (c
 		hrErr error
 	)
 	if r.httpRoutes != nil {
-		hr, hrErr = r.httpRoutes.reconcile(ctx, app, httpRouteName, httpRoute, r.claim(app))
+		// A rollout moves the weights at one generation of the App: steps, not repairs.
+		hr, hrErr = r.httpRoutes.reconcileWith(ctx, app, httpRouteName, httpRoute, r.claim(app), reconcileOptions{planned: in.rollout != nil})
 	}
 	for _, err := range []*error{&ingErr, &hrErr} {
 		if apierrors.IsInvalid(*err) {

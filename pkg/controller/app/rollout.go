@@ -208,7 +208,7 @@ func (m *machine) follow() {
 			r.Stable.Revision = want.Revision
 		}
 		if r.Canary != nil {
-			m.end(fmt.Sprintf("the App went back to its stable pod template (revision %s): the rollout to revision %s ended at once",
+			m.end(fmt.Sprintf("The App went back to its stable pod template (revision %s): the rollout to revision %s ended at once",
 				want.Revision, r.Canary.Revision), false)
 		}
 		return

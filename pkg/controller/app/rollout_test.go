@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/component-base/metrics/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
@@ -262,6 +263,13 @@ func canaryWorld(t *testing.T, gateway bool) *world {
 	if gateway {
 		w.routeAccepted()
 	}
+	if err := f.sync(app.Namespace, app.Name); err != nil { // RouteAccepted, the counts
+		t.Fatal(err)
+	}
+	f.catchUp()
+	if err := f.inf.Apps.Informer().GetIndexer().Update(w.app()); err != nil {
+		t.Fatal(err)
+	}
 	w.step("synced", nil, "")
 	w.edit(true, func(a *appv1.App) { a.Spec.Rollout = &appv1.Rollout{Canary: canaryStrategy()} })
 	return w
@@ -492,5 +500,254 @@ func TestRolloutWrites(t *testing.T) {
 		if !strings.HasPrefix(e, wantEvents[i]) {
 			t.Errorf("event %d %q, want %q...", i, e, wantEvents[i])
 		}
+	}
+}
+
+// toPause walks w's App from the strategy's addition to the pause of step 2, by
+// replicas (canary 1, stable 3), with a new image.
+func (w *world) toPause() {
+	w.t.Helper()
+	w.step("the strategy added", []string{"create controllerrevisions web-<rev>", "patch apps/status web"}, "Healthy 0")
+	w.edit(true, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	w.step("a new image", []string{"create controllerrevisions web-<rev>", "patch apps/status web", "patch deployments web-deploy-canary"}, "Progressing 0")
+	w.deploymentSettles("web-deploy-canary", "cccc")
+	w.step("the canary up", []string{"patch deployments web-deploy"}, "Progressing 0")
+	w.deploymentSettles("web-deploy", "aaaa")
+	w.step("the pause", []string{"patch apps/status web"}, "Paused 1")
+	w.events = nil
+}
+
+// canaryPod returns a pod of the canary's ReplicaSet web-deploy-canary-cccc in the state
+// captured on the real node in pkg/podhealth/testdata/NAME.yaml, created at created.
+func canaryPod(t *testing.T, w *world, name string, created time.Time) *corev1.Pod {
+	t.Helper()
+	pod := capturedPod(t, name, w.app(), created)
+	pod.Name = "web-deploy-canary-cccc-x7k2p"
+	pod.Labels[appv1.TrackLabel] = appv1.TrackCanary
+	pod.Labels["pod-template-hash"] = "cccc"
+	return pod
+}
+
+// TestRolloutAbort: a canary pod that keeps exiting aborts the rollout: the status (the
+// abort) and the canary scaled to 0, the stable back to its replicas, a Warning Event;
+// then a resync, a re-apply and a new sync write nothing, and kubectl app promote starts
+// the steps again.
+func TestRolloutAbort(t *testing.T) {
+	w := canaryWorld(t, false)
+	w.toPause()
+	before, err := testutil.GetCounterMetricValue(rolloutsAborted.WithLabelValues(appv1.ReasonCrashLoopBackOff))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.podReports(canaryPod(t, w, "crashloopbackoff-1", testNow.Add(-30*time.Second)))
+	w.step("a canary pod keeps exiting: aborted", []string{"patch apps/status web", "patch deployments web-deploy-canary", "patch deployments web-deploy"}, "Aborted 1")
+	if w.deploymentReplicas("web-deploy-canary") != 0 || w.deploymentReplicas("web-deploy") != 4 {
+		t.Errorf("canary at %d, stable at %d: want 0 and 4", w.deploymentReplicas("web-deploy-canary"), w.deploymentReplicas("web-deploy"))
+	}
+	ready := meta.FindStatusCondition(w.app().Status.Conditions, appv1.ConditionReady)
+	if ready == nil || ready.Reason != appv1.ReasonRolloutAborted || !strings.Contains(ready.Message, `Pod "web-deploy-canary-cccc-x7k2p" container "app-deploy-container" keeps exiting`) {
+		t.Errorf("Ready = %+v, want RolloutAborted naming the pod and container", ready)
+	}
+	w.expectKStatus("aborted", kstatus.FailedStatus)
+	if after, _ := testutil.GetCounterMetricValue(rolloutsAborted.WithLabelValues(appv1.ReasonCrashLoopBackOff)); after-before != 1 {
+		t.Errorf("app_controller_rollouts_aborted_total{reason=CrashLoopBackOff} +%v, want +1", after-before)
+	}
+	if len(w.events) != 2 || !strings.HasPrefix(w.events[0], "Warning RolloutAborted Rollout to revision web-") {
+		t.Errorf("events %q, want the Warning RolloutAborted and Synced", w.events)
+	}
+
+	w.deploymentSettles("web-deploy-canary", "cccc")
+	w.deploymentSettles("web-deploy", "aaaa")
+	w.podGone(canaryPod(t, w, "crashloopbackoff-1", testNow))
+	w.step("the stable back at 4: its counts held back", nil, "Aborted 1")
+	w.at(2 * time.Second)
+	w.step("then written", []string{"patch apps/status web"}, "Aborted 1")
+	w.step("a resync", nil, "Aborted 1")
+	w.edit(false, func(a *appv1.App) { a.Labels = map[string]string{"team": "a"} })
+	w.step("the manifest re-applied by a GitOps tool (a label of its own): nothing", nil, "Aborted 1")
+	w.at(time.Hour)
+	w.step("an hour later", nil, "Aborted 1")
+
+	w.request(appv1.RolloutActionPromote, "retry-1")
+	w.step("kubectl app promote retries", []string{"patch apps/status web", "patch deployments web-deploy-canary"}, "Progressing 0")
+}
+
+// route returns the backends of the App's HTTPRoute as the fake API server holds it,
+// "service:weight" ("service" without a weight).
+func (w *world) route() []string {
+	w.t.Helper()
+	obj, err := w.f.gatewayClient.Tracker().Get(gatewayv1.SchemeGroupVersion.WithResource("httproutes"), w.key.Namespace, w.key.Name)
+	if err != nil {
+		w.t.Fatalf("getting the HTTPRoute: %v", err)
+	}
+	var out []string
+	for _, b := range obj.(*gatewayv1.HTTPRoute).Spec.Rules[0].BackendRefs {
+		s := string(b.Name)
+		if b.Weight != nil {
+			s += fmt.Sprintf(":%d", *b.Weight)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// selectorOf returns the selector of the Service name, "" when it does not exist.
+func (w *world) selectorOf(name string) string {
+	obj, err := w.f.kubeClient.Tracker().Get(corev1.SchemeGroupVersion.WithResource("services"), w.key.Namespace, name)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprint(obj.(*corev1.Service).Spec.Selector)
+}
+
+// TestRolloutGateway: with an HTTPRoute, the weights split the traffic between a stable
+// Service (the stable pods by their pod-template-hash) and a canary Service; the stable
+// keeps its 4 replicas; the weight moves once the canary's pods are available; an abort
+// moves it back in one write and keeps the canary pods for abortScaleDownDelaySeconds.
+func TestRolloutGateway(t *testing.T) {
+	w := canaryWorld(t, true)
+	w.step("the strategy added", []string{"create controllerrevisions web-<rev>", "patch apps/status web"}, "Healthy 0")
+	if got := w.route(); !slices.Equal(got, []string{"web-service"}) {
+		t.Errorf("route %q, want the App's Service", got)
+	}
+	w.edit(true, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	w.step("a new image: the canary, the split Services, the route split at 100/0", []string{
+		"create controllerrevisions web-<rev>", "patch apps/status web", "patch deployments web-deploy-canary",
+		"patch services web-service-stable", "patch services web-service-canary", "patch httproutes web",
+	}, "Progressing 0")
+	if got := w.route(); !slices.Equal(got, []string{"web-service-stable:100", "web-service-canary:0"}) {
+		t.Errorf("route %q, want stable 100, canary 0 until the canary is up", got)
+	}
+	if s, c := w.selectorOf("web-service-stable"), w.selectorOf("web-service-canary"); s != "map[app.kubernetes.io/instance:web app.kubernetes.io/name:web pod-template-hash:aaaa]" ||
+		c != "map[app.kubernetes.io/instance:web app.kubernetes.io/name:web appcontroller.k8s.io/track:canary]" {
+		t.Errorf("selectors: stable %s, canary %s", s, c)
+	}
+	w.deploymentSettles("web-deploy-canary", "cccc")
+	w.step("the canary up: 25%", []string{"patch httproutes web"}, "Progressing 0")
+	if got := w.route(); !slices.Equal(got, []string{"web-service-stable:75", "web-service-canary:25"}) {
+		t.Errorf("route %q, want 75/25", got)
+	}
+	w.step("the weight in effect: the pause", []string{"patch apps/status web"}, "Paused 1")
+	if w.deploymentReplicas("web-deploy") != 4 {
+		t.Errorf("stable at %d, want 4: with an HTTPRoute the stable keeps its replicas", w.deploymentReplicas("web-deploy"))
+	}
+	w.step("a resync in the pause", nil, "Paused 1")
+
+	w.request(appv1.RolloutActionAbort, "abort-1")
+	w.step("kubectl app abort: all the traffic back at once", []string{"patch apps/status web", "patch httproutes web"}, "Aborted 1")
+	if got := w.route(); !slices.Equal(got, []string{"web-service-stable:100", "web-service-canary:0"}) {
+		t.Errorf("route %q, want 100/0", got)
+	}
+	if w.deploymentReplicas("web-deploy-canary") != 1 {
+		t.Errorf("canary at %d, want its pod kept for abortScaleDownDelaySeconds", w.deploymentReplicas("web-deploy-canary"))
+	}
+	w.at(31 * time.Second)
+	w.step("the abort's scale-down delay passed: the canary to 0", []string{"patch deployments web-deploy-canary"}, "Aborted 1")
+
+	w.edit(true, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx" })
+	w.step("back to the stable image: the rollout ends, the canary goes", []string{
+		"patch controllerrevisions web-<rev>", "patch apps/status web", "patch apps/status web", "delete deployments web-deploy-canary",
+	}, "Healthy 0")
+	w.step("the canary gone: the route back on the App's Service, the split Services go", []string{
+		"patch httproutes web", "delete services web-service-stable", "delete services web-service-canary",
+	}, "Healthy 0")
+	if got := w.route(); !slices.Equal(got, []string{"web-service"}) {
+		t.Errorf("route %q, want the App's Service", got)
+	}
+	w.step("at rest", nil, "Healthy 0")
+}
+
+// TestRolloutFastRollback: a change back to the stable template during a rollout ends
+// it at once, without steps; after a promotion, a change back to the previous stable
+// template (rollbackWindow) goes to the stable Deployment at once, no canary.
+func TestRolloutFastRollback(t *testing.T) {
+	w := canaryWorld(t, false)
+	w.toPause()
+	w.edit(true, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx" })
+	w.step("kubectl app rollback at the pause: the rollout ends at once", []string{
+		"patch controllerrevisions web-<rev>", "patch apps/status web", "patch apps/status web",
+		"delete deployments web-deploy-canary", "patch deployments web-deploy",
+	}, "Healthy 0")
+	if w.deploymentReplicas("web-deploy") != 4 || w.image("web-deploy") != "nginx" || w.deploymentReplicas("web-deploy-canary") != -1 {
+		t.Errorf("stable %s at %d, canary %d: want nginx at 4, no canary", w.image("web-deploy"), w.deploymentReplicas("web-deploy"), w.deploymentReplicas("web-deploy-canary"))
+	}
+	if !slices.ContainsFunc(w.events, func(e string) bool { return strings.HasPrefix(e, "Normal RolloutRolledBack The App went back to its stable pod template") }) {
+		t.Errorf("events %q, want RolloutRolledBack", w.events)
+	}
+
+	// A rollout to nginx:2 promoted (--full), then a rollback to nginx: at once.
+	w.deploymentSettles("web-deploy", "aaaa")
+	w.edit(true, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	w.step("nginx:2 again", []string{"patch controllerrevisions web-<rev>", "patch apps/status web", "patch deployments web-deploy-canary"}, "Progressing 0")
+	w.request(appv1.RolloutActionPromoteFull, "full-1")
+	w.step("kubectl app promote --full", []string{"patch apps/status web"}, "Progressing 3")
+	w.step("the stable gets nginx:2", []string{"patch apps/status web", "patch deployments web-deploy"}, "Progressing 3")
+	w.deploymentSettles("web-deploy", "bbbb")
+	w.step("promoted", []string{"patch apps/status web", "patch apps/status web"}, "Healthy 0")
+	if r := w.app().Status.Rollout; len(r.RecentStable) != 1 {
+		t.Errorf("recentStable %q, want the template of nginx", r.RecentStable)
+	}
+	w.edit(true, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx" })
+	w.step("kubectl app rollback after the promotion: to the stable at once", []string{
+		"patch controllerrevisions web-<rev>", "patch apps/status web", "patch deployments web-deploy",
+	}, "Healthy 0")
+	if w.image("web-deploy") != "nginx" || w.app().Status.Rollout.Canary != nil {
+		t.Errorf("stable %s, canary %+v: want nginx, no canary", w.image("web-deploy"), w.app().Status.Rollout.Canary)
+	}
+}
+
+// TestRolloutRequestIgnored: a promote of a step the rollout left is recorded as handled
+// with a Warning Event, and does nothing else.
+func TestRolloutRequestIgnored(t *testing.T) {
+	w := canaryWorld(t, false)
+	w.toPause()
+	r := w.app().Status.Rollout
+	stale := appv1.RolloutRequest{Action: appv1.RolloutActionPromote, Canary: r.Canary.PodTemplateHash, Step: 0, ID: "stale-1"}
+	w.edit(false, func(a *appv1.App) { a.Annotations = map[string]string{appv1.RolloutRequestAnnotation: stale.String()} })
+	w.step("a promote of step 1 at step 2", []string{"patch apps/status web"}, "Paused 1")
+	if w.app().Status.Rollout.LastRequest != "stale-1" || len(w.events) != 1 ||
+		w.events[0] != "Warning RolloutRequestIgnored kubectl app promote (request stale-1) ignored: it ends step 1, the rollout is at step 2" {
+		t.Errorf("lastRequest %q, events %q", w.app().Status.Rollout.LastRequest, w.events)
+	}
+	w.step("again", nil, "Paused 1")
+}
+
+// TestRolloutControllerRestart: a controller that starts in the middle of a rollout (a
+// restart, a new leader) resumes at the same step with the same weights: it writes
+// nothing, and goes on from there.
+func TestRolloutControllerRestart(t *testing.T) {
+	w := canaryWorld(t, false)
+	w.toPause()
+	app := w.app()
+
+	f := newFixture(t)
+	f.addApps(app.DeepCopy())
+	for _, name := range []string{"web-deploy", "web-deploy-canary"} {
+		obj, err := w.f.kubeClient.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), "tcs", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := obj.(*appsv1.Deployment).DeepCopy()
+		d.ManagedFields = nil
+		f.addDeployments(d)
+	}
+	obj, _ := w.f.kubeClient.Tracker().Get(corev1.SchemeGroupVersion.WithResource("services"), "tcs", "web-service")
+	s := obj.(*corev1.Service).DeepCopy()
+	s.ManagedFields = nil
+	f.addServices(s)
+	list, _ := w.f.kubeClient.AppsV1().ControllerRevisions("tcs").List(f.ctx, metav1.ListOptions{})
+	for i := range list.Items {
+		f.addRevisions(&list.Items[i])
+	}
+	restarted := newWorld(t, f, app)
+	restarted.step("the first sync of the new controller", nil, "Paused 1")
+	restarted.step("a resync", nil, "Paused 1")
+	if got := f.kubeClient.Actions(); len(got) != 1 || got[0].GetVerb() != "get" || got[0].GetResource().Resource != "controllerrevisions" {
+		t.Logf("reads: %v", got)
+	}
+	restarted.request(appv1.RolloutActionPromote, "after-restart")
+	restarted.step("kubectl app promote after the restart", []string{"patch apps/status web", "patch deployments web-deploy-canary"}, "Progressing 2")
+	if restarted.deploymentReplicas("web-deploy-canary") != 4 {
+		t.Errorf("canary at %d, want 4", restarted.deploymentReplicas("web-deploy-canary"))
 	}
 }

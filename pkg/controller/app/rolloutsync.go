@@ -540,6 +540,9 @@ func setRolloutConditions(status *appv1.AppStatus, app *appv1.App, now metav1.Ti
 		meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionReconciling)
 		return
 	}
+	if c := meta.FindStatusCondition(status.Conditions, appv1.ConditionStalled); c != nil && c.Reason == appv1.ReasonRolloutAborted {
+		meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionStalled) // an abort of before
+	}
 	if meta.IsStatusConditionTrue(status.Conditions, appv1.ConditionStalled) {
 		return // the stable Deployment's problem comes first
 	}
