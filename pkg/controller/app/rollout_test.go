@@ -10,8 +10,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/component-base/metrics/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/utils/ptr"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -671,7 +671,9 @@ func TestRolloutFastRollback(t *testing.T) {
 	if w.deploymentReplicas("web-deploy") != 4 || w.image("web-deploy") != "nginx" || w.deploymentReplicas("web-deploy-canary") != -1 {
 		t.Errorf("stable %s at %d, canary %d: want nginx at 4, no canary", w.image("web-deploy"), w.deploymentReplicas("web-deploy"), w.deploymentReplicas("web-deploy-canary"))
 	}
-	if !slices.ContainsFunc(w.events, func(e string) bool { return strings.HasPrefix(e, "Normal RolloutRolledBack The App went back to its stable pod template") }) {
+	if !slices.ContainsFunc(w.events, func(e string) bool {
+		return strings.HasPrefix(e, "Normal RolloutRolledBack The App went back to its stable pod template")
+	}) {
 		t.Errorf("events %q, want RolloutRolledBack", w.events)
 	}
 
