@@ -95,7 +95,7 @@ func requestEffect(app *appv1.App, action appv1.RolloutAction) (string, error) {
 	aborted := r.Phase == appv1.RolloutAborted
 	at := fmt.Sprintf("step %d of %d", r.CurrentStepIndex+1, n)
 	if !promoting {
-		at += " (" + stepString(steps[r.CurrentStepIndex]) + ")"
+		at += " (" + steps[r.CurrentStepIndex].String() + ")"
 	}
 	switch action {
 	case appv1.RolloutActionPromote:
@@ -142,19 +142,6 @@ func requestEffect(app *appv1.App, action appv1.RolloutAction) (string, error) {
 		return "the rollout goes on from " + at, nil
 	}
 	return "", fmt.Errorf("unknown rollout action %q", action)
-}
-
-// stepString describes a step: "setWeight 25", "pause 5m0s", "pause until promoted".
-func stepString(s appv1.CanaryStep) string {
-	switch {
-	case s.SetWeight != nil:
-		return fmt.Sprintf("setWeight %d", *s.SetWeight)
-	case s.Pause != nil && s.Pause.Duration != nil:
-		return "pause " + s.Pause.Duration.Duration.String()
-	case s.Pause != nil:
-		return "pause until promoted"
-	}
-	return "empty step"
 }
 
 // orNone returns s, or "<none>" when it is empty.

@@ -129,7 +129,7 @@ func printRollout(w io.Writer, app *appv1.App, v *RolloutView) {
 func stepsLine(steps []appv1.CanaryStep, r *appv1.RolloutStatus) string {
 	parts := make([]string, len(steps))
 	for i, s := range steps {
-		parts[i] = fmt.Sprintf("%d %s", i+1, stepString(s))
+		parts[i] = fmt.Sprintf("%d %s", i+1, s.String())
 		if r.Canary == nil {
 			continue
 		}

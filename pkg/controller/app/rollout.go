@@ -319,7 +319,7 @@ func (m *machine) stepEnded(how string) {
 		took = m.o.now.Sub(r.StepStartedAt.Time).Seconds()
 	}
 	m.note(rolloutNote{eventType: corev1.EventTypeNormal, reason: appv1.EventReasonRolloutStep,
-		message: fmt.Sprintf("Step %d of %d (%s) of the rollout to revision %s ended %s", k+1, m.steps(), describeStep(m.s.Steps[k]), r.Canary.Revision, how),
+		message: fmt.Sprintf("Step %d of %d (%s) of the rollout to revision %s ended %s", k+1, m.steps(), m.s.Steps[k].String(), r.Canary.Revision, how),
 		step:    kind, seconds: took})
 	r.PausedByRequest = false
 	m.toStep(k + 1)
@@ -343,7 +343,7 @@ func (m *machine) advance() {
 		if step.SetWeight != nil && !o.stepDone && since >= time.Duration(ptr.Deref(m.s.ProgressDeadlineSeconds, 600))*time.Second {
 			m.abort(rolloutAbort{reason: appv1.ReasonProgressDeadlineExceeded, message: fmt.Sprintf(
 				"step %d (%s) did not complete within progressDeadlineSeconds (%ds): the canary's pods were not available, or the weight not in effect",
-				r.CurrentStepIndex+1, describeStep(step), ptr.Deref(m.s.ProgressDeadlineSeconds, 600))})
+				r.CurrentStepIndex+1, step.String(), ptr.Deref(m.s.ProgressDeadlineSeconds, 600))})
 			return
 		}
 		if r.PausedByRequest {
@@ -413,7 +413,7 @@ func (m *machine) message() string {
 	}
 	k := r.CurrentStepIndex
 	step := m.s.Steps[k]
-	at := fmt.Sprintf("Rollout to revision %s, step %d of %d (%s), canary at %d%%", r.Canary.Revision, k+1, n, describeStep(step), r.CanaryWeight)
+	at := fmt.Sprintf("Rollout to revision %s, step %d of %d (%s), canary at %d%%", r.Canary.Revision, k+1, n, step.String(), r.CanaryWeight)
 	switch {
 	case r.PausedByRequest:
 		return at + ": paused by kubectl app pause until kubectl app resume or promote"
@@ -438,17 +438,6 @@ func weightAt(s *appv1.CanaryStrategy, k int32) int32 {
 		}
 	}
 	return w
-}
-
-// describeStep says what a step is: "setWeight 25", "pause 5m0s", "pause until promoted".
-func describeStep(s appv1.CanaryStep) string {
-	switch {
-	case s.SetWeight != nil:
-		return fmt.Sprintf("setWeight %d", *s.SetWeight)
-	case s.Pause != nil && s.Pause.Duration != nil:
-		return "pause " + s.Pause.Duration.Duration.String()
-	}
-	return "pause until promoted"
 }
 
 // rolloutEqual reports whether two rollout states are the same (times compared to the

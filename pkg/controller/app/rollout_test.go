@@ -321,19 +321,14 @@ func (w *world) deploymentSettles(name, hash string) {
 	}
 	d := obj.(*appsv1.Deployment).DeepCopy()
 	r := ptr.Deref(d.Spec.Replicas, 1)
-	w.rv++
-	d.ResourceVersion = fmt.Sprint(w.rv)
-	d.Status = appsv1.DeploymentStatus{
+	w.deploymentStatus(d, appsv1.DeploymentStatus{
 		ObservedGeneration: d.Generation, Replicas: r, UpdatedReplicas: r, ReadyReplicas: r, AvailableReplicas: r,
 		Conditions: []appsv1.DeploymentCondition{
 			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
 			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable",
 				Message: fmt.Sprintf("ReplicaSet %q has successfully progressed.", name+"-"+hash)},
 		},
-	}
-	if err := w.f.kubeClient.Tracker().Update(gvr, d, w.key.Namespace); err != nil {
-		w.t.Fatalf("updating Deployment %s: %v", name, err)
-	}
+	})
 	w.f.catchUp()
 }
 

@@ -276,15 +276,7 @@ func (c *Controller) rolloutLive(app *appv1.App, in *syncInput) rolloutLive {
 
 // liveCanary returns the cached canary Deployment app controls, or nil.
 func (c *Controller) liveCanary(app *appv1.App) *appsv1.Deployment {
-	obj, exists, err := c.deployments.managed.GetByKey(app.Namespace + "/" + canaryName(app))
-	if err != nil || !exists {
-		return nil
-	}
-	d, ok := obj.(*appsv1.Deployment)
-	if !ok || !controller.IsControlledBy(d, app) {
-		return nil
-	}
-	return d
+	return c.controlledDeployment(app, canaryName(app))
 }
 
 // canaryName is the name of app's canary Deployment; "" without deploymentTemplate.

@@ -233,7 +233,13 @@ func (c *Controller) liveDeployment(app *appv1.App) *appsv1.Deployment {
 	if t == nil {
 		return nil
 	}
-	obj, exists, err := c.deployments.managed.GetByKey(app.Namespace + "/" + t.Name)
+	return c.controlledDeployment(app, t.Name)
+}
+
+// controlledDeployment returns the cached Deployment name of app's namespace if app
+// controls it, else nil.
+func (c *Controller) controlledDeployment(app *appv1.App, name string) *appsv1.Deployment {
+	obj, exists, err := c.deployments.managed.GetByKey(app.Namespace + "/" + name)
 	if err != nil || !exists {
 		return nil
 	}

@@ -117,6 +117,18 @@ type CanaryStep struct {
 	Pause *CanaryPause `json:"pause,omitempty"`
 }
 
+// String describes the step as users read it: "setWeight 25", "pause 5m0s", "pause
+// until promoted".
+func (s CanaryStep) String() string {
+	switch {
+	case s.SetWeight != nil:
+		return fmt.Sprintf("setWeight %d", *s.SetWeight)
+	case s.Pause != nil && s.Pause.Duration != nil:
+		return "pause " + s.Pause.Duration.Duration.String()
+	}
+	return "pause until promoted"
+}
+
 // CanaryPause is a pause of a canary rollout.
 type CanaryPause struct {
 	// Duration of the pause, from 1s to 24h in whole units ("30s", "5m", "1h30m"). Unset, the
