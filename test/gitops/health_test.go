@@ -71,7 +71,7 @@ func assertHealth(t *testing.T, obj map[string]any, wantKstatus status.Status, w
 	if argo.Status != wantArgo || argo.Message == "" {
 		t.Errorf("Argo CD health %q (%q), want %s with a message", argo.Status, argo.Message, wantArgo)
 	}
-	if wantKstatus != "" && ArgoFor(got) != argo.Status {
+	if wantKstatus != "" && !Agree(got, argo.Status) {
 		t.Errorf("Argo CD health %s disagrees with kstatus %s", argo.Status, got)
 	}
 }

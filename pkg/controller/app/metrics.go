@@ -86,7 +86,21 @@ func registerMetrics() {
 		registerables, collectors := Metrics()
 		legacyregistry.MustRegister(registerables...)
 		legacyregistry.CustomMustRegister(collectors...)
+		// The series exist before the first rollout, so that queries and alerts on them
+		// see 0, not nothing.
+		for _, reason := range rolloutAbortReasons {
+			rolloutsAborted.WithLabelValues(reason).Add(0)
+		}
+		for _, step := range []string{"setWeight", "pause", "promotion"} {
+			rolloutStepDuration.WithLabelValues(step)
+		}
 	})
+}
+
+// rolloutAbortReasons are the reasons a canary rollout aborts for (rolloutsync.go).
+var rolloutAbortReasons = []string{
+	appv1.ReasonImagePullFailed, appv1.ReasonContainerConfigError, appv1.ReasonCrashLoopBackOff, appv1.ReasonOOMKilled,
+	appv1.ReasonContainerNotReady, appv1.ReasonUnschedulable, appv1.ReasonProgressDeadlineExceeded, appv1.ReasonAbortRequested,
 }
 
 // appsCollector computes app_controller_apps and app_controller_name_conflicts from the
