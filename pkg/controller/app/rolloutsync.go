@@ -32,6 +32,10 @@ import (
 // any child is written for it, and hands the children the plan of that state
 // (syncInput.rollout).
 
+// rolloutRecheck is how soon a sync that wrote a rollout's children is followed by
+// another, which sees whether they completed the step.
+const rolloutRecheck = time.Second
+
 // rolloutSpecCacheSize bounds the specs of stable revisions kept in memory: one per App
 // in a rollout, read once (the revision cache keeps no data).
 const rolloutSpecCacheSize = 1024

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -163,6 +164,11 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 	wg.Wait()
 	if err != nil {
 		return controller.Result{}, err
+	}
+	if in.rollout != nil && slices.ContainsFunc(outcomes, func(o childOutcome) bool { return o.changed }) {
+		// A step's writes may complete it, and their echoes queue nothing (an HTTPRoute's
+		// weights): the next sync looks.
+		rolloutRequeue = controller.RequeueAfter(rolloutRequeue, rolloutRecheck).RequeueAfter
 	}
 
 	contests, contestRequeue := c.reportContests(app)
