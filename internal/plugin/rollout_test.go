@@ -298,7 +298,7 @@ App:          ns/web
 Ready:        Unknown: the controller has not reported a Ready condition yet
 Deployment:   web (image nginx:2): 4 desired, no status reported
 Service:      web: ClusterIP 10.0.0.10, ports http 8080/TCP -> 8080
-Rollout:      Aborted at step 1 of 3: all traffic on the stable pods
+Rollout:      Aborted at step 1 of 3
 Aborted:      ImagePullFailed: Pod "web-canary-7d4b-ccccc" container "app-deploy-container" cannot pull its image: not found
 Steps:        1 setWeight 25 (current), 2 pause until promoted, 3 setWeight 100
 Traffic:      canary 25% by ready pods behind the App's Service: 1 canary, 3 stable (the step asks for 0%)

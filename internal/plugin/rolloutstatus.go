@@ -106,7 +106,7 @@ func printRollout(w io.Writer, app *appv1.App, v *RolloutView) {
 	if r.PausedByRequest {
 		line += " (kubectl app pause)"
 	}
-	if r.Message != "" {
+	if r.Message != "" && r.Phase != appv1.RolloutAborted { // the Aborted line says why
 		line += ": " + r.Message
 	}
 	fmt.Fprintf(w, "Rollout:\t%s\n", oneLine(line))
