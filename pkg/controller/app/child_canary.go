@@ -2,9 +2,12 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
@@ -61,4 +64,50 @@ func (k *canaryChild) sync(ctx context.Context, app *appv1.App, in *syncInput) (
 // conflict only (status.rollout says the rest).
 func canaryOutcome(res childResult[*appsv1.Deployment]) childOutcome {
 	return res.outcome()
+}
+
+// liveCanary returns the cached canary Deployment app controls, or nil.
+func (c *Controller) liveCanary(app *appv1.App) *appsv1.Deployment {
+	return c.controlledDeployment(app, canaryName(app))
+}
+
+// canaryName is the name of app's canary Deployment; "" without deploymentTemplate.
+func canaryName(app *appv1.App) string {
+	if t := app.Spec.DeploymentTemplate; t != nil {
+		return t.Name + appv1.CanarySuffix
+	}
+	return ""
+}
+
+// canaryDesired returns the canary Deployment of plan p; nil without a plan, or when it
+// wants none.
+func (p *rolloutPlan) canaryDesired() *appsv1ac.DeploymentApplyConfiguration {
+	if p == nil || p.canaryReplicas == nil {
+		return nil
+	}
+	return p.canary
+}
+
+// canaryDeployment returns the canary Deployment of app: template, marked by the track
+// label in its pods and selector, with replicas.
+func canaryDeployment(app *appv1.App, template *corev1ac.PodTemplateSpecApplyConfiguration, replicas int32) (*appsv1ac.DeploymentApplyConfiguration, error) {
+	// A copy: the template may be the stable Deployment's too.
+	data, err := json.Marshal(template)
+	if err != nil {
+		return nil, fmt.Errorf("copying the canary's pod template: %w", err)
+	}
+	canary := &corev1ac.PodTemplateSpecApplyConfiguration{}
+	if err := json.Unmarshal(data, canary); err != nil {
+		return nil, fmt.Errorf("copying the canary's pod template: %w", err)
+	}
+	canary.WithLabels(map[string]string{appv1.TrackLabel: appv1.TrackCanary})
+	selector := selectorLabels(app)
+	selector[appv1.TrackLabel] = appv1.TrackCanary
+	d, err := buildDeployment(app, canaryName(app), canary, selector, &replicas, "")
+	if err != nil {
+		return nil, err
+	}
+	// The label marks it among the App's Deployments (reconcileOptions.track); the
+	// applied hash covers the rest, which the label does not change.
+	return d.WithLabels(map[string]string{appv1.TrackLabel: appv1.TrackCanary}), nil
 }

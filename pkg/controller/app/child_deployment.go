@@ -391,3 +391,14 @@ func volume(v *appv1.Volume) (*corev1ac.VolumeApplyConfiguration, error) {
 	}
 	return out, nil
 }
+
+// stableDeployment returns the stable Deployment of plan p: the App's, with the stable
+// template and the plan's replicas.
+func stableDeployment(app *appv1.App, in *syncInput, p *rolloutPlan) (*appsv1ac.DeploymentApplyConfiguration, error) {
+	t := app.Spec.DeploymentTemplate
+	replicas := t.Replicas
+	if p.stableReplicas != nil {
+		replicas = p.stableReplicas
+	}
+	return buildDeployment(app, t.Name, p.stableTemplate, selectorLabels(app), replicas, in.hashes.seen)
+}

@@ -435,3 +435,11 @@ func DesiredRoute(app *appv1.App) (*networkingv1ac.IngressApplyConfiguration, er
 	}
 	return controller.WithAppliedHash(ing.WithSpec(spec))
 }
+
+// routeSplit returns the split of the HTTPRoute in plan p; nil without a plan.
+func (p *rolloutPlan) routeSplit() *routeSplit {
+	if p == nil {
+		return nil
+	}
+	return p.split
+}

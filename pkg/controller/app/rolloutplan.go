@@ -50,23 +50,6 @@ type routeSplit struct {
 	stable, canary int32
 }
 
-// canaryDesired returns the canary Deployment of plan p; nil without a plan, or when it
-// wants none.
-func (p *rolloutPlan) canaryDesired() *appsv1ac.DeploymentApplyConfiguration {
-	if p == nil || p.canaryReplicas == nil {
-		return nil
-	}
-	return p.canary
-}
-
-// routeSplit returns the split of the HTTPRoute in plan p; nil without a plan.
-func (p *rolloutPlan) routeSplit() *routeSplit {
-	if p == nil {
-		return nil
-	}
-	return p.split
-}
-
 // rolloutLive is what the plan reads of the children as they are.
 type rolloutLive struct {
 	// gateway: the App's route is an HTTPRoute, which splits the traffic by weight;

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -278,19 +277,6 @@ func (c *Controller) rolloutLive(app *appv1.App, in *syncInput) rolloutLive {
 	return l
 }
 
-// liveCanary returns the cached canary Deployment app controls, or nil.
-func (c *Controller) liveCanary(app *appv1.App) *appsv1.Deployment {
-	return c.controlledDeployment(app, canaryName(app))
-}
-
-// canaryName is the name of app's canary Deployment; "" without deploymentTemplate.
-func canaryName(app *appv1.App) string {
-	if t := app.Spec.DeploymentTemplate; t != nil {
-		return t.Name + appv1.CanarySuffix
-	}
-	return ""
-}
-
 // stableRuns reports whether the live stable Deployment runs the plan's stable template
 // of state r (the promotion's last stage), rolled out and available.
 func (c *Controller) stableRuns(ctx context.Context, app *appv1.App, in *syncInput, r *appv1.RolloutStatus, p *rolloutPlan,
@@ -341,41 +327,6 @@ func (c *Controller) buildRolloutPlan(ctx context.Context, app *appv1.App, in *s
 	}
 	p.canary, err = canaryDeployment(app, canaryTemplate, *p.canaryReplicas)
 	return err
-}
-
-// stableDeployment returns the stable Deployment of plan p: the App's, with the stable
-// template and the plan's replicas.
-func stableDeployment(app *appv1.App, in *syncInput, p *rolloutPlan) (*appsv1ac.DeploymentApplyConfiguration, error) {
-	t := app.Spec.DeploymentTemplate
-	replicas := t.Replicas
-	if p.stableReplicas != nil {
-		replicas = p.stableReplicas
-	}
-	return buildDeployment(app, t.Name, p.stableTemplate, selectorLabels(app), replicas, in.hashes.seen)
-}
-
-// canaryDeployment returns the canary Deployment of app: template, marked by the track
-// label in its pods and selector, with replicas.
-func canaryDeployment(app *appv1.App, template *corev1ac.PodTemplateSpecApplyConfiguration, replicas int32) (*appsv1ac.DeploymentApplyConfiguration, error) {
-	// A copy: the template may be the stable Deployment's too.
-	data, err := json.Marshal(template)
-	if err != nil {
-		return nil, fmt.Errorf("copying the canary's pod template: %w", err)
-	}
-	canary := &corev1ac.PodTemplateSpecApplyConfiguration{}
-	if err := json.Unmarshal(data, canary); err != nil {
-		return nil, fmt.Errorf("copying the canary's pod template: %w", err)
-	}
-	canary.WithLabels(map[string]string{appv1.TrackLabel: appv1.TrackCanary})
-	selector := selectorLabels(app)
-	selector[appv1.TrackLabel] = appv1.TrackCanary
-	d, err := buildDeployment(app, canaryName(app), canary, selector, &replicas, "")
-	if err != nil {
-		return nil, err
-	}
-	// The label marks it among the App's Deployments (reconcileOptions.track); the
-	// applied hash covers the rest, which the label does not change.
-	return d.WithLabels(map[string]string{appv1.TrackLabel: appv1.TrackCanary}), nil
 }
 
 // canaryFailure returns why the canary of app fails, from its current pods (those of its

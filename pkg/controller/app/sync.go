@@ -107,7 +107,9 @@ type childCondition struct {
 // with the cached state of the world, whatever event queued it, and writes nothing when
 // they agree. Its steps: the input the children read (config.go), the revision of the
 // spec and every kind of child of appChildren (child_*.go, through children.go), in
-// parallel; then the contested children (contest.go), the pods' first problem
+// parallel (with spec.rollout, the revision first, then the canary rollout's state,
+// written before the children, and the plan they follow: rollout.go, rolloutplan.go,
+// rolloutsync.go); then the contested children (contest.go), the pods' first problem
 // (pods.go), the status computed from the children's outcomes (status.go) and written or
 // held back (statuswrite.go). The files it reads follow it in the order it calls them,
 // none calling back into an earlier one (the package comment lists them).
