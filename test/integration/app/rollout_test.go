@@ -316,6 +316,11 @@ func TestRolloutHTTPRoute(t *testing.T) {
 	app.Spec.Route = &appv1.Route{Hosts: []appv1.Hostname{"web.example.com"}, ParentRefs: []appv1.GatewayRef{{Name: "public"}}}
 	c.create(t, app)
 	c.waitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
+	// No Gateway answers here, so the App is not Ready: wait for its Deployment (a change
+	// while it still rolls would go to it directly).
+	c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool {
+		return d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == 4 && d.Status.Replicas == 4 && d.Status.AvailableReplicas == 4
+	})
 	c.update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
 	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
 	gw, err := gatewayclientset.NewForConfig(c.cfg)
