@@ -314,12 +314,7 @@ func (w *world) routeAccepted() {
 // the ReplicaSet name-hash; the caches catch up.
 func (w *world) deploymentSettles(name, hash string) {
 	w.t.Helper()
-	gvr := appsv1.SchemeGroupVersion.WithResource("deployments")
-	obj, err := w.f.kubeClient.Tracker().Get(gvr, w.key.Namespace, name)
-	if err != nil {
-		w.t.Fatalf("getting Deployment %s: %v", name, err)
-	}
-	d := obj.(*appsv1.Deployment).DeepCopy()
+	d := w.trackedDeployment(name)
 	r := ptr.Deref(d.Spec.Replicas, 1)
 	w.deploymentStatus(d, appsv1.DeploymentStatus{
 		ObservedGeneration: d.Generation, Replicas: r, UpdatedReplicas: r, ReadyReplicas: r, AvailableReplicas: r,

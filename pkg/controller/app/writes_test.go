@@ -69,12 +69,7 @@ func (w *world) informersCatchUp() { w.f.catchUp() }
 // every desired replica is.
 func (w *world) deploymentReports(name string, updated, available int32) {
 	w.t.Helper()
-	gvr := appsv1.SchemeGroupVersion.WithResource("deployments")
-	obj, err := w.f.kubeClient.Tracker().Get(gvr, w.key.Namespace, name)
-	if err != nil {
-		w.t.Fatalf("getting Deployment %s: %v", name, err)
-	}
-	d := obj.(*appsv1.Deployment).DeepCopy()
+	d := w.trackedDeployment(name)
 	desired := ptr.Deref(d.Spec.Replicas, 1)
 	cond := corev1.ConditionFalse
 	if available >= desired {
@@ -88,6 +83,17 @@ func (w *world) deploymentReports(name string, updated, available int32) {
 			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "ReplicaSetUpdated"},
 		},
 	})
+}
+
+// trackedDeployment returns a copy of the Deployment name as the fake API server holds
+// it.
+func (w *world) trackedDeployment(name string) *appsv1.Deployment {
+	w.t.Helper()
+	obj, err := w.f.kubeClient.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), w.key.Namespace, name)
+	if err != nil {
+		w.t.Fatalf("getting Deployment %s: %v", name, err)
+	}
+	return obj.(*appsv1.Deployment).DeepCopy()
 }
 
 // deploymentStatus gives d the status st in the fake API server and the cache, with a

@@ -31,8 +31,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
+	"github.com/app-controller/app-controller/internal/plugin"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
@@ -134,6 +136,16 @@ func Helm(t testing.TB, args ...string) string {
 func Kubectl(t testing.TB, args ...string) string {
 	t.Helper()
 	return Run(t, filepath.Join(BinDir(t), "kubectl"), args...)
+}
+
+// KubectlApp runs `kubectl app ARGS` against the test cluster with the plugin's code, in
+// the test process, and returns its output (stdout and stderr) and exit code.
+func KubectlApp(t testing.TB, args ...string) (string, int) {
+	t.Helper()
+	var out bytes.Buffer
+	args = append(args, "--kubeconfig", framework.Cluster().Kubeconfig)
+	code := plugin.Run(context.Background(), args, genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
+	return out.String(), code
 }
 
 // Prober sends HTTP requests from inside a pod: an agnhost netexec pod in a namespace of

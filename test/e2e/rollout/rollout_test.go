@@ -8,7 +8,6 @@
 package rollout_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -23,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -337,13 +335,11 @@ func (e *env) patch(t *testing.T, name, patch string) {
 // exits 1 for an App that is not Ready, which is not a failure here.
 func (e *env) kubectlApp(t *testing.T, args ...string) string {
 	t.Helper()
-	var out bytes.Buffer
-	args = append(args, "-n", e.ns, "--kubeconfig", framework.Cluster().Kubeconfig)
-	code := plugin.Run(context.Background(), args, genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
+	out, code := realnode.KubectlApp(t, append(args, "-n", e.ns)...)
 	if code == plugin.ExitError {
-		t.Fatalf("kubectl app %s: exit code %d\n%s", strings.Join(args, " "), code, out.String())
+		t.Fatalf("kubectl app %s: exit code %d\n%s", strings.Join(args, " "), code, out)
 	}
-	return out.String()
+	return out
 }
 
 // pods returns the pods of the App name that are not being deleted.
