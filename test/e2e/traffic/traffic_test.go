@@ -37,7 +37,7 @@ const layoutEnv = "TRAEFIK_IMAGE_LAYOUT"
 // when Traefik's image is there.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(layoutEnv); dir == "" {
-		fmt.Printf("traffic: skipped: $%s is not set (make e2e-traffic builds Traefik and sets it)\n", layoutEnv)
+		fmt.Printf("traffic: skipped: $%s is not set (make e2e and make e2e-traffic build Traefik and set it)\n", layoutEnv)
 		os.Exit(0)
 	} else if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
 		fmt.Printf("traffic: skipped: no image layout in $%s: %v\n", layoutEnv, err)
