@@ -285,8 +285,9 @@ func (c *Cluster) startNodeProcess(name string, argv []string) (*process, error)
 
 // prepareNodeAPI writes what the node needs in the API: the binding that gives the
 // group system:nodes the role system:node (this cluster runs no Node authorizer), and the
-// endpoints of the Service default/kubernetes, the node's forwarder to the apiserver
-// (the apiserver itself listens on loopback only, so it does not reconcile them).
+// EndpointSlice of the Service default/kubernetes, the node's forwarder to the apiserver
+// (the apiserver itself listens on loopback only, so it does not reconcile its endpoints;
+// kube-proxy reads EndpointSlices, and the v1 Endpoints API is deprecated since 1.33).
 func (c *Cluster) prepareNodeAPI(ctx context.Context, client kubernetes.Interface, n *realNode) error {
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "localcluster:nodes"},
@@ -298,14 +299,6 @@ func (c *Cluster) prepareNodeAPI(ctx context.Context, client kubernetes.Interfac
 	}
 	_, portStr, _ := net.SplitHostPort(apiserverInNode)
 	port, _ := strconv.Atoi(portStr)
-	endpoints := &corev1.Endpoints{
-		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: metav1.NamespaceDefault,
-			Labels: map[string]string{discoveryv1.LabelSkipMirror: "true"}},
-		Subsets: []corev1.EndpointSubset{{
-			Addresses: []corev1.EndpointAddress{{IP: n.net.nodeIP}},
-			Ports:     []corev1.EndpointPort{{Name: "https", Port: int32(port), Protocol: corev1.ProtocolTCP}},
-		}},
-	}
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: metav1.NamespaceDefault,
 			Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes", discoveryv1.LabelManagedBy: "localcluster"}},
@@ -314,11 +307,7 @@ func (c *Cluster) prepareNodeAPI(ctx context.Context, client kubernetes.Interfac
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
 	}
 	return wait.PollUntilContextTimeout(ctx, probeInterval, saTimeout, true, func(ctx context.Context) (bool, error) {
-		_, err := client.CoreV1().Endpoints(metav1.NamespaceDefault).Create(ctx, endpoints, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return false, nil
-		}
-		_, err = client.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).Create(ctx, slice, metav1.CreateOptions{})
+		_, err := client.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).Create(ctx, slice, metav1.CreateOptions{})
 		return err == nil || apierrors.IsAlreadyExists(err), nil
 	})
 }
