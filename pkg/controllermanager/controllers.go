@@ -52,9 +52,14 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 	if err != nil {
 		return nil, err
 	}
-	secrets, err := cc.versionInformer(corev1.SchemeGroupVersion.WithResource("secrets"))
-	if err != nil {
-		return nil, err
+	// Without --config-rollout-secrets no Secret informer: nothing lists or watches them.
+	var secrets informers.GenericInformer
+	if cc.Options.ConfigRolloutSecrets {
+		if secrets, err = cc.versionInformer(corev1.SchemeGroupVersion.WithResource("secrets")); err != nil {
+			return nil, err
+		}
+	} else {
+		klog.FromContext(ctx).Info("Secret-driven rollouts are off (--config-rollout-secrets=false): Secrets are not watched, a change of one rolls no pods")
 	}
 	var httpRoutes gatewayinformersv1.HTTPRouteInformer
 	var unmanagedHTTPRoutes informers.GenericInformer
