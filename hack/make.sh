@@ -13,6 +13,8 @@
 #   make.sh manifests IMG                config/default, its image set to IMG
 #   make.sh helm-lint HELM CHART KUBE_VERSION
 #   make.sh fuzz FUZZTIME PKG:TARGET...
+#   make.sh lint GOLANGCI_LINT           golangci-lint (.golangci.yml) on every module of
+#                                        ours
 set -o errexit -o nounset -o pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -187,6 +189,24 @@ cmd_helm_lint() {
     done
 }
 
+# LINT_MODULES are the modules make lint checks, each with the packages that are ours:
+# the project, the chart's tests, and the image builder of the tools module (whose other
+# packages only build the Kubernetes components, etcd and kwok).
+LINT_MODULES=(".:./..." "test/chart:./..." "hack/tools:./imagebuild/...")
+
+# lint runs golangci-lint with the root's .golangci.yml in each of LINT_MODULES, and
+# fails if any finds something.
+cmd_lint() {
+    local lint="$1" entry dir pkgs rc=0
+    for entry in "${LINT_MODULES[@]}"; do
+        dir="${entry%%:*}"
+        pkgs="${entry#*:}"
+        echo "golangci-lint run ${pkgs} (in ${dir})"
+        (cd "${dir}" && "${lint}" run --config "${ROOT}/.golangci.yml" "${pkgs}") || rc=1
+    done
+    return "${rc}"
+}
+
 # fuzz runs each Go fuzz target (package:target) for FUZZTIME.
 cmd_fuzz() {
     local fuzztime="$1" t
@@ -197,7 +217,7 @@ cmd_fuzz() {
     done
 }
 
-cmd="${1:?usage: make.sh test|cross|sbom|plugin-dist|manifests|helm-lint|fuzz ...}"
+cmd="${1:?usage: make.sh test|cross|sbom|plugin-dist|manifests|helm-lint|lint|fuzz ...}"
 shift
 case "${cmd}" in
 test) cmd_test "$@" ;;
@@ -207,6 +227,7 @@ plugin-dist) cmd_plugin_dist "$@" ;;
 manifests) cmd_manifests "$@" ;;
 helm-lint) cmd_helm_lint "$@" ;;
 fuzz) cmd_fuzz "$@" ;;
+lint) cmd_lint "$@" ;;
 *)
     echo "make.sh: unknown command ${cmd}" >&2
     exit 2

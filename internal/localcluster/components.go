@@ -94,7 +94,7 @@ func apiserverArgs(certs *certFiles, certDir, etcdURL string, securePort int) []
 		// permission to update the owner's finalizers, as on most production clusters,
 		// so the RBAC tests prove the */finalizers grants instead of assuming them.
 		"--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
-		"--profiling=false",
+		"--profiling=false", //nolint:goconst // each component's own flag, written where its arguments are
 		// The apiserver reaches a real node's kubelet (logs, exec, port-forward) at its
 		// InternalIP, with the admin certificate, and checks the kubelet's serving
 		// certificate against the cluster's CA.
@@ -167,12 +167,13 @@ func schedulerArgs(certs *certFiles, kubeconfig string, securePort int) []string
 // kwokArgs returns kwok's arguments: it manages only nodes annotated
 // kwok.x-k8s.io/node=fake and serves its health endpoints on serverPort.
 func kwokArgs(kubeconfig string, stageFiles []string, serverPort int) []string {
-	args := []string{
-		"--kubeconfig=" + kubeconfig,
+	args := make([]string, 0, 4+len(stageFiles))
+	args = append(args,
+		"--kubeconfig="+kubeconfig,
 		"--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector=" + kwokNodeSelector,
-		"--server-address=" + hostPort(serverPort),
-	}
+		"--manage-nodes-with-annotation-selector="+kwokNodeSelector,
+		"--server-address="+hostPort(serverPort),
+	)
 	for _, f := range stageFiles {
 		args = append(args, "--config="+f)
 	}
@@ -198,7 +199,7 @@ func kwokStageFiles(dir string) ([]string, error) {
 	var files []string
 	for _, e := range entries {
 		name := e.Name()
-		if e.IsDir() || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
+		if e.IsDir() || (!strings.HasSuffix(name, ".yaml") && !strings.HasSuffix(name, ".yml")) {
 			continue
 		}
 		path := filepath.Join(dir, name)

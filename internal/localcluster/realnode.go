@@ -283,6 +283,9 @@ func (c *Cluster) startNodeProcess(name string, argv []string) (*process, error)
 	return p, nil
 }
 
+// kubernetesService is the name of the Service, in namespace default, of the apiserver.
+const kubernetesService = "kubernetes"
+
 // prepareNodeAPI writes what the node needs in the API: the binding that gives the
 // group system:nodes the role system:node (this cluster runs no Node authorizer), and the
 // EndpointSlice of the Service default/kubernetes, the node's forwarder to the apiserver
@@ -300,8 +303,8 @@ func (c *Cluster) prepareNodeAPI(ctx context.Context, client kubernetes.Interfac
 	_, portStr, _ := net.SplitHostPort(apiserverInNode)
 	port, _ := strconv.Atoi(portStr)
 	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: metav1.NamespaceDefault,
-			Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes", discoveryv1.LabelManagedBy: "localcluster"}},
+		ObjectMeta: metav1.ObjectMeta{Name: kubernetesService, Namespace: metav1.NamespaceDefault,
+			Labels: map[string]string{discoveryv1.LabelServiceName: kubernetesService, discoveryv1.LabelManagedBy: "localcluster"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{n.net.nodeIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
@@ -474,8 +477,8 @@ func cleanupLeftoverNode(out io.Writer, dir string) error {
 		}
 		errs = append(errs, t.kill(30*time.Second), t.remove())
 	}
-	net := &nodeNetwork{name: name, routesAdded: []string{podsRange, serviceClusterIPRange}}
-	errs = append(errs, net.teardown(context.Background()))
+	network := &nodeNetwork{name: name, routesAdded: []string{podsRange, serviceClusterIPRange}}
+	errs = append(errs, network.teardown(context.Background()))
 	removeMountPoints(dir)
 	return errors.Join(errs...)
 }

@@ -55,7 +55,7 @@ func printPods(w io.Writer, pods []corev1.Pod, note string, now time.Time) error
 		if pod.DeletionTimestamp != nil {
 			phase = "Terminating"
 		}
-		problem := "<none>"
+		problem := noValue
 		if p, _ := podhealth.Inspect(pod, now); p != nil {
 			problem = p.Reason + ": " + p.Message
 		}

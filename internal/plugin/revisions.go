@@ -126,13 +126,13 @@ func PrintHistory(w io.Writer, h *History, now time.Time) error {
 		if r.Current {
 			number += " (current)"
 		}
-		image := "<none>"
+		image := noValue
 		if t := r.Spec.DeploymentTemplate; t != nil {
 			image = t.Image
 		}
 		cause := r.ChangeCause
 		if cause == "" {
-			cause = "<none>"
+			cause = noValue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", number, duration.HumanDuration(now.Sub(r.Created)), image, cause)
 	}

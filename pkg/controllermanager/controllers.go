@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/klog/v2"
@@ -65,7 +66,7 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 	var unmanagedHTTPRoutes informers.GenericInformer
 	if cc.GatewayAPI {
 		httpRoutes = cc.ManagedGatewayInformers.Gateway().V1().HTTPRoutes()
-		if unmanagedHTTPRoutes, err = cc.unmanagedMetadataInformer(gatewayv1.SchemeGroupVersion.WithResource("httproutes")); err != nil {
+		if unmanagedHTTPRoutes, err = cc.unmanagedMetadataInformer(schema.GroupVersion(gatewayv1.GroupVersion).WithResource("httproutes")); err != nil {
 			return nil, err
 		}
 	} else {

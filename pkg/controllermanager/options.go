@@ -205,7 +205,7 @@ func (o *Options) Validate() error {
 		if o.LeaderElectNamespace == "" || o.LeaderElectName == "" {
 			return fmt.Errorf("--leader-elect needs --leader-elect-namespace and --leader-elect-name")
 		}
-		if !(o.LeaderElectRetryPeriod > 0 && o.LeaderElectRetryPeriod < o.LeaderElectRenewDeadline && o.LeaderElectRenewDeadline < o.LeaderElectLeaseDuration) {
+		if o.LeaderElectRetryPeriod <= 0 || o.LeaderElectRetryPeriod >= o.LeaderElectRenewDeadline || o.LeaderElectRenewDeadline >= o.LeaderElectLeaseDuration {
 			return fmt.Errorf("leader election timings must satisfy 0 < --leader-elect-retry-period (%s) < --leader-elect-renew-deadline (%s) < --leader-elect-lease-duration (%s)",
 				o.LeaderElectRetryPeriod, o.LeaderElectRenewDeadline, o.LeaderElectLeaseDuration)
 		}

@@ -33,23 +33,26 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: imagebuild build|push|registry [flags]")
 		os.Exit(2)
 	}
+	if err := run(os.Args[1], os.Args[2:]); err != nil {
+		fmt.Fprintln(os.Stderr, "imagebuild:", err)
+		os.Exit(1)
+	}
+}
+
+// run runs the command cmd with its arguments until it ends or SIGINT or SIGTERM stops
+// it.
+func run(cmd string, args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var err error
-	switch os.Args[1] {
+	switch cmd {
 	case "build":
-		err = build(os.Args[2:])
+		return build(args)
 	case "push":
-		err = push(ctx, os.Args[2:])
+		return push(ctx, args)
 	case "registry":
-		err = serveRegistry(ctx, os.Args[2:])
+		return serveRegistry(ctx, args)
 	default:
-		err = fmt.Errorf("unknown command %q: want build, push or registry", os.Args[1])
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "imagebuild:", err)
-		stop()
-		os.Exit(1)
+		return fmt.Errorf("unknown command %q: want build, push or registry", cmd)
 	}
 }
 

@@ -649,7 +649,7 @@ func seedManifest(t testing.TB, file, agnhost string) []byte {
 func writeApp(t testing.TB, name, agnhost string) string {
 	t.Helper()
 	app := appv1.App{
-		TypeMeta:   metav1.TypeMeta{APIVersion: appv1.SchemeGroupVersion.String(), Kind: "App"},
+		TypeMeta:   metav1.TypeMeta{APIVersion: appv1.GroupVersion.String(), Kind: "App"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: seedNS},
 		Spec: appv1.AppSpec{
 			DeploymentTemplate: &appv1.DeploymentTemplate{Name: name, Image: agnhost, Args: []string{"netexec"}},
