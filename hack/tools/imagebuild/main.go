@@ -116,6 +116,7 @@ func build(args []string) error {
 	layoutDir := fs.String("layout", "", "OCI layout directory to write the index into (replaced)")
 	tarballPath := fs.String("tarball", "", "also write the image of --tarball-platform here as a `docker load` tarball")
 	tarballPlatform := fs.String("tarball-platform", "", "os/arch of the image written to --tarball")
+	digestFile := fs.String("digest-file", "", "also write the image index's digest (sha256:...) to this file")
 	tag := fs.String("tag", "", "image name and tag, such as example.com/app-controller:v0.1.0 (tarball tag and layout ref name)")
 	epoch := fs.String("created-epoch", "", "creation time in seconds since the epoch (SOURCE_DATE_EPOCH, or the commit time)")
 	entrypoint := fs.String("entrypoint", "/app-controller", "path of the binary in the image")
@@ -185,6 +186,11 @@ func build(args []string) error {
 		return fmt.Errorf("computing the index digest: %w", err)
 	}
 	fmt.Printf("OCI layout %s: image index %s\n", *layoutDir, digest)
+	if *digestFile != "" {
+		if err := os.WriteFile(*digestFile, []byte(digest.String()+"\n"), 0o644); err != nil {
+			return fmt.Errorf("writing the index digest: %w", err)
+		}
+	}
 	return nil
 }
 
