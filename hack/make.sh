@@ -294,8 +294,14 @@ changelog_section() {
 # release_notes prints the notes of a release: its CHANGELOG section, then where each
 # artifact is and how to check it.
 release_notes() {
-    local version="$1" section="$2" repository="$3" digest="$4" chart_version="$5"
-    printf '# app-controller %s\n\n%s\n\n' "${version}" "${section#"## "}"
+    local version="$1" section="$2" repository="$3" digest="$4" chart_version="$5" heading
+    heading="${section%%$'\n'*}"
+    printf '# app-controller %s\n' "${version}"
+    if [[ "${heading}" == *" - "* ]]; then
+        printf '\nReleased %s.\n' "${heading##* - }"
+    fi
+    local body="${section#"${heading}"}"
+    printf '%s\n\n' "${body#$'\n'}"
     printf '## Artifacts\n\n'
     printf -- '- Image: `%s:%s`, index `%s` (%s); also `app-controller_%s_image.oci.tar` (an OCI layout) and its CycloneDX SBOMs `app-controller_%s_<os>_<arch>.sbom.cdx.json`.\n' \
         "${repository}" "${version}" "${digest}" "${RELEASE_PLATFORMS//,/, }" "${version}" "${version}"
