@@ -420,8 +420,8 @@ $(GOLANGCI_LINT): hack/tools/lint/go.mod hack/tools/lint/go.sum
 TEST_PLATFORMS ?= linux/$(HOST_ARCH)
 # What `make test` builds in the background while verify, unit and test-image run: the
 # control plane and, where the end-to-end tier can run (root), the real node's packages,
-# binaries and images, and helm.
-TEST_TOOLS = tools $(if $(filter 0,$(shell id -u)),node-packages node-tools $(HELM))
+# binaries and images, helm and cosign (the end-to-end tests sign and verify a release).
+TEST_TOOLS = tools $(if $(filter 0,$(shell id -u)),node-packages node-tools $(HELM) $(COSIGN))
 # The steps of make test, in order (hack/make.sh test: the control plane binaries build
 # in the background until the first step that needs them, after verify, unit and
 # test-image). The integration tests, the chart's tests and the end-to-end tests run at
@@ -475,7 +475,7 @@ E2E_PARALLEL ?= 2
 E2E_PKGS ?= ./test/e2e/...
 
 .PHONY: e2e-run
-e2e-run: node-packages tools node-tools $(HELM)
+e2e-run: node-packages tools node-tools $(HELM) $(COSIGN)
 	$(MAKE) --no-print-directory image PLATFORMS=linux/$(HOST_ARCH)
 	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) \
 		$(GO) test -count=1 -p $(E2E_PARALLEL) -timeout $(INTEGRATION_TIMEOUT) $(E2E_PKGS) $(TESTFLAGS)
