@@ -99,7 +99,7 @@ func makeReleases(t *testing.T, registry string) *releases {
 			return []string{"verify", "--key", pub, "--insecure-ignore-tlog", "--allow-http-registry", "--allow-insecure-registry", image}
 		}
 		out = realnode.Run(t, cosign, verify(key+".pub")...)
-		t.Logf("cosign verify --key release.pub %s: %s", image, firstLine(out))
+		t.Logf("cosign verify --key release.pub %s: %s %s", image, grepLine(out, "Verification for"), grepLine(out, "verified against the specified public key"))
 		if out, err := realnode.TryRun(cosign, verify(other+".pub")...); err == nil {
 			t.Fatalf("cosign verify with another key accepted the image's signature:\n%s", out)
 		}
@@ -144,9 +144,4 @@ func checkCRDOf(t testing.TB, rel aRelease) {
 		t.Fatalf("App CRD: labels helm.sh/chart=%q app.kubernetes.io/version=%q, kept on uninstall %t; want the chart %s's (app-controller-%s, %s), kept",
 			labels["helm.sh/chart"], labels["app.kubernetes.io/version"], kept, rel.version, rel.chartVersion, rel.version)
 	}
-}
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
-	return line
 }
