@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -38,6 +39,23 @@ func helmLike(t *testing.T, path string, now time.Time) {
 	}
 }
 
+// tarHeaders returns the headers of the tar read from r, in order.
+func tarHeaders(t *testing.T, r io.Reader) []*tar.Header {
+	t.Helper()
+	tr := tar.NewReader(r)
+	var headers []*tar.Header
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return headers
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		headers = append(headers, hdr)
+	}
+}
+
 // TestRetime packages the same files at two times: retimed, the two archives are the
 // same bytes, every entry at the given time, and the gzip header's extra field and
 // comment kept.
@@ -63,23 +81,14 @@ func TestRetime(t *testing.T) {
 	if string(zr.Extra) != "+helm" || zr.Comment != "Helm" {
 		t.Errorf("gzip header extra %q comment %q, want helm's kept", zr.Extra, zr.Comment)
 	}
-	tr := tar.NewReader(zr)
-	n := 0
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		n++
+	headers := tarHeaders(t, zr)
+	for _, hdr := range headers {
 		if !hdr.ModTime.Equal(time.Unix(1700000000, 0)) {
 			t.Errorf("%s: time %s, want 1700000000", hdr.Name, hdr.ModTime)
 		}
 	}
-	if n != 2 {
-		t.Errorf("%d entries, want 2", n)
+	if len(headers) != 2 {
+		t.Errorf("%d entries, want 2", len(headers))
 	}
 }
 
@@ -111,16 +120,8 @@ func TestTar(t *testing.T) {
 	if !bytes.Equal(d1, d2) {
 		t.Fatal("the same tree written twice differs")
 	}
-	tr := tar.NewReader(bytes.NewReader(d1))
 	var got []string
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, hdr := range tarHeaders(t, bytes.NewReader(d1)) {
 		got = append(got, hdr.Name+" "+os.FileMode(hdr.Mode).String())
 	}
 	want := []string{"blobs/ -rwxr-xr-x", "blobs/sha256/ -rwxr-xr-x", "blobs/sha256/ab -rwxr-xr-x", "index.json -rw-r--r--", "oci-layout -rw-r--r--"}
