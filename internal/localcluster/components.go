@@ -47,6 +47,8 @@ const (
 	clientBurst = "2000"
 	// concurrentSyncs is the number of deployment and replicaset workers.
 	concurrentSyncs = "20"
+	// noProfiling turns off a component's /debug/pprof handlers.
+	noProfiling = "--profiling=false"
 )
 
 // etcdArgs returns etcd's arguments: a single member on loopback with its data in dataDir.
@@ -94,7 +96,7 @@ func apiserverArgs(certs *certFiles, certDir, etcdURL string, securePort int) []
 		// permission to update the owner's finalizers, as on most production clusters,
 		// so the RBAC tests prove the */finalizers grants instead of assuming them.
 		"--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
-		"--profiling=false", //nolint:goconst // each component's own flag, written where its arguments are
+		noProfiling,
 		// The apiserver reaches a real node's kubelet (logs, exec, port-forward) at its
 		// InternalIP, with the admin certificate, and checks the kubelet's serving
 		// certificate against the cluster's CA.
@@ -145,7 +147,7 @@ func controllerManagerArgs(certs *certFiles, kubeconfig string, securePort int) 
 		"--concurrent-replicaset-syncs=" + concurrentSyncs,
 		// HorizontalPodAutoscalers act within a second rather than the default 15s.
 		"--horizontal-pod-autoscaler-sync-period=1s",
-		"--profiling=false",
+		noProfiling,
 	}
 }
 
@@ -160,7 +162,7 @@ func schedulerArgs(certs *certFiles, kubeconfig string, securePort int) []string
 		"--leader-elect=false",
 		"--kube-api-qps=" + clientQPS,
 		"--kube-api-burst=" + clientBurst,
-		"--profiling=false",
+		noProfiling,
 	}
 }
 

@@ -55,6 +55,12 @@ const (
 	apiserverInNode = ":6443" // the node's forwarder to the apiserver, on every address of the node
 )
 
+// nodeImages are the images of the real node's registry: each one's reference and the
+// directory of its OCI layout in BinDir/node-images.
+var nodeImages = []struct{ ref, dir string }{
+	{AgnhostImage, "agnhost"}, {pauseImage, "pause"}, {ResourceConsumerImage, "resource-consumer"},
+}
+
 // nodeBinaries are the files of BinDir a real node needs besides the control plane's.
 var nodeBinaries = []string{kubeletName, kubeProxyName, "imagebuild", metricsServerName,
 	nodeImagesDir + "/agnhost", nodeImagesDir + "/pause", nodeImagesDir + "/resource-consumer"}
@@ -153,10 +159,11 @@ func (c *Cluster) startRealNode(ctx context.Context, apiserverPort int) error {
 		path:   filepath.Join(c.opts.BinDir, "imagebuild"),
 		nPorts: 1,
 		args: func(ports []int) []string {
-			return []string{"registry", "--listen", hostPort(ports[0]), "--dir", filepath.Join(c.StateDir, "registry"),
-				"--image", AgnhostImage + "=" + filepath.Join(c.opts.BinDir, nodeImagesDir, "agnhost"),
-				"--image", pauseImage + "=" + filepath.Join(c.opts.BinDir, nodeImagesDir, "pause"),
-				"--image", ResourceConsumerImage + "=" + filepath.Join(c.opts.BinDir, nodeImagesDir, "resource-consumer")}
+			args := []string{"registry", "--listen", hostPort(ports[0]), "--dir", filepath.Join(c.StateDir, "registry")}
+			for _, image := range nodeImages {
+				args = append(args, "--image", image.ref+"="+filepath.Join(c.opts.BinDir, nodeImagesDir, image.dir))
+			}
+			return args
 		},
 		ready: func(ctx context.Context, ports []int) error {
 			return probeHTTP(ctx, http.DefaultClient, "http://"+hostPort(ports[0])+"/v2/pause/manifests/2.63.0")
@@ -294,7 +301,7 @@ const kubernetesService = "kubernetes"
 func (c *Cluster) prepareNodeAPI(ctx context.Context, client kubernetes.Interface, n *realNode) error {
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "localcluster:nodes"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:node"},
+		RoleRef:    clusterRoleRef("system:node"),
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:nodes"}},
 	}
 	if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -313,6 +320,11 @@ func (c *Cluster) prepareNodeAPI(ctx context.Context, client kubernetes.Interfac
 		_, err := client.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).Create(ctx, slice, metav1.CreateOptions{})
 		return err == nil || apierrors.IsAlreadyExists(err), nil
 	})
+}
+
+// clusterRoleRef is a binding's reference to the ClusterRole name.
+func clusterRoleRef(name string) rbacv1.RoleRef {
+	return rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}
 }
 
 // writeKubeletFiles writes the kubelet's client kubeconfig (user system:node:<name>),
