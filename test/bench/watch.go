@@ -169,8 +169,9 @@ func (w *appWatch) waitReached(ctx context.Context, names []string, what string,
 	}
 }
 
-// readyTime returns when the App was first seen Ready at generation gen or later.
-func (w *appWatch) readyTime(name string, gen int64) (time.Time, bool) {
+// readyTime returns when the App was first seen Ready at generation gen or later (zero
+// if never).
+func (w *appWatch) readyTime(name string, gen int64) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var first time.Time
@@ -179,7 +180,7 @@ func (w *appWatch) readyTime(name string, gen int64) (time.Time, bool) {
 			first = t
 		}
 	}
-	return first, !first.IsZero()
+	return first
 }
 
 // waitReady waits until every App of want (name -> generation) has been Ready at its
