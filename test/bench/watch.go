@@ -138,11 +138,7 @@ func (w *appWatch) app(name string) *appv1.App {
 // by expect and is in it now. It returns when the last one reached it, or the names
 // not in it at timeout.
 func (w *appWatch) waitReached(ctx context.Context, names []string, what string, timeout time.Duration) (time.Time, []string, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		var last time.Time
-		var stuck []string
-		w.mu.Lock()
+	return w.poll(ctx, timeout, len(names), what, func() (last time.Time, stuck []string) {
 		for _, name := range names {
 			at, seen := w.reachedAt[name]
 			if a := w.last[name]; !seen || a == nil || !w.goal(a) {
@@ -153,13 +149,25 @@ func (w *appWatch) waitReached(ctx context.Context, names []string, what string,
 				last = at
 			}
 		}
+		return last, stuck
+	})
+}
+
+// poll runs check, under the lock, every pollInterval until it finds no App stuck, and
+// returns the time it returned then; at timeout, the Apps still stuck and an error saying
+// how many of total are not what.
+func (w *appWatch) poll(ctx context.Context, timeout time.Duration, total int, what string, check func() (time.Time, []string)) (time.Time, []string, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		w.mu.Lock()
+		last, stuck := check()
 		w.mu.Unlock()
 		if len(stuck) == 0 {
 			return last, nil, nil
 		}
 		if time.Now().After(deadline) {
 			sort.Strings(stuck)
-			return time.Time{}, stuck, fmt.Errorf("%d of %d Apps not %s after %s", len(stuck), len(names), what, timeout)
+			return time.Time{}, stuck, fmt.Errorf("%d of %d Apps not %s after %s", len(stuck), total, what, timeout)
 		}
 		select {
 		case <-ctx.Done():
@@ -187,11 +195,7 @@ func (w *appWatch) readyTime(name string, gen int64) time.Time {
 // generation and every App of want is Ready now. It returns when the last became Ready,
 // or the names still not Ready at timeout.
 func (w *appWatch) waitReady(ctx context.Context, want map[string]int64, timeout time.Duration) (time.Time, []string, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		var last time.Time
-		var stuck []string
-		w.mu.Lock()
+	return w.poll(ctx, timeout, len(want), "Ready at their generation", func() (last time.Time, stuck []string) {
 		for name, gen := range want {
 			var first time.Time
 			for g, t := range w.readyAt[name] {
@@ -207,20 +211,8 @@ func (w *appWatch) waitReady(ctx context.Context, want map[string]int64, timeout
 				last = first
 			}
 		}
-		w.mu.Unlock()
-		if len(stuck) == 0 {
-			return last, nil, nil
-		}
-		if time.Now().After(deadline) {
-			sort.Strings(stuck)
-			return time.Time{}, stuck, fmt.Errorf("%d of %d Apps not Ready at their generation after %s", len(stuck), len(want), timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return time.Time{}, stuck, ctx.Err()
-		case <-time.After(pollInterval):
-		}
-	}
+		return last, stuck
+	})
 }
 
 // watchDeployments calls available once for each Deployment of ns the first time it is
