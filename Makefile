@@ -21,7 +21,7 @@ KUBECTL    := $(BIN)/kubectl
 KUBE_COMMANDS := kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl
 CLUSTER_BINS  := $(addprefix $(BIN)/,kube $(KUBE_COMMANDS) kwok etcd)
 # The version the Kubernetes components report (as a release build stamps it).
-KUBE_VERSION  := v1.36.3
+KUBE_VERSION  := v1.37.2
 # Its minor, 1.36: the column of the compatibility matrix that bin/ itself serves.
 KUBE_MINOR    := $(subst v,,$(basename $(KUBE_VERSION)))
 # The -ldflags that stamp Kubernetes components with version $(1) of minor $(2) (36).
@@ -216,7 +216,7 @@ docker-buildx: ## Build and push the image for PLATFORMS with docker buildx.
 HELM  := $(BIN)/helm
 CHART := charts/app-controller
 # The Kubernetes version the chart is linted and rendered for: the local control plane's.
-CHART_KUBE_VERSION := 1.36.3
+CHART_KUBE_VERSION := 1.37.2
 
 .PHONY: helm
 helm: $(HELM) ## Build bin/helm, the Helm version pinned in test/chart/go.mod.
@@ -287,7 +287,7 @@ $(COMPAT_BIN)/%/kube-apiserver: hack/tools/compat/%/go.mod hack/tools/compat/%/g
 
 # The real node's images: agnhost from the same k8s.io/kubernetes module as the kubelet
 # and kube-proxy of `make tools`, the image tool, and two OCI layouts the cluster's registry
-# serves: agnhost:2.63.0 (the binary at /agnhost, its entrypoint, as upstream) and the
+# serves: agnhost:2.66.1 (the binary at /agnhost, its entrypoint, as upstream) and the
 # pods' sandbox image, agnhost run as `pause`.
 NODE_BINS   := $(BIN)/agnhost
 NODE_IMAGES := $(BIN)/node-images
@@ -302,11 +302,11 @@ $(NODE_BINS): hack/tools/go.mod hack/tools/go.sum
 
 $(NODE_IMAGES): $(BIN)/agnhost $(IMAGEBUILD)
 	@rm -rf $@
-	$(IMAGEBUILD) build --layout $@/agnhost --tag agnhost:2.63.0 --platform linux/$(HOST_ARCH)=$(BIN)/agnhost \
-		--entrypoint /agnhost --user 0:0 --created-epoch 0 --version 2.63.0 --revision k8s.io/kubernetes@v1.36.3 \
+	$(IMAGEBUILD) build --layout $@/agnhost --tag agnhost:2.66.1 --platform linux/$(HOST_ARCH)=$(BIN)/agnhost \
+		--entrypoint /agnhost --user 0:0 --created-epoch 0 --version 2.66.1 --revision k8s.io/kubernetes@v1.37.2 \
 		--source https://github.com/kubernetes/kubernetes/tree/master/test/images/agnhost >/dev/null
-	$(IMAGEBUILD) build --layout $@/pause --tag pause:2.63.0 --platform linux/$(HOST_ARCH)=$(BIN)/agnhost \
-		--entrypoint /agnhost --arg pause --user 65535:65535 --created-epoch 0 --version 2.63.0 --revision k8s.io/kubernetes@v1.36.3 \
+	$(IMAGEBUILD) build --layout $@/pause --tag pause:2.66.1 --platform linux/$(HOST_ARCH)=$(BIN)/agnhost \
+		--entrypoint /agnhost --arg pause --user 65535:65535 --created-epoch 0 --version 2.66.1 --revision k8s.io/kubernetes@v1.37.2 \
 		--source https://github.com/kubernetes/kubernetes/tree/master/test/images/agnhost >/dev/null
 
 # Traefik v3 (hack/tools/traefik), a real ingress and Gateway API controller, and its

@@ -43,7 +43,7 @@ into bin/compat/MINOR; make cluster-up KUBE=MINOR uses them).
 --node real starts, in place of the kwok node, one node that runs pods for real:
 containerd, runc and the CNI plugins of this machine, the kubelet and kube-proxy, in a
 network namespace of its own, and an image registry whose HOST:PORT is written to
-<state-dir>/registry (it holds agnhost:2.63.0; push your own images there).
+<state-dir>/registry (it holds agnhost:2.66.1; push your own images there).
 
 The binaries in --bin-dir are built by 'make tools'. The admin kubeconfig is written to
 <state-dir>/kubeconfig; component logs are in <state-dir>/cluster/logs/, the output of the

@@ -40,9 +40,9 @@ const RealNodeName = "real-node-0"
 // Images of the real node's registry, built by `make node-tools` from the k8s.io/kubernetes
 // module (test/images/agnhost) into BinDir/node-images/<name>, an OCI layout each.
 const (
-	AgnhostImage = "agnhost:2.63.0"
+	AgnhostImage = "agnhost:2.66.1"
 	// pauseImage is agnhost too, run as `agnhost pause`: the pods' sandbox.
-	pauseImage      = "pause:2.63.0"
+	pauseImage      = "pause:2.66.1"
 	nodeImagesDir   = "node-images"
 	registryName    = "registry"
 	containerdName  = "containerd"
@@ -153,7 +153,7 @@ func (c *Cluster) startRealNode(ctx context.Context, apiserverPort int) error {
 				"--image", pauseImage + "=" + filepath.Join(c.opts.BinDir, nodeImagesDir, "pause")}
 		},
 		ready: func(ctx context.Context, ports []int) error {
-			return probeHTTP(ctx, http.DefaultClient, "http://"+hostPort(ports[0])+"/v2/pause/manifests/2.63.0")
+			return probeHTTP(ctx, http.DefaultClient, "http://"+hostPort(ports[0])+"/v2/pause/manifests/2.66.1")
 		},
 		timeout: 2 * time.Minute,
 		address: func(ports []int) string { return hostPort(ports[0]) },
