@@ -314,9 +314,9 @@ compat_matrix() {
             }
             for (i = 1; i <= m; i++) for (j = 1; j <= n; j++)
                 if (cell[rows[i], j] == "FAIL") {
-                    m = msg[rows[i], j]
-                    if (length(m) > 1500) m = substr(m, 1, 1500) " ... (the whole message: " logs[j] ")"
-                    printf "FAIL %s, %s: %s\n", col[j], rows[i], m
+                    text = msg[rows[i], j]
+                    if (length(text) > 1500) text = substr(text, 1, 1500) " ... (the whole message: " logs[j] ")"
+                    printf "FAIL %s, %s: %s\n", col[j], rows[i], text
                 }
             exit bad
         }' "${files[@]}"
