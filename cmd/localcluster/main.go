@@ -50,6 +50,10 @@ The binaries in --bin-dir are built by 'make tools'. The admin kubeconfig is wri
 background process in <state-dir>/localcluster.log.
 `
 
+// cmdDown is the command that stops the control plane: it runs to its end, Ctrl-C or
+// not, and takes neither --bin-dir nor the options of up.
+const cmdDown = "down"
+
 func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
@@ -62,7 +66,7 @@ func main() {
 		run = localcluster.Up
 	case "serve":
 		run = localcluster.Serve
-	case "down":
+	case cmdDown:
 		run = func(_ context.Context, opts localcluster.DaemonOptions) error { return localcluster.Down(opts) }
 	case "can-run-real-node":
 		// For make: one line saying why not, and exit status 1.
@@ -80,13 +84,7 @@ func main() {
 	}
 	opts, err := parseFlags(cmd, args)
 	if err == nil {
-		ctx := context.Background()
-		if cmd != "down" { // down runs to its end; Ctrl-C stops up and serve in order
-			var stop context.CancelFunc
-			ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-			defer stop()
-		}
-		err = run(ctx, opts)
+		err = runCommand(cmd, run, opts)
 	}
 	if err != nil {
 		if !errors.Is(err, localcluster.ErrInterrupted) { // already reported by up
@@ -94,6 +92,18 @@ func main() {
 		}
 		os.Exit(1)
 	}
+}
+
+// runCommand runs cmd: up and serve until they end or Ctrl-C (SIGINT, SIGTERM) stops
+// them in order; down to its end.
+func runCommand(cmd string, run func(context.Context, localcluster.DaemonOptions) error, opts localcluster.DaemonOptions) error {
+	ctx := context.Background()
+	if cmd != cmdDown {
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+	}
+	return run(ctx, opts)
 }
 
 // parseFlags parses the flags of cmd into its options; up and serve also take --bin-dir
@@ -105,7 +115,7 @@ func parseFlags(cmd string, args []string) (localcluster.DaemonOptions, error) {
 		fmt.Fprintf(fs.Output(), "Usage of localcluster %s:\n", cmd)
 		fs.PrintDefaults()
 	}
-	if cmd != "down" {
+	if cmd != cmdDown {
 		fs.StringVar(&opts.BinDir, "bin-dir", "", "directory with the control plane binaries and kwok-stages/ (built by 'make tools'); default: $"+localcluster.BinDirEnv+" or <repo>/bin")
 		fs.StringVar(&opts.KubeBinDir, "kube-bin-dir", "", "directory of the kube-apiserver, kube-controller-manager and kube-scheduler to run instead of --bin-dir's: another Kubernetes version's, such as bin/compat/1.34 (optional)")
 		fs.StringVar(&opts.CRDDir, "crd-dir", "", "directory of CustomResourceDefinition YAML files to install before kube-controller-manager starts (optional)")

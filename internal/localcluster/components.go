@@ -20,10 +20,10 @@ const (
 )
 
 // componentNames lists the components in start order; Stop goes through it backwards.
-// The real node's processes (realnode.go) come after them; stopRealNode stops all but the
-// registry, which the generic stop does.
+// The real node's processes (realnode.go, metricsserver.go) come after them; stopRealNode
+// stops all but the registry, which the generic stop does.
 var componentNames = []string{etcdName, apiserverName, controllerManagerName, schedulerName, kwokName,
-	registryName, nodeHolderName, containerdName, kubeletName, kubeProxyName}
+	registryName, nodeHolderName, containerdName, kubeletName, kubeProxyName, metricsServerName}
 
 // requiredBinaries are the files BinDir must hold.
 var requiredBinaries = []string{etcdName, apiserverName, controllerManagerName, schedulerName, kwokName}
@@ -51,6 +51,8 @@ const (
 	clientBurst = "2000"
 	// concurrentSyncs is the number of deployment and replicaset workers.
 	concurrentSyncs = "20"
+	// noProfiling turns off a component's /debug/pprof handlers.
+	noProfiling = "--profiling=false"
 )
 
 // etcdArgs returns etcd's arguments: a single member on loopback with its data in dataDir.
@@ -98,7 +100,7 @@ func apiserverArgs(certs *certFiles, certDir, etcdURL string, securePort int) []
 		// permission to update the owner's finalizers, as on most production clusters,
 		// so the RBAC tests prove the */finalizers grants instead of assuming them.
 		"--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
-		"--profiling=false",
+		noProfiling,
 		// The apiserver reaches a real node's kubelet (logs, exec, port-forward) at its
 		// InternalIP, with the admin certificate, and checks the kubelet's serving
 		// certificate against the cluster's CA.
@@ -106,6 +108,19 @@ func apiserverArgs(certs *certFiles, certDir, etcdURL string, securePort int) []
 		"--kubelet-client-certificate=" + certs.AdminCert,
 		"--kubelet-client-key=" + certs.AdminKey,
 		"--kubelet-certificate-authority=" + certs.CACert,
+		// The aggregation layer (metrics-server on a real node, metricsserver.go): the
+		// apiserver proxies to an extension API server with the front-proxy client
+		// certificate and names the user in these headers; it dials the endpoint of the
+		// APIService's Service, not its ClusterIP, which is unreachable from this
+		// machine's network namespace on purpose (netns.go).
+		"--requestheader-client-ca-file=" + certs.FrontProxyCACert,
+		"--requestheader-allowed-names=" + frontProxyClient,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + certs.FrontProxyClientCert,
+		"--proxy-client-key-file=" + certs.FrontProxyClientKey,
+		"--enable-aggregator-routing=true",
 		// Namespace deletion deletes each kind of object through a delete-collection,
 		// which the apiserver runs with one worker by default: about 100 ms an object on a
 		// busy machine, minutes for a namespace holding a thousand Apps.
@@ -136,7 +151,7 @@ func controllerManagerArgs(certs *certFiles, kubeconfig string, securePort int) 
 		"--concurrent-replicaset-syncs=" + concurrentSyncs,
 		// HorizontalPodAutoscalers act within a second rather than the default 15s.
 		"--horizontal-pod-autoscaler-sync-period=1s",
-		"--profiling=false",
+		noProfiling,
 	}
 }
 
@@ -151,19 +166,20 @@ func schedulerArgs(certs *certFiles, kubeconfig string, securePort int) []string
 		"--leader-elect=false",
 		"--kube-api-qps=" + clientQPS,
 		"--kube-api-burst=" + clientBurst,
-		"--profiling=false",
+		noProfiling,
 	}
 }
 
 // kwokArgs returns kwok's arguments: it manages only nodes annotated
 // kwok.x-k8s.io/node=fake and serves its health endpoints on serverPort.
 func kwokArgs(kubeconfig string, stageFiles []string, serverPort int) []string {
-	args := []string{
-		"--kubeconfig=" + kubeconfig,
+	args := make([]string, 0, 4+len(stageFiles))
+	args = append(args,
+		"--kubeconfig="+kubeconfig,
 		"--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector=" + kwokNodeSelector,
-		"--server-address=" + hostPort(serverPort),
-	}
+		"--manage-nodes-with-annotation-selector="+kwokNodeSelector,
+		"--server-address="+hostPort(serverPort),
+	)
 	for _, f := range stageFiles {
 		args = append(args, "--config="+f)
 	}
@@ -189,7 +205,7 @@ func kwokStageFiles(dir string) ([]string, error) {
 	var files []string
 	for _, e := range entries {
 		name := e.Name()
-		if e.IsDir() || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
+		if e.IsDir() || (!strings.HasSuffix(name, ".yaml") && !strings.HasSuffix(name, ".yml")) {
 			continue
 		}
 		path := filepath.Join(dir, name)

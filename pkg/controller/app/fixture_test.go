@@ -45,6 +45,9 @@ import (
 // testNow is the fixed time of the fake clock.
 var testNow = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 
+// httpRouteResource is the Gateway API's HTTPRoute resource, for the fake clients.
+var httpRouteResource = schema.GroupVersion(gatewayv1.GroupVersion).WithResource("httproutes")
+
 // fixture is a Controller on fake clientsets whose informer caches are seeded directly
 // (the informers never run), in the style of kube-controller-manager's tests.
 type fixture struct {
@@ -108,7 +111,9 @@ func newFixtureWith(t testing.TB, gatewayAPI bool, defaultGateway *appv1.Gateway
 	kubeInformers := informers.NewSharedInformerFactory(f.kubeClient, 0)
 	appInformers := appinformers.NewSharedInformerFactory(f.appClient, 0)
 	scheme := runtime.NewScheme()
-	metav1.AddMetaToScheme(scheme)
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
 	metadataInformers := metadatainformer.NewSharedInformerFactory(metadatafake.NewSimpleMetadataClient(scheme), 0)
 	f.inf = Informers{
 		Apps:                       appInformers.Appcontroller().V1().Apps(),
@@ -129,7 +134,7 @@ func newFixtureWith(t testing.TB, gatewayAPI bool, defaultGateway *appv1.Gateway
 	if gatewayAPI {
 		f.gatewayClient = gatewayfake.NewClientset()
 		f.inf.HTTPRoutes = gatewayinformers.NewSharedInformerFactory(f.gatewayClient, 0).Gateway().V1().HTTPRoutes()
-		f.inf.UnmanagedHTTPRoutes = metadataInformers.ForResource(gatewayv1.SchemeGroupVersion.WithResource("httproutes"))
+		f.inf.UnmanagedHTTPRoutes = metadataInformers.ForResource(httpRouteResource)
 	}
 	f.recorder = record.NewFakeRecorder(1000)
 	f.clock = clocktesting.NewFakePassiveClock(testNow)
@@ -233,6 +238,14 @@ func (f *fixture) sync(namespace, name string) error {
 	return f.syncApp(key)
 }
 
+// mustSync is sync of the App tcs/name, failing the test on an error.
+func (f *fixture) mustSync(name string) {
+	f.t.Helper()
+	if err := f.sync("tcs", name); err != nil {
+		f.t.Fatalf("syncing App tcs/%s: %v", name, err)
+	}
+}
+
 // catchUp makes the managed child caches hold what the fake API server holds, as the
 // informers would by the time a held-back sync runs.
 func (f *fixture) catchUp() {
@@ -266,7 +279,7 @@ func (f *fixture) catchUp() {
 		}
 	}
 	if f.gatewayClient != nil {
-		list, err := f.gatewayClient.Tracker().List(gatewayv1.SchemeGroupVersion.WithResource("httproutes"), gatewayv1.SchemeGroupVersion.WithKind("HTTPRoute"), "")
+		list, err := f.gatewayClient.Tracker().List(httpRouteResource, schema.GroupVersion(gatewayv1.GroupVersion).WithKind("HTTPRoute"), "")
 		if err != nil {
 			f.t.Fatalf("listing httproutes: %v", err)
 		}
@@ -335,11 +348,24 @@ func (f *fixture) writes() []core.Action {
 // events drains the recorded events.
 func (f *fixture) events() []string { return controllertest.DrainEvents(f.recorder) }
 
+// childOf returns the kind of child K of c's table.
+func childOf[K appChild](t testing.TB, c *Controller) K {
+	t.Helper()
+	for _, child := range c.children {
+		if k, ok := child.(K); ok {
+			return k
+		}
+	}
+	var none K
+	t.Fatalf("no %T in the table of children", none)
+	return none
+}
+
 // newApp returns an App like the seed's test_app.yaml as the API server holds it:
 // schema defaults applied, identity and creation time set.
 func newApp(name string, created time.Time) *appv1.App {
 	app := appfixture.NewApp("tcs", name, "nginx", 2)
-	app.TypeMeta = metav1.TypeMeta{APIVersion: appv1.SchemeGroupVersion.String(), Kind: "App"}
+	app.TypeMeta = metav1.TypeMeta{APIVersion: appv1.GroupVersion.String(), Kind: "App"}
 	app.UID = types.UID(name + "-uid")
 	app.Generation = 1
 	app.ResourceVersion = "1"
@@ -350,21 +376,29 @@ func newApp(name string, created time.Time) *appv1.App {
 
 // controlledBy returns owner references making app the controller.
 func controlledBy(app *appv1.App) []metav1.OwnerReference {
-	return []metav1.OwnerReference{*metav1.NewControllerRef(app, appv1.SchemeGroupVersion.WithKind("App"))}
+	return []metav1.OwnerReference{*metav1.NewControllerRef(app, appKind)}
+}
+
+// desiredObject returns the object of type T that build (DesiredDeployment,
+// DesiredService...) describes for app, without what the API server adds, or fails t.
+func desiredObject[T any, A any](t testing.TB, build func(*appv1.App) (A, error), app *appv1.App) *T {
+	t.Helper()
+	obj := new(T)
+	desired, err := build(app)
+	if err == nil {
+		err = controller.Convert(desired, obj)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj
 }
 
 // liveDeployment returns the Deployment the API server would hold after applying what
 // app wants, as the deployment controller reports it when fully rolled out.
 func liveDeployment(t testing.TB, app *appv1.App) *appsv1.Deployment {
 	t.Helper()
-	d := &appsv1.Deployment{}
-	desired, err := DesiredDeployment(app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := controller.Convert(desired, d); err != nil {
-		t.Fatal(err)
-	}
+	d := desiredObject[appsv1.Deployment](t, DesiredDeployment, app)
 	d.TypeMeta = metav1.TypeMeta{} // informers' objects carry no type meta
 	d.UID = types.UID(d.Name + "-uid")
 	d.ResourceVersion = "10"
@@ -391,14 +425,7 @@ func liveDeployment(t testing.TB, app *appv1.App) *appsv1.Deployment {
 // liveService returns the Service the API server would hold after applying what app wants.
 func liveService(t testing.TB, app *appv1.App) *corev1.Service {
 	t.Helper()
-	s := &corev1.Service{}
-	desired, err := DesiredService(app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := controller.Convert(desired, s); err != nil {
-		t.Fatal(err)
-	}
+	s := desiredObject[corev1.Service](t, DesiredService, app)
 	s.TypeMeta = metav1.TypeMeta{}
 	s.UID = types.UID(s.Name + "-uid")
 	s.ResourceVersion = "11"

@@ -124,14 +124,14 @@ func (c *Controller) hostHolder(host string) (hostClaim, bool, error) {
 		created := obj.GetCreationTimestamp().Time
 		switch ref.Kind {
 		case "App":
-			// An App's route (pkg/controller/app/route.go): routed since its Ingress or
+			// An App's route (pkg/controller/app/routehosts.go): routed since its Ingress or
 			// HTTPRoute (the older, while it turns from one into the other).
 			key := "App " + obj.GetNamespace() + "/" + ref.Name
 			if cl, ok := claims[key]; !ok || created.Before(cl.ingressCreated) {
 				claims[key] = hostClaim{namespace: obj.GetNamespace(), claimant: "the route of App " + ref.Name, routed: true,
 					routedBy: controller.RouteKind(obj), ingressCreated: created}
 			}
-		case "Service":
+		case serviceKind.Kind:
 			svc, err := c.serviceLister.Services(obj.GetNamespace()).Get(ref.Name)
 			if err != nil || svc.UID != ref.UID {
 				continue // the Service is gone: its Ingress goes with it
@@ -175,19 +175,7 @@ func (c *Controller) routedByHost(bucket string) ([]metav1.Object, error) {
 	if c.httpRouteIndex != nil {
 		indexes = append(indexes, c.httpRouteIndex)
 	}
-	var routed []metav1.Object
-	for _, index := range indexes {
-		objs, err := index.ByIndex(hostIndex, bucket)
-		if err != nil {
-			return nil, fmt.Errorf("listing the routes of hosts under %q: %w", bucket, err)
-		}
-		for _, obj := range objs {
-			if o, ok := obj.(metav1.Object); ok {
-				routed = append(routed, o)
-			}
-		}
-	}
-	return routed, nil
+	return controller.RoutesByHost(indexes, hostIndex, bucket)
 }
 
 // hostRefusal says why svc may not have an Ingress for host, held by another namespace,

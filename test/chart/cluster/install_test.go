@@ -22,7 +22,6 @@ import (
 
 	"github.com/app-controller/app-controller/internal/localcluster"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	chart "github.com/app-controller/app-controller/test/chart"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
@@ -149,10 +148,7 @@ func TestInstallRunUninstall(t *testing.T) {
 	logs := framework.RunController(t, ns, append(args, "--kubeconfig="+framework.ServiceAccountKubeconfig(t, ns, releaseName)))
 
 	// The seed's example Apps become Ready.
-	apps, err := appclientset.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	apps := framework.AppClient(t)
 	examples := applyExamples(t, a)
 	for _, ex := range examples {
 		framework.Eventually(t, converge, func() (bool, error) {
@@ -247,11 +243,7 @@ func containerArgs(t *testing.T, d *unstructured.Unstructured) []string {
 // applyExamples creates the namespaces of artifacts/example and applies its Apps.
 func applyExamples(t *testing.T, a *applier) []*unstructured.Unstructured {
 	t.Helper()
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := filepath.Glob(filepath.Join(root, "artifacts", "example", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(framework.RepoRoot(t), "artifacts", "example", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no example in artifacts/example (%v)", err)
 	}
@@ -259,16 +251,8 @@ func applyExamples(t *testing.T, a *applier) []*unstructured.Unstructured {
 	admin := framework.Client(t)
 	var apps []*unstructured.Unstructured
 	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		objs, err := chart.Decode(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, obj := range objs {
-			if obj.GetKind() != "App" || obj.GetAPIVersion() != appv1.SchemeGroupVersion.String() {
+		for _, obj := range decodeFile(t, file) {
+			if obj.GetKind() != "App" || obj.GetAPIVersion() != appv1.GroupVersion.String() {
 				t.Fatalf("%s: %s %s, want Apps only", file, obj.GetAPIVersion(), obj.GetKind())
 			}
 			_, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: obj.GetNamespace()}}, metav1.CreateOptions{})

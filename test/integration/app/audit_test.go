@@ -203,9 +203,7 @@ func TestWritesAudited(t *testing.T) {
 	c.update(t, ns1, "a", func(app *appv1.App) { app.Spec.DeploymentTemplate.Name = "a-deploy-2" })
 	c.waitReady(t, ns1, "a")
 	c.waitReady(t, ns1, "c")
-	if err := c.app.AppcontrollerV1().Apps(ns2).Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c.delete(t, ns2, "b")
 	waitGone(t, "App b", func() error {
 		_, err := c.app.AppcontrollerV1().Apps(ns2).Get(ctx, "b", metav1.GetOptions{})
 		return err
@@ -240,7 +238,7 @@ func TestWritesAudited(t *testing.T) {
 		}
 		switch {
 		case ns == nsLease:
-			if !(res == "leases" && (name == "" || name == opts.LeaderElectName)) && res != "events" {
+			if (res != "leases" || (name != "" && name != opts.LeaderElectName)) && res != "events" {
 				fail("a write in the Lease's namespace that is not the Lease or an Event")
 			}
 		case ns != ns1 && ns != ns2:
@@ -274,7 +272,7 @@ func TestWritesAudited(t *testing.T) {
 					continue
 				}
 				ref := metav1.GetControllerOfNoCopy(obj)
-				if foreignUIDs[string(obj.GetUID())] || ref == nil || ref.Kind != "App" || ref.APIVersion != appv1.SchemeGroupVersion.String() {
+				if foreignUIDs[string(obj.GetUID())] || ref == nil || ref.Kind != "App" || ref.APIVersion != appv1.GroupVersion.String() {
 					fail("a write to an object no App controls")
 					continue
 				}

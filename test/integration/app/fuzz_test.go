@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
@@ -42,10 +44,10 @@ func (g gen) chance(p float64) bool { return g.r.Float64() < p }
 
 func (g gen) pick(s ...string) string { return s[g.r.IntN(len(s))] }
 
-// label returns a DNS-1123 label of 1..max characters, starting with a letter.
-func (g gen) label(max int) string {
+// label returns a DNS-1123 label of 1..limit characters, starting with a letter.
+func (g gen) label(limit int) string {
 	const first, rest = "abcdefghijklmnopqrstuvwxyz", "abcdefghijklmnopqrstuvwxyz0123456789-"
-	n := 1 + g.r.IntN(max)
+	n := 1 + g.r.IntN(limit)
 	b := []byte{first[g.r.IntN(len(first))]}
 	for len(b) < n {
 		b = append(b, rest[g.r.IntN(len(rest))])
@@ -54,8 +56,8 @@ func (g gen) label(max int) string {
 }
 
 // text returns printable ASCII, sometimes with spaces and quotes.
-func (g gen) text(max int) string {
-	b := make([]byte, g.r.IntN(max+1))
+func (g gen) text(limit int) string {
+	b := make([]byte, g.r.IntN(limit+1))
 	for i := range b {
 		b[i] = byte(' ' + g.r.IntN(95))
 	}
@@ -79,12 +81,12 @@ func (g gen) quantity(kind string) resource.Quantity {
 	return resource.MustParse(g.pick("1Ki", "64Mi", "128Mi", "1Gi", "1G", "500M", "3Ti"))
 }
 
-func (g gen) labels(max int, reserved bool) map[string]string {
+func (g gen) labels(limit int, reserved bool) map[string]string {
 	if !g.chance(0.4) {
 		return nil
 	}
 	m := map[string]string{}
-	for range 1 + g.r.IntN(max) {
+	for range 1 + g.r.IntN(limit) {
 		key := g.label(20)
 		if g.chance(0.3) {
 			key = g.label(10) + ".example.com/" + g.label(20)
@@ -290,29 +292,18 @@ func TestGeneratedApps(t *testing.T) {
 		if dryRun {
 			opts.DryRun = []string{metav1.DryRunAll}
 		}
-		var d *appsv1.Deployment
-		var s *corev1.Service
-		if desired, err := appctrl.DesiredDeployment(app); err != nil {
-			return nil, nil, fmt.Errorf("building the Deployment: %w", err)
-		} else if desired != nil {
-			if d, err = c.kube.AppsV1().Deployments(ns).Apply(ctx, desired, opts); err != nil {
-				return nil, nil, fmt.Errorf("applying the Deployment: %w", err)
-			}
-			if ok, err := controller.UpToDate(d, desired); err != nil || !ok {
-				return nil, nil, fmt.Errorf("the applied Deployment is not up to date for the controller (%v): it would write again on every sync", err)
-			}
+		desired, err := appctrl.DesiredDeployment(app)
+		d, err := applyUpToDate("Deployment", desired, err, func(desired *appsv1ac.DeploymentApplyConfiguration) (*appsv1.Deployment, error) {
+			return c.kube.AppsV1().Deployments(ns).Apply(ctx, desired, opts)
+		})
+		if err != nil {
+			return nil, nil, err
 		}
-		if desired, err := appctrl.DesiredService(app); err != nil {
-			return nil, nil, fmt.Errorf("building the Service: %w", err)
-		} else if desired != nil {
-			if s, err = c.kube.CoreV1().Services(ns).Apply(ctx, desired, opts); err != nil {
-				return nil, nil, fmt.Errorf("applying the Service: %w", err)
-			}
-			if ok, err := controller.UpToDate(s, desired); err != nil || !ok {
-				return nil, nil, fmt.Errorf("the applied Service is not up to date for the controller (%v): it would write again on every sync", err)
-			}
-		}
-		return d, s, nil
+		desiredService, err := appctrl.DesiredService(app)
+		s, err := applyUpToDate("Service", desiredService, err, func(desired *corev1ac.ServiceApplyConfiguration) (*corev1.Service, error) {
+			return c.kube.CoreV1().Services(ns).Apply(ctx, desired, opts)
+		})
+		return d, s, err
 	}
 
 	accepted, fixedNodePorts, refused := 0, 0, map[string]int{}
@@ -405,4 +396,28 @@ func firstCause(msg string) string {
 		msg = msg[:i]
 	}
 	return msg
+}
+
+// applyUpToDate applies desired, an apply configuration built with err (nil: nothing to
+// apply), with apply, and checks that the controller finds the object applied up to
+// date: otherwise it would write again on every sync.
+func applyUpToDate[T any, A comparable](kind string, desired A, err error, apply func(A) (T, error)) (T, error) {
+	var none T
+	var zero A
+	switch {
+	case err != nil:
+		return none, fmt.Errorf("building the %s: %w", kind, err)
+	case desired == zero:
+		return none, nil
+	}
+	obj, err := apply(desired)
+	if err != nil {
+		return none, fmt.Errorf("applying the %s: %w", kind, err)
+	}
+	if ok, err := controller.UpToDate(obj, desired); err != nil {
+		return none, fmt.Errorf("comparing the applied %s with the desired one: %w", kind, err)
+	} else if !ok {
+		return none, fmt.Errorf("the applied %s is not up to date for the controller: it would write again on every sync", kind)
+	}
+	return obj, nil
 }

@@ -1,7 +1,6 @@
 package nodelabel
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -242,7 +240,7 @@ rules:
 		defer cancel()
 		cmd := exec.CommandContext(ctx, bin, "--kubeconfig", framework.Cluster().Kubeconfig, "--node-label-config", config,
 			"--health-probe-bind-address", "0", "--metrics-bind-address", "0", "--controllers", "ingress,nodelabel")
-		var out lockedBuffer
+		var out framework.LockedBuffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -253,7 +251,11 @@ rules:
 		framework.Eventually(t, converge, func() (bool, error) {
 			select {
 			case err := <-exited:
-				return false, fmt.Errorf("app-controller exited (%v) with an invalid node label config, want it to run the other controllers:\n%s", err, out.String())
+				how := "exit status 0"
+				if err != nil {
+					how = err.Error()
+				}
+				return false, fmt.Errorf("app-controller exited (%s) with an invalid node label config, want it to run the other controllers:\n%s", how, out.String())
 			default:
 			}
 			return strings.Contains(out.String(), line), nil
@@ -269,26 +271,8 @@ rules:
 			t.Errorf("the log does not name the rule and key (%q):\n%s", want, logged)
 		}
 		cancel()
-		<-exited
+		<-exited //nolint:errcheck // how it ends once cancelled tells nothing: waited for so that nothing outlives the test
 	})
-}
-
-// lockedBuffer is an io.Writer for a process's output that a test reads meanwhile.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // waitIngressControllerRuns creates a Service annotated ingress/http in ns and waits until

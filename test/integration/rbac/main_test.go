@@ -31,7 +31,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/app-controller/app-controller/internal/localcluster"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
@@ -90,11 +89,7 @@ func isAggregated(t *testing.T, where string, doc []byte) bool {
 // RBAC grows.
 func loadRBAC(t *testing.T) shippedRBAC {
 	t.Helper()
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := filepath.Glob(filepath.Join(root, "config", "rbac", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(framework.RepoRoot(t), "config", "rbac", "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +318,7 @@ func requestPermission(req *http.Request) (u use, ok bool) {
 	}
 	// "namespaces/<name>" is a namespace, "namespaces/<name>/status" or ".../finalize" one
 	// of its subresources, anything longer a resource in the namespace.
-	if len(parts) >= 3 && parts[0] == "namespaces" && !(len(parts) == 3 && (parts[2] == "status" || parts[2] == "finalize")) {
+	if len(parts) >= 3 && parts[0] == "namespaces" && (len(parts) != 3 || (parts[2] != "status" && parts[2] != "finalize")) {
 		u.namespace = parts[1]
 		parts = parts[2:]
 	}
@@ -420,13 +415,6 @@ func startManager(t *testing.T, cfg *rest.Config, opts *controllermanager.Option
 			t.Errorf("controller manager: %v", err)
 		}
 	}
-}
-
-// eventsAbout returns "Type Reason Message" of the Events about an object in namespace
-// ("" for every namespace: Events about nodes land in namespace default).
-func eventsAbout(t *testing.T, client kubernetes.Interface, kind, namespace, name string) []string {
-	t.Helper()
-	return framework.Events(t, client, namespace, kind, name)
 }
 
 // waitEvent waits for an Event about the object that starts with prefix.
