@@ -102,25 +102,25 @@ type recorder struct {
 }
 
 func (r *recorder) Error(args ...any) {
-	r.TB.Helper()
+	r.Helper()
 	r.results.fail(r.TB, r.check, fmt.Sprint(args...))
 	r.TB.Error(args...)
 }
 
 func (r *recorder) Errorf(format string, args ...any) {
-	r.TB.Helper()
+	r.Helper()
 	r.results.fail(r.TB, r.check, fmt.Sprintf(format, args...))
 	r.TB.Errorf(format, args...)
 }
 
 func (r *recorder) Fatal(args ...any) {
-	r.TB.Helper()
+	r.Helper()
 	r.results.fail(r.TB, r.check, fmt.Sprint(args...))
 	r.TB.Fatal(args...)
 }
 
 func (r *recorder) Fatalf(format string, args ...any) {
-	r.TB.Helper()
+	r.Helper()
 	r.results.fail(r.TB, r.check, fmt.Sprintf(format, args...))
 	r.TB.Fatalf(format, args...)
 }
