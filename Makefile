@@ -378,8 +378,10 @@ $(METRICS_SERVER): hack/tools/metrics-server/go.mod hack/tools/metrics-server/go
 		$(GO) build -ldflags "-X k8s.io/client-go/pkg/version.gitVersion=$$version" -o $@ sigs.k8s.io/metrics-server/cmd/metrics-server
 
 # Traefik v3 (hack/tools/traefik), a real ingress and Gateway API controller, and its
-# image (entrypoint /traefik), for make e2e-traffic only: its first build downloads about
-# 2.6 GB of modules and takes about 9 minutes on 2 cores, so make test does not build it.
+# image (entrypoint /traefik), for the traffic tier of the end-to-end tests
+# (test/e2e/traffic: make e2e, make e2e-traffic). Its first build downloads about 2.6 GB
+# of modules and takes about 9 minutes on 2 cores: make test builds it in the background
+# with the other tools (TEST_TOOLS), while verify, unit and test-image run.
 TRAEFIK        := $(BIN)/traefik
 TRAEFIK_IMAGE  := $(BIN)/traffic-images/traefik
 
@@ -446,9 +448,10 @@ TEST_PLATFORMS ?= linux/$(HOST_ARCH)
 # What `make test` builds in the background while verify, unit and test-image run: the
 # control plane, helm, the control plane of the oldest supported Kubernetes minor (for
 # test-compat-oldest: 441 s of CPU the first time, cached after) and, where the
-# end-to-end tier can run (root), the real node's packages, binaries and images, and
-# cosign (the end-to-end tests sign and verify a release).
-TEST_TOOLS = tools $(HELM) $(COMPAT_BIN)/$(COMPAT_OLDEST)/kube-apiserver $(if $(filter 0,$(shell id -u)),node-packages node-tools $(COSIGN))
+# end-to-end tier can run (root), the real node's packages, binaries and images, cosign
+# (the end-to-end tests sign and verify a release) and Traefik's image (the traffic tier
+# of make e2e).
+TEST_TOOLS = tools $(HELM) $(COMPAT_BIN)/$(COMPAT_OLDEST)/kube-apiserver $(if $(filter 0,$(shell id -u)),node-packages node-tools $(COSIGN) $(TRAEFIK_IMAGE))
 # The steps of make test, in order (hack/make.sh test: the control plane binaries build
 # in the background until the first step that needs them, after verify, unit and
 # test-image). The integration tests, the chart's tests, the end-to-end tests and the
@@ -499,19 +502,23 @@ e2e: $(BIN)/localcluster ## End-to-end tests on a real node (root; elsewhere one
 # End-to-end packages run this many at a time, each with its own real node (lcnode-N):
 # they mostly wait (image pulls, probes, the kubelet's back-off, Stalled thresholds).
 E2E_PARALLEL ?= 2
-# The end-to-end packages (E2E_PKGS=./test/e2e/tutorial runs one).
-E2E_PKGS ?= ./test/e2e/...
+# The end-to-end packages (E2E_PKGS=./test/e2e/tutorial runs one). The traffic tier
+# (Traefik as the ingress and Gateway controller) first: it is one of the longest, and go
+# test starts the packages in this order, E2E_PARALLEL at a time.
+E2E_PKGS ?= ./test/e2e/traffic ./test/e2e/...
+# Traefik's image, when E2E_PKGS has the traffic tier (TRAEFIK_IMAGE_LAYOUT names it to
+# the tests; without it test/e2e/traffic skips).
+E2E_TRAEFIK = $(if $(filter ./test/e2e/... ./test/e2e/traffic ./test/e2e/traffic/ ./test/e2e/traffic/...,$(E2E_PKGS)),$(TRAEFIK_IMAGE))
 
 .PHONY: e2e-run
-e2e-run: node-packages tools node-tools $(HELM) $(COSIGN)
+e2e-run: node-packages tools node-tools $(HELM) $(COSIGN) $(E2E_TRAEFIK)
 	$(MAKE) --no-print-directory image PLATFORMS=linux/$(HOST_ARCH)
-	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) \
+	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) TRAEFIK_IMAGE_LAYOUT=$(E2E_TRAEFIK) \
 		$(GO) test -count=1 -p $(E2E_PARALLEL) -timeout $(INTEGRATION_TIMEOUT) $(E2E_PKGS) $(TESTFLAGS)
 
 .PHONY: e2e-traffic
-e2e-traffic: node-packages tools node-tools $(TRAEFIK_IMAGE) ## Opt-in: requests through Traefik to an App's Ingress and HTTPRoute on a real node (builds Traefik).
-	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) TRAEFIK_IMAGE_LAYOUT=$(TRAEFIK_IMAGE) \
-		$(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) ./test/e2e/traffic/ $(TESTFLAGS)
+e2e-traffic: ## The traffic tier alone (make e2e runs it too): requests through Traefik to Apps' Ingress and HTTPRoute, a canary's weights.
+	@$(MAKE) --no-print-directory e2e E2E_PKGS=./test/e2e/traffic
 
 ##@ Compatibility
 

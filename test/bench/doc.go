@@ -13,8 +13,9 @@
 //     read its work queue), idle on the empty cluster first (RSS at N=0), then N Apps
 //     created by 5 parallel clients until every App is Ready at its generation
 //     (converge); then idle (two resync periods and 10 s), restart (kill -9 and start
-//     again: until its App queue has taken every App and is drained) and churn (a new
-//     image for 10% of the Apps).
+//     again: until its App queue has taken every App and is drained), churn (a new
+//     image for 10% of the Apps) and canary (canary.go: N other Apps with a canary
+//     strategy created, each rolled one step, then promoted, each phase measured).
 //
 // Writes are counted on the apiserver side, from its audit log, per user (audit.go).
 // Memory and CPU come from /proc (procstat.go), the work queue from the controller's

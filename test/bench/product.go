@@ -24,7 +24,8 @@ const (
 	defaultSettle = 5 * time.Second
 )
 
-// product runs the controller and its scenarios: converge, then those of cfg.Scenarios.
+// product runs the controller and its scenarios: converge, then those of cfg.Scenarios
+// (the canary scenario last, with a controller of its own: canary.go).
 //
 //nolint:gocyclo // one round's steps in the order docs/performance.md tells them, each checking its error; split, they would pass a dozen shared values around
 func (e *env) product(ctx context.Context, r *RoundResult) error {
@@ -296,6 +297,12 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 		r.ControllerCgroupPeakMB = max(r.ControllerCgroupPeakMB, round2(p.cgroupPeakMB))
 		r.ControllerOOMKills += p.oomKills
 		r.ControllerCPUSecondsTotal = round2(r.ControllerCPUSecondsTotal + p.last.cpuSeconds)
+	}
+	if slices.Contains(e.cfg.Scenarios, "canary") {
+		if r.Canary, err = e.canary(ctx, r.Round); err != nil {
+			r.Converged = false
+			return err
+		}
 	}
 	return nil
 }

@@ -98,6 +98,9 @@ type Figures struct {
 	// ChurnWritesPerAppByKind: the same by resource (deployments, apps/status, events,
 	// controllerrevisions).
 	ChurnWritesPerAppByKind map[string]float64 `json:"churn_writes_per_changed_app_by_kind,omitempty"`
+	// Canary: the canary scenario, N Apps with a canary strategy each rolled one step
+	// (canary.go); nil when it did not run.
+	Canary *CanaryFigures `json:"canary,omitempty"`
 	// P50ReadySeconds and P99ReadySeconds: per App, from its create to its first Ready.
 	P50ReadySeconds float64 `json:"p50_ready_seconds"`
 	P99ReadySeconds float64 `json:"p99_ready_seconds"`
@@ -237,6 +240,17 @@ func (r RoundResult) table(apps, replicas int, scenarios, controllerFlags []stri
 		churnKinds = append(churnKinds, fmt.Sprintf("%s %.2f", k, r.ChurnWritesPerAppByKind[k]))
 	}
 	scenario("churn", "churn (10% new image)", fmt.Sprintf("%.2fs, %.2f writes per changed App [%s]", r.ChurnSeconds, r.ChurnWritesPerApp, strings.Join(churnKinds, ", ")))
+	if c := r.Canary; c != nil {
+		row("canary strategy", c.Steps)
+		for _, p := range []struct {
+			label string
+			phase CanaryPhase
+		}{{"canary: created, Ready", c.Create}, {"canary: new image, first step, paused", c.Change}, {"canary: promote, promoted", c.Promote}} {
+			row(p.label, fmt.Sprintf("%.2fs, writes per App %s", p.phase.Seconds, breakdown(p.phase.WritesPerApp)))
+		}
+	} else {
+		row("canary", "not run")
+	}
 	row("controller peak RSS (VmHWM)", fmt.Sprintf("%.1f MiB", r.ControllerPeakRSSMB))
 	if r.ControllerCgroupPeakMB > 0 {
 		row("controller cgroup peak / OOM kills", fmt.Sprintf("%.1f MiB / %d", r.ControllerCgroupPeakMB, r.ControllerOOMKills))

@@ -32,7 +32,7 @@ type Config struct {
 	BatchedConcurrencies []int
 	// CreateClients is the number of parallel clients that create the product's Apps.
 	CreateClients int
-	// Scenarios after converge: any of "idle", "restart", "churn".
+	// Scenarios after converge: any of "idle", "restart", "churn", "canary" (canary.go).
 	Scenarios []string
 	// BinDir holds the control plane's binaries; Controller is bin/app-controller.
 	BinDir, Controller string
@@ -66,7 +66,7 @@ type Config struct {
 }
 
 // DefaultScenarios are the scenarios after converge.
-var DefaultScenarios = []string{"idle", "restart", "churn"}
+var DefaultScenarios = []string{"idle", "restart", "churn", "canary"}
 
 // DefaultConcurrencies are the interleaved floor loops' concurrencies.
 var DefaultConcurrencies = []int{5, 10, 20, 40}

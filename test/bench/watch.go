@@ -46,19 +46,25 @@ func deploymentAvailable(d *appsv1.Deployment) bool {
 }
 
 // appWatch follows the Apps of a namespace and records when each is first seen Ready at
-// each generation.
+// each generation, and when each is first seen in the state of the goal it was last
+// given (expect).
 type appWatch struct {
 	mu sync.Mutex
 	// readyAt[name][generation] is when the App was first seen Ready at generation.
 	readyAt map[string]map[int64]time.Time
 	// ready[name] tells whether the App's latest state is Ready at its generation.
-	ready  map[string]bool
-	cancel context.CancelFunc
+	ready map[string]bool
+	// last[name] is the App as last seen; reachedAt[name] when it was first seen in the
+	// state goal asks for, since the goal was set.
+	last      map[string]*appv1.App
+	goal      func(*appv1.App) bool
+	reachedAt map[string]time.Time
+	cancel    context.CancelFunc
 }
 
 // watchApps starts an informer on the Apps of ns and returns once it has synced.
 func watchApps(ctx context.Context, c clients, ns string) (*appWatch, error) {
-	w := &appWatch{readyAt: map[string]map[int64]time.Time{}, ready: map[string]bool{}}
+	w := &appWatch{readyAt: map[string]map[int64]time.Time{}, ready: map[string]bool{}, last: map[string]*appv1.App{}}
 	ctx, w.cancel = context.WithCancel(ctx)
 	factory := appinformers.NewSharedInformerFactoryWithOptions(c.app, 0, appinformers.WithNamespace(ns))
 	informer := factory.Appcontroller().V1().Apps().Informer()
@@ -70,6 +76,12 @@ func watchApps(ctx context.Context, c clients, ns string) (*appWatch, error) {
 		now := time.Now()
 		w.mu.Lock()
 		defer w.mu.Unlock()
+		w.last[a.Name] = a
+		if w.goal != nil && w.goal(a) {
+			if _, seen := w.reachedAt[a.Name]; !seen {
+				w.reachedAt[a.Name] = now
+			}
+		}
 		r := appReady(a)
 		w.ready[a.Name] = r
 		if !r {
@@ -101,6 +113,70 @@ func watchApps(ctx context.Context, c clients, ns string) (*appWatch, error) {
 
 func (w *appWatch) stop() { w.cancel() }
 
+// expect sets the state waitReached waits for: from now on, each App is recorded when
+// first seen in it (an App already in it is recorded now).
+func (w *appWatch) expect(goal func(*appv1.App) bool) {
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.goal, w.reachedAt = goal, map[string]time.Time{}
+	for name, a := range w.last {
+		if goal(a) {
+			w.reachedAt[name] = now
+		}
+	}
+}
+
+// app returns the App name as last seen, nil if never.
+func (w *appWatch) app(name string) *appv1.App {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last[name]
+}
+
+// waitReached waits until every App of names has been seen in the state of the goal set
+// by expect and is in it now. It returns when the last one reached it, or the names
+// not in it at timeout.
+func (w *appWatch) waitReached(ctx context.Context, names []string, what string, timeout time.Duration) (time.Time, []string, error) {
+	return w.poll(ctx, timeout, len(names), what, func() (last time.Time, stuck []string) {
+		for _, name := range names {
+			at, seen := w.reachedAt[name]
+			if a := w.last[name]; !seen || a == nil || !w.goal(a) {
+				stuck = append(stuck, name)
+				continue
+			}
+			if at.After(last) {
+				last = at
+			}
+		}
+		return last, stuck
+	})
+}
+
+// poll runs check, under the lock, every pollInterval until it finds no App stuck, and
+// returns the time it returned then; at timeout, the Apps still stuck and an error saying
+// how many of total are not what.
+func (w *appWatch) poll(ctx context.Context, timeout time.Duration, total int, what string, check func() (time.Time, []string)) (time.Time, []string, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		w.mu.Lock()
+		last, stuck := check()
+		w.mu.Unlock()
+		if len(stuck) == 0 {
+			return last, nil, nil
+		}
+		if time.Now().After(deadline) {
+			sort.Strings(stuck)
+			return time.Time{}, stuck, fmt.Errorf("%d of %d Apps not %s after %s", len(stuck), total, what, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, stuck, ctx.Err()
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
 // readyTime returns when the App was first seen Ready at generation gen or later (zero
 // if never).
 func (w *appWatch) readyTime(name string, gen int64) time.Time {
@@ -119,11 +195,7 @@ func (w *appWatch) readyTime(name string, gen int64) time.Time {
 // generation and every App of want is Ready now. It returns when the last became Ready,
 // or the names still not Ready at timeout.
 func (w *appWatch) waitReady(ctx context.Context, want map[string]int64, timeout time.Duration) (time.Time, []string, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		var last time.Time
-		var stuck []string
-		w.mu.Lock()
+	return w.poll(ctx, timeout, len(want), "Ready at their generation", func() (last time.Time, stuck []string) {
 		for name, gen := range want {
 			var first time.Time
 			for g, t := range w.readyAt[name] {
@@ -139,20 +211,8 @@ func (w *appWatch) waitReady(ctx context.Context, want map[string]int64, timeout
 				last = first
 			}
 		}
-		w.mu.Unlock()
-		if len(stuck) == 0 {
-			return last, nil, nil
-		}
-		if time.Now().After(deadline) {
-			sort.Strings(stuck)
-			return time.Time{}, stuck, fmt.Errorf("%d of %d Apps not Ready at their generation after %s", len(stuck), len(want), timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return time.Time{}, stuck, ctx.Err()
-		case <-time.After(pollInterval):
-		}
-	}
+		return last, stuck
+	})
 }
 
 // watchDeployments calls available once for each Deployment of ns the first time it is

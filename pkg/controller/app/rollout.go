@@ -14,7 +14,8 @@ import (
 
 // A canary rollout (spec.rollout.canary, docs/progressive-delivery.md) brings a change of
 // the App's pod template through a canary Deployment, step by step. Its state is
-// status.rollout, written before any child is written for it (rolloutsync.go), so that a
+// status.rollout, written before any child is written for it (rolloutsync.go; the first
+// state and the promoted one ride on the sync's status write: deferRollout), so that a
 // restarted controller resumes at the same step with the same weights. This file is the
 // state machine: the next state from the current one and what a sync observed
 // (nextRollout). rolloutplan.go says what the children are in a state. Both are pure: no

@@ -413,8 +413,9 @@ func (w *world) image(name string) string {
 
 // TestRolloutWrites walks a rollout by replicas through its steps and counts each
 // step's writes: a setWeight step costs the canary Deployment, the stable Deployment and
-// the status; a pause the status; a resync in a pause nothing; kstatus reads
-// InProgress all along, Current at the end.
+// the status; a pause the status; a resync in a pause nothing; the promotion the status,
+// then the stable Deployment and the status, then one status write (promoted, Ready);
+// kstatus reads InProgress all along, Current at the end.
 func TestRolloutWrites(t *testing.T) {
 	w := canaryWorld(t, false)
 	w.step("the strategy added: Healthy, nothing rolls", []string{"create controllerrevisions web-<rev>", "patch apps/status web"}, "Healthy 0")
@@ -452,7 +453,9 @@ func TestRolloutWrites(t *testing.T) {
 	w.deploymentSettles("web-deploy-canary", "cccc")
 	w.step("the canary at 4: the stable down to one pod", []string{"patch deployments web-deploy"}, "Progressing 2")
 	w.deploymentSettles("web-deploy", "aaaa")
-	w.step("the last step done: promotion", []string{"patch apps/status web"}, "Progressing 3")
+	// The promotion's first stage writes nothing without an HTTPRoute: the next sync
+	// comes at once, not at the next resync.
+	w.stepRequeued("the last step done: promotion", []string{"patch apps/status web"}, "Progressing 3", rolloutRecheck)
 	w.step("promotion, first stage: the stable gets the new template and its replicas",
 		[]string{"patch apps/status web", "patch deployments web-deploy"}, "Progressing 3")
 	if w.image("web-deploy") != "nginx:2" || w.deploymentReplicas("web-deploy") != 4 {
@@ -460,7 +463,7 @@ func TestRolloutWrites(t *testing.T) {
 	}
 	w.step("the stable rolling: nothing", nil, "Progressing 3")
 	w.deploymentSettles("web-deploy", "bbbb")
-	w.step("the stable rolled out: promoted, Ready", []string{"patch apps/status web", "patch apps/status web"}, "Healthy 0")
+	w.step("the stable rolled out: promoted, Ready, in one status write", []string{"patch apps/status web"}, "Healthy 0")
 	w.expectKStatus("promoted", kstatus.CurrentStatus)
 	w.at(2*time.Hour + 29*time.Second)
 	w.step("the canary kept for scaleDownDelaySeconds", nil, "Healthy 0")
@@ -490,6 +493,18 @@ func TestRolloutWrites(t *testing.T) {
 		if !strings.HasPrefix(e, wantEvents[i]) {
 			t.Errorf("event %d %q, want %q...", i, e, wantEvents[i])
 		}
+	}
+}
+
+// stepRequeued runs step and checks that its sync asked to run again after d, and only
+// that: a state written with no child write queues no sync of its own (the App's
+// status-only update queues nothing).
+func (w *world) stepRequeued(what string, wantWrites []string, wantRollout string, d time.Duration) {
+	w.t.Helper()
+	w.f.requeues = nil
+	w.step(what, wantWrites, wantRollout)
+	if len(w.f.requeues) != 1 || w.f.requeues[0] != d {
+		w.t.Errorf("%s: requeued after %v, want once after %v", what, w.f.requeues, d)
 	}
 }
 
@@ -675,7 +690,7 @@ func TestRolloutFastRollback(t *testing.T) {
 	w.step("kubectl app promote --full", []string{"patch apps/status web"}, "Progressing 3")
 	w.step("the stable gets nginx:2", []string{"patch apps/status web", "patch deployments web-deploy"}, "Progressing 3")
 	w.deploymentSettles("web-deploy", "bbbb")
-	w.step("promoted", []string{"patch apps/status web", "patch apps/status web"}, "Healthy 0")
+	w.step("promoted", []string{"patch apps/status web"}, "Healthy 0")
 	if r := w.app().Status.Rollout; len(r.RecentStable) != 1 {
 		t.Errorf("recentStable %q, want the template of nginx", r.RecentStable)
 	}

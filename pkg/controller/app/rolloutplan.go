@@ -18,6 +18,11 @@ import (
 
 // rolloutPlan is what the children are in the App's rollout state.
 type rolloutPlan struct {
+	// state is the rollout state the plan is of, as the App's status carries it; notes
+	// are the Events and metrics of its transition when the sync's status write carries
+	// it (deferRollout), told once that write is made.
+	state *appv1.RolloutStatus
+	notes []rolloutNote
 	// stableTemplate is the pod template of the stable Deployment: the stable version's.
 	// holdStable: it could not be built (the stable revision is gone), and the stable
 	// Deployment is left as it is.

@@ -28,8 +28,8 @@ import (
 // A sync of an App with a canary rollout (rollout.go, rolloutplan.go) runs this before
 // its children: it builds the version the App asks for and the stable one, observes the
 // children and the canary's pods, computes the next state, writes it to the status before
-// any child is written for it, and hands the children the plan of that state
-// (syncInput.rollout).
+// any child is written for it (or leaves it to the sync's status write: deferRollout),
+// and hands the children the plan of that state (syncInput.rollout).
 
 // rolloutRecheck is how soon a sync that wrote a rollout's children is followed by
 // another, which sees whether they completed the step.
@@ -103,18 +103,44 @@ func (c *Controller) syncRollout(ctx context.Context, key cache.ObjectName, app 
 	}
 
 	next, notes := nextRollout(s, cur, o)
-	if next != cur {
+	var deferred []rolloutNote
+	switch {
+	case next == cur:
+	case deferRollout(cur, next):
+		// The sync's status write carries the state, and its notes once it is written.
+		deferred = notes
+	default:
 		if app, err = c.writeRollout(ctx, key, app, in, next, revision); err != nil {
 			return app, nil, 0, err
 		}
 		c.emitRolloutNotes(ctx, app, notes)
+		// The new state's children may be where it wants them at once (the promotion's
+		// first stage without an HTTPRoute writes nothing), and the status write queues
+		// no sync: the next sync looks, as after a child's write.
+		recheck = controller.RequeueAfter(recheck, rolloutRecheck).RequeueAfter
 	}
 
 	plan := planRollout(s, next, live, now)
+	plan.state, plan.notes = next, deferred
 	if err := c.buildRolloutPlan(ctx, app, next, &plan, desired, desiredTemplate); err != nil {
 		return app, nil, 0, err
 	}
 	return app, &plan, controller.RequeueAfter(recheck, rolloutDue(s, next, now)).RequeueAfter, nil
+}
+
+// deferRollout reports whether state next, which follows cur, may be written by the
+// sync's status write, after the children, rather than before them: it has no canary and
+// keeps the stable version of cur, which is none (a new App, or a strategy added) or
+// that of a promotion's last stage (promoted: the stable Deployment runs the canary's
+// template). A sync computes the same state again from cur and what is live, should the
+// write not happen (a restart, a held-back or failed status write), and the write saves
+// the one that would follow with the conditions the children's outcome implies.
+func deferRollout(cur, next *appv1.RolloutStatus) bool {
+	if next.Canary != nil {
+		return false
+	}
+	return cur == nil || cur.Canary != nil && cur.Canary.PodTemplateHash == cur.Stable.PodTemplateHash &&
+		next.Stable.PodTemplateHash == cur.Stable.PodTemplateHash
 }
 
 // desiredVersion returns the version app's spec asks for now, revision being its

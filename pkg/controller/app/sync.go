@@ -189,11 +189,14 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 	setContested(status, app, contests, now)
 	status.Rollout = nil
 	if p := in.rollout; p != nil {
-		status.Rollout = app.Status.Rollout
+		status.Rollout = p.state
 		setRolloutConditions(status, app, now)
 	}
 	c.recordEvents(app, status, outcomes)
 	held, err := c.updateStatus(ctx, key, app, status)
+	if p := in.rollout; p != nil && held == 0 && err == nil {
+		c.emitRolloutNotes(ctx, app, p.notes)
+	}
 	// A revision that could not be recorded does not hold back the children or the
 	// status; the sync is retried for it.
 	return controller.RequeueAfter(contestRequeue, held, podRecheck, rolloutRequeue), errors.Join(err, revisionErr)

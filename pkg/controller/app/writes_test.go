@@ -150,13 +150,24 @@ func newAPIApp(name string, replicas int32) *appv1.App {
 // TestWritesCreateToReady pins the writes an App costs from its creation to Ready: the
 // Deployment, the Service, the Synced Event, the first revision of its spec and one
 // status write when the children settle within the coalescing window, whatever the
-// replica count; and kstatus reads InProgress
-// until the App is Ready.
+// replica count, with a canary strategy or without (its first rollout state rides on
+// that status write); and kstatus reads InProgress until the App is Ready.
 func TestWritesCreateToReady(t *testing.T) {
-	for _, replicas := range []int32{1, 3} {
-		t.Run(fmt.Sprintf("replicas %d", replicas), func(t *testing.T) {
+	for _, tc := range []struct {
+		replicas int32
+		canary   bool
+	}{{1, false}, {3, false}, {1, true}, {3, true}} {
+		replicas := tc.replicas
+		name := fmt.Sprintf("replicas %d", replicas)
+		if tc.canary {
+			name += ", canary strategy"
+		}
+		t.Run(name, func(t *testing.T) {
 			f := newFixture(t)
 			app := newAPIApp("fast", replicas)
+			if tc.canary {
+				app.Spec.Rollout = &appv1.Rollout{Canary: canaryStrategy()}
+			}
 			f.addApps(app)
 			w := newWorld(t, f, app)
 			deploy := app.Spec.DeploymentTemplate.Name
@@ -207,6 +218,10 @@ func TestWritesCreateToReady(t *testing.T) {
 			}
 			if w.total() != 5 {
 				t.Errorf("%d writes including Events from creation to Ready, want 5", w.total())
+			}
+			if r := w.app().Status.Rollout; tc.canary && (r == nil || r.Phase != appv1.RolloutHealthy || r.Stable == nil || r.Canary != nil ||
+				r.Stable.Revision != w.app().Status.CurrentRevision) {
+				t.Errorf("rollout %+v, want Healthy on the current revision %s", r, w.app().Status.CurrentRevision)
 			}
 		})
 	}

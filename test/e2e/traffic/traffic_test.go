@@ -1,10 +1,9 @@
 // Package traffic_test sends requests by Host header through a real ingress and Gateway
-// API controller, Traefik v3 (built by make e2e-traffic from hack/tools/traefik), to the
-// pods of Apps whose routes are an Ingress and an HTTPRoute, on a real node, and through
-// the weights of a canary rollout's HTTPRoute. It is
-// opt-in: Traefik's first build (about 2.6 GB of modules, 9 minutes on 2 cores) would push
-// a cold make test past its time bound, so make test skips this package unless
-// TRAEFIK_IMAGE_LAYOUT names Traefik's image (make e2e-traffic sets it).
+// API controller, Traefik v3 (built from hack/tools/traefik), to the pods of Apps whose
+// routes are an Ingress and an HTTPRoute, on a real node, and through the weights of a
+// canary rollout's HTTPRoute. make e2e (so make test) and make e2e-traffic build Traefik's
+// image and name it in TRAEFIK_IMAGE_LAYOUT; without it (go test alone) the package says
+// in one line that it skipped.
 package traffic_test
 
 import (
@@ -38,7 +37,7 @@ const layoutEnv = "TRAEFIK_IMAGE_LAYOUT"
 // when Traefik's image is there.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(layoutEnv); dir == "" {
-		fmt.Printf("traffic: skipped: $%s is not set (make e2e-traffic builds Traefik and sets it)\n", layoutEnv)
+		fmt.Printf("traffic: skipped: $%s is not set (make e2e and make e2e-traffic build Traefik and set it)\n", layoutEnv)
 		os.Exit(0)
 	} else if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
 		fmt.Printf("traffic: skipped: no image layout in $%s: %v\n", layoutEnv, err)

@@ -1,6 +1,6 @@
 // Package bench_test checks the benchmark harness of `make bench` (test/bench) end to
 // end at a tiny size: its own control plane, one floor loop, the controller converging 5
-// Apps, the restart and churn scenarios, writes counted from the audit log.
+// Apps, the restart, churn and canary scenarios, writes counted from the audit log.
 //
 // It starts a control plane of its own and builds the controller: about 40 s on an idle
 // machine, over 2 minutes on a busy one. So it is not part of `make test`; run it with
@@ -47,7 +47,7 @@ func TestHarnessSmoke(t *testing.T) {
 		Concurrencies:        []int{5},
 		BatchedConcurrencies: []int{5},
 		CreateClients:        5,
-		Scenarios:            []string{"restart", "churn"},
+		Scenarios:            []string{"restart", "churn", "canary"},
 		BinDir:               binDir,
 		Controller:           framework.BuildBinary(t, "app-controller"),
 		CRDDir:               filepath.Join(root, "config", "crd", "bases"),
@@ -94,6 +94,35 @@ func TestHarnessSmoke(t *testing.T) {
 	// The controller's writes include each App's status.
 	if res.WritesBreakdown.ByVerbResource["patch apps/status"]+res.WritesBreakdown.ByVerbResource["update apps/status"] < 1 {
 		t.Errorf("controller writes per App %v: no status write per App", res.WritesBreakdown.ByVerbResource)
+	}
+	// The canary scenario, each phase's writes per App exactly (replicas 1, no Gateway:
+	// the canary takes the one pod of its 50%, the stable keeps its own).
+	if c := res.Canary; c == nil {
+		t.Error("no canary figures")
+	} else {
+		for _, p := range []struct {
+			name  string
+			phase bench.CanaryPhase
+			want  map[string]float64
+		}{
+			// Created: what an App without a strategy costs, the rollout's first state on
+			// its one status write.
+			{"created", c.Create, map[string]float64{"create controllerrevisions": 1, "patch deployments": 1, "patch services": 1,
+				"patch apps/status": 1, "create events": 1}},
+			// A new image: its revision; the setWeight step (its state, the canary
+			// Deployment); the pause (its state). Events: RolloutStarted, Synced, RolloutStep.
+			{"new image, first step", c.Change, map[string]float64{"create controllerrevisions": 1, "patch apps/status": 2,
+				"patch deployments": 1, "create events": 2, "patch events": 1}},
+			// Promoted: the promotion's state; the stable Deployment's new template and
+			// its state; promoted and Ready in one status write, the canary deleted.
+			// Events: RolloutStep, Synced, RolloutPromoted, Pruned, Synced.
+			{"promote", c.Promote, map[string]float64{"patch apps/status": 3, "patch deployments": 1, "delete deployments": 1,
+				"create events": 3, "patch events": 2}},
+		} {
+			if p.phase.Seconds <= 0 || !maps.Equal(p.phase.WritesPerApp.ByVerbResource, p.want) {
+				t.Errorf("canary, %s: %vs, writes per App %v; want > 0 s, %v", p.name, p.phase.Seconds, p.phase.WritesPerApp.ByVerbResource, p.want)
+			}
+		}
 	}
 	if res.FloorConcurrency != 5 || res.Versions.Kube == "" || res.Versions.Controller == "" || res.Cores < 1 {
 		t.Errorf("floor concurrency %d, versions %+v, cores %d", res.FloorConcurrency, res.Versions, res.Cores)

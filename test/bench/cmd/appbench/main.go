@@ -28,7 +28,7 @@ func main() {
 	flag.IntVar(&cfg.CreateClients, "create-clients", 5, "parallel clients creating the product's Apps")
 	flag.StringVar(&concurrencies, "concurrencies", "5,10,20,40", "concurrencies of the interleaved floor loops (empty: none)")
 	flag.StringVar(&batched, "batched-concurrencies", "5,20", "concurrencies of the batched floor loops (empty: none)")
-	flag.StringVar(&scenarios, "scenarios", strings.Join(bench.DefaultScenarios, ","), "scenarios after converge (idle, restart, churn; empty: none)")
+	flag.StringVar(&scenarios, "scenarios", strings.Join(bench.DefaultScenarios, ","), "scenarios after converge (idle, restart, churn, canary; empty: none)")
 	flag.StringVar(&cfg.BinDir, "bin-dir", "bin", "directory of the control plane's binaries")
 	flag.StringVar(&cfg.Controller, "controller", "bin/app-controller", "the controller binary")
 	flag.Var(&controllerFlags, "controller-flag", "a flag added to the controller's defaults, e.g. --workers=10 (repeatable; the targets are measured without)")
