@@ -215,24 +215,28 @@ func setContested(status *appv1.AppStatus, app *appv1.App, contests []contest, n
 		appv1.ReasonCompetingWriter, controller.TruncateMessage(strings.Join(msgs, "; ")))
 }
 
-// reportChildren sets the conditions the children report (RouteAccepted), in the order
-// of the table, each with a Warning Event when it asks for one and is new. A condition
-// that is not True makes an App that would be Ready not Ready (childGatesReady).
+// reportChildren sets the conditions the children report (RouteAccepted, ScalingActive,
+// ScalingLimited), in the order of the table, each with a Warning Event when it asks for
+// one and is new. A condition that is not True makes an App that would be Ready not
+// Ready (childGatesReady), but for an informational Unknown (an autoscaler that has not
+// reported yet).
 func (c *Controller) reportChildren(app *appv1.App, status *appv1.AppStatus, outcomes []childOutcome, now metav1.Time) {
 	for _, o := range outcomes {
-		cond := o.condition
-		switch {
-		case cond == nil:
-			continue
-		case cond.status == "":
-			meta.RemoveStatusCondition(&status.Conditions, cond.conditionType)
-			continue
-		case cond.warn:
-			c.warnOnChange(app, cond.conditionType, cond.reason, cond.message)
+		for _, cond := range o.conditions {
+			switch {
+			case cond.status == "":
+				meta.RemoveStatusCondition(&status.Conditions, cond.conditionType)
+				continue
+			case cond.warn:
+				c.warnOnChange(app, cond.conditionType, cond.reason, cond.message)
+			}
+			msg := controller.TruncateMessage(cond.message)
+			setCondition(status, app, now, cond.conditionType, cond.status, cond.reason, msg)
+			if cond.status == metav1.ConditionUnknown && cond.informational {
+				continue
+			}
+			childGatesReady(status, app, now, cond.status, cond.reason, msg)
 		}
-		msg := controller.TruncateMessage(cond.message)
-		setCondition(status, app, now, cond.conditionType, cond.status, cond.reason, msg)
-		childGatesReady(status, app, now, cond.status, cond.reason, msg)
 	}
 }
 

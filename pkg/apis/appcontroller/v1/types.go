@@ -528,7 +528,8 @@ type AppStatus struct {
 	// Conditions: Ready, Progressing and NamesAccepted; Contested, present only while
 	// another writer keeps changing a child (reason CompetingWriter, the message names
 	// its field manager); and for kstatus-based tools (Flux, Argo CD, kubectl wait)
-	// Reconciling and Stalled.
+	// Reconciling and Stalled. With spec.autoscaling, ScalingActive and ScalingLimited
+	// (docs/autoscaling.md).
 	//
 	// When the App's pods are not ready, Ready=False names the first problem of the pods
 	// of the newest pod template, read from their status, with pod and container:
@@ -590,6 +591,13 @@ type AppStatus struct {
 	// weight, and the stable and canary versions. Present while spec.rollout is.
 	// +optional
 	Rollout *RolloutStatus `json:"rollout,omitempty"`
+
+	// Autoscaling is what the HorizontalPodAutoscaler of spec.autoscaling last reported:
+	// its name, the current and desired replicas and when it last scaled. The conditions
+	// ScalingActive and ScalingLimited say whether it works and whether maxReplicas caps
+	// it.
+	// +optional
+	Autoscaling *AutoscalingStatus `json:"autoscaling,omitempty"`
 }
 
 // AppList is a list of Apps.
