@@ -134,10 +134,16 @@ func (h *handover) stamp() {
 
 // change makes the next generation of the App, mutated.
 func (h *handover) change(mutate func(*appv1.App)) {
+	// The App as the API server holds it, its status the controller's last.
+	if cur, exists, _ := h.f.c.getApp(nameOf(h.app)); exists {
+		h.app = cur
+	}
 	h.app = h.app.DeepCopy()
 	mutate(h.app)
 	h.app.Generation++
-	h.app.ResourceVersion = fmt.Sprint(h.app.Generation)
+	// Newer than the controller's own status writes, which the App cache also holds.
+	h.f.statusRV++
+	h.app.ResourceVersion = fmt.Sprint(h.f.statusRV)
 	h.f.addApps(h.app)
 }
 
@@ -721,4 +727,127 @@ func findCondition(app *appv1.App, t string) *metav1.Condition {
 		}
 	}
 	return nil
+}
+
+// deploymentAt sets the Deployment's generation and the status the deployment
+// controller reports (observed generation, replicas, updated, available; Available=True
+// when every pod it wants is, as with the default 25% maxUnavailable of a few pods), and
+// lets the informers see it.
+func (h *handover) deploymentAt(generation, observed int64, replicas, updated, available int32) {
+	h.t.Helper()
+	d := h.deployment()
+	d.Generation = generation
+	availableCond := corev1.ConditionTrue
+	if available < ptr.Deref(d.Spec.Replicas, 1) {
+		availableCond = corev1.ConditionFalse
+	}
+	d.Status = appsv1.DeploymentStatus{
+		ObservedGeneration: observed, Replicas: replicas, UpdatedReplicas: updated, ReadyReplicas: available, AvailableReplicas: available,
+		Conditions: []appsv1.DeploymentCondition{
+			{Type: appsv1.DeploymentAvailable, Status: availableCond, Reason: "MinimumReplicasAvailable"},
+			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"},
+		},
+	}
+	if err := h.f.kubeClient.Tracker().Update(appsv1.SchemeGroupVersion.WithResource("deployments"), d, h.app.Namespace); err != nil {
+		h.t.Fatal(err)
+	}
+	h.stamp()
+	h.f.catchUp()
+}
+
+// TestAutoscalerScaleIsNoRollout checks that the autoscaler changing the count of a
+// Ready App's Deployment keeps the App Ready (kstatus Current) while the new pods start,
+// from the moment the Deployment's new generation is not observed yet, and that a change
+// of the App's pod template still reads as a rollout (Progressing, InProgress) until
+// every pod of it is available.
+func TestAutoscalerScaleIsNoRollout(t *testing.T) {
+	app := newApp("web", testNow.Add(-time.Hour))
+	withAutoscaling(app, 1, 5)
+	app.Spec.DeploymentTemplate.Replicas = ptr.To[int32](2)
+	h := newHandover(t, app)
+	h.f.clock.SetTime(testNow)
+	h.sync()
+	h.deploymentAt(1, 1, 2, 2, 2)
+	h.f.step(StatusCoalesceWindow)
+	h.sync()
+	status := func() *appv1.App {
+		a, _, _ := h.f.c.getApp(nameOf(h.app))
+		return a
+	}
+	if got := status(); condition(got, appv1.ConditionReady) != "True/Available" {
+		t.Fatalf("the App before the scale: Ready %s", condition(got, appv1.ConditionReady))
+	}
+	steps := []struct {
+		name                         string
+		generation, observed         int64
+		replicas, updated, available int32
+		wantReady, wantProgressing   string
+		wantKstatus                  kstatus.Status
+		wantMessageHas               string
+	}{
+		{"the autoscaler's write, not observed yet", 2, 1, 2, 2, 2, "True/Available", "False/RolloutComplete", kstatus.CurrentStatus, "2 of 4 replicas available (the autoscaler scales it)"},
+		{"the new pods starting", 2, 2, 4, 4, 2, "True/Available", "False/RolloutComplete", kstatus.CurrentStatus, "2 of 4 replicas available (the autoscaler scales it)"},
+		{"scaled", 2, 2, 4, 4, 4, "True/Available", "False/RolloutComplete", kstatus.CurrentStatus, "4 of 4 replicas available"},
+		{"the pods crash: fewer available than minReplicas", 2, 2, 4, 4, 0, "False/DeploymentUnavailable", "False/RolloutComplete", kstatus.InProgressStatus, "fewer than autoscaling.minReplicas"},
+		{"back", 2, 2, 4, 4, 4, "True/Available", "False/RolloutComplete", kstatus.CurrentStatus, "4 of 4 replicas available"},
+	}
+	h.scale("kube-controller-manager", 4)
+	for _, s := range steps {
+		h.deploymentAt(s.generation, s.observed, s.replicas, s.updated, s.available)
+		h.f.step(StatusCoalesceWindow)
+		if writes := h.sync(); len(writes) != 0 {
+			t.Errorf("%s: wrote %q", s.name, writes)
+		}
+		h.f.step(StatusCoalesceWindow)
+		h.sync()
+		got := status()
+		if c := condition(got, appv1.ConditionReady); c != s.wantReady {
+			t.Errorf("%s: Ready %s, want %s", s.name, c, s.wantReady)
+		}
+		if c := condition(got, appv1.ConditionProgressing); c != s.wantProgressing {
+			t.Errorf("%s: Progressing %s, want %s", s.name, c, s.wantProgressing)
+		}
+		if k := controllertest.KStatus(t, got); k != s.wantKstatus {
+			t.Errorf("%s: kstatus %s, want %s", s.name, k, s.wantKstatus)
+		}
+		if c := findCondition(got, appv1.ConditionReady); !strings.Contains(c.Message, s.wantMessageHas) {
+			t.Errorf("%s: Ready says %q, want %q in it", s.name, c.Message, s.wantMessageHas)
+		}
+	}
+
+	// A new image: a rollout, InProgress until its pods are all available, even though
+	// the count does not change and no old pod is left at its end.
+	h.change(func(app *appv1.App) { app.Spec.DeploymentTemplate.Image = "nginx:2" })
+	// The API server's answer to the controller's write: a new generation, not observed
+	// (the fake one does not count generations).
+	h.deploymentAt(3, 2, 4, 4, 4)
+	h.f.step(StatusCoalesceWindow)
+	if writes := h.sync(); !slices.Contains(writes, "patch deployments") {
+		t.Fatalf("the new image wrote %q, want the Deployment", writes)
+	}
+	for _, s := range []struct {
+		name                         string
+		observed                     int64
+		replicas, updated, available int32
+	}{
+		{"the controller's write, not observed yet", 2, 4, 4, 4},
+		{"the new ReplicaSet's last pods starting, the old ones gone", 3, 4, 4, 3},
+	} {
+		h.deploymentAt(3, s.observed, s.replicas, s.updated, s.available)
+		h.f.step(StatusCoalesceWindow)
+		h.sync()
+		got := status()
+		if c := condition(got, appv1.ConditionProgressing); c != "True/RollingOut" {
+			t.Errorf("%s: Progressing %s, want True/RollingOut", s.name, c)
+		}
+		if k := controllertest.KStatus(t, got); k != kstatus.InProgressStatus {
+			t.Errorf("%s: kstatus %s, want InProgress", s.name, k)
+		}
+	}
+	h.deploymentAt(3, 3, 4, 4, 4)
+	h.f.step(StatusCoalesceWindow)
+	h.sync()
+	if got := status(); condition(got, appv1.ConditionReady) != "True/Available" {
+		t.Errorf("after the rollout: Ready %s, want True/Available", condition(got, appv1.ConditionReady))
+	}
 }

@@ -267,7 +267,7 @@ func (c *Controller) rolloutLive(app *appv1.App, in *syncInput) rolloutLive {
 	if canary := c.liveCanary(app); canary != nil {
 		l.canaryExists = true
 		l.canaryReplicas = ptr.Deref(canary.Spec.Replicas, 1)
-		if deploymentRollout(canary.Name, canary).rolledOut {
+		if deploymentRollout(canary.Name, canary, 0).rolledOut {
 			l.canaryAvailable = canary.Status.AvailableReplicas
 		}
 	}
@@ -295,7 +295,7 @@ func (c *Controller) stableRuns(ctx context.Context, app *appv1.App, in *syncInp
 	if err != nil || !upToDate {
 		return false, err
 	}
-	ro := deploymentRollout(in.live.Name, in.live)
+	ro := deploymentRollout(in.live.Name, in.live, 0)
 	return ro.rolledOut && ro.available, nil
 }
 

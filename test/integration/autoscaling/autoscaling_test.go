@@ -2,7 +2,10 @@ package autoscaling
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -26,6 +29,7 @@ import (
 	"github.com/app-controller/app-controller/pkg/controller/appfixture"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
+	"github.com/app-controller/app-controller/test/gitops"
 	"github.com/app-controller/app-controller/test/harness"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
@@ -436,4 +440,88 @@ func TestAutoscalerNameAndDrift(t *testing.T) {
 func equalSpec(a, b *autoscalingv2.HorizontalPodAutoscaler) bool {
 	return equality.Semantic.DeepEqual(a.Spec, b.Spec) && equality.Semantic.DeepEqual(a.Labels, b.Labels) &&
 		equality.Semantic.DeepEqual(a.OwnerReferences, b.OwnerReferences)
+}
+
+// TestHealthOfAutoscaledApps puts autoscaled Apps in the states the autoscaler's
+// verdicts make on a cluster without a metrics API (kwok's) and checks what kstatus and
+// the shipped Argo CD health check read: Ready while the autoscaler has not computed a
+// count (ScalingActive Unknown, pending: Current, Healthy); Stalled at once when a
+// utilization target names a resource the container does not request (ScalingActive
+// False, MissingResourceRequest: Failed, Degraded), never InProgress. With
+// APP_CONTROLLER_UPDATE_GOLDEN set, the Apps are written to test/gitops/testdata, which
+// test/gitops checks again in make unit.
+func TestHealthOfAutoscaledApps(t *testing.T) {
+	c := newClients(t)
+	ctx := context.Background()
+	ns := framework.Namespace(t)
+	startManager(t, 10*time.Minute)
+	pending := appfixture.WithAutoscaling(appfixture.NewApp(ns, "pending", "nginx", 1), 1, 3, 50, "100m")
+	missing := appfixture.WithAutoscaling(appfixture.NewApp(ns, "missing", "nginx", 1), 1, 3, 50, "100m")
+	missing.Spec.DeploymentTemplate.Resources = nil
+	for _, app := range []*appv1.App{pending, missing} {
+		if _, err := c.app.AppcontrollerV1().Apps(ns).Create(ctx, app, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name, state, scalingActive, ready string
+		wantKstatus                       string
+		wantArgo                          string
+	}{
+		{"pending", "autoscaling-pending", "Unknown/" + appv1.ReasonAutoscalerPending, "True/" + appv1.ReasonAvailable, "Current", gitops.Healthy},
+		{"missing", "autoscaling-missing-request", "False/" + appv1.ReasonMissingResourceRequest, "False/" + appv1.ReasonMissingResourceRequest, "Failed", gitops.Degraded},
+	} {
+		app := c.waitObserved(t, ns, tc.name, 1, func(a *appv1.App) bool {
+			return conditionOf(a, appv1.ConditionScalingActive) == tc.scalingActive && conditionOf(a, appv1.ConditionReady) == tc.ready
+		})
+		obj := appObject(t, app)
+		ks, err := gitops.Kstatus(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		argo, err := gitops.RunArgoHealth(healthScript, obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: kstatus %s, Argo CD %s: %s", tc.state, ks, argo.Status, argo.Message)
+		if string(ks) != tc.wantKstatus || argo.Status != tc.wantArgo {
+			t.Errorf("%s: kstatus %s, Argo CD %s; want %s, %s", tc.state, ks, argo.Status, tc.wantKstatus, tc.wantArgo)
+		}
+		if os.Getenv(updateGolden) != "" {
+			data, err := json.MarshalIndent(obj, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			data = []byte(strings.ReplaceAll(string(data), ns, "NAMESPACE"))
+			if err := os.WriteFile(filepath.Join(goldenDir, tc.state+".json"), append(data, '\n'), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	framework.WaitEvent(t, c.kube, ns, "App", "missing", "Warning "+appv1.ReasonMissingResourceRequest+" autoscaling.cpu.averageUtilization", converge)
+}
+
+const (
+	healthScript = "../../../config/argocd/health.lua"
+	goldenDir    = "../../gitops/testdata"
+	// updateGolden makes TestHealthOfAutoscaledApps write the Apps it captures to
+	// goldenDir.
+	updateGolden = "APP_CONTROLLER_UPDATE_GOLDEN"
+)
+
+// appObject returns app as kstatus and Argo CD get it: JSON, without managedFields.
+func appObject(t *testing.T, app *appv1.App) map[string]any {
+	t.Helper()
+	a := app.DeepCopy()
+	a.ManagedFields = nil
+	a.APIVersion, a.Kind = appv1.SchemeGroupVersion.String(), "App"
+	data, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(data, &obj); err != nil {
+		t.Fatal(err)
+	}
+	return obj
 }
