@@ -457,12 +457,17 @@ func volume(v *appv1.Volume) (*corev1ac.VolumeApplyConfiguration, error) {
 }
 
 // stableDeployment returns the stable Deployment of plan p: the App's, with the stable
-// template and the plan's replicas.
+// template and the plan's replicas, else the App's by the handover (deploymentReplicas):
+// an autoscaled App's stable count stays the autoscaler's during a rollout too.
 func stableDeployment(app *appv1.App, in *syncInput, p *rolloutPlan) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	t := app.Spec.DeploymentTemplate
-	replicas := t.Replicas
 	if p.stableReplicas != nil {
-		replicas = p.stableReplicas
+		return buildDeployment(app, t.Name, p.stableTemplate, selectorLabels(app), p.stableReplicas, in.hashes.seen)
 	}
-	return buildDeployment(app, t.Name, p.stableTemplate, selectorLabels(app), replicas, in.hashes.seen)
+	d, err := buildDeployment(app, t.Name, p.stableTemplate, selectorLabels(app), t.Replicas, in.hashes.seen)
+	if err != nil {
+		return nil, err
+	}
+	replicas, resourceVersion := deploymentReplicas(app, in.live)
+	return withReplicas(d, replicas, resourceVersion), nil
 }

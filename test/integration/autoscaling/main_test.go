@@ -19,5 +19,8 @@ import (
 const controllerUser = "autoscaling-test-controller"
 
 func TestMain(m *testing.M) {
-	framework.MainWithOptions(m, func(o *localcluster.Options) { o.AuditUsers = []string{controllerUser} })
+	framework.MainWithOptions(m, func(o *localcluster.Options) {
+		o.AuditUsers = []string{controllerUser}
+		o.GatewayAPI = true // a canary behind an HTTPRoute (canary_test.go)
+	})
 }
