@@ -113,6 +113,26 @@ func TestCanaryFollowsAutoscaler(t *testing.T) {
 	c.update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
 	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
 	expect("paused at 25% of the autoscaler's 4", 4, 1, "web-svc-stable:75 web-svc-canary:25")
+	// The HPA counts the pods its target's scale selects: the stable's selector takes in
+	// the canary's pods, so the autoscaler's count is the whole App's.
+	sc, err := c.kube.AppsV1().Deployments(ns).GetScale(ctx, "web-deploy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := c.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sc.Status.Selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	canaryPods := 0
+	for _, p := range pods.Items {
+		if p.Labels[appv1.TrackLabel] == appv1.TrackCanary {
+			canaryPods++
+		}
+	}
+	t.Logf("the stable's scale selects %q: %d pods, %d of them the canary's", sc.Status.Selector, len(pods.Items), canaryPods)
+	if len(pods.Items) != 5 || canaryPods != 1 {
+		t.Errorf("the stable's scale selector %q selects %d pods, %d of the canary; want 5, 1", sc.Status.Selector, len(pods.Items), canaryPods)
+	}
 
 	scale(8)
 	expect("the autoscaler at 8 in the pause: the canary follows", 8, 2, "web-svc-stable:75 web-svc-canary:25")
