@@ -53,11 +53,11 @@ func decodeAutoscaler(u *unstructured.Unstructured) (*autoscalingv2.HorizontalPo
 // autoscalerLine describes a HorizontalPodAutoscaler in one line: "NAME: 3 of 1..3
 // replicas, desired 3, cpu 41%/50%", then what keeps it from scaling or caps it.
 func autoscalerLine(hpa *autoscalingv2.HorizontalPodAutoscaler) string {
-	min := int32(1)
+	lowest := int32(1)
 	if hpa.Spec.MinReplicas != nil {
-		min = *hpa.Spec.MinReplicas
+		lowest = *hpa.Spec.MinReplicas
 	}
-	line := fmt.Sprintf("%s: %d of %d..%d replicas, desired %d", hpa.Name, hpa.Status.CurrentReplicas, min, hpa.Spec.MaxReplicas, hpa.Status.DesiredReplicas)
+	line := fmt.Sprintf("%s: %d of %d..%d replicas, desired %d", hpa.Name, hpa.Status.CurrentReplicas, lowest, hpa.Spec.MaxReplicas, hpa.Status.DesiredReplicas)
 	if metrics := autoscalerMetrics(hpa); metrics != "" {
 		line += ", " + metrics
 	}

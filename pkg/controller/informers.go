@@ -57,7 +57,7 @@ func StripManagedFieldsButReplicas(obj interface{}) (interface{}, error) {
 		if !ownsReplicas(e) {
 			continue
 		}
-		e.FieldsV1 = &metav1.FieldsV1{Raw: []byte(replicasFields)}
+		e.FieldsV1 = metav1.NewFieldsV1(replicasFields)
 		e.Time = nil
 		kept = append(kept, e)
 	}
@@ -91,7 +91,7 @@ func ownsReplicas(e metav1.ManagedFieldsEntry) bool {
 		return false
 	}
 	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
+	if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields); err != nil {
 		return false
 	}
 	var spec map[string]json.RawMessage

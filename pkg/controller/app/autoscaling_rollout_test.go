@@ -37,7 +37,7 @@ func (w *world) autoscalerScales(name string, replicas int32) {
 		// Seeded into the fake API server without managedFields: as the controller created
 		// it, its apply owning the count (the fake tracks an update's fields only then).
 		d.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: appv1.FieldManager, Operation: metav1.ManagedFieldsOperationApply,
-			APIVersion: "apps/v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{}}}`)}}}
+			APIVersion: "apps/v1", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:replicas":{}}}`)}}
 		if d, err = client.Update(context.Background(), d, metav1.UpdateOptions{FieldManager: appv1.FieldManager}); err != nil {
 			w.t.Fatal(err)
 		}

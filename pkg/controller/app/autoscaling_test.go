@@ -28,12 +28,12 @@ import (
 	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 )
 
-// withAutoscaling sets app's spec.autoscaling: min to max replicas (min 0: unset) at a
-// CPU utilization of 50%, and gives its container a CPU request.
-func withAutoscaling(app *appv1.App, min, max int32) {
-	app.Spec.Autoscaling = &appv1.Autoscaling{MaxReplicas: max, CPU: &appv1.ResourceTarget{AverageUtilization: ptr.To[int32](50)}}
-	if min > 0 {
-		app.Spec.Autoscaling.MinReplicas = ptr.To(min)
+// withAutoscaling sets app's spec.autoscaling: lowest to highest replicas (lowest 0:
+// unset) at a CPU utilization of 50%, and gives its container a CPU request.
+func withAutoscaling(app *appv1.App, lowest, highest int32) {
+	app.Spec.Autoscaling = &appv1.Autoscaling{MaxReplicas: highest, CPU: &appv1.ResourceTarget{AverageUtilization: ptr.To[int32](50)}}
+	if lowest > 0 {
+		app.Spec.Autoscaling.MinReplicas = ptr.To(lowest)
 	}
 	app.Spec.DeploymentTemplate.Resources = &appv1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")}}
 }
@@ -198,7 +198,7 @@ func (h *handover) deployment() *appsv1.Deployment {
 func replicasOwners(d *appsv1.Deployment) []string {
 	var out []string
 	for _, e := range d.ManagedFields {
-		if e.FieldsV1 != nil && strings.Contains(string(e.FieldsV1.Raw), `"f:replicas"`) {
+		if e.FieldsV1 != nil && strings.Contains(string(e.FieldsV1.GetRawBytes()), `"f:replicas"`) {
 			out = append(out, e.Manager)
 		}
 	}
@@ -453,8 +453,8 @@ func TestReplicaHandover(t *testing.T) {
 
 // withAutoscalingKeepResources sets spec.autoscaling as withAutoscaling does, with a CPU
 // value target, so that the App's resources are unchanged.
-func withAutoscalingKeepResources(app *appv1.App, min, max int32) {
-	app.Spec.Autoscaling = &appv1.Autoscaling{MinReplicas: ptr.To(min), MaxReplicas: max,
+func withAutoscalingKeepResources(app *appv1.App, lowest, highest int32) {
+	app.Spec.Autoscaling = &appv1.Autoscaling{MinReplicas: ptr.To(lowest), MaxReplicas: highest,
 		CPU: &appv1.ResourceTarget{AverageValue: ptr.To(resource.MustParse("100m"))}}
 }
 
@@ -510,7 +510,7 @@ func TestStripManagedFieldsButReplicas(t *testing.T) {
 	d := h.deployment()
 	obj, _ := controller.StripManagedFieldsButReplicas(d.DeepCopy())
 	trimmed := obj.(*appsv1.Deployment)
-	if len(trimmed.ManagedFields) != 1 || string(trimmed.ManagedFields[0].FieldsV1.Raw) != `{"f:spec":{"f:replicas":{}}}` ||
+	if len(trimmed.ManagedFields) != 1 || string(trimmed.ManagedFields[0].FieldsV1.GetRawBytes()) != `{"f:spec":{"f:replicas":{}}}` ||
 		trimmed.ManagedFields[0].Manager != appv1.FieldManager {
 		t.Errorf("trimmed managedFields %+v, want the controller's entry cut down to spec.replicas", trimmed.ManagedFields)
 	}

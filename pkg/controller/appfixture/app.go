@@ -24,13 +24,13 @@ func NewApp(namespace, name, image string, replicas int32) *appv1.App {
 	}
 }
 
-// WithAutoscaling sets app's spec.autoscaling: from min to max replicas at an average
-// CPU utilization of cpuPercent, and gives the App's container the CPU request
+// WithAutoscaling sets app's spec.autoscaling: from minReplicas to maxReplicas at an
+// average CPU utilization of cpuPercent, and gives the App's container the CPU request
 // cpuRequest, which a utilization target needs. It returns app.
-func WithAutoscaling(app *appv1.App, min, max, cpuPercent int32, cpuRequest string) *appv1.App {
+func WithAutoscaling(app *appv1.App, minReplicas, maxReplicas, cpuPercent int32, cpuRequest string) *appv1.App {
 	app.Spec.Autoscaling = &appv1.Autoscaling{
-		MinReplicas: &min,
-		MaxReplicas: max,
+		MinReplicas: &minReplicas,
+		MaxReplicas: maxReplicas,
 		CPU:         &appv1.ResourceTarget{AverageUtilization: &cpuPercent},
 	}
 	app.Spec.DeploymentTemplate.Resources = &appv1.ResourceRequirements{

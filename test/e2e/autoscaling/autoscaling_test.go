@@ -295,7 +295,7 @@ func health(t *testing.T, app *appv1.App, ns, registry, state string, capture bo
 	t.Helper()
 	a := app.DeepCopy()
 	a.ManagedFields = nil
-	a.APIVersion, a.Kind = appv1.SchemeGroupVersion.String(), "App"
+	a.APIVersion, a.Kind = appv1.GroupVersion.String(), "App"
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(a)
 	if err != nil {
 		t.Fatal(err)

@@ -132,7 +132,7 @@ func (c clients) waitAutoscaler(t *testing.T, ns, name string, check func(*autos
 func replicasOwners(d *appsv1.Deployment) []string {
 	var out []string
 	for _, e := range d.ManagedFields {
-		if e.FieldsV1 != nil && strings.Contains(string(e.FieldsV1.Raw), `"f:replicas"`) && strings.Contains(string(e.FieldsV1.Raw), `"f:spec"`) {
+		if e.FieldsV1 != nil && strings.Contains(string(e.FieldsV1.GetRawBytes()), `"f:replicas"`) && strings.Contains(string(e.FieldsV1.GetRawBytes()), `"f:spec"`) {
 			out = append(out, strings.TrimSpace(e.Manager+" "+string(e.Operation)+" "+e.Subresource))
 		}
 	}
@@ -514,7 +514,7 @@ func appObject(t *testing.T, app *appv1.App) map[string]any {
 	t.Helper()
 	a := app.DeepCopy()
 	a.ManagedFields = nil
-	a.APIVersion, a.Kind = appv1.SchemeGroupVersion.String(), "App"
+	a.APIVersion, a.Kind = appv1.GroupVersion.String(), "App"
 	data, err := json.Marshal(a)
 	if err != nil {
 		t.Fatal(err)

@@ -208,12 +208,12 @@ func checkRules(t *testing.T, kind string, rules []rbacv1.PolicyRule, namespace 
 			t.Errorf("%s rule %d: resourceNames %v, nonResourceURLs %v: not expected", kind, i, rule.ResourceNames, rule.NonResourceURLs)
 		}
 		for _, group := range rule.APIGroups {
-			for _, resource := range rule.Resources {
+			for _, res := range rule.Resources {
 				for _, verb := range rule.Verbs {
-					if group == "*" || resource == "*" || verb == "*" || strings.HasSuffix(resource, "/*") {
-						t.Errorf("%s rule %d grants a wildcard: %s %s/%s", kind, i, verb, group, resource)
+					if group == "*" || res == "*" || verb == "*" || strings.HasSuffix(res, "/*") {
+						t.Errorf("%s rule %d grants a wildcard: %s %s/%s", kind, i, verb, group, res)
 					}
-					got[permission{verb, group, resource}] = true
+					got[permission{verb, group, res}] = true
 				}
 			}
 		}
