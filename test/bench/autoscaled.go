@@ -15,7 +15,7 @@ import (
 
 // The autoscaled scenario (-scenarios ...,autoscaled; not a default one): N Apps like the
 // product's, each with spec.autoscaling (minReplicas the product's replicas, two more at
-// most, 50% of a 100m CPU request), on a cluster whose kube-controller-manager runs no
+// most, 50% of a 10m CPU request: the kwok nodes have 32 CPUs each), on a cluster whose kube-controller-manager runs no
 // HorizontalPodAutoscaler controller (there is no metrics API here; the autoscalers
 // stay as created, their verdict pending, which leaves the Apps Ready). It measures the
 // App controller's writes per App at creation (the product's and the autoscaler's), for
@@ -67,7 +67,7 @@ func (e *env) autoscaled(ctx context.Context, r *RoundResult) error {
 	generations := make([]int64, n)
 	start := time.Now()
 	err = parallel(ctx, n, e.cfg.CreateClients, func(ctx context.Context, i int) error {
-		app := appfixture.WithAutoscaling(newApp(ns, appName(i), replicas), replicas, replicas+2, 50, "100m")
+		app := appfixture.WithAutoscaling(newApp(ns, appName(i), replicas), replicas, replicas+2, 50, "10m")
 		created, err := e.admin.app.AppcontrollerV1().Apps(ns).Create(ctx, app, metav1.CreateOptions{})
 		if err != nil {
 			return fmt.Errorf("creating App %s: %w", appName(i), err)
