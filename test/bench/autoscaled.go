@@ -15,12 +15,13 @@ import (
 
 // The autoscaled scenario (-scenarios ...,autoscaled; not a default one): N Apps like the
 // product's, each with spec.autoscaling (minReplicas the product's replicas, two more at
-// most, 50% of a 10m CPU request: the kwok nodes have 32 CPUs each), on a cluster whose kube-controller-manager runs no
-// HorizontalPodAutoscaler controller (there is no metrics API here; the autoscalers
-// stay as created, their verdict pending, which leaves the Apps Ready). It measures the
-// App controller's writes per App at creation (the product's and the autoscaler's), for
-// a new image of a tenth of them, and at rest. docs/autoscaling.md states what they must
-// be: one more than the product's at creation, the product's for a change, none at rest.
+// most, 50% of a 10m CPU request: the kwok nodes have 32 CPUs each), on a cluster whose
+// kube-controller-manager runs no HorizontalPodAutoscaler controller (there is no
+// metrics API here; the autoscalers stay as created, their verdict pending, which leaves
+// the Apps Ready). It measures the App controller's writes per App at creation (the
+// product's and the autoscaler's), for a new image of a tenth of them, and at rest.
+// docs/autoscaling.md states what they must be: one more than the product's at creation,
+// the product's for a change, none at rest.
 
 // scenarioAutoscaled is the autoscaled scenario's name.
 const scenarioAutoscaled = "autoscaled"
