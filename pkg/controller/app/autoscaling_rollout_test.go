@@ -88,6 +88,18 @@ func (w *world) expectReplicas(what string, stable, canary int32) {
 	}
 }
 
+// canaryFollows has the autoscaler set the stable to n in rollout state wantRollout:
+// the next sync writes the canary alone, to canary pods, and once they are up a resync
+// writes nothing.
+func (w *world) canaryFollows(what string, n, canary int32, wantRollout string) {
+	w.t.Helper()
+	w.autoscalerScales("web-deploy", n)
+	w.step(what, []string{"patch deployments web-deploy-canary"}, wantRollout)
+	w.expectReplicas(what, n, canary)
+	w.deploymentSettles("web-deploy-canary", "cccc")
+	w.step(what+": a resync once the canary is up", nil, wantRollout)
+}
+
 // TestAutoscaledRolloutWrites walks a canary rollout of an autoscaled App (2 to 20
 // replicas, no HTTPRoute: the split is by pods) and counts each step's writes: the
 // controller never writes the stable Deployment's replicas (its autoscaler owns them),
@@ -118,16 +130,8 @@ func TestAutoscaledRolloutWrites(t *testing.T) {
 	w.at(2 * time.Hour)
 	w.step("a resync two hours later", nil, "Paused 1")
 
-	w.autoscalerScales("web-deploy", 12)
-	w.step("the autoscaler at 12 in the pause: the canary follows to 4 (25% of 16)", []string{"patch deployments web-deploy-canary"}, "Paused 1")
-	w.expectReplicas("the autoscaler at 12", 12, 4)
-	w.deploymentSettles("web-deploy-canary", "cccc")
-	w.step("the canary at 4: nothing", nil, "Paused 1")
-	w.autoscalerScales("web-deploy", 9)
-	w.step("the autoscaler down to 9: the canary to 3", []string{"patch deployments web-deploy-canary"}, "Paused 1")
-	w.expectReplicas("the autoscaler at 9", 9, 3)
-	w.deploymentSettles("web-deploy-canary", "cccc")
-	w.step("a resync", nil, "Paused 1")
+	w.canaryFollows("the autoscaler at 12 in the pause: the canary to 4 (25% of 16)", 12, 4, "Paused 1")
+	w.canaryFollows("the autoscaler down to 9: the canary to 3", 9, 3, "Paused 1")
 
 	w.request(appv1.RolloutActionPromote, "promote-1")
 	w.step("kubectl app promote: setWeight 100, the canary grows to the stable's 9 (half of the pods)",
@@ -179,11 +183,10 @@ func TestAutoscaledRolloutGateway(t *testing.T) {
 	w.step("the weight in effect: the pause", []string{"patch apps/status web"}, "Paused 1")
 	w.step("a resync in the pause", nil, "Paused 1")
 
-	w.autoscalerScales("web-deploy", 12)
-	w.step("the autoscaler at 12: the canary follows to 3, the weight stays", []string{"patch deployments web-deploy-canary"}, "Paused 1")
-	w.expectReplicas("the autoscaler at 12", 12, 3)
-	w.deploymentSettles("web-deploy-canary", "cccc")
-	w.step("a resync", nil, "Paused 1")
+	w.canaryFollows("the autoscaler at 12: the canary to 3, the weight stays", 12, 3, "Paused 1")
+	if got := w.route(); fmt.Sprint(got) != "[web-service-stable:75 web-service-canary:25]" {
+		t.Errorf("route %v after the autoscaler's change, want 75/25", got)
+	}
 
 	w.request(appv1.RolloutActionPromote, "promote-1")
 	w.step("promote: setWeight 100, the canary grows to the stable's 12 first, the weight stays at 25",
