@@ -160,13 +160,16 @@ func TestCPULoadScalesAnApp(t *testing.T) {
 		t.Logf("ScalingLimited not True within 30s (the consumers burned less than 50%% of 3 requests)")
 	}
 	health(t, app, ns, registry, "autoscaling-at-max", capped != nil)
+	// The plugin shows the autoscaler's count of 1..3 as it is then: 3 while the
+	// consumers burn enough, fewer once a busy machine lets the load fall below the
+	// target (the scale to 3 is asserted above).
 	status := realnode.Run(t, plugin, "status", "-n", ns, consumer)
-	if !regexp.MustCompile(`Autoscaling:\s+` + consumer + `: 3 of 1\.\.3 replicas, desired 3, cpu \d+%/50%`).MatchString(status) {
-		t.Errorf("kubectl app status does not show the autoscaler at 3 of 1..3:\n%s", status)
+	if !regexp.MustCompile(`Autoscaling:\s+` + consumer + `: [1-3] of 1\.\.3 replicas, desired [1-3], cpu \d+%/50%`).MatchString(status) {
+		t.Errorf("kubectl app status does not show the autoscaler of 1..3 and its CPU:\n%s", status)
 	}
 	t.Logf("kubectl app status under load:\n%s", status)
-	if tree := realnode.Run(t, plugin, "tree", "-n", ns, consumer); !regexp.MustCompile(`HorizontalPodAutoscaler/` + consumer + `\s+Ready\s+` + consumer + `: 3 of 1\.\.3`).MatchString(tree) {
-		t.Errorf("kubectl app tree does not show the autoscaler Ready at 3 of 1..3:\n%s", tree)
+	if tree := realnode.Run(t, plugin, "tree", "-n", ns, consumer); !regexp.MustCompile(`HorizontalPodAutoscaler/` + consumer + `\s+Ready\s+` + consumer + `: [1-3] of 1\.\.3`).MatchString(tree) {
+		t.Errorf("kubectl app tree does not show the autoscaler Ready of 1..3:\n%s", tree)
 	}
 	h, err := client.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, consumer, metav1.GetOptions{})
 	if err != nil {
