@@ -60,6 +60,11 @@ type Options struct {
 	// (nothing else is recorded). Give each client to attribute its own user with
 	// Cluster.UserConfig.
 	AuditUsers []string
+	// NoAutoscalerController runs kube-controller-manager without its
+	// HorizontalPodAutoscaler controller: a benchmark of Apps with spec.autoscaling on a
+	// cluster without a metrics API measures the App controller's writes, not the
+	// verdicts of autoscalers that cannot read a metric.
+	NoAutoscalerController bool
 	// Profiling serves kube-apiserver's /debug/pprof (to system:masters, like every
 	// non-resource URL here), so that a benchmark can read where its CPU goes. Off by
 	// default, as in production.
@@ -317,9 +322,15 @@ func (c *Cluster) start(ctx context.Context, stages []string) error {
 	var kcmErr, schedErr error
 	wg.Go(func() {
 		_, kcmErr = c.startComponent(ctx, component{
-			name:    controllerManagerName,
-			nPorts:  1,
-			args:    func(ports []int) []string { return controllerManagerArgs(certs, c.Kubeconfig, ports[0]) },
+			name:   controllerManagerName,
+			nPorts: 1,
+			args: func(ports []int) []string {
+				args := controllerManagerArgs(certs, c.Kubeconfig, ports[0])
+				if c.opts.NoAutoscalerController {
+					args = withoutAutoscalerController(args)
+				}
+				return args
+			},
 			ready:   healthz,
 			timeout: healthzTimeout,
 			address: address,

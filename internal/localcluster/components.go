@@ -128,6 +128,19 @@ func apiserverArgs(certs *certFiles, certDir, etcdURL string, securePort int) []
 	}
 }
 
+// withoutAutoscalerController returns kube-controller-manager's arguments args without
+// its HorizontalPodAutoscaler controller.
+func withoutAutoscalerController(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a == "--controllers="+controllers {
+			a += ",-horizontal-pod-autoscaler-controller"
+		}
+		out[i] = a
+	}
+	return out
+}
+
 // controllerManagerArgs returns kube-controller-manager's arguments. It serves its health
 // port with the apiserver's serving certificate, which is valid for 127.0.0.1.
 func controllerManagerArgs(certs *certFiles, kubeconfig string, securePort int) []string {

@@ -235,3 +235,14 @@ func TestKwokStageFiles(t *testing.T) {
 		t.Errorf("missing stage directory: error = %v, want one saying to run make tools", err)
 	}
 }
+
+// TestWithoutAutoscalerController checks that NoAutoscalerController turns off
+// kube-controller-manager's HorizontalPodAutoscaler controller and nothing else.
+func TestWithoutAutoscalerController(t *testing.T) {
+	args := []string{"--kubeconfig=k", "--controllers=" + controllers, "--leader-elect=false"}
+	got := withoutAutoscalerController(args)
+	want := []string{"--kubeconfig=k", "--controllers=" + controllers + ",-horizontal-pod-autoscaler-controller", "--leader-elect=false"}
+	if strings.Join(got, " ") != strings.Join(want, " ") || args[1] != "--controllers="+controllers {
+		t.Errorf("got %q (args now %q), want %q", got, args, want)
+	}
+}

@@ -41,6 +41,9 @@ var testResources = []*metav1.APIResourceList{
 		{Name: "deployments", Kind: "Deployment", Namespaced: true, Verbs: listVerbs},
 		{Name: "replicasets", Kind: "ReplicaSet", Namespaced: true, Verbs: listVerbs},
 	}},
+	{GroupVersion: "autoscaling/v2", APIResources: []metav1.APIResource{
+		{Name: "horizontalpodautoscalers", Kind: "HorizontalPodAutoscaler", Namespaced: true, Verbs: listVerbs},
+	}},
 	{GroupVersion: "discovery.k8s.io/v1", APIResources: []metav1.APIResource{
 		{Name: "endpointslices", Kind: "EndpointSlice", Namespaced: true, Verbs: listVerbs},
 	}},
@@ -250,5 +253,49 @@ func healthyTree() []*unstructured.Unstructured {
 		newObject("networking.k8s.io/v1", "Ingress", "web-svc", "uid-ingress", controlledBy(svc)),
 		newObject("v1", "ConfigMap", "kube-root-ca.crt", "uid-cm"),
 		newObject("v1", "Secret", "web-tls", "uid-secret"),
+	}
+}
+
+// autoscaledApp returns readyApp with spec.autoscaling (1 to 3, cpu 50%).
+func autoscaledApp(name, deploy, svc string) *unstructured.Unstructured {
+	u := readyApp(name, deploy, svc)
+	set(u, map[string]any{"maxReplicas": int64(3), "cpu": map[string]any{"averageUtilization": int64(50)}}, "spec", "autoscaling")
+	return u
+}
+
+// autoscaler returns a HorizontalPodAutoscaler of Deployment name, 1 to 3 replicas at a
+// CPU utilization of 50%, reporting current and desired replicas, the CPU utilization
+// cpu (-1: none yet) and conditions.
+func autoscaler(name string, current, desired, cpu int64, conditions []any, owners ...metav1.OwnerReference) *unstructured.Unstructured {
+	u := newObject("autoscaling/v2", "HorizontalPodAutoscaler", name, types.UID("uid-hpa-"+name), owners...)
+	set(u, map[string]any{
+		"scaleTargetRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+		"minReplicas":    int64(1), "maxReplicas": int64(3),
+		"metrics": []any{map[string]any{"type": "Resource", "resource": map[string]any{
+			"name": "cpu", "target": map[string]any{"type": "Utilization", "averageUtilization": int64(50)}}}},
+	}, "spec")
+	status := map[string]any{"currentReplicas": current, "desiredReplicas": desired}
+	if cpu >= 0 {
+		status["currentMetrics"] = []any{map[string]any{"type": "Resource", "resource": map[string]any{
+			"name": "cpu", "current": map[string]any{"averageUtilization": cpu, "averageValue": "100m"}}}}
+	}
+	if len(conditions) > 0 {
+		status["conditions"] = conditions
+	}
+	set(u, status, "status")
+	return u
+}
+
+// hpaConditions are the conditions of an autoscaler that scales, capped at its maximum
+// when capped.
+func hpaConditions(capped bool) []any {
+	limited := cond("ScalingLimited", "False", "DesiredWithinRange", "the desired count is within the acceptable range", 0)
+	if capped {
+		limited = cond("ScalingLimited", "True", "TooManyReplicas", "the desired replica count is more than the maximum replica count", 0)
+	}
+	return []any{
+		cond("AbleToScale", "True", "ReadyForNewScale", "recommended size matches current size", 0),
+		cond("ScalingActive", "True", "ValidMetricFound", "the HPA was able to successfully calculate a replica count from cpu resource utilization (percentage of request)", 0),
+		limited,
 	}
 }

@@ -122,9 +122,10 @@ func availableColumn(app *appv1.App) string {
 }
 
 // desiredReplicas is the App's replica count; for an App that leaves it to the
-// Deployment (replicas unset), the Deployment's as last reported, else 1.
+// Deployment (replicas unset) or to its autoscaler (spec.autoscaling, where replicas is
+// only the starting size), the Deployment's as last reported, else 1.
 func desiredReplicas(app *appv1.App) int32 {
-	if r := app.Spec.DeploymentTemplate.Replicas; r != nil {
+	if r := app.Spec.DeploymentTemplate.Replicas; r != nil && app.Spec.Autoscaling == nil {
 		return *r
 	}
 	if st := app.Status.DeploymentStatus; st != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -35,6 +36,10 @@ type Status struct {
 	Service *corev1.Service
 	// ServiceNote says why Service is nil.
 	ServiceNote string
+	// Autoscaler is the App's HorizontalPodAutoscaler (spec.autoscaling), when the App
+	// controls it; AutoscalerNote says why it is nil ("": the App has no autoscaling).
+	Autoscaler     *autoscalingv2.HorizontalPodAutoscaler
+	AutoscalerNote string
 	// Pods are the App's pods, by name.
 	Pods []corev1.Pod
 	// PodsNote says why the pods could not be read; empty when they were.
@@ -66,6 +71,7 @@ func GetStatus(ctx context.Context, c Clients, namespace, name string) (*Status,
 	s := &Status{App: app}
 	s.Ready, s.Readiness = readiness(app)
 	s.Service, s.ServiceNote = appService(ctx, c, app)
+	s.Autoscaler, s.AutoscalerNote = appAutoscaler(ctx, c, app)
 	if app.Spec.DeploymentTemplate != nil {
 		pods, err := appPods(ctx, c, app)
 		if err != nil {
@@ -141,7 +147,8 @@ func getControlled(ctx context.Context, c Clients, resource schema.GroupVersionR
 }
 
 // PrintStatus writes s: the App's readiness, its Deployment's replicas, its Service's
-// type, cluster IP and ports, then a table of its conditions, one of its pods (each with
+// type, cluster IP and ports, its autoscaler's replicas and metrics (spec.autoscaling),
+// then a table of its conditions, one of its pods (each with
 // the problem that keeps it from being ready) and one of its recent Events. now is the time ages are counted to.
 func PrintStatus(w io.Writer, s *Status, now time.Time) error {
 	tw := printers.GetNewTabWriter(w)
@@ -153,6 +160,12 @@ func PrintStatus(w io.Writer, s *Status, now time.Time) error {
 		fmt.Fprintf(tw, "Service:\t%s\n", serviceLine(s.Service))
 	} else {
 		fmt.Fprintf(tw, "Service:\t%s\n", oneLine(s.ServiceNote))
+	}
+	switch {
+	case s.Autoscaler != nil:
+		fmt.Fprintf(tw, "Autoscaling:\t%s\n", autoscalerLine(s.Autoscaler))
+	case s.AutoscalerNote != "":
+		fmt.Fprintf(tw, "Autoscaling:\t%s\n", oneLine(s.AutoscalerNote))
 	}
 	if s.Rollout != nil {
 		printRollout(tw, app, s.Rollout)

@@ -130,6 +130,51 @@ Events:
 `,
 		},
 		{
+			name: "autoscaled: the autoscaler's replicas and metrics",
+			objects: []*unstructured.Unstructured{
+				withDeploymentStatus(autoscaledApp("web", "web-deploy", ""), 3, 3, 3, 0),
+				autoscaler("web-deploy", 3, 3, 41, hpaConditions(false), controlledBy(readyApp("web", "web-deploy", ""))),
+			},
+			wantReady: true,
+			want: `
+App:           ns/web
+Ready:         True, Available: Deployment "web-deploy": 2 of 2 replicas available; Service "" selects the App's pods
+Deployment:    web-deploy (image nginx): 3 desired, 3 updated, 3 ready, 3 available
+Service:       none (the App has no serviceTemplate)
+Autoscaling:   web-deploy: 3 of 1..3 replicas, desired 3, cpu 41%/50%
+
+CONDITION       STATUS   REASON            AGE   MESSAGE
+Ready           True     Available         60s   Deployment "web-deploy": 2 of 2 replicas available; Service "" selects the App's pods
+Progressing     False    RolloutComplete   60s   Deployment "web-deploy": 2 of 2 replicas available
+NamesAccepted   True     NoConflicts       60s   Every child name is held by this App
+
+Pods:  <none>
+
+Events:  <none>
+`,
+		},
+		{
+			name:      "autoscaled, the autoscaler not created yet",
+			objects:   []*unstructured.Unstructured{withDeploymentStatus(autoscaledApp("web", "web-deploy", ""), 2, 2, 2, 0)},
+			wantReady: true,
+			want: `
+App:           ns/web
+Ready:         True, Available: Deployment "web-deploy": 2 of 2 replicas available; Service "" selects the App's pods
+Deployment:    web-deploy (image nginx): 2 desired, 2 updated, 2 ready, 2 available
+Service:       none (the App has no serviceTemplate)
+Autoscaling:   web-deploy: does not exist
+
+CONDITION       STATUS   REASON            AGE   MESSAGE
+Ready           True     Available         60s   Deployment "web-deploy": 2 of 2 replicas available; Service "" selects the App's pods
+Progressing     False    RolloutComplete   60s   Deployment "web-deploy": 2 of 2 replicas available
+NamesAccepted   True     NoConflicts       60s   Every child name is held by this App
+
+Pods:  <none>
+
+Events:  <none>
+`,
+		},
+		{
 			name: "name conflict",
 			objects: []*unstructured.Unstructured{
 				newApp("web", "web-deploy", "web-svc",

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -265,6 +266,9 @@ func wantedChildren(app *appv1.App) []wantedChild {
 	if t := app.Spec.ServiceTemplate; t != nil && t.Name != "" {
 		out = append(out, wantedChild{schema.GroupKind{Kind: "Service"}, t.Name})
 	}
+	if t := app.Spec.DeploymentTemplate; t != nil && t.Name != "" && app.Spec.Autoscaling != nil {
+		out = append(out, wantedChild{schema.GroupKind{Group: "autoscaling", Kind: "HorizontalPodAutoscaler"}, t.Name})
+	}
 	return out
 }
 
@@ -366,8 +370,11 @@ func fillHealth(ctx context.Context, dyn dynamic.Interface, namespace string, no
 				n.Health, n.Message = HealthUnknown, "deleted while the tree was read"
 			default:
 				n.Health, n.Message = healthOf(u)
-				if n.Group == "" && n.Kind == "Pod" {
+				switch {
+				case n.Group == "" && n.Kind == "Pod":
 					n.Health, n.Message = podHealth(u, n.Health, n.Message)
+				case n.Group == "autoscaling" && n.Kind == "HorizontalPodAutoscaler":
+					n.Health, n.Message = autoscalerHealth(u, time.Now())
 				}
 				n.object = u
 			}

@@ -106,6 +106,40 @@ App/web                 Ready    Available: Deployment "web-deploy": 2 of 2 repl
 `,
 		},
 		{
+			name: "autoscaled App: its HorizontalPodAutoscaler, with its replicas and metrics",
+			objects: []*unstructured.Unstructured{
+				autoscaledApp("web", "web-deploy", "web-svc"),
+				readyDeployment("web-deploy", controlledBy(app)), svc,
+				autoscaler("web-deploy", 3, 3, 80, hpaConditions(true), controlledBy(app)),
+			},
+			want: `
+NAME                                          HEALTH   MESSAGE
+App/web                                       Ready    Available: Deployment "web-deploy": 2 of 2 replicas available; Service "web-svc" selects the App's pods
+├─Deployment/web-deploy                       Ready    Deployment is available. Replicas: 2
+├─HorizontalPodAutoscaler/web-deploy          Ready    web-deploy: 3 of 1..3 replicas, desired 3, cpu 80%/50%; at maxReplicas, the load asks for more
+└─Service/web-svc                             Ready    Service is ready
+`,
+		},
+		{
+			name: "autoscaled App: an autoscaler without metrics, and one the App asks for that does not exist",
+			objects: []*unstructured.Unstructured{
+				autoscaledApp("web", "web-deploy", "web-svc"),
+				readyDeployment("web-deploy", controlledBy(app)), svc,
+				autoscaler("other", 1, 1, -1, []any{
+					cond("AbleToScale", "True", "SucceededGetScale", "the HPA controller was able to get the target's current scale", 0),
+					cond("ScalingActive", "False", "FailedGetResourceMetric", "the HPA was unable to compute the replica count: no metrics returned from resource metrics API", 0),
+				}, controlledBy(app)),
+			},
+			want: `
+NAME                                          HEALTH   MESSAGE
+App/web                                       Ready    Available: Deployment "web-deploy": 2 of 2 replicas available; Service "web-svc" selects the App's pods
+├─Deployment/web-deploy                       Ready    Deployment is available. Replicas: 2
+├─HorizontalPodAutoscaler/other               Failed   other: 1 of 1..3 replicas, desired 1, cpu ?/50%; ScalingActive False, FailedGetResourceMetric: the HPA was unable to compute the replica count: no metrics returned from resource metrics API
+├─HorizontalPodAutoscaler/web-deploy          Missing  does not exist
+└─Service/web-svc                             Ready    Service is ready
+`,
+		},
+		{
 			name: "an object owned twice is shown once, under the owner nearest to the App",
 			objects: []*unstructured.Unstructured{
 				app, deploy, svc,
@@ -302,7 +336,7 @@ func TestBuildTreeListsOncePerResource(t *testing.T) {
 		return out
 	}
 	wantMetadata := map[string]int{
-		"apps.v1.appcontroller.k8s.io": 1, "configmaps.v1": 1, "deployments.v1.apps": 1,
+		"apps.v1.appcontroller.k8s.io": 1, "configmaps.v1": 1, "deployments.v1.apps": 1, "horizontalpodautoscalers.v2.autoscaling": 1,
 		"endpointslices.v1.discovery.k8s.io": 1, "ingresses.v1.networking.k8s.io": 1,
 		"pods.v1": 1, "replicasets.v1.apps": 1, "secrets.v1": 1, "services.v1": 1,
 	}
@@ -390,7 +424,7 @@ func TestNamespacedResources(t *testing.T) {
 	}
 	want := []string{
 		"configmaps.v1=ConfigMap", "pods.v1=Pod", "secrets.v1=Secret", "services.v1=Service",
-		"apps.v1.appcontroller.k8s.io=App", "deployments.v1.apps=Deployment", "replicasets.v1.apps=ReplicaSet",
+		"apps.v1.appcontroller.k8s.io=App", "deployments.v1.apps=Deployment", "replicasets.v1.apps=ReplicaSet", "horizontalpodautoscalers.v2.autoscaling=HorizontalPodAutoscaler",
 		"endpointslices.v1.discovery.k8s.io=EndpointSlice", "ingresses.v1.networking.k8s.io=Ingress",
 	}
 	if strings.Join(names, " ") != strings.Join(want, " ") {

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,6 +36,70 @@ func StripManagedFields(obj interface{}) (interface{}, error) {
 		acc.GetObjectMeta().SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// replicasFields is the fieldsV1 of a managedFields entry that owns spec.replicas alone.
+const replicasFields = `{"f:spec":{"f:replicas":{}}}`
+
+// StripManagedFieldsButReplicas is StripManagedFields for the cache of objects whose
+// replica count may change hands (the App's Deployments, docs/autoscaling.md): of
+// metadata.managedFields it keeps only the entries that own spec.replicas, their
+// fieldsV1 cut down to that field (a few dozen bytes an object), so that
+// OwnsReplicasAlone still tells who holds the count.
+func StripManagedFieldsButReplicas(obj interface{}) (interface{}, error) {
+	acc, ok := obj.(metav1.ObjectMetaAccessor)
+	if !ok {
+		return obj, nil
+	}
+	meta := acc.GetObjectMeta()
+	var kept []metav1.ManagedFieldsEntry
+	for _, e := range meta.GetManagedFields() {
+		if !ownsReplicas(e) {
+			continue
+		}
+		e.FieldsV1 = metav1.NewFieldsV1(replicasFields)
+		e.Time = nil
+		kept = append(kept, e)
+	}
+	meta.SetManagedFields(kept)
+	return obj, nil
+}
+
+// OwnsReplicasAlone reports whether field manager manager alone owns spec.replicas of
+// obj, through server-side apply (an Apply entry of the object itself, not of a
+// subresource), as obj's managedFields say, whole or as StripManagedFieldsButReplicas
+// keeps them. A manager that owns the field alone and applies without it resets it to
+// its default; once another manager shares it, or has taken it (an autoscaler's update
+// of the scale subresource), leaving it out changes nothing.
+func OwnsReplicasAlone(obj metav1.Object, manager string) bool {
+	owns := false
+	for _, e := range obj.GetManagedFields() {
+		if !ownsReplicas(e) {
+			continue
+		}
+		if e.Manager != manager || e.Operation != metav1.ManagedFieldsOperationApply || e.Subresource != "" {
+			return false
+		}
+		owns = true
+	}
+	return owns
+}
+
+// ownsReplicas reports whether the managedFields entry e owns spec.replicas.
+func ownsReplicas(e metav1.ManagedFieldsEntry) bool {
+	if e.FieldsV1 == nil {
+		return false
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields); err != nil {
+		return false
+	}
+	var spec map[string]json.RawMessage
+	if err := json.Unmarshal(fields["f:spec"], &spec); err != nil {
+		return false
+	}
+	_, found := spec["f:replicas"]
+	return found
 }
 
 // StripWriteRecords is an informer transform that drops what records how an object was

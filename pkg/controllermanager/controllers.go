@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -15,6 +16,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayinformersv1 "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions/apis/v1"
 
+	"github.com/app-controller/app-controller/pkg/controller"
 	"github.com/app-controller/app-controller/pkg/controller/app"
 	"github.com/app-controller/app-controller/pkg/controller/ingress"
 	"github.com/app-controller/app-controller/pkg/controller/nodelabel"
@@ -76,13 +78,22 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 	if err != nil {
 		return nil, err
 	}
+	deployments := cc.ManagedInformers.Apps().V1().Deployments()
+	// The App controller reads who owns a Deployment's replica count (docs/autoscaling.md).
+	if err := deployments.Informer().SetTransform(controller.StripManagedFieldsButReplicas); err != nil {
+		return nil, fmt.Errorf("setting the transform of the Deployment informer: %w", err)
+	}
+	unmanagedAutoscalers, err := cc.unmanagedMetadataInformer(autoscalingv2.SchemeGroupVersion.WithResource("horizontalpodautoscalers"))
+	if err != nil {
+		return nil, err
+	}
 	revisions := cc.ManagedInformers.Apps().V1().ControllerRevisions()
 	if err := revisions.Informer().SetTransform(app.TrimRevision); err != nil {
 		return nil, fmt.Errorf("setting the transform of the ControllerRevision informer: %w", err)
 	}
 	return app.NewController(ctx, cc.KubeClient, cc.AppClient, app.Informers{
 		Apps:                       cc.AppInformers.Appcontroller().V1().Apps(),
-		Deployments:                cc.ManagedInformers.Apps().V1().Deployments(),
+		Deployments:                deployments,
 		Services:                   cc.ManagedInformers.Core().V1().Services(),
 		UnmanagedDeployments:       unmanagedDeployments,
 		UnmanagedServices:          unmanagedServices,
@@ -97,6 +108,8 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 		UnmanagedIngresses:         unmanagedIngresses,
 		HTTPRoutes:                 httpRoutes,
 		UnmanagedHTTPRoutes:        unmanagedHTTPRoutes,
+		Autoscalers:                cc.ManagedInformers.Autoscaling().V2().HorizontalPodAutoscalers(),
+		UnmanagedAutoscalers:       unmanagedAutoscalers,
 	}, cc.EventRecorder, app.Options{ShutdownTimeout: cc.Options.ShutdownTimeout, Contest: cc.Options.AppContest,
 		OwnServiceAccount: ownServiceAccount(cc.Options), SharedNamespaces: cc.Options.IngressSharedNamespaces,
 		GatewayClient: cc.GatewayClient, DefaultGateway: defaultGateway, QueueName: cc.queueName(app.ControllerName)})

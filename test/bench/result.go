@@ -48,6 +48,8 @@ type Versions struct {
 type RoundResult struct {
 	Round int `json:"round"`
 	Figures
+	// Autoscaled is the autoscaled scenario's figures (nil: not run).
+	Autoscaled *AutoscaledFigures `json:"autoscaled,omitempty"`
 
 	floorSeconds       float64
 	floorWrites        writeCounts

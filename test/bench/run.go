@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -32,7 +33,8 @@ type Config struct {
 	BatchedConcurrencies []int
 	// CreateClients is the number of parallel clients that create the product's Apps.
 	CreateClients int
-	// Scenarios after converge: any of "idle", "restart", "churn", "canary" (canary.go).
+	// Scenarios after converge: any of "idle", "restart", "churn", "canary" (canary.go),
+	// and "autoscaled" (not by default: autoscaled.go).
 	Scenarios []string
 	// BinDir holds the control plane's binaries; Controller is bin/app-controller.
 	BinDir, Controller string
@@ -132,6 +134,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		PodCapacity: cfg.Apps*int(cfg.Replicas) + 100,
 		AuditUsers:  auditUsers(cfg.Breakdown),
 		Profiling:   cfg.Breakdown,
+		// No metrics API here: autoscalers that cannot read one would turn the Apps
+		// not Ready after a minute (autoscaled.go).
+		NoAutoscalerController: slices.Contains(cfg.Scenarios, scenarioAutoscaled),
 		// Kept: a failed run's logs explain it; a successful run removes WorkDir.
 		KeepState: true,
 		Out:       prefixWriter{out, "  cluster: "},
@@ -317,6 +322,14 @@ func (e *env) round(ctx context.Context, round int) (RoundResult, error) {
 	}
 	if err := e.product(ctx, &r); err != nil {
 		return r, err
+	}
+	if slices.Contains(e.cfg.Scenarios, scenarioAutoscaled) {
+		if err := e.empty(ctx); err != nil {
+			return r, err
+		}
+		if err := e.autoscaled(ctx, &r); err != nil {
+			return r, err
+		}
 	}
 	if round == e.cfg.Rounds {
 		return r, nil // the control plane stops next

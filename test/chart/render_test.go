@@ -465,7 +465,7 @@ func TestOtherValues(t *testing.T) {
 				t.Errorf("the ClusterRole still grants %q", cluster)
 			}
 			ns := ruleResources(t, role)
-			for _, want := range []string{"apps", "deployments", "services", "secrets", "ingresses"} {
+			for _, want := range []string{"apps", "deployments", "services", "secrets", "ingresses", "horizontalpodautoscalers"} {
 				if !slices.Contains(ns, want) {
 					t.Errorf("the Role lacks %s: %q", want, ns)
 				}

@@ -45,6 +45,13 @@ func TestHealthOfCapturedApps(t *testing.T) {
 		// for a person), and aborted.
 		{"rollout-paused.json", status.InProgressStatus, Suspended},
 		{"rollout-aborted.json", status.FailedStatus, Degraded},
+		// Autoscaled Apps (spec.autoscaling): the autoscaler not computing a count yet
+		// (kwok has no metrics API: test/integration/autoscaling), a utilization target
+		// without the request it needs (the same), and at maxReplicas under real load
+		// (ScalingLimited True, test/e2e/autoscaling).
+		{"autoscaling-pending.json", status.CurrentStatus, Healthy},
+		{"autoscaling-missing-request.json", status.FailedStatus, Degraded},
+		{"autoscaling-at-max.json", status.CurrentStatus, Healthy},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {

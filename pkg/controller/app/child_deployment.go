@@ -7,9 +7,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
@@ -19,7 +21,9 @@ import (
 // says, claimed by name (the oldest App that names it wins it), carrying the config hash
 // of the pods' ConfigMaps and Secrets (config.go) so that their change rolls the pods.
 // Its rollout is what the App's Progressing and Ready report (status.go), and its pods'
-// problems what Ready names (pods.go).
+// problems what Ready names (pods.go). Its replica count is the App's only while the App
+// dictates it (deploymentReplicas): otherwise it goes to whoever else takes it (the
+// HorizontalPodAutoscaler of spec.autoscaling, kubectl scale) without a reset.
 
 // deploymentChild is the App's Deployment.
 type deploymentChild struct {
@@ -31,8 +35,14 @@ type deploymentChild struct {
 func newDeploymentChild(c *Controller, inf Informers, _ Options) (appChild, error) {
 	k, err := newChildReconciler[*appsv1.Deployment](c, "Deployment", inf.Deployments.Informer(), inf.UnmanagedDeployments.Informer(),
 		c.kubeClient.AppsV1().Deployments, appsv1ac.Deployment)
+	if err != nil {
+		return nil, err
+	}
+	// The cache keeps who owns spec.replicas (deploymentReplicas reads it), also of the
+	// Deployments the controller writes.
+	k.trim = func(obj metav1.Object) { _, _ = controller.StripManagedFieldsButReplicas(obj) }
 	c.deployments = &deploymentChild{k}
-	return c.deployments, err
+	return c.deployments, nil
 }
 
 // deploymentName is the name of the Deployment app asks for; "" for none.
@@ -50,7 +60,7 @@ func (d *deploymentChild) claim(app *appv1.App) string {
 // sync writes the Deployment app asks for, with the config hashes of in, and reports
 // it: its status in status.deploymentStatus, its rollout in Progressing and Ready.
 func (d *deploymentChild) sync(ctx context.Context, app *appv1.App, in *syncInput) (childOutcome, error) {
-	desired, err := desiredDeployment(app, in.hashes)
+	desired, err := desiredDeployment(app, in.hashes, in.live)
 	if p := in.rollout; p != nil && err == nil {
 		// A canary rollout: the stable version's template, the plan's replicas.
 		if p.holdStable {
@@ -90,12 +100,13 @@ func deploymentStatusOf(d *appsv1.Deployment) *appsv1.DeploymentStatus {
 // exactly the fields the controller owns, or nil when app has no deploymentTemplate; as
 // it is created when its pods reference no ConfigMap or Secret.
 func DesiredDeployment(app *appv1.App) (*appsv1ac.DeploymentApplyConfiguration, error) {
-	return desiredDeployment(app, configHashes{})
+	return desiredDeployment(app, configHashes{}, nil)
 }
 
 // desiredDeployment is DesiredDeployment with the config hashes of the Deployment and its
-// pod template (config.go).
-func desiredDeployment(app *appv1.App, hashes configHashes) (*appsv1ac.DeploymentApplyConfiguration, error) {
+// pod template (config.go), given live, the App's Deployment as cached (nil: none yet),
+// whose replica count it may keep (deploymentReplicas).
+func desiredDeployment(app *appv1.App, hashes configHashes, live *appsv1.Deployment) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	t := app.Spec.DeploymentTemplate
 	if t == nil {
 		return nil, nil
@@ -104,9 +115,62 @@ func desiredDeployment(app *appv1.App, hashes configHashes) (*appsv1ac.Deploymen
 	if err != nil {
 		return nil, err
 	}
-	// Unset replicas: the replica count is not ours (an autoscaler of the Deployment owns
-	// it).
-	return buildDeployment(app, t.Name, template, selectorLabels(app), t.Replicas, hashes.seen)
+	// The applied-config hash covers the App's count, whatever the handover applies.
+	d, err := buildDeployment(app, t.Name, template, selectorLabels(app), t.Replicas, hashes.seen)
+	if err != nil {
+		return nil, err
+	}
+	replicas, resourceVersion := deploymentReplicas(app, live)
+	return withReplicas(d, replicas, resourceVersion), nil
+}
+
+// withReplicas sets the replica count of d, built with its applied-config hash, to the
+// handover's (deploymentReplicas): a count (nil: none) and the resourceVersion the apply
+// must carry ("": none).
+func withReplicas(d *appsv1ac.DeploymentApplyConfiguration, replicas *int32, resourceVersion string) *appsv1ac.DeploymentApplyConfiguration {
+	d.Spec.Replicas = replicas
+	if resourceVersion != "" {
+		d.WithResourceVersion(resourceVersion)
+	}
+	return d
+}
+
+// deploymentReplicas returns the replica count the controller applies to live, app's
+// Deployment as cached (nil: not created yet), nil for none, and the resourceVersion the
+// apply must carry ("": none). It hands the count over without a reset
+// (docs/autoscaling.md): a manager that alone owns spec.replicas and applies without it
+// resets it to 1, so the controller never drops the count while it alone owns it.
+//
+//   - The App dictates the count (deploymentTemplate.replicas, no spec.autoscaling):
+//     that count, applied with force, which takes it back from any other writer.
+//   - Otherwise (autoscaling on, or replicas unset) and no Deployment yet: the starting
+//     size, deploymentTemplate.replicas, else autoscaling.minReplicas, else none (the
+//     API server's default, 1).
+//   - Otherwise, while the controller alone owns the count (the autoscaler has not
+//     changed it yet, or the App has just unset replicas): the live count, with live's
+//     resourceVersion, so that an apply built from a cache that has not seen another
+//     writer's change is refused (a conflict, retried from a fresher cache) instead of
+//     forcing the old count back.
+//   - Otherwise (the autoscaler, kubectl scale deployment or anyone else has taken or
+//     shares the count): none.
+//
+// The applied-config hash is computed before: it covers the App's replicas, not what the
+// handover applies, so that the handover itself is never a write.
+func deploymentReplicas(app *appv1.App, live *appsv1.Deployment) (*int32, string) {
+	t, as := app.Spec.DeploymentTemplate, app.Spec.Autoscaling
+	switch {
+	case t.Replicas != nil && as == nil:
+		return ptr.To(*t.Replicas), ""
+	case live == nil && t.Replicas != nil:
+		return ptr.To(*t.Replicas), ""
+	case live == nil && as != nil:
+		return ptr.To(autoscalingMin(as)), ""
+	case live == nil:
+		return nil, ""
+	case controller.OwnsReplicasAlone(live, appv1.FieldManager):
+		return ptr.To(ptr.Deref(live.Spec.Replicas, 1)), live.ResourceVersion
+	}
+	return nil, ""
 }
 
 // buildDeployment returns the apply configuration of a Deployment of app named name,
@@ -393,12 +457,17 @@ func volume(v *appv1.Volume) (*corev1ac.VolumeApplyConfiguration, error) {
 }
 
 // stableDeployment returns the stable Deployment of plan p: the App's, with the stable
-// template and the plan's replicas.
+// template and the plan's replicas, else the App's by the handover (deploymentReplicas):
+// an autoscaled App's stable count stays the autoscaler's during a rollout too.
 func stableDeployment(app *appv1.App, in *syncInput, p *rolloutPlan) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	t := app.Spec.DeploymentTemplate
-	replicas := t.Replicas
 	if p.stableReplicas != nil {
-		replicas = p.stableReplicas
+		return buildDeployment(app, t.Name, p.stableTemplate, selectorLabels(app), p.stableReplicas, in.hashes.seen)
 	}
-	return buildDeployment(app, t.Name, p.stableTemplate, selectorLabels(app), replicas, in.hashes.seen)
+	d, err := buildDeployment(app, t.Name, p.stableTemplate, selectorLabels(app), t.Replicas, in.hashes.seen)
+	if err != nil {
+		return nil, err
+	}
+	replicas, resourceVersion := deploymentReplicas(app, in.live)
+	return withReplicas(d, replicas, resourceVersion), nil
 }

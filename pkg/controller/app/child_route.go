@@ -137,7 +137,9 @@ func (r *routeChild) sync(ctx context.Context, app *appv1.App, in *syncInput) (c
 	out.changed = ing.changed || hr.changed
 	out.conflict = ing.conflict + hr.conflict // one of them at most: the other is not wanted
 	status, routed := r.accepted(app, parents, refused, invalid, ing, hr)
-	out.condition = status
+	if status != nil {
+		out.conditions = []childCondition{*status}
+	}
 	out.report = func(status *appv1.AppStatus) { status.Route = routed }
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	autoscalingv2ac "k8s.io/client-go/applyconfigurations/autoscaling/v2"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
@@ -27,9 +29,11 @@ import (
 )
 
 // childObject is a kind of child an App has: *appsv1.Deployment, *corev1.Service,
-// *policyv1.PodDisruptionBudget, *networkingv1.Ingress or *gatewayv1.HTTPRoute.
+// *policyv1.PodDisruptionBudget, *networkingv1.Ingress, *gatewayv1.HTTPRoute or
+// *autoscalingv2.HorizontalPodAutoscaler.
 type childObject interface {
-	*appsv1.Deployment | *corev1.Service | *policyv1.PodDisruptionBudget | *networkingv1.Ingress | *gatewayv1.HTTPRoute
+	*appsv1.Deployment | *corev1.Service | *policyv1.PodDisruptionBudget | *networkingv1.Ingress | *gatewayv1.HTTPRoute |
+		*autoscalingv2.HorizontalPodAutoscaler
 	metav1.Object
 	runtime.Object
 }
@@ -37,7 +41,7 @@ type childObject interface {
 // childApplyConfiguration is the apply configuration of a child kind.
 type childApplyConfiguration interface {
 	*appsv1ac.DeploymentApplyConfiguration | *corev1ac.ServiceApplyConfiguration | *policyv1ac.PodDisruptionBudgetApplyConfiguration |
-		*networkingv1ac.IngressApplyConfiguration | *gatewayv1ac.HTTPRouteApplyConfiguration
+		*networkingv1ac.IngressApplyConfiguration | *gatewayv1ac.HTTPRouteApplyConfiguration | *autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration
 }
 
 // childAPI is the part of a child kind's typed client (client-go's DeploymentInterface,
@@ -66,6 +70,10 @@ type childReconciler[T childObject, A childApplyConfiguration] struct {
 	// added to the fields the App must own alone, or nil when there is nothing to remove.
 	exclusivePatch func(live T, desired A) ([]byte, error)
 	recorder       record.EventRecorder
+	// trim is what the managed cache keeps of an object the controller wrote, as the
+	// informer's transform does (controller.StripManagedFields unless the kind says
+	// otherwise).
+	trim func(obj metav1.Object)
 	// contest paces the repairs of children that another writer keeps changing
 	// (contest.go); nil: every drift is repaired at once.
 	contest *contestTracker
@@ -87,6 +95,7 @@ func newChildReconciler[T childObject, A childApplyConfiguration, C childAPI[T, 
 		unmanaged: unmanaged.GetIndexer(),
 		client:    func(namespace string) childAPI[T, A] { return client(namespace) },
 		empty:     empty,
+		trim:      func(obj metav1.Object) { obj.SetManagedFields(nil) },
 		recorder:  c.recorder,
 		contest:   c.contest,
 		apps:      c.appIndexer,
@@ -338,7 +347,7 @@ func (k *childReconciler[T, A]) giveBack(ctx context.Context, app *appv1.App, na
 // remember records the controller's own write in the managed cache, so that a sync that
 // runs before the informer sees it does not write again.
 func (k *childReconciler[T, A]) remember(obj T) T {
-	obj.SetManagedFields(nil)
+	k.trim(obj)
 	k.managed.Mutation(obj)
 	return obj
 }

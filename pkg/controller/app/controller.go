@@ -1,6 +1,7 @@
 // Package app is the App controller: it keeps, for every App, the children its spec
 // asks for (a Deployment, a Service, a PodDisruptionBudget, a route as an Ingress or an
-// HTTPRoute; during a canary rollout a canary Deployment and the Services of a split),
+// HTTPRoute, a HorizontalPodAutoscaler; during a canary rollout a canary Deployment and
+// the Services of a split),
 // written with server-side apply, and reports their state in the App's
 // status conditions and in Events.
 //
@@ -16,7 +17,7 @@
 // each in its file: child_deployment.go, child_service.go, child_budget.go,
 // child_route.go (one child of two shapes) with routehosts.go (which namespace holds a
 // host), child_canary.go and child_splitservice.go (a rollout's canary Deployment and
-// the Services an HTTPRoute splits its traffic between); then children.go (one child:
+// the Services an HTTPRoute splits its traffic between), child_autoscaler.go; then children.go (one child:
 // prune, lookup, yield, write), claims.go (which App wins a contested child name),
 // contest.go (pacing the repairs of a child another writer keeps changing), pods.go (the first problem of the App's pods), status.go (the
 // status computed from the children's outcomes) and statuswrite.go (the status written
@@ -34,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
+	autoscalinginformers "k8s.io/client-go/informers/autoscaling/v2"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	networkinginformers "k8s.io/client-go/informers/networking/v1"
 	policyinformers "k8s.io/client-go/informers/policy/v1"
@@ -95,6 +97,11 @@ type Informers struct {
 	// Revisions watches the ControllerRevisions labelled as managed by app-controller,
 	// the revisions of Apps' specs, trimmed by TrimRevision (revisions.go).
 	Revisions appsinformers.ControllerRevisionInformer
+	// Autoscalers watches the HorizontalPodAutoscalers labelled as managed by
+	// app-controller (spec.autoscaling); UnmanagedAutoscalers the metadata of every
+	// other one.
+	Autoscalers          autoscalinginformers.HorizontalPodAutoscalerInformer
+	UnmanagedAutoscalers informers.GenericInformer
 }
 
 // Controller reconciles Apps.
@@ -188,7 +195,8 @@ type Options struct {
 // too), read live after a create that conflicted (get) and deleted when pruned or when
 // the name goes to an older App. Events go through the recorder. PodDisruptionBudgets,
 // the third kind of child (spec.disruptionBudget), the same; so are the Ingresses and,
-// where the cluster serves the Gateway API, the HTTPRoutes of routes (spec.route).
+// where the cluster serves the Gateway API, the HTTPRoutes of routes (spec.route), and
+// the HorizontalPodAutoscalers of spec.autoscaling.
 //
 // Pods are only listed and watched (the managed ones, by the pod informer), to name in
 // the App's Ready condition what keeps them from being ready; they are never read one
@@ -214,6 +222,7 @@ type Options struct {
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;patch;delete
 
 // NewController wires a Controller to its clients and informers and registers its event
 // handlers and indexers. The informers must not have been started yet.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -130,6 +131,8 @@ func newFixtureWith(t testing.TB, gatewayAPI bool, defaultGateway *appv1.Gateway
 		UnmanagedDisruptionBudgets: metadataInformers.ForResource(policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")),
 		Ingresses:                  kubeInformers.Networking().V1().Ingresses(),
 		UnmanagedIngresses:         metadataInformers.ForResource(networkingv1.SchemeGroupVersion.WithResource("ingresses")),
+		Autoscalers:                kubeInformers.Autoscaling().V2().HorizontalPodAutoscalers(),
+		UnmanagedAutoscalers:       metadataInformers.ForResource(autoscalingv2.SchemeGroupVersion.WithResource("horizontalpodautoscalers")),
 	}
 	if gatewayAPI {
 		f.gatewayClient = gatewayfake.NewClientset()
@@ -259,6 +262,7 @@ func (f *fixture) catchUp() {
 		{corev1.SchemeGroupVersion.WithResource("services"), corev1.SchemeGroupVersion.WithKind("Service"), f.inf.Services.Informer().GetIndexer()},
 		{policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets"), policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"), f.inf.DisruptionBudgets.Informer().GetIndexer()},
 		{networkingv1.SchemeGroupVersion.WithResource("ingresses"), networkingv1.SchemeGroupVersion.WithKind("Ingress"), f.inf.Ingresses.Informer().GetIndexer()},
+		{autoscalingv2.SchemeGroupVersion.WithResource("horizontalpodautoscalers"), autoscalingv2.SchemeGroupVersion.WithKind("HorizontalPodAutoscaler"), f.inf.Autoscalers.Informer().GetIndexer()},
 	} {
 		list, err := f.kubeClient.Tracker().List(c.gvr, c.gvk, "")
 		if err != nil {
@@ -271,6 +275,12 @@ func (f *fixture) catchUp() {
 		var managed []interface{}
 		for _, item := range items {
 			if m, err := meta.Accessor(item); err == nil && controller.ManagedSelector().Matches(labels.Set(m.GetLabels())) {
+				// As the informers' transforms.
+				if d, ok := item.(*appsv1.Deployment); ok {
+					d = d.DeepCopy()
+					_, _ = controller.StripManagedFieldsButReplicas(d)
+					item = d
+				}
 				managed = append(managed, item)
 			}
 		}

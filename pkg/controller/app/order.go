@@ -27,6 +27,6 @@ func (c *Controller) readyToReport(key cache.ObjectName) bool {
 	if d == nil {
 		return false
 	}
-	r := deploymentRollout(d.Name, d)
+	r := deploymentRollout(d.Name, d, 0)
 	return r.rolledOut && r.available
 }

@@ -32,6 +32,19 @@ func TestShares(t *testing.T) {
 	}
 }
 
+// TestCanaryPodShare pins the canary's pods beside an autoscaled stable side that keeps
+// its n pods (no HTTPRoute): w of all the pods, rounded up, at least one, at most n.
+func TestCanaryPodShare(t *testing.T) {
+	for _, tt := range []struct{ n, w, canary int32 }{
+		{8, 20, 2}, {4, 20, 1}, {4, 25, 2}, {3, 25, 1}, {10, 10, 2}, {1, 20, 1}, {6, 50, 6}, {6, 80, 6}, {6, 100, 6},
+		{5, 0, 0}, {0, 50, 0}, {100, 1, 2},
+	} {
+		if c := canaryPodShare(tt.n, tt.w); c != tt.canary {
+			t.Errorf("%d stable pods, canary at %d%%: %d canary pods, want %d", tt.n, tt.w, c, tt.canary)
+		}
+	}
+}
+
 // canaryStrategy is setWeight 25, pause until promoted, setWeight 100.
 func canaryStrategy() *appv1.CanaryStrategy {
 	return &appv1.CanaryStrategy{
@@ -220,6 +233,22 @@ func TestPlanRollout(t *testing.T) {
 		{"promoted by weight: the canary kept for its delay, the route back on the App's Service",
 			&appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: v2, CanaryScaleDownAt: &later},
 			rolloutLive{gateway: true, n: 4, stableReplicas: 4, canaryExists: true, canaryReplicas: 4, canaryWeight: 100}, "- - - true"},
+		{"autoscaled, by replicas: the stable keeps the autoscaler's 6, the canary 2 of 8 pods", state(appv1.RolloutProgressing, 0, v1),
+			rolloutLive{autoscaled: true, n: 6, stableReplicas: 6, canaryWeight: -1}, "- 2 - false"},
+		{"autoscaled, by replicas, the canary up: the step is done, the stable not scaled", state(appv1.RolloutProgressing, 0, v1),
+			rolloutLive{autoscaled: true, n: 6, stableReplicas: 6, canaryExists: true, canaryReplicas: 2, canaryAvailable: 2, canaryWeight: -1}, "- 2 - true"},
+		{"autoscaled, by replicas, the autoscaler at 12 in the pause: the canary follows to 4", state(appv1.RolloutPaused, 1, v1),
+			rolloutLive{autoscaled: true, n: 12, stableReplicas: 12, canaryExists: true, canaryReplicas: 2, canaryAvailable: 2, canaryWeight: -1}, "- 4 - false"},
+		{"autoscaled, by replicas, setWeight 100: half of the pods, the stable kept", state(appv1.RolloutProgressing, 2, v1),
+			rolloutLive{autoscaled: true, n: 6, stableReplicas: 6, canaryExists: true, canaryReplicas: 2, canaryAvailable: 2, canaryWeight: -1}, "- 6 - false"},
+		{"autoscaled, by replicas, promotion: nothing scaled", state(appv1.RolloutProgressing, 3, v1),
+			rolloutLive{autoscaled: true, n: 6, stableReplicas: 6, canaryExists: true, canaryReplicas: 6, canaryAvailable: 6, canaryWeight: -1}, "- 6 - true"},
+		{"autoscaled, aborted by replicas: the canary to 0, the stable not written", state(appv1.RolloutAborted, 0, v1),
+			rolloutLive{autoscaled: true, n: 6, stableReplicas: 6, canaryExists: true, canaryReplicas: 2, canaryWeight: -1}, "- 0 - false"},
+		{"autoscaled, by weight, the autoscaler at 8: the canary 2 (25%)", state(appv1.RolloutPaused, 1, v1),
+			rolloutLive{gateway: true, autoscaled: true, n: 8, stableReplicas: 8, canaryExists: true, canaryReplicas: 1, canaryAvailable: 1, canaryWeight: 25}, "- 2 75/25 false"},
+		{"autoscaled, promotion by weight: the canary grows to the autoscaler's 8 first", state(appv1.RolloutProgressing, 3, v1),
+			rolloutLive{gateway: true, autoscaled: true, n: 8, stableReplicas: 8, canaryExists: true, canaryReplicas: 2, canaryAvailable: 2, canaryWeight: 25}, "- 8 75/25 false"},
 		{"a rollout that ended unpromoted, by weight: nothing to the canary while it goes",
 			&appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: v1},
 			rolloutLive{gateway: true, n: 4, stableReplicas: 4, canaryExists: true, canaryReplicas: 1, canaryWeight: 25}, "- - 100/0 true"},
@@ -249,9 +278,19 @@ func TestPlanRollout(t *testing.T) {
 // API (an HTTPRoute to Gateway public) when gateway is true.
 func canaryWorld(t *testing.T, gateway bool) *world {
 	t.Helper()
+	return canaryWorldOf(t, gateway, nil)
+}
+
+// canaryWorldOf is canaryWorld with the App changed by mutate before it is created (nil:
+// as it is), and mid, if not nil, run on the world before the strategy is added.
+func canaryWorldOf(t *testing.T, gateway bool, mutate func(*appv1.App), mid ...func(*world)) *world {
+	t.Helper()
 	f := newFixture(t)
 	app := newApp("web", testNow.Add(-time.Hour))
 	app.Spec.DeploymentTemplate.Replicas = ptr.To[int32](4)
+	if mutate != nil {
+		mutate(app)
+	}
 	if gateway {
 		f = newGatewayFixture(t, nil)
 		app.Spec.Route = &appv1.Route{Hosts: []appv1.Hostname{"web.example.com"}, ParentRefs: []appv1.GatewayRef{{Name: "public"}}}
@@ -271,6 +310,9 @@ func canaryWorld(t *testing.T, gateway bool) *world {
 		t.Fatal(err)
 	}
 	w.step("synced", nil, "")
+	for _, m := range mid {
+		m(w)
+	}
 	w.edit(true, func(a *appv1.App) { a.Spec.Rollout = &appv1.Rollout{Canary: canaryStrategy()} })
 	return w
 }

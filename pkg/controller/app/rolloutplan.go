@@ -60,7 +60,11 @@ type rolloutLive struct {
 	// gateway: the App's route is an HTTPRoute, which splits the traffic by weight;
 	// otherwise the share is the replicas'.
 	gateway bool
-	// n is the App's replica count: spec.replicas, else the stable Deployment's.
+	// autoscaled: the App's HorizontalPodAutoscaler owns the stable Deployment's count
+	// (spec.autoscaling): the plan never sets it, and n is that count.
+	autoscaled bool
+	// n is the App's replica count: spec.replicas, else (autoscaled, or no replicas) the
+	// stable Deployment's.
 	n int32
 	// canaryExists: the canary Deployment exists; canaryReplicas is its spec's count,
 	// canaryAvailable its available replicas once rolled out (0 before).
@@ -111,9 +115,13 @@ func planRollout(s *appv1.CanaryStrategy, r *appv1.RolloutStatus, l rolloutLive,
 		}
 	case r.CurrentStepIndex >= steps && r.Stable.PodTemplateHash != r.Canary.PodTemplateHash:
 		// Promotion, first stage: through the HTTPRoute, the canary grows to the stable's
-		// count, then takes all the traffic; without it, nothing to wait for.
+		// count (autoscaled: the autoscaler's, never its minimum), then takes all the
+		// traffic; without it, nothing to wait for.
 		if !l.gateway {
-			p.canaryReplicas, p.stableReplicas = ptr.To(l.canaryReplicas), ptr.To(l.stableReplicas)
+			p.canaryReplicas = ptr.To(l.canaryReplicas)
+			if !l.autoscaled {
+				p.stableReplicas = ptr.To(l.stableReplicas)
+			}
 			p.stepDone = true
 			break
 		}
@@ -135,8 +143,17 @@ func planRollout(s *appv1.CanaryStrategy, r *appv1.RolloutStatus, l rolloutLive,
 	default:
 		w := weightAt(s, r.CurrentStepIndex)
 		c := canaryShare(l.n, w)
+		if l.autoscaled && !l.gateway {
+			c = canaryPodShare(l.n, w)
+		}
 		ready := l.canaryReady(c)
 		p.canaryReplicas = &c
+		if l.autoscaled && !l.gateway {
+			// The autoscaler owns the stable's count: the stable keeps it, and the canary
+			// is sized for its share of the pods (at most the stable's count).
+			p.stepDone = ready
+			break
+		}
 		if l.gateway {
 			applied := w
 			if !ready {
@@ -165,6 +182,20 @@ func canaryShare(n, w int32) int32 {
 		return 0
 	}
 	return max(1, (n*w+99)/100)
+}
+
+// canaryPodShare is the canary's replicas at weight w beside a stable side of n pods
+// that keeps them (an autoscaled App without an HTTPRoute: its autoscaler owns the
+// stable's count): the pods that make w of all of them, rounded up, at least one when
+// w > 0, at most n (from w = 50 on, half of the pods).
+func canaryPodShare(n, w int32) int32 {
+	if n == 0 || w == 0 {
+		return 0
+	}
+	if w >= 50 {
+		return n
+	}
+	return min(n, max(1, (n*w+(99-w))/(100-w)))
 }
 
 // stableShare is the stable's replicas at canary weight w of n, without an HTTPRoute:

@@ -204,6 +204,8 @@ func (c *Controller) initialVersion(ctx context.Context, app *appv1.App, in *syn
 	if err != nil {
 		return desired, err
 	}
+	replicas, resourceVersion := deploymentReplicas(app, live)
+	d = withReplicas(d, replicas, resourceVersion)
 	if upToDate, err := controller.UpToDate(live, d); err != nil || upToDate {
 		return desired, err
 	}
@@ -285,15 +287,20 @@ func stableSettled(d *appsv1.Deployment) (bool, string) {
 // rolloutLive reads what the plan needs of app's children as they are.
 func (c *Controller) rolloutLive(app *appv1.App, in *syncInput) rolloutLive {
 	t := app.Spec.DeploymentTemplate
-	l := rolloutLive{gateway: c.route.splits(app), canaryWeight: -1}
+	l := rolloutLive{gateway: c.route.splits(app), autoscaled: app.Spec.Autoscaling != nil, canaryWeight: -1}
 	if in.live != nil {
 		l.stableReplicas = ptr.Deref(in.live.Spec.Replicas, 1)
 	}
 	l.n = ptr.Deref(t.Replicas, l.stableReplicas)
+	if l.autoscaled {
+		// deploymentTemplate.replicas is only the starting size: the count is the
+		// autoscaler's, which it writes to the stable Deployment.
+		l.n = l.stableReplicas
+	}
 	if canary := c.liveCanary(app); canary != nil {
 		l.canaryExists = true
 		l.canaryReplicas = ptr.Deref(canary.Spec.Replicas, 1)
-		if deploymentRollout(canary.Name, canary).rolledOut {
+		if deploymentRollout(canary.Name, canary, 0).rolledOut {
 			l.canaryAvailable = canary.Status.AvailableReplicas
 		}
 	}
@@ -321,7 +328,7 @@ func (c *Controller) stableRuns(ctx context.Context, app *appv1.App, in *syncInp
 	if err != nil || !upToDate {
 		return false, err
 	}
-	ro := deploymentRollout(in.live.Name, in.live)
+	ro := deploymentRollout(in.live.Name, in.live, 0)
 	return ro.rolledOut && ro.available, nil
 }
 

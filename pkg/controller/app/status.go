@@ -51,7 +51,7 @@ func computeStatus(app *appv1.App, selector map[string]string, deployment childO
 	set(appv1.ConditionNamesAccepted, metav1.ConditionTrue, appv1.ReasonNoNameConflict, "Every child name is held by this App")
 
 	d, _ := deployment.obj.(*appsv1.Deployment)
-	r := deploymentRollout(deployment.name, d)
+	r := deploymentRollout(deployment.name, d, autoscalerFloor(app, deployment))
 	// notReady sets Ready=False and, unless the App is stalled, Reconciling=True with
 	// reason and message; a problem of the pods wins over both: it is what the user must
 	// fix, where the Deployment only counts the pods that are not available. A problem
@@ -134,13 +134,44 @@ type rollout struct {
 	message        string
 }
 
+// autoscalerFloor returns, when a change of the replica count of app's Deployment (the
+// outcome deployment) is the autoscaler's and no rollout, the fewest available pods
+// that keep the App available meanwhile, autoscaling.minReplicas; else 0. It is the
+// autoscaler's when app has spec.autoscaling, its status already said that the rollout
+// of its current generation was complete, and this sync did not write the Deployment:
+// every rollout of the App's pods starts with a write of the controller, whose answer
+// shows the new generation unobserved, so Progressing is True before any scale can hide
+// it.
+func autoscalerFloor(app *appv1.App, deployment childOutcome) int32 {
+	p := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionProgressing)
+	if app.Spec.Autoscaling == nil || deployment.changed || app.Status.ObservedGeneration != app.Generation ||
+		p == nil || p.Status != metav1.ConditionFalse || p.Reason != appv1.ReasonRolloutComplete || p.ObservedGeneration != app.Generation {
+		return 0
+	}
+	return autoscalingMin(app.Spec.Autoscaling)
+}
+
 // deploymentRollout tells how far the rollout of d is, like `kubectl rollout status`.
-func deploymentRollout(name string, d *appsv1.Deployment) rollout {
+// With a scaling floor (autoscalerFloor, 0: none), a Deployment whose pods are all of
+// its newest template is rolled out, and available with at least floor pods available
+// (or all it wants, if fewer), while its count changes: an autoscaler adding pods is not
+// a rollout (kstatus and Argo CD would read the App InProgress at every scale-up, and
+// the Deployment's Available condition is False while a small Deployment grows: 25% of
+// 3 pods rounds to none unavailable).
+func deploymentRollout(name string, d *appsv1.Deployment, floor int32) rollout {
 	if d == nil {
 		return rollout{message: fmt.Sprintf("Waiting for Deployment %q to be created", name)}
 	}
 	desired := ptr.Deref(d.Spec.Replicas, 1)
 	st := d.Status
+	if floor > 0 && st.Replicas == st.UpdatedReplicas && (st.ObservedGeneration < d.Generation || st.AvailableReplicas != desired) {
+		r := rollout{rolledOut: true, available: st.AvailableReplicas >= min(floor, desired),
+			message: fmt.Sprintf("Deployment %q: %d of %d replicas available (the autoscaler scales it)", name, st.AvailableReplicas, desired)}
+		if !r.available {
+			r.message = fmt.Sprintf("Deployment %q: %d of %d replicas available, fewer than autoscaling.minReplicas", name, st.AvailableReplicas, desired)
+		}
+		return r
+	}
 	if st.ObservedGeneration < d.Generation {
 		return rollout{message: fmt.Sprintf("Waiting for the deployment controller to observe generation %d of Deployment %q", d.Generation, name)}
 	}
@@ -215,24 +246,28 @@ func setContested(status *appv1.AppStatus, app *appv1.App, contests []contest, n
 		appv1.ReasonCompetingWriter, controller.TruncateMessage(strings.Join(msgs, "; ")))
 }
 
-// reportChildren sets the conditions the children report (RouteAccepted), in the order
-// of the table, each with a Warning Event when it asks for one and is new. A condition
-// that is not True makes an App that would be Ready not Ready (childGatesReady).
+// reportChildren sets the conditions the children report (RouteAccepted, ScalingActive,
+// ScalingLimited), in the order of the table, each with a Warning Event when it asks for
+// one and is new. A condition that is not True makes an App that would be Ready not
+// Ready (childGatesReady), but for an informational Unknown (an autoscaler that has not
+// reported yet).
 func (c *Controller) reportChildren(app *appv1.App, status *appv1.AppStatus, outcomes []childOutcome, now metav1.Time) {
 	for _, o := range outcomes {
-		cond := o.condition
-		switch {
-		case cond == nil:
-			continue
-		case cond.status == "":
-			meta.RemoveStatusCondition(&status.Conditions, cond.conditionType)
-			continue
-		case cond.warn:
-			c.warnOnChange(app, cond.conditionType, cond.reason, cond.message)
+		for _, cond := range o.conditions {
+			switch {
+			case cond.status == "":
+				meta.RemoveStatusCondition(&status.Conditions, cond.conditionType)
+				continue
+			case cond.warn:
+				c.warnOnChange(app, cond.conditionType, cond.reason, cond.message)
+			}
+			msg := controller.TruncateMessage(cond.message)
+			setCondition(status, app, now, cond.conditionType, cond.status, cond.reason, msg)
+			if cond.status == metav1.ConditionUnknown && cond.informational {
+				continue
+			}
+			childGatesReady(status, app, now, cond.status, cond.reason, msg)
 		}
-		msg := controller.TruncateMessage(cond.message)
-		setCondition(status, app, now, cond.conditionType, cond.status, cond.reason, msg)
-		childGatesReady(status, app, now, cond.status, cond.reason, msg)
 	}
 }
 

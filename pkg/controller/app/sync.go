@@ -30,6 +30,7 @@ var appChildren = []func(c *Controller, inf Informers, opts Options) (appChild, 
 	newCanaryChild,
 	newStableServiceChild,
 	newCanaryServiceChild,
+	newAutoscalerChild,
 }
 
 // appChild is one kind of child of an App. Its file says, once: the child's name, how
@@ -83,9 +84,12 @@ type childOutcome struct {
 	rollout bool
 	// readyNote, if not empty, is added to Ready's message when the App is Ready.
 	readyNote string
-	// condition is the child's own condition (nil: it has none, or leaves it as it is). A
-	// condition that is not True keeps the App from Ready.
-	condition *childCondition
+	// conditions are the child's own conditions (none: it has none, or leaves them as they
+	// are). A condition that is False, or Unknown and gatesReady, keeps the App from Ready.
+	conditions []childCondition
+	// recheck, if not 0, is when what the child reports changes by itself (a grace that
+	// ends): the sync runs again then.
+	recheck time.Duration
 	// report sets the status fields that describe the child (status.serviceStatus,
 	// status.route), to their zero value when there is no child.
 	report func(status *appv1.AppStatus)
@@ -100,6 +104,9 @@ type childCondition struct {
 	// warn emits a Warning Event with the reason and message when the condition does not
 	// say them yet: the user must act.
 	warn bool
+	// informational: Unknown does not keep the App from Ready (an autoscaler that has
+	// not reported yet).
+	informational bool
 }
 
 // syncApp makes the children of the App named key match its spec and writes what it
@@ -199,7 +206,7 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 	}
 	// A revision that could not be recorded does not hold back the children or the
 	// status; the sync is retried for it.
-	return controller.RequeueAfter(contestRequeue, held, podRecheck, rolloutRequeue), errors.Join(err, revisionErr)
+	return controller.RequeueAfter(contestRequeue, held, podRecheck, rolloutRequeue, childRecheck(outcomes)), errors.Join(err, revisionErr)
 }
 
 // input computes what the children read: the pods' selector, their config, and the
@@ -224,6 +231,17 @@ func (c *Controller) syncChildren(ctx context.Context, app *appv1.App, in *syncI
 	}
 	wg.Wait()
 	return outcomes, errors.Join(errs...)
+}
+
+// childRecheck returns the soonest recheck of outcomes, 0 if none asks for one.
+func childRecheck(outcomes []childOutcome) time.Duration {
+	var soonest time.Duration
+	for _, o := range outcomes {
+		if o.recheck > 0 && (soonest == 0 || o.recheck < soonest) {
+			soonest = o.recheck
+		}
+	}
+	return soonest
 }
 
 // rolloutOf returns the outcome of the App's Deployment among outcomes (rollout), or

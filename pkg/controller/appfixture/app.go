@@ -5,6 +5,8 @@
 package appfixture
 
 import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
@@ -20,4 +22,19 @@ func NewApp(namespace, name, image string, replicas int32) *appv1.App {
 			ServiceTemplate:    &appv1.ServiceTemplate{Name: name + "-svc"},
 		},
 	}
+}
+
+// WithAutoscaling sets app's spec.autoscaling: from minReplicas to maxReplicas at an
+// average CPU utilization of cpuPercent, and gives the App's container the CPU request
+// cpuRequest, which a utilization target needs. It returns app.
+func WithAutoscaling(app *appv1.App, minReplicas, maxReplicas, cpuPercent int32, cpuRequest string) *appv1.App {
+	app.Spec.Autoscaling = &appv1.Autoscaling{
+		MinReplicas: &minReplicas,
+		MaxReplicas: maxReplicas,
+		CPU:         &appv1.ResourceTarget{AverageUtilization: &cpuPercent},
+	}
+	app.Spec.DeploymentTemplate.Resources = &appv1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpuRequest)},
+	}
+	return app
 }

@@ -40,6 +40,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &appcontrollerv1.AppStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("Autoscaling"):
 		return &appcontrollerv1.AutoscalingApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("AutoscalingStatus"):
+		return &appcontrollerv1.AutoscalingStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("CanaryPause"):
 		return &appcontrollerv1.CanaryPauseApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("CanaryStep"):

@@ -1,41 +1,63 @@
-// Package autoscaling_test drives real CPU load on a node that runs pods for real and
-// checks what an autoscaler needs from the cluster: the resource metrics API
-// (metrics.k8s.io, metrics-server beside the control plane) reports a pod's CPU, the
-// figure rises when the pod burns CPU, and a plain HorizontalPodAutoscaler of a plain
-// Deployment scales it up under that load and back down when it stops. The load is
-// resource-consumer's (test/images/resource-consumer of k8s.io/kubernetes), asked for
-// by a pod of the cluster (agnhost resource-consumer-controller) through the consumers'
-// Service: nothing is sent from this machine's network namespace to a pod or Service
-// address. It prints how many seconds the autoscaler took each way on this machine.
+// Package autoscaling_test drives real CPU load on a node that runs pods for real into
+// an App with spec.autoscaling: the App controller's HorizontalPodAutoscaler scales the
+// App's Deployment up under the load and back down when it stops, the App's status says
+// so, and the controller writes nothing to the Deployment meanwhile (the API server's
+// audit log of the controller's user, and the Deployment's managedFields). The metrics
+// come from metrics-server beside the control plane (metrics.k8s.io); the load is
+// resource-consumer's (test/images/resource-consumer of k8s.io/kubernetes), asked for by
+// a pod of the cluster (agnhost resource-consumer-controller) through the App's Service:
+// nothing is sent from this machine's network namespace to a pod or Service address. It
+// prints how many seconds the autoscaler took each way on this machine.
 package autoscaling_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controllermanager"
+	appclient "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	"github.com/app-controller/app-controller/test/e2e/realnode"
+	"github.com/app-controller/app-controller/test/gitops"
+	"github.com/app-controller/app-controller/test/harness"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
-func TestMain(m *testing.M) { realnode.Main(m) }
+// controllerUser is the user the App controller runs as: the audit log records its
+// writes.
+const controllerUser = "autoscaling-e2e-controller"
+
+// TestMain starts a cluster with a real node, the App CRD installed and the writes of
+// controllerUser audited.
+func TestMain(m *testing.M) {
+	framework.MainWithOptions(m, func(o *localcluster.Options) {
+		o.Node = localcluster.NodeReal
+		o.AuditUsers = []string{controllerUser}
+	})
+}
 
 const (
 	consumer = "consumer"
@@ -50,146 +72,299 @@ const (
 	// loadPeriod is how long each burst of load lasts; the driver asks again every
 	// loadPeriod until the load stops, which then ends within loadPeriod.
 	loadPeriod = 10 * time.Second
+
+	healthScript = "../../../config/argocd/health.lua"
+	goldenDir    = "../../gitops/testdata"
+	// updateGolden makes the test write the App it captures at its maximum to goldenDir.
+	updateGolden = "APP_CONTROLLER_UPDATE_GOLDEN"
 )
 
-// TestCPULoadScalesAPlainHPA: the metrics API answers for a running pod, its CPU figure
-// rises under real load, and an autoscaling/v2 HorizontalPodAutoscaler (50% of the
-// request, 1 to 3 pods, no scale-down stabilization) scales the Deployment to 3 under
-// the load and back to 1 once it stops, writing the replicas through the scale
-// subresource as its own field manager.
-func TestCPULoadScalesAPlainHPA(t *testing.T) {
+// TestCPULoadScalesAnApp: an App on resource-consumer with a CPU request of 200m and
+// spec.autoscaling (50% of the request, 1 to 3 pods, no scale-down stabilization) is
+// Ready with one pod and ScalingActive True once the metrics API has its pod's figures
+// (kubectl top shows them); under 400m of real load its HorizontalPodAutoscaler scales
+// the Deployment to 3, the App's status says so (status.autoscaling, the Deployment's
+// counts, ScalingLimited at the maximum, kstatus Current); once the load stops it scales
+// back to 1. The App stays Ready all along (a scale is no rollout). Meanwhile
+// the controller writes nothing to the Deployment: spec.replicas goes from the
+// controller's apply (the starting size) to the autoscaler's update of the scale
+// subresource, and kubectl app status shows the autoscaler.
+func TestCPULoadScalesAnApp(t *testing.T) {
 	ctx := context.Background()
 	client := framework.Client(t)
+	apps, err := appclient.NewForConfig(framework.Config(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ns := framework.Namespace(t)
 	registry := realnode.Registry(t)
+	startAppController(t)
+	plugin := framework.BuildBinary(t, "kubectl-app")
 
-	deployment := startConsumers(t, client, ns, registry+"/"+localcluster.ResourceConsumerImage)
+	created := time.Now()
+	if _, err := apps.AppcontrollerV1().Apps(ns).Create(ctx, consumerApp(ns, registry+"/"+localcluster.ResourceConsumerImage), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating App %s: %v", consumer, err)
+	}
+	app := waitApp(t, apps, ns, 2*time.Minute, func(a *appv1.App) bool {
+		return conditionOf(a, appv1.ConditionReady) == "True/"+appv1.ReasonAvailable
+	})
+	t.Logf("App %s Ready %.1fs after its creation; ScalingActive %s", consumer, time.Since(created).Seconds(), conditionOf(app, appv1.ConditionScalingActive))
+	readyAt := time.Now()
 	driver := startLoadDriver(t, client, ns, registry+"/"+localcluster.AgnhostImage)
 
-	// The metrics API answers for the idle consumer: metrics-server reports a pod once
-	// it has scraped it twice.
-	pod := onlyPod(t, client, ns)
-	var idle resource.Quantity
-	begin := time.Now()
-	framework.Eventually(t, 2*time.Minute, func() (bool, error) {
-		cpu, err := podCPU(ctx, client, ns, pod)
-		idle = cpu
-		return err == nil, nil
+	// The metrics API answers for the idle consumer (metrics-server reports a pod once
+	// it has scraped it twice), and the autoscaler computes a count from it.
+	app = waitApp(t, apps, ns, 2*time.Minute, func(a *appv1.App) bool {
+		return conditionOf(a, appv1.ConditionScalingActive) == "True/"+appv1.ReasonAutoscalerActive
 	})
-	t.Logf("metrics.k8s.io answers for pod %s %.1fs after it was ready: CPU %dm (idle)", pod, time.Since(begin).Seconds(), idle.MilliValue())
+	t.Logf("ScalingActive True (%s) %.1fs after the App was Ready", conditionMessage(app, appv1.ConditionScalingActive), time.Since(readyAt).Seconds())
+	pod := onlyPod(t, client, ns)
+	idle, err := podCPU(ctx, client, ns, pod)
+	if err != nil {
+		t.Fatalf("the metrics API for pod %s: %v", pod, err)
+	}
 	top := realnode.Kubectl(t, "top", "pods", "-n", ns)
 	if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(pod) + `\s+\d+m\s+\d+Mi`).MatchString(top) {
 		t.Fatalf("kubectl top pods -n %s does not show %s's CPU and memory:\n%s", ns, pod, top)
 	}
-	t.Logf("kubectl top pods -n %s:\n%s", ns, top)
-	t.Logf("kubectl top nodes:\n%s", realnode.Kubectl(t, "top", "nodes"))
-
-	// The autoscaler, before any load: it keeps 1 pod.
-	hpa, err := client.AutoscalingV2().HorizontalPodAutoscalers(ns).Create(ctx, &autoscalingv2.HorizontalPodAutoscaler{
-		ObjectMeta: metav1.ObjectMeta{Name: consumer},
-		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
-			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: deployment},
-			MinReplicas:    ptr.To[int32](1),
-			MaxReplicas:    3,
-			Metrics: []autoscalingv2.MetricSpec{{
-				Type: autoscalingv2.ResourceMetricSourceType,
-				Resource: &autoscalingv2.ResourceMetricSource{Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{
-					Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To[int32](50),
-				}},
-			}},
-			Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{
-				ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0)},
-			},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("creating the HorizontalPodAutoscaler: %v", err)
+	if r := replicas(t, client, ns, consumer); r != 1 {
+		t.Fatalf("the idle Deployment has %d replicas, want 1 (minReplicas)", r)
 	}
-	framework.Eventually(t, time.Minute, func() (bool, error) {
-		h, err := client.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, hpa.Name, metav1.GetOptions{})
-		return err == nil && condition(h, autoscalingv2.ScalingActive) == corev1.ConditionTrue && h.Status.CurrentMetrics != nil, nil
-	})
-	if r := replicas(t, client, ns, deployment); r != 1 {
-		t.Fatalf("the idle Deployment has %d replicas, want 1", r)
+	if owner := replicasManager(t, client, ns, consumer); owner != appv1.FieldManager+" Apply" {
+		t.Errorf("spec.replicas of the new Deployment is owned by %q, want the controller's apply (the starting size)", owner)
 	}
+	mark := auditLength(t)
+	readySince := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionReady).LastTransitionTime
 
-	// Load: the consumer's CPU figure rises, and the autoscaler scales up to its maximum.
+	// Load: the autoscaler scales up to its maximum, and the App's status says so.
 	stop := driver.load(t, loadMillicores, chunkMillicores)
 	loadStart := time.Now()
-	var busy resource.Quantity
-	framework.Eventually(t, 2*time.Minute, func() (bool, error) {
-		var err error
-		busy, err = totalCPU(ctx, client, ns)
-		return err == nil && busy.MilliValue() >= 150, nil
-	})
-	t.Logf("the consumers' CPU rose from %dm to %dm %.1fs after the load (%dm) started", idle.MilliValue(), busy.MilliValue(), time.Since(loadStart).Seconds(), loadMillicores)
-	framework.Eventually(t, 3*time.Minute, func() (bool, error) { return replicas(t, client, ns, deployment) == 3, nil })
+	framework.Eventually(t, 3*time.Minute, func() (bool, error) { return replicas(t, client, ns, consumer) == 3, nil })
 	up := time.Since(loadStart)
-	t.Logf("kubectl top pods -n %s under load:\n%s", ns, realnode.Kubectl(t, "top", "pods", "-n", ns))
-	h, err := client.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, hpa.Name, metav1.GetOptions{})
+	t.Logf("HorizontalPodAutoscaler: 1 -> 3 replicas %.1fs after the load started (idle CPU %dm)", up.Seconds(), idle.MilliValue())
+	app = waitApp(t, apps, ns, 2*time.Minute, func(a *appv1.App) bool {
+		st := a.Status.Autoscaling
+		return st != nil && st.CurrentReplicas == 3 && st.DesiredReplicas == 3 && a.Status.DeploymentStatus != nil &&
+			a.Status.DeploymentStatus.AvailableReplicas == 3 && conditionOf(a, appv1.ConditionReady) == "True/"+appv1.ReasonAvailable
+	})
+	t.Logf("the App at 3 pods: status.autoscaling %+v, Ready %q", *app.Status.Autoscaling, conditionMessage(app, appv1.ConditionReady))
+	// Still under load at the maximum: ScalingLimited True, the App Ready (kstatus
+	// Current), when the busy machine lets the consumers burn enough.
+	capped := waitAppOrNil(apps, ns, 30*time.Second, func(a *appv1.App) bool {
+		return conditionOf(a, appv1.ConditionScalingLimited) == "True/"+appv1.ReasonMaxReplicasReached
+	})
+	if capped != nil {
+		app = capped
+		t.Logf("at maxReplicas: ScalingLimited True %q", conditionMessage(app, appv1.ConditionScalingLimited))
+	} else {
+		t.Logf("ScalingLimited not True within 30s (the consumers burned less than 50%% of 3 requests)")
+	}
+	health(t, app, ns, registry, "autoscaling-at-max", capped != nil)
+	// The plugin shows the autoscaler's count of 1..3 as it is then: 3 while the
+	// consumers burn enough, fewer once a busy machine lets the load fall below the
+	// target (the scale to 3 is asserted above).
+	status := realnode.Run(t, plugin, "status", "-n", ns, consumer)
+	if !regexp.MustCompile(`Autoscaling:\s+` + consumer + `: [1-3] of 1\.\.3 replicas, desired [1-3], cpu \d+%/50%`).MatchString(status) {
+		t.Errorf("kubectl app status does not show the autoscaler of 1..3 and its CPU:\n%s", status)
+	}
+	t.Logf("kubectl app status under load:\n%s", status)
+	if tree := realnode.Run(t, plugin, "tree", "-n", ns, consumer); !regexp.MustCompile(`HorizontalPodAutoscaler/` + consumer + `\s+Ready\s+` + consumer + `: [1-3] of 1\.\.3`).MatchString(tree) {
+		t.Errorf("kubectl app tree does not show the autoscaler Ready of 1..3:\n%s", tree)
+	}
+	h, err := client.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, consumer, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("HorizontalPodAutoscaler: %d -> %d replicas %.1fs after the load started; status: %s", 1, 3, up.Seconds(), hpaStatus(h))
-
-	// The autoscaler's writes: spec.replicas through the scale subresource, as its own
-	// field manager (docs/autoscaling.md builds the App's handover on this).
-	manager := replicasManager(t, client, ns, deployment)
-	if manager != "kube-controller-manager Update scale" {
-		t.Errorf("spec.replicas of the scaled Deployment is owned by %q, want kube-controller-manager Update scale", manager)
-	}
+	t.Logf("HorizontalPodAutoscaler under load: %s", hpaStatus(h))
 
 	// No load: it scales back down to its minimum.
 	loadEnd := stop()
-	framework.Eventually(t, 3*time.Minute, func() (bool, error) { return replicas(t, client, ns, deployment) == 1, nil })
+	framework.Eventually(t, 3*time.Minute, func() (bool, error) { return replicas(t, client, ns, consumer) == 1, nil })
 	down := time.Since(loadEnd)
 	t.Logf("HorizontalPodAutoscaler: 3 -> 1 replica %.1fs after the load ended (scale-down stabilization 0)", down.Seconds())
+	app = waitApp(t, apps, ns, 2*time.Minute, func(a *appv1.App) bool {
+		return a.Status.Autoscaling != nil && a.Status.Autoscaling.DesiredReplicas == 1 && a.Status.DeploymentStatus != nil && a.Status.DeploymentStatus.Replicas == 1
+	})
+
+	// The App stayed Ready all along: a scale of the autoscaler is no rollout.
+	if c := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionReady); c.Status != metav1.ConditionTrue || !c.LastTransitionTime.Equal(&readySince) {
+		t.Errorf("Ready %s since %s after the scale up and down, want True since %s (before the load)", c.Status, c.LastTransitionTime, readySince)
+	}
+
+	// The controller's writes meanwhile: none to the Deployment; the count's owner is the
+	// autoscaler's update of the scale subresource.
+	writes := controllerWrites(t, mark, ns)
+	var toDeployment []string
+	for _, w := range writes {
+		if strings.Contains(w, " deployments") {
+			toDeployment = append(toDeployment, w)
+		}
+	}
+	t.Logf("the controller's writes from the load's start to the scale-down: %d (%q)", len(writes), writes)
+	if len(toDeployment) != 0 {
+		t.Errorf("the controller wrote %d times to the Deployment while the autoscaler scaled it: %q", len(toDeployment), toDeployment)
+	}
+	if owner := replicasManager(t, client, ns, consumer); owner != "kube-controller-manager Update scale" {
+		t.Errorf("spec.replicas of the scaled Deployment is owned by %q, want kube-controller-manager Update scale", owner)
+	}
 	t.Logf("seconds to scale on this machine: up %.1f, down %.1f (metric resolution 10s, HPA sync period 1s)", up.Seconds(), down.Seconds())
 }
 
-// startConsumers starts the Deployment and the Service "consumer" of one
-// resource-consumer pod requesting 200m of CPU, waits until the pod is ready and
-// returns the Deployment's name.
-func startConsumers(t *testing.T, client kubernetes.Interface, ns, image string) string {
-	t.Helper()
-	ctx := context.Background()
-	labels := map[string]string{"app": consumer}
-	_, err := client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: consumer},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					TerminationGracePeriodSeconds: ptr.To[int64](0),
-					Containers: []corev1.Container{{
-						Name:      consumer,
-						Image:     image,
-						Ports:     []corev1.ContainerPort{{ContainerPort: 8080}},
-						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(request)}},
-					}},
+// consumerApp returns the App "consumer": resource-consumer with a CPU request of 200m
+// behind its Service "consumer" on port 8080, autoscaled from 1 to 3 pods at 50% of the
+// request, without scale-down stabilization.
+func consumerApp(ns, image string) *appv1.App {
+	return &appv1.App{
+		ObjectMeta: metav1.ObjectMeta{Name: consumer, Namespace: ns},
+		Spec: appv1.AppSpec{
+			DeploymentTemplate: &appv1.DeploymentTemplate{
+				Name: consumer, Image: image, ContainerPort: ptr.To[int32](8080),
+				Resources: &appv1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(request)}},
+			},
+			ServiceTemplate: &appv1.ServiceTemplate{Name: consumer, Port: 8080},
+			Autoscaling: &appv1.Autoscaling{
+				MinReplicas: ptr.To[int32](1), MaxReplicas: 3,
+				CPU: &appv1.ResourceTarget{AverageUtilization: ptr.To[int32](50)},
+				Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{
+					ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0)},
 				},
 			},
 		},
-	}, metav1.CreateOptions{})
+	}
+}
+
+// startAppController runs the App controller (only) in the test process as
+// controllerUser, until the test ends.
+func startAppController(t *testing.T) {
+	t.Helper()
+	cfg, err := framework.Cluster().UserConfig(controllerUser, "system:masters")
 	if err != nil {
-		t.Fatalf("creating the consumers' Deployment: %v", err)
+		t.Fatal(err)
 	}
-	if _, err := client.CoreV1().Services(ns).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: consumer},
-		Spec: corev1.ServiceSpec{
-			Selector: labels,
-			Ports:    []corev1.ServicePort{{Port: 8080, TargetPort: intstr.FromInt32(8080)}},
-		},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating the consumers' Service: %v", err)
-	}
-	framework.Eventually(t, 2*time.Minute, func() (bool, error) {
-		d, err := client.AppsV1().Deployments(ns).Get(ctx, consumer, metav1.GetOptions{})
-		return err == nil && d.Status.ReadyReplicas == 1, nil
+	cfg.QPS, cfg.Burst = 1000, 2000
+	opts := controllermanager.NewOptions()
+	opts.Controllers = []string{"app"}
+	opts.ShutdownTimeout = 5 * time.Second
+	framework.StartManager(t, cfg, opts)
+}
+
+// waitApp waits up to timeout until the App consumer passes check, and returns it.
+func waitApp(t *testing.T, apps appclient.Interface, ns string, timeout time.Duration, check func(*appv1.App) bool) *appv1.App {
+	t.Helper()
+	var app *appv1.App
+	framework.Eventually(t, timeout, func() (bool, error) {
+		a, err := apps.AppcontrollerV1().Apps(ns).Get(context.Background(), consumer, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		app = a
+		return a.Status.ObservedGeneration == a.Generation && check(a), nil
 	})
-	return consumer
+	return app
+}
+
+// waitAppOrNil is waitApp that returns nil when check does not pass within timeout.
+func waitAppOrNil(apps appclient.Interface, ns string, timeout time.Duration, check func(*appv1.App) bool) *appv1.App {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		a, err := apps.AppcontrollerV1().Apps(ns).Get(context.Background(), consumer, metav1.GetOptions{})
+		if err == nil && check(a) {
+			return a
+		}
+	}
+	return nil
+}
+
+// conditionOf returns "Status/Reason" of the App's condition, "" if absent.
+func conditionOf(app *appv1.App, conditionType string) string {
+	c := meta.FindStatusCondition(app.Status.Conditions, conditionType)
+	if c == nil {
+		return ""
+	}
+	return string(c.Status) + "/" + c.Reason
+}
+
+// conditionMessage returns the message of the App's condition, "" if absent.
+func conditionMessage(app *appv1.App, conditionType string) string {
+	if c := meta.FindStatusCondition(app.Status.Conditions, conditionType); c != nil {
+		return c.Message
+	}
+	return ""
+}
+
+// health checks that kstatus reads the scaled App Current and that the shipped Argo CD
+// health check agrees (Healthy). With APP_CONTROLLER_UPDATE_GOLDEN set and capture, the
+// App is written to test/gitops/testdata/STATE.json, the registry and namespace masked.
+func health(t *testing.T, app *appv1.App, ns, registry, state string, capture bool) {
+	t.Helper()
+	a := app.DeepCopy()
+	a.ManagedFields = nil
+	a.APIVersion, a.Kind = appv1.GroupVersion.String(), "App"
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(obj) // through JSON, as Argo CD and kstatus get it
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	ks, err := gitops.Kstatus(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	argo, err := gitops.RunArgoHealth(healthScript, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ks != "Current" || argo.Status != gitops.Healthy {
+		t.Errorf("the scaled App: kstatus %s, Argo CD %s (%s); want Current, Healthy", ks, argo.Status, argo.Message)
+	}
+	if !capture || os.Getenv(updateGolden) == "" {
+		return
+	}
+	text := strings.ReplaceAll(strings.ReplaceAll(string(data), registry, "REGISTRY"), ns, "NAMESPACE")
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, []byte(text), "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	pretty.WriteByte('\n')
+	if err := os.WriteFile(filepath.Join(goldenDir, state+".json"), pretty.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// auditLength returns the number of events in the audit log now.
+func auditLength(t *testing.T) int {
+	t.Helper()
+	n := 0
+	if err := harness.NewAuditLog(framework.Cluster().AuditLogPath).Read(func(harness.AuditEvent) error { n++; return nil }); err != nil {
+		t.Fatalf("reading the audit log: %v", err)
+	}
+	return n
+}
+
+// controllerWrites returns the writes of controllerUser in namespace ns after the first
+// mark events of the audit log, as "verb resource name".
+func controllerWrites(t *testing.T, mark int, ns string) []string {
+	t.Helper()
+	var out []string
+	i := -1
+	err := harness.NewAuditLog(framework.Cluster().AuditLogPath).Read(func(ev harness.AuditEvent) error {
+		i++
+		if i < mark || !ev.IsWrite() || ev.Stage != "ResponseComplete" || ev.User.Username != controllerUser ||
+			ev.ObjectRef == nil || ev.ObjectRef.Namespace != ns {
+			return nil
+		}
+		out = append(out, ev.Verb+" "+ev.Resource()+" "+ev.ObjectRef.Name)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("reading the audit log: %v", err)
+	}
+	return slices.Clip(out)
 }
 
 // loadDriver is agnhost's resource-consumer-controller in a pod of the cluster: asked
@@ -311,22 +486,6 @@ func podCPU(ctx context.Context, client kubernetes.Interface, ns, pod string) (r
 	return cpuOf(m), nil
 }
 
-// totalCPU returns the CPU use of the consumers' pods together, as the metrics API
-// reports it.
-func totalCPU(ctx context.Context, client kubernetes.Interface, ns string) (resource.Quantity, error) {
-	var list struct {
-		Items []podMetrics `json:"items"`
-	}
-	if err := getMetrics(ctx, client, "/apis/metrics.k8s.io/v1beta1/namespaces/"+ns+"/pods?labelSelector=app%3D"+consumer, &list); err != nil {
-		return resource.Quantity{}, err
-	}
-	var total resource.Quantity
-	for _, m := range list.Items {
-		total.Add(cpuOf(m))
-	}
-	return total, nil
-}
-
 func cpuOf(m podMetrics) resource.Quantity {
 	var cpu resource.Quantity
 	for _, c := range m.Containers {
@@ -360,7 +519,7 @@ func getMetrics(ctx context.Context, client kubernetes.Interface, path string, i
 // onlyPod returns the name of the one consumer pod.
 func onlyPod(t *testing.T, client kubernetes.Interface, ns string) string {
 	t.Helper()
-	pods, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=" + consumer})
+	pods, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: appv1.InstanceLabel + "=" + consumer})
 	if err != nil || len(pods.Items) != 1 {
 		t.Fatalf("listing the consumer pods: %d pods, %v", len(pods.Items), err)
 	}
@@ -398,16 +557,6 @@ func replicasManager(t *testing.T, client kubernetes.Interface, ns, name string)
 		}
 	}
 	return strings.Join(owners, ", ")
-}
-
-// condition returns the status of the autoscaler's condition of type ct.
-func condition(h *autoscalingv2.HorizontalPodAutoscaler, ct autoscalingv2.HorizontalPodAutoscalerConditionType) corev1.ConditionStatus {
-	for _, c := range h.Status.Conditions {
-		if c.Type == ct {
-			return c.Status
-		}
-	}
-	return corev1.ConditionUnknown
 }
 
 // hpaStatus says the autoscaler's replicas, CPU utilization and conditions in a line.

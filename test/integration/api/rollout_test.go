@@ -104,6 +104,7 @@ func TestRolloutValidation(t *testing.T) {
 		{"weight 0 first, weights repeated, a last indefinite pause", steps("{setWeight: 0}, {pause: {duration: 1s}}, {setWeight: 20}, {setWeight: 20}, {pause: {duration: 24h}}, {setWeight: 100}, {pause: {}}")},
 		{"32 steps and every option", pods + "rollout: {canary: {steps: [" + strings.TrimSuffix(strings.Repeat("{setWeight: 1}, ", 32), ", ") +
 			"], scaleDownDelaySeconds: 0, abortScaleDownDelaySeconds: 86400, progressDeadlineSeconds: 10, readyDeadlineSeconds: 3600, rollbackWindow: 0}}"},
+		{"no replicas and no HTTPRoute, autoscaled: the autoscaler's count is split", "deploymentTemplate: {name: web, image: nginx, resources: {requests: {cpu: 100m}}}\nautoscaling: {maxReplicas: 5, cpu: {averageUtilization: 50}}\nrollout: {canary: {steps: [{setWeight: 20}]}}"},
 		{"a Service name of 56 characters", "deploymentTemplate: {name: web, image: nginx, replicas: 2}\nserviceTemplate: {name: " + strings.Repeat("s", 56) + "}\nrollout: {canary: {steps: [{setWeight: 20}]}}"},
 	}
 	assertAccepted(t, dyn, ns, "valid-rollout", valid)

@@ -16,6 +16,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -113,6 +114,12 @@ var grants = []grant{
 	{permission{"create", "gateway.networking.k8s.io", "httproutes"}, "server-side apply that creates an App's HTTPRoute: authorized as create too", false, everywhere},
 	{permission{"patch", "gateway.networking.k8s.io", "httproutes"}, "server-side apply of an App's HTTPRoute", false, everywhere},
 	{permission{"delete", "gateway.networking.k8s.io", "httproutes"}, "prune of an HTTPRoute the route no longer wants (no route, or an Ingress instead)", false, everywhere},
+	{permission{"list", "autoscaling", "horizontalpodautoscalers"}, "managed and unmanaged (metadata-only) HorizontalPodAutoscaler informers", false, everywhere},
+	{permission{"watch", "autoscaling", "horizontalpodautoscalers"}, "managed and unmanaged (metadata-only) HorizontalPodAutoscaler informers", true, everywhere},
+	{permission{"get", "autoscaling", "horizontalpodautoscalers"}, "liveHolder: who holds the name after a create that conflicted", false, everywhere},
+	{permission{"create", "autoscaling", "horizontalpodautoscalers"}, "server-side apply that creates an App's HorizontalPodAutoscaler (spec.autoscaling): authorized as create too", true, everywhere},
+	{permission{"patch", "autoscaling", "horizontalpodautoscalers"}, "server-side apply of an App's HorizontalPodAutoscaler", true, everywhere},
+	{permission{"delete", "autoscaling", "horizontalpodautoscalers"}, "prune of the HorizontalPodAutoscaler of a removed spec.autoscaling", true, everywhere},
 	// Service->Ingress controller (pkg/controller/ingress).
 	{permission{"update", "", "services/finalizers"}, "OwnerReferencesPermissionEnforcement: the Ingress's owner reference has blockOwnerDeletion=true", false, everywhere},
 	{permission{"list", "networking.k8s.io", "ingresses"}, "Ingress informer", false, everywhere},
@@ -201,12 +208,12 @@ func checkRules(t *testing.T, kind string, rules []rbacv1.PolicyRule, namespace 
 			t.Errorf("%s rule %d: resourceNames %v, nonResourceURLs %v: not expected", kind, i, rule.ResourceNames, rule.NonResourceURLs)
 		}
 		for _, group := range rule.APIGroups {
-			for _, resource := range rule.Resources {
+			for _, res := range rule.Resources {
 				for _, verb := range rule.Verbs {
-					if group == "*" || resource == "*" || verb == "*" || strings.HasSuffix(resource, "/*") {
-						t.Errorf("%s rule %d grants a wildcard: %s %s/%s", kind, i, verb, group, resource)
+					if group == "*" || res == "*" || verb == "*" || strings.HasSuffix(res, "/*") {
+						t.Errorf("%s rule %d grants a wildcard: %s %s/%s", kind, i, verb, group, res)
 					}
-					got[permission{verb, group, resource}] = true
+					got[permission{verb, group, res}] = true
 				}
 			}
 		}
@@ -395,10 +402,11 @@ const (
 // (faster), through every controller's main paths:
 //   - the manager creates its Lease in app-controller-system, acquires and renews it,
 //     and releases it when it stops;
-//   - an App becomes Ready, with its Deployment and Service (App informers, server-side
-//     apply of children and of the status);
+//   - an App becomes Ready, with its Deployment, Service and HorizontalPodAutoscaler
+//     (App informers, server-side apply of children and of the status);
 //   - an annotated Service gets its Ingress, which goes with the annotation;
-//   - renaming the App's Deployment and dropping its Service prunes both;
+//   - renaming the App's Deployment and dropping its Service and autoscaling prunes
+//     the three;
 //   - the node labeler labels kwok-node-0;
 //   - the Events of each controller are recorded.
 //
@@ -473,6 +481,8 @@ rules:
 		Spec: appv1.AppSpec{
 			DeploymentTemplate: &appv1.DeploymentTemplate{Name: "web", Image: "nginx", Replicas: ptr.To[int32](2)},
 			ServiceTemplate:    &appv1.ServiceTemplate{Name: "web"},
+			Autoscaling: &appv1.Autoscaling{MaxReplicas: 3,
+				CPU: &appv1.ResourceTarget{AverageValue: ptr.To(resource.MustParse("100m"))}},
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -486,6 +496,10 @@ rules:
 	svc, err := admin.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
 	if err != nil || !metav1.IsControlledBy(svc, app) {
 		t.Errorf("Service web: %v, controlled by the App: %v", err, err == nil && metav1.IsControlledBy(svc, app))
+	}
+	hpa, err := admin.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil || !metav1.IsControlledBy(hpa, app) {
+		t.Errorf("HorizontalPodAutoscaler web: %v, controlled by the App: %v", err, err == nil && metav1.IsControlledBy(hpa, app))
 	}
 	waitEvent(t, admin, "App", ns, "web", "Normal "+appv1.EventReasonSynced)
 
@@ -526,6 +540,7 @@ rules:
 		}
 		app.Spec.DeploymentTemplate.Name = "web-v2"
 		app.Spec.ServiceTemplate = nil
+		app.Spec.Autoscaling = nil
 		_, err = apps.AppcontrollerV1().Apps(ns).Update(ctx, app, metav1.UpdateOptions{})
 		return err == nil, nil
 	})
@@ -540,6 +555,10 @@ rules:
 		return err
 	})
 	waitGone(t, func() error { _, err := admin.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{}); return err })
+	waitGone(t, func() error {
+		_, err := admin.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "web", metav1.GetOptions{})
+		return err
+	})
 	waitGone(t, func() error {
 		_, err := admin.NetworkingV1().Ingresses(ns).Get(ctx, "shop", metav1.GetOptions{})
 		return err

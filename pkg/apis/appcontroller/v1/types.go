@@ -45,7 +45,7 @@ type App struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.route) || has(self.serviceTemplate)",message="route requires serviceTemplate: it routes to the App's Service",fieldPath=".route"
 // +kubebuilder:validation:XValidation:rule="!has(self.disruptionBudget) || has(self.deploymentTemplate)",message="disruptionBudget requires deploymentTemplate: it protects the App's pods",fieldPath=".disruptionBudget"
 // +kubebuilder:validation:XValidation:rule="!has(self.rollout) || has(self.deploymentTemplate)",message="rollout requires deploymentTemplate: it rolls the App's pods out",fieldPath=".rollout"
-// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.deploymentTemplate) || has(self.deploymentTemplate.replicas) || (has(self.route) && has(self.route.parentRefs))",message="rollout.canary without an HTTPRoute (route.parentRefs) splits the traffic by replicas: set deploymentTemplate.replicas, the total the canary's share is taken from",fieldPath=".rollout"
+// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.deploymentTemplate) || has(self.deploymentTemplate.replicas) || has(self.autoscaling) || (has(self.route) && has(self.route.parentRefs))",message="rollout.canary without an HTTPRoute (route.parentRefs) splits the traffic by replicas: set deploymentTemplate.replicas, the total the canary's share is taken from, or autoscaling",fieldPath=".rollout"
 // +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.serviceTemplate) || size(self.serviceTemplate.name) <= 56",message="serviceTemplate.name must be at most 56 characters with a rollout: the canary's Service is named NAME-canary and the stable's NAME-stable",fieldPath=".serviceTemplate.name"
 // +kubebuilder:validation:XValidation:rule="!has(self.serviceTemplate) || !has(self.serviceTemplate.ports) || self.serviceTemplate.ports.all(p, !has(p.targetPort) || type(p.targetPort) == int || (has(self.deploymentTemplate) && ((p.targetPort == 'http' && has(self.deploymentTemplate.containerPort)) || (has(self.deploymentTemplate.ports) && self.deploymentTemplate.ports.exists(c, c.name == p.targetPort)) || (has(self.deploymentTemplate.sidecars) && self.deploymentTemplate.sidecars.exists(s, has(s.ports) && s.ports.exists(c, c.name == p.targetPort))))))",message="serviceTemplate.ports: a targetPort given by name must name a container port of the App's pods (http for deploymentTemplate.containerPort, deploymentTemplate.ports or a sidecar's ports)",fieldPath=".serviceTemplate.ports"
 // +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || has(self.deploymentTemplate)",message="autoscaling requires deploymentTemplate: it scales the App's Deployment",fieldPath=".autoscaling"
@@ -528,7 +528,8 @@ type AppStatus struct {
 	// Conditions: Ready, Progressing and NamesAccepted; Contested, present only while
 	// another writer keeps changing a child (reason CompetingWriter, the message names
 	// its field manager); and for kstatus-based tools (Flux, Argo CD, kubectl wait)
-	// Reconciling and Stalled.
+	// Reconciling and Stalled. With spec.autoscaling, ScalingActive and ScalingLimited
+	// (docs/autoscaling.md).
 	//
 	// When the App's pods are not ready, Ready=False names the first problem of the pods
 	// of the newest pod template, read from their status, with pod and container:
@@ -590,6 +591,13 @@ type AppStatus struct {
 	// weight, and the stable and canary versions. Present while spec.rollout is.
 	// +optional
 	Rollout *RolloutStatus `json:"rollout,omitempty"`
+
+	// Autoscaling is what the HorizontalPodAutoscaler of spec.autoscaling last reported:
+	// its name, the current and desired replicas and when it last scaled. The conditions
+	// ScalingActive and ScalingLimited say whether it works and whether maxReplicas caps
+	// it.
+	// +optional
+	Autoscaling *AutoscalingStatus `json:"autoscaling,omitempty"`
 }
 
 // AppList is a list of Apps.

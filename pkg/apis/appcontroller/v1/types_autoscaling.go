@@ -3,6 +3,7 @@ package v1
 import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Autoscaling asks for a HorizontalPodAutoscaler (autoscaling/v2) of the App's
@@ -12,8 +13,9 @@ import (
 // is only the size the Deployment starts with, and cannot change while autoscaling is
 // on (`kubectl scale app` is refused too). Removing autoscaling deletes the autoscaler
 // and gives the count back to deploymentTemplate.replicas, or, when that is unset, leaves
-// the Deployment at the count it has. docs/autoscaling.md tells the whole design; the
-// controller does not write the autoscaler yet (the API comes first).
+// the Deployment at the count it has. The App's status reports the autoscaler
+// (status.autoscaling, the conditions ScalingActive and ScalingLimited);
+// docs/autoscaling.md tells the whole design.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas <= self.maxReplicas",message="autoscaling.minReplicas must not exceed autoscaling.maxReplicas",fieldPath=".minReplicas"
 // +kubebuilder:validation:XValidation:rule="has(self.cpu) || has(self.memory)",message="autoscaling needs a target: set cpu, memory or both"
@@ -68,4 +70,22 @@ type ResourceTarget struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="averageValue must be above 0"
 	AverageValue *resource.Quantity `json:"averageValue,omitempty"`
+}
+
+// AutoscalingStatus is what the App's HorizontalPodAutoscaler last reported.
+type AutoscalingStatus struct {
+	// Name of the HorizontalPodAutoscaler the App controls (the Deployment's name).
+	Name string `json:"name"`
+
+	// CurrentReplicas is the number of pods the autoscaler last counted.
+	// +optional
+	CurrentReplicas int32 `json:"currentReplicas,omitempty"`
+
+	// DesiredReplicas is the number of pods the autoscaler last asked for.
+	// +optional
+	DesiredReplicas int32 `json:"desiredReplicas,omitempty"`
+
+	// LastScaleTime is when the autoscaler last changed the Deployment's replica count.
+	// +optional
+	LastScaleTime *metav1.Time `json:"lastScaleTime,omitempty"`
 }

@@ -1,5 +1,7 @@
 package v1
 
+import "time"
+
 // What users and tools read on an App and its children: condition types and reasons,
 // Event reasons and messages, labels and the field manager. They live beside the types
 // so that clients (the kubectl plugin, tests, other controllers) never link the
@@ -38,7 +40,29 @@ const (
 	// Unknown while a Gateway has not answered (RoutePending). An App whose route is not
 	// accepted is not Ready.
 	ConditionRouteAccepted = "RouteAccepted"
+	// ConditionScalingActive, present only when the App has spec.autoscaling, says
+	// whether its HorizontalPodAutoscaler scales the Deployment: True when it computes a
+	// replica count from the pods' metrics (AutoscalerActive); Unknown until it first
+	// does, and while it has failed to for less than AutoscalerGrace (AutoscalerPending:
+	// a new pod has no metrics for its first scrapes); False when a utilization target
+	// names a resource a container does not request (MissingResourceRequest, at once),
+	// or when the autoscaler has been unable to compute a count (AutoscalerInactive) or
+	// to change the Deployment's (AutoscalerUnableToScale) for AutoscalerGrace. False
+	// makes the App not Ready and Stalled (kstatus Failed, Argo CD Degraded); Unknown
+	// leaves Ready as it is.
+	ConditionScalingActive = "ScalingActive"
+	// ConditionScalingLimited, present and True only while the HorizontalPodAutoscaler
+	// of spec.autoscaling wants more pods than autoscaling.maxReplicas
+	// (MaxReplicasReached): the load is above the target at the maximum. The App stays
+	// Ready.
+	ConditionScalingLimited = "ScalingLimited"
 )
+
+// AutoscalerGrace is how long the HorizontalPodAutoscaler of an App may fail to compute
+// a replica count, or to scale, before the App's ScalingActive is False: metrics-server
+// has a new pod's figures after two scrapes (15 to 60 s), and a rollout's new pods have
+// none at first (argo-cd #6287 reads such an autoscaler Degraded at once).
+const AutoscalerGrace = time.Minute
 
 // Reasons of the App's conditions.
 const (
@@ -148,9 +172,31 @@ const (
 	// memory averageUtilization, a percentage of what the containers request) names a
 	// resource that a container of the App's pods does not request, so the
 	// HorizontalPodAutoscaler cannot compute it and does not scale. The message names the
-	// container and the resource. The condition that carries it comes with the
-	// controller's autoscaling (ScalingActive=False).
+	// container and the resource (ScalingActive=False; also a Warning Event). A request
+	// the namespace's LimitRange gives the pods is not in the App: the autoscaler's own
+	// ScalingActive=True then wins.
 	ReasonMissingResourceRequest = "MissingResourceRequest"
+	// ReasonAutoscalerActive: the HorizontalPodAutoscaler computes a replica count from
+	// the pods' metrics (ScalingActive=True).
+	ReasonAutoscalerActive = "AutoscalerActive"
+	// ReasonAutoscalerPending: the HorizontalPodAutoscaler has not computed a replica
+	// count yet, or has failed to for less than AutoscalerGrace; the message quotes its
+	// reason (ScalingActive=Unknown).
+	ReasonAutoscalerPending = "AutoscalerPending"
+	// ReasonAutoscalerInactive: the HorizontalPodAutoscaler has not been able to compute
+	// a replica count for AutoscalerGrace (its ScalingActive=False: no metrics API, no
+	// metrics for the pods, the Deployment scaled to 0); the message quotes its reason and
+	// message (ScalingActive=False, Ready=False, Stalled=True; also a Warning Event).
+	ReasonAutoscalerInactive = "AutoscalerInactive"
+	// ReasonAutoscalerUnableToScale: the HorizontalPodAutoscaler has not been able to
+	// read or change the Deployment's scale for AutoscalerGrace (its AbleToScale=False:
+	// FailedGetScale, FailedUpdateScale); the message quotes it (ScalingActive=False,
+	// Ready=False, Stalled=True; also a Warning Event).
+	ReasonAutoscalerUnableToScale = "AutoscalerUnableToScale"
+	// ReasonMaxReplicasReached: the HorizontalPodAutoscaler wants more pods than
+	// autoscaling.maxReplicas (its ScalingLimited=True, TooManyReplicas):
+	// ScalingLimited=True.
+	ReasonMaxReplicasReached = "MaxReplicasReached"
 )
 
 // Event reasons and messages of Events about an App. The first four are the seed's.
@@ -195,6 +241,12 @@ const (
 	// EventReasonRolloutRequestIgnored is the reason of the Warning Event emitted when a
 	// `kubectl app` request names a rollout or a step that is not the current one.
 	EventReasonRolloutRequestIgnored = "RolloutRequestIgnored"
+
+	// EventReasonAutoscalingRemoved is the reason of the Normal Event emitted when the
+	// HorizontalPodAutoscaler of a removed spec.autoscaling is deleted; its message says
+	// what becomes of the Deployment's replicas ("replicas 8 -> 2
+	// (deploymentTemplate.replicas)" or "replicas stay at 8").
+	EventReasonAutoscalingRemoved = "AutoscalingRemoved"
 )
 
 // Labels, names and the field manager of an App's children.

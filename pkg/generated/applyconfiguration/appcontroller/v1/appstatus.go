@@ -35,7 +35,8 @@ type AppStatusApplyConfiguration struct {
 	// Conditions: Ready, Progressing and NamesAccepted; Contested, present only while
 	// another writer keeps changing a child (reason CompetingWriter, the message names
 	// its field manager); and for kstatus-based tools (Flux, Argo CD, kubectl wait)
-	// Reconciling and Stalled.
+	// Reconciling and Stalled. With spec.autoscaling, ScalingActive and ScalingLimited
+	// (docs/autoscaling.md).
 	//
 	// When the App's pods are not ready, Ready=False names the first problem of the pods
 	// of the newest pod template, read from their status, with pod and container:
@@ -80,6 +81,11 @@ type AppStatusApplyConfiguration struct {
 	// Rollout is the state of the canary rollout of spec.rollout: its phase, step,
 	// weight, and the stable and canary versions. Present while spec.rollout is.
 	Rollout *RolloutStatusApplyConfiguration `json:"rollout,omitempty"`
+	// Autoscaling is what the HorizontalPodAutoscaler of spec.autoscaling last reported:
+	// its name, the current and desired replicas and when it last scaled. The conditions
+	// ScalingActive and ScalingLimited say whether it works and whether maxReplicas caps
+	// it.
+	Autoscaling *AutoscalingStatusApplyConfiguration `json:"autoscaling,omitempty"`
 }
 
 // AppStatusApplyConfiguration constructs a declarative configuration of the AppStatus type for use with
@@ -162,5 +168,13 @@ func (b *AppStatusApplyConfiguration) WithRoute(value string) *AppStatusApplyCon
 // If called multiple times, the Rollout field is set to the value of the last call.
 func (b *AppStatusApplyConfiguration) WithRollout(value *RolloutStatusApplyConfiguration) *AppStatusApplyConfiguration {
 	b.Rollout = value
+	return b
+}
+
+// WithAutoscaling sets the Autoscaling field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Autoscaling field is set to the value of the last call.
+func (b *AppStatusApplyConfiguration) WithAutoscaling(value *AutoscalingStatusApplyConfiguration) *AppStatusApplyConfiguration {
+	b.Autoscaling = value
 	return b
 }

@@ -32,8 +32,9 @@ import (
 // is only the size the Deployment starts with, and cannot change while autoscaling is
 // on (`kubectl scale app` is refused too). Removing autoscaling deletes the autoscaler
 // and gives the count back to deploymentTemplate.replicas, or, when that is unset, leaves
-// the Deployment at the count it has. docs/autoscaling.md tells the whole design; the
-// controller does not write the autoscaler yet (the API comes first).
+// the Deployment at the count it has. The App's status reports the autoscaler
+// (status.autoscaling, the conditions ScalingActive and ScalingLimited);
+// docs/autoscaling.md tells the whole design.
 type AutoscalingApplyConfiguration struct {
 	// MinReplicas is the fewest pods the autoscaler keeps. Defaults to 1.
 	MinReplicas *int32 `json:"minReplicas,omitempty"`
