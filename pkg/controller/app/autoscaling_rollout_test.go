@@ -149,7 +149,7 @@ func TestAutoscaledRolloutWrites(t *testing.T) {
 		t.Errorf("stable runs %s, want nginx:2", w.image("web-deploy"))
 	}
 	w.deploymentSettles("web-deploy", "bbbb")
-	w.step("the stable rolled out: promoted, Ready", []string{"patch apps/status web", "patch apps/status web"}, "Healthy 0")
+	w.step("the stable rolled out: promoted and Ready in one status write", []string{"patch apps/status web"}, "Healthy 0")
 	w.at(2*time.Hour + 31*time.Second)
 	w.step("the canary deleted after its delay", []string{"delete deployments web-deploy-canary"}, "Healthy 0")
 	w.f.catchUp()
