@@ -97,8 +97,10 @@ type Cluster struct {
 
 	mu    sync.Mutex
 	procs map[string]*process
-	// started holds how each component was started and on which ports, for Restart.
+	// started holds how each component was started and on which ports, for Restart;
+	// daemons how each daemon of the real node was.
 	started map[string]startedComponent
+	daemons map[string]nodeDaemon
 	// etcdURL is etcd's client URL.
 	etcdURL string
 

@@ -138,6 +138,10 @@ registerNode: true
 // kubeletPort is the kubelet's API port, on the node's address.
 const kubeletPort = 10250
 
+// kubeletHealthz is the kubelet's health address inside the node's namespace
+// (healthzBindAddress and healthzPort of kubeletConfig).
+const kubeletHealthz = "127.0.0.1:10248"
+
 // kubeProxyHealthz is kube-proxy's health address inside the node's namespace.
 const kubeProxyHealthz = "127.0.0.1:10256"
 
