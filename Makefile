@@ -419,6 +419,31 @@ bench: tools build ## The harness on its own control plane: floor, converge, idl
 		-bin-dir $(BIN) -controller $(BIN)/app-controller -crd-dir config/crd/bases \
 		-work-dir $(BENCH_WORK_DIR) -out docs/bench-results/latest.json $(BENCHFLAGS)
 
+# make soak: the controller for DURATION under a steady churn of Apps and faults at
+# intervals, then the invariants (docs/soak.md). NODE=kwok (the default, as for
+# cluster-up: any machine, no root) runs the controller as processes with the chart's
+# flags; NODE=real installs the chart (the image of make image) on a real node. APPS=0:
+# 300 on kwok, 90 on a real node (its kubelet runs at most 110 pods).
+DURATION ?= 30m
+APPS     ?= 0
+SOAK_DIR := $(LOCAL)/soak
+SOAKPLOT := $(BIN)/soakplot
+SOAK_DEPS = tools $(SOAKPLOT) $(if $(filter real,$(NODE)),node-packages node-tools $(HELM),build)
+
+.PHONY: soak
+soak: $(SOAK_DEPS) ## The soak: DURATION (30m) of churn and faults, NODE=kwok|real, APPS; report and picture in .local/soak/ (docs/soak.md).
+	@if [ "$(NODE)" = real ]; then $(MAKE) --no-print-directory image PLATFORMS=linux/$(HOST_ARCH); fi
+	rm -rf $(SOAK_DIR)/run $(SOAK_DIR)/report.json $(SOAK_DIR)/report.png
+	@status=0; $(GO) run ./test/soak/cmd/appsoak -duration $(DURATION) -node $(NODE) -apps $(APPS) \
+		-bin-dir $(BIN) -controller $(BIN)/app-controller -chart $(CHART) -image-layout $(IMAGE_LAYOUT) -crd-dir config/crd/bases \
+		-work-dir $(SOAK_DIR)/run -out $(SOAK_DIR)/report.json $(SOAKFLAGS) || status=$$?; \
+	if [ -f $(SOAK_DIR)/report.json ]; then $(SOAKPLOT) -in $(SOAK_DIR)/report.json -out $(SOAK_DIR)/report.png && echo "picture: $(SOAK_DIR)/report.png"; fi; \
+	exit $$status
+
+# The soak's picture, drawn with gonum.org/v1/plot from its own module.
+$(SOAKPLOT): hack/tools/soakplot/go.mod hack/tools/soakplot/go.sum hack/tools/soakplot/main.go
+	cd hack/tools/soakplot && $(GO) build -o $@ .
+
 .PHONY: microbench
 microbench: ## Go benchmarks of pure functions (CPU and allocations), without a cluster.
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 $(UNIT_PKGS) $(BENCHFLAGS)

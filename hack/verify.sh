@@ -22,10 +22,11 @@ go vet ./... || failed=1
 # The tools module's own code (the image builder); the packages it only builds are not ours.
 (cd hack/tools && go vet ./imagebuild/...) || failed=1
 (cd test/chart && go vet ./...) || failed=1
+(cd hack/tools/soakplot && go vet ./...) || failed=1
 
 echo "verify: go.mod tidy"
 # hack/tools/traefik is left out: tidying it downloads Traefik's 2.6 GB of modules (make e2e-traffic).
-for dir in . hack/tools hack/tools/docs hack/tools/sbom test/chart; do
+for dir in . hack/tools hack/tools/docs hack/tools/sbom hack/tools/soakplot test/chart; do
     if ! (cd "${dir}" && go mod tidy -diff >/dev/null); then
         echo "${dir}/go.mod is not tidy: run 'go mod tidy' in ${dir}" >&2
         failed=1
