@@ -75,6 +75,9 @@ type Writes struct {
 	Total   int            `json:"total"`
 	ByKind  map[string]int `json:"by_kind"`
 	Foreign []string       `json:"foreign"`
+	// AfterDelete are the writes that went through to an App's objects after the App
+	// was deleted (the audit log's time of its deletion).
+	AfterDelete []string `json:"after_delete"`
 	// Changes are the writes per change, by kind of change.
 	Changes []ChangeWrites `json:"per_change"`
 }
@@ -126,6 +129,7 @@ func (r *Report) invariants() {
 		zero("foreign objects with the controller's field manager", s.DecoysWritten)
 	}
 	zero("writes to objects no App controls (audit log)", r.Writes.Foreign)
+	zero("writes to the objects of an App after its deletion (audit log)", r.Writes.AfterDelete)
 	var badChanges []string
 	for _, c := range r.Writes.Changes {
 		if !c.OK {

@@ -47,7 +47,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		var err error
 		cluster, err = localcluster.Start(ctx, localcluster.Options{
 			BinDir: cfg.BinDir, StateDir: filepath.Join(cfg.WorkDir, "cluster"), CRDDir: crds, Node: cfg.Node,
-			PodCapacity: 2*cfg.Apps + 100, AuditUsers: controllerUsers(cfg.Node), KeepState: true,
+			// The driver's own writes (the admin's) too: when each App was deleted.
+			PodCapacity: 2*cfg.Apps + 100, AuditUsers: append(controllerUsers(cfg.Node), localcluster.AdminUser), KeepState: true,
 			Out: harness.PrefixWriter{W: cfg.Out, Prefix: "  cluster: "},
 		})
 		if err != nil {
@@ -189,13 +190,14 @@ func (r *run) run(ctx context.Context, logDir string) (*Report, error) {
 	}
 	r.driver.mu.Unlock()
 	report.OpsPerMinute = round2(float64(done) / churnEnded.Sub(start).Minutes())
-	writes, err := readWrites(r.cluster.AuditLogPath, r.fleet.users())
+	writes, deleted, err := readWrites(r.cluster.AuditLogPath, r.fleet.users())
 	if err != nil {
 		return nil, fmt.Errorf("reading the audit log: %w", err)
 	}
-	r.world.classify(writes, r.driver.namespaces)
-	report.Writes = Writes{Total: len(writes), ByKind: writeKinds(writes), Foreign: foreignWrites(writes),
-		Changes: r.world.changeWrites(writes, faults, cfg.ConvergeBound, start, churnEnded)}
+	r.world.classify(writes, r.driver.namespaces, deleted)
+	report.Writes = Writes{Total: len(writes), ByKind: writeKinds(writes), Foreign: writesClassified(writes, "foreign"),
+		AfterDelete: writesClassified(writes, "after-delete"),
+		Changes:     r.world.changeWrites(writes, faults, cfg.ConvergeBound, start, churnEnded)}
 	report.WriteRate = writeRate(writes, start, end, cfg.SampleInterval)
 	report.Samples = r.sampler.samples
 	report.ScrapeFails = r.sampler.errors

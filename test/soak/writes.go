@@ -27,22 +27,30 @@ type write struct {
 	owner, classification string
 }
 
-// readWrites reads the controller's writes (users) from the audit log at path.
-func readWrites(path string, users []string) ([]write, error) {
+// readWrites reads the controller's writes (users) from the audit log at path, and
+// when each App was deleted (by whoever: the driver).
+func readWrites(path string, users []string) ([]write, map[string]time.Time, error) {
 	var out []write
+	deleted := map[string]time.Time{}
 	err := harness.NewAuditLog(path).Read(func(ev harness.AuditEvent) error {
 		user := ev.User.Username
 		if imp := ev.Impersonated(); imp != "" {
 			user = imp
 		}
-		if !ev.IsWrite() || ev.Stage != "ResponseComplete" || !slices.Contains(users, user) || ev.ObjectRef == nil {
+		if !ev.IsWrite() || ev.Stage != "ResponseComplete" || ev.ObjectRef == nil {
+			return nil
+		}
+		if ev.Verb == "delete" && ev.Resource() == "apps" && ev.ObjectRef.APIGroup == appv1.SchemeGroupVersion.Group && ev.Code() < 300 {
+			deleted[key(ev.ObjectRef.Namespace, ev.ObjectRef.Name)] = ev.StageTimestamp
+		}
+		if !slices.Contains(users, user) {
 			return nil
 		}
 		out = append(out, write{at: ev.StageTimestamp, verb: ev.Verb, resource: ev.Resource(),
 			namespace: ev.ObjectRef.Namespace, name: ev.ObjectRef.Name, code: ev.Code(), user: user})
 		return nil
 	})
-	return out, err
+	return out, deleted, err
 }
 
 // childResources are the kinds of an App's children (and its revisions).
@@ -65,8 +73,11 @@ func (w *world) ownerOf(namespace, name string) string {
 }
 
 // classify says what each write is: "lease", "event", "auth", "status" or "child"
-// (allowed), or "foreign": a write to an object no App of the run controls.
-func (w *world) classify(writes []write, soakNamespaces []string) {
+// (allowed); "foreign": a write to an object no App of the run controls; "after-delete":
+// a write that went through to an App's object (a child, its status, an Event about it)
+// after the App was deleted (deleted: when, from the audit log), made from a stale
+// cache.
+func (w *world) classify(writes []write, soakNamespaces []string, deleted map[string]time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for i := range writes {
@@ -86,6 +97,9 @@ func (w *world) classify(writes []write, soakNamespaces []string) {
 			wr.classification = "child"
 		default:
 			wr.classification = "foreign"
+		}
+		if at, ok := deleted[wr.owner]; ok && wr.owner != "" && wr.classification != "foreign" && wr.at.After(at) && wr.code < 300 {
+			wr.classification = "after-delete"
 		}
 	}
 }
@@ -322,11 +336,11 @@ func (w *world) changeWrites(writes []write, faults []FaultRecord, bound time.Du
 // then costs its writes again).
 const growthAllowance = 1.25
 
-// foreignWrites lists the writes classified foreign.
-func foreignWrites(writes []write) []string {
+// writesClassified lists the writes classified as class.
+func writesClassified(writes []write, class string) []string {
 	var out []string
 	for _, wr := range writes {
-		if wr.classification == "foreign" {
+		if wr.classification == class {
 			out = append(out, fmt.Sprintf("%s %s %s %s/%s (%d) by %s", wr.at.Format(time.RFC3339), wr.verb, wr.resource, wr.namespace, wr.name, wr.code, wr.user))
 		}
 	}
