@@ -65,6 +65,13 @@ type Options struct {
 	// pods for real (realnode.go; root only, see CheckRealNode). With NodeReal, kwok is
 	// not started and PodCapacity is ignored.
 	Node string
+	// NodeFS, with NodeReal, is the size in bytes of a tmpfs that holds the kubelet's root
+	// directory (its nodefs: the pods' volumes and writable data), 0: the state
+	// directory's filesystem. With it the kubelet signals DiskPressure and evicts pods
+	// when less than nodeFSEvictAt of it is free, and ends the pressure
+	// nodePressurePeriod after it is over, so that Cluster.FillNodeFS makes a node-pressure
+	// eviction without filling this machine's disk.
+	NodeFS int64
 }
 
 // Cluster is a running control plane started by Start.

@@ -220,3 +220,28 @@ func (c *Cluster) etcdCall(ctx context.Context, path string, req, resp any) erro
 	}
 	return json.Unmarshal(data, resp)
 }
+
+// nodeFSFill is the file FillNodeFS writes in the kubelet's root directory.
+const nodeFSFill = "node-pressure-fill"
+
+// FillNodeFS fills the real node's nodefs (the tmpfs of Options.NodeFS) to fraction of
+// its size with a file, as a pod writing its disk full would, or with fraction 0 removes
+// that file again. Above 1 - nodeFSEvictAt the kubelet signals DiskPressure, taints the
+// node and evicts pods, one at each of its housekeeping passes, until enough is free;
+// the pressure ends nodePressurePeriod after the file is gone.
+func (c *Cluster) FillNodeFS(ctx context.Context, fraction float64) error {
+	if c.node == nil || c.opts.NodeFS == 0 {
+		return errors.New("filling the node's filesystem: this cluster has no real node with Options.NodeFS")
+	}
+	path := filepath.Join(c.node.kubeletRoot(), nodeFSFill)
+	script := "rm -f " + path
+	if fraction > 0 {
+		script = fmt.Sprintf("fallocate -l %d %s", int64(fraction*float64(c.opts.NodeFS)), path)
+	}
+	mnt := fmt.Sprintf("--mount=/proc/%d/ns/mnt", c.node.holder.pid())
+	out, err := exec.CommandContext(ctx, "nsenter", mnt, "--", "sh", "-c", script).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("filling the node's filesystem (%s): %w: %s", script, err, bytes.TrimSpace(out))
+	}
+	return nil
+}

@@ -179,7 +179,7 @@ func (c *Cluster) startRealNode(ctx context.Context, apiserverPort int) error {
 		return err
 	}
 	ready := filepath.Join(n.dir, "mounts-ready")
-	holderArgs := []string{"unshare", "--mount", "--propagation", "private", "sh", "-c", nodeMountScript(n.dir, differingSysctls(), ready)}
+	holderArgs := []string{"unshare", "--mount", "--propagation", "private", "sh", "-c", nodeMountScript(n.dir, differingSysctls(), n.kubeletRoot(), c.opts.NodeFS, ready)}
 	if n.holder, err = c.startNodeProcess(nodeHolderName, holderArgs); err != nil {
 		return err
 	}
@@ -374,6 +374,7 @@ func (c *Cluster) writeKubeletFiles(n *realNode, socket string) ([]string, error
 		containerdSocket: socket,
 		podLogsDir:       filepath.Join(n.dir, "pod-logs"),
 		volumePluginDir:  filepath.Join(n.dir, "volume-plugins"),
+		nodeFS:           c.opts.NodeFS,
 	}
 	config := filepath.Join(dir, "config.yaml")
 	if err := writeFiles(map[string]string{
@@ -386,7 +387,7 @@ func (c *Cluster) writeKubeletFiles(n *realNode, socket string) ([]string, error
 	return []string{
 		"--config=" + config,
 		"--kubeconfig=" + kubeconfig,
-		"--root-dir=" + filepath.Join(dir, "root"),
+		"--root-dir=" + n.kubeletRoot(),
 		"--cert-dir=" + filepath.Join(dir, "pki"),
 		"--hostname-override=" + RealNodeName,
 		"--node-ip=" + n.net.nodeIP,
@@ -422,6 +423,9 @@ func (c *Cluster) writeNodeKubeconfig(path, user string, groups ...string) error
 	}
 	return writeKubeconfig(path, cfg)
 }
+
+// kubeletRoot is the kubelet's root directory (--root-dir), its nodefs.
+func (n *realNode) kubeletRoot() string { return filepath.Join(n.dir, "kubelet", "root") }
 
 // dialInNode opens a TCP connection from inside the node's network namespace.
 func (n *realNode) dialInNode(ctx context.Context, network, addr string) (net.Conn, error) {

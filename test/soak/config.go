@@ -33,8 +33,10 @@ type Config struct {
 	ConvergeBound time.Duration
 	// SampleInterval is the period of the /metrics samples.
 	SampleInterval time.Duration
-	// Warmup is the start of each controller process left out of the slopes: the
-	// caches fill after a process starts to lead.
+	// Warmup is the start of each leader left out of the slopes: after a process
+	// starts to lead, its caches fill, and so do the bounded ones (the Event
+	// correlator's 256 Events, the write cache's entries of a minute) and its heap's
+	// high-water mark, over minutes.
 	Warmup time.Duration
 	// Seed seeds the churn's choices (0: the time).
 	Seed int64
@@ -72,7 +74,7 @@ const (
 	FaultContainerd     = "containerd-restart"
 	FaultNodePressure   = "node-pressure"
 	defaultSampleEvery  = 10 * time.Second
-	defaultWarmup       = 2 * time.Minute
+	defaultWarmup       = 5 * time.Minute
 	defaultBound        = 2 * time.Minute
 	defaultFaultEvery   = 3*time.Minute + 30*time.Second
 	defaultFirstFault   = 2 * time.Minute
@@ -98,6 +100,15 @@ func DefaultApps(node string) int {
 		return realNodeAppsDefault
 	}
 	return kwokAppsDefault
+}
+
+// nodeFS is the size of the real node's nodefs when the node-pressure fault is to be
+// made (localcluster.Options.NodeFS), 0 otherwise.
+func (cfg *Config) nodeFS() int64 {
+	if slices.Contains(cfg.Faults, FaultNodePressure) {
+		return nodeFS
+	}
+	return 0
 }
 
 // complete fills in the defaults and checks cfg.

@@ -55,7 +55,8 @@ type Restart struct {
 	LastLine string `json:"last_line,omitempty"`
 	// Cause: "injected" (the soak killed it), "lease-lost" (its lease could not be
 	// renewed for the renew deadline during an injected fault of the control plane and
-	// it exited, as designed: docs/architecture.md), or "unexpected".
+	// it exited, as designed: docs/architecture.md), "evicted" (the kubelet evicted its
+	// pod during the node-pressure fault), or "unexpected".
 	Cause string `json:"cause"`
 }
 
@@ -64,6 +65,8 @@ const (
 	causeInjected   = "injected"
 	causeLeaseLost  = "lease-lost"
 	causeUnexpected = "unexpected"
+	// causeEvicted: the kubelet evicted its pod, as the node-pressure fault makes it.
+	causeEvicted = "evicted"
 	// leaseLostLog is what a leader that lost its lease logs before it exits
 	// (pkg/controllermanager/leaderelection.go).
 	leaseLostLog = "leader election lost"

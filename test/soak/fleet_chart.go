@@ -162,6 +162,21 @@ func (f *chartFleet) refresh(ctx context.Context) error {
 			f.pods[p.Name] = cp
 		}
 		f.mu.Unlock()
+		if p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted" {
+			f.mu.Lock()
+			if !cp.gone {
+				cp.gone = true
+				process := fmt.Sprintf("%s#%d", cp.name, cp.restarts)
+				_, last := f.logs.cause(process)
+				f.records = append(f.records, Restart{Instance: process, At: time.Now(), How: "evicted: " + p.Status.Message, LastLine: last, Cause: causeEvicted})
+				if cp.forward != nil {
+					cp.forward.Stop()
+					cp.forward = nil
+				}
+			}
+			f.mu.Unlock()
+			continue
+		}
 		if len(p.Status.ContainerStatuses) == 0 {
 			continue
 		}

@@ -46,7 +46,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		var err error
 		cluster, err = localcluster.Start(ctx, localcluster.Options{
-			BinDir: cfg.BinDir, StateDir: filepath.Join(cfg.WorkDir, "cluster"), CRDDir: crds, Node: cfg.Node,
+			BinDir: cfg.BinDir, StateDir: filepath.Join(cfg.WorkDir, "cluster"), CRDDir: crds, Node: cfg.Node, NodeFS: cfg.nodeFS(),
 			// The driver's own writes (the admin's) too: when each App was deleted.
 			PodCapacity: 2*cfg.Apps + 100, AuditUsers: append(controllerUsers(cfg.Node), localcluster.AdminUser), KeepState: true,
 			Out: harness.PrefixWriter{W: cfg.Out, Prefix: "  cluster: "},
@@ -154,7 +154,7 @@ func (r *run) run(ctx context.Context, logDir string) (*Report, error) {
 	wg.Go(func() { r.sampler.run(sampleCtx, cfg.SampleInterval) })
 	churnCtx, stopChurn := context.WithTimeout(ctx, cfg.Duration)
 	defer stopChurn()
-	inj := &injector{cluster: r.cluster, fleet: r.fleet, start: start}
+	inj := &injector{cluster: r.cluster, kube: r.kube, fleet: r.fleet, start: start}
 	var faults []FaultRecord
 	wg.Go(func() {
 		faults = inj.schedule(churnCtx, cfg.Faults, cfg.FirstFault, cfg.FaultInterval, cfg.Duration-cfg.ConvergeBound, func(f FaultRecord) {
@@ -352,16 +352,16 @@ func (r *run) progress(ctx context.Context, start time.Time) {
 }
 
 // classifyRestarts keeps the causes of the restarts, except that a leader that lost
-// its lease outside an injected fault of the control plane (and a minute after it) is
-// unexpected.
+// its lease outside an injected fault (and a minute after it), or a pod evicted outside
+// the node-pressure fault, is unexpected.
 func classifyRestarts(restarts []Restart, faults []FaultRecord) []Restart {
 	for i, x := range restarts {
-		if x.Cause != causeLeaseLost {
+		if x.Cause != causeLeaseLost && x.Cause != causeEvicted {
 			continue
 		}
 		during := false
 		for _, f := range faults {
-			if !x.At.Before(f.Start) && x.At.Before(f.End.Add(time.Minute)) {
+			if (x.Cause == causeLeaseLost || f.Kind == FaultNodePressure) && !x.At.Before(f.Start) && x.At.Before(f.End.Add(time.Minute)) {
 				during = true
 			}
 		}

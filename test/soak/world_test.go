@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -50,22 +51,10 @@ func TestHistory(t *testing.T) {
 		for _, h := range r.expectedRevisions(historyLimit) {
 			got = append(got, h.DeploymentTemplate.Image)
 		}
-		if isNew != s.wantNew || full != s.wantFull || !equal(got, s.wantRevisions) {
+		if isNew != s.wantNew || full != s.wantFull || !slices.Equal(got, s.wantRevisions) {
 			t.Errorf("step %d (%s): new %v, full %v, revisions %v; want %v, %v, %v", i, s.image, isNew, full, got, s.wantNew, s.wantFull, s.wantRevisions)
 		}
 	}
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestConvergence follows an App's timeline: converged at a generation when it reports
