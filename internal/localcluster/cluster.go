@@ -312,9 +312,11 @@ func (c *Cluster) start(ctx context.Context, stages []string) error {
 	var kcmErr, schedErr error
 	wg.Go(func() {
 		_, kcmErr = c.startComponent(ctx, component{
-			name:    controllerManagerName,
-			nPorts:  1,
-			args:    func(ports []int) []string { return controllerManagerArgs(certs, c.Kubeconfig, ports[0]) },
+			name:   controllerManagerName,
+			nPorts: 1,
+			args: func(ports []int) []string {
+				return controllerManagerArgs(certs, c.Kubeconfig, ports[0], c.opts.Node == NodeReal && c.opts.NodeFS > 0)
+			},
 			ready:   healthz,
 			timeout: healthzTimeout,
 			address: address,
