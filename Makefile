@@ -53,10 +53,20 @@ INTEGRATION_PARALLEL ?= 2
 export CGO_ENABLED ?= 0
 export GOFLAGS ?= -trimpath
 
-##@ Run the product
+##@ General
+
+# The targets with a "## help" comment, under the "##@" section above them (the
+# kubebuilder scaffold's help).
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target> [VAR=value ...]\n"} \
+		/^[a-zA-Z0-9_\/-]+:.*?##/ { printf "  %-16s %s\n", $$1, $$2 } \
+		/^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Run locally
 
 .PHONY: dev
-dev: cluster-up plugin ## Start a local control plane (NODE=real: a node that runs pods for real), install the CRD, apply the examples and run the controller.
+dev: cluster-up plugin ## Local control plane, CRD and example Apps, then the controller in the foreground (NODE=real: pods run for real).
 	@# Always the local cluster: never a KUBECONFIG from the environment.
 	@$(MAKE) --no-print-directory install examples KUBECONFIG=$(LOCAL)/kubeconfig
 	@echo
@@ -70,18 +80,25 @@ dev: cluster-up plugin ## Start a local control plane (NODE=real: a node that ru
 	@$(MAKE) --no-print-directory run KUBECONFIG=$(LOCAL)/kubeconfig
 
 .PHONY: run
-run: build ## Run the controller in the foreground against the current KUBECONFIG (ARGS=... adds flags, V=log verbosity).
+run: build ## Run the controller in the foreground against $KUBECONFIG (ARGS=flags, V=log verbosity).
 	$(BIN)/app-controller --kubeconfig "$(KUBECONFIG)" -v=$(V) $(ARGS)
 
+.PHONY: examples
+examples: $(KUBECTL) ## Apply the example Apps (namespace tcs).
+	$(KUBECTL) create namespace tcs --dry-run=client -o yaml | $(KUBECTL) apply -f -
+	$(KUBECTL) apply -f artifacts/example/
+
+##@ Build
+
 .PHONY: build
-build: plugin ## Build the controller and the kubectl plugin into bin/ (app-controller, kubectl-app; stamped with VERSION and COMMIT).
+build: plugin ## Build bin/app-controller and bin/kubectl-app, stamped with VERSION and COMMIT.
 	$(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/app-controller ./cmd/app-controller
 
 # kubectl runs kubectl_complete-app, next to kubectl-app on PATH, to complete `kubectl app ...`.
 PLUGIN_COMPLETE := cmd/kubectl-app/kubectl_complete-app
 
 .PHONY: plugin
-plugin: ## Build the kubectl plugin into bin/kubectl-app, with bin/kubectl_complete-app (put bin/ on PATH, then: kubectl app tree NAME).
+plugin: ## Build the kubectl plugin, bin/kubectl-app, with its completion hook bin/kubectl_complete-app.
 	$(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/kubectl-app ./cmd/kubectl-app
 	install -m 0755 $(PLUGIN_COMPLETE) $(BIN)/kubectl_complete-app
 
@@ -93,39 +110,38 @@ PLUGIN_DIST      := dist
 PLUGIN_DOC       := $(firstword $(wildcard LICENSE) README.md)
 
 .PHONY: plugin-dist
-plugin-dist: ## Cross-compile kubectl-app for PLUGIN_PLATFORMS into krew archives dist/kubectl-app_VERSION_OS_ARCH.tar.gz and render dist/app.yaml (VERSION=...).
+plugin-dist: ## Cross-compile the plugin into krew archives and the krew manifest in dist/ (VERSION=).
 	@$(MAKE_SH) plugin-dist $(VERSION) hack/krew/app.yaml $(PLUGIN_DIST) $(PLUGIN_PLATFORMS) -- $(PLUGIN_COMPLETE) $(PLUGIN_DOC)
-
-.PHONY: install
-install: $(KUBECTL) ## Apply the CRD to the cluster of the current KUBECONFIG and wait until it is established.
-	$(KUBECTL) apply --server-side --force-conflicts -f config/crd/bases
-	$(KUBECTL) wait --for condition=Established --timeout 60s crd/apps.appcontroller.k8s.io
-
-.PHONY: uninstall
-uninstall: $(KUBECTL) ## Delete the CRD (and every App) from the cluster of the current KUBECONFIG.
-	$(KUBECTL) delete --ignore-not-found -f config/crd/bases
-
-.PHONY: deploy
-deploy: $(KUBECTL) ## Install the CRD, RBAC and the controller Deployment (config/default) into the current KUBECONFIG's cluster; IMG=... sets the image.
-	$(MAKE_SH) manifests $(IMG) | $(KUBECTL) apply --server-side -f -
-
-.PHONY: undeploy
-undeploy: $(KUBECTL) ## Delete what deploy installed, the CRD and every App included.
-	$(KUBECTL) kustomize config/default | $(KUBECTL) delete --ignore-not-found -f -
 
 # The one-file installer: config/default with the image IMG (kubebuilder's build-installer).
 INSTALLER ?= dist/install.yaml
 
 .PHONY: build-installer
-build-installer: $(KUBECTL) ## Write dist/install.yaml (CRD, namespace, RBAC, Deployment of IMG=...) for kubectl apply -f.
+build-installer: $(KUBECTL) ## Write dist/install.yaml: CRD, namespace, RBAC and the Deployment of IMG.
 	@mkdir -p $(dir $(INSTALLER))
 	$(MAKE_SH) manifests $(IMG) > $(INSTALLER)
 	@echo "wrote $(INSTALLER) (image $(IMG))"
 
-.PHONY: examples
-examples: $(KUBECTL) ## Apply the example Apps (namespace tcs).
-	$(KUBECTL) create namespace tcs --dry-run=client -o yaml | $(KUBECTL) apply -f -
-	$(KUBECTL) apply -f artifacts/example/
+##@ Deploy to the cluster of $KUBECONFIG
+
+.PHONY: install
+install: $(KUBECTL) ## Apply the CRD to the cluster of $KUBECONFIG and wait until it is established.
+	$(KUBECTL) apply --server-side --force-conflicts -f config/crd/bases
+	@# A jsonpath, not --for condition=Established: on a CRD just created, before it has
+	@# any condition, kubectl wait --for condition fails instead of waiting.
+	$(KUBECTL) wait --for 'jsonpath={.status.conditions[?(@.type=="Established")].status}=True' --timeout 60s crd/apps.appcontroller.k8s.io
+
+.PHONY: uninstall
+uninstall: $(KUBECTL) ## Delete the CRD, and with it every App, from the cluster of $KUBECONFIG.
+	$(KUBECTL) delete --ignore-not-found -f config/crd/bases
+
+.PHONY: deploy
+deploy: $(KUBECTL) ## Apply the CRD, RBAC and the controller Deployment of IMG (config/default) to $KUBECONFIG.
+	$(MAKE_SH) manifests $(IMG) | $(KUBECTL) apply --server-side -f -
+
+.PHONY: undeploy
+undeploy: $(KUBECTL) ## Delete what deploy applied, the CRD and every App included.
+	$(KUBECTL) kustomize config/default | $(KUBECTL) delete --ignore-not-found -f -
 
 ##@ Container image
 
@@ -160,7 +176,7 @@ comma := ,
 # $(IMAGE_DOC_DIR)/sbom.cdx.json beside the LICENSE. No serial number and no timestamp,
 # so that the same binary gives the same SBOM and the image stays reproducible.
 .PHONY: image
-image: $(IMAGEBUILD) $(SBOM_TOOL) ## Build the image without Docker: OCI layout bin/image/oci (PLATFORMS), a docker-load tarball of the host arch and the SBOM bin/image/sbom.cdx.json.
+image: $(IMAGEBUILD) $(SBOM_TOOL) ## Build the image index (PLATFORMS) and its SBOM into bin/image, without Docker.
 	@$(MAKE_SH) cross ./cmd/app-controller $(IMAGE_DIR) $(PLATFORMS)
 	@$(MAKE_SH) sbom $(SBOM_TOOL) $(VERSION) $(IMAGE_DIR) linux/$(HOST_ARCH) $(PLATFORMS)
 	$(IMAGEBUILD) build --layout $(IMAGE_LAYOUT) --tag $(IMG) \
@@ -170,11 +186,11 @@ image: $(IMAGEBUILD) $(SBOM_TOOL) ## Build the image without Docker: OCI layout 
 		--created-epoch $(SOURCE_DATE_EPOCH) --version $(VERSION) --revision $(COMMIT) --source $(IMAGE_SOURCE)
 
 .PHONY: image-push
-image-push: $(IMAGEBUILD) ## Push the image index of bin/image/oci (make image first) to IMG, with the credentials of ~/.docker/config.json.
+image-push: $(IMAGEBUILD) ## Push the image index of bin/image/oci to IMG (credentials of ~/.docker/config.json).
 	$(IMAGEBUILD) push --layout $(IMAGE_LAYOUT) $(IMG)
 
 .PHONY: test-image
-test-image: image ## Build the image, then check it: valid index of PLATFORMS, config, static binary, files, SBOM, reproducible digest.
+test-image: image ## Build the image, then check it: index, config, static binary, SBOM, reproducible digest.
 	cd hack/tools && IMAGE_LAYOUT=$(IMAGE_LAYOUT) IMAGE_BINARIES=$(IMAGE_DIR) IMAGE_PLATFORMS=$(PLATFORMS) IMAGE_SBOM=$(IMAGE_DIR)/sbom.cdx.json \
 		$(GO) test -count=1 ./imagebuild/...
 
@@ -187,7 +203,7 @@ $(SBOM_TOOL): hack/tools/sbom/go.mod hack/tools/sbom/go.sum
 
 # With Docker (or CONTAINER_TOOL=podman), as the kubebuilder scaffold has them.
 .PHONY: docker-build
-docker-build: ## Build the image from the Dockerfile with CONTAINER_TOOL (default docker), tagged IMG.
+docker-build: ## Build IMG from the Dockerfile with CONTAINER_TOOL (default docker).
 	$(CONTAINER_TOOL) build $(DOCKER_BUILD_ARGS) -t $(IMG) .
 
 .PHONY: docker-push
@@ -197,7 +213,7 @@ docker-push: ## Push IMG with CONTAINER_TOOL.
 # docker-buildx cross-compiles in the builder stage (FROM --platform=$BUILDPLATFORM) for
 # each of PLATFORMS and pushes the multi-platform image to IMG.
 .PHONY: docker-buildx
-docker-buildx: ## Build and push the image for PLATFORMS with docker buildx.
+docker-buildx: ## Build and push IMG for PLATFORMS with docker buildx.
 	sed -e '1 s/\(^FROM\)/FROM --platform=\$$\{BUILDPLATFORM\}/; t' -e ' 1,// s//FROM --platform=\$$\{BUILDPLATFORM\}/' Dockerfile > Dockerfile.cross
 	- $(CONTAINER_TOOL) buildx create --name app-controller-builder
 	$(CONTAINER_TOOL) buildx use app-controller-builder
@@ -213,7 +229,7 @@ CHART := charts/app-controller
 CHART_KUBE_VERSION := 1.36.3
 
 .PHONY: helm
-helm: $(HELM) ## Build bin/helm, the Helm version pinned in test/chart/go.mod.
+helm: $(HELM) ## Build bin/helm, the version pinned in test/chart/go.mod.
 
 # Rebuilt only when the pinned version changes (first build: about 2 minutes).
 $(HELM): test/chart/go.mod test/chart/go.sum
@@ -221,11 +237,11 @@ $(HELM): test/chart/go.mod test/chart/go.sum
 		$(GO) build -ldflags "-X helm.sh/helm/v3/internal/version.version=$$version" -o $(HELM) helm.sh/helm/v3/cmd/helm
 
 .PHONY: helm-lint
-helm-lint: $(HELM) ## helm lint --strict the chart, and render it with each values file of its ci/ directory.
+helm-lint: $(HELM) ## helm lint --strict the chart and render it with each of its ci/ values files.
 	@$(MAKE_SH) helm-lint $(HELM) $(CHART) $(CHART_KUBE_VERSION)
 
 .PHONY: test-chart
-test-chart: tools ## Chart and installer tests: offline (lint, render, schema) and on a local control plane (dry runs, install, run, uninstall).
+test-chart: tools ## The chart's and the installer's tests: offline, then on a local control plane.
 	cd test/chart && KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) \
 		$(GO) test -count=1 -p 1 -timeout $(INTEGRATION_TIMEOUT) ./... $(TESTFLAGS)
 
@@ -237,11 +253,11 @@ NODE ?= kwok
 # What a real node needs beyond `make tools`: the Debian packages and `make node-tools`.
 CLUSTER_UP_DEPS = tools $(if $(filter real,$(NODE)),node-packages node-tools)
 # kube-apiserver's feature gates, e.g. FEATURE_GATES=ShardedListAndWatch=true to try an
-# alpha API (docs/operations.md measures server-side sharding with it).
+# alpha API (docs/how-to/sharding.md measures server-side sharding with it).
 FEATURE_GATES ?=
 
 .PHONY: cluster-up
-cluster-up: $(CLUSTER_UP_DEPS) $(BIN)/localcluster ## Start the local control plane in the background (NODE=real: a node that runs pods for real; FEATURE_GATES=...: kube-apiserver's); admin kubeconfig at .local/kubeconfig.
+cluster-up: $(CLUSTER_UP_DEPS) $(BIN)/localcluster ## Start the local control plane in the background (NODE=real, FEATURE_GATES=...); kubeconfig .local/kubeconfig.
 	$(BIN)/localcluster up --bin-dir $(BIN) --state-dir $(LOCAL) --crd-dir config/crd/bases --gateway-api --node $(NODE) --feature-gates '$(FEATURE_GATES)'
 
 .PHONY: cluster-down
@@ -249,7 +265,7 @@ cluster-down: $(BIN)/localcluster ## Stop the local control plane and remove its
 	$(BIN)/localcluster down --state-dir $(LOCAL)
 
 .PHONY: tools
-tools: $(CLUSTER_BINS) $(KWOK_STAGES) ## Build the control plane binaries into bin/: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl (one binary), etcd, kwok (first time: about 8-10 minutes on 2 cores).
+tools: $(CLUSTER_BINS) $(KWOK_STAGES) ## Build the control plane binaries into bin/ (first time: about 8-10 minutes on 2 cores).
 
 # One go build for all of them: it shares the compile work. Rebuilt only when the tools
 # module changes.
@@ -260,22 +276,28 @@ $(CLUSTER_BINS) &: hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go h
 	@for c in $(KUBE_COMMANDS); do ln -sfn kube $(BIN)/$$c; done
 	@touch $(CLUSTER_BINS)
 
-# The real node's images: agnhost from the same k8s.io/kubernetes module as the kubelet
-# and kube-proxy of `make tools`, the image tool, and two OCI layouts the cluster's registry
-# serves: agnhost:2.63.0 (the binary at /agnhost, its entrypoint, as upstream) and the
-# pods' sandbox image, agnhost run as `pause`.
-NODE_BINS   := $(BIN)/agnhost
-NODE_IMAGES := $(BIN)/node-images
+# The real node's images: agnhost and resource-consumer from the same k8s.io/kubernetes
+# module as the kubelet and kube-proxy of `make tools`, the image tool, and three OCI
+# layouts the cluster's registry serves: agnhost:2.63.0 (the binary at /agnhost, its
+# entrypoint, as upstream), the pods' sandbox image, agnhost run as `pause`, and
+# resource-consumer:1.15.0 (as upstream's Dockerfile: /consumer, its entrypoint, and the
+# helper it runs to burn CPU at /consume-cpu/consume-cpu; not upstream's `stress`, a
+# Debian package, so its /ConsumeMem does nothing here). And metrics-server, which the
+# cluster runs beside the control plane (hack/tools/metrics-server).
+NODE_BINS      := $(BIN)/agnhost $(BIN)/resource-consumer $(BIN)/consume-cpu
+NODE_IMAGES    := $(BIN)/node-images
+METRICS_SERVER := $(BIN)/metrics-server
 
 .PHONY: node-tools
-node-tools: tools $(NODE_BINS) $(IMAGEBUILD) $(NODE_IMAGES) ## Build the real node's images (agnhost, pause) into bin/ (cached); the kubelet and kube-proxy come with make tools.
+node-tools: tools $(NODE_BINS) $(IMAGEBUILD) $(NODE_IMAGES) ## Build the real node's images (agnhost, pause, resource-consumer) and metrics-server into bin/.
 
-$(NODE_BINS): hack/tools/go.mod hack/tools/go.sum
+$(NODE_BINS) &: hack/tools/go.mod hack/tools/go.sum
 	@mkdir -p $(BIN)
-	cd hack/tools && $(GO) build -o $(BIN)/ k8s.io/kubernetes/test/images/agnhost
+	cd hack/tools && $(GO) build -o $(BIN)/ k8s.io/kubernetes/test/images/agnhost k8s.io/kubernetes/test/images/resource-consumer/consume-cpu
+	cd hack/tools && $(GO) build -o $(BIN)/resource-consumer k8s.io/kubernetes/test/images/resource-consumer
 	@touch $(NODE_BINS)
 
-$(NODE_IMAGES): $(BIN)/agnhost $(IMAGEBUILD)
+$(NODE_IMAGES): $(NODE_BINS) $(IMAGEBUILD)
 	@rm -rf $@
 	$(IMAGEBUILD) build --layout $@/agnhost --tag agnhost:2.63.0 --platform linux/$(HOST_ARCH)=$(BIN)/agnhost \
 		--entrypoint /agnhost --user 0:0 --created-epoch 0 --version 2.63.0 --revision k8s.io/kubernetes@v1.36.3 \
@@ -283,6 +305,19 @@ $(NODE_IMAGES): $(BIN)/agnhost $(IMAGEBUILD)
 	$(IMAGEBUILD) build --layout $@/pause --tag pause:2.63.0 --platform linux/$(HOST_ARCH)=$(BIN)/agnhost \
 		--entrypoint /agnhost --arg pause --user 65535:65535 --created-epoch 0 --version 2.63.0 --revision k8s.io/kubernetes@v1.36.3 \
 		--source https://github.com/kubernetes/kubernetes/tree/master/test/images/agnhost >/dev/null
+	$(IMAGEBUILD) build --layout $@/resource-consumer --tag resource-consumer:1.15.0 --platform linux/$(HOST_ARCH)=$(BIN)/resource-consumer \
+		--executable /consume-cpu/consume-cpu=$(BIN)/consume-cpu \
+		--entrypoint /consumer --user 0:0 --created-epoch 0 --version 1.15.0 --revision k8s.io/kubernetes@v1.36.3 \
+		--source https://github.com/kubernetes/kubernetes/tree/master/test/images/resource-consumer >/dev/null
+
+# metrics-server, from its own module (its Kubernetes libraries are not the control
+# plane's), stamped with its version as its own Makefile does; a node tool too (first
+# build: about 2 minutes of 2 cores).
+node-tools: $(METRICS_SERVER)
+$(METRICS_SERVER): hack/tools/metrics-server/go.mod hack/tools/metrics-server/go.sum
+	@mkdir -p $(BIN)
+	cd hack/tools/metrics-server && version=$$($(GO) list -m -f '{{.Version}}' sigs.k8s.io/metrics-server) && \
+		$(GO) build -ldflags "-X k8s.io/client-go/pkg/version.gitVersion=$$version" -o $@ sigs.k8s.io/metrics-server/cmd/metrics-server
 
 # Traefik v3 (hack/tools/traefik), a real ingress and Gateway API controller, and its
 # image (entrypoint /traefik), for make e2e-traffic only: its first build downloads about
@@ -299,11 +334,6 @@ $(TRAEFIK_IMAGE): $(TRAEFIK) $(IMAGEBUILD)
 	$(IMAGEBUILD) build --layout $@ --tag traefik:v3.6.12 --platform linux/$(HOST_ARCH)=$(TRAEFIK) \
 		--entrypoint /traefik --user 65532:65532 --created-epoch 0 --version v3.6.12 --revision github.com/traefik/traefik/v3@v3.6.12 \
 		--source https://github.com/traefik/traefik >/dev/null
-
-.PHONY: e2e-traffic
-e2e-traffic: node-packages tools node-tools $(TRAEFIK_IMAGE) ## Opt-in: requests by Host header through Traefik to an App's pods, by its route's Ingress and HTTPRoute, on a real node (first run builds Traefik: about 10 minutes).
-	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) TRAEFIK_IMAGE_LAYOUT=$(TRAEFIK_IMAGE) \
-		$(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) ./test/e2e/traffic/ $(TESTFLAGS)
 
 # The Debian packages a real node runs: containerd, runc, the CNI plugins and iptables,
 # installed with apt-get when one is missing (root).
@@ -330,11 +360,11 @@ $(BIN)/localcluster:
 ##@ Develop
 
 .PHONY: generate
-generate: ## Regenerate deepcopy, register, clientset, listers, informers, apply configurations, the CRD and the ClusterRole.
+generate: ## Regenerate the clients, CRD, RBAC, chart files and the reference pages of docs/ from the code.
 	./hack/update-codegen.sh
 
 .PHONY: verify
-verify: ## Fail if generated code is stale (regenerated in a clean copy), code is not gofmt-clean, go vet complains, go.mod is untidy or the apply configuration externals do not match the API.
+verify: ## Fail if generated files are stale, gofmt or go vet complain, a go.mod is untidy or the supply chain checks fail.
 	./hack/verify.sh
 
 # The platforms of the image `make test` builds and checks: the host's. A cross-compiled
@@ -356,8 +386,14 @@ TEST_TOOLS = tools $(if $(filter 0,$(shell id -u)),node-packages node-tools $(HE
 # each one's output whole when it ends.
 TEST_STEPS = verify unit test-image integration+test-chart+e2e
 
+.PHONY: clean
+clean: ## Remove bin/ and .local/ (stops nothing: run cluster-down first).
+	rm -rf $(BIN) $(LOCAL)
+
+##@ Test
+
 .PHONY: test
-test: ## Everything CI runs: verify, unit tests with -race, the image (host platform), integration tests on a real control plane, the chart's tests, the end-to-end tests on a real node.
+test: ## Everything CI runs: verify, unit, test-image, then integration, test-chart and e2e at the same time.
 	@TEST_TOOLS='$(TEST_TOOLS)' $(MAKE_SH) test $(TEST_STEPS)
 
 # Unit tests are hermetic (no cluster, no network), so go test's cache may replay the
@@ -365,7 +401,7 @@ test: ## Everything CI runs: verify, unit tests with -race, the image (host plat
 # integration tests, which run a control plane, always run (-count=1).
 # `make unit TESTFLAGS=-count=1` forces a rerun.
 .PHONY: unit
-unit: ## Unit tests, with the race detector and the cache mutation detector.
+unit: ## Unit tests with the race detector and the cache mutation detector.
 	KUBE_CACHE_MUTATION_DETECTOR=true CGO_ENABLED=1 $(GO) test -race $(UNIT_PKGS) $(TESTFLAGS)
 
 .PHONY: integration
@@ -381,7 +417,7 @@ integration: tools ## Integration tests against a local kube-apiserver, etcd, co
 # The end-to-end tests run where a real node can (root, cgroups); elsewhere `make e2e` says
 # in one line what it skipped and why, except with CI=true, where that fails the run.
 .PHONY: e2e
-e2e: $(BIN)/localcluster ## End-to-end tests on a real node (root): the image pushed and installed with helm and with the installer, the seed Apps serving traffic, failover, upgrade, OOM, the API server away (APP_CONTROLLER_E2E_OUTAGE=3m for the long outage).
+e2e: $(BIN)/localcluster ## End-to-end tests on a real node (root; elsewhere one line says why they are skipped).
 	@if reason=$$($(BIN)/localcluster can-run-real-node); then \
 		$(MAKE) --no-print-directory e2e-run; \
 	elif [ "$${CI:-}" = true ]; then echo "make e2e: $$reason (CI=true: a skipped tier fails the run)" >&2; exit 1; \
@@ -390,12 +426,19 @@ e2e: $(BIN)/localcluster ## End-to-end tests on a real node (root): the image pu
 # End-to-end packages run this many at a time, each with its own real node (lcnode-N):
 # they mostly wait (image pulls, probes, the kubelet's back-off, Stalled thresholds).
 E2E_PARALLEL ?= 2
+# The end-to-end packages (E2E_PKGS=./test/e2e/tutorial runs one).
+E2E_PKGS ?= ./test/e2e/...
 
 .PHONY: e2e-run
 e2e-run: node-packages tools node-tools $(HELM)
 	$(MAKE) --no-print-directory image PLATFORMS=linux/$(HOST_ARCH)
 	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) \
-		$(GO) test -count=1 -p $(E2E_PARALLEL) -timeout $(INTEGRATION_TIMEOUT) ./test/e2e/... $(TESTFLAGS)
+		$(GO) test -count=1 -p $(E2E_PARALLEL) -timeout $(INTEGRATION_TIMEOUT) $(E2E_PKGS) $(TESTFLAGS)
+
+.PHONY: e2e-traffic
+e2e-traffic: node-packages tools node-tools $(TRAEFIK_IMAGE) ## Opt-in: requests through Traefik to an App's Ingress and HTTPRoute on a real node (builds Traefik).
+	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) TRAEFIK_IMAGE_LAYOUT=$(TRAEFIK_IMAGE) \
+		$(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) ./test/e2e/traffic/ $(TESTFLAGS)
 
 # How long `make fuzz` runs each Go fuzz target.
 FUZZTIME ?= 60s
@@ -403,21 +446,25 @@ FUZZTIME ?= 60s
 FUZZ_TARGETS = ./pkg/controller/app:FuzzSyncApp ./pkg/controller/app:FuzzDesiredChildren ./pkg/controller/app:FuzzArbitrationOrder
 
 .PHONY: fuzz
-fuzz: ## Run each Go fuzz target for FUZZTIME (default 60s); a failing input lands in the package's testdata/fuzz.
+fuzz: ## Run each Go fuzz target for FUZZTIME (default 60s).
 	@$(MAKE_SH) fuzz $(FUZZTIME) $(FUZZ_TARGETS)
+
+##@ Benchmarks
 
 # make bench: N Apps of REPLICAS replicas, ROUNDS rounds (docs/performance.md).
 N        ?= 1000
 REPLICAS ?= 1
 ROUNDS   ?= 1
 BENCH_WORK_DIR := $(LOCAL)/bench
+# The JSON figures of the last run (docs/performance.md says what each key means).
+BENCH_OUT      ?= $(LOCAL)/bench-result.json
 
 .PHONY: bench
-bench: tools build ## The harness on its own control plane: floor, converge, idle, restart, churn (N=1000 REPLICAS=1 ROUNDS=1); writes docs/bench-results/latest.json.
+bench: tools build ## The benchmark harness on its own control plane (N=1000 REPLICAS=1 ROUNDS=1).
 	rm -rf $(BENCH_WORK_DIR)
 	$(GO) run ./test/bench/cmd/appbench -apps $(N) -replicas $(REPLICAS) -rounds $(ROUNDS) \
 		-bin-dir $(BIN) -controller $(BIN)/app-controller -crd-dir config/crd/bases \
-		-work-dir $(BENCH_WORK_DIR) -out docs/bench-results/latest.json $(BENCHFLAGS)
+		-work-dir $(BENCH_WORK_DIR) -out $(BENCH_OUT) $(BENCHFLAGS)
 
 # make soak: the controller for DURATION under a steady churn of Apps and faults at
 # intervals, then the invariants (docs/soak.md). NODE=kwok (the default, as for
@@ -445,15 +492,6 @@ $(SOAKPLOT): hack/tools/soakplot/go.mod hack/tools/soakplot/go.sum hack/tools/so
 	cd hack/tools/soakplot && $(GO) build -o $@ .
 
 .PHONY: microbench
-microbench: ## Go benchmarks of pure functions (CPU and allocations), without a cluster.
+microbench: ## Go benchmarks of pure functions (CPU, allocations), without a cluster.
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 $(UNIT_PKGS) $(BENCHFLAGS)
 
-.PHONY: clean
-clean: ## Remove bin/ and .local/ (stops nothing: run cluster-down first).
-	rm -rf $(BIN) $(LOCAL)
-
-.PHONY: help
-help: ## Show this help.
-	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target>\n"} \
-		/^[a-zA-Z0-9_\/-]+:.*?##/ { printf "  %-14s %s\n", $$1, $$2 } \
-		/^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)

@@ -5,8 +5,10 @@
 # as a tool in go.mod), the ClusterRole from the +kubebuilder:rbac markers of the
 # controllers (controller-gen), the copies of the CRD and the roles the Helm chart
 # renders (charts/app-controller/files), the copies of the example Apps in
-# config/samples, and the API reference docs/api.md
-# (crd-ref-docs, pinned in hack/tools/docs). Nothing is downloaded but Go modules.
+# config/samples, the API reference docs/reference/api.md (crd-ref-docs, pinned in
+# hack/tools/docs) and the reference pages generated from the code (hack/refdocs: the
+# kubectl plugin's commands, the controller's flags and metrics, the chart's values).
+# Nothing is downloaded but Go modules.
 set -o errexit -o nounset -o pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -32,7 +34,7 @@ kube::codegen::gen_register --boilerplate "${BOILERPLATE}" "${ROOT}/pkg/apis"
 # The App's spec and status embed apps/v1 and core/v1 types: reuse client-go's apply
 # configurations for them instead of generating copies (without an entry the generated
 # apply configuration would hold the plain API type). The list is
-# hack/applyconfig-externals.txt; make verify checks it against types.go.
+# hack/applyconfig-externals.txt; make verify checks it against the types*.go files.
 externals=()
 while read -r t; do
     case "${t}" in "" | "#"*) continue ;; esac
@@ -85,7 +87,7 @@ for f in test_app.yaml test_app_2.yaml; do
     } >"${ROOT}/config/samples/${f}"
 done
 
-# The API reference docs/api.md, from the types' doc comments and markers: crd-ref-docs,
+# The API reference docs/reference/api.md, from the types' doc comments and markers: crd-ref-docs,
 # pinned in its own module (hack/tools/docs) and built once into bin/codegen.
 if [ ! -x "${GOBIN}/crd-ref-docs" ] || [ hack/tools/docs/go.mod -nt "${GOBIN}/crd-ref-docs" ]; then
     (cd hack/tools/docs && go build -o "${GOBIN}/crd-ref-docs" github.com/elastic/crd-ref-docs)
@@ -94,5 +96,9 @@ fi
     --source-path=pkg/apis \
     --config=hack/api-docs.yaml \
     --renderer=markdown \
-    --output-path=docs/api.md \
+    --output-path=docs/reference/api.md \
     --log-level=ERROR
+
+# The reference pages of the plugin's commands, the controller's flags and metrics and
+# the chart's values, from the code that defines them (hack/refdocs).
+go run ./hack/refdocs -out docs/reference

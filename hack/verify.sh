@@ -26,7 +26,7 @@ go vet ./... || failed=1
 
 echo "verify: go.mod tidy"
 # hack/tools/traefik is left out: tidying it downloads Traefik's 2.6 GB of modules (make e2e-traffic).
-for dir in . hack/tools hack/tools/docs hack/tools/sbom hack/tools/soakplot test/chart; do
+for dir in . hack/tools hack/tools/docs hack/tools/metrics-server hack/tools/sbom hack/tools/soakplot test/chart; do
     if ! (cd "${dir}" && go mod tidy -diff >/dev/null); then
         echo "${dir}/go.mod is not tidy: run 'go mod tidy' in ${dir}" >&2
         failed=1
@@ -38,25 +38,27 @@ echo "verify: supply chain (LICENSE, SECURITY.md, toolchain lines, Dockerfile di
 
 echo "verify: apply configuration externals"
 # hack/applyconfig-externals.txt must list exactly the k8s.io/api struct types that the
-# API's types.go names: one missing makes the generated apply configuration hold the
-# plain API type, one extra is a stale entry.
-api_types="pkg/apis/appcontroller/v1/types.go"
+# API's types*.go files name: one missing makes the generated apply configuration hold
+# the plain API type, one extra is a stale entry.
+api_types=(pkg/apis/appcontroller/v1/types*.go)
 go mod download k8s.io/api
 k8s_api_dir="$(go list -m -f '{{.Dir}}' k8s.io/api)"
 named="$(
-    sed -n 's|^[[:space:]]*\([a-z0-9]*\) "k8s.io/api/\([a-z0-9.]*/v[0-9a-z]*\)"$|\1 \2|p' "${api_types}" |
-        while read -r alias group_version; do
-            grep -oE "\b${alias}\.[A-Z][A-Za-z0-9]*" "${api_types}" | sort -u | while read -r ref; do
-                type="${ref#*.}"
-                if grep -q "^type ${type} struct" "${k8s_api_dir}/${group_version}"/*.go; then
-                    echo "${group_version}.${type}"
-                fi
+    for api_file in "${api_types[@]}"; do
+        sed -n 's|^[[:space:]]*\([a-z0-9]*\) "k8s.io/api/\([a-z0-9.]*/v[0-9a-z]*\)"$|\1 \2|p' "${api_file}" |
+            while read -r alias group_version; do
+                grep -oE "\b${alias}\.[A-Z][A-Za-z0-9]*" "${api_file}" | sort -u | while read -r ref; do
+                    type="${ref#*.}"
+                    if grep -q "^type ${type} struct" "${k8s_api_dir}/${group_version}"/*.go; then
+                        echo "${group_version}.${type}"
+                    fi
+                done
             done
-        done | sort -u
+    done | sort -u
 )"
 listed="$(grep -v -e '^#' -e '^$' hack/applyconfig-externals.txt | sort -u)"
 if [ "${named}" != "${listed}" ]; then
-    echo "hack/applyconfig-externals.txt does not match the k8s.io/api struct types ${api_types} names:" >&2
+    echo "hack/applyconfig-externals.txt does not match the k8s.io/api struct types pkg/apis/appcontroller/v1/types*.go name:" >&2
     diff <(echo "${listed}") <(echo "${named}") | sed -n 's/^</  listed, not named: /p; s/^>/  named, not listed: /p' >&2
     failed=1
 fi
@@ -68,7 +70,7 @@ echo "verify: generated code"
 stamp="${ROOT}/bin/.verify-generated"
 inputs_hash() {
     { git ls-files -z --cached --others --exclude-standard -- \
-        pkg cmd hack config charts artifacts/example docs/api.md go.mod go.sum |
+        pkg cmd internal hack config charts artifacts/example docs/reference go.mod go.sum |
         sort -z | xargs -0 sha256sum; go version; } | sha256sum | cut -d' ' -f1
 }
 hash="$(inputs_hash)"
@@ -92,9 +94,11 @@ else
     fi
     (cd "${tmp}/tree" && ./hack/update-codegen.sh >/dev/null)
     generated_ok=1
-    for path in pkg/apis pkg/generated config/crd config/rbac config/samples charts/app-controller/files docs/api.md; do
+    for path in pkg/apis pkg/generated config/crd config/rbac config/samples charts/app-controller/files docs/reference; do
         if ! diff -r "${ROOT}/${path}" "${tmp}/tree/${path}" >"${tmp}/diff"; then
             echo "generated code in ${path} is stale: run 'make generate'" >&2
+            # Each stale file by name, then the start of the differences.
+            diff -rq "${ROOT}/${path}" "${tmp}/tree/${path}" | sed "s|${ROOT}/||; s|${tmp}/tree/|regenerated |; s|^|  |" >&2 || true
             head -40 "${tmp}/diff" >&2
             generated_ok=0
         fi

@@ -16,28 +16,20 @@ import (
 )
 
 func main() {
-	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
-	klog.InitFlags(fs)
-	logFormat := logformat.AddFlag(fs)
-	opts := controllermanager.NewOptions()
-	opts.AddFlags(fs)
-	showVersion := fs.Bool("version", false, "Print the version, git commit, Go version and platform, then exit.")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: %s [flags]\n\nRuns the app-controller controllers against a Kubernetes API server.\n\nFlags:\n", os.Args[0])
-		fs.PrintDefaults()
-	}
+	cl := controllermanager.NewCommandLine(os.Args[0], flag.ExitOnError)
+	fs, opts := cl.FlagSet, cl.Options
 	_ = fs.Parse(os.Args[1:])
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "unexpected arguments: %v\n", fs.Args())
 		os.Exit(2)
 	}
-	if *showVersion {
+	if *cl.Version {
 		fmt.Println(version.Get())
 		return
 	}
 	verbosity, err := logformat.Verbosity(fs)
 	if err == nil {
-		err = logformat.Apply(*logFormat, verbosity, os.Stderr)
+		err = logformat.Apply(*cl.LogFormat, verbosity, os.Stderr)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -7,7 +7,7 @@
 --   Ready=True                                      -> Healthy     (Current)
 --   anything else                                   -> Progressing
 -- Install: the argocd-cm key resource.customizations.health.appcontroller.k8s.io_App
--- (docs/gitops.md).
+-- (docs/how-to/gitops.md).
 local hs = {}
 
 if obj.metadata ~= nil and obj.metadata.deletionTimestamp ~= nil then

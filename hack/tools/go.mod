@@ -6,6 +6,8 @@ toolchain go1.26.8
 
 tool (
 	k8s.io/kubernetes/test/images/agnhost
+	k8s.io/kubernetes/test/images/resource-consumer
+	k8s.io/kubernetes/test/images/resource-consumer/consume-cpu
 	sigs.k8s.io/kwok/cmd/kwok
 )
 
@@ -20,6 +22,7 @@ require (
 )
 
 require (
+	bitbucket.org/bertimus9/systemstat v0.5.0 // indirect
 	cel.dev/expr v0.25.1 // indirect
 	cyphar.com/go-pathrs v0.2.5 // indirect
 	dario.cat/mergo v1.0.1 // indirect

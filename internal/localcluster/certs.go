@@ -47,6 +47,14 @@ const (
 	adminGroup = "system:masters"
 )
 
+// frontProxyClient is the common name of the apiserver's client certificate for the
+// aggregation layer (--proxy-client-cert-file): an extension API server such as
+// metrics-server believes the user that the apiserver names in the request's headers
+// only from a client with this name, signed by the front-proxy CA. The CA is its own,
+// as kubeadm makes it: a client certificate of the cluster's CA cannot pass for the
+// apiserver.
+const frontProxyClient = "front-proxy-client"
+
 // keyPair is a certificate with its private key.
 type keyPair struct {
 	Cert *x509.Certificate
@@ -71,11 +79,15 @@ type certFiles struct {
 	AdminCert, AdminKey        string
 	ServiceAccountPrivateKey   string
 	ServiceAccountPublicKey    string
+	FrontProxyCACert           string
+	FrontProxyClientCert       string
+	FrontProxyClientKey        string
 	caPEM, adminCert, adminKey []byte
 }
 
 // writeCerts makes a CA, a serving certificate for the apiserver, an admin client
-// certificate and an RSA service-account key pair, and writes them into dir.
+// certificate, an RSA service-account key pair, and the front-proxy CA with the
+// apiserver's client certificate for the aggregation layer, and writes them into dir.
 func writeCerts(dir string) (*certFiles, error) {
 	now := time.Now()
 	ca, err := newCA("localcluster-ca", now)
@@ -94,6 +106,14 @@ func writeCerts(dir string) (*certFiles, error) {
 	if err != nil {
 		return nil, fmt.Errorf("making the service-account key: %w", err)
 	}
+	frontProxyCA, err := newCA("localcluster-front-proxy-ca", now)
+	if err != nil {
+		return nil, fmt.Errorf("making the front-proxy CA: %w", err)
+	}
+	frontProxy, err := newClientCert(frontProxyCA, frontProxyClient, nil, now)
+	if err != nil {
+		return nil, fmt.Errorf("making the front-proxy client certificate: %w", err)
+	}
 
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the certificate directory: %w", err)
@@ -107,6 +127,9 @@ func writeCerts(dir string) (*certFiles, error) {
 		AdminKey:                 filepath.Join(dir, "admin.key"),
 		ServiceAccountPrivateKey: filepath.Join(dir, "sa.key"),
 		ServiceAccountPublicKey:  filepath.Join(dir, "sa.pub"),
+		FrontProxyCACert:         filepath.Join(dir, "front-proxy-ca.crt"),
+		FrontProxyClientCert:     filepath.Join(dir, "front-proxy-client.crt"),
+		FrontProxyClientKey:      filepath.Join(dir, "front-proxy-client.key"),
 	}
 	files.caPEM = ca.CertPEM()
 	files.adminCert = admin.CertPEM()
@@ -136,6 +159,9 @@ func writeCerts(dir string) (*certFiles, error) {
 		{files.ServiceAccountPublicKey, func() ([]byte, error) {
 			return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPubDER}), nil
 		}},
+		{files.FrontProxyCACert, func() ([]byte, error) { return frontProxyCA.CertPEM(), nil }},
+		{files.FrontProxyClientCert, func() ([]byte, error) { return frontProxy.CertPEM(), nil }},
+		{files.FrontProxyClientKey, frontProxy.KeyPEM},
 	}
 	for _, w := range writes {
 		data, err := w.data()

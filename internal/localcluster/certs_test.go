@@ -93,6 +93,31 @@ func TestWriteCerts(t *testing.T) {
 		}
 	})
 
+	t.Run("front-proxy client cert is of its own CA", func(t *testing.T) {
+		proxy := load(t, files.FrontProxyClientCert, files.FrontProxyClientKey)
+		if proxy.Subject.CommonName != "front-proxy-client" {
+			t.Errorf("front-proxy client certificate CN = %q, want front-proxy-client", proxy.Subject.CommonName)
+		}
+		proxyRoots, err := cert.NewPool(files.FrontProxyCACert)
+		if err != nil {
+			t.Fatal(err)
+		}
+		client := x509.VerifyOptions{KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+		client.Roots = proxyRoots
+		if _, err := proxy.Verify(client); err != nil {
+			t.Errorf("front-proxy client certificate does not verify against the front-proxy CA: %v", err)
+		}
+		client.Roots = roots
+		if _, err := proxy.Verify(client); err == nil {
+			t.Error("front-proxy client certificate verifies against the cluster's CA, want its own CA only")
+		}
+		admin := load(t, files.AdminCert, files.AdminKey)
+		client.Roots = proxyRoots
+		if _, err := admin.Verify(client); err == nil {
+			t.Error("the admin certificate verifies against the front-proxy CA: it could pass for the apiserver")
+		}
+	})
+
 	t.Run("service-account key pair is RSA and matches", func(t *testing.T) {
 		priv, err := keyutil.PrivateKeyFromFile(files.ServiceAccountPrivateKey)
 		if err != nil {
@@ -115,7 +140,7 @@ func TestWriteCerts(t *testing.T) {
 	})
 
 	t.Run("private keys are not world-readable", func(t *testing.T) {
-		for _, f := range []string{files.CAKey, files.ServingKey, files.AdminKey, files.ServiceAccountPrivateKey} {
+		for _, f := range []string{files.CAKey, files.ServingKey, files.AdminKey, files.ServiceAccountPrivateKey, files.FrontProxyClientKey} {
 			info, err := os.Stat(f)
 			if err != nil {
 				t.Fatal(err)

@@ -20,10 +20,10 @@ const (
 )
 
 // componentNames lists the components in start order; Stop goes through it backwards.
-// The real node's processes (realnode.go) come after them; stopRealNode stops all but the
-// registry, which the generic stop does.
+// The real node's processes (realnode.go, metricsserver.go) come after them; stopRealNode
+// stops all but the registry, which the generic stop does.
 var componentNames = []string{etcdName, apiserverName, controllerManagerName, schedulerName, kwokName,
-	registryName, nodeHolderName, containerdName, kubeletName, kubeProxyName}
+	registryName, nodeHolderName, containerdName, kubeletName, kubeProxyName, metricsServerName}
 
 // requiredBinaries are the files BinDir must hold.
 var requiredBinaries = []string{etcdName, apiserverName, controllerManagerName, schedulerName, kwokName}
@@ -107,6 +107,19 @@ func apiserverArgs(certs *certFiles, certDir, etcdURL string, securePort int) []
 		"--kubelet-client-certificate=" + certs.AdminCert,
 		"--kubelet-client-key=" + certs.AdminKey,
 		"--kubelet-certificate-authority=" + certs.CACert,
+		// The aggregation layer (metrics-server on a real node, metricsserver.go): the
+		// apiserver proxies to an extension API server with the front-proxy client
+		// certificate and names the user in these headers; it dials the endpoint of the
+		// APIService's Service, not its ClusterIP, which is unreachable from this
+		// machine's network namespace on purpose (netns.go).
+		"--requestheader-client-ca-file=" + certs.FrontProxyCACert,
+		"--requestheader-allowed-names=" + frontProxyClient,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + certs.FrontProxyClientCert,
+		"--proxy-client-key-file=" + certs.FrontProxyClientKey,
+		"--enable-aggregator-routing=true",
 		// Namespace deletion deletes each kind of object through a delete-collection,
 		// which the apiserver runs with one worker by default: about 100 ms an object on a
 		// busy machine, minutes for a namespace holding a thousand Apps.

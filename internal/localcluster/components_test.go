@@ -27,6 +27,8 @@ func TestComponentArgs(t *testing.T) {
 		CACert: "/s/certs/ca.crt", CAKey: "/s/certs/ca.key",
 		ServingCert: "/s/certs/apiserver.crt", ServingKey: "/s/certs/apiserver.key",
 		ServiceAccountPrivateKey: "/s/certs/sa.key", ServiceAccountPublicKey: "/s/certs/sa.pub",
+		FrontProxyCACert: "/s/certs/front-proxy-ca.crt", FrontProxyClientCert: "/s/certs/front-proxy-client.crt",
+		FrontProxyClientKey: "/s/certs/front-proxy-client.key",
 	}
 	const kubeconfig = "/s/kubeconfig"
 	tests := []struct {
@@ -69,6 +71,12 @@ func TestComponentArgs(t *testing.T) {
 				"--cert-dir":                         "/s/apiserver-certs",
 				"--disable-admission-plugins":        "TaintNodesByCondition",
 				"--enable-admission-plugins":         "OwnerReferencesPermissionEnforcement",
+				// The aggregation layer, to an endpoint this machine can reach.
+				"--requestheader-client-ca-file": "/s/certs/front-proxy-ca.crt",
+				"--requestheader-allowed-names":  "front-proxy-client",
+				"--proxy-client-cert-file":       "/s/certs/front-proxy-client.crt",
+				"--proxy-client-key-file":        "/s/certs/front-proxy-client.key",
+				"--enable-aggregator-routing":    "true",
 			},
 		},
 		{
@@ -109,6 +117,22 @@ func TestComponentArgs(t *testing.T) {
 			},
 		},
 		{
+			name: "metrics-server",
+			args: metricsServerArgs("/s/metrics-server", "/s/metrics-server/kubeconfig", "/s/certs/ca.crt", "10.201.1.1", 40007),
+			want: map[string]string{
+				"--kubeconfig":                      "/s/metrics-server/kubeconfig",
+				"--authentication-kubeconfig":       "/s/metrics-server/kubeconfig",
+				"--authorization-kubeconfig":        "/s/metrics-server/kubeconfig",
+				"--bind-address":                    "10.201.1.1",
+				"--secure-port":                     "40007",
+				"--tls-cert-file":                   "/s/metrics-server/serving.crt",
+				"--kubelet-preferred-address-types": "InternalIP",
+				"--kubelet-certificate-authority":   "/s/certs/ca.crt",
+				"--metric-resolution":               "10s",
+				"--kubelet-request-timeout":         "5s",
+			},
+		},
+		{
 			name: "kwok",
 			args: kwokArgs(kubeconfig, []string{"/b/kwok-stages/a.yaml", "/b/kwok-stages/b.yaml"}, 40006),
 			want: map[string]string{
@@ -140,7 +164,8 @@ func TestComponentArgs(t *testing.T) {
 					t.Errorf("%s given %d times: %q", name, len(values), values)
 				}
 				for _, v := range values {
-					// Nothing listens anywhere but loopback, nor on a well-known port.
+					// Nothing listens on every interface (only loopback, and metrics-server on
+					// the host end of the node's veth), nor on a well-known port.
 					if strings.Contains(v, "0.0.0.0") {
 						t.Errorf("%s=%s listens on all interfaces", name, v)
 					}

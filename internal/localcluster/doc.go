@@ -28,6 +28,9 @@
 //     background by a detached `localcluster serve` process, followed until ready, and
 //     stopped again by its pid. state.go lays out their state directory (pid file,
 //     component pids, ready file, serve log, kubeconfig copy, the cluster's own state).
+//   - The real node (Options.Node NodeReal): realnode.go, netns.go, cgroups.go and
+//     nodeconfig.go; metricsserver.go runs metrics-server beside the control plane and
+//     registers the metrics API (metrics.k8s.io) on the host end of the node's veth.
 //   - Process handling: process.go starts a component as a child process with its own
 //     log and holds terminate, the one way a process is stopped (SIGTERM, a grace period,
 //     SIGKILL), used for the components and for the serve process alike; pid.go finds

@@ -41,6 +41,9 @@ const RealNodeName = "real-node-0"
 // module (test/images/agnhost) into BinDir/node-images/<name>, an OCI layout each.
 const (
 	AgnhostImage = "agnhost:2.63.0"
+	// ResourceConsumerImage is test/images/resource-consumer: POST /ConsumeCPU burns the
+	// CPU it is asked for, for the HorizontalPodAutoscaler tests.
+	ResourceConsumerImage = "resource-consumer:1.15.0"
 	// pauseImage is agnhost too, run as `agnhost pause`: the pods' sandbox.
 	pauseImage      = "pause:2.63.0"
 	nodeImagesDir   = "node-images"
@@ -53,7 +56,8 @@ const (
 )
 
 // nodeBinaries are the files of BinDir a real node needs besides the control plane's.
-var nodeBinaries = []string{kubeletName, kubeProxyName, "imagebuild", nodeImagesDir + "/agnhost", nodeImagesDir + "/pause"}
+var nodeBinaries = []string{kubeletName, kubeProxyName, "imagebuild", metricsServerName,
+	nodeImagesDir + "/agnhost", nodeImagesDir + "/pause", nodeImagesDir + "/resource-consumer"}
 
 // nodeHostCommands are the programs of the machine a real node runs.
 var nodeHostCommands = []string{"containerd", "containerd-shim-runc-v2", "runc", "iptables", "ip", "nsenter", "unshare", "mount", cniBinDir + "/bridge", cniBinDir + "/host-local", cniBinDir + "/portmap"}
@@ -119,7 +123,8 @@ type realNode struct {
 
 // startRealNode starts the real node of c: its network and cgroups, the registry, the
 // node's mount namespace, containerd, the kubelet and kube-proxy, and waits until the node
-// is Ready and kube-proxy healthy. Processes are recorded in c.procs as they start, so
+// is Ready and kube-proxy healthy; then metrics-server (metricsserver.go), until the
+// metrics API is available. Processes are recorded in c.procs as they start, so
 // that Exited and PIDs see them; on failure the caller stops the node (c.node is set as
 // soon as there is something to stop).
 func (c *Cluster) startRealNode(ctx context.Context, apiserverPort int) error {
@@ -150,7 +155,8 @@ func (c *Cluster) startRealNode(ctx context.Context, apiserverPort int) error {
 		args: func(ports []int) []string {
 			return []string{"registry", "--listen", hostPort(ports[0]), "--dir", filepath.Join(c.StateDir, "registry"),
 				"--image", AgnhostImage + "=" + filepath.Join(c.opts.BinDir, nodeImagesDir, "agnhost"),
-				"--image", pauseImage + "=" + filepath.Join(c.opts.BinDir, nodeImagesDir, "pause")}
+				"--image", pauseImage + "=" + filepath.Join(c.opts.BinDir, nodeImagesDir, "pause"),
+				"--image", ResourceConsumerImage + "=" + filepath.Join(c.opts.BinDir, nodeImagesDir, "resource-consumer")}
 		},
 		ready: func(ctx context.Context, ports []int) error {
 			return probeHTTP(ctx, http.DefaultClient, "http://"+hostPort(ports[0])+"/v2/pause/manifests/2.63.0")
@@ -256,7 +262,7 @@ func (c *Cluster) startRealNode(ctx context.Context, apiserverPort int) error {
 		return c.withLog(kubeProxyName, fmt.Errorf("waiting for kube-proxy: %w", err))
 	}
 	c.printf("node %s Ready, kube-proxy healthy (%.1fs); registry %s\n", RealNodeName, time.Since(t).Seconds(), n.registry)
-	return nil
+	return c.startMetricsServer(ctx, client, n)
 }
 
 // inNode returns the command line that runs bin with args inside the node's mount and
@@ -438,10 +444,10 @@ func (n *realNode) dialInNode(ctx context.Context, network, addr string) (net.Co
 	return conn, err
 }
 
-// stopRealNode stops the node: kube-proxy and the kubelet (SIGTERM, then SIGKILL), then
-// every other process of the node's cgroup tree (containerd, its shims, the pods'
-// processes, the mount namespace's holder) with SIGKILL, which ends the node's mount
-// namespace and its mounts with them. Then the forwarders, the network namespace (with
+// stopRealNode stops the node: metrics-server, kube-proxy and the kubelet (SIGTERM, then
+// SIGKILL), then every other process of the node's cgroup tree (containerd, its shims,
+// the pods' processes, the mount namespace's holder) with SIGKILL, which ends the node's
+// mount namespace and its mounts with them. Then the forwarders, the network namespace (with
 // its veth, bridge and iptables rules), the host routes and the cgroups go. The registry
 // is a component: Stop stops it with the others.
 func (c *Cluster) stopRealNode() error {
@@ -449,7 +455,7 @@ func (c *Cluster) stopRealNode() error {
 	if n == nil {
 		return nil
 	}
-	errs := c.stopProcesses(kubeProxyName, kubeletName)
+	errs := c.stopProcesses(metricsServerName, kubeProxyName, kubeletName)
 	if n.cgroups != nil {
 		if err := n.cgroups.kill(30 * time.Second); err != nil {
 			errs = append(errs, err)

@@ -55,7 +55,7 @@ type command struct {
 // returns its exit code: ExitOK, ExitNotReady (status of an App that is not Ready) or
 // ExitError. Errors are written to streams.ErrOut.
 func Run(ctx context.Context, args []string, streams genericiooptions.IOStreams) int {
-	c := &command{streams: streams, flags: genericclioptions.NewConfigFlags(true), now: time.Now}
+	c := newCommand(streams)
 	// The server's warnings go to ErrOut as kubectl writes them, once each, not to klog.
 	warnings := rest.NewWarningWriter(streams.ErrOut, rest.WarningWriterOptions{Deduplicate: true})
 	c.flags.WrapConfigFn = func(cfg *rest.Config) *rest.Config {
@@ -64,6 +64,21 @@ func Run(ctx context.Context, args []string, streams genericiooptions.IOStreams)
 	}
 	c.newClients = func() (Clients, error) { return clientsFrom(c.flags) }
 	return c.run(ctx, args)
+}
+
+// newCommand returns the command state of a run writing to streams.
+func newCommand(streams genericiooptions.IOStreams) *command {
+	return &command{streams: streams, flags: genericclioptions.NewConfigFlags(true), now: time.Now}
+}
+
+// Command returns the command tree of kubectl-app, with its flags and help, as Run
+// executes it; the reference page docs/reference/kubectl-app.md is generated from it
+// (hack/refdocs). Running it needs Run.
+func Command() *cobra.Command {
+	root := newCommand(genericiooptions.NewTestIOStreamsDiscard()).rootCommand()
+	// Cobra adds the completion command when the tree executes.
+	root.InitDefaultCompletionCmd()
+	return root
 }
 
 // run executes the command line and maps its outcome to an exit code.

@@ -35,6 +35,9 @@ type createOptions struct {
 	ports   []string
 	service string
 	dryRun  string
+	// command is what follows -- on the command line: the container's command, as
+	// kubectl create deployment sets it.
+	command []string
 }
 
 // namedPort is a parsed --port.
@@ -77,7 +80,7 @@ func (o *createOptions) newApp(name, namespace string, replicasSet bool, ports [
 	if deployment == "" {
 		deployment = name
 	}
-	d := &appv1.DeploymentTemplate{Name: deployment, Image: o.image}
+	d := &appv1.DeploymentTemplate{Name: deployment, Image: o.image, Command: o.command}
 	if replicasSet {
 		d.Replicas = ptr.To(o.replicas)
 	}
@@ -107,12 +110,25 @@ func (o *createOptions) newApp(name, namespace string, replicasSet bool, ports [
 	return app
 }
 
-// createCommand returns `kubectl app create NAME --image IMG`.
+// createArgs accepts the App's name, then, after --, the container's command and its
+// arguments, as kubectl create deployment does.
+func createArgs(cmd *cobra.Command, args []string) error {
+	names := cmd.ArgsLenAtDash()
+	if names < 0 {
+		names = len(args)
+	}
+	if names != 1 || args[0] == "" {
+		return fmt.Errorf("expected the name of one App, got %d arguments (the container's command and its arguments go after --)\nUsage: %s", names, cmd.UseLine())
+	}
+	return nil
+}
+
+// createCommand returns `kubectl app create NAME --image IMG [-- COMMAND [ARGS...]]`.
 func (c *command) createCommand() *cobra.Command {
 	o := &createOptions{dryRun: dryRunNone}
 	printFlags := genericclioptions.NewPrintFlags("created")
 	cmd := &cobra.Command{
-		Use:   "create NAME --image IMAGE [--replicas N] [--port [NAME=]PORT]... [--service NAME] [--dry-run=none|client|server] [-o yaml|json|name]",
+		Use:   "create NAME --image IMAGE [--replicas N] [--port [NAME=]PORT]... [--service NAME] [--dry-run=none|client|server] [-o yaml|json|name] [-- COMMAND [ARGS...]]",
 		Short: "Create an App that runs an image, like kubectl create deployment",
 		Long: `Create an App (appcontroller.k8s.io/v1) that runs one image, as kubectl create deployment
 creates a Deployment. The App's Deployment is named NAME unless --deployment says
@@ -121,16 +137,21 @@ names it, listening on --port (default 8080) and sending traffic to the containe
 --port. --port may be repeated: each further --port NAME=PORT adds a container port and a
 Service port of that name targeting it (a metrics or gRPC port); the first may be named
 too (the Service port's name, http by default). Without --replicas the App leaves the
-replica count to its Deployment (1, then
-whoever scales it).
+replica count to its Deployment (1, then whoever scales it). What follows -- is the
+container's command and its arguments (spec.deploymentTemplate.command), in place of the
+image's entrypoint, as kubectl create deployment sets it.
 
 The App is created with field manager kubectl-app. --dry-run=client prints the App without
 sending it, --dry-run=server has the API server validate and default it without storing it.`,
 		Example: `  kubectl app create web --image nginx --replicas 2 --port 80
+  kubectl app create echo --image registry.example.com/agnhost:2.63.0 --port 8080 -- /agnhost netexec --http-port 8080
   kubectl app create api --image registry.example.com/api:1 --port 8080 --port metrics=9090 --port grpc=9000
   kubectl app create web --image nginx --service web-svc --dry-run=client -o yaml`,
-		Args: appName,
+		Args: createArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() >= 0 {
+				o.command = args[cmd.ArgsLenAtDash():]
+			}
 			switch o.dryRun {
 			case dryRunNone:
 			case dryRunClient:

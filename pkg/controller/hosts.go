@@ -1,15 +1,17 @@
 package controller
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 // Hosts of Ingress rules and routes, for the ownership of hosts between namespaces
-// (pkg/controller/ingress/hosts.go, pkg/controller/app/route.go).
+// (pkg/controller/ingress/hosts.go, pkg/controller/app/routehosts.go).
 
 // HostBucket returns the bucket of host: its parent domain ("example.com" for
 // "shop.example.com" and for "*.example.com"). Hosts conflict only within a bucket.
@@ -77,4 +79,24 @@ func RouteKind(obj interface{}) string {
 		return "HTTPRoute"
 	}
 	return "Ingress"
+}
+
+// RoutesByHost returns the route objects (Ingresses, HTTPRoutes) of the caches indexes
+// that route a host of bucket, indexed by HostBuckets under index.
+func RoutesByHost[I interface {
+	ByIndex(indexName, indexedValue string) ([]interface{}, error)
+}](indexes []I, index, bucket string) ([]metav1.Object, error) {
+	var routed []metav1.Object
+	for _, i := range indexes {
+		objs, err := i.ByIndex(index, bucket)
+		if err != nil {
+			return nil, fmt.Errorf("listing the routes of hosts under %q: %w", bucket, err)
+		}
+		for _, obj := range objs {
+			if o, ok := obj.(metav1.Object); ok {
+				routed = append(routed, o)
+			}
+		}
+	}
+	return routed, nil
 }

@@ -74,11 +74,17 @@ var (
 	registerOnce sync.Once
 )
 
+// Metrics returns the metrics of every Loop, as registered on /metrics; the reference
+// page docs/reference/metrics.md is generated from them (hack/refdocs).
+func Metrics() []metrics.Registerable {
+	return []metrics.Registerable{reconcileTotal, reconcileErrors, reconcileTime, activeWorkers,
+		maxConcurrentReconciles, retriesExhausted, reconcilePanics}
+}
+
 // registerMetrics registers the Loop metrics in the legacy registry, once per process.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(reconcileTotal, reconcileErrors, reconcileTime, activeWorkers,
-			maxConcurrentReconciles, retriesExhausted, reconcilePanics)
+		legacyregistry.MustRegister(Metrics()...)
 	})
 }
 

@@ -16,12 +16,24 @@ func init() {
 // registerBuildInfo registers the gauge app_controller_build_info{version,commit,
 // go_version} with register and sets it to 1 for info.
 func registerBuildInfo(register func(...metrics.Registerable), info version.Info) {
-	buildInfo := metrics.NewGaugeVec(&metrics.GaugeOpts{
+	buildInfo := newBuildInfo()
+	register(buildInfo)
+	buildInfo.WithLabelValues(info.Version, info.Commit, info.GoVersion).Set(1)
+}
+
+// newBuildInfo returns the gauge app_controller_build_info, unregistered.
+func newBuildInfo() *metrics.GaugeVec {
+	return metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace:      "app_controller",
 		Name:           "build_info",
 		Help:           "A metric with a constant '1' value labeled by the version, git commit and Go version app-controller was built from.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"version", "commit", "go_version"})
-	register(buildInfo)
-	buildInfo.WithLabelValues(info.Version, info.Commit, info.GoVersion).Set(1)
+}
+
+// Metrics returns the metrics the controller manager itself registers, and the
+// collectors it computes at scrape time, for the reference page docs/reference/metrics.md
+// (hack/refdocs).
+func Metrics() ([]metrics.Registerable, []metrics.StableCollector) {
+	return []metrics.Registerable{newBuildInfo(), memoryLimit}, []metrics.StableCollector{&storeCollector{}}
 }

@@ -18,7 +18,7 @@ import (
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
 
-// Thresholds of Stalled and of a probe that does not pass: see docs/api.md "Pod
+// Thresholds of Stalled and of a probe that does not pass: see docs/reference/api.md "Pod
 // problems" for why these values.
 const (
 	// NotReadyGrace is how long a running container may stay not ready (its readiness or

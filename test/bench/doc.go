@@ -20,6 +20,6 @@
 // Memory and CPU come from /proc (procstat.go), the work queue from the controller's
 // /metrics (metrics.go). A round in which an App does not converge prints each stuck
 // App's status, children, ReplicaSets, Pods and the controller's log lines naming it
-// (diagnose.go). The result is a table and docs/bench-results/latest.json (result.go);
+// (diagnose.go). The result is a table and .local/bench-result.json (result.go);
 // docs/performance.md explains each figure.
 package bench

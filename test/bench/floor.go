@@ -31,6 +31,16 @@ type floorRun struct {
 	apiserverProfile string
 }
 
+// ended returns r, of a loop begun at start that ends now, with its time and the
+// floor's writes meanwhile (from the audit log).
+func (r floorRun) ended(e *env, start time.Time) (floorRun, error) {
+	end := time.Now()
+	r.seconds, r.from, r.to = end.Sub(start).Seconds(), start, end.Add(time.Millisecond)
+	var err error
+	r.writes, err = e.audit.count(floorUser, start, end.Add(time.Millisecond))
+	return r, err
+}
+
 // children returns the Deployment and Service the App controller makes for app, built
 // by the controller's own builders, as typed objects for a plain POST.
 func children(app *appv1.App) (*appsv1.Deployment, *corev1.Service, error) {
@@ -50,6 +60,22 @@ func children(app *appv1.App) (*appsv1.Deployment, *corev1.Service, error) {
 		return nil, nil, fmt.Errorf("converting the Service of %s: %w", app.Name, err)
 	}
 	return deployment, service, nil
+}
+
+// createChildren creates, with plain POSTs, the Deployment and the Service the App
+// controller makes for app; loop names the floor loop in errors.
+func createChildren(ctx context.Context, e *env, ns string, app *appv1.App, loop string) error {
+	deployment, service, err := children(app)
+	if err != nil {
+		return err
+	}
+	if _, err := e.floor.kube.AppsV1().Deployments(ns).Create(ctx, deployment, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("%s: creating Deployment %s: %w", loop, deployment.Name, err)
+	}
+	if _, err := e.floor.kube.CoreV1().Services(ns).Create(ctx, service, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("%s: creating Service %s: %w", loop, service.Name, err)
+	}
+	return nil
 }
 
 // readyStatus is the one status the floor writes per App: Ready at its generation.
@@ -104,17 +130,7 @@ func runFloor(ctx context.Context, e *env, ns string, concurrency int) (floorRun
 		mu.Lock()
 		created[app.Name] = app
 		mu.Unlock()
-		deployment, service, err := children(app)
-		if err != nil {
-			return err
-		}
-		if _, err := e.floor.kube.AppsV1().Deployments(ns).Create(ctx, deployment, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("floor: creating Deployment %s: %w", deployment.Name, err)
-		}
-		if _, err := e.floor.kube.CoreV1().Services(ns).Create(ctx, service, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("floor: creating Service %s: %w", service.Name, err)
-		}
-		return nil
+		return createChildren(ctx, e, ns, app, "floor")
 	}
 	writeStatus := func(name string) error {
 		mu.Lock()
@@ -164,12 +180,7 @@ func runFloor(ctx context.Context, e *env, ns string, concurrency int) (floorRun
 	if err := context.Cause(ctx); err != nil {
 		return r, err
 	}
-	end := time.Now()
-	r.seconds, r.from, r.to = end.Sub(start).Seconds(), start, end.Add(time.Millisecond)
-	if r.writes, err = e.audit.count(floorUser, start, end.Add(time.Millisecond)); err != nil {
-		return r, err
-	}
-	return r, nil
+	return r.ended(e, start)
 }
 
 // runBatchedFloor is the batched floor loop, in three phases with concurrency workers
@@ -225,17 +236,7 @@ func runBatchedFloor(ctx context.Context, e *env, ns string, concurrency int) (f
 			return fmt.Errorf("batched floor: creating App %s: %w", appName(i), err)
 		}
 		apps[i] = app
-		deployment, service, err := children(app)
-		if err != nil {
-			return err
-		}
-		if _, err := e.floor.kube.AppsV1().Deployments(ns).Create(ctx, deployment, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("batched floor: creating Deployment %s: %w", deployment.Name, err)
-		}
-		if _, err := e.floor.kube.CoreV1().Services(ns).Create(ctx, service, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("batched floor: creating Service %s: %w", service.Name, err)
-		}
-		return nil
+		return createChildren(ctx, e, ns, app, "batched floor")
 	}); err != nil {
 		return r, err
 	}
@@ -256,10 +257,5 @@ func runBatchedFloor(ctx context.Context, e *env, ns string, concurrency int) (f
 	}); err != nil {
 		return r, err
 	}
-	end := time.Now()
-	r.seconds, r.from, r.to = end.Sub(start).Seconds(), start, end.Add(time.Millisecond)
-	if r.writes, err = e.audit.count(floorUser, start, end.Add(time.Millisecond)); err != nil {
-		return r, err
-	}
-	return r, nil
+	return r.ended(e, start)
 }

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Result is what a run measured, written as JSON (docs/bench-results/latest.json). Its
+// Result is what a run measured, written as JSON (.local/bench-result.json). Its
 // Figures are those of the round with the median ratio; Rounds holds every round's.
 type Result struct {
 	Apps     int `json:"apps"`

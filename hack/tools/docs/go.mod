@@ -1,4 +1,4 @@
-// Tools that generate the API reference (docs/api.md), in their own module so that
+// Tools that generate the API reference (docs/reference/api.md), in their own module so that
 // neither the project's go.mod nor the control plane's tools module carries their
 // dependencies.
 module github.com/app-controller/app-controller/hack/tools/docs

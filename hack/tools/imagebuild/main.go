@@ -4,6 +4,7 @@
 //	imagebuild build --layout DIR [--tarball FILE --tarball-platform linux/amd64] --tag IMG \
 //	    --platform linux/amd64=bin/image/linux-amd64/app-controller --platform linux/arm64=... \
 //	    [--sbom linux/amd64=bin/image/linux-amd64/sbom.cdx.json ...] [--file /usr/share/doc/app-controller/LICENSE=LICENSE ...] \
+//	    [--executable /consume-cpu/consume-cpu=bin/consume-cpu ...] \
 //	    --created-epoch SECONDS --version V --revision SHA --source URL
 //	imagebuild push --layout DIR IMG
 //	imagebuild registry --listen 127.0.0.1:PORT --dir DIR [--image REPO:TAG=LAYOUT ...]
@@ -62,17 +63,27 @@ func (s *stringsFlag) Set(v string) error {
 	return nil
 }
 
-// filesFlag collects repeated --file /path/in/image=local-path flags.
-type filesFlag []ociimage.File
+// filesFlag collects repeated --file (or, with executable, --executable)
+// /path/in/image=local-path flags into files.
+type filesFlag struct {
+	files      *[]ociimage.File
+	executable bool
+}
 
-func (f *filesFlag) String() string { return fmt.Sprint(*f) }
+func (f filesFlag) String() string {
+	if f.files == nil {
+		return ""
+	}
+	return fmt.Sprint(*f.files)
+}
 
-func (f *filesFlag) Set(s string) error {
+func (f filesFlag) Set(s string) error {
 	file, err := ociimage.ParseFile(s)
 	if err != nil {
 		return err
 	}
-	*f = append(*f, file)
+	file.Executable = f.executable
+	*f.files = append(*f.files, file)
 	return nil
 }
 
@@ -96,8 +107,9 @@ func build(args []string) error {
 	fs.Var(&platforms, "platform", "os/arch[/variant]=path of a static binary; repeat for each image of the index")
 	var sboms stringsFlag
 	fs.Var(&sboms, "sbom", "os/arch[/variant]=path of the SBOM of that platform's binary, put at "+ociimage.SBOMPath+"; repeat for each platform")
-	var files filesFlag
-	fs.Var(&files, "file", "/path/in/image=local-path of a file every image holds (mode 0644); repeat for each")
+	var files []ociimage.File
+	fs.Var(filesFlag{files: &files}, "file", "/path/in/image=local-path of a file every image holds (mode 0644); repeat for each")
+	fs.Var(filesFlag{files: &files, executable: true}, "executable", "/path/in/image=local-path of a program every image holds beside the entrypoint (mode 0755); repeat for each")
 	layoutDir := fs.String("layout", "", "OCI layout directory to write the index into (replaced)")
 	tarballPath := fs.String("tarball", "", "also write the image of --tarball-platform here as a `docker load` tarball")
 	tarballPlatform := fs.String("tarball-platform", "", "os/arch of the image written to --tarball")

@@ -2,9 +2,7 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"maps"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -71,6 +69,42 @@ type childReconciler[T childObject, A childApplyConfiguration] struct {
 	// contest paces the repairs of children that another writer keeps changing
 	// (contest.go); nil: every drift is repaired at once.
 	contest *contestTracker
+	// apps is the App cache, whose claim index tells which App wins a name (claims.go).
+	apps cache.Indexer
+}
+
+// newChildReconciler returns the reconciler of a kind of child whose managed objects
+// managed watches (read through an own-writes cache) and the metadata of every other
+// object of the kind unmanaged. It indexes both informers by controlling App, has their
+// events queue the Apps concerned (childHandler, handlers.go) and adds them to c.synced.
+// client is the kind's typed client (client-go's Deployments, Services); T, the
+// object, must be given, the rest is inferred.
+func newChildReconciler[T childObject, A childApplyConfiguration, C childAPI[T, A]](c *Controller, kind string, managed, unmanaged cache.SharedIndexInformer,
+	client func(namespace string) C, empty func(name, namespace string) A) (*childReconciler[T, A], error) {
+	k := &childReconciler[T, A]{
+		kind:      kind,
+		managed:   controller.NewWriteCache(managed.GetIndexer(), 0, c.clock),
+		unmanaged: unmanaged.GetIndexer(),
+		client:    func(namespace string) childAPI[T, A] { return client(namespace) },
+		empty:     empty,
+		recorder:  c.recorder,
+		contest:   c.contest,
+		apps:      c.appIndexer,
+	}
+	for _, i := range []struct {
+		informer cache.SharedIndexInformer
+		writes   *controller.WriteCache
+	}{{managed, k.managed}, {unmanaged, nil}} {
+		if err := i.informer.AddIndexers(cache.Indexers{controllerIndex: indexByControllerUID}); err != nil {
+			return nil, fmt.Errorf("adding the controller index to the %s informer: %w", kind, err)
+		}
+		if err := c.watch(i.informer, kind, c.childHandler(c.logger, kind, i.writes)); err != nil {
+			return nil, err
+		}
+		c.synced = append(c.synced, i.informer.HasSynced)
+	}
+	childRepairs.WithLabelValues(kind).Add(0) // the series exists before the first repair
+	return k, nil
 }
 
 // childResult is what reconciling one child found.
@@ -83,6 +117,17 @@ type childResult[T childObject] struct {
 	conflict string
 	// changed tells whether the controller wrote to the API server.
 	changed bool
+}
+
+// outcome returns r as the App's status reads it; the caller adds what is particular to
+// its kind.
+func (r childResult[T]) outcome() childOutcome {
+	out := childOutcome{name: r.name, conflict: r.conflict, changed: r.changed}
+	var none T
+	if r.obj != none {
+		out.obj = r.obj
+	}
+	return out
 }
 
 // nameHolder is what the caches know of the object holding a child name.
@@ -99,10 +144,10 @@ type nameHolder[T childObject] struct {
 
 // reconcile makes the App's child of this kind match desired (nil: no child wanted)
 // under name: it prunes the children the App controls under other names, looks up who
-// holds name, yields the name when winner, the App that won it among those that claim
-// it (claims.go), is another App, never writes to an object the App does not control,
-// then writes what differs.
-func (k *childReconciler[T, A]) reconcile(ctx context.Context, app *appv1.App, name string, desired A, winner *appv1.App) (childResult[T], error) {
+// holds name, yields the name when another App that claims it (claim, "" when none can:
+// claims.go) is older, never writes to an object the App does not control, then writes
+// what differs.
+func (k *childReconciler[T, A]) reconcile(ctx context.Context, app *appv1.App, name string, desired A, claim string) (childResult[T], error) {
 	res := childResult[T]{name: name}
 	pruned, err := k.prune(ctx, app, name)
 	res.changed = pruned
@@ -114,7 +159,7 @@ func (k *childReconciler[T, A]) reconcile(ctx context.Context, app *appv1.App, n
 	if err != nil {
 		return res, err
 	}
-	if winner.UID != app.UID {
+	if winner := nameWinner(k.apps, app, claim); winner.UID != app.UID {
 		res.conflict = fmt.Sprintf("%s %q is also claimed by App %q, which is older", k.kind, name, winner.Name)
 		if holder.managed != nil && holder.ours {
 			// Give the name up to the older App.
@@ -337,37 +382,4 @@ func (k *childReconciler[T, A]) describeHolder(name string, ref *metav1.OwnerRef
 		return fmt.Sprintf("%s %q already exists and is not managed by this App", k.kind, name)
 	}
 	return fmt.Sprintf("%s %q already exists and is controlled by %s %q", k.kind, name, ref.Kind, ref.Name)
-}
-
-// serviceExclusivePatch is the exclusivePatch of Services: a Service's ports and
-// selector decide where its traffic goes, so the App owns them alone. Server-side apply keeps a port or selector key that someone else
-// added; worse, a port edited by hand becomes a second port with the App's port name,
-// and every later apply is invalid. The patch replaces both with the App's, guarded by
-// the resourceVersion, keeping the node ports already allocated.
-func serviceExclusivePatch(live *corev1.Service, desired *corev1ac.ServiceApplyConfiguration) ([]byte, error) {
-	want := &corev1.Service{}
-	if err := controller.Convert(desired, want); err != nil {
-		return nil, err
-	}
-	ports := make([]corev1.ServicePort, len(want.Spec.Ports))
-	portsMatch := len(live.Spec.Ports) == len(want.Spec.Ports)
-	for i, p := range want.Spec.Ports {
-		ports[i] = p
-		found := false
-		for _, l := range live.Spec.Ports {
-			if l.Name == p.Name && l.Port == p.Port && l.Protocol == p.Protocol {
-				ports[i].NodePort = l.NodePort
-				found = found || l.TargetPort == p.TargetPort
-			}
-		}
-		portsMatch = portsMatch && found
-	}
-	if portsMatch && maps.Equal(live.Spec.Selector, want.Spec.Selector) {
-		return nil, nil
-	}
-	return json.Marshal([]map[string]any{
-		{"op": "test", "path": "/metadata/resourceVersion", "value": live.ResourceVersion},
-		{"op": "add", "path": "/spec/selector", "value": want.Spec.Selector},
-		{"op": "add", "path": "/spec/ports", "value": ports},
-	})
 }

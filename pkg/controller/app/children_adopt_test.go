@@ -31,9 +31,7 @@ func TestNoAdoptionOnCreate(t *testing.T) {
 	if err := f.kubeClient.Tracker().Add(foreign); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.sync("tcs", "web"); err != nil {
-		t.Fatal(err)
-	}
+	f.mustSync("web")
 	applies := 0
 	for _, w := range f.writeNames() {
 		if w == "patch deployments" {

@@ -9,7 +9,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -166,6 +165,9 @@ type podConfig struct {
 	hash string
 	// missing are the referenced objects, not optional, that do not exist.
 	missing []configRef
+	// problem is what missing makes for the pods (they wait for it); nil if nothing is
+	// missing.
+	problem *podhealth.Problem
 }
 
 // podConfig returns the state of the ConfigMaps and Secrets app's pods reference, read
@@ -201,6 +203,7 @@ func (c *Controller) podConfig(app *appv1.App) (podConfig, error) {
 	if t.ConfigChangePolicy != appv1.ConfigChangeIgnore {
 		cfg.hash = hex.EncodeToString(h.Sum(nil)[:10])
 	}
+	cfg.problem = configProblem(cfg.missing)
 	return cfg, nil
 }
 
@@ -254,23 +257,4 @@ func configProblem(missing []configRef) *podhealth.Problem {
 		Reason:  appv1.ReasonConfigNotFound,
 		Message: fmt.Sprintf("%s, referenced by the pods, %s not exist: the pods wait for it", strings.Join(names, " and "), verb),
 	}
-}
-
-// recordConfigNotFound emits a Warning Event when the App's Ready condition newly says
-// that referenced config is missing.
-func (c *Controller) recordConfigNotFound(app *appv1.App, status *appv1.AppStatus) {
-	ready := meta.FindStatusCondition(status.Conditions, appv1.ConditionReady)
-	if ready == nil || ready.Reason != appv1.ReasonConfigNotFound {
-		return
-	}
-	c.warnOnChange(app, appv1.ConditionReady, ready.Reason, ready.Message)
-}
-
-// warnOnChange emits a Warning Event with reason and msg about app, unless app's
-// condition of conditionType already says them: once per new problem, not at every sync.
-func (c *Controller) warnOnChange(app *appv1.App, conditionType, reason, msg string) {
-	if old := meta.FindStatusCondition(app.Status.Conditions, conditionType); old != nil && old.Reason == reason && old.Message == controller.TruncateMessage(msg) {
-		return
-	}
-	c.recorder.Event(app, corev1.EventTypeWarning, reason, msg)
 }

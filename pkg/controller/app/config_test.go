@@ -112,9 +112,7 @@ func TestConfigRollout(t *testing.T) {
 			t.Fatalf("config hashes: Deployment %q, pod template %q; want the same, set", seen, pods)
 		}
 		// Nothing changed: nothing written.
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		if w := f.writeNames(); len(w) != 0 {
 			t.Errorf("second sync wrote %q, want nothing", w)
 		}
@@ -166,9 +164,7 @@ func TestConfigRollout(t *testing.T) {
 		if got := queued(f.c); got.Len() != 0 {
 			t.Errorf("queued %v, want nothing", got.UnsortedList())
 		}
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		if w := f.writeNames(); len(w) != 0 {
 			t.Errorf("writes %q, want none", w)
 		}
@@ -183,9 +179,7 @@ func TestConfigRollout(t *testing.T) {
 			t.Errorf("pod template carries a config hash under Ignore")
 		}
 		f.setConfig(configObject("ConfigMap", "settings", "10"))
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		if w := f.writeNames(); len(w) != 0 {
 			t.Errorf("writes %q, want none", w)
 		}
@@ -201,9 +195,7 @@ func TestConfigRollout(t *testing.T) {
 		f.addApps(app)
 		f.setConfig(configObject("ConfigMap", "settings", "1"), configObject("Secret", "creds", "2"), configObject("ConfigMap", "files", "3"))
 		previous := f.liveDeploymentOf("web-deploy").Spec.Template.DeepCopy()
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		if w := f.writeNames(); !sameMultiset(w, []string{"patch deployments", "patch apps/status"}) {
 			t.Errorf("upgrade writes %q, want the Deployment (its own annotation only) and the status", w)
 		}
@@ -217,9 +209,7 @@ func TestConfigRollout(t *testing.T) {
 		f.catchUp()
 		f.events()
 		f.setConfig(configObject("ConfigMap", "settings", "10"))
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		d = f.liveDeploymentOf("web-deploy")
 		if d.Spec.Template.Annotations[appv1.ConfigHashAnnotation] != d.Annotations[appv1.ConfigHashAnnotation] {
 			t.Errorf("the change after the upgrade did not roll the pods: %v", d.Spec.Template.Annotations)
@@ -235,9 +225,7 @@ func TestConfigRollout(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.catchUp()
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		if w := f.writeNames(); len(w) != 0 {
 			t.Errorf("writes %q after a restart by hand, want none", w)
 		}
@@ -271,9 +259,7 @@ func TestConfigNotFound(t *testing.T) {
 	f := newFixture(t)
 	f.addApps(app)
 	f.setConfig(configObject("Secret", "creds", "2"), configObject("ConfigMap", "files", "3"))
-	if err := f.sync("tcs", "web"); err != nil {
-		t.Fatal(err)
-	}
+	f.mustSync("web")
 	f.catchUp()
 	ready := meta.FindStatusCondition(f.appNow("web").Status.Conditions, appv1.ConditionReady)
 	want := `ConfigMap "settings", referenced by the pods, does not exist: the pods wait for it`
@@ -285,9 +271,7 @@ func TestConfigNotFound(t *testing.T) {
 	}
 	// Reported once: a sync with nothing changed emits no Event again.
 	f.deploymentRolledOut("web-deploy")
-	if err := f.sync("tcs", "web"); err != nil {
-		t.Fatal(err)
-	}
+	f.mustSync("web")
 	if ev := f.events(); len(ev) != 0 {
 		t.Errorf("events %q on a sync with nothing new", ev)
 	}
@@ -298,14 +282,10 @@ func TestConfigNotFound(t *testing.T) {
 	// Created: the pods roll (they may have started already without it) and the App
 	// becomes Ready when they are.
 	f.setConfig(configObject("ConfigMap", "settings", "20"))
-	if err := f.sync("tcs", "web"); err != nil {
-		t.Fatal(err)
-	}
+	f.mustSync("web")
 	f.catchUp()
 	f.deploymentRolledOut("web-deploy")
-	if err := f.sync("tcs", "web"); err != nil {
-		t.Fatal(err)
-	}
+	f.mustSync("web")
 	if c := meta.FindStatusCondition(f.appNow("web").Status.Conditions, appv1.ConditionReady); c.Status != metav1.ConditionTrue {
 		t.Errorf("Ready = %+v once the ConfigMap exists", c)
 	}

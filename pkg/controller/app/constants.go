@@ -14,6 +14,3 @@ const (
 
 // appKind is the kind of the owner of every child.
 var appKind = appv1.SchemeGroupVersion.WithKind("App")
-
-// childKinds are the kinds of an App's children.
-var childKinds = []string{"Deployment", "Service", "PodDisruptionBudget", "Ingress"}

@@ -13,7 +13,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	"github.com/app-controller/app-controller/pkg/controller"
 )
 
 // serviceShapedApp returns an App shaped like a real service: a migration before the app,
@@ -115,14 +114,7 @@ func TestContainersAndPorts(t *testing.T) {
 // what app wants.
 func liveBudget(t *testing.T, app *appv1.App) *policyv1.PodDisruptionBudget {
 	t.Helper()
-	desired, err := DesiredDisruptionBudget(app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &policyv1.PodDisruptionBudget{}
-	if err := controller.Convert(desired, b); err != nil {
-		t.Fatal(err)
-	}
+	b := desiredObject[policyv1.PodDisruptionBudget](t, DesiredDisruptionBudget, app)
 	b.UID = "pdb-uid"
 	b.ResourceVersion = "12"
 	return b
@@ -139,9 +131,7 @@ func TestDisruptionBudget(t *testing.T) {
 	t.Run("a new App with a budget: one more write", func(t *testing.T) {
 		f := newFixture(t)
 		f.addApps(app)
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		want := []string{"patch deployments", "patch services", "patch poddisruptionbudgets", "create controllerrevisions", "patch apps/status"}
 		if w := f.writeNames(); !sameMultiset(w, want) {
 			t.Errorf("writes %q, want %q", w, want)
@@ -156,18 +146,14 @@ func TestDisruptionBudget(t *testing.T) {
 		controllerSeedBudget(t, f, liveBudget(t, a))
 		a.Status.ObservedGeneration = a.Generation
 		f.addApps(a)
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		f.catchUp()
 		f.events()
 		return f
 	}
 	t.Run("up to date: nothing written, the status names it", func(t *testing.T) {
 		f := synced(t)
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		if w := f.writeNames(); len(w) != 0 {
 			t.Errorf("writes %q", w)
 		}
@@ -181,9 +167,7 @@ func TestDisruptionBudget(t *testing.T) {
 		b.Spec.MinAvailable = ptr.To(intstr.FromInt32(0))
 		b.ResourceVersion = "99"
 		controllerUpdateBudget(t, f, b)
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		if w := f.writeNames(); !slices.Equal(w, []string{"patch poddisruptionbudgets"}) {
 			t.Errorf("writes %q, want the budget repaired", w)
 		}
@@ -191,9 +175,7 @@ func TestDisruptionBudget(t *testing.T) {
 	t.Run("removed from the spec: pruned", func(t *testing.T) {
 		f := synced(t)
 		f.changeSpec(serviceShapedApp(), func(a *appv1.App) { a.Spec.DisruptionBudget = nil })
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		if w := f.writeNames(); !sameMultiset(w, []string{"delete poddisruptionbudgets", "create controllerrevisions", "patch apps/status"}) {
 			t.Errorf("writes %q, want the budget deleted", w)
 		}
@@ -225,7 +207,7 @@ func controllerUpdateBudget(t *testing.T, f *fixture, b *policyv1.PodDisruptionB
 	if err := f.inf.DisruptionBudgets.Informer().GetIndexer().Update(b); err != nil {
 		t.Fatal(err)
 	}
-	f.c.disruptionBudgets.managed.Observed(b)
+	childOf[*budgetChild](t, f.c).managed.Observed(b)
 }
 
 // controllerIs2 reports whether app is the controller in refs.

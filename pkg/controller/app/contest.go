@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -86,12 +88,13 @@ type contestTracker struct {
 	policy ContestPolicy
 	clock  clock.PassiveClock
 
-	mu     sync.Mutex
-	states map[contestKey]*contestState
+	mu sync.Mutex
+	// states holds the streaks of each App, by kind of child.
+	states map[types.UID]map[string]*contestState
 }
 
 func newContestTracker(policy ContestPolicy, clk clock.PassiveClock) *contestTracker {
-	return &contestTracker{policy: policy.withDefaults(), clock: clk, states: map[contestKey]*contestState{}}
+	return &contestTracker{policy: policy.withDefaults(), clock: clk, states: map[types.UID]map[string]*contestState{}}
 }
 
 // backoff is the wait between the last repair of s and the next one.
@@ -109,9 +112,12 @@ func (t *contestTracker) backoff(s *contestState) time.Duration {
 // live returns the streak of key, or nil when there is none or it ended: no drift for
 // a whole Window.
 func (t *contestTracker) live(key contestKey, now time.Time) *contestState {
-	s := t.states[key]
+	s := t.states[key.app][key.kind]
 	if s != nil && now.Sub(s.lastDrift) > t.policy.Window {
-		delete(t.states, key)
+		delete(t.states[key.app], key.kind)
+		if len(t.states[key.app]) == 0 {
+			delete(t.states, key.app)
+		}
 		return nil
 	}
 	return s
@@ -123,7 +129,10 @@ func (t *contestTracker) streak(key contestKey, now time.Time) *contestState {
 	s := t.live(key, now)
 	if s == nil {
 		s = &contestState{}
-		t.states[key] = s
+		if t.states[key.app] == nil {
+			t.states[key.app] = map[string]*contestState{}
+		}
+		t.states[key.app][key.kind] = s
 	}
 	return s
 }
@@ -183,7 +192,7 @@ func (t *contestTracker) contests(app *appv1.App) ([]contest, time.Duration) {
 	now := t.clock.Now()
 	var out []contest
 	var requeue time.Duration
-	for _, kind := range childKinds {
+	for _, kind := range slices.Sorted(maps.Keys(t.states[app.UID])) {
 		s := t.live(contestKey{app.UID, kind}, now)
 		if s == nil {
 			continue
@@ -209,9 +218,7 @@ func (t *contestTracker) contests(app *appv1.App) ([]contest, time.Duration) {
 func (t *contestTracker) forget(uid types.UID) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, kind := range childKinds {
-		delete(t.states, contestKey{uid, kind})
-	}
+	delete(t.states, uid)
 }
 
 // otherManager returns the field manager other than app-controller that wrote obj last

@@ -1,18 +1,24 @@
-// Package app is the App controller: it keeps, for every App, a Deployment and a Service
-// that the App controls, written with server-side apply, and reports their state in the
-// App's status conditions and in Events.
+// Package app is the App controller: it keeps, for every App, the children its spec
+// asks for (a Deployment, a Service, a PodDisruptionBudget, a route as an Ingress or an
+// HTTPRoute), written with server-side apply, and reports their state in the App's
+// status conditions and in Events.
 //
-// Files: controller.go wires informers and the worker loop (controller.Loop) with the
-// App's retry policy; handlers.go maps informer events to queue keys. A key's sync then
-// reads the files in this order: sync.go (syncApp, the steps in order), config.go (the
-// ConfigMaps and Secrets the App's pods reference: a change rolls them), desired.go (the
-// Deployment and Service the App asks for), revisions.go (every spec recorded as a
-// revision, for history and rollback), claims.go (the claim and controller indexes;
-// which App wins a contested child name), children.go (one child: prune, lookup, write),
-// contest.go (pacing the repairs of a child another writer keeps changing), status.go
-// (the status computed) and statuswrite.go (the status written at once or coalesced).
-// metrics.go holds the App metrics. The condition types, reasons and labels users read
-// are in the API package (pkg/apis/appcontroller/v1).
+// Files, in the order an App key reads them. controller.go wires the informers (each
+// kind of child wires its own) and the worker loop (controller.Loop) with the App's
+// retry policy; handlers.go maps informer events to queue keys. The key's sync then
+// reads, never calling back into an earlier file: sync.go (syncApp: the steps, and
+// appChildren, the table of the kinds of child), config.go (the ConfigMaps and Secrets
+// the pods reference: a change rolls them), revisions.go (every spec recorded as a
+// revision, for history and rollback), the kinds of child in the order of the table,
+// each in its file: child_deployment.go, child_service.go, child_budget.go,
+// child_route.go (one child of two shapes) with routehosts.go (which namespace holds a
+// host); then children.go (one child: prune, lookup, yield, write), claims.go (which
+// App wins a contested child name), contest.go (pacing the repairs of a child another
+// writer keeps changing), pods.go (the first problem of the App's pods), status.go (the
+// status computed from the children's outcomes) and statuswrite.go (the status written
+// at once or coalesced); ports.go and labels.go are leaves the children share.
+// order.go orders the queue; metrics.go holds the App metrics. The condition types,
+// reasons and labels users read are in the API package (pkg/apis/appcontroller/v1).
 package app
 
 import (
@@ -20,17 +26,8 @@ import (
 	"fmt"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
-	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
-	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	"k8s.io/client-go/informers"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -42,8 +39,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gatewayv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	gatewayinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions/apis/v1"
 
@@ -110,16 +105,10 @@ type Controller struct {
 	// coalesce it with the next ones (see statusDelay).
 	statusPending *pendingWrites
 
-	deployments       *childReconciler[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]
-	services          *childReconciler[*corev1.Service, *corev1ac.ServiceApplyConfiguration]
-	disruptionBudgets *childReconciler[*policyv1.PodDisruptionBudget, *policyv1ac.PodDisruptionBudgetApplyConfiguration]
-	ingresses         *childReconciler[*networkingv1.Ingress, *networkingv1ac.IngressApplyConfiguration]
-	// httpRoutes is nil when the cluster does not serve the Gateway API.
-	httpRoutes *childReconciler[*gatewayv1.HTTPRoute, *gatewayv1ac.HTTPRouteApplyConfiguration]
-	// defaultGateway is the parent of routes that name none (Options.DefaultGateway).
-	defaultGateway *appv1.GatewayRef
-	// sharedNamespaces may share route hosts among themselves (route.go).
-	sharedNamespaces sets.Set[string]
+	// children are the kinds of child of an App (appChildren); deployments is the
+	// Deployment's, whose cache holds the live Deployment (liveDeployment).
+	children    []appChild
+	deployments *deploymentChild
 	// pods is the pod cache, indexed by App (podAppIndex).
 	pods cache.Indexer
 	// probeEvents is the cache of the kubelet's Unhealthy Events, indexed by pod
@@ -136,6 +125,9 @@ type Controller struct {
 	loop     *controller.Loop
 	recorder record.EventRecorder
 	clock    clock.PassiveClock
+	// logger logs the event handlers; synced are the HasSynced of every informer read.
+	logger klog.Logger
+	synced []cache.InformerSynced
 
 	// contest tracks the repairs of children that another writer keeps changing
 	// (contest.go).
@@ -225,63 +217,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 	registerMetrics()
 
 	appInformer := inf.Apps.Informer()
-	if err := appInformer.AddIndexers(cache.Indexers{claimIndex: indexByClaim, configIndex: indexByConfig, routeIndex: indexAppByRouteHost}); err != nil {
-		return nil, fmt.Errorf("adding the claimed-name index to the App informer: %w", err)
-	}
-	for name, i := range map[string]cache.SharedIndexInformer{
-		"Deployment":           inf.Deployments.Informer(),
-		"Service":              inf.Services.Informer(),
-		"unmanaged Deployment": inf.UnmanagedDeployments.Informer(),
-		"unmanaged Service":    inf.UnmanagedServices.Informer(),
-		"PodDisruptionBudget":  inf.DisruptionBudgets.Informer(),
-		"unmanaged PDB":        inf.UnmanagedDisruptionBudgets.Informer(),
-		"unmanaged Ingress":    inf.UnmanagedIngresses.Informer(),
-		"ControllerRevision":   inf.Revisions.Informer(),
-	} {
-		if err := i.AddIndexers(cache.Indexers{controllerIndex: indexByControllerUID}); err != nil {
-			return nil, fmt.Errorf("adding the controller index to the %s informer: %w", name, err)
-		}
-	}
-	if err := inf.Ingresses.Informer().AddIndexers(cache.Indexers{controllerIndex: indexByControllerUID, routeHostIndex: indexIngressByHost}); err != nil {
-		return nil, fmt.Errorf("adding the indexes of the Ingress informer: %w", err)
-	}
 	podInformer := inf.Pods.Informer()
-	if err := podInformer.AddIndexers(cache.Indexers{podAppIndex: indexPodByApp}); err != nil {
-		return nil, fmt.Errorf("adding the App index to the pod informer: %w", err)
-	}
-	synced := []cache.InformerSynced{
-		appInformer.HasSynced,
-		inf.Deployments.Informer().HasSynced,
-		inf.Services.Informer().HasSynced,
-		inf.UnmanagedDeployments.Informer().HasSynced,
-		inf.UnmanagedServices.Informer().HasSynced,
-		podInformer.HasSynced,
-		inf.ConfigMaps.Informer().HasSynced,
-		inf.Secrets.Informer().HasSynced,
-		inf.Revisions.Informer().HasSynced,
-		inf.DisruptionBudgets.Informer().HasSynced,
-		inf.UnmanagedDisruptionBudgets.Informer().HasSynced,
-		inf.Ingresses.Informer().HasSynced,
-		inf.UnmanagedIngresses.Informer().HasSynced,
-	}
-	if inf.HTTPRoutes != nil {
-		if err := inf.HTTPRoutes.Informer().AddIndexers(cache.Indexers{controllerIndex: indexByControllerUID, routeHostIndex: indexIngressByHost}); err != nil {
-			return nil, fmt.Errorf("adding the indexes of the HTTPRoute informer: %w", err)
-		}
-		if err := inf.UnmanagedHTTPRoutes.Informer().AddIndexers(cache.Indexers{controllerIndex: indexByControllerUID}); err != nil {
-			return nil, fmt.Errorf("adding the controller index to the unmanaged HTTPRoute informer: %w", err)
-		}
-		synced = append(synced, inf.HTTPRoutes.Informer().HasSynced, inf.UnmanagedHTTPRoutes.Informer().HasSynced)
-	}
-	var eventInformer cache.SharedIndexInformer
-	if inf.ProbeEvents != nil {
-		eventInformer = inf.ProbeEvents.Informer()
-		if err := eventInformer.AddIndexers(cache.Indexers{podEventIndex: indexEventByPod}); err != nil {
-			return nil, fmt.Errorf("adding the pod index to the probe Event informer: %w", err)
-		}
-		synced = append(synced, eventInformer.HasSynced)
-	}
-
 	c := &Controller{
 		kubeClient:    kubeClient,
 		appClient:     appClient,
@@ -290,48 +226,9 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		appIndexer:    appInformer.GetIndexer(),
 		apps:          controller.NewWriteCache(appInformer.GetIndexer(), 0, opts.Clock),
 		statusPending: newPendingWrites(),
-		deployments: &childReconciler[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]{
-			kind:      "Deployment",
-			managed:   controller.NewWriteCache(inf.Deployments.Informer().GetIndexer(), 0, opts.Clock),
-			unmanaged: inf.UnmanagedDeployments.Informer().GetIndexer(),
-			client: func(ns string) childAPI[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration] {
-				return kubeClient.AppsV1().Deployments(ns)
-			},
-			empty: appsv1ac.Deployment,
-		},
-		services: &childReconciler[*corev1.Service, *corev1ac.ServiceApplyConfiguration]{
-			kind:      "Service",
-			managed:   controller.NewWriteCache(inf.Services.Informer().GetIndexer(), 0, opts.Clock),
-			unmanaged: inf.UnmanagedServices.Informer().GetIndexer(),
-			client: func(ns string) childAPI[*corev1.Service, *corev1ac.ServiceApplyConfiguration] {
-				return kubeClient.CoreV1().Services(ns)
-			},
-			empty:          corev1ac.Service,
-			exclusivePatch: serviceExclusivePatch,
-		},
-		disruptionBudgets: &childReconciler[*policyv1.PodDisruptionBudget, *policyv1ac.PodDisruptionBudgetApplyConfiguration]{
-			kind:      "PodDisruptionBudget",
-			managed:   controller.NewWriteCache(inf.DisruptionBudgets.Informer().GetIndexer(), 0, opts.Clock),
-			unmanaged: inf.UnmanagedDisruptionBudgets.Informer().GetIndexer(),
-			client: func(ns string) childAPI[*policyv1.PodDisruptionBudget, *policyv1ac.PodDisruptionBudgetApplyConfiguration] {
-				return kubeClient.PolicyV1().PodDisruptionBudgets(ns)
-			},
-			empty: policyv1ac.PodDisruptionBudget,
-		},
-		ingresses: &childReconciler[*networkingv1.Ingress, *networkingv1ac.IngressApplyConfiguration]{
-			kind:      "Ingress",
-			managed:   controller.NewWriteCache(inf.Ingresses.Informer().GetIndexer(), 0, opts.Clock),
-			unmanaged: inf.UnmanagedIngresses.Informer().GetIndexer(),
-			client: func(ns string) childAPI[*networkingv1.Ingress, *networkingv1ac.IngressApplyConfiguration] {
-				return kubeClient.NetworkingV1().Ingresses(ns)
-			},
-			empty: networkingv1ac.Ingress,
-		},
-		defaultGateway:   opts.DefaultGateway,
-		sharedNamespaces: sets.New(opts.SharedNamespaces...),
-		pods:             podInformer.GetIndexer(),
-		configMaps:       inf.ConfigMaps.Informer().GetIndexer(),
-		secrets:          inf.Secrets.Informer().GetIndexer(),
+		pods:          podInformer.GetIndexer(),
+		configMaps:    inf.ConfigMaps.Informer().GetIndexer(),
+		secrets:       inf.Secrets.Informer().GetIndexer(),
 		revisions: &revisions{
 			client:  kubeClient,
 			cache:   controller.NewWriteCache(inf.Revisions.Informer().GetIndexer(), 0, opts.Clock),
@@ -339,26 +236,48 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		},
 		recorder:          recorder,
 		clock:             opts.Clock,
+		contest:           newContestTracker(opts.Contest, opts.Clock),
 		ownServiceAccount: opts.OwnServiceAccount,
+		logger:            logger,
+		synced: []cache.InformerSynced{
+			appInformer.HasSynced,
+			podInformer.HasSynced,
+			inf.ConfigMaps.Informer().HasSynced,
+			inf.Secrets.Informer().HasSynced,
+			inf.Revisions.Informer().HasSynced,
+		},
 	}
-	if inf.HTTPRoutes != nil {
-		c.httpRoutes = &childReconciler[*gatewayv1.HTTPRoute, *gatewayv1ac.HTTPRouteApplyConfiguration]{
-			kind:      "HTTPRoute",
-			managed:   controller.NewWriteCache(inf.HTTPRoutes.Informer().GetIndexer(), 0, opts.Clock),
-			unmanaged: inf.UnmanagedHTTPRoutes.Informer().GetIndexer(),
-			client: func(ns string) childAPI[*gatewayv1.HTTPRoute, *gatewayv1ac.HTTPRouteApplyConfiguration] {
-				return opts.GatewayClient.GatewayV1().HTTPRoutes(ns)
-			},
-			empty:    gatewayv1ac.HTTPRoute,
-			recorder: recorder,
+	// Each kind of child wires its informers: indexes, event handlers, synced.
+	for _, newChild := range appChildren {
+		child, err := newChild(c, inf, opts)
+		if err != nil {
+			return nil, err
 		}
+		c.children = append(c.children, child)
+	}
+	if err := appInformer.AddIndexers(cache.Indexers{claimIndex: c.indexByClaim, configIndex: indexByConfig, routeIndex: indexAppByRouteHost}); err != nil {
+		return nil, fmt.Errorf("adding the claimed-name index to the App informer: %w", err)
+	}
+	if err := inf.Revisions.Informer().AddIndexers(cache.Indexers{controllerIndex: indexByControllerUID}); err != nil {
+		return nil, fmt.Errorf("adding the controller index to the ControllerRevision informer: %w", err)
+	}
+	if err := podInformer.AddIndexers(cache.Indexers{podAppIndex: indexPodByApp}); err != nil {
+		return nil, fmt.Errorf("adding the App index to the pod informer: %w", err)
+	}
+	var eventInformer cache.SharedIndexInformer
+	if inf.ProbeEvents != nil {
+		eventInformer = inf.ProbeEvents.Informer()
+		if err := eventInformer.AddIndexers(cache.Indexers{podEventIndex: indexEventByPod}); err != nil {
+			return nil, fmt.Errorf("adding the pod index to the probe Event informer: %w", err)
+		}
+		c.synced = append(c.synced, eventInformer.HasSynced)
 	}
 	c.loop = controller.NewLoop(controller.LoopConfig{
 		Name:      ControllerName,
 		QueueName: opts.QueueName,
 		LogKey:    "app",
 		Sync:      c.syncApp,
-		Synced:    synced,
+		Synced:    c.synced,
 		Policy: controller.RetryPolicy{
 			MaxAttempts:   opts.MaxRetries,
 			RetryOnResync: true,
@@ -370,81 +289,41 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		Recorder:        recorder,
 		Object:          c.appForEvent,
 	})
-	c.contest = newContestTracker(opts.Contest, opts.Clock)
-	c.deployments.recorder, c.services.recorder, c.disruptionBudgets.recorder, c.ingresses.recorder = recorder, recorder, recorder, recorder
-	c.deployments.contest, c.services.contest, c.disruptionBudgets.contest, c.ingresses.contest = c.contest, c.contest, c.contest, c.contest
-	if c.httpRoutes != nil {
-		c.httpRoutes.contest = c.contest
-	}
-
-	if _, err := appInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { c.addApp(logger, obj) },
-		UpdateFunc: func(old, cur interface{}) { c.updateApp(logger, old, cur) },
-		DeleteFunc: func(obj interface{}) { c.deleteApp(logger, obj) },
-	}, cache.HandlerOptions{Logger: &logger}); err != nil {
-		return nil, fmt.Errorf("adding the App event handler: %w", err)
-	}
-	for kind, i := range map[string]struct {
+	type watched struct {
 		informer cache.SharedIndexInformer
-		writes   *controller.WriteCache
-	}{
-		"Deployment":          {inf.Deployments.Informer(), c.deployments.managed},
-		"Service":             {inf.Services.Informer(), c.services.managed},
-		"PodDisruptionBudget": {inf.DisruptionBudgets.Informer(), c.disruptionBudgets.managed},
-		"Ingress":             {inf.Ingresses.Informer(), c.ingresses.managed},
-	} {
-		if _, err := i.informer.AddEventHandlerWithOptions(c.childHandler(logger, kind, i.writes), cache.HandlerOptions{Logger: &logger}); err != nil {
-			return nil, fmt.Errorf("adding the %s event handler: %w", kind, err)
-		}
+		what     string
+		handler  cache.ResourceEventHandler
 	}
-	for kind, i := range map[string]cache.SharedIndexInformer{
-		"Deployment":          inf.UnmanagedDeployments.Informer(),
-		"Service":             inf.UnmanagedServices.Informer(),
-		"PodDisruptionBudget": inf.UnmanagedDisruptionBudgets.Informer(),
-		"Ingress":             inf.UnmanagedIngresses.Informer(),
-	} {
-		if _, err := i.AddEventHandlerWithOptions(c.childHandler(logger, kind, nil), cache.HandlerOptions{Logger: &logger}); err != nil {
-			return nil, fmt.Errorf("adding the unmanaged %s event handler: %w", kind, err)
-		}
-	}
-	if inf.HTTPRoutes != nil {
-		// A Gateway's answer in an HTTPRoute's status is an update of a managed child:
-		// its App is queued to read it into RouteAccepted.
-		for _, h := range []struct {
-			informer cache.SharedIndexInformer
-			writes   *controller.WriteCache
-		}{{inf.HTTPRoutes.Informer(), c.httpRoutes.managed}, {inf.UnmanagedHTTPRoutes.Informer(), nil}} {
-			if _, err := h.informer.AddEventHandlerWithOptions(c.childHandler(logger, "HTTPRoute", h.writes), cache.HandlerOptions{Logger: &logger}); err != nil {
-				return nil, fmt.Errorf("adding the HTTPRoute event handler: %w", err)
-			}
-		}
-		if _, err := inf.HTTPRoutes.Informer().AddEventHandlerWithOptions(c.routeHostHandler(), cache.HandlerOptions{Logger: &logger}); err != nil {
-			return nil, fmt.Errorf("adding the HTTPRoute host handler: %w", err)
-		}
-	}
-	if _, err := podInformer.AddEventHandlerWithOptions(c.podHandler(logger), cache.HandlerOptions{Logger: &logger}); err != nil {
-		return nil, fmt.Errorf("adding the pod event handler: %w", err)
-	}
-	for kind, i := range map[string]informers.GenericInformer{"ConfigMap": inf.ConfigMaps, "Secret": inf.Secrets} {
-		if _, err := i.Informer().AddEventHandlerWithOptions(c.configHandler(logger, kind), cache.HandlerOptions{Logger: &logger}); err != nil {
-			return nil, fmt.Errorf("adding the %s event handler: %w", kind, err)
-		}
-	}
-	// A host a managed Ingress (or HTTPRoute, above) let go (deleted, or its hosts
-	// changed) may be a waiting route's now.
-	if _, err := inf.Ingresses.Informer().AddEventHandlerWithOptions(c.routeHostHandler(), cache.HandlerOptions{Logger: &logger}); err != nil {
-		return nil, fmt.Errorf("adding the route host handler: %w", err)
-	}
-	if _, err := inf.Revisions.Informer().AddEventHandlerWithOptions(c.revisionHandler(logger), cache.HandlerOptions{Logger: &logger}); err != nil {
-		return nil, fmt.Errorf("adding the ControllerRevision event handler: %w", err)
+	handlers := []watched{
+		{appInformer, "App", cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj interface{}) { c.addApp(logger, obj) },
+			UpdateFunc: func(old, cur interface{}) { c.updateApp(logger, old, cur) },
+			DeleteFunc: func(obj interface{}) { c.deleteApp(logger, obj) },
+		}},
+		{podInformer, "pod", c.podHandler(logger)},
+		{inf.ConfigMaps.Informer(), "ConfigMap", c.configHandler(logger, "ConfigMap")},
+		{inf.Secrets.Informer(), "Secret", c.configHandler(logger, "Secret")},
+		{inf.Revisions.Informer(), "ControllerRevision", c.revisionHandler(logger)},
 	}
 	if eventInformer != nil {
 		c.probeEvents = eventInformer.GetIndexer()
-		if _, err := eventInformer.AddEventHandlerWithOptions(c.probeEventHandler(logger), cache.HandlerOptions{Logger: &logger}); err != nil {
-			return nil, fmt.Errorf("adding the probe Event handler: %w", err)
+		handlers = append(handlers, watched{eventInformer, "probe Event", c.probeEventHandler(logger)})
+	}
+	for _, h := range handlers {
+		if err := c.watch(h.informer, h.what, h.handler); err != nil {
+			return nil, err
 		}
 	}
 	return c, nil
+}
+
+// watch has h handle the events of informer, with the controller's logger; what names
+// the informer in an error.
+func (c *Controller) watch(informer cache.SharedIndexInformer, what string, h cache.ResourceEventHandler) error {
+	if _, err := informer.AddEventHandlerWithOptions(h, cache.HandlerOptions{Logger: &c.logger}); err != nil {
+		return fmt.Errorf("adding the %s event handler: %w", what, err)
+	}
+	return nil
 }
 
 // Run waits for the caches to sync, then runs workers until ctx ends. It then stops

@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -107,15 +108,7 @@ func TestNewDeployment(t *testing.T) {
 			if tc.mutate != nil {
 				tc.mutate(app)
 			}
-			desired, err := DesiredDeployment(app)
-			if err != nil {
-				t.Fatal(err)
-			}
-			d := &appsv1.Deployment{}
-			if err := controller.Convert(desired, d); err != nil {
-				t.Fatal(err)
-			}
-			tc.check(t, app, d)
+			tc.check(t, app, desiredObject[appsv1.Deployment](t, DesiredDeployment, app))
 		})
 	}
 }
@@ -161,14 +154,7 @@ func TestNewService(t *testing.T) {
 			if tc.mutate != nil {
 				tc.mutate(app)
 			}
-			desired, err := DesiredService(app)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := &corev1.Service{}
-			if err := controller.Convert(desired, s); err != nil {
-				t.Fatal(err)
-			}
+			s := desiredObject[corev1.Service](t, DesiredService, app)
 			p := s.Spec.Ports[0]
 			if p.Port != tc.wantPort || p.TargetPort != tc.wantTargetPort || s.Spec.Type != tc.wantType {
 				t.Errorf("port %d -> %s type %s, want %d -> %s type %s", p.Port, p.TargetPort.String(), s.Spec.Type,
@@ -177,6 +163,105 @@ func TestNewService(t *testing.T) {
 			want := map[string]string{appv1.NameLabel: "test-app", appv1.InstanceLabel: "test-app"}
 			if !equalMaps(s.Spec.Selector, want) {
 				t.Errorf("selector = %v, want %v", s.Spec.Selector, want)
+			}
+		})
+	}
+}
+
+// TestServicePortsList checks serviceTemplate.ports written as the whole list, as a
+// Service lists them: the entry that restates the first port (by name, else by number
+// and protocol) is the first port, the others follow in order; a list that restates
+// nothing is the ports beyond the first, as before.
+func TestServicePortsList(t *testing.T) {
+	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+	port := func(name string, n int32, target intstr.IntOrString, protocol corev1.Protocol) corev1.ServicePort {
+		return corev1.ServicePort{Name: name, Port: n, TargetPort: target, Protocol: protocol}
+	}
+	tests := []struct {
+		name   string
+		mutate func(*appv1.ServiceTemplate)
+		// containerPort is the Deployment's, 0 for none.
+		containerPort int32
+		want          []corev1.ServicePort
+		// wantContainerProtocol is the protocol of the container port, "" without one.
+		wantContainerProtocol corev1.Protocol
+	}{
+		{
+			name: "the whole list: http restates the first port",
+			mutate: func(s *appv1.ServiceTemplate) {
+				s.Ports = []appv1.ServicePort{{Name: "http", Port: 80, TargetPort: ptr.To(intstr.FromInt32(8080))}, {Name: "metrics", Port: 9090}}
+			},
+			want: []corev1.ServicePort{port("http", 80, intstr.FromInt32(8080), tcp), port("metrics", 9090, intstr.FromInt32(9090), tcp)},
+		},
+		{
+			name: "the first port listed second: it comes first, its targetPort the container port",
+			mutate: func(s *appv1.ServiceTemplate) {
+				s.Ports = []appv1.ServicePort{{Name: "metrics", Port: 9090}, {Name: "http", Port: 80}}
+			},
+			containerPort: 8080,
+			want:          []corev1.ServicePort{port("http", 80, intstr.FromInt32(8080), tcp), port("metrics", 9090, intstr.FromInt32(9090), tcp)},
+		},
+		{
+			name: "restated by number: the entry names the first port",
+			mutate: func(s *appv1.ServiceTemplate) {
+				s.Ports = []appv1.ServicePort{{Name: "web", Port: 8080}, {Name: "metrics", Port: 9090}}
+			},
+			want: []corev1.ServicePort{port("web", 8080, intstr.FromInt32(8080), tcp), port("metrics", 9090, intstr.FromInt32(9090), tcp)},
+		},
+		{
+			name: "the name wins over the number: 8080 is another port",
+			mutate: func(s *appv1.ServiceTemplate) {
+				s.Ports = []appv1.ServicePort{{Name: "http", Port: 80}, {Name: "alt", Port: 8080}}
+			},
+			want: []corev1.ServicePort{port("http", 80, intstr.FromInt32(80), tcp), port("alt", 8080, intstr.FromInt32(8080), tcp)},
+		},
+		{
+			name: "nothing restated: the ports beyond the first, as before",
+			mutate: func(s *appv1.ServiceTemplate) {
+				s.Ports = []appv1.ServicePort{{Name: "api", Port: 80}, {Name: "metrics", Port: 9090}}
+			},
+			want: []corev1.ServicePort{port("http", 8080, intstr.FromInt32(8080), tcp), port("api", 80, intstr.FromInt32(80), tcp), port("metrics", 9090, intstr.FromInt32(9090), tcp)},
+		},
+		{
+			name: "the first port's other fields fill what the entry leaves unset",
+			mutate: func(s *appv1.ServiceTemplate) {
+				s.Type, s.TargetPort, s.NodePort = corev1.ServiceTypeNodePort, ptr.To[int32](9000), ptr.To[int32](30080)
+				s.Ports = []appv1.ServicePort{{Name: "http", Port: 80}}
+			},
+			want: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(9000), Protocol: tcp, NodePort: 30080}},
+		},
+		{
+			name: "the entry's protocol is the first port's and the container port's",
+			mutate: func(s *appv1.ServiceTemplate) {
+				s.Ports = []appv1.ServicePort{{Name: "http", Port: 53, Protocol: udp}}
+			},
+			containerPort:         53,
+			want:                  []corev1.ServicePort{port("http", 53, intstr.FromInt32(53), udp)},
+			wantContainerProtocol: udp,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			app := newApp("test-app", time.Now())
+			tc.mutate(app.Spec.ServiceTemplate)
+			if tc.containerPort != 0 {
+				app.Spec.DeploymentTemplate.ContainerPort = ptr.To(tc.containerPort)
+			}
+			s := desiredObject[corev1.Service](t, DesiredService, app)
+			if !equality.Semantic.DeepEqual(s.Spec.Ports, tc.want) {
+				t.Errorf("Service ports %+v, want %+v", s.Spec.Ports, tc.want)
+			}
+			var protocol corev1.Protocol
+			if p := desiredObject[appsv1.Deployment](t, DesiredDeployment, app).Spec.Template.Spec.Containers[0].Ports; len(p) > 0 {
+				protocol = p[0].Protocol
+			}
+			if want := tc.wantContainerProtocol; want != "" && protocol != want {
+				t.Errorf("container port protocol %s, want %s", protocol, want)
+			}
+			// A route goes to the first port by default.
+			app.Spec.Route = &appv1.Route{Hosts: []appv1.Hostname{"shop.example.com"}}
+			if p, err := routePort(app); err != nil || p.name != tc.want[0].Name || p.port != tc.want[0].Port {
+				t.Errorf("the route's port %+v, %v, want the first, %s %d", p, err, tc.want[0].Name, tc.want[0].Port)
 			}
 		})
 	}
@@ -255,21 +340,7 @@ func TestEveryField(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			app := newApp("test-app", time.Now())
 			tc.mutate(app)
-			desiredDeployment, err := DesiredDeployment(app)
-			if err != nil {
-				t.Fatal(err)
-			}
-			desiredService, err := DesiredService(app)
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, s := &appsv1.Deployment{}, &corev1.Service{}
-			if err := controller.Convert(desiredDeployment, d); err != nil {
-				t.Fatal(err)
-			}
-			if err := controller.Convert(desiredService, s); err != nil {
-				t.Fatal(err)
-			}
+			d, s := desiredObject[appsv1.Deployment](t, DesiredDeployment, app), desiredObject[corev1.Service](t, DesiredService, app)
 			if d.Spec.Template.Spec.SecurityContext == nil {
 				d.Spec.Template.Spec.SecurityContext = &corev1.PodSecurityContext{} // the apiserver's default
 			}

@@ -233,6 +233,14 @@ func (f *fixture) sync(namespace, name string) error {
 	return f.syncApp(key)
 }
 
+// mustSync is sync of the App tcs/name, failing the test on an error.
+func (f *fixture) mustSync(name string) {
+	f.t.Helper()
+	if err := f.sync("tcs", name); err != nil {
+		f.t.Fatalf("syncing App tcs/%s: %v", name, err)
+	}
+}
+
 // catchUp makes the managed child caches hold what the fake API server holds, as the
 // informers would by the time a held-back sync runs.
 func (f *fixture) catchUp() {
@@ -335,6 +343,19 @@ func (f *fixture) writes() []core.Action {
 // events drains the recorded events.
 func (f *fixture) events() []string { return controllertest.DrainEvents(f.recorder) }
 
+// childOf returns the kind of child K of c's table.
+func childOf[K appChild](t testing.TB, c *Controller) K {
+	t.Helper()
+	for _, child := range c.children {
+		if k, ok := child.(K); ok {
+			return k
+		}
+	}
+	var none K
+	t.Fatalf("no %T in the table of children", none)
+	return none
+}
+
 // newApp returns an App like the seed's test_app.yaml as the API server holds it:
 // schema defaults applied, identity and creation time set.
 func newApp(name string, created time.Time) *appv1.App {
@@ -353,18 +374,26 @@ func controlledBy(app *appv1.App) []metav1.OwnerReference {
 	return []metav1.OwnerReference{*metav1.NewControllerRef(app, appv1.SchemeGroupVersion.WithKind("App"))}
 }
 
+// desiredObject returns the object of type T that build (DesiredDeployment,
+// DesiredService...) describes for app, without what the API server adds, or fails t.
+func desiredObject[T any, A any](t testing.TB, build func(*appv1.App) (A, error), app *appv1.App) *T {
+	t.Helper()
+	obj := new(T)
+	desired, err := build(app)
+	if err == nil {
+		err = controller.Convert(desired, obj)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
 // liveDeployment returns the Deployment the API server would hold after applying what
 // app wants, as the deployment controller reports it when fully rolled out.
 func liveDeployment(t testing.TB, app *appv1.App) *appsv1.Deployment {
 	t.Helper()
-	d := &appsv1.Deployment{}
-	desired, err := DesiredDeployment(app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := controller.Convert(desired, d); err != nil {
-		t.Fatal(err)
-	}
+	d := desiredObject[appsv1.Deployment](t, DesiredDeployment, app)
 	d.TypeMeta = metav1.TypeMeta{} // informers' objects carry no type meta
 	d.UID = types.UID(d.Name + "-uid")
 	d.ResourceVersion = "10"
@@ -391,14 +420,7 @@ func liveDeployment(t testing.TB, app *appv1.App) *appsv1.Deployment {
 // liveService returns the Service the API server would hold after applying what app wants.
 func liveService(t testing.TB, app *appv1.App) *corev1.Service {
 	t.Helper()
-	s := &corev1.Service{}
-	desired, err := DesiredService(app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := controller.Convert(desired, s); err != nil {
-		t.Fatal(err)
-	}
+	s := desiredObject[corev1.Service](t, DesiredService, app)
 	s.TypeMeta = metav1.TypeMeta{}
 	s.UID = types.UID(s.Name + "-uid")
 	s.ResourceVersion = "11"

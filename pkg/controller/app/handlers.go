@@ -53,7 +53,7 @@ func (c *Controller) updateApp(logger klog.Logger, old, cur interface{}) {
 	}
 	logger.V(4).Info("App updated", "app", klog.KObj(curApp))
 	c.loop.Enqueue(key)
-	for _, claim := range sets.List(sets.New(claimKeys(oldApp)...).Insert(claimKeys(curApp)...)) {
+	for _, claim := range sets.List(sets.New(c.claimKeys(oldApp)...).Insert(c.claimKeys(curApp)...)) {
 		c.enqueueClaimants(claim, curApp.UID)
 	}
 }
@@ -87,7 +87,7 @@ func (c *Controller) deleteApp(logger klog.Logger, obj interface{}) {
 	c.revisions.forget(app.UID)
 	c.statusPending.clear(key)
 	c.loop.Enqueue(key)
-	for _, claim := range claimKeys(app) {
+	for _, claim := range c.claimKeys(app) {
 		c.enqueueClaimants(claim, app.UID)
 	}
 }
@@ -167,7 +167,7 @@ func (c *Controller) resolveControllerRef(namespace string, ref *metav1.OwnerRef
 
 // enqueueClaimants queues every App that claims the child name claim, except skip.
 func (c *Controller) enqueueClaimants(claim string, skip types.UID) {
-	for _, app := range c.claimants(claim) {
+	for _, app := range claimants(c.appIndexer, claim) {
 		if app.UID != skip {
 			c.loop.Enqueue(cache.MetaObjectToName(app))
 		}

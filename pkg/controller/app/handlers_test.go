@@ -178,9 +178,7 @@ func TestResyncRepairsLostEvent(t *testing.T) {
 	if got := queued(f.c); !got.Equal(sets.New("tcs/lost")) {
 		t.Fatalf("resync queued %v, want the App", sets.List(got))
 	}
-	if err := f.sync("tcs", "lost"); err != nil {
-		t.Fatal(err)
-	}
+	f.mustSync("lost")
 	var got []action
 	for _, a := range f.writes() {
 		got = append(got, describe(a))

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
@@ -33,14 +34,10 @@ func gatewayApp() *appv1.App {
 
 func TestDesiredHTTPRoute(t *testing.T) {
 	app := gatewayApp()
-	config, err := DesiredHTTPRoute(app, app.Spec.Route.ParentRefs)
-	if err != nil {
-		t.Fatal(err)
+	desired := func(app *appv1.App) (*gatewayv1ac.HTTPRouteApplyConfiguration, error) {
+		return DesiredHTTPRoute(app, app.Spec.Route.ParentRefs)
 	}
-	route := &gatewayv1.HTTPRoute{}
-	if err := controller.Convert(config, route); err != nil {
-		t.Fatal(err)
-	}
+	route := desiredObject[gatewayv1.HTTPRoute](t, desired, app)
 	p := route.Spec.ParentRefs
 	if route.Name != "web" || len(p) != 1 || p[0].Name != "public" || *p[0].Namespace != "infra" || *p[0].SectionName != "https" || *p[0].Kind != "Gateway" {
 		t.Fatalf("HTTPRoute %+v", route)
@@ -61,9 +58,7 @@ func TestDesiredHTTPRoute(t *testing.T) {
 	}
 
 	app.Spec.Route.Port, app.Spec.Route.Paths = nil, nil
-	config, _ = DesiredHTTPRoute(app, app.Spec.Route.ParentRefs)
-	route = &gatewayv1.HTTPRoute{}
-	_ = controller.Convert(config, route)
+	route = desiredObject[gatewayv1.HTTPRoute](t, desired, app)
 	if r := route.Spec.Rules[0]; *r.BackendRefs[0].Port != 8080 || *r.Matches[0].Path.Value != "/" || *r.Matches[0].Path.Type != gatewayv1.PathMatchPathPrefix {
 		t.Errorf("default port and path: %+v", r)
 	}
@@ -152,16 +147,12 @@ func TestHTTPRoute(t *testing.T) {
 		f := newGatewayFixture(t, nil)
 		f.addApps(gatewayApp())
 		ready(f)
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		if w := f.writeNames(); !slices.Contains(w, "patch httproutes") || slices.Contains(w, "patch ingresses") {
 			t.Errorf("writes %q, want the route's HTTPRoute and no Ingress", w)
 		}
 		f.catchUp()
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		if w := f.writeNames(); slices.Contains(w, "patch httproutes") {
 			t.Errorf("writes %q: the HTTPRoute was up to date", w)
 		}
@@ -172,17 +163,13 @@ func TestHTTPRoute(t *testing.T) {
 		// Still no answer a minute later: nothing to write (Ready's transition time,
 		// though the sync finds the Deployment ready first, stays).
 		f.step(time.Minute)
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		if w := f.writeNames(); len(w) != 0 {
 			t.Errorf("a pending route, synced again: writes %q, want none", w)
 		}
 
 		answer(f, metav1.Condition{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted"}, metav1.Condition{Type: "ResolvedRefs", Status: metav1.ConditionTrue, Reason: "ResolvedRefs"})
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		if w := f.writeNames(); !slices.Equal(w, []string{"patch apps/status"}) {
 			t.Errorf("writes %q, want the status only", w)
 		}
@@ -192,9 +179,7 @@ func TestHTTPRoute(t *testing.T) {
 		}
 
 		answer(f, metav1.Condition{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "NotAllowedByListeners", Message: "routes from tcs are not allowed"})
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		c, r = conditions(f)
 		if c.Status != metav1.ConditionFalse || c.Reason != appv1.ReasonGatewayRefused || !strings.Contains(c.Message, "Gateway infra/public/https refused") ||
 			r.Status != metav1.ConditionFalse || r.Reason != appv1.ReasonGatewayRefused {
@@ -209,9 +194,7 @@ func TestHTTPRoute(t *testing.T) {
 
 		// An Ingress instead: the HTTPRoute goes.
 		f.changeSpec(gatewayApp(), func(a *appv1.App) { a.Spec.Route.ParentRefs = nil })
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		if w := f.writeNames(); !slices.Contains(w, "delete httproutes") || !slices.Contains(w, "patch ingresses") {
 			t.Errorf("writes %q, want the HTTPRoute deleted and an Ingress", w)
 		}
@@ -222,14 +205,12 @@ func TestHTTPRoute(t *testing.T) {
 		app := gatewayApp()
 		app.Spec.Route.ParentRefs = nil
 		f.addApps(app)
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		if w := f.writeNames(); !slices.Contains(w, "patch httproutes") {
 			t.Errorf("writes %q, want an HTTPRoute to the default Gateway", w)
 		}
 		withTLS := routedApp()
-		if parents := f.c.routeParents(withTLS); parents != nil {
+		if parents := childOf[*routeChild](t, f.c).parents(withTLS); parents != nil {
 			t.Errorf("a route with TLS attaches to %v, want an Ingress", parents)
 		}
 	})
@@ -237,9 +218,7 @@ func TestHTTPRoute(t *testing.T) {
 	t.Run("no Gateway API: refused, the Ingress goes", func(t *testing.T) {
 		f := newFixture(t)
 		f.addApps(gatewayApp())
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		if w := f.writeNames(); slices.Contains(w, "patch ingresses") {
 			t.Errorf("writes %q: an Ingress for a route to Gateways", w)
 		}
@@ -259,9 +238,7 @@ func TestHTTPRoute(t *testing.T) {
 		}, Spec: gatewayv1.HTTPRouteSpec{Hostnames: []gatewayv1.Hostname{"*.example.com"}}}
 		controllertest.Seed(t, f.inf.HTTPRoutes.Informer().GetIndexer(), f.gatewayClient.Tracker(), held)
 		f.addApps(routedApp()) // an Ingress route
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		c, _ := conditions(f)
 		if c == nil || c.Reason != appv1.ReasonHostConflict || !strings.Contains(c.Message, `held by namespace "other" (App shop, routing "*.example.com"`) {
 			t.Errorf("RouteAccepted %+v", c)

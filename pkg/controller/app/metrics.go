@@ -41,15 +41,21 @@ var (
 	registerOnce sync.Once
 )
 
+// Metrics returns the App controller's metrics, as registered on /metrics: the counters
+// and gauges it updates, and the collectors that compute theirs at scrape time (every
+// series of which is a gauge). The reference page docs/reference/metrics.md is generated
+// from them (hack/refdocs).
+func Metrics() ([]metrics.Registerable, []metrics.StableCollector) {
+	return []metrics.Registerable{childRepairs}, []metrics.StableCollector{appGauges}
+}
+
 // registerMetrics registers the App controller's metrics in the legacy registry, once
 // per process.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(childRepairs)
-		legacyregistry.CustomMustRegister(appGauges)
-		for _, kind := range childKinds {
-			childRepairs.WithLabelValues(kind).Add(0)
-		}
+		registerables, collectors := Metrics()
+		legacyregistry.MustRegister(registerables...)
+		legacyregistry.CustomMustRegister(collectors...)
 	})
 }
 

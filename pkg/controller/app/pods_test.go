@@ -126,17 +126,7 @@ func TestWritesPodProblem(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			app := newAPIApp("web", 1)
-			f.addApps(app)
-			w := newWorld(t, f, app)
-			deploy := app.Spec.DeploymentTemplate.Name
-
-			w.at(0)
-			w.sync()
-			w.informersCatchUp()
-			w.sync()
-			w.deploymentReports(deploy, 1, 0)
+			w, app := podsStartingWorld(t)
 			// The pod shows the problem 100ms later; a readiness probe only after its
 			// grace.
 			first := time.Duration(100) * time.Millisecond
@@ -206,7 +196,7 @@ func TestWritesPodProblem(t *testing.T) {
 			// The fix: the pod becomes ready and the Deployment available.
 			w.at(10 * time.Minute)
 			w.podReports(capturedPod(t, "ready", app, testNow.Add(10*time.Minute-time.Minute)))
-			w.deploymentReports(deploy, 1, 1)
+			w.deploymentReports(app.Spec.DeploymentTemplate.Name, 1, 1)
 			w.sync()
 			if got := w.ready(); got != "True/"+appv1.ReasonAvailable {
 				t.Errorf("after the fix: Ready %s, want True/Available", got)
@@ -405,21 +395,29 @@ func (w *world) probeEventReports(pod *corev1.Pod, container, message string, n 
 	}
 }
 
+// podsStartingWorld returns the world of a new App web of one replica, at the fake
+// clock's start: its first sync wrote its children, the informers delivered them, a
+// second sync found them, and the deployment controller reports the pod updated, not
+// available.
+func podsStartingWorld(t *testing.T) (*world, *appv1.App) {
+	f := newFixture(t)
+	app := newAPIApp("web", 1)
+	f.addApps(app)
+	w := newWorld(t, f, app)
+	w.at(0)
+	w.sync()
+	w.informersCatchUp()
+	w.sync()
+	w.deploymentReports(app.Spec.DeploymentTemplate.Name, 1, 0)
+	return w, app
+}
+
 // TestWritesProbeOutput: an App whose readiness probe does not pass names, in Ready,
 // the probe's output the kubelet reported in an Event (captured on the real node) with
 // its first status write; the kubelet repeating the Event writes nothing; another
 // output is one write.
 func TestWritesProbeOutput(t *testing.T) {
-	f := newFixture(t)
-	app := newAPIApp("web", 1)
-	f.addApps(app)
-	w := newWorld(t, f, app)
-	deploy := app.Spec.DeploymentTemplate.Name
-	w.at(0)
-	w.sync()
-	w.informersCatchUp()
-	w.sync()
-	w.deploymentReports(deploy, 1, 0)
+	w, app := podsStartingWorld(t)
 
 	pod := capturedPod(t, "readiness", app, testNow)
 	container := pod.Status.ContainerStatuses[0].Name

@@ -66,9 +66,7 @@ func TestRevisions(t *testing.T) {
 	app := newApp("web", testNow.Add(-time.Hour))
 	app.Annotations = map[string]string{appv1.ChangeCauseAnnotation: "first"}
 	f.addApps(app)
-	if err := f.sync("tcs", "web"); err != nil {
-		t.Fatal(err)
-	}
+	f.mustSync("web")
 	f.catchUp()
 	revs := f.revisionsInAPI()
 	if len(revs) != 1 || revs[1] == nil || imageOf(t, revs[1]) != "nginx" || revs[1].Annotations[appv1.ChangeCauseAnnotation] != "first" {
@@ -87,9 +85,7 @@ func TestRevisions(t *testing.T) {
 		a.Annotations[appv1.ChangeCauseAnnotation] = "image nginx:2"
 	})
 	f.deploymentRolledOut("web-deploy")
-	if err := f.sync("tcs", "web"); err != nil {
-		t.Fatal(err)
-	}
+	f.mustSync("web")
 	if w := f.writeNames(); !sameMultiset(w, []string{"patch deployments", "create controllerrevisions", "patch apps/status"}) {
 		t.Errorf("a spec change wrote %q", w)
 	}
@@ -104,9 +100,7 @@ func TestRevisions(t *testing.T) {
 
 	// A change of the change cause or of the history limit alone is no revision.
 	f.changeSpec(app, func(a *appv1.App) { a.Spec.RevisionHistoryLimit = ptr.To[int32](5) })
-	if err := f.sync("tcs", "web"); err != nil {
-		t.Fatal(err)
-	}
+	f.mustSync("web")
 	if w := f.writeNames(); slices.Contains(w, "create controllerrevisions") {
 		t.Errorf("a change of revisionHistoryLimit made a revision: %q", w)
 	}
@@ -118,9 +112,7 @@ func TestRevisions(t *testing.T) {
 		a.Annotations[appv1.ChangeCauseAnnotation] = "rollback to 1"
 	})
 	f.deploymentRolledOut("web-deploy")
-	if err := f.sync("tcs", "web"); err != nil {
-		t.Fatal(err)
-	}
+	f.mustSync("web")
 	if w := f.writeNames(); !sameMultiset(w, []string{"patch deployments", "patch controllerrevisions", "patch apps/status"}) {
 		t.Errorf("a rollback wrote %q", w)
 	}
@@ -135,9 +127,7 @@ func TestRevisions(t *testing.T) {
 
 	// Nothing changed, and a controller restart (a new controller on the same caches):
 	// nothing written.
-	if err := f.sync("tcs", "web"); err != nil {
-		t.Fatal(err)
-	}
+	f.mustSync("web")
 	if w := f.writeNames(); len(w) != 0 {
 		t.Errorf("idle sync wrote %q", w)
 	}
@@ -148,16 +138,12 @@ func TestRevisionHistoryLimit(t *testing.T) {
 	app := newApp("web", testNow.Add(-time.Hour))
 	app.Spec.RevisionHistoryLimit = ptr.To[int32](2)
 	f.addApps(app)
-	if err := f.sync("tcs", "web"); err != nil {
-		t.Fatal(err)
-	}
+	f.mustSync("web")
 	f.catchUp()
 	for i, image := range []string{"nginx:2", "nginx:3", "nginx:4"} {
 		f.changeSpec(app, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = image })
 		f.deploymentRolledOut("web-deploy")
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		want := []string{"patch deployments", "create controllerrevisions", "patch apps/status"}
 		if i > 0 {
 			want = append(want, "delete controllerrevisions") // the oldest beyond the limit of 2
@@ -183,9 +169,7 @@ func TestRevisionHistoryLimit(t *testing.T) {
 	if got := queued(f.c); !got.Has("tcs/web") {
 		t.Errorf("deleting the current revision queued %v, want the App", got.UnsortedList())
 	}
-	if err := f.sync("tcs", "web"); err != nil {
-		t.Fatal(err)
-	}
+	f.mustSync("web")
 	if w := f.writeNames(); !slices.Equal(w, []string{"create controllerrevisions"}) {
 		t.Errorf("after the current revision was deleted: wrote %q", w)
 	}

@@ -32,14 +32,7 @@ func routedApp() *appv1.App {
 
 func TestDesiredRoute(t *testing.T) {
 	app := routedApp()
-	config, err := DesiredRoute(app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ing := &networkingv1.Ingress{}
-	if err := controller.Convert(config, ing); err != nil {
-		t.Fatal(err)
-	}
+	ing := desiredObject[networkingv1.Ingress](t, DesiredRoute, app)
 	if ing.Name != "web" || len(ing.Spec.Rules) != 2 || ing.Spec.Rules[1].Host != "www.shop.example.com" {
 		t.Fatalf("Ingress %+v", ing)
 	}
@@ -56,8 +49,11 @@ func TestDesiredRoute(t *testing.T) {
 	}
 	app.Spec.Route.Port = ptr.To(intstr.FromInt32(9090))
 	app.Spec.Route.Paths = nil
-	config, _ = DesiredRoute(app)
-	_ = controller.Convert(config, ing)
+	if _, err := DesiredRoute(app); err == nil || !strings.Contains(err.Error(), "spec.route.port: the App's Service has no port 9090") {
+		t.Errorf("a route to a port the Service does not have: %v", err)
+	}
+	app.Spec.ServiceTemplate.Ports = []appv1.ServicePort{{Name: "metrics", Port: 9090}}
+	ing = desiredObject[networkingv1.Ingress](t, DesiredRoute, app)
 	if p := ing.Spec.Rules[0].HTTP.Paths[0]; p.Path != "/" || *p.PathType != networkingv1.PathTypePrefix || p.Backend.Service.Port.Number != 9090 {
 		t.Errorf("default path, port by number: %+v", p)
 	}
@@ -70,9 +66,7 @@ func TestRoute(t *testing.T) {
 	t.Run("routed: one more write, the status names it", func(t *testing.T) {
 		f := newFixture(t)
 		f.addApps(routedApp())
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		if w := f.writeNames(); !slices.Contains(w, "patch ingresses") {
 			t.Errorf("writes %q, want the route's Ingress", w)
 		}
@@ -93,9 +87,7 @@ func TestRoute(t *testing.T) {
 		}, Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "*.example.com"}}}}
 		controllertest.Seed(t, f.inf.Ingresses.Informer().GetIndexer(), f.kubeClient.Tracker(), held)
 		f.addApps(routedApp())
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		if w := f.writeNames(); slices.Contains(w, "patch ingresses") {
 			t.Errorf("writes %q: the route got an Ingress", w)
 		}
@@ -108,7 +100,7 @@ func TestRoute(t *testing.T) {
 			t.Errorf("events %q", ev)
 		}
 		// The same namespace may share it.
-		if msg, _ := f.c.routeRefusal(func() *appv1.App { a := routedApp(); a.Namespace = "other"; return a }()); msg != "" {
+		if msg, _ := childOf[*routeChild](t, f.c).refusal(func() *appv1.App { a := routedApp(); a.Namespace = "other"; return a }()); msg != "" {
 			t.Errorf("same namespace refused: %s", msg)
 		}
 	})
@@ -116,14 +108,10 @@ func TestRoute(t *testing.T) {
 	t.Run("removed: the Ingress is pruned, the condition goes", func(t *testing.T) {
 		f := newFixture(t)
 		f.addApps(routedApp())
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		f.catchUp()
 		f.changeSpec(routedApp(), func(a *appv1.App) { a.Spec.Route = nil })
-		if err := f.sync("tcs", "web"); err != nil {
-			t.Fatal(err)
-		}
+		f.mustSync("web")
 		if w := f.writeNames(); !slices.Contains(w, "delete ingresses") {
 			t.Errorf("writes %q, want the Ingress deleted", w)
 		}
@@ -132,4 +120,78 @@ func TestRoute(t *testing.T) {
 			t.Errorf("status.route %q, conditions %+v", app.Status.Route, app.Status.Conditions)
 		}
 	})
+}
+
+// TestRoutePortCheck: a spec.route.port the App's Service does not have, by name or by
+// number, is refused the same way whatever the route's shape (Ingress, or HTTPRoute
+// attached to a Gateway): the route's object goes, RouteAccepted=False names the port
+// and the ports there are, and the App is not Ready (Stalled: it waits for a change of
+// the App). Naming the port again routes it.
+func TestRoutePortCheck(t *testing.T) {
+	shapes := []struct {
+		name     string
+		gateway  bool
+		resource string
+		app      func() *appv1.App
+	}{
+		{"Ingress", false, "ingresses", func() *appv1.App {
+			a := routedApp()
+			a.Spec.ServiceTemplate.Ports = []appv1.ServicePort{{Name: "metrics", Port: 9090}}
+			a.Spec.Route.Port = ptr.To(intstr.FromString("metrics"))
+			return a
+		}},
+		{"HTTPRoute", true, "httproutes", gatewayApp}, // port: metrics
+	}
+	ports := []struct {
+		name string
+		port intstr.IntOrString
+		want string
+	}{
+		{"by name", intstr.FromString("admin"), `spec.route.port: the App's Service has no port named "admin" (its ports: http 8080, metrics 9090): name one of them, or add it to serviceTemplate.ports`},
+		{"by number", intstr.FromInt32(9999), `spec.route.port: the App's Service has no port 9999 (its ports: http 8080, metrics 9090): name one of them, or add it to serviceTemplate.ports`},
+	}
+	for _, shape := range shapes {
+		for _, tc := range ports {
+			t.Run(shape.name+" "+tc.name, func(t *testing.T) {
+				f := newFixture(t)
+				if shape.gateway {
+					f = newGatewayFixture(t, nil)
+				}
+				f.addApps(shape.app())
+				f.addDeployments(liveDeployment(t, shape.app()))
+				f.addServices(liveService(t, shape.app()))
+				f.mustSync("web")
+				if w := f.writeNames(); !slices.Contains(w, "patch "+shape.resource) {
+					t.Fatalf("writes %q, want the route's %s", w, shape.name)
+				}
+				f.catchUp()
+
+				f.changeSpec(shape.app(), func(a *appv1.App) { a.Spec.Route.Port = &tc.port })
+				f.mustSync("web")
+				if w := f.writeNames(); !slices.Contains(w, "delete "+shape.resource) || slices.ContainsFunc(w, func(w string) bool { return strings.HasPrefix(w, "patch ") && w != "patch apps/status" }) {
+					t.Errorf("writes %q, want the %s deleted and nothing applied", w, shape.name)
+				}
+				app := f.appNow("web")
+				route := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionRouteAccepted)
+				ready := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionReady)
+				if route == nil || route.Status != metav1.ConditionFalse || route.Reason != appv1.ReasonRouteRefused || route.Message != tc.want {
+					t.Errorf("RouteAccepted %+v, want False/%s: %s", route, appv1.ReasonRouteRefused, tc.want)
+				}
+				if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != appv1.ReasonRouteRefused ||
+					!meta.IsStatusConditionTrue(app.Status.Conditions, appv1.ConditionStalled) || app.Status.Route != "" {
+					t.Errorf("Ready %+v, status.route %q, conditions %+v", ready, app.Status.Route, app.Status.Conditions)
+				}
+
+				f.catchUp()
+				f.changeSpec(shape.app(), func(a *appv1.App) { a.Spec.Route.Port = shape.app().Spec.Route.Port })
+				f.mustSync("web")
+				if w := f.writeNames(); !slices.Contains(w, "patch "+shape.resource) {
+					t.Errorf("writes %q, want the route's %s again", w, shape.name)
+				}
+				if c := meta.FindStatusCondition(f.appNow("web").Status.Conditions, appv1.ConditionRouteAccepted); c == nil || c.Status == metav1.ConditionFalse {
+					t.Errorf("the port named again: RouteAccepted %+v", c)
+				}
+			})
+		}
+	}
 }

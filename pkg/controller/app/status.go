@@ -17,23 +17,20 @@ import (
 )
 
 // computeStatus returns the status app should have, given the labels that select its
-// pods, what reconciling its children found (the conflicts of other children than the
-// Deployment and the Service in otherConflicts) and the first problem of its pods (nil:
-// none). It is rebuilt from what is observed now; only the transition times of
-// conditions whose status did not change are kept.
-func computeStatus(app *appv1.App, selector map[string]string, deployment childResult[*appsv1.Deployment], service childResult[*corev1.Service], problem *podhealth.Problem, now metav1.Time, otherConflicts ...string) *appv1.AppStatus {
+// pods, what syncing its children found (outcomes, in the order of the table; deployment
+// is the App's Deployment's) and the first problem of its pods (nil: none): the
+// children's status fields, NamesAccepted (their name conflicts), then Progressing,
+// Ready, Reconciling and Stalled from the rollout of the App's Deployment and the
+// problem of its pods. It is rebuilt from what is observed now; only the transition
+// times of conditions whose status did not change are kept. The children's own
+// conditions follow (reportChildren).
+func computeStatus(app *appv1.App, selector map[string]string, deployment childOutcome, outcomes []childOutcome, problem *podhealth.Problem, now metav1.Time) *appv1.AppStatus {
 	status := app.Status.DeepCopy()
 	status.ObservedGeneration = app.Generation
-	status.DeploymentStatus = nil
-	if deployment.obj != nil {
-		status.DeploymentStatus = deployment.obj.Status.DeepCopy()
-		// The old pods still stopping after a rollout are not the App's: their count
-		// would cost a status write after every rollout that is over.
-		status.DeploymentStatus.TerminatingReplicas = nil
-	}
-	status.ServiceStatus = nil
-	if service.obj != nil {
-		status.ServiceStatus = service.obj.Status.DeepCopy()
+	for _, o := range outcomes {
+		if o.report != nil {
+			o.report(status)
+		}
 	}
 	// The scale subresource reports it: a HorizontalPodAutoscaler finds the pods with it.
 	status.Selector = labels.SelectorFromSet(selector).String()
@@ -42,9 +39,9 @@ func computeStatus(app *appv1.App, selector map[string]string, deployment childR
 	}
 
 	var conflicts []string
-	for _, c := range append([]string{deployment.conflict, service.conflict}, otherConflicts...) {
-		if c != "" {
-			conflicts = append(conflicts, c)
+	for _, o := range outcomes {
+		if o.conflict != "" {
+			conflicts = append(conflicts, o.conflict)
 		}
 	}
 	if len(conflicts) > 0 {
@@ -53,7 +50,8 @@ func computeStatus(app *appv1.App, selector map[string]string, deployment childR
 	}
 	set(appv1.ConditionNamesAccepted, metav1.ConditionTrue, appv1.ReasonNoNameConflict, "Every child name is held by this App")
 
-	r := deploymentRollout(deployment.name, deployment.obj)
+	d, _ := deployment.obj.(*appsv1.Deployment)
+	r := deploymentRollout(deployment.name, d)
 	// notReady sets Ready=False and, unless the App is stalled, Reconciling=True with
 	// reason and message; a problem of the pods wins over both: it is what the user must
 	// fix, where the Deployment only counts the pods that are not available. A problem
@@ -99,8 +97,10 @@ func computeStatus(app *appv1.App, selector map[string]string, deployment childR
 		set(appv1.ConditionProgressing, metav1.ConditionFalse, appv1.ReasonRolloutComplete, r.message)
 		ready = append(ready, r.message)
 	}
-	if service.name != "" && service.obj != nil {
-		ready = append(ready, fmt.Sprintf("Service %q selects the App's pods", service.name))
+	for _, o := range outcomes {
+		if o.readyNote != "" {
+			ready = append(ready, o.readyNote)
+		}
 	}
 	meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionReconciling)
 	meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionStalled)
@@ -215,18 +215,72 @@ func setContested(status *appv1.AppStatus, app *appv1.App, contests []contest, n
 		appv1.ReasonCompetingWriter, controller.TruncateMessage(strings.Join(msgs, "; ")))
 }
 
-// recordConflicts emits the seed's ErrResourceExists Warning for each child name held by
-// something else, once per conflict rather than on every sync: only when the conflict is
-// not already reported in the App's NamesAccepted condition.
-func (c *Controller) recordConflicts(app *appv1.App, status *appv1.AppStatus, conflicts, names []string) {
-	old := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionNamesAccepted)
-	for i, conflict := range conflicts {
-		if conflict == "" {
+// reportChildren sets the conditions the children report (RouteAccepted), in the order
+// of the table, each with a Warning Event when it asks for one and is new. A condition
+// that is not True makes an App that would be Ready not Ready (childGatesReady).
+func (c *Controller) reportChildren(app *appv1.App, status *appv1.AppStatus, outcomes []childOutcome, now metav1.Time) {
+	for _, o := range outcomes {
+		cond := o.condition
+		switch {
+		case cond == nil:
 			continue
-		}
-		if old != nil && old.Status == metav1.ConditionFalse && strings.Contains(old.Message, conflict) {
+		case cond.status == "":
+			meta.RemoveStatusCondition(&status.Conditions, cond.conditionType)
 			continue
+		case cond.warn:
+			c.warnOnChange(app, cond.conditionType, cond.reason, cond.message)
 		}
-		c.recorder.Eventf(app, corev1.EventTypeWarning, appv1.EventReasonResourceExists, appv1.EventMessageResourceExists, names[i])
+		msg := controller.TruncateMessage(cond.message)
+		setCondition(status, app, now, cond.conditionType, cond.status, cond.reason, msg)
+		childGatesReady(status, app, now, cond.status, cond.reason, msg)
 	}
+}
+
+// childGatesReady makes an App whose child reports a condition that is not True (s, for
+// reason and msg: a route not accepted) not Ready when it would be: Reconciling while
+// the answer may still come (Unknown: a Gateway has not answered), Stalled when the
+// child is refused (it waits for a change of the App, of a Gateway or of the namespace
+// that holds a host).
+func childGatesReady(status *appv1.AppStatus, app *appv1.App, now metav1.Time, s metav1.ConditionStatus, reason, msg string) {
+	if s == metav1.ConditionTrue || !meta.IsStatusConditionTrue(status.Conditions, appv1.ConditionReady) {
+		return
+	}
+	setCondition(status, app, now, appv1.ConditionReady, metav1.ConditionFalse, reason, msg)
+	if s == metav1.ConditionUnknown {
+		setCondition(status, app, now, appv1.ConditionReconciling, metav1.ConditionTrue, reason, msg)
+		return
+	}
+	setCondition(status, app, now, appv1.ConditionStalled, metav1.ConditionTrue, reason, msg)
+}
+
+// recordEvents emits the Events of a sync of app whose new status is status: the seed's
+// ErrResourceExists Warning for each child name held by something else, once per
+// conflict rather than on every sync (only when the App's NamesAccepted condition does
+// not already report it); ConfigNotFound when Ready newly says that referenced config
+// is missing; and Synced when a child was written.
+func (c *Controller) recordEvents(app *appv1.App, status *appv1.AppStatus, outcomes []childOutcome) {
+	old := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionNamesAccepted)
+	changed := false
+	for _, o := range outcomes {
+		changed = changed || o.changed
+		if o.conflict == "" || old != nil && old.Status == metav1.ConditionFalse && strings.Contains(old.Message, o.conflict) {
+			continue
+		}
+		c.recorder.Eventf(app, corev1.EventTypeWarning, appv1.EventReasonResourceExists, appv1.EventMessageResourceExists, o.name)
+	}
+	if ready := meta.FindStatusCondition(status.Conditions, appv1.ConditionReady); ready != nil && ready.Reason == appv1.ReasonConfigNotFound {
+		c.warnOnChange(app, appv1.ConditionReady, ready.Reason, ready.Message)
+	}
+	if changed {
+		c.recorder.Event(app, corev1.EventTypeNormal, appv1.EventReasonSynced, appv1.EventMessageSynced)
+	}
+}
+
+// warnOnChange emits a Warning Event with reason and msg about app, unless app's
+// condition of conditionType already says them: once per new problem, not at every sync.
+func (c *Controller) warnOnChange(app *appv1.App, conditionType, reason, msg string) {
+	if old := meta.FindStatusCondition(app.Status.Conditions, conditionType); old != nil && old.Reason == reason && old.Message == controller.TruncateMessage(msg) {
+		return
+	}
+	c.recorder.Event(app, corev1.EventTypeWarning, reason, msg)
 }

@@ -1,10 +1,11 @@
 package app
 
 import (
-	"k8s.io/utils/ptr"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/utils/ptr"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller/controllertest"
+	"github.com/app-controller/app-controller/pkg/podhealth"
 )
 
 func TestComputeStatus(t *testing.T) {
@@ -120,7 +122,7 @@ func TestComputeStatus(t *testing.T) {
 			if tc.app != nil {
 				a = tc.app
 			}
-			st := computeStatus(a, selectorLabels(a), tc.deployment, tc.service, nil, now)
+			st := statusOf(a, selectorLabels(a), tc.deployment, tc.service, nil, now)
 			for typ, want := range tc.want {
 				got := ""
 				if c := meta.FindStatusCondition(st.Conditions, typ); c != nil {
@@ -158,9 +160,9 @@ func TestComputeStatusKeepsTransitionTime(t *testing.T) {
 	app := newApp("test-app", testNow)
 	dep := childResult[*appsv1.Deployment]{name: "test-app-deploy", obj: liveDeployment(t, app)}
 	svc := childResult[*corev1.Service]{name: "test-app-service", obj: liveService(t, app)}
-	first := computeStatus(app, selectorLabels(app), dep, svc, nil, metav1.NewTime(testNow))
+	first := statusOf(app, selectorLabels(app), dep, svc, nil, metav1.NewTime(testNow))
 	app.Status = *first
-	second := computeStatus(app, selectorLabels(app), dep, svc, nil, metav1.NewTime(testNow.Add(time.Hour)))
+	second := statusOf(app, selectorLabels(app), dep, svc, nil, metav1.NewTime(testNow.Add(time.Hour)))
 	for _, c := range second.Conditions {
 		if !c.LastTransitionTime.Time.Equal(testNow) {
 			t.Errorf("condition %s transition time moved to %s", c.Type, c.LastTransitionTime)
@@ -174,7 +176,7 @@ func TestKstatusGenerationNotObserved(t *testing.T) {
 	app := newApp("test-app", testNow)
 	dep := childResult[*appsv1.Deployment]{name: "test-app-deploy", obj: liveDeployment(t, app)}
 	svc := childResult[*corev1.Service]{name: "test-app-service", obj: liveService(t, app)}
-	app.Status = *computeStatus(app, selectorLabels(app), dep, svc, nil, metav1.NewTime(testNow))
+	app.Status = *statusOf(app, selectorLabels(app), dep, svc, nil, metav1.NewTime(testNow))
 	app.Generation = 2
 	if got := controllertest.KStatus(t, app); got != kstatus.InProgressStatus {
 		t.Errorf("kstatus = %s, want InProgress", got)
@@ -235,7 +237,7 @@ func TestReplicaFailureInReadyMessage(t *testing.T) {
 			if *d.Spec.Replicas != 2 {
 				t.Fatalf("fixture has %d replicas, the test assumes 2", *d.Spec.Replicas)
 			}
-			st := computeStatus(app, selectorLabels(app), childResult[*appsv1.Deployment]{name: "test-app-deploy", obj: d}, svc, nil, metav1.NewTime(testNow))
+			st := statusOf(app, selectorLabels(app), childResult[*appsv1.Deployment]{name: "test-app-deploy", obj: d}, svc, nil, metav1.NewTime(testNow))
 			c := meta.FindStatusCondition(st.Conditions, appv1.ConditionReady)
 			if got := string(c.Status) + "/" + c.Reason; got != tt.wantReady {
 				t.Errorf("Ready = %s, want %s", got, tt.wantReady)
@@ -254,11 +256,17 @@ func TestTerminatingReplicasLeftOut(t *testing.T) {
 	app := newApp("test-app", testNow)
 	d := liveDeployment(t, app)
 	d.Status.TerminatingReplicas = ptr.To[int32](1)
-	st := computeStatus(app, selectorLabels(app), childResult[*appsv1.Deployment]{name: d.Name, obj: d}, childResult[*corev1.Service]{}, nil, metav1.NewTime(testNow))
+	st := statusOf(app, selectorLabels(app), childResult[*appsv1.Deployment]{name: d.Name, obj: d}, childResult[*corev1.Service]{}, nil, metav1.NewTime(testNow))
 	if st.DeploymentStatus == nil || st.DeploymentStatus.TerminatingReplicas != nil || st.DeploymentStatus.AvailableReplicas != 2 {
 		t.Errorf("deploymentStatus = %+v, want the Deployment's status without terminatingReplicas", st.DeploymentStatus)
 	}
 	if d.Status.TerminatingReplicas == nil {
 		t.Errorf("computeStatus changed the cached Deployment")
 	}
+}
+
+// statusOf is computeStatus for an App whose Deployment and Service were found as dep
+// and svc.
+func statusOf(app *appv1.App, selector map[string]string, dep childResult[*appsv1.Deployment], svc childResult[*corev1.Service], problem *podhealth.Problem, now metav1.Time) *appv1.AppStatus {
+	return computeStatus(app, selector, deploymentOutcome(dep), []childOutcome{deploymentOutcome(dep), serviceOutcome(svc)}, problem, now)
 }

@@ -4,34 +4,105 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gatewayv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
 )
 
+// appChildren is the table of the kinds of child an App has. syncApp syncs every kind
+// of the table, in parallel; the status lists their name conflicts in this order.
+// Adding a kind is an entry here and its file (child_*.go): a constructor that wires
+// its informers, and an appChild.
+var appChildren = []func(c *Controller, inf Informers, opts Options) (appChild, error){
+	newDeploymentChild,
+	newServiceChild,
+	newBudgetChild,
+	newRouteChild,
+}
+
+// appChild is one kind of child of an App. Its file says, once: the child's name, how
+// its desired object is built, which App wins the name, and what the App's status says
+// of it (childOutcome).
+type appChild interface {
+	// claim returns the claim index key ("Kind/namespace/name") of the name app gives
+	// this child: the oldest App that claims it wins it (childReconciler.reconcile,
+	// claims.go). "" when no other App can claim it (the route is named as its App) or
+	// app asks for no such child.
+	claim(app *appv1.App) string
+	// sync makes app's child of this kind what app asks for, given what the steps before
+	// the children computed (in), and says what it found. It runs in parallel with the
+	// other kinds' sync: it reads in and the caches, never another child's outcome.
+	sync(ctx context.Context, app *appv1.App, in *syncInput) (childOutcome, error)
+}
+
+// syncInput is what syncApp computes before the children, for any child to read. A
+// child whose desired state depends on another step (the config hash, the live
+// Deployment, its rollout) reads it here; a new dependency is a field here, computed in
+// input.
+type syncInput struct {
+	// selector are the labels that select the App's pods.
+	selector map[string]string
+	// config is the state of the ConfigMaps and Secrets the pods reference (config.go).
+	config podConfig
+	// live is the Deployment the App controls under the name its spec gives, as cached
+	// (nil: none yet); deploymentRollout(live) tells how far its rollout is.
+	live *appsv1.Deployment
+	// hashes are the config hashes the App's Deployment carries (config.go).
+	hashes configHashes
+}
+
+// childOutcome is what syncing one kind of child found, in the terms of the App's status.
+type childOutcome struct {
+	// name is the name the App wants for the child; "" when it asks for none.
+	name string
+	// obj is the child the App controls under name, nil if none.
+	obj metav1.Object
+	// conflict says why the name is not the App's (NamesAccepted=False, and the
+	// ErrResourceExists Event naming name); "" when it is.
+	conflict string
+	// changed tells whether the sync wrote to the API server (the Synced Event).
+	changed bool
+	// rollout marks the App's Deployment: its rollout is what Progressing and Ready
+	// report, and its pods' problems what Ready names (status.go, pods.go).
+	rollout bool
+	// readyNote, if not empty, is added to Ready's message when the App is Ready.
+	readyNote string
+	// condition is the child's own condition (nil: it has none, or leaves it as it is). A
+	// condition that is not True keeps the App from Ready.
+	condition *childCondition
+	// report sets the status fields that describe the child (status.serviceStatus,
+	// status.route), to their zero value when there is no child.
+	report func(status *appv1.AppStatus)
+}
+
+// childCondition is a condition of the App that a child reports (RouteAccepted).
+type childCondition struct {
+	conditionType string
+	// status "" removes the condition: the App asks for no such child.
+	status          metav1.ConditionStatus
+	reason, message string
+	// warn emits a Warning Event with the reason and message when the condition does not
+	// say them yet: the user must act.
+	warn bool
+}
+
 // syncApp makes the children of the App named key match its spec and writes what it
 // observed to the App's status. It is level-triggered: it compares the desired state
 // with the cached state of the world, whatever event queued it, and writes nothing when
-// they agree. Its steps are in the files that follow in this order: config.go (the
-// ConfigMaps and Secrets the pods reference, which roll them when they change),
-// desired.go (what the App asks for), revisions.go (the revision of its spec), claims.go (who wins each child name), children.go (one child:
-// prune, lookup, write), contest.go (children another writer keeps changing),
-// status.go (the status computed) and statuswrite.go (the status written, or held back).
+// they agree. Its steps: the input the children read (config.go), the revision of the
+// spec and every kind of child of appChildren (child_*.go, through children.go), in
+// parallel; then the contested children (contest.go), the pods' first problem
+// (pods.go), the status computed from the children's outcomes (status.go) and written or
+// held back (statuswrite.go). The files it reads follow it in the order it calls them,
+// none calling back into an earlier one (the package comment lists them).
 func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (controller.Result, error) {
 	logger := klog.FromContext(ctx)
 	start := c.clock.Now()
@@ -52,111 +123,83 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 		// The garbage collector deletes the children; recreating them would fight it.
 		return controller.Result{}, nil
 	}
-
 	if msg := c.refusedServiceAccount(app); msg != "" {
 		held, err := c.refuse(ctx, key, app, appv1.ReasonServiceAccountRefused, msg)
 		return controller.RequeueAfter(held), err
 	}
 
-	config, err := c.podConfig(app)
+	in, err := c.input(app)
 	if err != nil {
 		return controller.Result{}, err
 	}
-	want, err := desiredState(app, rolloutHashes(config.hash, c.liveDeployment(app)))
-	if err != nil {
-		return controller.Result{}, err
-	}
-	rr := routeResult{parents: c.routeParents(app)}
-	if rr.refused, err = c.routeRefusal(app); err != nil {
-		return controller.Result{}, err
-	}
-	var wantHTTPRoute *gatewayv1ac.HTTPRouteApplyConfiguration
-	httpRouteName := ""
-	if rr.refused != "" || rr.parents != nil {
-		want.route, want.routeName = nil, "" // its Ingress, if any, goes
-	}
-	if rr.refused == "" && rr.parents != nil && c.httpRoutes != nil {
-		if wantHTTPRoute, err = DesiredHTTPRoute(app, rr.parents); err != nil {
-			rr.invalid = err.Error()
-		} else {
-			httpRouteName = app.Name
-		}
-	}
-	deploymentWinner := c.nameWinner(app, "Deployment", want.deploymentName)
-	serviceWinner := c.nameWinner(app, "Service", want.serviceName)
-
-	// The two children are independent: write them in parallel, so that a new App costs
-	// one round trip before its status rather than two.
-	// The revision of the App's spec too.
-	// The PodDisruptionBudget shares the Deployment's name, so the App that wins the
-	// Deployment's name wins the budget's.
+	// The children and the revision are independent: written in parallel, a new App
+	// costs one round trip before its status rather than one per child.
 	var (
-		deployment    childResult[*appsv1.Deployment]
-		budget        childResult[*policyv1.PodDisruptionBudget]
-		deploymentErr error
-		budgetErr     error
-		routeErr      error
-		httpRouteErr  error
-		revision      string
-		revisionErr   error
-		wg            sync.WaitGroup
+		revision    string
+		revisionErr error
+		wg          sync.WaitGroup
 	)
-	wg.Go(func() {
-		deployment, deploymentErr = c.deployments.reconcile(ctx, app, want.deploymentName, want.deployment, deploymentWinner)
-	})
-	wg.Go(func() {
-		revision, revisionErr = c.revisions.ensure(ctx, app)
-	})
-	wg.Go(func() {
-		budget, budgetErr = c.disruptionBudgets.reconcile(ctx, app, want.budgetName, want.disruptionBudget, deploymentWinner)
-	})
-	wg.Go(func() {
-		// The route's Ingress or HTTPRoute is named as the App: no other App claims
-		// that name. The one the route is not is pruned.
-		rr.ingress, routeErr = c.ingresses.reconcile(ctx, app, want.routeName, want.route, app)
-		if c.httpRoutes != nil {
-			rr.httpRoute, httpRouteErr = c.httpRoutes.reconcile(ctx, app, httpRouteName, wantHTTPRoute, app)
-		}
-	})
-	service, serviceErr := c.services.reconcile(ctx, app, want.serviceName, want.service, serviceWinner)
+	wg.Go(func() { revision, revisionErr = c.revisions.ensure(ctx, app) })
+	outcomes, err := c.syncChildren(ctx, app, in)
 	wg.Wait()
-	for _, err := range []*error{&routeErr, &httpRouteErr} {
-		if apierrors.IsInvalid(*err) {
-			// The API server refused the route's Ingress or HTTPRoute: the message
-			// names the field; a change of the App queues it again.
-			rr.invalid, *err = (*err).Error(), nil
-		}
-	}
-	if err := errors.Join(deploymentErr, serviceErr, budgetErr, routeErr, httpRouteErr); err != nil {
+	if err != nil {
 		return controller.Result{}, err
 	}
 
 	contests, contestRequeue := c.reportContests(app)
 	now := metav1.NewTime(c.clock.Now())
-	problem, podRecheck := c.podProblem(app, want.selector, deployment.obj, now.Time)
-	if p := configProblem(config.missing); p != nil && deployment.obj != nil {
+	deployment := rolloutOf(outcomes)
+	d, _ := deployment.obj.(*appsv1.Deployment)
+	problem, podRecheck := c.podProblem(app, in.selector, d, now.Time)
+	if p := in.config.problem; p != nil && d != nil {
 		problem = p // what the pods wait for, before what they show of it
 	}
-	status := computeStatus(app, want.selector, deployment, service, problem, now, budget.conflict, rr.ingress.conflict, rr.httpRoute.conflict)
-	c.setRouteStatus(app, status, rr, now)
+	status := computeStatus(app, in.selector, deployment, outcomes, problem, now)
+	c.reportChildren(app, status, outcomes, now)
 	if revision != "" {
 		status.CurrentRevision = revision
 	}
-	status.DisruptionBudget = ""
-	if budget.obj != nil {
-		status.DisruptionBudget = budget.name
-	}
 	setContested(status, app, contests, now)
-	c.recordConflicts(app, status, []string{deployment.conflict, service.conflict, budget.conflict, rr.ingress.conflict, rr.httpRoute.conflict},
-		[]string{want.deploymentName, want.serviceName, want.budgetName, want.routeName, httpRouteName})
-	c.recordConfigNotFound(app, status)
-	if deployment.changed || service.changed || budget.changed || rr.ingress.changed || rr.httpRoute.changed {
-		c.recorder.Event(app, corev1.EventTypeNormal, appv1.EventReasonSynced, appv1.EventMessageSynced)
-	}
+	c.recordEvents(app, status, outcomes)
 	held, err := c.updateStatus(ctx, key, app, status)
 	// A revision that could not be recorded does not hold back the children or the
 	// status; the sync is retried for it.
 	return controller.RequeueAfter(contestRequeue, held, podRecheck), errors.Join(err, revisionErr)
+}
+
+// input computes what the children read: the pods' selector, their config, and the
+// App's live Deployment with the config hashes it must carry.
+func (c *Controller) input(app *appv1.App) (*syncInput, error) {
+	config, err := c.podConfig(app)
+	if err != nil {
+		return nil, err
+	}
+	live := c.liveDeployment(app)
+	return &syncInput{selector: selectorLabels(app), config: config, live: live, hashes: rolloutHashes(config.hash, live)}, nil
+}
+
+// syncChildren syncs every kind of child of app, in parallel, and returns their outcomes
+// in the order of c.children, or the errors of those that failed.
+func (c *Controller) syncChildren(ctx context.Context, app *appv1.App, in *syncInput) ([]childOutcome, error) {
+	outcomes := make([]childOutcome, len(c.children))
+	errs := make([]error, len(c.children))
+	var wg sync.WaitGroup
+	for i, child := range c.children {
+		wg.Go(func() { outcomes[i], errs[i] = child.sync(ctx, app, in) })
+	}
+	wg.Wait()
+	return outcomes, errors.Join(errs...)
+}
+
+// rolloutOf returns the outcome of the App's Deployment among outcomes (rollout), or
+// the zero outcome.
+func rolloutOf(outcomes []childOutcome) childOutcome {
+	for _, o := range outcomes {
+		if o.rollout {
+			return o
+		}
+	}
+	return childOutcome{}
 }
 
 // liveDeployment returns the cached Deployment app controls under the name its spec
@@ -223,87 +266,4 @@ func (c *Controller) refuse(ctx context.Context, key cache.ObjectName, app *appv
 	setCondition(status, app, now, appv1.ConditionStalled, metav1.ConditionTrue, reason, msg)
 	meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionReconciling)
 	return c.updateStatus(ctx, key, app, status)
-}
-
-// routeResult is what reconciling an App's route found.
-type routeResult struct {
-	// parents are the Gateways the route attaches to as an HTTPRoute; nil: an Ingress.
-	parents []appv1.GatewayRef
-	// refused says which host is held by another namespace; invalid why the API server
-	// (or the App's Service template) refuses the route's object.
-	refused, invalid string
-	ingress          childResult[*networkingv1.Ingress]
-	httpRoute        childResult[*gatewayv1.HTTPRoute]
-}
-
-// setRouteStatus sets status.route and the RouteAccepted condition from what reconciling
-// the route found: refused (a host held by another namespace, or a Gateway that did not
-// accept the HTTPRoute, with a Warning Event when that is new), invalid (the API
-// server's refusal), no Gateway API, a name conflict, waiting for a Gateway, or routed.
-// A route not accepted keeps the App from Ready. Without a route, both go.
-func (c *Controller) setRouteStatus(app *appv1.App, status *appv1.AppStatus, rr routeResult, now metav1.Time) {
-	status.Route = ""
-	r := app.Spec.Route
-	if r == nil {
-		meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionRouteAccepted)
-		return
-	}
-	set := func(s metav1.ConditionStatus, reason, msg string) {
-		msg = controller.TruncateMessage(msg)
-		setCondition(status, app, now, appv1.ConditionRouteAccepted, s, reason, msg)
-		routeGatesReady(status, app, now, s, reason, msg)
-	}
-	hosts := make([]string, 0, len(r.Hosts))
-	for _, h := range r.Hosts {
-		hosts = append(hosts, string(h))
-	}
-	gateways := make([]string, 0, len(rr.parents))
-	for _, p := range rr.parents {
-		gateways = append(gateways, p.String(app.Namespace))
-	}
-	switch {
-	case rr.refused != "":
-		c.warnOnChange(app, appv1.ConditionRouteAccepted, appv1.ReasonHostConflict, rr.refused)
-		set(metav1.ConditionFalse, appv1.ReasonHostConflict, rr.refused)
-	case rr.invalid != "":
-		set(metav1.ConditionFalse, appv1.ReasonRouteRefused, rr.invalid)
-	case rr.parents != nil && c.httpRoutes == nil:
-		set(metav1.ConditionFalse, appv1.ReasonGatewayAPIUnavailable, fmt.Sprintf(
-			"the route attaches to Gateway %s, but the cluster did not serve gateway.networking.k8s.io/v1 HTTPRoutes when the controller started: install the Gateway API CRDs and restart the controller, or drop spec.route.parentRefs for an Ingress",
-			strings.Join(gateways, ", ")))
-	case rr.ingress.conflict != "" || rr.httpRoute.conflict != "":
-		set(metav1.ConditionFalse, appv1.ReasonNameConflict, rr.ingress.conflict+rr.httpRoute.conflict)
-	case rr.parents != nil && rr.httpRoute.obj != nil:
-		status.Route = rr.httpRoute.name
-		_, refused, pending := routeParentsStatus(rr.httpRoute.obj, app.Namespace, rr.parents)
-		switch {
-		case refused != "":
-			c.warnOnChange(app, appv1.ConditionRouteAccepted, appv1.ReasonGatewayRefused, refused)
-			set(metav1.ConditionFalse, appv1.ReasonGatewayRefused, refused)
-		case pending != "":
-			set(metav1.ConditionUnknown, appv1.ReasonRoutePending, pending)
-		default:
-			set(metav1.ConditionTrue, appv1.ReasonRouted, fmt.Sprintf("HTTPRoute %q, accepted by Gateway %s, routes %s to Service %q",
-				rr.httpRoute.name, strings.Join(gateways, ", "), strings.Join(hosts, ", "), app.Spec.ServiceTemplate.Name))
-		}
-	case rr.ingress.obj != nil:
-		status.Route = rr.ingress.name
-		set(metav1.ConditionTrue, appv1.ReasonRouted, fmt.Sprintf("Ingress %q routes %s to Service %q", rr.ingress.name, strings.Join(hosts, ", "), app.Spec.ServiceTemplate.Name))
-	}
-}
-
-// routeGatesReady makes an App whose route is not accepted (RouteAccepted s, for reason
-// and msg) not Ready when it would be: Reconciling while a Gateway has not answered,
-// Stalled when the route is refused (it waits for a change of the App, of the Gateway
-// or of the namespace that holds a host).
-func routeGatesReady(status *appv1.AppStatus, app *appv1.App, now metav1.Time, s metav1.ConditionStatus, reason, msg string) {
-	if s == metav1.ConditionTrue || !meta.IsStatusConditionTrue(status.Conditions, appv1.ConditionReady) {
-		return
-	}
-	setCondition(status, app, now, appv1.ConditionReady, metav1.ConditionFalse, reason, msg)
-	if s == metav1.ConditionUnknown {
-		setCondition(status, app, now, appv1.ConditionReconciling, metav1.ConditionTrue, reason, msg)
-		return
-	}
-	setCondition(status, app, now, appv1.ConditionStalled, metav1.ConditionTrue, reason, msg)
 }

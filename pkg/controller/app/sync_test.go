@@ -335,15 +335,11 @@ func TestConflictEventOnlyOnce(t *testing.T) {
 	f.addApps(app)
 	f.addUnmanaged("Deployment", unmanaged("Deployment", "test-app-deploy"))
 	f.addServices(liveService(t, app))
-	if err := f.sync("tcs", "test-app"); err != nil {
-		t.Fatal(err)
-	}
+	f.mustSync("test-app")
 	if got := f.events(); len(got) != 1 || !strings.HasPrefix(got[0], "Warning ErrResourceExists") {
 		t.Fatalf("first sync events = %q, want one ErrResourceExists", got)
 	}
-	if err := f.sync("tcs", "test-app"); err != nil {
-		t.Fatal(err)
-	}
+	f.mustSync("test-app")
 	if got := f.events(); len(got) != 0 {
 		t.Errorf("second sync emitted %q, want nothing", got)
 	}
@@ -452,9 +448,7 @@ func TestUnsetReplicasLeftToTheDeployment(t *testing.T) {
 	d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas = 5, 5, 5, 5
 	f.addDeployments(d)
 	f.addServices(liveService(t, app))
-	if err := f.sync("tcs", "test-app"); err != nil {
-		t.Fatal(err)
-	}
+	f.mustSync("test-app")
 	for _, w := range f.writes() {
 		if w.GetResource().Resource == "deployments" {
 			t.Errorf("the Deployment was written (%s): its replica count is not the App's", w.GetVerb())

@@ -124,7 +124,7 @@ func (c *Controller) hostHolder(host string) (hostClaim, bool, error) {
 		created := obj.GetCreationTimestamp().Time
 		switch ref.Kind {
 		case "App":
-			// An App's route (pkg/controller/app/route.go): routed since its Ingress or
+			// An App's route (pkg/controller/app/routehosts.go): routed since its Ingress or
 			// HTTPRoute (the older, while it turns from one into the other).
 			key := "App " + obj.GetNamespace() + "/" + ref.Name
 			if cl, ok := claims[key]; !ok || created.Before(cl.ingressCreated) {
@@ -175,19 +175,7 @@ func (c *Controller) routedByHost(bucket string) ([]metav1.Object, error) {
 	if c.httpRouteIndex != nil {
 		indexes = append(indexes, c.httpRouteIndex)
 	}
-	var routed []metav1.Object
-	for _, index := range indexes {
-		objs, err := index.ByIndex(hostIndex, bucket)
-		if err != nil {
-			return nil, fmt.Errorf("listing the routes of hosts under %q: %w", bucket, err)
-		}
-		for _, obj := range objs {
-			if o, ok := obj.(metav1.Object); ok {
-				routed = append(routed, o)
-			}
-		}
-	}
-	return routed, nil
+	return controller.RoutesByHost(indexes, hostIndex, bucket)
 }
 
 // hostRefusal says why svc may not have an Ingress for host, held by another namespace,

@@ -21,10 +21,14 @@ var (
 	registerConfigValid sync.Once
 )
 
+// Metrics returns the node labeler's metrics, as registered on /metrics; the reference
+// page docs/reference/metrics.md is generated from them (hack/refdocs).
+func Metrics() []metrics.Registerable { return []metrics.Registerable{configValid} }
+
 // RecordConfigValid sets app_controller_node_label_config_valid, registering it in the
 // legacy registry (served on /metrics) the first time.
 func RecordConfigValid(valid bool) {
-	registerConfigValid.Do(func() { legacyregistry.MustRegister(configValid) })
+	registerConfigValid.Do(func() { legacyregistry.MustRegister(Metrics()...) })
 	if valid {
 		configValid.Set(1)
 	} else {

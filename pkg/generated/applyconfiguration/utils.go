@@ -38,6 +38,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &appcontrollerv1.AppSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("AppStatus"):
 		return &appcontrollerv1.AppStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("Autoscaling"):
+		return &appcontrollerv1.AutoscalingApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("Container"):
 		return &appcontrollerv1.ContainerApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ContainerPort"):
@@ -50,6 +52,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &appcontrollerv1.GatewayRefApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ResourceRequirements"):
 		return &appcontrollerv1.ResourceRequirementsApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("ResourceTarget"):
+		return &appcontrollerv1.ResourceTargetApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("Route"):
 		return &appcontrollerv1.RouteApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("RoutePath"):

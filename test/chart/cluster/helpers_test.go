@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
 
+	chart "github.com/app-controller/app-controller/test/chart"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
@@ -93,4 +95,18 @@ func (a *applier) exists(ctx context.Context, obj *unstructured.Unstructured, na
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// decodeFile returns the objects of the YAML file at path, or fails t.
+func decodeFile(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := chart.Decode(data)
+	if err != nil {
+		t.Fatalf("decoding %s: %v", path, err)
+	}
+	return objs
 }

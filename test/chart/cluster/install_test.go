@@ -1,14 +1,12 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,7 +27,6 @@ import (
 
 	"github.com/app-controller/app-controller/internal/localcluster"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	chart "github.com/app-controller/app-controller/test/chart"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
@@ -164,10 +161,7 @@ func TestInstallRunUninstall(t *testing.T) {
 	logs := runController(t, ns, append(args, "--kubeconfig="+serviceAccountKubeconfig(t, ns)))
 
 	// The seed's example Apps become Ready.
-	apps, err := appclientset.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	apps := framework.AppClient(t)
 	examples := applyExamples(t, a)
 	for _, ex := range examples {
 		framework.Eventually(t, converge, func() (bool, error) {
@@ -293,7 +287,7 @@ func serviceAccountKubeconfig(t *testing.T, ns string) string {
 func runController(t *testing.T, ns string, args []string) (logs func() string) {
 	t.Helper()
 	bin := framework.BuildBinary(t, "app-controller")
-	var out syncBuffer
+	var out framework.LockedBuffer
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "POD_NAMESPACE="+ns)
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -324,11 +318,7 @@ func runController(t *testing.T, ns string, args []string) (logs func() string) 
 // applyExamples creates the namespaces of artifacts/example and applies its Apps.
 func applyExamples(t *testing.T, a *applier) []*unstructured.Unstructured {
 	t.Helper()
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := filepath.Glob(filepath.Join(root, "artifacts", "example", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(framework.RepoRoot(t), "artifacts", "example", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no example in artifacts/example (%v)", err)
 	}
@@ -336,15 +326,7 @@ func applyExamples(t *testing.T, a *applier) []*unstructured.Unstructured {
 	admin := framework.Client(t)
 	var apps []*unstructured.Unstructured
 	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		objs, err := chart.Decode(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, obj := range objs {
+		for _, obj := range decodeFile(t, file) {
 			if obj.GetKind() != "App" || obj.GetAPIVersion() != appv1.SchemeGroupVersion.String() {
 				t.Fatalf("%s: %s %s, want Apps only", file, obj.GetAPIVersion(), obj.GetKind())
 			}
@@ -395,22 +377,4 @@ func grepLines(s, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -13,8 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/app-controller/app-controller/internal/localcluster"
-	chart "github.com/app-controller/app-controller/test/chart"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
@@ -23,14 +20,7 @@ import (
 // Deployment running that image, and the API server takes all of it in a server-side
 // dry run (after the namespace was created, as kubectl apply would have).
 func TestInstaller(t *testing.T) {
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	binDir, err := localcluster.BinDirFromEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, binDir := framework.RepoRoot(t), framework.BinDir(t)
 	const img = "registry.example.com/platform/app-controller:v1.2.3"
 	out := filepath.Join(t.TempDir(), "install.yaml")
 	// KUBECTL: the control plane's kubectl, wherever the tests found it.
@@ -39,14 +29,7 @@ func TestInstaller(t *testing.T) {
 	if output, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make build-installer: %v\n%s", err, output)
 	}
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := chart.Decode(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	objs := decodeFile(t, out)
 	var kinds []string
 	var ns string
 	for _, obj := range objs {
@@ -72,7 +55,7 @@ func TestInstaller(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	_, err = framework.Client(t).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	_, err := framework.Client(t).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}

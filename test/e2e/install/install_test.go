@@ -52,15 +52,12 @@ var seedApps = []struct {
 func TestHelmInstallOnRealNode(t *testing.T) {
 	ctx := context.Background()
 	client := framework.Client(t)
-	apps, err := appclient.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	apps := framework.AppClient(t)
 	registry := realnode.Registry(t)
 	repository := registry + "/app-controller"
 
-	// The image `make image` built (make e2e builds it first), pushed as the README says,
-	// under two tags for the upgrade below.
+	// The image `make image` built (make e2e builds it first), pushed as
+	// docs/how-to/build-the-image.md says, under two tags for the upgrade below.
 	for _, tag := range []string{"e2e-1", "e2e-2"} {
 		out := realnode.Make(t, "image-push", "IMG="+repository+":"+tag)
 		t.Logf("make image-push IMG=%s:%s: %s", repository, tag, lastLine(out))

@@ -153,10 +153,7 @@ var failures = []failure{
 
 func TestNotReadyOnRealNode(t *testing.T) {
 	client := framework.Client(t)
-	apps, err := appclient.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	apps := framework.AppClient(t)
 	startAppController(t)
 
 	agnhost := realnode.Agnhost(t)

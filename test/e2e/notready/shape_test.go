@@ -15,7 +15,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	appclient "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	"github.com/app-controller/app-controller/test/e2e/realnode"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
@@ -26,10 +25,7 @@ import (
 // budget that refuses the eviction of the App's only pod.
 func TestServiceShapeOnRealNode(t *testing.T) {
 	client := framework.Client(t)
-	apps, err := appclient.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	apps := framework.AppClient(t)
 	startAppController(t)
 	agnhost := realnode.Agnhost(t)
 	ns := framework.Namespace(t)

@@ -61,24 +61,16 @@ func Agnhost(t testing.TB) string {
 	return Registry(t) + "/" + localcluster.AgnhostImage
 }
 
-// Root returns the repository's root directory.
+// Root returns the repository's root directory (framework.RepoRoot).
 func Root(t testing.TB) string {
 	t.Helper()
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
+	return framework.RepoRoot(t)
 }
 
-// BinDir returns the directory of the binaries built by make (bin/).
+// BinDir returns the directory of the binaries built by make, bin/ (framework.BinDir).
 func BinDir(t testing.TB) string {
 	t.Helper()
-	dir, err := localcluster.BinDirFromEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return framework.BinDir(t)
 }
 
 // Run runs a command in the repository's root against the test cluster (KUBECONFIG set

@@ -23,7 +23,6 @@ import (
 	"github.com/app-controller/app-controller/internal/localcluster"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
-	appclient "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	"github.com/app-controller/app-controller/test/e2e/realnode"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
@@ -150,10 +149,7 @@ spec:
 func TestTrafficThroughTraefik(t *testing.T) {
 	ctx := context.Background()
 	client := framework.Client(t)
-	apps, err := appclient.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	apps := framework.AppClient(t)
 	registry := realnode.Registry(t)
 	image := registry + "/traefik:v3.6.12"
 	realnode.Run(t, filepath.Join(realnode.BinDir(t), "imagebuild"), "push", "--layout", os.Getenv(layoutEnv), image)
@@ -185,6 +181,7 @@ func TestTrafficThroughTraefik(t *testing.T) {
 			"--kubeconfig", framework.Cluster().Kubeconfig, "apply", "--server-side", "-f", "-")
 		var app *appv1.App
 		framework.Eventually(t, 3*time.Minute, func() (bool, error) {
+			var err error
 			app, err = apps.AppcontrollerV1().Apps(ns).Get(ctx, tc.name, metav1.GetOptions{})
 			return err == nil && meta.IsStatusConditionTrue(app.Status.Conditions, appv1.ConditionReady) &&
 				meta.IsStatusConditionTrue(app.Status.Conditions, appv1.ConditionRouteAccepted), nil

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,7 +21,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/app-controller/app-controller/internal/localcluster"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	appv1ac "github.com/app-controller/app-controller/pkg/generated/applyconfiguration/appcontroller/v1"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
@@ -36,14 +34,7 @@ var appsGVR = schema.GroupVersionResource{Group: "appcontroller.k8s.io", Version
 
 // TestCRDInstalled checks the CRD's names, scope, subresources and printer columns.
 func TestCRDInstalled(t *testing.T) {
-	client, err := apiextensionsclient.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), "apps.appcontroller.k8s.io", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("getting the CRD: %v", err)
-	}
+	crd := framework.AppCRD(t)
 	if crd.Spec.Names.Kind != "App" || crd.Spec.Names.Plural != "apps" || crd.Spec.Scope != "Namespaced" || len(crd.Spec.Names.ShortNames) == 0 {
 		t.Errorf("names = %+v, scope %s", crd.Spec.Names, crd.Spec.Scope)
 	}
@@ -65,10 +56,7 @@ func TestCRDInstalled(t *testing.T) {
 // TestExamplesApply applies the seed's examples with kubectl, as a user would, and checks
 // that the server stored them with their defaults.
 func TestExamplesApply(t *testing.T) {
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := framework.RepoRoot(t)
 	framework.Kubectl(t, "create", "namespace", "tcs")
 	t.Cleanup(func() { framework.Kubectl(t, "delete", "namespace", "tcs", "--wait=false") })
 	out := framework.Kubectl(t, "apply", "-f", filepath.Join(root, "artifacts", "example"))
@@ -108,10 +96,7 @@ func TestExamplesApply(t *testing.T) {
 // the seed's) into its restricted namespace with kubectl's strict validation: every field
 // of it is known and valid.
 func TestWebSampleApplies(t *testing.T) {
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := framework.RepoRoot(t)
 	samples := filepath.Join(root, "config", "samples")
 	out := framework.Kubectl(t, "apply", "--server-side", "--validate=strict",
 		"-f", filepath.Join(samples, "namespace-restricted.yaml"), "-f", filepath.Join(samples, "web_app.yaml"))
@@ -228,8 +213,12 @@ serviceTemplate: {name: web}`
 		{name: "a container port named http beside containerPort (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, containerPort: 80, ports: [{name: http, containerPort: 9090}]}`, want: []string{"spec.deploymentTemplate.ports", "http is the name of containerPort"}},
 		{name: "a targetPort naming no container port (CEL)", spec: `deploymentTemplate: {name: web, image: nginx, containerPort: 80}
 serviceTemplate: {name: web, ports: [{name: metrics, port: 9090, targetPort: metrics}]}`, want: []string{"spec.serviceTemplate.ports", "a targetPort given by name must name a container port"}},
-		{name: "a Service port named as the first (CEL)", spec: `serviceTemplate: {name: web, ports: [{name: http, port: 9090}]}`, want: []string{"spec.serviceTemplate.ports", "may not take the first port's name"}},
-		{name: "a Service port number used twice (CEL)", spec: `serviceTemplate: {name: web, port: 80, ports: [{name: metrics, port: 80}]}`, want: []string{"spec.serviceTemplate.ports", "each port number (and protocol) may be used once"}},
+		{name: "a Service port number used twice (CEL)", spec: `serviceTemplate: {name: web, ports: [{name: metrics, port: 9090}, {name: admin, port: 9090}]}`, want: []string{"spec.serviceTemplate.ports", "each port number (and protocol) may be used once: give each entry its own number"}},
+		{name: "the first port's number under another name than portName (CEL)", spec: `serviceTemplate: {name: web, portName: web, ports: [{name: api, port: 8080}]}`, want: []string{"spec.serviceTemplate.ports", "under another name than portName: name it as portName to list the first port there, or give it another number"}},
+		{name: "the first port restated with another number than port (CEL)", spec: `serviceTemplate: {name: web, port: 80, ports: [{name: http, port: 81}]}`, want: []string{"spec.serviceTemplate.ports", "with another number than port: write the number once, in the entry (drop port) or the same in both"}},
+		{name: "the first port restated with another protocol (CEL)", spec: `serviceTemplate: {name: web, protocol: UDP, ports: [{name: http, port: 53}]}`, want: []string{"spec.serviceTemplate.ports", "with another protocol than protocol: write the same protocol in both, or drop protocol"}},
+		{name: "the first port restated with another targetPort (CEL)", spec: `serviceTemplate: {name: web, targetPort: 8080, ports: [{name: http, port: 80, targetPort: 8081}]}`, want: []string{"spec.serviceTemplate.ports", "another targetPort than targetPort: write it once, in the entry (drop targetPort) or the same in both"}},
+		{name: "the first port restated by number with another nodePort (CEL)", spec: `serviceTemplate: {name: web, type: NodePort, nodePort: 30080, ports: [{name: web, port: 8080, nodePort: 30081}]}`, want: []string{"spec.serviceTemplate.ports", "another nodePort than nodePort: write it once, in the entry (drop nodePort) or the same in both"}},
 		{name: "minAvailable and maxUnavailable both set (CEL)", spec: `deploymentTemplate: {name: web, image: nginx}
 disruptionBudget: {minAvailable: 1, maxUnavailable: 1}`, want: []string{"spec.disruptionBudget", "exactly one of minAvailable and maxUnavailable"}},
 		{name: "a disruption budget without a Deployment (CEL)", spec: `serviceTemplate: {name: web}
@@ -328,6 +317,12 @@ route: {hosts: [shop.example.com], parentRefs: []}`, want: []string{"spec.route.
 route: {hosts: [shop.example.com], paths: [{path: /api}], port: 8080, parentRefs: [{name: public, namespace: infra, sectionName: https}, {name: internal}]}`},
 		{"a route", `serviceTemplate: {name: web}
 route: {hosts: [shop.example.com, "*.shop.example.com"], paths: [{path: /api, type: Exact}, {path: /}], port: http, tls: {secretName: shop-tls, clusterIssuer: letsencrypt}, ingressClassName: traefik}`},
+		// serviceTemplate.ports as a Service lists them: an entry restates the first port.
+		{"ports, the whole list, as a Service lists them", `serviceTemplate: {name: web, ports: [{name: http, port: 80, targetPort: 8080}, {name: metrics, port: 9090}]}`},
+		{"ports, the whole list, the first port by its number", `serviceTemplate: {name: web, ports: [{name: web, port: 8080}, {name: metrics, port: 9090}]}`},
+		{"ports, the whole list, agreeing with the first port's fields", `deploymentTemplate: {name: web, image: nginx, containerPort: 8080}
+serviceTemplate: {name: web, type: NodePort, port: 80, portName: web, protocol: TCP, targetPort: 8080, nodePort: 30080, ports: [{name: web, port: 80, targetPort: 8080, nodePort: 30080}, {name: metrics, port: 9090}]}`},
+		{"ports beyond the first, 80 beside the default 8080", `serviceTemplate: {name: web, ports: [{name: api, port: 80}, {name: metrics, port: 9090}]}`},
 		{"a real service: init container, sidecars, ports, budget", `deploymentTemplate: {name: web, image: nginx, containerPort: 8080, ports: [{name: metrics, containerPort: 9090}], volumes: [{name: logs, emptyDir: {}}], initContainers: [{name: migrate, image: migrate:1, args: [up]}], sidecars: [{name: shipper, image: fluent-bit:3, volumeMounts: [{name: logs, mountPath: /logs}]}, {name: proxy, image: envoy:1, ports: [{name: admin, containerPort: 9901}], readinessProbe: {httpGet: {path: /ready, port: admin}}}]}
 serviceTemplate: {name: web, ports: [{name: metrics, port: 9090, targetPort: metrics}, {name: admin, port: 9901, targetPort: admin}, {name: dns, port: 53, protocol: UDP}]}
 disruptionBudget: {maxUnavailable: 25%}`},
@@ -472,11 +467,7 @@ func expect(t *testing.T, events <-chan string, want string) {
 
 func appClient(t *testing.T) appclientset.Interface {
 	t.Helper()
-	client, err := appclientset.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return client
+	return framework.AppClient(t)
 }
 
 // TestApplyConfiguration writes Apps with server-side apply through the generated apply

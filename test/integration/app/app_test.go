@@ -3,8 +3,6 @@ package app
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,7 +17,6 @@ import (
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/yaml"
 
-	"github.com/app-controller/app-controller/internal/localcluster"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 	"github.com/app-controller/app-controller/test/integration/framework"
@@ -37,17 +34,9 @@ func TestSeedExamplesConverge(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.kube.CoreV1().Namespaces().Delete(context.Background(), "tcs", metav1.DeleteOptions{}) })
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, file := range []string{"test_app.yaml", "test_app_2.yaml"} {
-		data, err := os.ReadFile(filepath.Join(root, "artifacts", "example", file))
-		if err != nil {
-			t.Fatal(err)
-		}
 		app := &appv1.App{}
-		if err := yaml.UnmarshalStrict(data, app); err != nil {
+		if err := yaml.UnmarshalStrict(framework.RepoFile(t, "artifacts", "example", file), app); err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}
 		c.create(t, app)
@@ -333,9 +322,7 @@ func TestGarbageCollection(t *testing.T) {
 	ctx := context.Background()
 	c.create(t, newApp(ns, "web", "nginx", 1))
 	c.waitReady(t, ns, "web")
-	if err := c.app.AppcontrollerV1().Apps(ns).Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c.delete(t, ns, "web")
 	waitGone(t, "Deployment", func() error {
 		_, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
 		return err

@@ -203,9 +203,7 @@ func TestWritesAudited(t *testing.T) {
 	c.update(t, ns1, "a", func(app *appv1.App) { app.Spec.DeploymentTemplate.Name = "a-deploy-2" })
 	c.waitReady(t, ns1, "a")
 	c.waitReady(t, ns1, "c")
-	if err := c.app.AppcontrollerV1().Apps(ns2).Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c.delete(t, ns2, "b")
 	waitGone(t, "App b", func() error {
 		_, err := c.app.AppcontrollerV1().Apps(ns2).Get(ctx, "b", metav1.GetOptions{})
 		return err

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
@@ -290,29 +292,18 @@ func TestGeneratedApps(t *testing.T) {
 		if dryRun {
 			opts.DryRun = []string{metav1.DryRunAll}
 		}
-		var d *appsv1.Deployment
-		var s *corev1.Service
-		if desired, err := appctrl.DesiredDeployment(app); err != nil {
-			return nil, nil, fmt.Errorf("building the Deployment: %w", err)
-		} else if desired != nil {
-			if d, err = c.kube.AppsV1().Deployments(ns).Apply(ctx, desired, opts); err != nil {
-				return nil, nil, fmt.Errorf("applying the Deployment: %w", err)
-			}
-			if ok, err := controller.UpToDate(d, desired); err != nil || !ok {
-				return nil, nil, fmt.Errorf("the applied Deployment is not up to date for the controller (%v): it would write again on every sync", err)
-			}
+		desired, err := appctrl.DesiredDeployment(app)
+		d, err := applyUpToDate("Deployment", desired, err, func(desired *appsv1ac.DeploymentApplyConfiguration) (*appsv1.Deployment, error) {
+			return c.kube.AppsV1().Deployments(ns).Apply(ctx, desired, opts)
+		})
+		if err != nil {
+			return nil, nil, err
 		}
-		if desired, err := appctrl.DesiredService(app); err != nil {
-			return nil, nil, fmt.Errorf("building the Service: %w", err)
-		} else if desired != nil {
-			if s, err = c.kube.CoreV1().Services(ns).Apply(ctx, desired, opts); err != nil {
-				return nil, nil, fmt.Errorf("applying the Service: %w", err)
-			}
-			if ok, err := controller.UpToDate(s, desired); err != nil || !ok {
-				return nil, nil, fmt.Errorf("the applied Service is not up to date for the controller (%v): it would write again on every sync", err)
-			}
-		}
-		return d, s, nil
+		desiredService, err := appctrl.DesiredService(app)
+		s, err := applyUpToDate("Service", desiredService, err, func(desired *corev1ac.ServiceApplyConfiguration) (*corev1.Service, error) {
+			return c.kube.CoreV1().Services(ns).Apply(ctx, desired, opts)
+		})
+		return d, s, err
 	}
 
 	accepted, fixedNodePorts, refused := 0, 0, map[string]int{}
@@ -405,4 +396,26 @@ func firstCause(msg string) string {
 		msg = msg[:i]
 	}
 	return msg
+}
+
+// applyUpToDate applies desired, an apply configuration built with err (nil: nothing to
+// apply), with apply, and checks that the controller finds the object applied up to
+// date: otherwise it would write again on every sync.
+func applyUpToDate[T any, A comparable](kind string, desired A, err error, apply func(A) (T, error)) (T, error) {
+	var none T
+	var zero A
+	switch {
+	case err != nil:
+		return none, fmt.Errorf("building the %s: %w", kind, err)
+	case desired == zero:
+		return none, nil
+	}
+	obj, err := apply(desired)
+	if err != nil {
+		return none, fmt.Errorf("applying the %s: %w", kind, err)
+	}
+	if ok, err := controller.UpToDate(obj, desired); err != nil || !ok {
+		return none, fmt.Errorf("the applied %s is not up to date for the controller (%v): it would write again on every sync", kind, err)
+	}
+	return obj, nil
 }

@@ -203,6 +203,14 @@ func (c clients) create(t *testing.T, app *appv1.App) *appv1.App {
 	return created
 }
 
+// delete deletes the App or fails the test.
+func (c clients) delete(t *testing.T, ns, name string) {
+	t.Helper()
+	if err := c.app.AppcontrollerV1().Apps(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("deleting App %s/%s: %v", ns, name, err)
+	}
+}
+
 // update applies mutate to the latest App and updates it, retrying on conflicts.
 func (c clients) update(t *testing.T, ns, name string, mutate func(*appv1.App)) {
 	t.Helper()

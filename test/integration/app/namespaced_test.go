@@ -2,8 +2,6 @@ package app
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -17,7 +15,6 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/app-controller/app-controller/internal/localcluster"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
 	"github.com/app-controller/app-controller/test/harness"
 	"github.com/app-controller/app-controller/test/integration/framework"
@@ -35,16 +32,8 @@ func TestWatchNamespace(t *testing.T) {
 	mine, second, other := framework.Namespace(t), framework.Namespace(t), framework.Namespace(t)
 	ctx := context.Background()
 
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(filepath.Join(root, "config", "rbac", "role.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var shipped rbacv1.ClusterRole
-	if err := yaml.Unmarshal(data, &shipped); err != nil { // the file's first document
+	if err := yaml.Unmarshal(framework.RepoFile(t, "config", "rbac", "role.yaml"), &shipped); err != nil { // the file's first document
 		t.Fatal(err)
 	}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app-controller", Namespace: mine}}

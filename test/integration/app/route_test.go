@@ -10,6 +10,9 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	ingressctrl "github.com/app-controller/app-controller/pkg/controller/ingress"
@@ -83,6 +86,63 @@ func TestRoutes(t *testing.T) {
 		return apierrors.IsNotFound(err), nil
 	})
 	c.waitCondition(t, cNS, "shop", appv1.ConditionRouteAccepted, "True/"+appv1.ReasonRouted)
+}
+
+// TestRoutePortMissing: a spec.route.port the App's Service does not have is refused the
+// same way whatever the route's shape, an Ingress or an HTTPRoute attached to a Gateway:
+// no Ingress or HTTPRoute, RouteAccepted=False naming the port, and the App, whose
+// Deployment is available, not Ready. Adding the port to the App's Service routes it.
+func TestRoutePortMissing(t *testing.T) {
+	c := newClients(t)
+	gw, err := gatewayclientset.NewForConfig(c.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startManager(t, 0)
+	ctx := context.Background()
+	for _, shape := range []struct {
+		name    string
+		parents []appv1.GatewayRef
+		// get reads the route's object in namespace ns.
+		get func(ns string) error
+		// routed is RouteAccepted once the route is written: no Gateway answers here.
+		routed string
+	}{
+		{"Ingress", nil, func(ns string) error {
+			_, err := c.kube.NetworkingV1().Ingresses(ns).Get(ctx, "shop", metav1.GetOptions{})
+			return err
+		}, "True/" + appv1.ReasonRouted},
+		{"HTTPRoute", []appv1.GatewayRef{{Name: "public", Namespace: "infra"}}, func(ns string) error {
+			_, err := gw.GatewayV1().HTTPRoutes(ns).Get(ctx, "shop", metav1.GetOptions{})
+			return err
+		}, "Unknown/" + appv1.ReasonRoutePending},
+	} {
+		t.Run(shape.name, func(t *testing.T) {
+			ns := framework.Namespace(t)
+			app := newApp(ns, "shop", "nginx", 1)
+			app.Spec.Route = &appv1.Route{Hosts: []appv1.Hostname{appv1.Hostname(strings.ToLower(shape.name) + "-port.example.org")},
+				Port: ptr.To(intstr.FromString("admin")), ParentRefs: shape.parents}
+			c.create(t, app)
+			refused := c.waitCondition(t, ns, "shop", appv1.ConditionReady, "False/"+appv1.ReasonRouteRefused)
+			msg := condMessage(refused, appv1.ConditionRouteAccepted)
+			t.Logf("refused: %s", msg)
+			if condition(refused, appv1.ConditionRouteAccepted) != "False/"+appv1.ReasonRouteRefused ||
+				!strings.Contains(msg, `spec.route.port: the App's Service has no port named "admin" (its ports: http 8080)`) {
+				t.Errorf("RouteAccepted %s: %s", condition(refused, appv1.ConditionRouteAccepted), msg)
+			}
+			if err := shape.get(ns); !apierrors.IsNotFound(err) {
+				t.Errorf("a route to a port the Service does not have has its %s: %v", shape.name, err)
+			}
+
+			c.update(t, ns, "shop", func(a *appv1.App) {
+				a.Spec.ServiceTemplate.Ports = []appv1.ServicePort{{Name: "admin", Port: 9000}}
+			})
+			c.waitCondition(t, ns, "shop", appv1.ConditionRouteAccepted, shape.routed)
+			if err := shape.get(ns); err != nil {
+				t.Errorf("the port added, no %s: %v", shape.name, err)
+			}
+		})
+	}
 }
 
 // condMessage returns the message of the App's condition of type t.

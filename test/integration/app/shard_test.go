@@ -14,7 +14,7 @@ import (
 
 // TestAppSelectorShards runs two instances with disjoint --app-selector: each reconciles
 // the Apps its selector picks, and writes nothing for the other's. Then an App moves from
-// one to the other by a change of its label (docs/operations.md): the instance it left
+// one to the other by a change of its label (docs/how-to/sharding.md): the instance it left
 // writes nothing more for it, the one it joined takes it over without recreating its
 // children, and applies its next change.
 func TestAppSelectorShards(t *testing.T) {
@@ -51,7 +51,7 @@ func TestAppSelectorShards(t *testing.T) {
 		}
 	}
 
-	// Move app-a to shard b, as docs/operations.md says: a change of its label.
+	// Move app-a to shard b, as docs/how-to/sharding.md says: a change of its label.
 	ctx := context.Background()
 	deployment, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "app-a-deploy", metav1.GetOptions{})
 	if err != nil {

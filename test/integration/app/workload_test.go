@@ -68,7 +68,8 @@ func TestEveryFieldConverges(t *testing.T) {
 	app := appfixture.WithEveryField(newApp(ns, "web", "nginx", 2), refs)
 	c.create(t, app)
 	c.waitReady(t, ns, "web")
-	checkChildren := func(app *appv1.App) {
+	// waitChildren waits until the App's Deployment and Service pass check.
+	waitChildren := func(check func(*appsv1.Deployment, *corev1.Service) bool) {
 		t.Helper()
 		framework.Eventually(t, converge, func() (bool, error) {
 			d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
@@ -76,14 +77,17 @@ func TestEveryFieldConverges(t *testing.T) {
 				return false, nil
 			}
 			s, err := c.kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
+			return err == nil && check(d, s), nil
+		})
+	}
+	checkChildren := func(app *appv1.App) {
+		t.Helper()
+		waitChildren(func(d *appsv1.Deployment, s *corev1.Service) bool {
 			diffs := appfixture.EveryFieldDiffs(app, d, s)
 			if len(diffs) > 0 {
 				t.Logf("children differ from the App: %s", strings.Join(diffs, "; "))
 			}
-			return len(diffs) == 0, nil
+			return len(diffs) == 0
 		})
 	}
 	checkChildren(app)
@@ -143,15 +147,7 @@ func TestEveryFieldConverges(t *testing.T) {
 	})
 	app = c.waitReady(t, ns, "web")
 	checkChildren(app)
-	framework.Eventually(t, converge, func() (bool, error) {
-		d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		s, err := c.kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
+	waitChildren(func(d *appsv1.Deployment, s *corev1.Service) bool {
 		p := d.Spec.Template.Spec
 		gone := p.Containers[0].ReadinessProbe == nil && len(p.Volumes) == 0 && len(p.Tolerations) == 0 &&
 			p.Affinity == nil && p.PriorityClassName == "" && p.ServiceAccountName == "" && p.DeprecatedServiceAccount == "" &&
@@ -159,7 +155,7 @@ func TestEveryFieldConverges(t *testing.T) {
 			d.Spec.Strategy.RollingUpdate.MaxSurge.String() == "25%" && d.Spec.RevisionHistoryLimit != nil && *d.Spec.RevisionHistoryLimit == 10 &&
 			s.Spec.Type == corev1.ServiceTypeClusterIP && s.Spec.SessionAffinity == corev1.ServiceAffinityNone &&
 			s.Spec.Ports[0].Name == appv1.PortName && s.Labels["team"] == "" && s.Annotations["ingress/http"] == ""
-		return gone, nil
+		return gone
 	})
 	// Without the annotation the Ingress goes.
 	waitGone(t, "Ingress web-svc", func() error {

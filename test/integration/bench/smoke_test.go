@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/app-controller/app-controller/internal/localcluster"
 	"github.com/app-controller/app-controller/test/bench"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
@@ -37,14 +36,7 @@ func TestHarnessSmoke(t *testing.T) {
 	if os.Getenv(smokeEnv) == "" {
 		t.Skipf("set $%s=1 to run the harness's smoke test (its own control plane, 40 s to minutes)", smokeEnv)
 	}
-	binDir, err := localcluster.BinDirFromEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, binDir := framework.RepoRoot(t), framework.BinDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const apps = 5

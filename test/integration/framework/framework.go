@@ -37,6 +37,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
+	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	"github.com/app-controller/app-controller/test/harness"
 )
 
@@ -158,11 +159,13 @@ func Config(t testing.TB) *rest.Config {
 // Client returns a Kubernetes clientset for Config(t).
 func Client(t testing.TB) kubernetes.Interface {
 	t.Helper()
-	client, err := kubernetes.NewForConfig(Config(t))
-	if err != nil {
-		t.Fatalf("framework: making a client: %v", err)
-	}
-	return client
+	return must(t, func() (*kubernetes.Clientset, error) { return kubernetes.NewForConfig(Config(t)) })
+}
+
+// AppClient returns an App clientset for Config(t).
+func AppClient(t testing.TB) appclientset.Interface {
+	t.Helper()
+	return must(t, func() (*appclientset.Clientset, error) { return appclientset.NewForConfig(Config(t)) })
 }
 
 // Namespace creates a fresh namespace named after the test and returns its name. The
@@ -311,6 +314,17 @@ func (f RoundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) {
 // would, and returns its combined output; a failure fails the test.
 func Kubectl(t testing.TB, args ...string) string {
 	t.Helper()
+	out, err := TryKubectl(t, args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return out
+}
+
+// TryKubectl is Kubectl for a command that may fail: it returns the combined output and
+// the error, as a user sees them, instead of failing the test.
+func TryKubectl(t testing.TB, args ...string) (string, error) {
+	t.Helper()
 	binDir, err := localcluster.BinDirFromEnv()
 	if err != nil {
 		t.Fatal(err)
@@ -321,9 +335,9 @@ func Kubectl(t testing.TB, args ...string) string {
 	cmd := exec.Command(filepath.Join(binDir, "kubectl"), append([]string{"--kubeconfig", cluster.Kubeconfig}, args...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		return string(out), fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
 	}
-	return string(out)
+	return string(out), nil
 }
 
 // builds holds, by name, the builds of the commands BuildBinary was asked for: each is

@@ -11,7 +11,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -26,14 +25,7 @@ func TestMain(m *testing.M) { framework.Main(m) }
 
 func TestCRDIsEstablished(t *testing.T) {
 	t.Parallel()
-	client, err := apiextensionsclient.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), "apps.appcontroller.k8s.io", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("getting the App CRD: %v", err)
-	}
+	crd := framework.AppCRD(t)
 	for _, c := range crd.Status.Conditions {
 		if c.Type == apiextensionsv1.Established {
 			if c.Status != apiextensionsv1.ConditionTrue {

@@ -16,7 +16,6 @@ import (
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
-	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	"github.com/app-controller/app-controller/pkg/version"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
@@ -59,12 +58,9 @@ func holder(t *testing.T, ns string) string {
 // waitAppReady creates an App and waits until it is Ready: some instance leads.
 func waitAppReady(t *testing.T, ns, name string) {
 	t.Helper()
-	client, err := appclientset.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := framework.AppClient(t)
 	replicas := int32(1)
-	_, err = client.AppcontrollerV1().Apps(ns).Create(context.Background(), &appv1.App{
+	_, err := client.AppcontrollerV1().Apps(ns).Create(context.Background(), &appv1.App{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: appv1.AppSpec{DeploymentTemplate: &appv1.DeploymentTemplate{
 			Name: name, Image: "nginx", Replicas: &replicas}},

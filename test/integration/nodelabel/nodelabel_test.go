@@ -1,7 +1,6 @@
 package nodelabel
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -242,7 +240,7 @@ rules:
 		defer cancel()
 		cmd := exec.CommandContext(ctx, bin, "--kubeconfig", framework.Cluster().Kubeconfig, "--node-label-config", config,
 			"--health-probe-bind-address", "0", "--metrics-bind-address", "0", "--controllers", "ingress,nodelabel")
-		var out lockedBuffer
+		var out framework.LockedBuffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -271,24 +269,6 @@ rules:
 		cancel()
 		<-exited
 	})
-}
-
-// lockedBuffer is an io.Writer for a process's output that a test reads meanwhile.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // waitIngressControllerRuns creates a Service annotated ingress/http in ns and waits until

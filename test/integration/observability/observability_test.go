@@ -52,10 +52,7 @@ func TestMetrics(t *testing.T) {
 	opts.LeaderElectName = "app-controller"
 	framework.StartManager(t, framework.Config(t), opts)
 
-	apps, err := appclientset.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	apps := framework.AppClient(t)
 	framework.Eventually(t, converge, func() (bool, error) {
 		list, err := apps.AppcontrollerV1().Apps("tcs").List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -77,6 +74,7 @@ func TestMetrics(t *testing.T) {
 	// must count what the API server holds, of which the two Ready examples.
 	var families map[string]*dto.MetricFamily
 	var wantReady, wantConflicts int
+	var err error
 	waitGauges := func() {
 		t.Helper()
 		framework.Eventually(t, converge, func() (bool, error) {

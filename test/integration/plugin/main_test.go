@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,8 +70,13 @@ func (k kubectlApp) run(t *testing.T, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	args = append(args, "--kubeconfig", framework.Cluster().Kubeconfig, "--cache-dir", k.cacheDir)
-	cmd := exec.CommandContext(ctx, k.bin, args...)
+	// The connection flags go before a --, after which the words are the App's command.
+	flags := []string{"--kubeconfig", framework.Cluster().Kubeconfig, "--cache-dir", k.cacheDir}
+	line := append(slices.Clone(args), flags...)
+	if dash := slices.Index(args, "--"); dash >= 0 {
+		line = slices.Concat(args[:dash], flags, args[dash:])
+	}
+	cmd := exec.CommandContext(ctx, k.bin, line...)
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -83,9 +89,9 @@ func (k kubectlApp) run(t *testing.T, args ...string) result {
 	case errors.As(err, &exitErr) && ctx.Err() == nil:
 		r.code = exitErr.ExitCode()
 	default:
-		t.Fatalf("running kubectl-app %s: %v\nstderr:\n%s", strings.Join(args, " "), err, r.stderr)
+		t.Fatalf("running kubectl-app %s: %v\nstderr:\n%s", strings.Join(line, " "), err, r.stderr)
 	}
-	t.Logf("$ kubectl app %s   # exit code %d, %s\n%s%s", strings.Join(args[:len(args)-4], " "), r.code,
+	t.Logf("$ kubectl app %s   # exit code %d, %s\n%s%s", strings.Join(args, " "), r.code,
 		time.Since(start).Round(time.Millisecond), r.stdout, r.stderr)
 	return r
 }

@@ -27,10 +27,7 @@ func TestKubectlApp(t *testing.T) {
 	plugin := buildPlugin(t)
 	startManager(t)
 	kube := framework.Client(t)
-	apps, err := appclientset.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	apps := framework.AppClient(t)
 
 	t.Run("golden outputs", func(t *testing.T) { checkGoldens(t, plugin, apps, kube) })
 

@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
@@ -52,10 +51,7 @@ func bindClusterRole(t *testing.T, ns, role, user string) {
 func TestFinalizersGrantsAreNeeded(t *testing.T) {
 	rb := installRBAC(t)
 	admin := framework.Client(t)
-	apps, err := appclientset.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	apps := framework.AppClient(t)
 	ns := framework.Namespace(t)
 	ctx := context.Background()
 

@@ -31,7 +31,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/app-controller/app-controller/internal/localcluster"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
@@ -90,11 +89,7 @@ func isAggregated(t *testing.T, where string, doc []byte) bool {
 // RBAC grows.
 func loadRBAC(t *testing.T) shippedRBAC {
 	t.Helper()
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := filepath.Glob(filepath.Join(root, "config", "rbac", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(framework.RepoRoot(t), "config", "rbac", "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/app-controller/app-controller/internal/localcluster"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
@@ -43,14 +42,7 @@ import (
 // by the API server under the Pod Security level its namespace enforces (restricted),
 // with a read-only root filesystem and resource limits on top.
 func TestDeployableManifests(t *testing.T) {
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	binDir, err := localcluster.BinDirFromEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, binDir := framework.RepoRoot(t), framework.BinDir(t)
 	cmd := exec.Command(filepath.Join(binDir, "kubectl"), "kustomize", filepath.Join(root, "config", "default"))
 	rendered, err := cmd.Output()
 	if err != nil {

@@ -2,8 +2,6 @@ package rbac
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,15 +22,7 @@ import (
 // config/admission/node_label_policy.yaml, as the admin.
 func installNodePolicy(t *testing.T) *admissionregistrationv1.ValidatingAdmissionPolicy {
 	t.Helper()
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(filepath.Join(root, "config", "admission", "node_label_policy.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs := splitYAML(data)
+	docs := splitYAML(framework.RepoFile(t, "config", "admission", "node_label_policy.yaml"))
 	if len(docs) != 2 {
 		t.Fatalf("node_label_policy.yaml holds %d documents, want the policy and its binding", len(docs))
 	}

@@ -105,7 +105,7 @@ var grants = []grant{
 	{permission{"patch", "policy", "poddisruptionbudgets"}, "server-side apply of an App's PodDisruptionBudget", false, everywhere},
 	{permission{"delete", "policy", "poddisruptionbudgets"}, "prune of a PodDisruptionBudget removed from the App's spec", false, everywhere},
 	// HTTPRoutes of App routes attached to Gateways, where the cluster serves the Gateway
-	// API (pkg/controller/app/httproute.go; the Service->Ingress controller lists and
+	// API (pkg/controller/app/child_route.go; the Service->Ingress controller lists and
 	// watches them too, for host ownership). This test's cluster serves no Gateway API.
 	{permission{"list", "gateway.networking.k8s.io", "httproutes"}, "managed and unmanaged (metadata-only) HTTPRoute informers", false, everywhere},
 	{permission{"watch", "gateway.networking.k8s.io", "httproutes"}, "managed and unmanaged (metadata-only) HTTPRoute informers", false, everywhere},
@@ -414,10 +414,7 @@ const (
 func TestManagerRunsWithShippedRBAC(t *testing.T) {
 	installRBAC(t)
 	admin := framework.Client(t)
-	apps, err := appclientset.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	apps := framework.AppClient(t)
 	ns := framework.Namespace(t)
 	ctx := context.Background()
 

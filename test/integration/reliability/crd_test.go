@@ -33,10 +33,7 @@ func TestCRDDeletedAndRecreated(t *testing.T) {
 	}
 	ctx := context.Background()
 	const crd = "apps.appcontroller.k8s.io"
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := framework.RepoRoot(t)
 	reinstall := func() error {
 		return localcluster.InstallCRDs(ctx, cfg, filepath.Join(root, "config", "crd", "bases"))
 	}

@@ -77,10 +77,7 @@ func newEnv(t *testing.T) *env {
 // newEnvIn returns the env of namespace ns, without foreign objects.
 func newEnvIn(t *testing.T, ns string) *env {
 	t.Helper()
-	app, err := appclientset.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	app := framework.AppClient(t)
 	return &env{kube: framework.Client(t), app: app, ns: ns, foreign: map[string]string{}}
 }
 

@@ -18,7 +18,6 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/utils/ptr"
 
-	"github.com/app-controller/app-controller/internal/localcluster"
 	"github.com/app-controller/app-controller/test/harness"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
@@ -71,14 +70,7 @@ func TestThrottledByPriorityAndFairness(t *testing.T) {
 	const n = 40
 	user := "system:serviceaccount:" + e.ns + ":app-controller"
 
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	shipped, err := os.ReadFile(filepath.Join(root, "config", "flowcontrol", "flowschema.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	shipped := framework.RepoFile(t, "config", "flowcontrol", "flowschema.yaml")
 	shippedHere := strings.ReplaceAll(strings.ReplaceAll(string(shipped), "app-controller-system", e.ns),
 		"name: app-controller-leader-election", "name: app-controller-leader-election-"+e.ns)
 	manifest := filepath.Join(t.TempDir(), "throttle.yaml")

@@ -79,6 +79,9 @@ type File struct {
 	Path string
 	// Source is the file's path on this machine.
 	Source string
+	// Executable gives the file mode 0755 instead of 0644: a helper program beside the
+	// entrypoint (resource-consumer's consume-cpu).
+	Executable bool
 }
 
 // ParseFile parses "path-in-image=path-on-this-machine".
@@ -139,7 +142,8 @@ type Options struct {
 	Cmd []string
 	// User is the image's user, uid:gid; empty means User (distroless's nonroot).
 	User string
-	// Files are put into every image (mode 0644), beside the binary.
+	// Files are put into every image (mode 0644, or 0755 if Executable), beside the
+	// binary.
 	Files []File
 }
 
@@ -254,7 +258,11 @@ func platformImage(opts Options, p Platform, base v1.Layer, labels map[string]st
 		if err != nil {
 			return nil, fmt.Errorf("reading %s for %s: %w", f.Source, f.Path, err)
 		}
-		entries = append(entries, entry{name: f.Path, mode: 0o644, body: body})
+		mode := int64(0o644)
+		if f.Executable {
+			mode = 0o755
+		}
+		entries = append(entries, entry{name: f.Path, mode: mode, body: body})
 	}
 	binLayer, err := layer(withParents(entries), created)
 	if err != nil {

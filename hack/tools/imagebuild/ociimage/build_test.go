@@ -106,6 +106,7 @@ func TestBuildReproducible(t *testing.T) {
 			}
 		}, false},
 		{"no SBOM", func(_ *testing.T, o *Options) { o.Platforms[0].SBOM = "" }, false},
+		{"LICENSE executable", func(_ *testing.T, o *Options) { o.Files[0].Executable = true }, false},
 		{"other LICENSE", func(t *testing.T, o *Options) {
 			if err := os.WriteFile(o.Files[0].Source, []byte("changed"), 0o644); err != nil {
 				t.Fatal(err)
@@ -177,6 +178,42 @@ func TestLayerHeaders(t *testing.T) {
 	for i := range want {
 		if names[i] != want[i] {
 			t.Fatalf("entries %v, want %v", names, want)
+		}
+	}
+}
+
+// TestFileModes: a file is 0644, an executable one 0755, like the entrypoint.
+func TestFileModes(t *testing.T) {
+	opts := testOptions(t)
+	opts.Files = append(opts.Files, File{Path: "/consume-cpu/consume-cpu", Source: opts.Platforms[0].Binary, Executable: true})
+	res, err := Build(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, err := res.Images[0].Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := layers[1].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	modes := map[string]int64{}
+	tr := tar.NewReader(rc)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		modes[hdr.Name] = hdr.Mode
+	}
+	for name, want := range map[string]int64{"app-controller": 0o755, "consume-cpu/": 0o755, "consume-cpu/consume-cpu": 0o755, "usr/share/doc/app-controller/LICENSE": 0o644} {
+		if got, ok := modes[name]; !ok || got != want {
+			t.Errorf("%s: mode %o (present %v), want %o", name, got, ok, want)
 		}
 	}
 }

@@ -115,7 +115,8 @@ type ContainerPort struct {
 	Protocol corev1.Protocol `json:"protocol,omitempty"`
 }
 
-// ServicePort is a port of an App's Service beyond the first (serviceTemplate.port).
+// ServicePort is a port of an App's Service: one beyond the first (serviceTemplate.port),
+// or the first when it restates it (serviceTemplate.ports).
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.targetPort) || type(self.targetPort) != int || (self.targetPort >= 1 && self.targetPort <= 65535)",message="targetPort must be from 1 to 65535 or the name of a container port",fieldPath=".targetPort"
 type ServicePort struct {
@@ -136,7 +137,9 @@ type ServicePort struct {
 
 	// TargetPort is the pod port traffic goes to: a number, or the name of a container
 	// port of the App's pods (deploymentTemplate.ports, a sidecar's ports, or http for
-	// deploymentTemplate.containerPort). Defaults to port.
+	// deploymentTemplate.containerPort). Defaults to port; for the entry that restates
+	// the first port, to serviceTemplate.targetPort, else deploymentTemplate.containerPort,
+	// else port.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
 	TargetPort *intstr.IntOrString `json:"targetPort,omitempty"`

@@ -28,6 +28,9 @@ type Route struct {
 
 	// Port of the App's Service the route sends traffic to, by name or number.
 	// Defaults to the Service's first port (serviceTemplate.portName, http by default).
+	// A port the App's Service does not have is refused, for an Ingress and an
+	// HTTPRoute alike: the route gets neither, RouteAccepted=False (RouteRefused) names
+	// the port, and the App is not Ready.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
 	Port *intstr.IntOrString `json:"port,omitempty"`

@@ -95,7 +95,7 @@ const (
 
 // Reasons of Ready=False (and of Reconciling or Stalled) that name a problem of the App's
 // pods, read from their status: the message names the pod and the container. See
-// pkg/podhealth for how a pod's status maps to them and docs/api.md for when they make
+// pkg/podhealth for how a pod's status maps to them and docs/reference/api.md for when they make
 // the App Stalled.
 const (
 	// ReasonImagePullFailed: a container's image cannot be pulled (the kubelet's
@@ -120,6 +120,17 @@ const (
 	// optional) does not exist; the pods wait for it. Also the reason of the Warning
 	// Event emitted when it goes missing.
 	ReasonConfigNotFound = "ConfigNotFound"
+)
+
+// Reasons about spec.autoscaling that the API server cannot check (docs/autoscaling.md).
+const (
+	// ReasonMissingResourceRequest: a utilization target of spec.autoscaling (cpu or
+	// memory averageUtilization, a percentage of what the containers request) names a
+	// resource that a container of the App's pods does not request, so the
+	// HorizontalPodAutoscaler cannot compute it and does not scale. The message names the
+	// container and the resource. The condition that carries it comes with the
+	// controller's autoscaling (ScalingActive=False).
+	ReasonMissingResourceRequest = "MissingResourceRequest"
 )
 
 // Event reasons and messages of Events about an App. The first four are the seed's.

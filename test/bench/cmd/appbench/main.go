@@ -38,7 +38,7 @@ func main() {
 	flag.StringVar(&cfg.WorkDir, "work-dir", ".local/bench", "state and logs of the run (must not exist or be empty)")
 	flag.BoolVar(&cfg.KeepState, "keep-state", false, "keep the work directory after a successful run (always kept with -breakdown: the heap profiles and the audit log)")
 	flag.BoolVar(&cfg.Breakdown, "breakdown", false, "also audit the control plane's components and report who writes what per App and the product's timeline")
-	flag.StringVar(&out, "out", "docs/bench-results/latest.json", "where to write the JSON result (empty: nowhere)")
+	flag.StringVar(&out, "out", ".local/bench-result.json", "where to write the JSON result (empty: nowhere)")
 	flag.Parse()
 	cfg.Replicas = int32(replicas)
 	if memoryLimit != "" {

@@ -42,6 +42,12 @@ type AppSpecApplyConfiguration struct {
 	// named as the App, owned by it, or an HTTPRoute attached to Gateways (parentRefs).
 	// Removing it deletes the Ingress or HTTPRoute.
 	Route *RouteApplyConfiguration `json:"route,omitempty"`
+	// Autoscaling scales the App's Deployment with its load: a HorizontalPodAutoscaler
+	// named as the Deployment, owned by the App, between minReplicas and maxReplicas.
+	// With it, deploymentTemplate.replicas is only the starting size and cannot change.
+	// Removing it deletes the autoscaler; the Deployment keeps its count, or goes to
+	// deploymentTemplate.replicas if set. Requires deploymentTemplate.
+	Autoscaling *AutoscalingApplyConfiguration `json:"autoscaling,omitempty"`
 }
 
 // AppSpecApplyConfiguration constructs a declarative configuration of the AppSpec type for use with
@@ -87,5 +93,13 @@ func (b *AppSpecApplyConfiguration) WithDisruptionBudget(value *DisruptionBudget
 // If called multiple times, the Route field is set to the value of the last call.
 func (b *AppSpecApplyConfiguration) WithRoute(value *RouteApplyConfiguration) *AppSpecApplyConfiguration {
 	b.Route = value
+	return b
+}
+
+// WithAutoscaling sets the Autoscaling field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Autoscaling field is set to the value of the last call.
+func (b *AppSpecApplyConfiguration) WithAutoscaling(value *AutoscalingApplyConfiguration) *AppSpecApplyConfiguration {
+	b.Autoscaling = value
 	return b
 }

@@ -42,7 +42,9 @@ type DeploymentTemplateApplyConfiguration struct {
 	// App set it, and the controller applies it to the Deployment. When unset, the
 	// controller leaves the Deployment's replica count alone (1 when the Deployment is
 	// created): autoscale the Deployment itself then. Either way only one writer owns the
-	// count, so the controller and an autoscaler never fight.
+	// count, so the controller and an autoscaler never fight. With spec.autoscaling it
+	// is only the size the Deployment starts with, from minReplicas to maxReplicas, and
+	// cannot change while autoscaling is on.
 	Replicas *int32 `json:"replicas,omitempty"`
 	// ContainerPort is the port the container listens on. The Service targets it
 	// unless serviceTemplate.targetPort says otherwise.

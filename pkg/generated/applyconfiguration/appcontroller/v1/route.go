@@ -40,6 +40,9 @@ type RouteApplyConfiguration struct {
 	Paths []RoutePathApplyConfiguration `json:"paths,omitempty"`
 	// Port of the App's Service the route sends traffic to, by name or number.
 	// Defaults to the Service's first port (serviceTemplate.portName, http by default).
+	// A port the App's Service does not have is refused, for an Ingress and an
+	// HTTPRoute alike: the route gets neither, RouteAccepted=False (RouteRefused) names
+	// the port, and the App is not Ready.
 	Port *intstr.IntOrString `json:"port,omitempty"`
 	// TLS terminates TLS for every host with the certificate of a Secret, which a
 	// cert-manager issuer may issue.

@@ -26,7 +26,8 @@ import (
 // ServicePortApplyConfiguration represents a declarative configuration of the ServicePort type for use
 // with apply.
 //
-// ServicePort is a port of an App's Service beyond the first (serviceTemplate.port).
+// ServicePort is a port of an App's Service: one beyond the first (serviceTemplate.port),
+// or the first when it restates it (serviceTemplate.ports).
 type ServicePortApplyConfiguration struct {
 	// Name of the Service port, an IANA service name; an Ingress or a route refers to
 	// the port by it.
@@ -35,7 +36,9 @@ type ServicePortApplyConfiguration struct {
 	Port *int32 `json:"port,omitempty"`
 	// TargetPort is the pod port traffic goes to: a number, or the name of a container
 	// port of the App's pods (deploymentTemplate.ports, a sidecar's ports, or http for
-	// deploymentTemplate.containerPort). Defaults to port.
+	// deploymentTemplate.containerPort). Defaults to port; for the entry that restates
+	// the first port, to serviceTemplate.targetPort, else deploymentTemplate.containerPort,
+	// else port.
 	TargetPort *intstr.IntOrString `json:"targetPort,omitempty"`
 	// Protocol: TCP (the default), UDP or SCTP.
 	Protocol *corev1.Protocol `json:"protocol,omitempty"`

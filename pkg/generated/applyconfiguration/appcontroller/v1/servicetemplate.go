@@ -30,7 +30,8 @@ import (
 type ServiceTemplateApplyConfiguration struct {
 	// Name of the Service, a DNS-1035 label. Changing it replaces the Service.
 	Name *string `json:"name,omitempty"`
-	// Port the Service listens on. Defaults to 8080.
+	// Port the Service listens on. Defaults to 8080. The entry of ports that restates the
+	// first port may give it instead (see ports).
 	Port *int32 `json:"port,omitempty"`
 	// TargetPort is the pod port traffic goes to. Defaults to
 	// deploymentTemplate.containerPort, else to port.
@@ -47,9 +48,15 @@ type ServiceTemplateApplyConfiguration struct {
 	// within the cluster's node port range (30000-32767 by default). Unset, the cluster
 	// picks one. Not allowed with type ClusterIP.
 	NodePort *int32 `json:"nodePort,omitempty"`
-	// Ports are the Service's ports beyond the first (which port, targetPort, portName,
-	// protocol and nodePort describe): a metrics or gRPC port. Their names and numbers
-	// must differ from the first's and from each other's.
+	// Ports are the Service's ports beyond the first, which port, targetPort, portName,
+	// protocol and nodePort describe: a metrics or gRPC port. Or the whole list, as a
+	// Service lists them, when an entry restates the first port: the entry named
+	// portName (http by default) or, if none is, the entry with port's number and
+	// protocol (8080 and TCP by default). That entry is the first port, for instance
+	// [{name: http, port: 80, targetPort: 8080}, {name: metrics, port: 9090}]; where it
+	// and port, protocol, targetPort or nodePort are both set, they must agree (port
+	// 8080, its default, gives way to the entry's). Names, and numbers with their
+	// protocol, are each used once.
 	Ports []ServicePortApplyConfiguration `json:"ports,omitempty"`
 	// SessionAffinity ClientIP sends each client's connections to the same pod;
 	// None (the default) spreads them.

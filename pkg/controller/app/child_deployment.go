@@ -1,0 +1,352 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller"
+)
+
+// An App's Deployment (spec.deploymentTemplate) runs its pods: named as the template
+// says, claimed by name (the oldest App that names it wins it), carrying the config hash
+// of the pods' ConfigMaps and Secrets (config.go) so that their change rolls the pods.
+// Its rollout is what the App's Progressing and Ready report (status.go), and its pods'
+// problems what Ready names (pods.go).
+
+// deploymentChild is the App's Deployment.
+type deploymentChild struct {
+	*childReconciler[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]
+}
+
+// newDeploymentChild wires the Deployment informers; c.deployments is the one it
+// returns, whose cache syncApp reads the live Deployment from (liveDeployment).
+func newDeploymentChild(c *Controller, inf Informers, _ Options) (appChild, error) {
+	k, err := newChildReconciler[*appsv1.Deployment](c, "Deployment", inf.Deployments.Informer(), inf.UnmanagedDeployments.Informer(),
+		c.kubeClient.AppsV1().Deployments, appsv1ac.Deployment)
+	c.deployments = &deploymentChild{k}
+	return c.deployments, err
+}
+
+// deploymentName is the name of the Deployment app asks for; "" for none.
+func deploymentName(app *appv1.App) string {
+	if t := app.Spec.DeploymentTemplate; t != nil {
+		return t.Name
+	}
+	return ""
+}
+
+func (d *deploymentChild) claim(app *appv1.App) string {
+	return claimKey("Deployment", app.Namespace, deploymentName(app))
+}
+
+// sync writes the Deployment app asks for, with the config hashes of in, and reports
+// it: its status in status.deploymentStatus, its rollout in Progressing and Ready.
+func (d *deploymentChild) sync(ctx context.Context, app *appv1.App, in *syncInput) (childOutcome, error) {
+	desired, err := desiredDeployment(app, in.hashes)
+	if err != nil {
+		return childOutcome{}, fmt.Errorf("building the Deployment of App %s/%s: %w", app.Namespace, app.Name, err)
+	}
+	res, err := d.reconcile(ctx, app, deploymentName(app), desired, d.claim(app))
+	return deploymentOutcome(res), err
+}
+
+// deploymentOutcome is what the App's status reads of res, the App's Deployment.
+func deploymentOutcome(res childResult[*appsv1.Deployment]) childOutcome {
+	out := res.outcome()
+	out.rollout = true
+	out.report = func(status *appv1.AppStatus) {
+		status.DeploymentStatus = nil
+		if res.obj != nil {
+			status.DeploymentStatus = res.obj.Status.DeepCopy()
+			// The old pods still stopping after a rollout are not the App's: their count
+			// would cost a status write after every rollout that is over.
+			status.DeploymentStatus.TerminatingReplicas = nil
+		}
+	}
+	return out
+}
+
+// DesiredDeployment returns the apply configuration of the Deployment that app wants, with
+// exactly the fields the controller owns, or nil when app has no deploymentTemplate; as
+// it is created when its pods reference no ConfigMap or Secret.
+func DesiredDeployment(app *appv1.App) (*appsv1ac.DeploymentApplyConfiguration, error) {
+	return desiredDeployment(app, configHashes{})
+}
+
+// desiredDeployment is DesiredDeployment with the config hashes of the Deployment and its
+// pod template (config.go).
+func desiredDeployment(app *appv1.App, hashes configHashes) (*appsv1ac.DeploymentApplyConfiguration, error) {
+	t := app.Spec.DeploymentTemplate
+	if t == nil {
+		return nil, nil
+	}
+	container := corev1ac.Container().
+		WithName(appv1.ContainerName).
+		WithImage(t.Image)
+	if t.ContainerPort != nil {
+		container.WithPorts(corev1ac.ContainerPort().
+			WithName(appv1.PortName).
+			WithContainerPort(*t.ContainerPort).
+			WithProtocol(portProtocol(app)))
+	}
+	if len(t.Command) > 0 {
+		container.WithCommand(t.Command...)
+	}
+	if len(t.Args) > 0 {
+		container.WithArgs(t.Args...)
+	}
+	for i := range t.Env {
+		env := &corev1ac.EnvVarApplyConfiguration{}
+		if err := controller.Convert(&t.Env[i], env); err != nil {
+			return nil, fmt.Errorf("converting env %q: %w", t.Env[i].Name, err)
+		}
+		container.WithEnv(env)
+	}
+	if t.Resources != nil {
+		resources := &corev1ac.ResourceRequirementsApplyConfiguration{}
+		if err := controller.Convert(t.Resources, resources); err != nil {
+			return nil, fmt.Errorf("converting resources: %w", err)
+		}
+		container.WithResources(resources)
+	}
+	if err := setContainerOptions(container, t); err != nil {
+		return nil, err
+	}
+	for _, p := range t.Ports {
+		container.WithPorts(containerPort(p))
+	}
+	podSpec := corev1ac.PodSpec().WithContainers(container)
+	if err := setPodOptions(podSpec, t); err != nil {
+		return nil, err
+	}
+	// Native sidecars first, so that an init container can use one (a database proxy),
+	// then the init containers, each in the order given.
+	for i := range t.Sidecars {
+		sidecar, err := podContainer(&t.Sidecars[i])
+		if err != nil {
+			return nil, fmt.Errorf("converting sidecar %q: %w", t.Sidecars[i].Name, err)
+		}
+		podSpec.WithInitContainers(sidecar.WithRestartPolicy(corev1.ContainerRestartPolicyAlways))
+	}
+	for i := range t.InitContainers {
+		init, err := podContainer(&t.InitContainers[i])
+		if err != nil {
+			return nil, fmt.Errorf("converting init container %q: %w", t.InitContainers[i].Name, err)
+		}
+		podSpec.WithInitContainers(init)
+	}
+
+	// The App's own labels are set last: they win over podLabels (which the schema
+	// already forbids to set them).
+	podLabels := make(map[string]string, len(t.PodLabels)+3)
+	maps.Copy(podLabels, appv1.LabelMap(t.PodLabels))
+	maps.Copy(podLabels, childLabels(app))
+	template := corev1ac.PodTemplateSpec().
+		WithLabels(podLabels).
+		WithSpec(podSpec)
+	if len(t.PodAnnotations) > 0 {
+		template.WithAnnotations(t.PodAnnotations)
+	}
+	if hashes.pods != "" {
+		template.WithAnnotations(map[string]string{appv1.ConfigHashAnnotation: hashes.pods})
+	}
+	spec := appsv1ac.DeploymentSpec().
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(app))).
+		WithTemplate(template)
+	if t.Replicas != nil {
+		// Unset: the replica count is not ours (an autoscaler of the Deployment owns it).
+		spec.WithReplicas(*t.Replicas)
+	}
+	if t.Strategy != nil {
+		strategy := &appsv1ac.DeploymentStrategyApplyConfiguration{}
+		if err := controller.Convert(t.Strategy, strategy); err != nil {
+			return nil, fmt.Errorf("converting strategy: %w", err)
+		}
+		spec.WithStrategy(strategy)
+	}
+	if t.MinReadySeconds != nil {
+		spec.WithMinReadySeconds(*t.MinReadySeconds)
+	}
+	if t.RevisionHistoryLimit != nil {
+		spec.WithRevisionHistoryLimit(*t.RevisionHistoryLimit)
+	}
+	d := appsv1ac.Deployment(t.Name, app.Namespace).
+		WithLabels(childLabels(app)).
+		WithOwnerReferences(controller.OwnerReference(app, appKind)).
+		WithSpec(spec)
+	if hashes.seen != "" {
+		d.WithAnnotations(map[string]string{appv1.ConfigHashAnnotation: hashes.seen})
+	}
+
+	return controller.WithAppliedHash(d)
+}
+
+// containerPort returns the apply configuration of a container port.
+func containerPort(p appv1.ContainerPort) *corev1ac.ContainerPortApplyConfiguration {
+	return corev1ac.ContainerPort().
+		WithName(p.Name).
+		WithContainerPort(p.ContainerPort).
+		WithProtocol(protocolOrTCP(p.Protocol))
+}
+
+// podContainer returns the apply configuration of an init container or a sidecar: its
+// fields have the names a Pod's container has, so it converts field by field.
+func podContainer(c *appv1.Container) (*corev1ac.ContainerApplyConfiguration, error) {
+	out := &corev1ac.ContainerApplyConfiguration{}
+	if err := controller.Convert(c, out); err != nil {
+		return nil, err
+	}
+	for i := range out.Ports {
+		if out.Ports[i].Protocol == nil {
+			out.Ports[i].WithProtocol(corev1.ProtocolTCP)
+		}
+	}
+	return out, nil
+}
+
+// setContainerOptions sets the optional container fields of t that are set: envFrom,
+// probes, security context, volume mounts and image pull policy.
+func setContainerOptions(container *corev1ac.ContainerApplyConfiguration, t *appv1.DeploymentTemplate) error {
+	for i := range t.EnvFrom {
+		envFrom := &corev1ac.EnvFromSourceApplyConfiguration{}
+		if err := controller.Convert(&t.EnvFrom[i], envFrom); err != nil {
+			return fmt.Errorf("converting envFrom[%d]: %w", i, err)
+		}
+		container.WithEnvFrom(envFrom)
+	}
+	probes := []struct {
+		name  string
+		probe *corev1.Probe
+		set   func(*corev1ac.ProbeApplyConfiguration) *corev1ac.ContainerApplyConfiguration
+	}{
+		{"readinessProbe", t.ReadinessProbe, container.WithReadinessProbe},
+		{"livenessProbe", t.LivenessProbe, container.WithLivenessProbe},
+		{"startupProbe", t.StartupProbe, container.WithStartupProbe},
+	}
+	for _, p := range probes {
+		if p.probe == nil {
+			continue
+		}
+		probe := &corev1ac.ProbeApplyConfiguration{}
+		if err := controller.Convert(p.probe, probe); err != nil {
+			return fmt.Errorf("converting %s: %w", p.name, err)
+		}
+		p.set(probe)
+	}
+	if t.SecurityContext != nil {
+		sc := &corev1ac.SecurityContextApplyConfiguration{}
+		if err := controller.Convert(t.SecurityContext, sc); err != nil {
+			return fmt.Errorf("converting securityContext: %w", err)
+		}
+		container.WithSecurityContext(sc)
+	}
+	for _, m := range t.VolumeMounts {
+		mount := corev1ac.VolumeMount().WithName(m.Name).WithMountPath(m.MountPath)
+		if m.SubPath != "" {
+			mount.WithSubPath(m.SubPath)
+		}
+		if m.ReadOnly != nil {
+			mount.WithReadOnly(*m.ReadOnly)
+		}
+		container.WithVolumeMounts(mount)
+	}
+	if t.ImagePullPolicy != "" {
+		container.WithImagePullPolicy(t.ImagePullPolicy)
+	}
+	return nil
+}
+
+// setPodOptions sets the optional pod fields of t that are set: volumes, security
+// context, service account, image pull secrets and scheduling.
+func setPodOptions(spec *corev1ac.PodSpecApplyConfiguration, t *appv1.DeploymentTemplate) error {
+	for i := range t.Volumes {
+		v, err := volume(&t.Volumes[i])
+		if err != nil {
+			return err
+		}
+		spec.WithVolumes(v)
+	}
+	if t.PodSecurityContext != nil {
+		sc := &corev1ac.PodSecurityContextApplyConfiguration{}
+		if err := controller.Convert(t.PodSecurityContext, sc); err != nil {
+			return fmt.Errorf("converting podSecurityContext: %w", err)
+		}
+		spec.WithSecurityContext(sc)
+	}
+	if t.ServiceAccountName != "" {
+		// The deprecated alias too: the apiserver copies each into the other, so
+		// owning only serviceAccountName would leave the alias behind when the field is
+		// removed from the App, and the alias would set it again.
+		spec.WithServiceAccountName(t.ServiceAccountName).
+			WithDeprecatedServiceAccount(t.ServiceAccountName)
+	}
+	for _, s := range t.ImagePullSecrets {
+		spec.WithImagePullSecrets(corev1ac.LocalObjectReference().WithName(s.Name))
+	}
+	if len(t.NodeSelector) > 0 {
+		spec.WithNodeSelector(appv1.LabelMap(t.NodeSelector))
+	}
+	for i := range t.Tolerations {
+		toleration := &corev1ac.TolerationApplyConfiguration{}
+		if err := controller.Convert(&t.Tolerations[i], toleration); err != nil {
+			return fmt.Errorf("converting tolerations[%d]: %w", i, err)
+		}
+		spec.WithTolerations(toleration)
+	}
+	if t.Affinity != nil {
+		affinity := &corev1ac.AffinityApplyConfiguration{}
+		if err := controller.Convert(t.Affinity, affinity); err != nil {
+			return fmt.Errorf("converting affinity: %w", err)
+		}
+		spec.WithAffinity(affinity)
+	}
+	for i := range t.TopologySpreadConstraints {
+		c := &corev1ac.TopologySpreadConstraintApplyConfiguration{}
+		if err := controller.Convert(&t.TopologySpreadConstraints[i], c); err != nil {
+			return fmt.Errorf("converting topologySpreadConstraints[%d]: %w", i, err)
+		}
+		spec.WithTopologySpreadConstraints(c)
+	}
+	if t.PriorityClassName != "" {
+		spec.WithPriorityClassName(t.PriorityClassName)
+	}
+	return nil
+}
+
+// volume returns the pod volume of v, with its one source.
+func volume(v *appv1.Volume) (*corev1ac.VolumeApplyConfiguration, error) {
+	out := corev1ac.Volume().WithName(v.Name)
+	var err error
+	switch {
+	case v.ConfigMap != nil:
+		src := &corev1ac.ConfigMapVolumeSourceApplyConfiguration{}
+		err = controller.Convert(v.ConfigMap, src)
+		out.WithConfigMap(src)
+	case v.Secret != nil:
+		src := &corev1ac.SecretVolumeSourceApplyConfiguration{}
+		err = controller.Convert(v.Secret, src)
+		out.WithSecret(src)
+	case v.EmptyDir != nil:
+		src := &corev1ac.EmptyDirVolumeSourceApplyConfiguration{}
+		err = controller.Convert(v.EmptyDir, src)
+		out.WithEmptyDir(src)
+	case v.PersistentVolumeClaim != nil:
+		src := &corev1ac.PersistentVolumeClaimVolumeSourceApplyConfiguration{}
+		err = controller.Convert(v.PersistentVolumeClaim, src)
+		out.WithPersistentVolumeClaim(src)
+	default:
+		return nil, fmt.Errorf("volume %q has no source", v.Name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("converting volume %q: %w", v.Name, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,150 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller"
+)
+
+// An App's Service (spec.serviceTemplate) selects its pods: named as the template says,
+// claimed by name (the oldest App that names it wins it). Its ports and selector are
+// the App's alone (serviceExclusivePatch).
+
+// serviceChild is the App's Service.
+type serviceChild struct {
+	*childReconciler[*corev1.Service, *corev1ac.ServiceApplyConfiguration]
+}
+
+// newServiceChild wires the Service informers. The Service's ports and selector are
+// the App's alone (serviceExclusivePatch).
+func newServiceChild(c *Controller, inf Informers, _ Options) (appChild, error) {
+	k, err := newChildReconciler[*corev1.Service](c, "Service", inf.Services.Informer(), inf.UnmanagedServices.Informer(),
+		c.kubeClient.CoreV1().Services, corev1ac.Service)
+	if k != nil {
+		k.exclusivePatch = serviceExclusivePatch
+	}
+	return &serviceChild{k}, err
+}
+
+// serviceName is the name of the Service app asks for; "" for none.
+func serviceName(app *appv1.App) string {
+	if t := app.Spec.ServiceTemplate; t != nil {
+		return t.Name
+	}
+	return ""
+}
+
+func (s *serviceChild) claim(app *appv1.App) string {
+	return claimKey("Service", app.Namespace, serviceName(app))
+}
+
+// sync writes the Service app asks for and reports it: its status in
+// status.serviceStatus, and in Ready's message that it selects the App's pods.
+func (s *serviceChild) sync(ctx context.Context, app *appv1.App, _ *syncInput) (childOutcome, error) {
+	desired, err := DesiredService(app)
+	if err != nil {
+		return childOutcome{}, fmt.Errorf("building the Service of App %s/%s: %w", app.Namespace, app.Name, err)
+	}
+	res, err := s.reconcile(ctx, app, serviceName(app), desired, s.claim(app))
+	return serviceOutcome(res), err
+}
+
+// serviceOutcome is what the App's status reads of res, the App's Service.
+func serviceOutcome(res childResult[*corev1.Service]) childOutcome {
+	out := res.outcome()
+	if res.name != "" && res.obj != nil {
+		out.readyNote = fmt.Sprintf("Service %q selects the App's pods", res.name)
+	}
+	out.report = func(status *appv1.AppStatus) {
+		status.ServiceStatus = nil
+		if res.obj != nil {
+			status.ServiceStatus = res.obj.Status.DeepCopy()
+		}
+	}
+	return out
+}
+
+// DesiredService returns the apply configuration of the Service that app wants, or nil when
+// app has no serviceTemplate. The Service selects the App's pods, on the ports of
+// servicePorts.
+func DesiredService(app *appv1.App) (*corev1ac.ServiceApplyConfiguration, error) {
+	t := app.Spec.ServiceTemplate
+	if t == nil {
+		return nil, nil
+	}
+	serviceType := t.Type
+	if serviceType == "" {
+		serviceType = corev1.ServiceTypeClusterIP
+	}
+	spec := corev1ac.ServiceSpec().
+		WithType(serviceType).
+		WithSelector(selectorLabels(app))
+	for _, p := range servicePorts(app) {
+		port := corev1ac.ServicePort().
+			WithName(p.name).
+			WithProtocol(p.protocol).
+			WithPort(p.port).
+			WithTargetPort(p.targetPort)
+		if p.nodePort != nil {
+			port.WithNodePort(*p.nodePort)
+		}
+		spec.WithPorts(port)
+	}
+	if t.SessionAffinity != "" {
+		spec.WithSessionAffinity(t.SessionAffinity)
+	}
+	// The App's own labels are set last: they win over serviceTemplate.labels (which the
+	// schema already forbids to set them).
+	labels := make(map[string]string, len(t.Labels)+3)
+	maps.Copy(labels, appv1.LabelMap(t.Labels))
+	maps.Copy(labels, childLabels(app))
+	s := corev1ac.Service(t.Name, app.Namespace).
+		WithLabels(labels).
+		WithOwnerReferences(controller.OwnerReference(app, appKind)).
+		WithSpec(spec)
+	if len(t.Annotations) > 0 {
+		s.WithAnnotations(t.Annotations)
+	}
+
+	return controller.WithAppliedHash(s)
+}
+
+// serviceExclusivePatch is the exclusivePatch of Services: a Service's ports and
+// selector decide where its traffic goes, so the App owns them alone. Server-side apply keeps a port or selector key that someone else
+// added; worse, a port edited by hand becomes a second port with the App's port name,
+// and every later apply is invalid. The patch replaces both with the App's, guarded by
+// the resourceVersion, keeping the node ports already allocated.
+func serviceExclusivePatch(live *corev1.Service, desired *corev1ac.ServiceApplyConfiguration) ([]byte, error) {
+	want := &corev1.Service{}
+	if err := controller.Convert(desired, want); err != nil {
+		return nil, err
+	}
+	ports := make([]corev1.ServicePort, len(want.Spec.Ports))
+	portsMatch := len(live.Spec.Ports) == len(want.Spec.Ports)
+	for i, p := range want.Spec.Ports {
+		ports[i] = p
+		found := false
+		for _, l := range live.Spec.Ports {
+			if l.Name == p.Name && l.Port == p.Port && l.Protocol == p.Protocol {
+				ports[i].NodePort = l.NodePort
+				found = found || l.TargetPort == p.TargetPort
+			}
+		}
+		portsMatch = portsMatch && found
+	}
+	if portsMatch && maps.Equal(live.Spec.Selector, want.Spec.Selector) {
+		return nil, nil
+	}
+	return json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/resourceVersion", "value": live.ResourceVersion},
+		{"op": "add", "path": "/spec/selector", "value": want.Spec.Selector},
+		{"op": "add", "path": "/spec/ports", "value": ports},
+	})
+}

@@ -1,0 +1,24 @@
+package framework
+
+import (
+	"bytes"
+	"sync"
+)
+
+// LockedBuffer is a bytes.Buffer that a command's output and the test may use at once.
+type LockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *LockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *LockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
