@@ -87,7 +87,7 @@ const (
 func DefaultFaults(node string) []string {
 	faults := []string{FaultLeaderA, FaultAPIServer, FaultEtcd, FaultWatchCut, FaultLeaderB}
 	if node == localcluster.NodeReal {
-		faults = []string{FaultLeaderA, FaultAPIServer, FaultKubelet, FaultEtcd, FaultContainerd, FaultWatchCut, FaultLeaderB}
+		faults = []string{FaultLeaderA, FaultAPIServer, FaultKubelet, FaultEtcd, FaultContainerd, FaultWatchCut, FaultNodePressure, FaultLeaderB}
 	}
 	return faults
 }
@@ -132,7 +132,7 @@ func (cfg *Config) complete() error {
 		cfg.Faults = DefaultFaults(cfg.Node)
 	}
 	for _, f := range cfg.Faults {
-		if !slices.Contains(DefaultFaults(localcluster.NodeReal), f) && f != FaultNodePressure {
+		if !slices.Contains(DefaultFaults(localcluster.NodeReal), f) {
 			return fmt.Errorf("soak: unknown fault %q", f)
 		}
 		if cfg.Node != localcluster.NodeReal && (f == FaultKubelet || f == FaultContainerd || f == FaultNodePressure) {
