@@ -80,6 +80,7 @@ type driver struct {
 
 	mu     sync.Mutex
 	nextID int
+	turns  map[string]int
 	stats  map[string]*OpStats
 	wg     sync.WaitGroup
 }
@@ -99,7 +100,7 @@ func newDriver(cfg *Config, w *world, kube kubernetes.Interface, apps appclients
 	d := &driver{cfg: cfg, w: w, kube: kube, apps: apps, images: imgs,
 		plugin: plugin.Clients{Apps: apps, Kube: kube},
 		rng:    rand.New(rand.NewPCG(uint64(cfg.Seed), 35)),
-		stats:  map[string]*OpStats{}}
+		stats:  map[string]*OpStats{}, turns: map[string]int{}}
 	for i := range cfg.Namespaces {
 		d.namespaces = append(d.namespaces, fmt.Sprintf("soak-%d", i))
 	}
@@ -146,7 +147,9 @@ func (d *driver) setup(ctx context.Context) error {
 			return err
 		}
 	}
-	return harness.Parallel(ctx, d.cfg.Apps, 5, func(ctx context.Context, _ int) error { return d.opCreate(ctx) })
+	// A fifth of the first Apps have a route, so that routes can move and go; the churn
+	// then adds and removes them at the same pace, and creates and deletes Apps without.
+	return harness.Parallel(ctx, d.cfg.Apps, 5, func(ctx context.Context, i int) error { return d.createApp(ctx, i%5 == 0) })
 }
 
 // fillHistories changes the env of every App once, so that each holds as many
@@ -354,20 +357,19 @@ func hostOf(a *appv1.App) appv1.Hostname {
 	return appv1.Hostname(fmt.Sprintf("%s.%s.soak.test", a.Name, a.Namespace))
 }
 
-// opCreate creates a new App in the next namespace, in a random shard, referencing a
-// ConfigMap half of the time, with a route a fifth of the time.
-func (d *driver) opCreate(ctx context.Context) error {
+// opCreate creates a new App: in the next namespace, in the shards in turn, referencing
+// a ConfigMap half of the time.
+func (d *driver) opCreate(ctx context.Context) error { return d.createApp(ctx, false) }
+
+// createApp creates an App as opCreate does, with a route if withRoute.
+func (d *driver) createApp(ctx context.Context, withRoute bool) error {
 	d.mu.Lock()
 	id := d.nextID
 	d.nextID++
 	d.mu.Unlock()
 	ns := d.namespaces[id%len(d.namespaces)]
-	shard := shardA
-	if d.intn(2) == 1 {
-		shard = shardB
-	}
-	app := d.newApp(ns, fmt.Sprintf("a%05d", id), shard)
-	if d.intn(5) == 0 { // a fifth of the Apps have a route, so that routes can move
+	app := d.newApp(ns, fmt.Sprintf("a%05d", id), shardOf(id))
+	if withRoute {
 		app.Spec.Route = &appv1.Route{Hosts: []appv1.Hostname{hostOf(app)}}
 	}
 	if d.intn(2) == 0 {
@@ -375,6 +377,25 @@ func (d *driver) opCreate(ctx context.Context) error {
 		app.Spec.DeploymentTemplate.EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}}
 	}
 	return d.create(ctx, app, false)
+}
+
+// shardOf is the shard of the n-th App (or the n-th deletion, or shard move): the
+// shards in turn, so that the churn keeps each shard's number of Apps, and with it its
+// caches, steady.
+func shardOf(n int) string {
+	if n%2 == 0 {
+		return shardA
+	}
+	return shardB
+}
+
+// turn returns the next number of the counter of op, for shardOf.
+func (d *driver) turn(op string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := d.turns[op]
+	d.turns[op]++
+	return n
 }
 
 // create creates app (retrying through faults) and records it.
@@ -406,9 +427,10 @@ func (d *driver) create(ctx context.Context, app *appv1.App, conflict bool) erro
 	return nil
 }
 
-// opDelete deletes an App.
+// opDelete deletes an App without a route, of the shards in turn.
 func (d *driver) opDelete(ctx context.Context) error {
-	r := d.pick(nil)
+	shard := shardOf(d.turn(opDelete))
+	r := d.pick(func(r *appRecord) bool { return r.shard == shard && r.latest.Spec.Route == nil })
 	if r == nil {
 		return errSkipped
 	}
@@ -629,9 +651,11 @@ func (d *driver) waitConverged(ctx context.Context, r *appRecord) error {
 	}
 }
 
-// opShardMove moves an App to the other shard: a change of its label.
+// opShardMove moves an App to the other shard, from each shard in turn: a change of
+// its label.
 func (d *driver) opShardMove(ctx context.Context) error {
-	r := d.pick(nil)
+	from := shardOf(d.turn(opShardMove))
+	r := d.pick(func(r *appRecord) bool { return r.shard == from })
 	if r == nil {
 		return errSkipped
 	}
