@@ -405,10 +405,11 @@ unit: ## Unit tests with the race detector and the cache mutation detector.
 	KUBE_CACHE_MUTATION_DETECTOR=true CGO_ENABLED=1 $(GO) test -race $(UNIT_PKGS) $(TESTFLAGS)
 
 .PHONY: integration
-# The two longest packages first (go test starts them in this order, INTEGRATION_PARALLEL
+# The three longest packages first (go test starts them in this order, INTEGRATION_PARALLEL
 # at a time), so that the short ones fill in beside them instead of one long package
-# running alone at the end.
-INTEGRATION_PKGS := ./test/integration/reliability ./test/integration/app ./test/integration/...
+# running alone at the end; the soak's smoke (test/integration/soak) lasts its 2 minutes
+# plus its setup, about 2.5 minutes.
+INTEGRATION_PKGS := ./test/integration/reliability ./test/integration/app ./test/integration/soak ./test/integration/...
 
 integration: tools ## Integration tests against a local kube-apiserver, etcd, controller-manager, scheduler and kwok.
 	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) \
