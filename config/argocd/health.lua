@@ -2,6 +2,8 @@
 -- kstatus (sigs.k8s.io/cli-utils/pkg/kstatus) reads from the App's status:
 --   being deleted                                   -> Progressing (kstatus: Terminating)
 --   status.observedGeneration != metadata.generation -> Progressing (InProgress)
+--   Reconciling=True, reason RolloutPaused         -> Suspended   (InProgress: a canary
+--                                                      rollout waits for kubectl app promote)
 --   Reconciling=True                                -> Progressing (InProgress)
 --   Stalled=True                                    -> Degraded    (Failed)
 --   Ready=True                                      -> Healthy     (Current)
@@ -42,6 +44,9 @@ if obj.status.conditions ~= nil then
   for _, condition in ipairs(obj.status.conditions) do
     if condition.type == "Reconciling" and condition.status == "True" then
       hs.status = "Progressing"
+      if condition.reason == "RolloutPaused" then
+        hs.status = "Suspended"
+      end
       hs.message = condition.message or condition.reason or "Reconciling"
       return hs
     end

@@ -111,6 +111,10 @@ func (c *command) rootCommand() *cobra.Command {
   history     the revisions of an App's spec, with image and change cause
   rollback    write an earlier revision's spec back into an App
   restart     roll an App's pods, like kubectl rollout restart
+  promote     end the current step of an App's canary rollout (--full: all of them)
+  abort       abort an App's canary rollout: all traffic back to the stable pods
+  pause       hold an App's canary rollout at its current step
+  resume      go on with a canary rollout paused by kubectl app pause
   version     the plugin's version and the controller's
   completion  a shell completion script (kubectl itself completes through kubectl_complete-app)
 
@@ -138,6 +142,7 @@ found, API error).`,
 	}
 	root.AddCommand(c.treeCommand(), c.statusCommand(), c.listCommand(), c.createCommand(),
 		c.historyCommand(), c.rollbackCommand(), c.restartCommand(), c.versionCommand())
+	root.AddCommand(c.rolloutCommands()...)
 	return root
 }
 
@@ -223,12 +228,20 @@ table. Conflict and Missing lines are not objects of the tree and are left out.`
 // is Ready.
 func (c *command) statusCommand() *cobra.Command {
 	out := newOutputFlags(false)
+	var watch bool
 	cmd := &cobra.Command{
-		Use:   "status NAME",
-		Short: "Summarize an App's health; exit code 0 when Ready, 1 when not, 2 on errors",
+		Use:   "status NAME [--watch]",
+		Short: "Summarize an App's health and its rollout; exit code 0 when Ready, 1 when not, 2 on errors",
 		Long: `Summarize an App's health: its Ready condition, its Deployment's replicas, its Service's
 type, cluster IP and ports, its conditions and its most recent Events (at most 10, as
-kubectl describe shows them).
+kubectl describe shows them). An App with a rollout strategy (spec.rollout) shows its
+rollout too: the phase and the step, the steps, how the traffic is split now (the
+weights of its HTTPRoute, or its ready canary and stable pods behind its Service), the
+stable and canary revisions and their Deployments, and each pod's track.
+
+With --watch the summary is printed again each time the App changes, until the App is
+Ready, its rollout aborted or it is Stalled (a paused rollout is watched on: promote it
+from another terminal).
 
 The App is Ready when its Ready condition is True and describes the App's current
 generation. Exit code: 0 when Ready, 1 when not, 2 on errors (App not found, API error),
@@ -237,6 +250,7 @@ so scripts can wait for an App or gate on it.
 With -o json, yaml, name, jsonpath or go-template the command prints the App object; the
 exit code still says whether it is Ready.`,
 		Example: `  kubectl app status my-app -n my-namespace
+  kubectl app status my-app --watch
   until kubectl app status my-app >/dev/null; do sleep 2; done
   kubectl app status my-app -o jsonpath='{.status.conditions[?(@.type=="Ready")].reason}'`,
 		Args:              appName,
@@ -246,9 +260,15 @@ exit code still says whether it is Ready.`,
 			if err != nil {
 				return err
 			}
+			if watch && printer != nil {
+				return fmt.Errorf("--watch prints the summary: it does not take -o")
+			}
 			clients, namespace, err := c.setup()
 			if err != nil {
 				return err
+			}
+			if watch {
+				return c.watchStatus(cmd.Context(), clients, namespace, args[0])
 			}
 			st, err := GetStatus(cmd.Context(), clients, namespace, args[0])
 			if err != nil {
@@ -272,6 +292,7 @@ exit code still says whether it is Ready.`,
 		},
 	}
 	out.addFlags(cmd)
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "Print the summary again each time the App changes, until it is Ready, aborted or Stalled.")
 	return cmd
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
 
 // historyCommand returns `kubectl app history NAME [--revision N]`.
@@ -97,7 +99,12 @@ func (c *command) restartCommand() *cobra.Command {
 		Long: `Roll the pods of an App, as kubectl rollout restart does to a Deployment: set the
 kubectl.kubernetes.io/restartedAt annotation of the pod template of the App's Deployment
 to now (field manager kubectl-app). The controller owns the rest of the Deployment and
-leaves that annotation alone; kubectl rollout restart deployment/NAME works the same.`,
+leaves that annotation alone; kubectl rollout restart deployment/NAME works the same.
+
+An App with a rollout strategy (spec.rollout) is restarted through it: the command sets
+the annotation on the App, the controller copies it into the pod template, and the new
+pods roll out in canary steps like any other change (kubectl rollout restart of the
+Deployment would bypass the steps).`,
 		Example:           `  kubectl app restart web`,
 		Args:              appName,
 		ValidArgsFunction: c.completeAppNames,
@@ -106,13 +113,86 @@ leaves that annotation alone; kubectl rollout restart deployment/NAME works the 
 			if err != nil {
 				return err
 			}
-			deployment, err := Restart(cmd.Context(), clients, namespace, args[0], c.now())
+			deployment, canary, err := Restart(cmd.Context(), clients, namespace, args[0], c.now())
 			if err != nil {
 				return describe(err, "restarting App %s/%s", namespace, args[0])
+			}
+			if canary {
+				fmt.Fprintf(c.streams.Out, "app.appcontroller.k8s.io/%s restarted (a canary rollout rolls its pods: kubectl app status %s --watch)\n", args[0], args[0])
+				return nil
 			}
 			fmt.Fprintf(c.streams.Out, "app.appcontroller.k8s.io/%s restarted (Deployment %s rolls its pods)\n", args[0], deployment)
 			return nil
 		},
 	}
 	return cmd
+}
+
+// rolloutCommand returns `kubectl app promote|abort|pause|resume NAME`: use, short
+// help, long help and example of the command, and the action it requests.
+func (c *command) rolloutCommand(use, short, long, example string, action appv1.RolloutAction) *cobra.Command {
+	var full bool
+	cmd := &cobra.Command{
+		Use:               use,
+		Short:             short,
+		Long:              long + "\n\n" + rolloutRequestHelp,
+		Example:           example,
+		Args:              appName,
+		ValidArgsFunction: c.completeAppNames,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			clients, namespace, err := c.setup()
+			if err != nil {
+				return err
+			}
+			a := action
+			if full {
+				a = appv1.RolloutActionPromoteFull
+			}
+			res, err := RequestRollout(cmd.Context(), clients, namespace, args[0], a, c.now())
+			if err != nil {
+				return describe(err, "requesting %s of the rollout of App %s/%s", a, namespace, args[0])
+			}
+			fmt.Fprintf(c.streams.Out, "app.appcontroller.k8s.io/%s %s requested: %s\n", args[0], a, res.Effect)
+			return nil
+		},
+	}
+	if action == appv1.RolloutActionPromote {
+		cmd.Flags().BoolVar(&full, "full", false, "Skip the remaining steps: the new version becomes the stable one.")
+	}
+	return cmd
+}
+
+// rolloutRequestHelp ends the long help of the rollout commands.
+const rolloutRequestHelp = `The command writes a request on the App (the appcontroller.k8s.io/rollout-request
+annotation, field manager kubectl-app) naming the rollout and the step it acts on; the
+controller acts on it once, and only if the rollout is still there: a request that the
+rollout overtook, or one re-applied from an old manifest, does nothing (the App gets a
+RolloutRequestIgnored Event). Re-applying the App's manifest from Git neither undoes it
+nor brings it back. kubectl app status NAME --watch follows the rollout.`
+
+// rolloutCommands returns promote, abort, pause and resume.
+func (c *command) rolloutCommands() []*cobra.Command {
+	return []*cobra.Command{
+		c.rolloutCommand("promote NAME [--full]", "End the current step of an App's canary rollout, or all of them (--full)",
+			`End the current step of the App's canary rollout (spec.rollout): a pause, or a setWeight
+step still waiting for its pods. After the last step the rollout is promoted: the stable
+Deployment gets the new pod template. With --full the remaining steps are skipped. An
+aborted rollout starts its steps again (with --full: is promoted).`,
+			"  kubectl app promote web\n  kubectl app promote web --full", appv1.RolloutActionPromote),
+		c.rolloutCommand("abort NAME", "Abort an App's canary rollout: all traffic back to the stable pods",
+			`Abort the App's canary rollout: all traffic goes back to the stable pods at once, the
+canary pods are scaled to 0 (through an HTTPRoute, after abortScaleDownDelaySeconds),
+and the App reports Ready=False, reason RolloutAborted, until a new change of its pods or
+kubectl app promote (which starts the steps again). A rollout being promoted (past its
+last step) can no longer be aborted: kubectl app rollback goes back.`,
+			"  kubectl app abort web", appv1.RolloutActionAbort),
+		c.rolloutCommand("pause NAME", "Hold an App's canary rollout at its current step",
+			`Hold the App's canary rollout where it is: no step ends, not even a timed pause, until
+kubectl app resume or promote. A failing canary pod still aborts it.`,
+			"  kubectl app pause web", appv1.RolloutActionPause),
+		c.rolloutCommand("resume NAME", "Go on with an App's canary rollout paused by kubectl app pause",
+			`Go on with the App's canary rollout paused by kubectl app pause: the current step starts
+again (a timed pause waits its whole duration).`,
+			"  kubectl app resume web", appv1.RolloutActionResume),
+	}
 }

@@ -41,13 +41,18 @@ func appPods(ctx context.Context, c Clients, app *appv1.App) ([]corev1.Pod, erro
 
 // printPods writes a table of the App's pods: phase, ready containers, restarts, age and
 // the problem that keeps each from being ready (podhealth), or why they could not be
-// read.
-func printPods(w io.Writer, pods []corev1.Pod, note string, now time.Time) error {
+// read; with tracks, whether each is a canary or a stable pod of a rollout.
+func printPods(w io.Writer, pods []corev1.Pod, note string, tracks bool, now time.Time) error {
 	if !startSection(w, "Pods", note, len(pods)) {
 		return nil
 	}
 	tw := printers.GetNewTabWriter(w)
-	fmt.Fprintln(tw, "  NAME\tPHASE\tREADY\tRESTARTS\tAGE\tPROBLEM")
+	if tracks {
+		fmt.Fprint(tw, "  TRACK\t")
+	} else {
+		fmt.Fprint(tw, "  ")
+	}
+	fmt.Fprintln(tw, "NAME\tPHASE\tREADY\tRESTARTS\tAGE\tPROBLEM")
 	for i := range pods {
 		pod := &pods[i]
 		ready, total := podhealth.ReadyContainers(pod)
@@ -59,11 +64,24 @@ func printPods(w io.Writer, pods []corev1.Pod, note string, now time.Time) error
 		if p, _ := podhealth.Inspect(pod, now); p != nil {
 			problem = p.Reason + ": " + p.Message
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%d/%d\t%d\t%s\t%s\n", pod.Name, phase, ready, total, podhealth.Restarts(pod),
+		if tracks {
+			fmt.Fprintf(tw, "  %s\t", podTrack(pod))
+		} else {
+			fmt.Fprint(tw, "  ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%d\t%s\t%s\n", pod.Name, phase, ready, total, podhealth.Restarts(pod),
 			age(pod.CreationTimestamp, now), oneLine(problem))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("writing the pods: %w", err)
 	}
 	return nil
+}
+
+// podTrack says whether pod is a canary or a stable pod of a rollout.
+func podTrack(pod *corev1.Pod) string {
+	if pod.Labels[appv1.TrackLabel] == appv1.TrackCanary {
+		return appv1.TrackCanary
+	}
+	return "stable"
 }

@@ -272,22 +272,33 @@ func leaves(v any) (map[string]string, error) {
 // Restart rolls the pods of the App namespace/name, as `kubectl rollout restart` does:
 // it sets the kubectl.kubernetes.io/restartedAt annotation of its Deployment's pod
 // template to now, with field manager kubectl-app. The controller leaves that
-// annotation alone. It returns the Deployment's name.
-func Restart(ctx context.Context, clients Clients, namespace, name string, now time.Time) (string, error) {
+// annotation alone. It returns the Deployment's name. An App with a rollout strategy is
+// restarted through it instead (RestartWithRollout), and canary is true.
+func Restart(ctx context.Context, clients Clients, namespace, name string, now time.Time) (deployment string, canary bool, err error) {
 	app, err := getTypedApp(ctx, clients, namespace, name)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	if app.Spec.DeploymentTemplate == nil {
-		return "", fmt.Errorf("App %s/%s has no Deployment to restart", namespace, name)
+		return "", false, fmt.Errorf("App %s/%s has no Deployment to restart", namespace, name)
 	}
-	deployment := app.Spec.DeploymentTemplate.Name
+	deployment = app.Spec.DeploymentTemplate.Name
+	if app.Spec.Rollout != nil {
+		return deployment, true, RestartWithRollout(ctx, clients, app, now)
+	}
+	return deployment, false, restartDeployment(ctx, clients, app, deployment, now)
+}
+
+// restartDeployment sets the restartedAt annotation of the pod template of app's
+// Deployment, if app controls it.
+func restartDeployment(ctx context.Context, clients Clients, app *appv1.App, deployment string, now time.Time) error {
+	namespace, name := app.Namespace, app.Name
 	d, err := clients.Kube.AppsV1().Deployments(namespace).Get(ctx, deployment, metav1.GetOptions{})
 	if err != nil {
-		return "", &APIError{Err: err}
+		return &APIError{Err: err}
 	}
 	if ref := metav1.GetControllerOfNoCopy(d); ref == nil || ref.UID != app.UID {
-		return "", fmt.Errorf("Deployment %s/%s is not controlled by App %s: not restarting it", namespace, deployment, name)
+		return fmt.Errorf("Deployment %s/%s is not controlled by App %s: not restarting it", namespace, deployment, name)
 	}
 	patch, err := json.Marshal(map[string]any{
 		"spec": map[string]any{"template": map[string]any{"metadata": map[string]any{
@@ -295,13 +306,13 @@ func Restart(ctx context.Context, clients Clients, namespace, name string, now t
 		}}},
 	})
 	if err != nil {
-		return "", err
+		return err
 	}
 	if _, err := clients.Kube.AppsV1().Deployments(namespace).Patch(ctx, deployment, types.StrategicMergePatchType, patch,
 		metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
-		return "", &APIError{Err: err}
+		return &APIError{Err: err}
 	}
-	return deployment, nil
+	return nil
 }
 
 // formatChanges indents the changes of a rollback for printing.

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/cli-runtime/pkg/printers"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
@@ -41,6 +43,9 @@ type Status struct {
 	Events []corev1.Event
 	// EventsNote says why the Events could not be read; empty when they were.
 	EventsNote string
+	// Rollout is what the App's canary rollout runs, when it has a rollout strategy
+	// or reports one; nil otherwise.
+	Rollout *RolloutView
 }
 
 // GetStatus reads the App namespace/name and the Service it controls. An absent App is
@@ -73,6 +78,9 @@ func GetStatus(ctx context.Context, c Clients, namespace, name string) (*Status,
 		s.EventsNote = "cannot read them: " + err.Error()
 	}
 	s.Events = events
+	if app.Spec.Rollout != nil || app.Status.Rollout != nil {
+		s.Rollout = getRolloutView(ctx, c, app)
+	}
 	return s, nil
 }
 
@@ -101,25 +109,35 @@ func appService(ctx context.Context, c Clients, app *appv1.App) (*corev1.Service
 	if t == nil {
 		return nil, "none (the App has no serviceTemplate)"
 	}
-	u, err := c.Dynamic.Resource(serviceResource).Namespace(app.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+	svc := &corev1.Service{}
+	if note := getControlled(ctx, c, serviceResource, app, t.Name, svc); note != "" {
+		return nil, note
+	}
+	return svc, ""
+}
+
+// getControlled reads the object name of resource in app's namespace into obj, and
+// returns "" if app controls it, else why it cannot be shown: it does not exist, cannot
+// be read, or is held by an object app does not control.
+func getControlled(ctx context.Context, c Clients, resource schema.GroupVersionResource, app *appv1.App, name string, obj metav1.Object) string {
+	u, err := c.Dynamic.Resource(resource).Namespace(app.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, t.Name + ": does not exist"
+		return name + ": does not exist"
 	}
 	if err != nil {
-		return nil, fmt.Sprintf("%s: cannot read it: %v", t.Name, err)
+		return fmt.Sprintf("%s: cannot read it: %v", name, err)
 	}
-	svc := &corev1.Service{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, svc); err != nil {
-		return nil, fmt.Sprintf("%s: cannot decode it: %v", t.Name, err)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+		return fmt.Sprintf("%s: cannot decode it: %v", name, err)
 	}
-	if ref := metav1.GetControllerOfNoCopy(svc); ref == nil || ref.UID != app.UID {
+	if ref := metav1.GetControllerOfNoCopy(obj); ref == nil || ref.UID != app.UID {
 		owner := "no controller"
 		if ref != nil {
 			owner = fmt.Sprintf("controlled by %s %s", ref.Kind, ref.Name)
 		}
-		return nil, fmt.Sprintf("%s: held by an object this App does not control (%s)", t.Name, owner)
+		return fmt.Sprintf("%s: held by an object this App does not control (%s)", name, owner)
 	}
-	return svc, ""
+	return ""
 }
 
 // PrintStatus writes s: the App's readiness, its Deployment's replicas, its Service's
@@ -136,6 +154,9 @@ func PrintStatus(w io.Writer, s *Status, now time.Time) error {
 	} else {
 		fmt.Fprintf(tw, "Service:\t%s\n", oneLine(s.ServiceNote))
 	}
+	if s.Rollout != nil {
+		printRollout(tw, app, s.Rollout)
+	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("writing the status: %w", err)
 	}
@@ -145,7 +166,7 @@ func PrintStatus(w io.Writer, s *Status, now time.Time) error {
 		return err
 	}
 	if app.Spec.DeploymentTemplate != nil {
-		if err := printPods(w, s.Pods, s.PodsNote, now); err != nil {
+		if err := printPods(w, s.Pods, s.PodsNote, s.Rollout != nil, now); err != nil {
 			return err
 		}
 	}
@@ -251,4 +272,78 @@ func serviceLine(svc *corev1.Service) string {
 		}
 	}
 	return oneLine(line)
+}
+
+// watchStatus prints the status of the App namespace/name, then again each time the App
+// changes (a watch from the resourceVersion it printed), until settled says the App has
+// come to rest; the exit code says whether it is Ready.
+func (c *command) watchStatus(ctx context.Context, clients Clients, namespace, name string) error {
+	gvr, err := appResource(clients.Discovery)
+	if err != nil {
+		return err
+	}
+	last := ""
+	for {
+		st, err := GetStatus(ctx, clients, namespace, name)
+		if err != nil {
+			return describe(err, "reading the status of App %s/%s", namespace, name)
+		}
+		var b strings.Builder
+		if err := PrintStatus(&b, st, c.now()); err != nil {
+			return err
+		}
+		if out := b.String(); out != last {
+			if last != "" {
+				fmt.Fprintln(c.streams.Out, "---")
+			}
+			fmt.Fprint(c.streams.Out, out)
+			last = out
+		}
+		c.exit = ExitOK
+		if !st.Ready {
+			c.exit = ExitNotReady
+		}
+		if settled(st.App) || ctx.Err() != nil {
+			return nil
+		}
+		if err := waitForChange(ctx, clients, gvr, namespace, name, st.App.ResourceVersion); err != nil {
+			return err
+		}
+	}
+}
+
+// settled reports whether app, as the controller last reported it, has come to rest: its
+// latest change observed, and Ready, its rollout aborted, or Stalled.
+func settled(app *appv1.App) bool {
+	if app.Status.ObservedGeneration != app.Generation {
+		return false
+	}
+	if r := app.Status.Rollout; r != nil && r.Phase == appv1.RolloutAborted {
+		return true
+	}
+	ready, _ := readiness(app)
+	return ready || meta.IsStatusConditionTrue(app.Status.Conditions, appv1.ConditionStalled)
+}
+
+// waitForChange waits until the App namespace/name changes after resourceVersion, or
+// ctx ends (not an error: the watch was interrupted).
+func waitForChange(ctx context.Context, clients Clients, gvr schema.GroupVersionResource, namespace, name, resourceVersion string) error {
+	w, err := clients.Dynamic.Resource(gvr).Namespace(namespace).Watch(ctx, metav1.ListOptions{
+		FieldSelector:   "metadata.name=" + name,
+		ResourceVersion: resourceVersion,
+	})
+	if err != nil {
+		return &APIError{Err: err}
+	}
+	defer w.Stop()
+	select {
+	case <-ctx.Done():
+		return nil
+	case ev, ok := <-w.ResultChan():
+		if ok && ev.Type == watch.Deleted {
+			return &AppNotFoundError{Namespace: namespace, Name: name}
+		}
+		// A change, an error (an expired resourceVersion) or a closed watch: read again.
+		return nil
+	}
 }

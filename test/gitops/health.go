@@ -20,6 +20,8 @@ const (
 	Healthy     = "Healthy"
 	Progressing = "Progressing"
 	Degraded    = "Degraded"
+	// Suspended: a canary rollout paused, waiting for a person (kubectl app promote).
+	Suspended = "Suspended"
 )
 
 // ArgoHealth is what an Argo CD health check returns.
@@ -99,6 +101,13 @@ func Kstatus(obj map[string]any) (status.Status, error) {
 		return "", fmt.Errorf("computing the kstatus status: %w", err)
 	}
 	return res.Status, nil
+}
+
+// Agree reports whether an Argo CD health status agrees with a kstatus status: argo is
+// ArgoFor(s), or Suspended for InProgress (a paused rollout, which kstatus has no word
+// for: it is not done, and it waits for a person).
+func Agree(s status.Status, argo string) bool {
+	return argo == ArgoFor(s) || s == status.InProgressStatus && argo == Suspended
 }
 
 // ArgoFor is the Argo CD health status that agrees with a kstatus status: Current is

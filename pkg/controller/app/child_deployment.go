@@ -51,10 +51,17 @@ func (d *deploymentChild) claim(app *appv1.App) string {
 // it: its status in status.deploymentStatus, its rollout in Progressing and Ready.
 func (d *deploymentChild) sync(ctx context.Context, app *appv1.App, in *syncInput) (childOutcome, error) {
 	desired, err := desiredDeployment(app, in.hashes)
+	if p := in.rollout; p != nil && err == nil {
+		// A canary rollout: the stable version's template, the plan's replicas.
+		if p.holdStable {
+			return deploymentOutcome(childResult[*appsv1.Deployment]{name: deploymentName(app), obj: in.live}), nil
+		}
+		desired, err = stableDeployment(app, in, p)
+	}
 	if err != nil {
 		return childOutcome{}, fmt.Errorf("building the Deployment of App %s/%s: %w", app.Namespace, app.Name, err)
 	}
-	res, err := d.reconcile(ctx, app, deploymentName(app), desired, d.claim(app))
+	res, err := d.reconcileWith(ctx, app, deploymentName(app), desired, d.claim(app), reconcileOptions{planned: in.rollout != nil})
 	return deploymentOutcome(res), err
 }
 
@@ -62,16 +69,21 @@ func (d *deploymentChild) sync(ctx context.Context, app *appv1.App, in *syncInpu
 func deploymentOutcome(res childResult[*appsv1.Deployment]) childOutcome {
 	out := res.outcome()
 	out.rollout = true
-	out.report = func(status *appv1.AppStatus) {
-		status.DeploymentStatus = nil
-		if res.obj != nil {
-			status.DeploymentStatus = res.obj.Status.DeepCopy()
-			// The old pods still stopping after a rollout are not the App's: their count
-			// would cost a status write after every rollout that is over.
-			status.DeploymentStatus.TerminatingReplicas = nil
-		}
-	}
+	out.report = func(status *appv1.AppStatus) { status.DeploymentStatus = deploymentStatusOf(res.obj) }
 	return out
+}
+
+// deploymentStatusOf returns status.deploymentStatus for the App's Deployment d (nil:
+// none).
+func deploymentStatusOf(d *appsv1.Deployment) *appsv1.DeploymentStatus {
+	if d == nil {
+		return nil
+	}
+	st := d.Status.DeepCopy()
+	// The old pods still stopping after a rollout are not the App's: their count would
+	// cost a status write after every rollout that is over.
+	st.TerminatingReplicas = nil
+	return st
 }
 
 // DesiredDeployment returns the apply configuration of the Deployment that app wants, with
@@ -88,6 +100,60 @@ func desiredDeployment(app *appv1.App, hashes configHashes) (*appsv1ac.Deploymen
 	if t == nil {
 		return nil, nil
 	}
+	template, err := desiredPodTemplate(app, hashes.pods, app.Annotations[appv1.RestartedAtAnnotation])
+	if err != nil {
+		return nil, err
+	}
+	// Unset replicas: the replica count is not ours (an autoscaler of the Deployment owns
+	// it).
+	return buildDeployment(app, t.Name, template, selectorLabels(app), t.Replicas, hashes.seen)
+}
+
+// buildDeployment returns the apply configuration of a Deployment of app named name,
+// running template, selecting its pods by selector, with replicas (nil: not ours) and
+// the config hash seen ("": none); the rest of the Deployment's spec is the App's
+// (strategy, minReadySeconds, revisionHistoryLimit). The App's Deployment is one; a
+// canary rollout's stable and canary Deployments are others (rolloutsync.go).
+func buildDeployment(app *appv1.App, name string, template *corev1ac.PodTemplateSpecApplyConfiguration, selector map[string]string,
+	replicas *int32, seen string) (*appsv1ac.DeploymentApplyConfiguration, error) {
+	t := app.Spec.DeploymentTemplate
+	spec := appsv1ac.DeploymentSpec().
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(selector)).
+		WithTemplate(template)
+	if replicas != nil {
+		spec.WithReplicas(*replicas)
+	}
+	if t.Strategy != nil {
+		strategy := &appsv1ac.DeploymentStrategyApplyConfiguration{}
+		if err := controller.Convert(t.Strategy, strategy); err != nil {
+			return nil, fmt.Errorf("converting strategy: %w", err)
+		}
+		spec.WithStrategy(strategy)
+	}
+	if t.MinReadySeconds != nil {
+		spec.WithMinReadySeconds(*t.MinReadySeconds)
+	}
+	if t.RevisionHistoryLimit != nil {
+		spec.WithRevisionHistoryLimit(*t.RevisionHistoryLimit)
+	}
+	d := appsv1ac.Deployment(name, app.Namespace).
+		WithLabels(childLabels(app)).
+		WithOwnerReferences(controller.OwnerReference(app, appKind)).
+		WithSpec(spec)
+	if seen != "" {
+		d.WithAnnotations(map[string]string{appv1.ConfigHashAnnotation: seen})
+	}
+
+	return controller.WithAppliedHash(d)
+}
+
+// desiredPodTemplate returns the pod template of the Deployment app's spec describes,
+// its pods rolled for the config hash podsHash ("": none) and the restart restartedAt
+// (the App's kubectl.kubernetes.io/restartedAt annotation; "": none). A canary rollout
+// builds the stable's template from the stable revision's spec with its own hash and
+// restart (rollout.go).
+func desiredPodTemplate(app *appv1.App, podsHash, restartedAt string) (*corev1ac.PodTemplateSpecApplyConfiguration, error) {
+	t := app.Spec.DeploymentTemplate
 	container := corev1ac.Container().
 		WithName(appv1.ContainerName).
 		WithImage(t.Image)
@@ -155,38 +221,13 @@ func desiredDeployment(app *appv1.App, hashes configHashes) (*appsv1ac.Deploymen
 	if len(t.PodAnnotations) > 0 {
 		template.WithAnnotations(t.PodAnnotations)
 	}
-	if hashes.pods != "" {
-		template.WithAnnotations(map[string]string{appv1.ConfigHashAnnotation: hashes.pods})
+	if podsHash != "" {
+		template.WithAnnotations(map[string]string{appv1.ConfigHashAnnotation: podsHash})
 	}
-	spec := appsv1ac.DeploymentSpec().
-		WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(app))).
-		WithTemplate(template)
-	if t.Replicas != nil {
-		// Unset: the replica count is not ours (an autoscaler of the Deployment owns it).
-		spec.WithReplicas(*t.Replicas)
+	if restartedAt != "" {
+		template.WithAnnotations(map[string]string{appv1.RestartedAtAnnotation: restartedAt})
 	}
-	if t.Strategy != nil {
-		strategy := &appsv1ac.DeploymentStrategyApplyConfiguration{}
-		if err := controller.Convert(t.Strategy, strategy); err != nil {
-			return nil, fmt.Errorf("converting strategy: %w", err)
-		}
-		spec.WithStrategy(strategy)
-	}
-	if t.MinReadySeconds != nil {
-		spec.WithMinReadySeconds(*t.MinReadySeconds)
-	}
-	if t.RevisionHistoryLimit != nil {
-		spec.WithRevisionHistoryLimit(*t.RevisionHistoryLimit)
-	}
-	d := appsv1ac.Deployment(t.Name, app.Namespace).
-		WithLabels(childLabels(app)).
-		WithOwnerReferences(controller.OwnerReference(app, appKind)).
-		WithSpec(spec)
-	if hashes.seen != "" {
-		d.WithAnnotations(map[string]string{appv1.ConfigHashAnnotation: hashes.seen})
-	}
-
-	return controller.WithAppliedHash(d)
+	return template, nil
 }
 
 // containerPort returns the apply configuration of a container port.
@@ -349,4 +390,15 @@ func volume(v *appv1.Volume) (*corev1ac.VolumeApplyConfiguration, error) {
 		return nil, fmt.Errorf("converting volume %q: %w", v.Name, err)
 	}
 	return out, nil
+}
+
+// stableDeployment returns the stable Deployment of plan p: the App's, with the stable
+// template and the plan's replicas.
+func stableDeployment(app *appv1.App, in *syncInput, p *rolloutPlan) (*appsv1ac.DeploymentApplyConfiguration, error) {
+	t := app.Spec.DeploymentTemplate
+	replicas := t.Replicas
+	if p.stableReplicas != nil {
+		replicas = p.stableReplicas
+	}
+	return buildDeployment(app, t.Name, p.stableTemplate, selectorLabels(app), replicas, in.hashes.seen)
 }

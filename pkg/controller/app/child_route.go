@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
+	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
@@ -48,6 +49,7 @@ type routeChild struct {
 // API, the HTTPRoute informers, with the host index and handler of each (routehosts.go).
 func newRouteChild(c *Controller, inf Informers, opts Options) (appChild, error) {
 	r := &routeChild{defaultGateway: opts.DefaultGateway, sharedNamespaces: sets.New(opts.SharedNamespaces...)}
+	c.route = r
 	var err error
 	r.ingresses, err = newChildReconciler[*networkingv1.Ingress](c, "Ingress", inf.Ingresses.Informer(), inf.UnmanagedIngresses.Informer(),
 		c.kubeClient.NetworkingV1().Ingresses, networkingv1ac.Ingress)
@@ -73,7 +75,7 @@ func (r *routeChild) claim(*appv1.App) string { return "" }
 
 // sync writes the route of app in its shape, prunes the other shape, and reports
 // status.route and RouteAccepted.
-func (r *routeChild) sync(ctx context.Context, app *appv1.App, _ *syncInput) (childOutcome, error) {
+func (r *routeChild) sync(ctx context.Context, app *appv1.App, in *syncInput) (childOutcome, error) {
 	parents := r.parents(app)
 	refused, err := r.refusal(app)
 	if err != nil {
@@ -97,7 +99,7 @@ func (r *routeChild) sync(ctx context.Context, app *appv1.App, _ *syncInput) (ch
 			if ingress, err = DesiredRoute(app); err != nil {
 				return childOutcome{}, fmt.Errorf("building the route of App %s/%s: %w", app.Namespace, app.Name, err)
 			}
-		} else if httpRoute, err = DesiredHTTPRoute(app, parents); err != nil {
+		} else if httpRoute, err = desiredHTTPRoute(app, parents, in.rollout.routeSplit()); err != nil {
 			invalid = err.Error()
 		}
 	}
@@ -114,7 +116,8 @@ func (r *routeChild) sync(ctx context.Context, app *appv1.App, _ *syncInput) (ch
 		hrErr error
 	)
 	if r.httpRoutes != nil {
-		hr, hrErr = r.httpRoutes.reconcile(ctx, app, httpRouteName, httpRoute, r.claim(app))
+		// A rollout moves the weights at one generation of the App: steps, not repairs.
+		hr, hrErr = r.httpRoutes.reconcileWith(ctx, app, httpRouteName, httpRoute, r.claim(app), reconcileOptions{planned: in.rollout != nil})
 	}
 	for _, err := range []*error{&ingErr, &hrErr} {
 		if apierrors.IsInvalid(*err) {
@@ -213,6 +216,13 @@ func (r *routeChild) parents(app *appv1.App) []appv1.GatewayRef {
 // attached to parents, or nil when app has no route; an error when the App's Service
 // has no such port (routePort). An HTTPRoute names its backend's port by number.
 func DesiredHTTPRoute(app *appv1.App, parents []appv1.GatewayRef) (*gatewayv1ac.HTTPRouteApplyConfiguration, error) {
+	return desiredHTTPRoute(app, parents, nil)
+}
+
+// desiredHTTPRoute is DesiredHTTPRoute during a canary rollout: with split, the route
+// sends the traffic to the rollout's stable and canary Services by their weights
+// (rolloutplan.go) instead of to the App's Service.
+func desiredHTTPRoute(app *appv1.App, parents []appv1.GatewayRef, split *routeSplit) (*gatewayv1ac.HTTPRouteApplyConfiguration, error) {
 	r, svc := app.Spec.Route, app.Spec.ServiceTemplate
 	if r == nil || svc == nil || len(parents) == 0 {
 		return nil, nil
@@ -242,9 +252,16 @@ func DesiredHTTPRoute(app *appv1.App, parents []appv1.GatewayRef) (*gatewayv1ac.
 	if len(paths) == 0 {
 		paths = []appv1.RoutePath{{Path: "/"}}
 	}
-	rule := gatewayv1ac.HTTPRouteRule().WithBackendRefs(gatewayv1ac.HTTPBackendRef().
-		WithName(gatewayv1.ObjectName(svc.Name)).
-		WithPort(port.port))
+	rule := gatewayv1ac.HTTPRouteRule()
+	if split == nil {
+		rule.WithBackendRefs(gatewayv1ac.HTTPBackendRef().
+			WithName(gatewayv1.ObjectName(svc.Name)).
+			WithPort(port.port))
+	} else {
+		rule.WithBackendRefs(
+			gatewayv1ac.HTTPBackendRef().WithName(gatewayv1.ObjectName(svc.Name+appv1.StableSuffix)).WithPort(port.port).WithWeight(split.stable),
+			gatewayv1ac.HTTPBackendRef().WithName(gatewayv1.ObjectName(svc.Name+appv1.CanarySuffix)).WithPort(port.port).WithWeight(split.canary))
+	}
 	for _, p := range paths {
 		match := gatewayv1.PathMatchPathPrefix
 		if p.Type == "Exact" {
@@ -257,6 +274,35 @@ func DesiredHTTPRoute(app *appv1.App, parents []appv1.GatewayRef) (*gatewayv1ac.
 		WithOwnerReferences(controller.OwnerReference(app, appKind)).
 		WithSpec(spec.WithRules(rule))
 	return controller.WithAppliedHash(route)
+}
+
+// splits reports whether app's route is an HTTPRoute, which shares the traffic of a
+// canary rollout by weight (otherwise the share is the replicas').
+func (r *routeChild) splits(app *appv1.App) bool {
+	return r.httpRoutes != nil && r.parents(app) != nil
+}
+
+// canaryWeight returns the weight of the canary Service on app's live HTTPRoute, -1
+// when the route does not split the traffic (or there is none).
+func (r *routeChild) canaryWeight(app *appv1.App) int32 {
+	if r.httpRoutes == nil || app.Spec.ServiceTemplate == nil {
+		return -1
+	}
+	obj, exists, err := r.httpRoutes.managed.GetByKey(app.Namespace + "/" + app.Name)
+	if err != nil || !exists {
+		return -1
+	}
+	route, ok := obj.(*gatewayv1.HTTPRoute)
+	if !ok || !controller.IsControlledBy(route, app) || len(route.Spec.Rules) == 0 {
+		return -1
+	}
+	canary := app.Spec.ServiceTemplate.Name + appv1.CanarySuffix
+	for _, b := range route.Spec.Rules[0].BackendRefs {
+		if string(b.Name) == canary {
+			return ptr.Deref(b.Weight, 1)
+		}
+	}
+	return -1
 }
 
 // routePort returns the port of the App's Service the route sends traffic to:
@@ -388,4 +434,12 @@ func DesiredRoute(app *appv1.App) (*networkingv1ac.IngressApplyConfiguration, er
 		}
 	}
 	return controller.WithAppliedHash(ing.WithSpec(spec))
+}
+
+// routeSplit returns the split of the HTTPRoute in plan p; nil without a plan.
+func (p *rolloutPlan) routeSplit() *routeSplit {
+	if p == nil {
+		return nil
+	}
+	return p.split
 }

@@ -30,7 +30,8 @@ func newServiceChild(c *Controller, inf Informers, _ Options) (appChild, error) 
 	if k != nil {
 		k.exclusivePatch = serviceExclusivePatch
 	}
-	return &serviceChild{k}, err
+	c.services = &serviceChild{k}
+	return c.services, err
 }
 
 // serviceName is the name of the Service app asks for; "" for none.

@@ -148,8 +148,28 @@ type nameHolder[T childObject] struct {
 // claims.go) is older, never writes to an object the App does not control, then writes
 // what differs.
 func (k *childReconciler[T, A]) reconcile(ctx context.Context, app *appv1.App, name string, desired A, claim string) (childResult[T], error) {
+	return k.reconcileWith(ctx, app, name, desired, claim, reconcileOptions{})
+}
+
+// reconcileOptions change how reconcileWith treats a child.
+type reconcileOptions struct {
+	// track is the value of the track label (appv1.TrackLabel) of the children this
+	// entry of the children table reconciles: it prunes only those ("": the children
+	// without the label). A canary rollout's Deployment and Services carry it, so the
+	// App's own Deployment and Service and theirs never prune each other.
+	track string
+	// planned: the App's rollout changes the child from step to step at one generation
+	// of the App: a write is a step, not a repair of drift (contest.go).
+	planned bool
+	// pruneReason says why a child under another name goes; "" says it was renamed or
+	// removed in the App's spec.
+	pruneReason string
+}
+
+// reconcileWith is reconcile with options.
+func (k *childReconciler[T, A]) reconcileWith(ctx context.Context, app *appv1.App, name string, desired A, claim string, opts reconcileOptions) (childResult[T], error) {
 	res := childResult[T]{name: name}
-	pruned, err := k.prune(ctx, app, name)
+	pruned, err := k.prune(ctx, app, name, opts)
 	res.changed = pruned
 	if err != nil || name == "" {
 		return res, err
@@ -174,7 +194,7 @@ func (k *childReconciler[T, A]) reconcile(ctx context.Context, app *appv1.App, n
 		return res, nil
 	}
 
-	obj, changed, conflict, err := k.write(ctx, app, name, holder, desired)
+	obj, changed, conflict, err := k.write(ctx, app, name, holder, desired, opts.planned)
 	res.obj, res.conflict = obj, conflict
 	res.changed = res.changed || changed
 	return res, err
@@ -213,7 +233,7 @@ func (k *childReconciler[T, A]) lookup(app *appv1.App, name string) (nameHolder[
 // write makes the App's child named name, which holder describes and which is the
 // App's or does not exist, match desired. It returns the child, whether it wrote, and a
 // conflict when a create finds the name taken by an object the caches had not seen.
-func (k *childReconciler[T, A]) write(ctx context.Context, app *appv1.App, name string, holder nameHolder[T], desired A) (T, bool, string, error) {
+func (k *childReconciler[T, A]) write(ctx context.Context, app *appv1.App, name string, holder nameHolder[T], desired A, planned bool) (T, bool, string, error) {
 	logger := klog.FromContext(ctx)
 	var none T
 	changed := false
@@ -233,8 +253,10 @@ func (k *childReconciler[T, A]) write(ctx context.Context, app *appv1.App, name 
 			return current, false, "", nil
 		}
 		var wait bool
-		if wait, manager = k.gateRepair(ctx, app, name); wait {
-			return current, false, "", nil // contested: the repair waits its backoff
+		if !planned {
+			if wait, manager = k.gateRepair(ctx, app, name); wait {
+				return current, false, "", nil // contested: the repair waits its backoff
+			}
 		}
 		if exclusive != nil {
 			// Server-side apply merges: it would keep what others added to these fields
@@ -246,7 +268,9 @@ func (k *childReconciler[T, A]) write(ctx context.Context, app *appv1.App, name 
 			logger.V(2).Info("Removed foreign entries from owned fields", "kind", k.kind, "name", name)
 			if upToDate {
 				// Nothing else differed: the patch was the whole repair.
-				k.countRepair(app, name, holder, manager)
+				if !planned {
+					k.countRepair(app, name, holder, manager)
+				}
 				return k.remember(patched), true, "", nil
 			}
 			changed = true
@@ -272,7 +296,9 @@ func (k *childReconciler[T, A]) write(ctx context.Context, app *appv1.App, name 
 		return none, true, k.giveBack(ctx, app, name, applied), nil
 	}
 	logger.V(2).Info("Applied child", "kind", k.kind, "name", name, "created", !holder.exists)
-	k.countRepair(app, name, holder, manager)
+	if !planned {
+		k.countRepair(app, name, holder, manager)
+	}
 	return k.remember(applied), true, "", nil
 }
 
@@ -317,8 +343,9 @@ func (k *childReconciler[T, A]) remember(obj T) T {
 	return obj
 }
 
-// prune deletes the children of this kind that app controls under any name but keep.
-func (k *childReconciler[T, A]) prune(ctx context.Context, app *appv1.App, keep string) (bool, error) {
+// prune deletes the children of this kind of opts.track that app controls under any name
+// but keep.
+func (k *childReconciler[T, A]) prune(ctx context.Context, app *appv1.App, keep string, opts reconcileOptions) (bool, error) {
 	var owned []interface{}
 	for _, store := range []interface {
 		ByIndex(indexName, indexedValue string) ([]interface{}, error)
@@ -332,12 +359,16 @@ func (k *childReconciler[T, A]) prune(ctx context.Context, app *appv1.App, keep 
 	changed := false
 	for _, obj := range owned {
 		meta, ok := obj.(metav1.Object)
-		if !ok || meta.GetName() == keep || meta.GetNamespace() != app.Namespace {
+		if !ok || meta.GetName() == keep || meta.GetLabels()[appv1.TrackLabel] != opts.track || meta.GetNamespace() != app.Namespace {
 			continue
 		}
-		reason := "renamed in the App's spec"
-		if keep == "" {
+		reason := opts.pruneReason
+		switch {
+		case reason != "":
+		case keep == "":
 			reason = "removed from the App's spec"
+		default:
+			reason = "renamed in the App's spec"
 		}
 		deleted, err := k.deleteOwned(ctx, app, meta, reason)
 		changed = changed || deleted

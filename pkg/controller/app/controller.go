@@ -1,6 +1,7 @@
 // Package app is the App controller: it keeps, for every App, the children its spec
 // asks for (a Deployment, a Service, a PodDisruptionBudget, a route as an Ingress or an
-// HTTPRoute), written with server-side apply, and reports their state in the App's
+// HTTPRoute; during a canary rollout a canary Deployment and the Services of a split),
+// written with server-side apply, and reports their state in the App's
 // status conditions and in Events.
 //
 // Files, in the order an App key reads them. controller.go wires the informers (each
@@ -9,12 +10,15 @@
 // reads, never calling back into an earlier file: sync.go (syncApp: the steps, and
 // appChildren, the table of the kinds of child), config.go (the ConfigMaps and Secrets
 // the pods reference: a change rolls them), revisions.go (every spec recorded as a
-// revision, for history and rollback), the kinds of child in the order of the table,
+// revision, for history and rollback), rollout.go, rolloutplan.go and rolloutsync.go
+// (a canary rollout of spec.rollout: the state machine, what the children are in a
+// state, the state written before them), the kinds of child in the order of the table,
 // each in its file: child_deployment.go, child_service.go, child_budget.go,
 // child_route.go (one child of two shapes) with routehosts.go (which namespace holds a
-// host); then children.go (one child: prune, lookup, yield, write), claims.go (which
-// App wins a contested child name), contest.go (pacing the repairs of a child another
-// writer keeps changing), pods.go (the first problem of the App's pods), status.go (the
+// host), child_canary.go and child_splitservice.go (a rollout's canary Deployment and
+// the Services an HTTPRoute splits its traffic between); then children.go (one child:
+// prune, lookup, yield, write), claims.go (which App wins a contested child name),
+// contest.go (pacing the repairs of a child another writer keeps changing), pods.go (the first problem of the App's pods), status.go (the
 // status computed from the children's outcomes) and statuswrite.go (the status written
 // at once or coalesced); ports.go and labels.go are leaves the children share.
 // order.go orders the queue; metrics.go holds the App metrics. The condition types,
@@ -39,6 +43,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/lru"
 	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	gatewayinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions/apis/v1"
 
@@ -109,6 +114,12 @@ type Controller struct {
 	// Deployment's, whose cache holds the live Deployment (liveDeployment).
 	children    []appChild
 	deployments *deploymentChild
+	// services is the Service's, route the route's: the canary rollout's Services and
+	// weights use them (rolloutsync.go).
+	services *serviceChild
+	route    *routeChild
+	// rolloutSpecs holds the specs of the stable revisions of rollouts (rolloutsync.go).
+	rolloutSpecs *lru.Cache
 	// pods is the pod cache, indexed by App (podAppIndex).
 	pods cache.Indexer
 	// probeEvents is the cache of the kubelet's Unhealthy Events, indexed by pod
@@ -234,6 +245,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 			cache:   controller.NewWriteCache(inf.Revisions.Informer().GetIndexer(), 0, opts.Clock),
 			highest: map[types.UID]int64{},
 		},
+		rolloutSpecs:      newRolloutSpecs(),
 		recorder:          recorder,
 		clock:             opts.Clock,
 		contest:           newContestTracker(opts.Contest, opts.Clock),

@@ -28,12 +28,41 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"kind"})
 
+	// rolloutsStarted, rolloutsPromoted and rolloutsAborted count the canary rollouts
+	// (spec.rollout) started (a restart toward a newer change too), promoted and
+	// aborted, by the reason of the abort; rolloutStepDuration the time each step took.
+	rolloutsStarted = metrics.NewCounter(&metrics.CounterOpts{
+		Name:           "app_controller_rollouts_started_total",
+		Help:           "Number of canary rollouts started (a restart of the steps toward a newer change counts too)",
+		StabilityLevel: metrics.ALPHA,
+	})
+	rolloutsPromoted = metrics.NewCounter(&metrics.CounterOpts{
+		Name:           "app_controller_rollouts_promoted_total",
+		Help:           "Number of canary rollouts promoted: the new pod template became the stable one",
+		StabilityLevel: metrics.ALPHA,
+	})
+	rolloutsAborted = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name: "app_controller_rollouts_aborted_total",
+		Help: "Number of canary rollouts aborted, by reason: the problem of a canary pod (ImagePullFailed, CrashLoopBackOff, ...), " +
+			"ProgressDeadlineExceeded or AbortRequested",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"})
+	rolloutStepDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Name:           "app_controller_rollout_step_duration_seconds",
+		Help:           "Time a step of a canary rollout took, by kind of step: setWeight, pause or promotion",
+		Buckets:        []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600},
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"step"})
+
 	appsDesc = metrics.NewDesc("app_controller_apps",
 		"Number of Apps by the status and reason of their Ready condition (reason NotObserved: no Ready condition yet)",
 		[]string{"ready", "reason"}, nil, metrics.ALPHA, "")
 	nameConflictsDesc = metrics.NewDesc("app_controller_name_conflicts",
 		"Number of Apps with a child name held by something else (NamesAccepted=False)",
 		nil, nil, metrics.ALPHA, "")
+	rolloutsDesc = metrics.NewDesc("app_controller_rollouts",
+		"Number of Apps with a canary rollout strategy by the phase of their rollout (Healthy, Progressing, Paused, Aborted)",
+		[]string{"phase"}, nil, metrics.ALPHA, "")
 
 	// appGauges computes app_controller_apps and app_controller_name_conflicts.
 	appGauges = &appsCollector{}
@@ -46,7 +75,8 @@ var (
 // series of which is a gauge). The reference page docs/reference/metrics.md is generated
 // from them (hack/refdocs).
 func Metrics() ([]metrics.Registerable, []metrics.StableCollector) {
-	return []metrics.Registerable{childRepairs}, []metrics.StableCollector{appGauges}
+	return []metrics.Registerable{childRepairs, rolloutsStarted, rolloutsPromoted, rolloutsAborted, rolloutStepDuration},
+		[]metrics.StableCollector{appGauges}
 }
 
 // registerMetrics registers the App controller's metrics in the legacy registry, once
@@ -56,7 +86,21 @@ func registerMetrics() {
 		registerables, collectors := Metrics()
 		legacyregistry.MustRegister(registerables...)
 		legacyregistry.CustomMustRegister(collectors...)
+		// The series exist before the first rollout, so that queries and alerts on them
+		// see 0, not nothing.
+		for _, reason := range rolloutAbortReasons {
+			rolloutsAborted.WithLabelValues(reason).Add(0)
+		}
+		for _, step := range []string{"setWeight", "pause", "promotion"} {
+			rolloutStepDuration.WithLabelValues(step)
+		}
 	})
+}
+
+// rolloutAbortReasons are the reasons a canary rollout aborts for (rolloutsync.go).
+var rolloutAbortReasons = []string{
+	appv1.ReasonImagePullFailed, appv1.ReasonContainerConfigError, appv1.ReasonCrashLoopBackOff, appv1.ReasonOOMKilled,
+	appv1.ReasonContainerNotReady, appv1.ReasonUnschedulable, appv1.ReasonProgressDeadlineExceeded, appv1.ReasonAbortRequested,
 }
 
 // appsCollector computes app_controller_apps and app_controller_name_conflicts from the
@@ -94,6 +138,7 @@ func (c *appsCollector) track(lister applisters.AppLister, synced cache.Informer
 func (c *appsCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	ch <- appsDesc
 	ch <- nameConflictsDesc
+	ch <- rolloutsDesc
 }
 
 // CollectWithStability implements metrics.StableCollector.
@@ -120,7 +165,13 @@ func (c *appsCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	type readyKey struct{ ready, reason string }
 	counts := map[readyKey]int{}
 	conflicts := 0
+	phases := map[appv1.RolloutPhase]int{appv1.RolloutHealthy: 0, appv1.RolloutProgressing: 0, appv1.RolloutPaused: 0, appv1.RolloutAborted: 0}
 	for _, app := range list {
+		if r := app.Status.Rollout; r != nil && app.Spec.Rollout != nil {
+			if _, known := phases[r.Phase]; known {
+				phases[r.Phase]++
+			}
+		}
 		key := readyKey{ready: "Unknown", reason: ReasonNotObserved}
 		if cond := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionReady); cond != nil {
 			key = readyKey{ready: string(cond.Status), reason: cond.Reason}
@@ -134,4 +185,7 @@ func (c *appsCollector) CollectWithStability(ch chan<- metrics.Metric) {
 		ch <- metrics.NewLazyConstMetric(appsDesc, metrics.GaugeValue, float64(n), key.ready, key.reason)
 	}
 	ch <- metrics.NewLazyConstMetric(nameConflictsDesc, metrics.GaugeValue, float64(conflicts))
+	for phase, n := range phases {
+		ch <- metrics.NewLazyConstMetric(rolloutsDesc, metrics.GaugeValue, float64(n), string(phase))
+	}
 }

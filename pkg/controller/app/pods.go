@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -114,7 +115,13 @@ func (c *Controller) podProblem(app *appv1.App, selector map[string]string, d *a
 	if err != nil || len(objs) == 0 {
 		return nil, 0
 	}
-	problem, recheck := podhealth.First(currentPods(objs, labels.SelectorFromSet(selector), newReplicaSetHash(d)), now)
+	// The canary pods of a rollout are not the Deployment's: the rollout judges them
+	// (rolloutsync.go).
+	notCanary, err := labels.NewRequirement(appv1.TrackLabel, selection.DoesNotExist, nil)
+	if err != nil {
+		return nil, 0
+	}
+	problem, recheck := podhealth.First(currentPods(objs, labels.SelectorFromSet(selector).Add(*notCanary), newReplicaSetHash(d)), now)
 	return problem.WithProbeOutput(c.probeOutput(app.Namespace, problem)), recheck
 }
 

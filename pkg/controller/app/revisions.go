@@ -233,7 +233,8 @@ func (r *revisions) remember(rev *appsv1.ControllerRevision) *appsv1.ControllerR
 	return rev
 }
 
-// prune deletes the oldest revisions of app beyond its history limit, never current.
+// prune deletes the oldest revisions of app beyond its history limit, never current,
+// nor one its canary rollout needs.
 func (r *revisions) prune(ctx context.Context, app *appv1.App, owned []*appsv1.ControllerRevision, current *appsv1.ControllerRevision) error {
 	limit := int(ptr.Deref(app.Spec.RevisionHistoryLimit, DefaultRevisionHistoryLimit))
 	if len(owned) <= limit {
@@ -250,6 +251,9 @@ func (r *revisions) prune(ctx context.Context, app *appv1.App, owned []*appsv1.C
 		return cmp.Compare(a.Revision, b.Revision)
 	})
 	for _, rev := range owned[:len(owned)-limit] {
+		if rolloutNeeds(app, rev.Name) {
+			continue // the stable Deployment's template is rebuilt from it (rolloutsync.go)
+		}
 		uid := rev.UID
 		err := r.client.AppsV1().ControllerRevisions(rev.Namespace).Delete(ctx, rev.Name, metav1.DeleteOptions{
 			Preconditions: &metav1.Preconditions{UID: &uid},
@@ -263,6 +267,13 @@ func (r *revisions) prune(ctx context.Context, app *appv1.App, owned []*appsv1.C
 		}
 	}
 	return nil
+}
+
+// rolloutNeeds reports whether app's canary rollout names the revision name: its stable
+// or canary version.
+func rolloutNeeds(app *appv1.App, name string) bool {
+	r := app.Status.Rollout
+	return r != nil && (r.Stable != nil && r.Stable.Revision == name || r.Canary != nil && r.Canary.Revision == name)
 }
 
 // findRevision returns the revision named name, or nil.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,6 +27,9 @@ var appChildren = []func(c *Controller, inf Informers, opts Options) (appChild, 
 	newServiceChild,
 	newBudgetChild,
 	newRouteChild,
+	newCanaryChild,
+	newStableServiceChild,
+	newCanaryServiceChild,
 }
 
 // appChild is one kind of child of an App. Its file says, once: the child's name, how
@@ -57,6 +61,10 @@ type syncInput struct {
 	live *appsv1.Deployment
 	// hashes are the config hashes the App's Deployment carries (config.go).
 	hashes configHashes
+	// rollout is the plan of the App's canary rollout (rolloutsync.go): the stable
+	// Deployment's template and replicas, the canary Deployment, the HTTPRoute's
+	// weights; nil when the App has none.
+	rollout *rolloutPlan
 }
 
 // childOutcome is what syncing one kind of child found, in the terms of the App's status.
@@ -99,7 +107,9 @@ type childCondition struct {
 // with the cached state of the world, whatever event queued it, and writes nothing when
 // they agree. Its steps: the input the children read (config.go), the revision of the
 // spec and every kind of child of appChildren (child_*.go, through children.go), in
-// parallel; then the contested children (contest.go), the pods' first problem
+// parallel (with spec.rollout, the revision first, then the canary rollout's state,
+// written before the children, and the plan they follow: rollout.go, rolloutplan.go,
+// rolloutsync.go); then the contested children (contest.go), the pods' first problem
 // (pods.go), the status computed from the children's outcomes (status.go) and written or
 // held back (statuswrite.go). The files it reads follow it in the order it calls them,
 // none calling back into an earlier one (the package comment lists them).
@@ -133,17 +143,34 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 		return controller.Result{}, err
 	}
 	// The children and the revision are independent: written in parallel, a new App
-	// costs one round trip before its status rather than one per child.
+	// costs one round trip before its status rather than one per child. A canary
+	// rollout names its versions by revision, and writes its state before the children
+	// (rolloutsync.go): the revision comes first.
 	var (
-		revision    string
-		revisionErr error
-		wg          sync.WaitGroup
+		revision       string
+		revisionErr    error
+		rolloutRequeue time.Duration
+		wg             sync.WaitGroup
 	)
-	wg.Go(func() { revision, revisionErr = c.revisions.ensure(ctx, app) })
+	if app.Spec.Rollout != nil {
+		if revision, err = c.revisions.ensure(ctx, app); err != nil {
+			return controller.Result{}, err
+		}
+		if app, in.rollout, rolloutRequeue, err = c.syncRollout(ctx, key, app, in, revision); err != nil {
+			return controller.Result{}, err
+		}
+	} else {
+		wg.Go(func() { revision, revisionErr = c.revisions.ensure(ctx, app) })
+	}
 	outcomes, err := c.syncChildren(ctx, app, in)
 	wg.Wait()
 	if err != nil {
 		return controller.Result{}, err
+	}
+	if in.rollout != nil && slices.ContainsFunc(outcomes, func(o childOutcome) bool { return o.changed }) {
+		// A step's writes may complete it, and their echoes queue nothing (an HTTPRoute's
+		// weights): the next sync looks.
+		rolloutRequeue = controller.RequeueAfter(rolloutRequeue, rolloutRecheck).RequeueAfter
 	}
 
 	contests, contestRequeue := c.reportContests(app)
@@ -160,11 +187,16 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 		status.CurrentRevision = revision
 	}
 	setContested(status, app, contests, now)
+	status.Rollout = nil
+	if p := in.rollout; p != nil {
+		status.Rollout = app.Status.Rollout
+		setRolloutConditions(status, app, now)
+	}
 	c.recordEvents(app, status, outcomes)
 	held, err := c.updateStatus(ctx, key, app, status)
 	// A revision that could not be recorded does not hold back the children or the
 	// status; the sync is retried for it.
-	return controller.RequeueAfter(contestRequeue, held, podRecheck), errors.Join(err, revisionErr)
+	return controller.RequeueAfter(contestRequeue, held, podRecheck, rolloutRequeue), errors.Join(err, revisionErr)
 }
 
 // input computes what the children read: the pods' selector, their config, and the
@@ -209,7 +241,13 @@ func (c *Controller) liveDeployment(app *appv1.App) *appsv1.Deployment {
 	if t == nil {
 		return nil
 	}
-	obj, exists, err := c.deployments.managed.GetByKey(app.Namespace + "/" + t.Name)
+	return c.controlledDeployment(app, t.Name)
+}
+
+// controlledDeployment returns the cached Deployment name of app's namespace if app
+// controls it, else nil.
+func (c *Controller) controlledDeployment(app *appv1.App, name string) *appsv1.Deployment {
+	obj, exists, err := c.deployments.managed.GetByKey(app.Namespace + "/" + name)
 	if err != nil || !exists {
 		return nil
 	}

@@ -69,29 +69,42 @@ func (w *world) informersCatchUp() { w.f.catchUp() }
 // every desired replica is.
 func (w *world) deploymentReports(name string, updated, available int32) {
 	w.t.Helper()
-	gvr := appsv1.SchemeGroupVersion.WithResource("deployments")
-	obj, err := w.f.kubeClient.Tracker().Get(gvr, w.key.Namespace, name)
-	if err != nil {
-		w.t.Fatalf("getting Deployment %s: %v", name, err)
-	}
-	d := obj.(*appsv1.Deployment).DeepCopy()
+	d := w.trackedDeployment(name)
 	desired := ptr.Deref(d.Spec.Replicas, 1)
 	cond := corev1.ConditionFalse
 	if available >= desired {
 		cond = corev1.ConditionTrue
 	}
-	w.rv++
-	d.ResourceVersion = fmt.Sprint(w.rv)
-	d.Status = appsv1.DeploymentStatus{
+	w.deploymentStatus(d, appsv1.DeploymentStatus{
 		ObservedGeneration: d.Generation, Replicas: updated, UpdatedReplicas: updated,
 		ReadyReplicas: available, AvailableReplicas: available, UnavailableReplicas: desired - available,
 		Conditions: []appsv1.DeploymentCondition{
 			{Type: appsv1.DeploymentAvailable, Status: cond, Reason: "MinimumReplicasAvailable"},
 			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "ReplicaSetUpdated"},
 		},
+	})
+}
+
+// trackedDeployment returns a copy of the Deployment name as the fake API server holds
+// it.
+func (w *world) trackedDeployment(name string) *appsv1.Deployment {
+	w.t.Helper()
+	obj, err := w.f.kubeClient.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), w.key.Namespace, name)
+	if err != nil {
+		w.t.Fatalf("getting Deployment %s: %v", name, err)
 	}
-	if err := w.f.kubeClient.Tracker().Update(gvr, d, w.key.Namespace); err != nil {
-		w.t.Fatalf("updating Deployment %s: %v", name, err)
+	return obj.(*appsv1.Deployment).DeepCopy()
+}
+
+// deploymentStatus gives d the status st in the fake API server and the cache, with a
+// new resourceVersion, as the deployment controller's write arrives.
+func (w *world) deploymentStatus(d *appsv1.Deployment, st appsv1.DeploymentStatus) {
+	w.t.Helper()
+	w.rv++
+	d.ResourceVersion = fmt.Sprint(w.rv)
+	d.Status = st
+	if err := w.f.kubeClient.Tracker().Update(appsv1.SchemeGroupVersion.WithResource("deployments"), d, w.key.Namespace); err != nil {
+		w.t.Fatalf("updating Deployment %s: %v", d.Name, err)
 	}
 	if err := w.f.inf.Deployments.Informer().GetIndexer().Update(d); err != nil {
 		w.t.Fatal(err)

@@ -40,6 +40,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &appcontrollerv1.AppStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("Autoscaling"):
 		return &appcontrollerv1.AutoscalingApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("CanaryPause"):
+		return &appcontrollerv1.CanaryPauseApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("CanaryStep"):
+		return &appcontrollerv1.CanaryStepApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("CanaryStrategy"):
+		return &appcontrollerv1.CanaryStrategyApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("Container"):
 		return &appcontrollerv1.ContainerApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ContainerPort"):
@@ -54,6 +60,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &appcontrollerv1.ResourceRequirementsApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ResourceTarget"):
 		return &appcontrollerv1.ResourceTargetApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("Rollout"):
+		return &appcontrollerv1.RolloutApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("RolloutStatus"):
+		return &appcontrollerv1.RolloutStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("RolloutVersion"):
+		return &appcontrollerv1.RolloutVersionApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("Route"):
 		return &appcontrollerv1.RouteApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("RoutePath"):

@@ -29,8 +29,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
+	"github.com/app-controller/app-controller/internal/plugin"
 	"github.com/app-controller/app-controller/test/harness"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
@@ -135,6 +137,16 @@ func Kubectl(t testing.TB, args ...string) string {
 	return Run(t, filepath.Join(BinDir(t), "kubectl"), args...)
 }
 
+// KubectlApp runs `kubectl app ARGS` against the test cluster with the plugin's code, in
+// the test process, and returns its output (stdout and stderr) and exit code.
+func KubectlApp(t testing.TB, args ...string) (string, int) {
+	t.Helper()
+	var out bytes.Buffer
+	args = append(args, "--kubeconfig", framework.Cluster().Kubeconfig)
+	code := plugin.Run(context.Background(), args, genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
+	return out.String(), code
+}
+
 // Prober sends HTTP requests from inside a pod: an agnhost netexec pod in a namespace of
 // the test, reached through `kubectl port-forward`.
 type Prober struct {
@@ -196,17 +208,32 @@ func PortForward(t testing.TB, namespace, target string, port int) string {
 // Get asks the prober pod to GET http://host:port/path and returns the body it received.
 // An error says why the request failed (as seen from the pod).
 func (p *Prober) Get(host string, port int, path string) (string, error) {
+	responses, errs, err := p.GetN(host, port, path, 1)
+	if err != nil {
+		return "", err
+	}
+	if len(responses) == 0 {
+		return "", fmt.Errorf("GET %s:%d%s from the prober pod: %s", host, port, path, strings.Join(errs, "; "))
+	}
+	return responses[0], nil
+}
+
+// GetN asks the prober pod to GET http://host:port/path n times, each on a new
+// connection (netexec's /dial with tries=n), and returns the bodies received and the
+// errors of the requests that failed, as seen from the pod. The error says why the
+// prober could not be asked.
+func (p *Prober) GetN(host string, port int, path string, n int) (responses, errs []string, err error) {
 	q := url.Values{
 		"request":  {strings.TrimPrefix(path, "/")},
 		"host":     {host},
 		"port":     {fmt.Sprint(port)},
 		"protocol": {"http"},
-		"tries":    {"1"},
+		"tries":    {fmt.Sprint(n)},
 	}
-	client := &http.Client{Timeout: 20 * time.Second}
+	client := &http.Client{Timeout: 20*time.Second + time.Duration(n)*5*time.Second}
 	resp, err := client.Get(p.base + "/dial?" + q.Encode())
 	if err != nil {
-		return "", fmt.Errorf("asking the prober pod to GET %s:%d%s: %w", host, port, path, err)
+		return nil, nil, fmt.Errorf("asking the prober pod to GET %s:%d%s: %w", host, port, path, err)
 	}
 	defer resp.Body.Close()
 	var result struct {
@@ -215,12 +242,13 @@ func (p *Prober) Get(host string, port int, path string) (string, error) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	if err := json.Unmarshal(body, &result); err != nil {
-		return "", fmt.Errorf("the prober pod's answer to GET %s:%d%s: %s: %w", host, port, path, body, err)
+		return nil, nil, fmt.Errorf("the prober pod's answer to GET %s:%d%s: %s: %w", host, port, path, body, err)
 	}
-	if len(result.Responses) == 0 {
-		return "", fmt.Errorf("GET %s:%d%s from the prober pod: %s", host, port, path, strings.Join(result.Errors, "; "))
+	// netexec lists the responses only when the last request got one: count the rest.
+	if len(result.Responses) == 0 && len(result.Errors) < n {
+		return nil, nil, fmt.Errorf("GET %s:%d%s from the prober pod, %d times: %d errors and no responses listed (the last response was empty)", host, port, path, n, len(result.Errors))
 	}
-	return result.Responses[0], nil
+	return result.Responses, result.Errors, nil
 }
 
 // PodReady reports whether p's Ready condition is True.

@@ -1,6 +1,7 @@
 // Package traffic_test sends requests by Host header through a real ingress and Gateway
 // API controller, Traefik v3 (built by make e2e-traffic from hack/tools/traefik), to the
-// pods of Apps whose routes are an Ingress and an HTTPRoute, on a real node. It is
+// pods of Apps whose routes are an Ingress and an HTTPRoute, on a real node, and through
+// the weights of a canary rollout's HTTPRoute. It is
 // opt-in: Traefik's first build (about 2.6 GB of modules, 9 minutes on 2 cores) would push
 // a cold make test past its time bound, so make test skips this package unless
 // TRAEFIK_IMAGE_LAYOUT names Traefik's image (make e2e-traffic sets it).
@@ -19,10 +20,13 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
+	"github.com/app-controller/app-controller/internal/plugin"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
+	appclient "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	"github.com/app-controller/app-controller/test/e2e/realnode"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
@@ -201,6 +205,75 @@ func TestTrafficThroughTraefik(t *testing.T) {
 	}
 	if body, err := getHost(traefik, "nobody.example.com", "/hostname"); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("GET nobody.example.com: %q, %v; want 404", body, err)
+	}
+
+	canaryThroughTraefik(t, apps, ns, "shop", traefik)
+}
+
+// canaryThroughTraefik rolls the App name (its route an HTTPRoute) to a new version with
+// the steps 20% / pause: at the pause, 1000 requests by Host through the Gateway reach
+// the canary 20% +- 5 of the time; kubectl app abort moves them all back to the stable.
+func canaryThroughTraefik(t *testing.T, apps appclient.Interface, ns, name, traefik string) {
+	ctx := context.Background()
+	patch := func(p string) {
+		t.Helper()
+		if _, err := apps.AppcontrollerV1().Apps(ns).Patch(ctx, name, types.MergePatchType, []byte(p), metav1.PatchOptions{}); err != nil {
+			t.Fatalf("patching App %s with %s: %v", name, p, err)
+		}
+	}
+	wait := func(what string, done func(r *appv1.RolloutStatus) bool) {
+		t.Helper()
+		framework.Eventually(t, 3*time.Minute, func() (bool, error) {
+			app, err := apps.AppcontrollerV1().Apps(ns).Get(ctx, name, metav1.GetOptions{})
+			return err == nil && app.Status.ObservedGeneration == app.Generation && app.Status.Rollout != nil && done(app.Status.Rollout), nil
+		})
+		t.Logf("App %s: %s", name, what)
+	}
+	patch(`{"spec":{"rollout":{"canary":{"steps":[{"setWeight":20},{"pause":{}}],"abortScaleDownDelaySeconds":0}}}}`)
+	wait("the strategy added", func(r *appv1.RolloutStatus) bool { return r.Phase == appv1.RolloutHealthy })
+	patch(`{"spec":{"deploymentTemplate":{"env":[{"name":"VERSION","value":"2"}]}}}`)
+	wait("paused at 20%", func(r *appv1.RolloutStatus) bool { return r.Phase == appv1.RolloutPaused && r.CurrentStepIndex == 1 })
+
+	canary := name + appv1.CanarySuffix + "-"
+	// Traefik applies the weights within a few seconds of reading them.
+	framework.Eventually(t, time.Minute, func() (bool, error) {
+		body, err := getHost(traefik, name+".example.com", "/hostname")
+		return err == nil && strings.HasPrefix(body, canary), nil
+	})
+	count := func(n int) (canaries, failed int) {
+		for range n {
+			body, err := getHost(traefik, name+".example.com", "/hostname")
+			switch {
+			case err != nil:
+				failed++
+			case strings.HasPrefix(body, canary):
+				canaries++
+			}
+		}
+		return canaries, failed
+	}
+	start := time.Now()
+	canaries, failed := count(1000)
+	share := float64(canaries) / 10
+	t.Logf("at 20%%: %d of 1000 requests through Traefik reached the canary (%.1f%%), %d failed, in %.1fs", canaries, share, failed, time.Since(start).Seconds())
+	if failed != 0 || share < 15 || share > 25 {
+		t.Errorf("at 20%%: %.1f%% of the requests reached the canary, %d failed; want 20%% +- 5, none failed", share, failed)
+	}
+
+	out, code := realnode.KubectlApp(t, "abort", name, "-n", ns)
+	t.Logf("kubectl app abort %s: %s", name, out)
+	if code != plugin.ExitOK {
+		t.Fatalf("kubectl app abort: exit code %d", code)
+	}
+	aborted := time.Now()
+	wait("aborted", func(r *appv1.RolloutStatus) bool { return r.Phase == appv1.RolloutAborted })
+	framework.Eventually(t, time.Minute, func() (bool, error) {
+		c, f := count(20)
+		return c == 0 && f == 0, nil
+	})
+	t.Logf("all the traffic back on the stable pod %.1fs after kubectl app abort", time.Since(aborted).Seconds())
+	if canaries, failed := count(200); canaries != 0 || failed != 0 {
+		t.Errorf("after the abort: %d of 200 requests reached the canary, %d failed; want none", canaries, failed)
 	}
 }
 

@@ -327,21 +327,7 @@ serviceTemplate: {name: web, type: NodePort, port: 80, portName: web, protocol: 
 serviceTemplate: {name: web, ports: [{name: metrics, port: 9090, targetPort: metrics}, {name: admin, port: 9901, targetPort: admin}, {name: dns, port: 53, protocol: UDP}]}
 disruptionBudget: {maxUnavailable: 25%}`},
 	}
-	for i, tc := range validSpecs {
-		t.Run("valid "+tc.name, func(t *testing.T) {
-			var spec map[string]any
-			if err := yaml.Unmarshal([]byte(tc.spec), &spec); err != nil {
-				t.Fatalf("test spec: %v", err)
-			}
-			obj := &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "appcontroller.k8s.io/v1", "kind": "App",
-				"metadata": map[string]any{"name": fmt.Sprintf("valid-%d", i)}, "spec": spec,
-			}}
-			if _, err := dyn.Resource(appsGVR).Namespace(ns).Create(context.Background(), obj, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}); err != nil {
-				t.Errorf("the valid App was rejected: %v", err)
-			}
-		})
-	}
+	assertAccepted(t, dyn, ns, "valid", validSpecs)
 }
 
 // TestStatusSubresource checks that status is written only through the status

@@ -261,7 +261,7 @@ func TestRevisionsRollbackRestart(t *testing.T) {
 		how string
 		do  func() error
 	}{
-		{"kubectl app restart", func() error { _, err := plugin.Restart(ctx, pc, ns, "web", time.Now()); return err }},
+		{"kubectl app restart", func() error { _, _, err := plugin.Restart(ctx, pc, ns, "web", time.Now()); return err }},
 		{"kubectl rollout restart", func() error {
 			patch := `{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":"` + time.Now().Add(time.Second).Format(time.RFC3339Nano) + `"}}}}}`
 			_, err := c.kube.AppsV1().Deployments(ns).Patch(ctx, "web-deploy", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "kubectl-rollout"})

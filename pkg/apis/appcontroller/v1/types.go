@@ -44,6 +44,9 @@ type App struct {
 // +kubebuilder:validation:XValidation:rule="has(self.deploymentTemplate) || has(self.serviceTemplate)",message="at least one of deploymentTemplate and serviceTemplate must be set"
 // +kubebuilder:validation:XValidation:rule="!has(self.route) || has(self.serviceTemplate)",message="route requires serviceTemplate: it routes to the App's Service",fieldPath=".route"
 // +kubebuilder:validation:XValidation:rule="!has(self.disruptionBudget) || has(self.deploymentTemplate)",message="disruptionBudget requires deploymentTemplate: it protects the App's pods",fieldPath=".disruptionBudget"
+// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || has(self.deploymentTemplate)",message="rollout requires deploymentTemplate: it rolls the App's pods out",fieldPath=".rollout"
+// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.deploymentTemplate) || has(self.deploymentTemplate.replicas) || (has(self.route) && has(self.route.parentRefs))",message="rollout.canary without an HTTPRoute (route.parentRefs) splits the traffic by replicas: set deploymentTemplate.replicas, the total the canary's share is taken from",fieldPath=".rollout"
+// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.serviceTemplate) || size(self.serviceTemplate.name) <= 56",message="serviceTemplate.name must be at most 56 characters with a rollout: the canary's Service is named NAME-canary and the stable's NAME-stable",fieldPath=".serviceTemplate.name"
 // +kubebuilder:validation:XValidation:rule="!has(self.serviceTemplate) || !has(self.serviceTemplate.ports) || self.serviceTemplate.ports.all(p, !has(p.targetPort) || type(p.targetPort) == int || (has(self.deploymentTemplate) && ((p.targetPort == 'http' && has(self.deploymentTemplate.containerPort)) || (has(self.deploymentTemplate.ports) && self.deploymentTemplate.ports.exists(c, c.name == p.targetPort)) || (has(self.deploymentTemplate.sidecars) && self.deploymentTemplate.sidecars.exists(s, has(s.ports) && s.ports.exists(c, c.name == p.targetPort))))))",message="serviceTemplate.ports: a targetPort given by name must name a container port of the App's pods (http for deploymentTemplate.containerPort, deploymentTemplate.ports or a sidecar's ports)",fieldPath=".serviceTemplate.ports"
 // +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || has(self.deploymentTemplate)",message="autoscaling requires deploymentTemplate: it scales the App's Deployment",fieldPath=".autoscaling"
 // +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || !has(self.deploymentTemplate) || !has(self.deploymentTemplate.replicas) || (self.deploymentTemplate.replicas >= (has(self.autoscaling.minReplicas) ? self.autoscaling.minReplicas : 1) && self.deploymentTemplate.replicas <= self.autoscaling.maxReplicas)",message="deploymentTemplate.replicas is the starting size with autoscaling: it must be from autoscaling.minReplicas (default 1) to autoscaling.maxReplicas, or unset",fieldPath=".deploymentTemplate.replicas"
@@ -87,6 +90,12 @@ type AppSpec struct {
 	// deploymentTemplate.replicas if set. Requires deploymentTemplate.
 	// +optional
 	Autoscaling *Autoscaling `json:"autoscaling,omitempty"`
+
+	// Rollout rolls a change of the pods out in canary steps, with traffic weights and
+	// an automatic abort on failing pods. Unset, a change rolls every pod at once.
+	// Adding or removing it rolls no pod.
+	// +optional
+	Rollout *Rollout `json:"rollout,omitempty"`
 }
 
 // ConfigChangePolicy is what a change of a ConfigMap or Secret that an App's pods
@@ -576,6 +585,11 @@ type AppStatus struct {
 	// (RouteAccepted says which).
 	// +optional
 	Route string `json:"route,omitempty"`
+
+	// Rollout is the state of the canary rollout of spec.rollout: its phase, step,
+	// weight, and the stable and canary versions. Present while spec.rollout is.
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
 }
 
 // AppList is a list of Apps.

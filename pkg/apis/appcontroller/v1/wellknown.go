@@ -91,6 +91,26 @@ const (
 	// not serve gateway.networking.k8s.io/v1 HTTPRoutes when the controller started
 	// (RouteAccepted=False).
 	ReasonGatewayAPIUnavailable = "GatewayAPIUnavailable"
+
+	// ReasonRolloutProgressing: a canary rollout (spec.rollout) runs its steps (Ready
+	// False, Progressing and Reconciling True; kstatus InProgress).
+	ReasonRolloutProgressing = "RolloutProgressing"
+	// ReasonRolloutPaused: a canary rollout waits at a pause step or was paused by
+	// `kubectl app pause` (Ready False, Progressing and Reconciling True: kstatus
+	// InProgress, never Current; Argo CD Suspended).
+	ReasonRolloutPaused = "RolloutPaused"
+	// ReasonRolloutPromoting: a canary rollout passed its last step; the stable
+	// Deployment rolls to the new pod template (Ready False, Progressing and Reconciling
+	// True).
+	ReasonRolloutPromoting = "RolloutPromoting"
+	// ReasonRolloutAborted: a canary rollout was aborted, and all traffic went back to
+	// the stable pods (Ready False, Stalled True: kstatus Failed, Argo CD Degraded); the
+	// message says why, naming the canary pod and container. Also the reason of the
+	// Warning Event that says so.
+	ReasonRolloutAborted = "RolloutAborted"
+	// ReasonAbortRequested: status.rollout.abortReason of a rollout aborted by `kubectl
+	// app abort`.
+	ReasonAbortRequested = "AbortRequested"
 )
 
 // Reasons of Ready=False (and of Reconciling or Stalled) that name a problem of the App's
@@ -153,6 +173,28 @@ const (
 	// becomes contested (see ConditionContested); its message names the other field
 	// manager.
 	EventReasonContested = "Contested"
+
+	// EventReasonRolloutStarted is the reason of the Normal Event emitted when a change
+	// of the pod template starts a canary rollout (or restarts one toward a newer
+	// change).
+	EventReasonRolloutStarted = "RolloutStarted"
+	// EventReasonRolloutStep is the reason of the Normal Event emitted when a canary
+	// rollout completes a step.
+	EventReasonRolloutStep = "RolloutStep"
+	// EventReasonRolloutPaused is the reason of the Normal Event emitted when `kubectl
+	// app pause` paused a rollout; EventReasonRolloutResumed when it goes on.
+	EventReasonRolloutPaused  = "RolloutPaused"
+	EventReasonRolloutResumed = "RolloutResumed"
+	// EventReasonRolloutPromoted is the reason of the Normal Event emitted when the new
+	// pod template became the stable one.
+	EventReasonRolloutPromoted = "RolloutPromoted"
+	// EventReasonRolloutRolledBack is the reason of the Normal Event emitted when a change
+	// back to the stable pod template, or to a recent one (rollbackWindow), went at once,
+	// without the steps.
+	EventReasonRolloutRolledBack = "RolloutRolledBack"
+	// EventReasonRolloutRequestIgnored is the reason of the Warning Event emitted when a
+	// `kubectl app` request names a rollout or a step that is not the current one.
+	EventReasonRolloutRequestIgnored = "RolloutRequestIgnored"
 )
 
 // Labels, names and the field manager of an App's children.
@@ -186,8 +228,25 @@ const (
 	// is copied to the App's revision and shown by `kubectl app history`.
 	ChangeCauseAnnotation = "kubernetes.io/change-cause"
 	// RestartedAtAnnotation on a pod template rolls its pods when it changes: `kubectl
-	// rollout restart` and `kubectl app restart` set it to the time of the restart.
+	// rollout restart` and `kubectl app restart` set it to the time of the restart. On an
+	// App with spec.rollout, `kubectl app restart` sets it on the App instead, and the
+	// controller copies it into the pod template: the restart is a canary rollout.
 	RestartedAtAnnotation = "kubectl.kubernetes.io/restartedAt"
+	// RolloutRequestAnnotation on an App is a request of `kubectl app promote`, `abort`,
+	// `pause` or `resume` to the App's canary rollout: a RolloutRequest as JSON.
+	RolloutRequestAnnotation = "appcontroller.k8s.io/rollout-request"
+	// TrackLabel is set to TrackCanary on the canary Deployment of a rollout, in its
+	// selector and on its pods; the stable pods do not carry it (adding it would roll
+	// them). The App's Service selects both.
+	TrackLabel = "appcontroller.k8s.io/track"
+	// TrackCanary is the value of TrackLabel on the canary's pods.
+	TrackCanary = "canary"
+	// CanarySuffix is added to the names of the App's Deployment and Service to name the
+	// canary Deployment and, with an HTTPRoute, the Service that selects the canary pods.
+	CanarySuffix = "-canary"
+	// StableSuffix is added to the name of the App's Service to name, with an HTTPRoute,
+	// the Service that selects only the stable pods during a rollout.
+	StableSuffix = "-stable"
 	// RevisionDataKey is the key of an App revision's data that holds the App's spec:
 	// ControllerRevision.data is {"spec": {...}}, without spec.revisionHistoryLimit.
 	RevisionDataKey = "spec"

@@ -48,6 +48,10 @@ type AppSpecApplyConfiguration struct {
 	// Removing it deletes the autoscaler; the Deployment keeps its count, or goes to
 	// deploymentTemplate.replicas if set. Requires deploymentTemplate.
 	Autoscaling *AutoscalingApplyConfiguration `json:"autoscaling,omitempty"`
+	// Rollout rolls a change of the pods out in canary steps, with traffic weights and
+	// an automatic abort on failing pods. Unset, a change rolls every pod at once.
+	// Adding or removing it rolls no pod.
+	Rollout *RolloutApplyConfiguration `json:"rollout,omitempty"`
 }
 
 // AppSpecApplyConfiguration constructs a declarative configuration of the AppSpec type for use with
@@ -101,5 +105,13 @@ func (b *AppSpecApplyConfiguration) WithRoute(value *RouteApplyConfiguration) *A
 // If called multiple times, the Autoscaling field is set to the value of the last call.
 func (b *AppSpecApplyConfiguration) WithAutoscaling(value *AutoscalingApplyConfiguration) *AppSpecApplyConfiguration {
 	b.Autoscaling = value
+	return b
+}
+
+// WithRollout sets the Rollout field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Rollout field is set to the value of the last call.
+func (b *AppSpecApplyConfiguration) WithRollout(value *RolloutApplyConfiguration) *AppSpecApplyConfiguration {
+	b.Rollout = value
 	return b
 }

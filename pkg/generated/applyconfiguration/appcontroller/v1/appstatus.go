@@ -77,6 +77,9 @@ type AppStatusApplyConfiguration struct {
 	// Route is the name of the Ingress or HTTPRoute of spec.route the App controls
 	// (RouteAccepted says which).
 	Route *string `json:"route,omitempty"`
+	// Rollout is the state of the canary rollout of spec.rollout: its phase, step,
+	// weight, and the stable and canary versions. Present while spec.rollout is.
+	Rollout *RolloutStatusApplyConfiguration `json:"rollout,omitempty"`
 }
 
 // AppStatusApplyConfiguration constructs a declarative configuration of the AppStatus type for use with
@@ -151,5 +154,13 @@ func (b *AppStatusApplyConfiguration) WithDisruptionBudget(value string) *AppSta
 // If called multiple times, the Route field is set to the value of the last call.
 func (b *AppStatusApplyConfiguration) WithRoute(value string) *AppStatusApplyConfiguration {
 	b.Route = &value
+	return b
+}
+
+// WithRollout sets the Rollout field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Rollout field is set to the value of the last call.
+func (b *AppStatusApplyConfiguration) WithRollout(value *RolloutStatusApplyConfiguration) *AppStatusApplyConfiguration {
+	b.Rollout = value
 	return b
 }

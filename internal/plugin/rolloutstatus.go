@@ -1,0 +1,201 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+)
+
+// httpRouteResource is read by `kubectl app status` to show the weights of a rollout on
+// the App's HTTPRoute.
+var httpRouteResource = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"}
+
+// RolloutView is what `kubectl app status` shows of an App's canary rollout beside
+// status.rollout: the stable and canary Deployments as they are, and the backends of
+// the App's HTTPRoute and their weights.
+type RolloutView struct {
+	// Stable and Canary are the Deployments the App controls; nil when not, and the
+	// note says why (the canary Deployment exists only during a rollout).
+	Stable, Canary         *appsv1.Deployment
+	StableNote, CanaryNote string
+	// Backends are the Services the App's HTTPRoute sends its traffic to, with their
+	// weights; none without an HTTPRoute.
+	Backends []Backend
+}
+
+// Backend is a Service an HTTPRoute sends traffic to, and its weight.
+type Backend struct {
+	Service string
+	Weight  int64
+}
+
+// getRolloutView reads what the rollout of app runs.
+func getRolloutView(ctx context.Context, c Clients, app *appv1.App) *RolloutView {
+	v := &RolloutView{}
+	if t := app.Spec.DeploymentTemplate; t != nil {
+		v.Stable = &appsv1.Deployment{}
+		if v.StableNote = getControlled(ctx, c, deploymentResource, app, t.Name, v.Stable); v.StableNote != "" {
+			v.Stable = nil
+		}
+		v.Canary = &appsv1.Deployment{}
+		if v.CanaryNote = getControlled(ctx, c, deploymentResource, app, t.Name+appv1.CanarySuffix, v.Canary); v.CanaryNote != "" {
+			v.Canary = nil
+		}
+	}
+	if app.Status.Route != "" {
+		// An Ingress of the same name is not found here: it has no weights.
+		if u, err := c.Dynamic.Resource(httpRouteResource).Namespace(app.Namespace).Get(ctx, app.Status.Route, metav1.GetOptions{}); err == nil {
+			v.Backends = routeBackends(u)
+		}
+	}
+	return v
+}
+
+// routeBackends returns the backends of the first rule of an HTTPRoute (the App's
+// HTTPRoute has one rule), weight 1 when unset, as the Gateway API defaults it.
+func routeBackends(route *unstructured.Unstructured) []Backend {
+	rules, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules")
+	if len(rules) == 0 {
+		return nil
+	}
+	rule, _ := rules[0].(map[string]any)
+	refs, _, _ := unstructured.NestedSlice(rule, "backendRefs")
+	var out []Backend
+	for _, r := range refs {
+		ref, _ := r.(map[string]any)
+		name, _, _ := unstructured.NestedString(ref, "name")
+		weight, found, _ := unstructured.NestedInt64(ref, "weight")
+		if !found {
+			weight = 1
+		}
+		out = append(out, Backend{Service: name, Weight: weight})
+	}
+	return out
+}
+
+// printRollout writes the rollout lines of `kubectl app status`: the phase and step
+// with status.rollout's message, the steps, the traffic split as it is, and the stable
+// and canary versions with their Deployments.
+func printRollout(w io.Writer, app *appv1.App, v *RolloutView) {
+	r := app.Status.Rollout
+	if r == nil {
+		fmt.Fprintf(w, "Rollout:\tnot reported by the controller yet\n")
+		return
+	}
+	var steps []appv1.CanaryStep
+	if s := app.Spec.Rollout; s != nil && s.Canary != nil {
+		steps = s.Canary.Steps
+	}
+	line := string(r.Phase)
+	if r.Canary != nil {
+		if int(r.CurrentStepIndex) >= len(steps) {
+			line += ", past the last step: promoting"
+		} else {
+			line += fmt.Sprintf(" at step %d of %d", r.CurrentStepIndex+1, len(steps))
+		}
+	}
+	if r.PausedByRequest {
+		line += " (kubectl app pause)"
+	}
+	if r.Message != "" && r.Phase != appv1.RolloutAborted { // the Aborted line says why
+		line += ": " + r.Message
+	}
+	fmt.Fprintf(w, "Rollout:\t%s\n", oneLine(line))
+	if r.Phase == appv1.RolloutAborted && r.AbortMessage != "" {
+		fmt.Fprintf(w, "Aborted:\t%s\n", oneLine(r.AbortReason+": "+r.AbortMessage))
+	}
+	if len(steps) > 0 {
+		fmt.Fprintf(w, "Steps:\t%s\n", stepsLine(steps, r))
+	}
+	if r.Canary != nil {
+		fmt.Fprintf(w, "Traffic:\t%s\n", trafficLine(app, v))
+	}
+	fmt.Fprintf(w, "Stable:\t%s\n", versionLine(r.Stable, v.Stable, v.StableNote))
+	if r.Canary != nil || v.Canary != nil {
+		fmt.Fprintf(w, "Canary:\t%s\n", versionLine(r.Canary, v.Canary, v.CanaryNote))
+	}
+}
+
+// stepsLine lists the steps, marking those done and the current one.
+func stepsLine(steps []appv1.CanaryStep, r *appv1.RolloutStatus) string {
+	parts := make([]string, len(steps))
+	for i, s := range steps {
+		parts[i] = fmt.Sprintf("%d %s", i+1, s.String())
+		if r.Canary == nil {
+			continue
+		}
+		switch {
+		case int32(i) < r.CurrentStepIndex:
+			parts[i] += " (done)"
+		case int32(i) == r.CurrentStepIndex:
+			parts[i] += " (current)"
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// trafficLine says how the traffic is split now: the weights on the App's HTTPRoute, or,
+// without one, the share of the ready pods behind the App's Service.
+func trafficLine(app *appv1.App, v *RolloutView) string {
+	want := fmt.Sprintf("(the step asks for %d%%)", app.Status.Rollout.CanaryWeight)
+	if len(v.Backends) > 0 {
+		var total int64
+		parts := make([]string, 0, len(v.Backends))
+		for _, b := range v.Backends {
+			total += b.Weight
+			parts = append(parts, fmt.Sprintf("%s %d", b.Service, b.Weight))
+		}
+		canary := int64(0)
+		for _, b := range v.Backends {
+			if strings.HasSuffix(b.Service, appv1.CanarySuffix) {
+				canary = b.Weight
+			}
+		}
+		share := int64(0)
+		if total > 0 {
+			share = canary * 100 / total
+		}
+		return fmt.Sprintf("canary %d%% by the weights of HTTPRoute %s: %s %s", share, app.Status.Route, strings.Join(parts, ", "), want)
+	}
+	var stable, canary int32
+	if v.Stable != nil {
+		stable = v.Stable.Status.ReadyReplicas
+	}
+	if v.Canary != nil {
+		canary = v.Canary.Status.ReadyReplicas
+	}
+	share := int32(0)
+	if stable+canary > 0 {
+		share = canary * 100 / (stable + canary)
+	}
+	return fmt.Sprintf("canary %d%% by ready pods behind the App's Service: %d canary, %d stable %s", share, canary, stable, want)
+}
+
+// versionLine describes a version of the rollout and the Deployment that runs it:
+// "web-6b7c9d5f4e: Deployment web (image nginx:1.27): 3 desired, 3 ready".
+func versionLine(version *appv1.RolloutVersion, d *appsv1.Deployment, note string) string {
+	line := "<none>"
+	if version != nil && version.Revision != "" {
+		line = "revision " + version.Revision
+	}
+	if d == nil {
+		return oneLine(line + "; Deployment " + note)
+	}
+	image := "<none>"
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if c.Name == appv1.ContainerName {
+			image = c.Image
+		}
+	}
+	return oneLine(fmt.Sprintf("%s: Deployment %s (image %s): %d desired, %d updated, %d ready", line, d.Name, image,
+		ptr.Deref(d.Spec.Replicas, 1), d.Status.UpdatedReplicas, d.Status.ReadyReplicas))
+}

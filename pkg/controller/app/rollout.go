@@ -1,0 +1,459 @@
+package app
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+)
+
+// A canary rollout (spec.rollout.canary, docs/progressive-delivery.md) brings a change of
+// the App's pod template through a canary Deployment, step by step. Its state is
+// status.rollout, written before any child is written for it (rolloutsync.go), so that a
+// restarted controller resumes at the same step with the same weights. This file is the
+// state machine: the next state from the current one and what a sync observed
+// (nextRollout). rolloutplan.go says what the children are in a state. Both are pure: no
+// client, no cache, no clock but the observation's.
+
+// rolloutObservation is what a sync observed, for the state machine.
+type rolloutObservation struct {
+	now time.Time
+	// desired is the version the App's spec asks for now; initial the version the
+	// stable Deployment runs when the App has no rollout state yet (the strategy was just
+	// added, or the App is new: then desired).
+	desired, initial appv1.RolloutVersion
+	// stableSettled: the stable Deployment's pods are all of one template, whose
+	// pod-template-hash is stableHash; false while it rolls, or when it does not exist.
+	stableSettled bool
+	stableHash    string
+	// stepDone: the children are where the current step (or promotion stage) wants them
+	// (rolloutPlan.stepDone).
+	stepDone bool
+	// failure is why the canary failed ("" reason: it did not).
+	failure rolloutAbort
+	// request is the App's rollout request; nil when there is none.
+	request *appv1.RolloutRequest
+	// requestID identifies the request, also one that could not be read (requestErr).
+	requestID  string
+	requestErr error
+}
+
+// rolloutAbort is why a rollout aborts.
+type rolloutAbort struct {
+	reason, message string
+}
+
+// rolloutNote is something a transition tells: an Event, and the metric it counts.
+type rolloutNote struct {
+	eventType, reason, message string
+	// metric: "started", "promoted", "aborted" (abortReason) or "" for none; step is
+	// the kind of step that ended ("setWeight", "pause", "promotion") and took seconds.
+	metric, abortReason string
+	step                string
+	seconds             float64
+}
+
+// nextRollout returns the rollout state that follows cur (nil: none yet) under strategy,
+// given what the sync observed, and what the transition tells. It returns cur itself
+// (the same pointer) when nothing changes, so that the caller writes nothing.
+func nextRollout(strategy *appv1.CanaryStrategy, cur *appv1.RolloutStatus, o *rolloutObservation) (*appv1.RolloutStatus, []rolloutNote) {
+	m := &machine{s: strategy, o: o}
+	if cur == nil {
+		initial := o.initial
+		m.next = &appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: &initial}
+	} else {
+		m.next = cur.DeepCopy()
+	}
+	m.request()
+	m.follow()
+	m.advance()
+	m.next.Message = m.message()
+	if cur != nil && rolloutEqual(cur, m.next) {
+		return cur, nil
+	}
+	return m.next, m.notes
+}
+
+// machine computes one transition.
+type machine struct {
+	s     *appv1.CanaryStrategy
+	o     *rolloutObservation
+	next  *appv1.RolloutStatus
+	notes []rolloutNote
+	// moved: the transition already moved the rollout (a request, a new version): what
+	// the sync observed was of the state before, so advance waits for the next sync.
+	moved bool
+}
+
+func (m *machine) steps() int32 { return int32(len(m.s.Steps)) }
+
+// promoting reports whether the rollout is past its last step.
+func (m *machine) promoting() bool {
+	return m.next.Canary != nil && m.next.CurrentStepIndex >= m.steps()
+}
+
+// running reports whether a canary runs its steps (not promoting, not aborted).
+func (m *machine) running() bool {
+	p := m.next.Phase
+	return m.next.Canary != nil && !m.promoting() && (p == appv1.RolloutProgressing || p == appv1.RolloutPaused)
+}
+
+// note records an Event and its metric.
+func (m *machine) note(n rolloutNote) { m.notes = append(m.notes, n) }
+
+// request applies the App's rollout request, once: a request whose id was handled is
+// ignored; one that names another rollout or step, or asks for what does not apply, is
+// recorded as handled with a Warning Event.
+func (m *machine) request() {
+	o, r := m.o, m.next
+	if o.requestID == "" || o.requestID == r.LastRequest {
+		return
+	}
+	r.LastRequest = o.requestID
+	ignore := func(why string) {
+		m.note(rolloutNote{eventType: corev1.EventTypeWarning, reason: appv1.EventReasonRolloutRequestIgnored, message: why})
+	}
+	if o.requestErr != nil {
+		ignore(o.requestErr.Error())
+		return
+	}
+	req := o.request
+	what := fmt.Sprintf("kubectl app %s (request %s)", req.Action, req.ID)
+	switch {
+	case r.Canary == nil:
+		ignore(what + " ignored: no rollout runs")
+		return
+	case req.Canary != r.Canary.PodTemplateHash:
+		ignore(fmt.Sprintf("%s ignored: it names the rollout of pod template %s, the current one is %s", what, req.Canary, r.Canary.PodTemplateHash))
+		return
+	}
+	aborted := r.Phase == appv1.RolloutAborted
+	switch req.Action {
+	case appv1.RolloutActionPromote:
+		switch {
+		case aborted:
+			m.note(rolloutNote{eventType: corev1.EventTypeNormal, reason: appv1.EventReasonRolloutStarted,
+				message: fmt.Sprintf("kubectl app promote: the aborted rollout to revision %s starts its steps again", r.Canary.Revision), metric: "started"})
+			m.toStep(0)
+		case m.promoting():
+			ignore(what + " ignored: the rollout is already being promoted")
+		case req.Step != r.CurrentStepIndex:
+			ignore(fmt.Sprintf("%s ignored: it ends step %d, the rollout is at step %d", what, req.Step+1, r.CurrentStepIndex+1))
+		default:
+			m.stepEnded("by kubectl app promote")
+		}
+	case appv1.RolloutActionPromoteFull:
+		if m.promoting() {
+			ignore(what + " ignored: the rollout is already being promoted")
+			return
+		}
+		m.note(rolloutNote{eventType: corev1.EventTypeNormal, reason: appv1.EventReasonRolloutStep,
+			message: fmt.Sprintf("kubectl app promote --full: the remaining steps of the rollout to revision %s are skipped", r.Canary.Revision)})
+		r.PausedByRequest = false
+		m.toStep(m.steps())
+	case appv1.RolloutActionAbort:
+		switch {
+		case aborted:
+			ignore(what + " ignored: the rollout is already aborted")
+		case m.promoting():
+			ignore(what + " ignored: the rollout is being promoted; kubectl app rollback goes back")
+		default:
+			m.abort(rolloutAbort{reason: appv1.ReasonAbortRequested, message: "aborted by kubectl app abort"})
+		}
+	case appv1.RolloutActionPause:
+		switch {
+		case !m.running():
+			ignore(what + " ignored: the rollout is not running its steps")
+		case r.PausedByRequest:
+			ignore(what + " ignored: the rollout is already paused")
+		default:
+			r.PausedByRequest = true
+			r.Phase = appv1.RolloutPaused
+			m.note(rolloutNote{eventType: corev1.EventTypeNormal, reason: appv1.EventReasonRolloutPaused,
+				message: fmt.Sprintf("kubectl app pause: the rollout holds at step %d of %d", r.CurrentStepIndex+1, m.steps())})
+		}
+	case appv1.RolloutActionResume:
+		if !r.PausedByRequest {
+			ignore(what + " ignored: the rollout is not paused by kubectl app pause")
+			return
+		}
+		m.note(rolloutNote{eventType: corev1.EventTypeNormal, reason: appv1.EventReasonRolloutResumed,
+			message: fmt.Sprintf("kubectl app resume: the rollout goes on from step %d of %d", r.CurrentStepIndex+1, m.steps())})
+		m.toStep(r.CurrentStepIndex)
+	}
+}
+
+// follow makes the rollout follow the App's desired version: a new one starts a rollout
+// (or restarts the steps toward it), one back to the stable version, or to a recent
+// stable one (rollbackWindow), or a change while the stable Deployment itself rolls,
+// goes to the stable Deployment at once.
+func (m *machine) follow() {
+	r, o := m.next, m.o
+	want := o.desired
+	switch {
+	case r.Canary != nil && want.PodTemplateHash == r.Canary.PodTemplateHash:
+		// The rollout already brings it (a change of the spec that is not the pod
+		// template, or a newer revision of the same template).
+		if r.Canary.Revision != want.Revision {
+			r.Canary.Revision = want.Revision
+		}
+		return
+	case want.PodTemplateHash == r.Stable.PodTemplateHash:
+		if r.Stable.Revision != want.Revision {
+			r.Stable.Revision = want.Revision
+		}
+		if r.Canary != nil {
+			m.end(fmt.Sprintf("The App went back to its stable pod template (revision %s): the rollout to revision %s ended at once",
+				want.Revision, r.Canary.Revision), false)
+		}
+		return
+	case r.Canary != nil && r.Stable.PodTemplateHash == r.Canary.PodTemplateHash:
+		// Past the point of no return of a promotion: the stable Deployment already
+		// rolls to the canary's template. The change goes to it directly.
+		m.direct(want, "a change during the promotion of the previous one, while the stable Deployment rolls")
+		return
+	case slices.Contains(r.RecentStable, want.PodTemplateHash):
+		m.direct(want, "a change back to a pod template that was stable recently (rollbackWindow)")
+		return
+	case !o.stableSettled:
+		m.direct(want, "the stable Deployment is rolling (its pods run two templates): there is no one stable version to keep")
+		return
+	}
+	// A new rollout, or the steps again toward the newest.
+	restarted := r.Canary != nil
+	r.Canary = &want
+	r.Stable.ReplicaSetHash = o.stableHash
+	r.AbortReason, r.AbortMessage, r.PausedByRequest = "", "", false
+	msg := fmt.Sprintf("Rollout to revision %s (pod template %s) started: %d steps from revision %s", want.Revision, want.PodTemplateHash, m.steps(), r.Stable.Revision)
+	if restarted {
+		msg = fmt.Sprintf("A newer change (revision %s, pod template %s) restarts the rollout's %d steps", want.Revision, want.PodTemplateHash, m.steps())
+	}
+	m.note(rolloutNote{eventType: corev1.EventTypeNormal, reason: appv1.EventReasonRolloutStarted, message: msg, metric: "started"})
+	m.toStep(0)
+}
+
+// direct makes want the stable version at once, without steps, ending a rollout that
+// runs.
+func (m *machine) direct(want appv1.RolloutVersion, why string) {
+	r := m.next
+	m.pushRecent(r.Stable.PodTemplateHash)
+	r.RecentStable = slices.DeleteFunc(r.RecentStable, func(h string) bool { return h == want.PodTemplateHash })
+	if len(r.RecentStable) == 0 {
+		r.RecentStable = nil
+	}
+	r.Stable = &want
+	m.note(rolloutNote{eventType: corev1.EventTypeNormal, reason: appv1.EventReasonRolloutRolledBack,
+		message: fmt.Sprintf("Revision %s (pod template %s) goes to the stable Deployment at once: %s", want.Revision, want.PodTemplateHash, why)})
+	if r.Canary != nil {
+		m.end("", false)
+	}
+}
+
+// end ends the rollout: Healthy, no canary. promoted keeps the canary Deployment for
+// scaleDownDelaySeconds; otherwise it goes at once.
+func (m *machine) end(msg string, promoted bool) {
+	r := m.next
+	m.moved = true
+	r.Phase, r.Canary, r.CurrentStepIndex, r.CanaryWeight = appv1.RolloutHealthy, nil, 0, 0
+	r.StepStartedAt, r.PausedByRequest, r.AbortReason, r.AbortMessage = nil, false, "", ""
+	at := m.o.now
+	if promoted {
+		at = at.Add(time.Duration(ptr.Deref(m.s.ScaleDownDelaySeconds, 0)) * time.Second)
+	}
+	r.CanaryScaleDownAt = &metav1.Time{Time: at}
+	if msg != "" {
+		m.note(rolloutNote{eventType: corev1.EventTypeNormal, reason: appv1.EventReasonRolloutRolledBack, message: msg})
+	}
+}
+
+// abort aborts the rollout for cause.
+func (m *machine) abort(cause rolloutAbort) {
+	r := m.next
+	m.moved = true
+	r.Phase, r.PausedByRequest, r.AbortReason, r.AbortMessage = appv1.RolloutAborted, false, cause.reason, cause.message
+	r.CanaryScaleDownAt = &metav1.Time{Time: m.o.now.Add(time.Duration(ptr.Deref(m.s.AbortScaleDownDelaySeconds, 0)) * time.Second)}
+	m.note(rolloutNote{eventType: corev1.EventTypeWarning, reason: appv1.ReasonRolloutAborted, message: m.abortedMessage(),
+		metric: "aborted", abortReason: cause.reason})
+}
+
+// abortedMessage says why the rollout was aborted, and what serves.
+func (m *machine) abortedMessage() string {
+	r := m.next
+	return fmt.Sprintf("Rollout to revision %s aborted at step %d of %d: %s; all traffic is on the stable pods (revision %s)",
+		r.Canary.Revision, min(r.CurrentStepIndex, m.steps()-1)+1, m.steps(), r.AbortMessage, r.Stable.Revision)
+}
+
+// toStep starts step k (the number of steps: the promotion).
+func (m *machine) toStep(k int32) {
+	r := m.next
+	m.moved = true
+	r.CurrentStepIndex = k
+	r.StepStartedAt = &metav1.Time{Time: m.o.now}
+	r.CanaryWeight = weightAt(m.s, k)
+	r.AbortReason, r.AbortMessage = "", ""
+	switch {
+	case k >= m.steps():
+		r.Phase, r.CanaryWeight = appv1.RolloutProgressing, 100
+	case r.PausedByRequest || m.s.Steps[k].Pause != nil:
+		r.Phase = appv1.RolloutPaused
+	default:
+		r.Phase = appv1.RolloutProgressing
+	}
+}
+
+// stepEnded ends the current step (how: what ended it) and starts the next.
+func (m *machine) stepEnded(how string) {
+	r := m.next
+	k := r.CurrentStepIndex
+	kind := "setWeight"
+	if m.s.Steps[k].Pause != nil {
+		kind = "pause"
+	}
+	var took float64
+	if r.StepStartedAt != nil {
+		took = m.o.now.Sub(r.StepStartedAt.Time).Seconds()
+	}
+	m.note(rolloutNote{eventType: corev1.EventTypeNormal, reason: appv1.EventReasonRolloutStep,
+		message: fmt.Sprintf("Step %d of %d (%s) of the rollout to revision %s ended %s", k+1, m.steps(), m.s.Steps[k].String(), r.Canary.Revision, how),
+		step:    kind, seconds: took})
+	r.PausedByRequest = false
+	m.toStep(k + 1)
+}
+
+// advance moves a running rollout on: an abort when a canary pod failed or a setWeight
+// step passed its progress deadline; the next step when the current one is done (a
+// pause's duration passed); the stages of the promotion.
+func (m *machine) advance() {
+	r, o := m.next, m.o
+	if m.moved || r.Canary == nil || r.Phase == appv1.RolloutAborted {
+		return
+	}
+	if !m.promoting() {
+		if o.failure.reason != "" {
+			m.abort(o.failure)
+			return
+		}
+		step := m.s.Steps[r.CurrentStepIndex]
+		since := o.now.Sub(r.StepStartedAt.Time)
+		if step.SetWeight != nil && !o.stepDone && since >= time.Duration(ptr.Deref(m.s.ProgressDeadlineSeconds, 600))*time.Second {
+			m.abort(rolloutAbort{reason: appv1.ReasonProgressDeadlineExceeded, message: fmt.Sprintf(
+				"step %d (%s) did not complete within progressDeadlineSeconds (%ds): the canary's pods were not available, or the weight not in effect",
+				r.CurrentStepIndex+1, step.String(), ptr.Deref(m.s.ProgressDeadlineSeconds, 600))})
+			return
+		}
+		if r.PausedByRequest {
+			return
+		}
+		switch {
+		case step.SetWeight != nil && o.stepDone:
+			m.stepEnded("with its weight in effect")
+		case step.Pause != nil && step.Pause.Duration != nil && since >= step.Pause.Duration.Duration:
+			m.stepEnded("after its duration")
+		}
+		// One step a sync: o.stepDone was the ended step's; the next step's children
+		// come first.
+		return
+	}
+	if !o.stepDone {
+		return
+	}
+	if r.Stable.PodTemplateHash != r.Canary.PodTemplateHash {
+		// The canary carries the traffic it must: the stable Deployment gets its
+		// template (the point of no return).
+		m.pushRecent(r.Stable.PodTemplateHash)
+		stable := *r.Canary
+		r.Stable = &stable
+		return
+	}
+	// The stable Deployment runs the new template: promoted.
+	var took float64
+	if r.StepStartedAt != nil {
+		took = o.now.Sub(r.StepStartedAt.Time).Seconds()
+	}
+	m.note(rolloutNote{eventType: corev1.EventTypeNormal, reason: appv1.EventReasonRolloutPromoted,
+		message: fmt.Sprintf("Revision %s (pod template %s) is promoted: the stable Deployment runs it", r.Canary.Revision, r.Canary.PodTemplateHash),
+		metric:  "promoted", step: "promotion", seconds: took})
+	m.end("", true)
+}
+
+// pushRecent records hash as recently stable (at most rollbackWindow of them).
+func (m *machine) pushRecent(hash string) {
+	r := m.next
+	window := int(ptr.Deref(m.s.RollbackWindow, 3))
+	recent := slices.DeleteFunc(slices.Clone(r.RecentStable), func(h string) bool { return h == hash })
+	recent = append([]string{hash}, recent...)
+	if len(recent) > window {
+		recent = recent[:window]
+	}
+	if len(recent) == 0 {
+		recent = nil
+	}
+	r.RecentStable = recent
+}
+
+// message says where the rollout is, for status.rollout.message and the conditions.
+func (m *machine) message() string {
+	r := m.next
+	if r.Canary == nil {
+		return fmt.Sprintf("Revision %s is stable", r.Stable.Revision)
+	}
+	n := m.steps()
+	switch {
+	case r.Phase == appv1.RolloutAborted:
+		return m.abortedMessage()
+	case m.promoting() && r.Stable.PodTemplateHash == r.Canary.PodTemplateHash:
+		return fmt.Sprintf("Promoting revision %s: the stable Deployment rolls to it", r.Canary.Revision)
+	case m.promoting():
+		return fmt.Sprintf("Promoting revision %s: the canary takes all the traffic before the stable Deployment rolls to it", r.Canary.Revision)
+	}
+	k := r.CurrentStepIndex
+	step := m.s.Steps[k]
+	at := fmt.Sprintf("Rollout to revision %s, step %d of %d (%s), canary at %d%%", r.Canary.Revision, k+1, n, step.String(), r.CanaryWeight)
+	switch {
+	case r.PausedByRequest:
+		return at + ": paused by kubectl app pause until kubectl app resume or promote"
+	case step.Pause != nil && step.Pause.Duration == nil:
+		return at + ": paused until kubectl app promote"
+	case step.Pause != nil:
+		return at + fmt.Sprintf(": paused until %s", r.StepStartedAt.Add(step.Pause.Duration.Duration).UTC().Format(time.RFC3339))
+	}
+	return at + ": waiting for the canary's pods and the weight"
+}
+
+// weightAt returns the canary's weight at step k: the weight of the last setWeight
+// step at or before it; 100 past the last step.
+func weightAt(s *appv1.CanaryStrategy, k int32) int32 {
+	if k >= int32(len(s.Steps)) {
+		return 100
+	}
+	var w int32
+	for _, step := range s.Steps[:k+1] {
+		if step.SetWeight != nil {
+			w = *step.SetWeight
+		}
+	}
+	return w
+}
+
+// rolloutEqual reports whether two rollout states are the same (times compared to the
+// second, as the API stores them).
+func rolloutEqual(a, b *appv1.RolloutStatus) bool {
+	return a.Phase == b.Phase && a.Message == b.Message && a.CurrentStepIndex == b.CurrentStepIndex &&
+		sameTime(a.StepStartedAt, b.StepStartedAt) && a.CanaryWeight == b.CanaryWeight &&
+		ptr.Equal(a.Stable, b.Stable) && ptr.Equal(a.Canary, b.Canary) && a.PausedByRequest == b.PausedByRequest &&
+		a.AbortReason == b.AbortReason && a.AbortMessage == b.AbortMessage && sameTime(a.CanaryScaleDownAt, b.CanaryScaleDownAt) &&
+		slices.Equal(a.RecentStable, b.RecentStable) && a.LastRequest == b.LastRequest
+}
+
+// sameTime reports whether two optional times are the same to the second.
+func sameTime(a, b *metav1.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Unix() == b.Unix()
+}

@@ -1,0 +1,745 @@
+package app
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/utils/ptr"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+)
+
+// TestShares pins the replica shares of a split by replicas: each side rounded up, the
+// canary at least one pod when its weight is not 0, the stable never below one.
+func TestShares(t *testing.T) {
+	for _, tt := range []struct{ n, w, canary, stable int32 }{
+		{10, 20, 2, 8}, {4, 25, 1, 3}, {3, 50, 2, 2}, {1, 20, 1, 1}, {4, 100, 4, 1},
+		{5, 0, 0, 5}, {0, 50, 0, 0}, {7, 10, 1, 7}, {100, 1, 1, 99},
+	} {
+		if c, s := canaryShare(tt.n, tt.w), stableShare(tt.n, tt.w); c != tt.canary || s != tt.stable {
+			t.Errorf("%d replicas at %d%%: canary %d, stable %d; want %d, %d", tt.n, tt.w, c, s, tt.canary, tt.stable)
+		}
+	}
+}
+
+// canaryStrategy is setWeight 25, pause until promoted, setWeight 100.
+func canaryStrategy() *appv1.CanaryStrategy {
+	return &appv1.CanaryStrategy{
+		Steps: []appv1.CanaryStep{
+			{SetWeight: ptr.To[int32](25)}, {Pause: &appv1.CanaryPause{}}, {SetWeight: ptr.To[int32](100)},
+		},
+		ScaleDownDelaySeconds: ptr.To[int32](30), AbortScaleDownDelaySeconds: ptr.To[int32](30),
+		ProgressDeadlineSeconds: ptr.To[int32](600), ReadyDeadlineSeconds: ptr.To[int32](120), RollbackWindow: ptr.To[int32](3),
+	}
+}
+
+// TestNextRollout checks the transitions of the state machine, one at a time.
+func TestNextRollout(t *testing.T) {
+	v1 := appv1.RolloutVersion{Revision: "web-1", PodTemplateHash: "h1"}
+	v2 := appv1.RolloutVersion{Revision: "web-2", PodTemplateHash: "h2"}
+	v3 := appv1.RolloutVersion{Revision: "web-3", PodTemplateHash: "h3"}
+	start := metav1.NewTime(testNow.Add(-time.Minute))
+	healthy := &appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: &v1}
+	at := func(phase appv1.RolloutPhase, step int32) *appv1.RolloutStatus {
+		return &appv1.RolloutStatus{Phase: phase, CurrentStepIndex: step, StepStartedAt: &start, CanaryWeight: weightAt(canaryStrategy(), step),
+			Stable: &appv1.RolloutVersion{Revision: "web-1", PodTemplateHash: "h1", ReplicaSetHash: "rs1"}, Canary: &v2}
+	}
+	req := func(action appv1.RolloutAction, canary string, step int32) *rolloutObservation {
+		r := appv1.RolloutRequest{Action: action, Canary: canary, Step: step, ID: "req-1"}
+		return &rolloutObservation{desired: v2, request: &r, requestID: r.ID, stableSettled: true, stableHash: "rs1"}
+	}
+	tests := []struct {
+		name string
+		cur  *appv1.RolloutStatus
+		o    *rolloutObservation
+		// want: phase, step, stable and canary template hashes ("-": none); same: no change.
+		want        string
+		same        bool
+		wantReasons []string
+	}{
+		{name: "the strategy added: Healthy on what the Deployment runs", cur: nil,
+			o: &rolloutObservation{desired: v1, initial: v1, stableSettled: true}, want: "Healthy 0 h1 -"},
+		{name: "the strategy added with a new template: a rollout from what the Deployment runs", cur: nil,
+			o: &rolloutObservation{desired: v2, initial: v1, stableSettled: true, stableHash: "rs1"}, want: "Progressing 0 h1 h2",
+			wantReasons: []string{appv1.EventReasonRolloutStarted}},
+		{name: "nothing changed", cur: healthy, o: &rolloutObservation{desired: v1, stableSettled: true}, same: true},
+		{name: "a new template starts a rollout", cur: healthy, o: &rolloutObservation{desired: v2, stableSettled: true, stableHash: "rs1"},
+			want: "Progressing 0 h1 h2", wantReasons: []string{appv1.EventReasonRolloutStarted}},
+		{name: "a new template while the stable Deployment rolls goes to it at once", cur: healthy, o: &rolloutObservation{desired: v2},
+			want: "Healthy 0 h2 -", wantReasons: []string{appv1.EventReasonRolloutRolledBack}},
+		{name: "a step not done waits", cur: at(appv1.RolloutProgressing, 0), o: &rolloutObservation{desired: v2, stableSettled: true}, same: true},
+		{name: "a setWeight step done: the next step", cur: at(appv1.RolloutProgressing, 0), o: &rolloutObservation{desired: v2, stableSettled: true, stepDone: true},
+			want: "Paused 1 h1 h2", wantReasons: []string{appv1.EventReasonRolloutStep}},
+		{name: "a pause until promoted waits, whatever the time", cur: at(appv1.RolloutPaused, 1), o: &rolloutObservation{desired: v2, stableSettled: true, stepDone: true}, same: true},
+		{name: "a newer template restarts the steps", cur: at(appv1.RolloutPaused, 1), o: &rolloutObservation{desired: v3, stableSettled: true, stableHash: "rs1"},
+			want: "Progressing 0 h1 h3", wantReasons: []string{appv1.EventReasonRolloutStarted}},
+		{name: "back to the stable template: the rollout ends at once", cur: at(appv1.RolloutPaused, 1), o: &rolloutObservation{desired: v1, stableSettled: true},
+			want: "Healthy 0 h1 -", wantReasons: []string{appv1.EventReasonRolloutRolledBack}},
+		{name: "a failing canary pod aborts", cur: at(appv1.RolloutProgressing, 0),
+			o:    &rolloutObservation{desired: v2, stableSettled: true, failure: rolloutAbort{reason: appv1.ReasonImagePullFailed, message: "cannot pull"}},
+			want: "Aborted 0 h1 h2", wantReasons: []string{appv1.ReasonRolloutAborted}},
+		{name: "a failing canary pod aborts a paused rollout too", cur: at(appv1.RolloutPaused, 1),
+			o:    &rolloutObservation{desired: v2, stableSettled: true, failure: rolloutAbort{reason: appv1.ReasonCrashLoopBackOff, message: "exits"}},
+			want: "Aborted 1 h1 h2", wantReasons: []string{appv1.ReasonRolloutAborted}},
+		{name: "aborted: a re-apply (nothing new) changes nothing", cur: func() *appv1.RolloutStatus {
+			r := at(appv1.RolloutAborted, 0)
+			r.AbortReason, r.AbortMessage = appv1.ReasonImagePullFailed, "cannot pull"
+			r.Message = "Rollout to revision web-2 aborted at step 1 of 3: cannot pull; all traffic is on the stable pods (revision web-1)"
+			return r
+		}(), o: &rolloutObservation{desired: v2, stableSettled: true}, same: true},
+		{name: "promote ends a pause", cur: at(appv1.RolloutPaused, 1), o: req(appv1.RolloutActionPromote, "h2", 1),
+			want: "Progressing 2 h1 h2", wantReasons: []string{appv1.EventReasonRolloutStep}},
+		{name: "promote of another step is ignored", cur: at(appv1.RolloutPaused, 1), o: req(appv1.RolloutActionPromote, "h2", 0),
+			want: "Paused 1 h1 h2", wantReasons: []string{appv1.EventReasonRolloutRequestIgnored}},
+		{name: "a request of another rollout is ignored", cur: at(appv1.RolloutPaused, 1), o: req(appv1.RolloutActionAbort, "h9", 1),
+			want: "Paused 1 h1 h2", wantReasons: []string{appv1.EventReasonRolloutRequestIgnored}},
+		{name: "promote --full", cur: at(appv1.RolloutProgressing, 0), o: req(appv1.RolloutActionPromoteFull, "h2", 0),
+			want: "Progressing 3 h1 h2", wantReasons: []string{appv1.EventReasonRolloutStep}},
+		{name: "abort", cur: at(appv1.RolloutPaused, 1), o: req(appv1.RolloutActionAbort, "h2", 1),
+			want: "Aborted 1 h1 h2", wantReasons: []string{appv1.ReasonRolloutAborted}},
+		{name: "pause", cur: at(appv1.RolloutProgressing, 0), o: req(appv1.RolloutActionPause, "h2", 0),
+			want: "Paused 0 h1 h2", wantReasons: []string{appv1.EventReasonRolloutPaused}},
+		{name: "promote retries an aborted rollout", cur: at(appv1.RolloutAborted, 1), o: req(appv1.RolloutActionPromote, "h2", 1),
+			want: "Progressing 0 h1 h2", wantReasons: []string{appv1.EventReasonRolloutStarted}},
+		{name: "a request handled once", cur: func() *appv1.RolloutStatus {
+			r := at(appv1.RolloutPaused, 1)
+			r.LastRequest = "req-1"
+			r.Message = "Rollout to revision web-2, step 2 of 3 (pause until promoted), canary at 25%: paused until kubectl app promote"
+			return r
+		}(), o: req(appv1.RolloutActionPromote, "h2", 1), same: true},
+		{name: "promotion, first stage done: the stable takes the canary's template", cur: at(appv1.RolloutProgressing, 3),
+			o: &rolloutObservation{desired: v2, stableSettled: true, stepDone: true}, want: "Progressing 3 h2 h2"},
+		{name: "promotion, last stage done: promoted", cur: func() *appv1.RolloutStatus {
+			r := at(appv1.RolloutProgressing, 3)
+			r.Stable = &v2
+			return r
+		}(), o: &rolloutObservation{desired: v2, stableSettled: true, stepDone: true}, want: "Healthy 0 h2 -",
+			wantReasons: []string{appv1.EventReasonRolloutPromoted}},
+		{name: "a change during the promotion's last stage goes to the stable at once", cur: func() *appv1.RolloutStatus {
+			r := at(appv1.RolloutProgressing, 3)
+			r.Stable = &v2
+			return r
+		}(), o: &rolloutObservation{desired: v3, stableSettled: true}, want: "Healthy 0 h3 -",
+			wantReasons: []string{appv1.EventReasonRolloutRolledBack}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.o.now = testNow
+			if tt.same {
+				// As the controller wrote it: with its message.
+				tt.cur.Message = (&machine{s: canaryStrategy(), o: tt.o, next: tt.cur}).message()
+			}
+			next, notes := nextRollout(canaryStrategy(), tt.cur, tt.o)
+			if tt.same {
+				if next != tt.cur || len(notes) != 0 {
+					t.Errorf("changed: %+v, notes %+v", next, notes)
+				}
+				return
+			}
+			canary := "-"
+			if next.Canary != nil {
+				canary = next.Canary.PodTemplateHash
+			}
+			if got := fmt.Sprintf("%s %d %s %s", next.Phase, next.CurrentStepIndex, next.Stable.PodTemplateHash, canary); got != tt.want {
+				t.Errorf("next = %s, want %s (message %q)", got, tt.want, next.Message)
+			}
+			var reasons []string
+			for _, n := range notes {
+				reasons = append(reasons, n.reason)
+			}
+			if !slices.Equal(reasons, tt.wantReasons) {
+				t.Errorf("notes %q, want %q: %+v", reasons, tt.wantReasons, notes)
+			}
+			// A second run on what it wrote, with nothing new, changes nothing.
+			o := *tt.o
+			o.failure, o.stepDone = rolloutAbort{}, false
+			if again, notes := nextRollout(canaryStrategy(), next, &o); again != next || len(notes) != 0 {
+				t.Errorf("not stable: then %+v, notes %+v", again, notes)
+			}
+		})
+	}
+}
+
+// TestPlanRollout checks what the children are in each state: by replicas and by
+// HTTPRoute weights, the canary scaled up before the stable down or the weight moves.
+func TestPlanRollout(t *testing.T) {
+	s := canaryStrategy()
+	v1 := &appv1.RolloutVersion{PodTemplateHash: "h1", ReplicaSetHash: "rs1"}
+	v2 := &appv1.RolloutVersion{PodTemplateHash: "h2"}
+	state := func(phase appv1.RolloutPhase, step int32, stable *appv1.RolloutVersion) *appv1.RolloutStatus {
+		return &appv1.RolloutStatus{Phase: phase, CurrentStepIndex: step, Stable: stable, Canary: v2}
+	}
+	later := metav1.NewTime(testNow.Add(time.Minute))
+	tests := []struct {
+		name string
+		r    *appv1.RolloutStatus
+		l    rolloutLive
+		// want: stable replicas, canary replicas ("-": nil), split ("-": none), stepDone.
+		want string
+	}{
+		{"step 0 by replicas, canary not up yet: the stable keeps its 4", state(appv1.RolloutProgressing, 0, v1),
+			rolloutLive{n: 4, stableReplicas: 4, canaryWeight: -1}, "4 1 - false"},
+		{"step 0 by replicas, canary up: the stable down to its share", state(appv1.RolloutProgressing, 0, v1),
+			rolloutLive{n: 4, stableReplicas: 4, canaryExists: true, canaryReplicas: 1, canaryAvailable: 1, canaryWeight: -1}, "3 1 - false"},
+		{"step 0 by replicas, done", state(appv1.RolloutProgressing, 0, v1),
+			rolloutLive{n: 4, stableReplicas: 3, canaryExists: true, canaryReplicas: 1, canaryAvailable: 1, canaryWeight: -1}, "3 1 - true"},
+		{"step 0 by weight, canary not up: no weight yet", state(appv1.RolloutProgressing, 0, v1),
+			rolloutLive{gateway: true, n: 4, stableReplicas: 4, canaryWeight: -1}, "- 1 100/0 false"},
+		{"step 0 by weight, canary up: 25%", state(appv1.RolloutProgressing, 0, v1),
+			rolloutLive{gateway: true, n: 4, stableReplicas: 4, canaryExists: true, canaryReplicas: 1, canaryAvailable: 1, canaryWeight: 0}, "- 1 75/25 false"},
+		{"step 0 by weight, in effect", state(appv1.RolloutProgressing, 0, v1),
+			rolloutLive{gateway: true, n: 4, stableReplicas: 4, canaryExists: true, canaryReplicas: 1, canaryAvailable: 1, canaryWeight: 25}, "- 1 75/25 true"},
+		{"a weight in effect stays while a canary pod restarts", state(appv1.RolloutPaused, 1, v1),
+			rolloutLive{gateway: true, n: 4, stableReplicas: 4, canaryExists: true, canaryReplicas: 1, canaryAvailable: 0, canaryWeight: 25}, "- 1 75/25 false"},
+		{"aborted by replicas: canary to 0 at once", func() *appv1.RolloutStatus {
+			r := state(appv1.RolloutAborted, 0, v1)
+			r.CanaryScaleDownAt = &later
+			return r
+		}(), rolloutLive{n: 4, stableReplicas: 3, canaryExists: true, canaryReplicas: 1, canaryWeight: -1}, "- 0 - false"},
+		{"aborted by weight: all traffic to stable, the canary kept for its delay", func() *appv1.RolloutStatus {
+			r := state(appv1.RolloutAborted, 0, v1)
+			r.CanaryScaleDownAt = &later
+			return r
+		}(), rolloutLive{gateway: true, n: 4, stableReplicas: 4, canaryExists: true, canaryReplicas: 1, canaryWeight: 25}, "- - 100/0 false"},
+		{"promotion by weight: the canary grows to the stable's count first", state(appv1.RolloutProgressing, 3, v1),
+			rolloutLive{gateway: true, n: 4, stableReplicas: 4, canaryExists: true, canaryReplicas: 1, canaryAvailable: 1, canaryWeight: 25}, "- 4 75/25 false"},
+		{"promotion by weight: then takes all the traffic", state(appv1.RolloutProgressing, 3, v1),
+			rolloutLive{gateway: true, n: 4, stableReplicas: 4, canaryExists: true, canaryReplicas: 4, canaryAvailable: 4, canaryWeight: 100}, "- 4 0/100 true"},
+		{"promotion's last stage: the stable rolls with its own replicas", state(appv1.RolloutProgressing, 3, v2),
+			rolloutLive{n: 4, stableReplicas: 1, canaryExists: true, canaryReplicas: 4, canaryAvailable: 4, canaryWeight: -1}, "- 4 - false"},
+		{"promoted by weight: the canary kept for its delay, the route back on the App's Service",
+			&appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: v2, CanaryScaleDownAt: &later},
+			rolloutLive{gateway: true, n: 4, stableReplicas: 4, canaryExists: true, canaryReplicas: 4, canaryWeight: 100}, "- - - true"},
+		{"a rollout that ended unpromoted, by weight: nothing to the canary while it goes",
+			&appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: v1},
+			rolloutLive{gateway: true, n: 4, stableReplicas: 4, canaryExists: true, canaryReplicas: 1, canaryWeight: 25}, "- - 100/0 true"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := planRollout(s, tt.r, tt.l, testNow)
+			str := func(v *int32) string {
+				if v == nil {
+					return "-"
+				}
+				return fmt.Sprint(*v)
+			}
+			split := "-"
+			if p.split != nil {
+				split = fmt.Sprintf("%d/%d", p.split.stable, p.split.canary)
+			}
+			if got := fmt.Sprintf("%s %s %s %t", str(p.stableReplicas), str(p.canaryReplicas), split, p.stepDone); got != tt.want {
+				t.Errorf("plan %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// canaryWorld returns a world of an App web of 4 replicas, Ready, to which the strategy
+// of canaryStrategy was just added (so its status has no rollout yet), with the Gateway
+// API (an HTTPRoute to Gateway public) when gateway is true.
+func canaryWorld(t *testing.T, gateway bool) *world {
+	t.Helper()
+	f := newFixture(t)
+	app := newApp("web", testNow.Add(-time.Hour))
+	app.Spec.DeploymentTemplate.Replicas = ptr.To[int32](4)
+	if gateway {
+		f = newGatewayFixture(t, nil)
+		app.Spec.Route = &appv1.Route{Hosts: []appv1.Hostname{"web.example.com"}, ParentRefs: []appv1.GatewayRef{{Name: "public"}}}
+	}
+	app.Status.ObservedGeneration = 1
+	synced := syncedAppOn(t, f, app)
+	w := newWorld(t, f, synced)
+	w.deploymentSettles("web-deploy", "aaaa")
+	if gateway {
+		w.routeAccepted()
+	}
+	if err := f.sync(app.Namespace, app.Name); err != nil { // RouteAccepted, the counts
+		t.Fatal(err)
+	}
+	f.catchUp()
+	if err := f.inf.Apps.Informer().GetIndexer().Update(w.app()); err != nil {
+		t.Fatal(err)
+	}
+	w.step("synced", nil, "")
+	w.edit(true, func(a *appv1.App) { a.Spec.Rollout = &appv1.Rollout{Canary: canaryStrategy()} })
+	return w
+}
+
+// syncedAppOn syncs app on f with its children as the API server holds them, and returns
+// it as the cache shows it then.
+func syncedAppOn(t *testing.T, f *fixture, app *appv1.App) *appv1.App {
+	t.Helper()
+	f.addApps(app)
+	f.addDeployments(liveDeployment(t, app))
+	f.addServices(liveService(t, app))
+	if err := f.sync(app.Namespace, app.Name); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp()
+	obj, _, _ := f.c.getApp(nameOf(app))
+	return obj
+}
+
+// routeAccepted reports the App's HTTPRoute accepted by its Gateway, at its generation.
+func (w *world) routeAccepted() {
+	w.t.Helper()
+	gvr := gatewayv1.SchemeGroupVersion.WithResource("httproutes")
+	obj, err := w.f.gatewayClient.Tracker().Get(gvr, w.key.Namespace, w.key.Name)
+	if err != nil {
+		w.t.Fatalf("getting the HTTPRoute: %v", err)
+	}
+	r := obj.(*gatewayv1.HTTPRoute).DeepCopy()
+	r.Status.Parents = []gatewayv1.RouteParentStatus{parentStatus(r.Generation,
+		metav1.Condition{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted"},
+		metav1.Condition{Type: "ResolvedRefs", Status: metav1.ConditionTrue, Reason: "ResolvedRefs"})}
+	r.Status.Parents[0].ParentRef = gatewayv1.ParentReference{Name: "public"}
+	if err := w.f.gatewayClient.Tracker().Update(gvr, r, w.key.Namespace); err != nil {
+		w.t.Fatal(err)
+	}
+	w.f.catchUp()
+}
+
+// deploymentSettles reports the Deployment name rolled out, as the deployment
+// controller would: every replica of its spec updated, ready and available, its pods of
+// the ReplicaSet name-hash; the caches catch up.
+func (w *world) deploymentSettles(name, hash string) {
+	w.t.Helper()
+	d := w.trackedDeployment(name)
+	r := ptr.Deref(d.Spec.Replicas, 1)
+	w.deploymentStatus(d, appsv1.DeploymentStatus{
+		ObservedGeneration: d.Generation, Replicas: r, UpdatedReplicas: r, ReadyReplicas: r, AvailableReplicas: r,
+		Conditions: []appsv1.DeploymentCondition{
+			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
+			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable",
+				Message: fmt.Sprintf("ReplicaSet %q has successfully progressed.", name+"-"+hash)},
+		},
+	})
+	w.f.catchUp()
+}
+
+// edit changes the App as a user's write would: its spec (a new generation) or its
+// metadata.
+func (w *world) edit(spec bool, change func(*appv1.App)) {
+	w.t.Helper()
+	app := w.app().DeepCopy()
+	change(app)
+	if spec {
+		app.Generation++
+	}
+	w.f.statusRV++
+	app.ResourceVersion = fmt.Sprint(w.f.statusRV)
+	if err := w.f.inf.Apps.Informer().GetIndexer().Update(app); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// request writes a kubectl app request on the App, naming its current rollout.
+func (w *world) request(action appv1.RolloutAction, id string) {
+	w.t.Helper()
+	r := w.app().Status.Rollout
+	req := appv1.RolloutRequest{Action: action, Canary: r.Canary.PodTemplateHash, Step: r.CurrentStepIndex, ID: id}
+	w.edit(false, func(a *appv1.App) {
+		if a.Annotations == nil {
+			a.Annotations = map[string]string{}
+		}
+		a.Annotations[appv1.RolloutRequestAnnotation] = req.String()
+	})
+}
+
+// step runs one sync and checks its writes (as "verb resource[/subresource] name",
+// in any order) and the rollout's phase and step afterwards.
+func (w *world) step(what string, wantWrites []string, wantRollout string) {
+	w.t.Helper()
+	n := len(w.writes)
+	w.f.kubeClient.ClearActions()
+	if err := w.f.syncOnce(w.key.Namespace, w.key.Name); err != nil {
+		w.t.Fatalf("%s: syncApp: %v", what, err)
+	}
+	var got []string
+	for _, a := range w.f.writes() {
+		d := describe(a)
+		s := d.verb + " " + d.resource
+		if d.subresource != "" {
+			s += "/" + d.subresource
+		}
+		got = append(got, s+" "+d.name)
+		w.writes = append(w.writes, s)
+	}
+	w.events = append(w.events, w.f.events()...)
+	_ = n
+	// The informers deliver what was written, as they would before the next sync.
+	w.f.catchUp()
+	if err := w.f.inf.Apps.Informer().GetIndexer().Update(w.app()); err != nil {
+		w.t.Fatal(err)
+	}
+	if !sameMultiset(got, wantWrites) {
+		w.t.Errorf("%s: writes %q, want %q", what, got, wantWrites)
+	}
+	if r := w.app().Status.Rollout; wantRollout != "" {
+		if got := fmt.Sprintf("%s %d", r.Phase, r.CurrentStepIndex); r == nil || got != wantRollout {
+			w.t.Errorf("%s: rollout %s, want %s (%s)", what, got, wantRollout, r.Message)
+		}
+	}
+}
+
+// deploymentReplicas returns the spec replicas of the Deployment name as the fake API
+// server holds it, -1 when it does not exist.
+func (w *world) deploymentReplicas(name string) int32 {
+	obj, err := w.f.kubeClient.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), w.key.Namespace, name)
+	if err != nil {
+		return -1
+	}
+	return ptr.Deref(obj.(*appsv1.Deployment).Spec.Replicas, 1)
+}
+
+// image returns the image of the App's container in the Deployment name.
+func (w *world) image(name string) string {
+	obj, err := w.f.kubeClient.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), w.key.Namespace, name)
+	if err != nil {
+		return ""
+	}
+	return obj.(*appsv1.Deployment).Spec.Template.Spec.Containers[0].Image
+}
+
+// TestRolloutWrites walks a rollout by replicas through its steps and counts each
+// step's writes: a setWeight step costs the canary Deployment, the stable Deployment and
+// the status; a pause the status; a resync in a pause nothing; kstatus reads
+// InProgress all along, Current at the end.
+func TestRolloutWrites(t *testing.T) {
+	w := canaryWorld(t, false)
+	w.step("the strategy added: Healthy, nothing rolls", []string{"create controllerrevisions web-<rev>", "patch apps/status web"}, "Healthy 0")
+	w.step("a resync", nil, "Healthy 0")
+	w.expectKStatus("Healthy", kstatus.CurrentStatus)
+
+	w.edit(true, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	w.step("a new image: a rollout starts, the canary is created at 1 pod",
+		[]string{"create controllerrevisions web-<rev>", "patch apps/status web", "patch deployments web-deploy-canary"}, "Progressing 0")
+	if w.deploymentReplicas("web-deploy-canary") != 1 || w.deploymentReplicas("web-deploy") != 4 || w.image("web-deploy") != "nginx" || w.image("web-deploy-canary") != "nginx:2" {
+		t.Errorf("stable %d (%s), canary %d (%s): want 4 nginx, 1 nginx:2", w.deploymentReplicas("web-deploy"), w.image("web-deploy"),
+			w.deploymentReplicas("web-deploy-canary"), w.image("web-deploy-canary"))
+	}
+	w.expectKStatus("Progressing", kstatus.InProgressStatus)
+	w.step("the canary not available yet: nothing", nil, "Progressing 0")
+
+	w.deploymentSettles("web-deploy-canary", "cccc")
+	w.step("the canary available: the stable scales to its share", []string{"patch deployments web-deploy"}, "Progressing 0")
+	if w.deploymentReplicas("web-deploy") != 3 {
+		t.Errorf("stable at %d replicas, want 3", w.deploymentReplicas("web-deploy"))
+	}
+	w.deploymentSettles("web-deploy", "aaaa")
+	w.step("the stable at its share: the step is done, the pause starts", []string{"patch apps/status web"}, "Paused 1")
+	w.expectKStatus("Paused", kstatus.InProgressStatus)
+	w.step("a resync in the pause", nil, "Paused 1")
+	w.at(2 * time.Hour)
+	w.step("a resync two hours later", nil, "Paused 1")
+	if c := meta.FindStatusCondition(w.app().Status.Conditions, appv1.ConditionReady); c == nil || c.Reason != appv1.ReasonRolloutPaused {
+		t.Errorf("Ready = %+v, want reason RolloutPaused", c)
+	}
+
+	w.request(appv1.RolloutActionPromote, "promote-1")
+	w.step("kubectl app promote: setWeight 100, the canary grows to 4", []string{"patch apps/status web", "patch deployments web-deploy-canary"}, "Progressing 2")
+	w.step("the same request again: nothing", nil, "Progressing 2")
+	w.deploymentSettles("web-deploy-canary", "cccc")
+	w.step("the canary at 4: the stable down to one pod", []string{"patch deployments web-deploy"}, "Progressing 2")
+	w.deploymentSettles("web-deploy", "aaaa")
+	w.step("the last step done: promotion", []string{"patch apps/status web"}, "Progressing 3")
+	w.step("promotion, first stage: the stable gets the new template and its replicas",
+		[]string{"patch apps/status web", "patch deployments web-deploy"}, "Progressing 3")
+	if w.image("web-deploy") != "nginx:2" || w.deploymentReplicas("web-deploy") != 4 {
+		t.Errorf("stable %s at %d, want nginx:2 at 4", w.image("web-deploy"), w.deploymentReplicas("web-deploy"))
+	}
+	w.step("the stable rolling: nothing", nil, "Progressing 3")
+	w.deploymentSettles("web-deploy", "bbbb")
+	w.step("the stable rolled out: promoted, Ready", []string{"patch apps/status web", "patch apps/status web"}, "Healthy 0")
+	w.expectKStatus("promoted", kstatus.CurrentStatus)
+	w.at(2*time.Hour + 29*time.Second)
+	w.step("the canary kept for scaleDownDelaySeconds", nil, "Healthy 0")
+	w.at(2*time.Hour + 31*time.Second)
+	w.step("then deleted", []string{"delete deployments web-deploy-canary"}, "Healthy 0")
+	w.f.catchUp()
+	w.step("at rest", nil, "Healthy 0")
+
+	wantEvents := []string{
+		"Normal RolloutStarted Rollout to revision web-",
+		"Normal Synced App synced successfully", // the canary created
+		"Normal Synced App synced successfully", // the stable scaled
+		"Normal RolloutStep Step 1 of 3 (setWeight 25) of the rollout to revision web-",
+		"Normal RolloutStep Step 2 of 3 (pause until promoted) of the rollout to revision web-",
+		"Normal Synced App synced successfully",
+		"Normal Synced App synced successfully",
+		"Normal RolloutStep Step 3 of 3 (setWeight 100) of the rollout to revision web-",
+		"Normal Synced App synced successfully",
+		"Normal RolloutPromoted Revision web-",
+		"Normal Pruned Deleted Deployment \"web-deploy-canary\": the canary of a rollout that ended",
+		"Normal Synced App synced successfully",
+	}
+	if len(w.events) != len(wantEvents) {
+		t.Fatalf("events %q, want %d", w.events, len(wantEvents))
+	}
+	for i, e := range w.events {
+		if !strings.HasPrefix(e, wantEvents[i]) {
+			t.Errorf("event %d %q, want %q...", i, e, wantEvents[i])
+		}
+	}
+}
+
+// toPause walks w's App from the strategy's addition to the pause of step 2, by
+// replicas (canary 1, stable 3), with a new image.
+func (w *world) toPause() {
+	w.t.Helper()
+	w.step("the strategy added", []string{"create controllerrevisions web-<rev>", "patch apps/status web"}, "Healthy 0")
+	w.edit(true, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	w.step("a new image", []string{"create controllerrevisions web-<rev>", "patch apps/status web", "patch deployments web-deploy-canary"}, "Progressing 0")
+	w.deploymentSettles("web-deploy-canary", "cccc")
+	w.step("the canary up", []string{"patch deployments web-deploy"}, "Progressing 0")
+	w.deploymentSettles("web-deploy", "aaaa")
+	w.step("the pause", []string{"patch apps/status web"}, "Paused 1")
+	w.events = nil
+}
+
+// canaryPod returns a pod of the canary's ReplicaSet web-deploy-canary-cccc in the state
+// captured on the real node in pkg/podhealth/testdata/NAME.yaml, created at created.
+func canaryPod(t *testing.T, w *world, name string, created time.Time) *corev1.Pod {
+	t.Helper()
+	pod := capturedPod(t, name, w.app(), created)
+	pod.Name = "web-deploy-canary-cccc-x7k2p"
+	pod.Labels[appv1.TrackLabel] = appv1.TrackCanary
+	pod.Labels["pod-template-hash"] = "cccc"
+	return pod
+}
+
+// TestRolloutAbort: a canary pod that keeps exiting aborts the rollout: the status (the
+// abort) and the canary scaled to 0, the stable back to its replicas, a Warning Event;
+// then a resync, a re-apply and a new sync write nothing, and kubectl app promote starts
+// the steps again.
+func TestRolloutAbort(t *testing.T) {
+	w := canaryWorld(t, false)
+	w.toPause()
+	before, err := testutil.GetCounterMetricValue(rolloutsAborted.WithLabelValues(appv1.ReasonCrashLoopBackOff))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.podReports(canaryPod(t, w, "crashloopbackoff-1", testNow.Add(-30*time.Second)))
+	w.step("a canary pod keeps exiting: aborted", []string{"patch apps/status web", "patch deployments web-deploy-canary", "patch deployments web-deploy"}, "Aborted 1")
+	if w.deploymentReplicas("web-deploy-canary") != 0 || w.deploymentReplicas("web-deploy") != 4 {
+		t.Errorf("canary at %d, stable at %d: want 0 and 4", w.deploymentReplicas("web-deploy-canary"), w.deploymentReplicas("web-deploy"))
+	}
+	ready := meta.FindStatusCondition(w.app().Status.Conditions, appv1.ConditionReady)
+	if ready == nil || ready.Reason != appv1.ReasonRolloutAborted || !strings.Contains(ready.Message, `Pod "web-deploy-canary-cccc-x7k2p" container "app-deploy-container" keeps exiting`) {
+		t.Errorf("Ready = %+v, want RolloutAborted naming the pod and container", ready)
+	}
+	w.expectKStatus("aborted", kstatus.FailedStatus)
+	if after, _ := testutil.GetCounterMetricValue(rolloutsAborted.WithLabelValues(appv1.ReasonCrashLoopBackOff)); after-before != 1 {
+		t.Errorf("app_controller_rollouts_aborted_total{reason=CrashLoopBackOff} +%v, want +1", after-before)
+	}
+	if len(w.events) != 2 || !strings.HasPrefix(w.events[0], "Warning RolloutAborted Rollout to revision web-") {
+		t.Errorf("events %q, want the Warning RolloutAborted and Synced", w.events)
+	}
+
+	w.deploymentSettles("web-deploy-canary", "cccc")
+	w.deploymentSettles("web-deploy", "aaaa")
+	w.podGone(canaryPod(t, w, "crashloopbackoff-1", testNow))
+	w.step("the stable back at 4: its counts held back", nil, "Aborted 1")
+	w.at(2 * time.Second)
+	w.step("then written", []string{"patch apps/status web"}, "Aborted 1")
+	w.step("a resync", nil, "Aborted 1")
+	w.edit(false, func(a *appv1.App) { a.Labels = map[string]string{"team": "a"} })
+	w.step("the manifest re-applied by a GitOps tool (a label of its own): nothing", nil, "Aborted 1")
+	w.at(time.Hour)
+	w.step("an hour later", nil, "Aborted 1")
+
+	w.request(appv1.RolloutActionPromote, "retry-1")
+	w.step("kubectl app promote retries", []string{"patch apps/status web", "patch deployments web-deploy-canary"}, "Progressing 0")
+}
+
+// route returns the backends of the App's HTTPRoute as the fake API server holds it,
+// "service:weight" ("service" without a weight).
+func (w *world) route() []string {
+	w.t.Helper()
+	obj, err := w.f.gatewayClient.Tracker().Get(gatewayv1.SchemeGroupVersion.WithResource("httproutes"), w.key.Namespace, w.key.Name)
+	if err != nil {
+		w.t.Fatalf("getting the HTTPRoute: %v", err)
+	}
+	var out []string
+	for _, b := range obj.(*gatewayv1.HTTPRoute).Spec.Rules[0].BackendRefs {
+		s := string(b.Name)
+		if b.Weight != nil {
+			s += fmt.Sprintf(":%d", *b.Weight)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// selectorOf returns the selector of the Service name, "" when it does not exist.
+func (w *world) selectorOf(name string) string {
+	obj, err := w.f.kubeClient.Tracker().Get(corev1.SchemeGroupVersion.WithResource("services"), w.key.Namespace, name)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprint(obj.(*corev1.Service).Spec.Selector)
+}
+
+// TestRolloutGateway: with an HTTPRoute, the weights split the traffic between a stable
+// Service (the stable pods by their pod-template-hash) and a canary Service; the stable
+// keeps its 4 replicas; the weight moves once the canary's pods are available; an abort
+// moves it back in one write and keeps the canary pods for abortScaleDownDelaySeconds.
+func TestRolloutGateway(t *testing.T) {
+	w := canaryWorld(t, true)
+	w.step("the strategy added", []string{"create controllerrevisions web-<rev>", "patch apps/status web"}, "Healthy 0")
+	if got := w.route(); !slices.Equal(got, []string{"web-service"}) {
+		t.Errorf("route %q, want the App's Service", got)
+	}
+	w.edit(true, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	w.step("a new image: the canary, the split Services, the route split at 100/0", []string{
+		"create controllerrevisions web-<rev>", "patch apps/status web", "patch deployments web-deploy-canary",
+		"patch services web-service-stable", "patch services web-service-canary", "patch httproutes web",
+	}, "Progressing 0")
+	if got := w.route(); !slices.Equal(got, []string{"web-service-stable:100", "web-service-canary:0"}) {
+		t.Errorf("route %q, want stable 100, canary 0 until the canary is up", got)
+	}
+	if s, c := w.selectorOf("web-service-stable"), w.selectorOf("web-service-canary"); s != "map[app.kubernetes.io/instance:web app.kubernetes.io/name:web pod-template-hash:aaaa]" ||
+		c != "map[app.kubernetes.io/instance:web app.kubernetes.io/name:web appcontroller.k8s.io/track:canary]" {
+		t.Errorf("selectors: stable %s, canary %s", s, c)
+	}
+	w.deploymentSettles("web-deploy-canary", "cccc")
+	w.step("the canary up: 25%", []string{"patch httproutes web"}, "Progressing 0")
+	if got := w.route(); !slices.Equal(got, []string{"web-service-stable:75", "web-service-canary:25"}) {
+		t.Errorf("route %q, want 75/25", got)
+	}
+	w.step("the weight in effect: the pause", []string{"patch apps/status web"}, "Paused 1")
+	if w.deploymentReplicas("web-deploy") != 4 {
+		t.Errorf("stable at %d, want 4: with an HTTPRoute the stable keeps its replicas", w.deploymentReplicas("web-deploy"))
+	}
+	w.step("a resync in the pause", nil, "Paused 1")
+
+	w.request(appv1.RolloutActionAbort, "abort-1")
+	w.step("kubectl app abort: all the traffic back at once", []string{"patch apps/status web", "patch httproutes web"}, "Aborted 1")
+	if got := w.route(); !slices.Equal(got, []string{"web-service-stable:100", "web-service-canary:0"}) {
+		t.Errorf("route %q, want 100/0", got)
+	}
+	if w.deploymentReplicas("web-deploy-canary") != 1 {
+		t.Errorf("canary at %d, want its pod kept for abortScaleDownDelaySeconds", w.deploymentReplicas("web-deploy-canary"))
+	}
+	w.at(31 * time.Second)
+	w.step("the abort's scale-down delay passed: the canary to 0", []string{"patch deployments web-deploy-canary"}, "Aborted 1")
+
+	w.edit(true, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx" })
+	w.step("back to the stable image: the rollout ends, the canary goes", []string{
+		"patch controllerrevisions web-<rev>", "patch apps/status web", "patch apps/status web", "delete deployments web-deploy-canary",
+	}, "Healthy 0")
+	w.step("the canary gone: the route back on the App's Service, the split Services go", []string{
+		"patch httproutes web", "delete services web-service-stable", "delete services web-service-canary",
+	}, "Healthy 0")
+	if got := w.route(); !slices.Equal(got, []string{"web-service"}) {
+		t.Errorf("route %q, want the App's Service", got)
+	}
+	w.step("at rest", nil, "Healthy 0")
+}
+
+// TestRolloutFastRollback: a change back to the stable template during a rollout ends
+// it at once, without steps; after a promotion, a change back to the previous stable
+// template (rollbackWindow) goes to the stable Deployment at once, no canary.
+func TestRolloutFastRollback(t *testing.T) {
+	w := canaryWorld(t, false)
+	w.toPause()
+	w.edit(true, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx" })
+	w.step("kubectl app rollback at the pause: the rollout ends at once", []string{
+		"patch controllerrevisions web-<rev>", "patch apps/status web", "patch apps/status web",
+		"delete deployments web-deploy-canary", "patch deployments web-deploy",
+	}, "Healthy 0")
+	if w.deploymentReplicas("web-deploy") != 4 || w.image("web-deploy") != "nginx" || w.deploymentReplicas("web-deploy-canary") != -1 {
+		t.Errorf("stable %s at %d, canary %d: want nginx at 4, no canary", w.image("web-deploy"), w.deploymentReplicas("web-deploy"), w.deploymentReplicas("web-deploy-canary"))
+	}
+	if !slices.ContainsFunc(w.events, func(e string) bool {
+		return strings.HasPrefix(e, "Normal RolloutRolledBack The App went back to its stable pod template")
+	}) {
+		t.Errorf("events %q, want RolloutRolledBack", w.events)
+	}
+
+	// A rollout to nginx:2 promoted (--full), then a rollback to nginx: at once.
+	w.deploymentSettles("web-deploy", "aaaa")
+	w.edit(true, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	w.step("nginx:2 again", []string{"patch controllerrevisions web-<rev>", "patch apps/status web", "patch deployments web-deploy-canary"}, "Progressing 0")
+	w.request(appv1.RolloutActionPromoteFull, "full-1")
+	w.step("kubectl app promote --full", []string{"patch apps/status web"}, "Progressing 3")
+	w.step("the stable gets nginx:2", []string{"patch apps/status web", "patch deployments web-deploy"}, "Progressing 3")
+	w.deploymentSettles("web-deploy", "bbbb")
+	w.step("promoted", []string{"patch apps/status web", "patch apps/status web"}, "Healthy 0")
+	if r := w.app().Status.Rollout; len(r.RecentStable) != 1 {
+		t.Errorf("recentStable %q, want the template of nginx", r.RecentStable)
+	}
+	w.edit(true, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx" })
+	w.step("kubectl app rollback after the promotion: to the stable at once", []string{
+		"patch controllerrevisions web-<rev>", "patch apps/status web", "patch deployments web-deploy",
+	}, "Healthy 0")
+	if w.image("web-deploy") != "nginx" || w.app().Status.Rollout.Canary != nil {
+		t.Errorf("stable %s, canary %+v: want nginx, no canary", w.image("web-deploy"), w.app().Status.Rollout.Canary)
+	}
+}
+
+// TestRolloutRequestIgnored: a promote of a step the rollout left is recorded as handled
+// with a Warning Event, and does nothing else.
+func TestRolloutRequestIgnored(t *testing.T) {
+	w := canaryWorld(t, false)
+	w.toPause()
+	r := w.app().Status.Rollout
+	stale := appv1.RolloutRequest{Action: appv1.RolloutActionPromote, Canary: r.Canary.PodTemplateHash, Step: 0, ID: "stale-1"}
+	w.edit(false, func(a *appv1.App) { a.Annotations = map[string]string{appv1.RolloutRequestAnnotation: stale.String()} })
+	w.step("a promote of step 1 at step 2", []string{"patch apps/status web"}, "Paused 1")
+	if w.app().Status.Rollout.LastRequest != "stale-1" || len(w.events) != 1 ||
+		w.events[0] != "Warning RolloutRequestIgnored kubectl app promote (request stale-1) ignored: it ends step 1, the rollout is at step 2" {
+		t.Errorf("lastRequest %q, events %q", w.app().Status.Rollout.LastRequest, w.events)
+	}
+	w.step("again", nil, "Paused 1")
+}
+
+// TestRolloutControllerRestart: a controller that starts in the middle of a rollout (a
+// restart, a new leader) resumes at the same step with the same weights: it writes
+// nothing, and goes on from there.
+func TestRolloutControllerRestart(t *testing.T) {
+	w := canaryWorld(t, false)
+	w.toPause()
+	app := w.app()
+
+	f := newFixture(t)
+	f.addApps(app.DeepCopy())
+	for _, name := range []string{"web-deploy", "web-deploy-canary"} {
+		obj, err := w.f.kubeClient.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), "tcs", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := obj.(*appsv1.Deployment).DeepCopy()
+		d.ManagedFields = nil
+		f.addDeployments(d)
+	}
+	obj, _ := w.f.kubeClient.Tracker().Get(corev1.SchemeGroupVersion.WithResource("services"), "tcs", "web-service")
+	s := obj.(*corev1.Service).DeepCopy()
+	s.ManagedFields = nil
+	f.addServices(s)
+	list, _ := w.f.kubeClient.AppsV1().ControllerRevisions("tcs").List(f.ctx, metav1.ListOptions{})
+	for i := range list.Items {
+		f.addRevisions(&list.Items[i])
+	}
+	restarted := newWorld(t, f, app)
+	restarted.step("the first sync of the new controller", nil, "Paused 1")
+	restarted.step("a resync", nil, "Paused 1")
+	if got := f.kubeClient.Actions(); len(got) != 1 || got[0].GetVerb() != "get" || got[0].GetResource().Resource != "controllerrevisions" {
+		t.Logf("reads: %v", got)
+	}
+	restarted.request(appv1.RolloutActionPromote, "after-restart")
+	restarted.step("kubectl app promote after the restart", []string{"patch apps/status web", "patch deployments web-deploy-canary"}, "Progressing 2")
+	if restarted.deploymentReplicas("web-deploy-canary") != 4 {
+		t.Errorf("canary at %d, want 4", restarted.deploymentReplicas("web-deploy-canary"))
+	}
+}
