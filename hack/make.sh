@@ -13,6 +13,10 @@
 #   make.sh manifests IMG                config/default, its image set to IMG
 #   make.sh helm-lint HELM CHART KUBE_VERSION
 #   make.sh fuzz FUZZTIME PKG:TARGET...
+#   make.sh release                      every artifact of $VERSION into $RELEASE_DIST
+#                                        (the settings in the environment: see cmd_release)
+#   make.sh lint GOLANGCI_LINT           golangci-lint (.golangci.yml) on every module of
+#                                        ours
 set -o errexit -o nounset -o pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -187,6 +191,148 @@ cmd_helm_lint() {
     done
 }
 
+# release writes every artifact of VERSION into RELEASE_DIST (docs/release.md): the image
+# index as an OCI layout tarball and its SBOMs, the chart, install.yaml and crds.yaml, the
+# plugin's archives and krew manifest, the release notes (CHANGELOG's section of VERSION),
+# and checksums.txt of them all. With REGISTRY it pushes the image and the chart there;
+# with COSIGN_KEY it signs checksums.txt and, pushed, the image. The same VERSION, commit
+# and REGISTRY give the same files, byte for byte: times come from SOURCE_DATE_EPOCH,
+# archives are written in a fixed order (hack/reprotar), nothing records the build
+# machine. The Makefile passes the settings in the environment: VERSION, RELEASE_DIST,
+# REGISTRY, RELEASE_PLATFORMS, PLUGIN_PLATFORMS, CHANGELOG, SOURCE_DATE_EPOCH, HELM,
+# IMAGEBUILD, COSIGN, COSIGN_KEY and COSIGN_FLAGS.
+cmd_release() {
+    local version="${VERSION}" dist="${RELEASE_DIST}" epoch="${SOURCE_DATE_EPOCH}"
+    if [[ ! "${version}" =~ ^v([0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?)$ ]]; then
+        echo "make release: VERSION=${version}: want vMAJOR.MINOR.PATCH[-PRERELEASE], e.g. VERSION=v0.1.0" >&2
+        return 2
+    fi
+    local chart_version="${BASH_REMATCH[1]}"
+    local repository="${REGISTRY:+${REGISTRY}/}app-controller"
+    local plain_http=() cosign_registry=()
+    case "${REGISTRY:-}" in
+    127.* | localhost:* | "[::1]":*)
+        # The local cluster's registry: plain HTTP on loopback.
+        plain_http=(--plain-http)
+        cosign_registry=(--allow-http-registry --allow-insecure-registry)
+        ;;
+    esac
+    local section
+    section="$(changelog_section "${CHANGELOG}" "${chart_version}")" || return 1
+    if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+        echo "make release: warning: the tree has uncommitted changes: this release is not commit $(git rev-parse --short HEAD)'s" >&2
+    fi
+
+    rm -rf "${dist}"
+    mkdir -p "${dist}"
+    local work="${dist}/.build" # removed before the checksums
+    echo "make release: image ${repository}:${version} (${RELEASE_PLATFORMS})"
+    "${MAKE:-make}" --no-print-directory image VERSION="${version}" PLATFORMS="${RELEASE_PLATFORMS}" \
+        IMG="${repository}:${version}" IMAGE_DIR="${work}/image" >/dev/null
+    local digest platform
+    digest="$(cat "${work}/image/index.digest")"
+    "${GO}" run ./hack/reprotar tar --mtime "${epoch}" --out "${dist}/app-controller_${version}_image.oci.tar" "${work}/image/oci"
+    for platform in ${RELEASE_PLATFORMS//,/ }; do
+        cp "${work}/image/${platform//\//-}/sbom.cdx.json" "${dist}/app-controller_${version}_${platform//\//_}.sbom.cdx.json"
+    done
+
+    echo "make release: install.yaml and crds.yaml"
+    cmd_manifests "${repository}:${version}@${digest}" >"${dist}/install.yaml"
+    "${KUBECTL}" kustomize config/crd >"${dist}/crds.yaml"
+
+    echo "make release: chart app-controller ${chart_version} (appVersion ${version}, image ${repository})"
+    mkdir -p "${work}/chart"
+    cp -R charts/app-controller "${work}/chart/"
+    sed -i "s|^  repository: app-controller\$|  repository: ${repository}|" "${work}/chart/app-controller/values.yaml"
+    "${HELM}" package "${work}/chart/app-controller" --version "${chart_version}" --app-version "${version}" -d "${dist}" >/dev/null
+    # helm package stamps every file with the time of the packaging.
+    "${GO}" run ./hack/reprotar retime --mtime "${epoch}" "${dist}/app-controller-${chart_version}.tgz"
+
+    echo "make release: kubectl plugin (${PLUGIN_PLATFORMS})"
+    "${MAKE:-make}" --no-print-directory plugin-dist VERSION="${version}" PLUGIN_DIST="${dist}" PLUGIN_PLATFORMS="${PLUGIN_PLATFORMS}" >/dev/null
+    rm -rf "${dist}/build"
+
+    release_notes "${version}" "${section}" "${repository}" "${digest}" "${chart_version}" >"${dist}/release-notes.md"
+
+    if [ -n "${REGISTRY:-}" ]; then
+        echo "make release: pushing the image and the chart to ${REGISTRY}"
+        "${IMAGEBUILD}" push --layout "${work}/image/oci" "${repository}:${version}"
+        "${HELM}" push "${dist}/app-controller-${chart_version}.tgz" "oci://${REGISTRY}/charts" "${plain_http[@]}"
+    fi
+    rm -rf "${work}"
+    (cd "${dist}" && find . -maxdepth 1 -type f -printf '%P\n' | LC_ALL=C sort | xargs sha256sum >../.checksums.$$ && mv ../.checksums.$$ checksums.txt)
+
+    if [ -n "${COSIGN_KEY:-}" ]; then
+        echo "make release: signing checksums.txt${REGISTRY:+ and ${repository}@${digest}} with ${COSIGN_KEY}"
+        # shellcheck disable=SC2086 # COSIGN_FLAGS is a list of flags
+        "${COSIGN}" sign-blob --yes --key "${COSIGN_KEY}" ${COSIGN_FLAGS} \
+            --bundle "${dist}/checksums.txt.sigstore.json" "${dist}/checksums.txt" >/dev/null
+        if [ -n "${REGISTRY:-}" ]; then
+            # shellcheck disable=SC2086
+            "${COSIGN}" sign --yes --key "${COSIGN_KEY}" ${COSIGN_FLAGS} "${cosign_registry[@]}" "${repository}@${digest}"
+        fi
+    fi
+    echo "make release: ${dist}: $(wc -l <"${dist}/checksums.txt") files in checksums.txt; image ${repository}:${version}@${digest}"
+}
+
+# changelog_section prints the section of version (without its v) of a Keep a Changelog
+# file, from "## [VERSION]" up to the next "## " or the link references; it fails when
+# there is none.
+changelog_section() {
+    local file="$1" version="$2" body
+    body="$(awk -v v="${version}" '
+        /^## / { on = (index($0, "## [" v "]") == 1) }
+        /^\[[^]]*\]: / { on = 0 }
+        on { print }' "${file}")"
+    if [ -z "${body}" ]; then
+        echo "make release: ${file} has no section \"## [${version}]\": write the release's changes there first" >&2
+        return 1
+    fi
+    printf '%s\n' "${body}"
+}
+
+# release_notes prints the notes of a release: its CHANGELOG section, then where each
+# artifact is and how to check it.
+release_notes() {
+    local version="$1" section="$2" repository="$3" digest="$4" chart_version="$5" heading
+    heading="${section%%$'\n'*}"
+    printf '# app-controller %s\n' "${version}"
+    if [[ "${heading}" == *" - "* ]]; then
+        printf '\nReleased %s.\n' "${heading##* - }"
+    fi
+    local body="${section#"${heading}"}"
+    printf '%s\n\n' "${body#$'\n'}"
+    printf '## Artifacts\n\n'
+    printf -- '- Image: `%s:%s`, index `%s` (%s); also `app-controller_%s_image.oci.tar` (an OCI layout) and its CycloneDX SBOMs `app-controller_%s_<os>_<arch>.sbom.cdx.json`.\n' \
+        "${repository}" "${version}" "${digest}" "${RELEASE_PLATFORMS//,/, }" "${version}" "${version}"
+    if [ -n "${REGISTRY:-}" ]; then
+        printf -- '- Helm chart: `helm install app-controller oci://%s/charts/app-controller --version %s`, or `app-controller-%s.tgz`.\n' "${REGISTRY}" "${chart_version}" "${chart_version}"
+    else
+        printf -- '- Helm chart: `app-controller-%s.tgz`.\n' "${chart_version}"
+    fi
+    printf -- '- `install.yaml` (everything, the image pinned by digest: `kubectl apply --server-side -f install.yaml`) and `crds.yaml` (the CRD alone).\n'
+    printf -- '- kubectl plugin: `kubectl-app_%s_<os>_<arch>.tar.gz` and the krew manifest `app.yaml`.\n' "${version}"
+    printf -- '- `checksums.txt`: the sha256 of every file (`sha256sum -c checksums.txt`); its cosign signature `checksums.txt.sigstore.json` when the release is signed (docs/release.md).\n'
+}
+
+# LINT_MODULES are the modules make lint checks, each with the packages that are ours:
+# the project, the chart's tests, the image builder of the tools module (whose other
+# packages only build the Kubernetes components, etcd and kwok) and the soak's plotter.
+LINT_MODULES=(".:./..." "test/chart:./..." "hack/tools:./imagebuild/..." "hack/tools/soakplot:./...")
+
+# lint runs golangci-lint with the root's .golangci.yml in each of LINT_MODULES, and
+# fails if any finds something.
+cmd_lint() {
+    local lint="$1" entry dir pkgs rc=0
+    for entry in "${LINT_MODULES[@]}"; do
+        dir="${entry%%:*}"
+        pkgs="${entry#*:}"
+        echo "golangci-lint run ${pkgs} (in ${dir})"
+        (cd "${dir}" && "${lint}" run --config "${ROOT}/.golangci.yml" "${pkgs}") || rc=1
+    done
+    return "${rc}"
+}
+
 # fuzz runs each Go fuzz target (package:target) for FUZZTIME.
 cmd_fuzz() {
     local fuzztime="$1" t
@@ -197,7 +343,7 @@ cmd_fuzz() {
     done
 }
 
-cmd="${1:?usage: make.sh test|cross|sbom|plugin-dist|manifests|helm-lint|fuzz ...}"
+cmd="${1:?usage: make.sh test|cross|sbom|plugin-dist|manifests|helm-lint|lint|release|fuzz ...}"
 shift
 case "${cmd}" in
 test) cmd_test "$@" ;;
@@ -207,6 +353,8 @@ plugin-dist) cmd_plugin_dist "$@" ;;
 manifests) cmd_manifests "$@" ;;
 helm-lint) cmd_helm_lint "$@" ;;
 fuzz) cmd_fuzz "$@" ;;
+lint) cmd_lint "$@" ;;
+release) cmd_release "$@" ;;
 *)
     echo "make.sh: unknown command ${cmd}" >&2
     exit 2

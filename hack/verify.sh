@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fails when anything generated is stale, when code is not gofmt-clean, when go vet
-# complains, when a go.mod is not tidy, or when the apply configuration externals of
+# Fails when anything generated is stale, when code is not gofmt-clean, when go vet or
+# golangci-lint ($GOLANGCI_LINT, make lint) complains, when a go.mod is not tidy, or when the apply configuration externals of
 # update-codegen.sh do not match the API. Regenerates into a clean copy of the tree (git
 # archive of the tracked and not-ignored files) so the working tree is never modified.
 set -o errexit -o nounset -o pipefail
@@ -24,9 +24,12 @@ go vet ./... || failed=1
 (cd test/chart && go vet ./...) || failed=1
 (cd hack/tools/soakplot && go vet ./...) || failed=1
 
+echo "verify: golangci-lint"
+./hack/make.sh lint "${GOLANGCI_LINT:-${ROOT}/bin/golangci-lint}" || failed=1
+
 echo "verify: go.mod tidy"
 # hack/tools/traefik is left out: tidying it downloads Traefik's 2.6 GB of modules (make e2e-traffic).
-for dir in . hack/tools hack/tools/docs hack/tools/metrics-server hack/tools/sbom hack/tools/soakplot test/chart; do
+for dir in . hack/tools hack/tools/docs hack/tools/metrics-server hack/tools/sbom hack/tools/soakplot hack/tools/lint hack/tools/cosign test/chart; do
     if ! (cd "${dir}" && go mod tidy -diff >/dev/null); then
         echo "${dir}/go.mod is not tidy: run 'go mod tidy' in ${dir}" >&2
         failed=1

@@ -46,6 +46,10 @@ The binaries in --bin-dir are built by 'make tools'. The admin kubeconfig is wri
 background process in <state-dir>/localcluster.log.
 `
 
+// cmdDown is the command that stops the control plane: it runs to its end, Ctrl-C or
+// not, and takes neither --bin-dir nor the options of up.
+const cmdDown = "down"
+
 func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
@@ -58,7 +62,7 @@ func main() {
 		run = localcluster.Up
 	case "serve":
 		run = localcluster.Serve
-	case "down":
+	case cmdDown:
 		run = func(_ context.Context, opts localcluster.DaemonOptions) error { return localcluster.Down(opts) }
 	case "can-run-real-node":
 		// For make: one line saying why not, and exit status 1.
@@ -76,13 +80,7 @@ func main() {
 	}
 	opts, err := parseFlags(cmd, args)
 	if err == nil {
-		ctx := context.Background()
-		if cmd != "down" { // down runs to its end; Ctrl-C stops up and serve in order
-			var stop context.CancelFunc
-			ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-			defer stop()
-		}
-		err = run(ctx, opts)
+		err = runCommand(cmd, run, opts)
 	}
 	if err != nil {
 		if !errors.Is(err, localcluster.ErrInterrupted) { // already reported by up
@@ -90,6 +88,18 @@ func main() {
 		}
 		os.Exit(1)
 	}
+}
+
+// runCommand runs cmd: up and serve until they end or Ctrl-C (SIGINT, SIGTERM) stops
+// them in order; down to its end.
+func runCommand(cmd string, run func(context.Context, localcluster.DaemonOptions) error, opts localcluster.DaemonOptions) error {
+	ctx := context.Background()
+	if cmd != cmdDown {
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+	}
+	return run(ctx, opts)
 }
 
 // parseFlags parses the flags of cmd into its options; up and serve also take --bin-dir
@@ -101,7 +111,7 @@ func parseFlags(cmd string, args []string) (localcluster.DaemonOptions, error) {
 		fmt.Fprintf(fs.Output(), "Usage of localcluster %s:\n", cmd)
 		fs.PrintDefaults()
 	}
-	if cmd != "down" {
+	if cmd != cmdDown {
 		fs.StringVar(&opts.BinDir, "bin-dir", "", "directory with the control plane binaries and kwok-stages/ (built by 'make tools'); default: $"+localcluster.BinDirEnv+" or <repo>/bin")
 		fs.StringVar(&opts.CRDDir, "crd-dir", "", "directory of CustomResourceDefinition YAML files to install before kube-controller-manager starts (optional)")
 		fs.StringVar(&opts.GatewayAPIDir, "gateway-api-dir", "", "directory of the Gateway API's standard CRDs; its CRDs are installed with --crd-dir's (optional)")

@@ -30,6 +30,13 @@ const (
 	intOrStringMaxLength = 64
 )
 
+// The OpenAPI keywords of the bounds.
+const (
+	maxItems      = "maxItems"
+	maxLength     = "maxLength"
+	maxProperties = "maxProperties"
+)
+
 // override bounds the schema at a path under spec ("deploymentTemplate.env[].value"; "[]"
 // is a list's item, "{}" a map's value). Paths end-match: "args[]" bounds every args
 // item.
@@ -41,24 +48,24 @@ type override struct {
 
 var overrides = []override{
 	// A command line or a script given as an argument ("sh -c ...") may be long.
-	{"command", "maxItems", 256},
-	{"args", "maxItems", 256},
-	{"command[]", "maxLength", 32768},
-	{"args[]", "maxLength", 32768},
-	{"exec.command", "maxItems", 256},
-	{"exec.command[]", "maxLength", 32768},
+	{"command", maxItems, 256},
+	{"args", maxItems, 256},
+	{"command[]", maxLength, 32768},
+	{"args[]", maxLength, 32768},
+	{"exec.command", maxItems, 256},
+	{"exec.command[]", maxLength, 32768},
 	// An environment variable may hold a certificate or a small config file.
-	{"env", "maxItems", 256},
-	{"env[].value", "maxLength", 32768},
+	{"env", maxItems, 256},
+	{"env[].value", maxLength, 32768},
 	// An annotation may hold a template or a JSON document.
-	{"podAnnotations{}", "maxLength", 65536},
-	{"annotations{}", "maxLength", 65536},
+	{"podAnnotations{}", maxLength, 65536},
+	{"annotations{}", maxLength, 65536},
 	// Keys of a ConfigMap or Secret projected into a volume.
-	{"configMap.items", "maxItems", 256},
-	{"secret.items", "maxItems", 256},
+	{"configMap.items", maxItems, 256},
+	{"secret.items", maxItems, 256},
 	// Resource names: cpu, memory, ephemeral-storage, hugepages-*, extended resources.
-	{"resources.limits", "maxProperties", 16},
-	{"resources.requests", "maxProperties", 16},
+	{"resources.limits", maxProperties, 16},
+	{"resources.requests", maxProperties, 16},
 }
 
 func main() {
@@ -108,19 +115,19 @@ func bound(s map[string]any, path string) {
 	if s["x-kubernetes-int-or-string"] == true {
 		// A quantity, a port or a percentage: short. Bounding it keeps the CEL rules that
 		// parse quantities (requests within limits) within the cost budget.
-		setDefault(s, path, "maxLength", intOrStringMaxLength)
+		setDefault(s, path, maxLength, intOrStringMaxLength)
 		return
 	}
 	switch s["type"] {
 	case "array":
-		setDefault(s, path, "maxItems", defaultMaxItems)
+		setDefault(s, path, maxItems, defaultMaxItems)
 		if items, ok := s["items"].(map[string]any); ok {
 			bound(items, path+"[]")
 		}
 	case "string":
 		// Enums and formats (quantities, dates) bound themselves.
 		if _, enum := s["enum"]; !enum && s["format"] == nil {
-			setDefault(s, path, "maxLength", defaultMaxLength)
+			setDefault(s, path, maxLength, defaultMaxLength)
 		}
 	case "object":
 		if props, ok := s["properties"].(map[string]any); ok {
@@ -131,7 +138,7 @@ func bound(s map[string]any, path string) {
 			}
 		}
 		if ap, ok := s["additionalProperties"].(map[string]any); ok {
-			setDefault(s, path, "maxProperties", defaultMaxProperties)
+			setDefault(s, path, maxProperties, defaultMaxProperties)
 			bound(ap, path+"{}")
 		}
 	}

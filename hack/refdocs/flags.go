@@ -63,6 +63,15 @@ adds some to the local controller.
 	return nil
 }
 
+// shownDefault is the default a flag table shows for a flag of type typ: none for a
+// bool flag that is false or a list that is empty (what leaving the flag out means).
+func shownDefault(typ, def string) string {
+	if (typ == "bool" && def == "false") || def == "[]" {
+		return ""
+	}
+	return def
+}
+
 func writeFlag(w *bytes.Buffer, f *flag.Flag) error {
 	typ, usage := flag.UnquoteUsage(f)
 	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
@@ -79,10 +88,6 @@ func writeFlag(w *bytes.Buffer, f *flag.Flag) error {
 		}
 		typ = name
 	}
-	def := f.DefValue
-	if def == "false" && typ == "bool" {
-		def = ""
-	}
-	fmt.Fprintf(w, "| `--%s` | %s | %s | %s |\n", f.Name, typ, code(def), cell(usage))
+	fmt.Fprintf(w, "| `--%s` | %s | %s | %s |\n", f.Name, typ, code(shownDefault(typ, f.DefValue)), cell(usage))
 	return nil
 }

@@ -123,14 +123,10 @@ func writeFlagTable(w *bytes.Buffer, fs *pflag.FlagSet) {
 		if f.Shorthand != "" {
 			name = "-" + f.Shorthand + ", " + name
 		}
-		def := f.DefValue
-		if def == "[]" || (f.Value.Type() == "bool" && def == "false") {
-			def = ""
-		}
 		usage := f.Usage
 		if f.Deprecated != "" {
 			usage += " Deprecated: " + f.Deprecated
 		}
-		fmt.Fprintf(w, "| `%s` | %s | %s | %s |\n", name, f.Value.Type(), code(def), cell(usage))
+		fmt.Fprintf(w, "| `%s` | %s | %s | %s |\n", name, f.Value.Type(), code(shownDefault(f.Value.Type(), f.DefValue)), cell(usage))
 	})
 }

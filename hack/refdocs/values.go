@@ -172,9 +172,9 @@ func typeOf(s *schema, root *schema) string {
 
 // comment returns a YAML head comment as one paragraph.
 func comment(text string) string {
-	var lines []string
-	for _, l := range strings.Split(text, "\n") {
-		lines = append(lines, strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "#")))
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "#"))
 	}
 	return strings.TrimSpace(strings.Join(lines, " "))
 }

@@ -52,6 +52,8 @@ const (
 	clientBurst = "2000"
 	// concurrentSyncs is the number of deployment and replicaset workers.
 	concurrentSyncs = "20"
+	// noProfiling turns off a component's /debug/pprof handlers.
+	noProfiling = "--profiling=false"
 )
 
 // etcdArgs returns etcd's arguments: a single member on loopback with its data in dataDir.
@@ -99,7 +101,7 @@ func apiserverArgs(certs *certFiles, certDir, etcdURL string, securePort int) []
 		// permission to update the owner's finalizers, as on most production clusters,
 		// so the RBAC tests prove the */finalizers grants instead of assuming them.
 		"--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
-		"--profiling=false",
+		noProfiling,
 		// The apiserver reaches a real node's kubelet (logs, exec, port-forward) at its
 		// InternalIP, with the admin certificate, and checks the kubelet's serving
 		// certificate against the cluster's CA.
@@ -155,7 +157,7 @@ func controllerManagerArgs(certs *certFiles, kubeconfig string, securePort int, 
 		"--concurrent-replicaset-syncs=" + concurrentSyncs,
 		// HorizontalPodAutoscalers act within a second rather than the default 15s.
 		"--horizontal-pod-autoscaler-sync-period=1s",
-		"--profiling=false",
+		noProfiling,
 	}
 }
 
@@ -170,19 +172,20 @@ func schedulerArgs(certs *certFiles, kubeconfig string, securePort int) []string
 		"--leader-elect=false",
 		"--kube-api-qps=" + clientQPS,
 		"--kube-api-burst=" + clientBurst,
-		"--profiling=false",
+		noProfiling,
 	}
 }
 
 // kwokArgs returns kwok's arguments: it manages only nodes annotated
 // kwok.x-k8s.io/node=fake and serves its health endpoints on serverPort.
 func kwokArgs(kubeconfig string, stageFiles []string, serverPort int) []string {
-	args := []string{
-		"--kubeconfig=" + kubeconfig,
+	args := make([]string, 0, 4+len(stageFiles))
+	args = append(args,
+		"--kubeconfig="+kubeconfig,
 		"--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector=" + kwokNodeSelector,
-		"--server-address=" + hostPort(serverPort),
-	}
+		"--manage-nodes-with-annotation-selector="+kwokNodeSelector,
+		"--server-address="+hostPort(serverPort),
+	)
 	for _, f := range stageFiles {
 		args = append(args, "--config="+f)
 	}
@@ -208,7 +211,7 @@ func kwokStageFiles(dir string) ([]string, error) {
 	var files []string
 	for _, e := range entries {
 		name := e.Name()
-		if e.IsDir() || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
+		if e.IsDir() || (!strings.HasSuffix(name, ".yaml") && !strings.HasSuffix(name, ".yml")) {
 			continue
 		}
 		path := filepath.Join(dir, name)

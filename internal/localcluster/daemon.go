@@ -184,7 +184,7 @@ func follow(ctx context.Context, out io.Writer, d stateDir, serve *os.Process, e
 			fmt.Fprintln(out, "interrupted: stopping the starting control plane")
 			_ = serve.Signal(syscall.SIGTERM)
 			if exited != nil {
-				<-exited
+				<-exited //nolint:errcheck // its exit status after our SIGTERM tells nothing
 			}
 			copyNew()
 			return ErrInterrupted
@@ -253,7 +253,7 @@ func serve(ctx context.Context, opts DaemonOptions, start startFunc) error {
 	if err := writePIDFile(d.path(pidFile), os.Getpid()); err != nil {
 		return err
 	}
-	defer os.Remove(d.path(pidFile))
+	defer func() { _ = os.Remove(d.path(pidFile)) }() // gone with its process; a stale one is recognized (pid.go)
 
 	cluster, err := start(ctx, Options{
 		BinDir:        opts.BinDir,

@@ -76,7 +76,7 @@ func waitReady(parent context.Context, p *process, timeout time.Duration, check 
 			if parent.Err() != nil {
 				return fmt.Errorf("waiting for %s: %w", p.name, parent.Err())
 			}
-			return fmt.Errorf("%s not ready after %s (last probe: %v)", p.name, timeout, err)
+			return fmt.Errorf("%s not ready after %s (last probe: %w)", p.name, timeout, err)
 		case <-time.After(probeInterval):
 		}
 	}

@@ -77,7 +77,7 @@ func metricsServerArgs(dir, kubeconfig, caCert, addr string, port int) []string 
 		"--metric-resolution=" + metricsResolution.String(),
 		// It must be below 90% of the resolution.
 		"--kubelet-request-timeout=5s",
-		"--profiling=false",
+		noProfiling,
 	}
 }
 
@@ -180,7 +180,7 @@ func metricsServerRBAC() []func(context.Context, kubernetes.Interface) error {
 		func(ctx context.Context, cs kubernetes.Interface) error {
 			_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 				ObjectMeta: metav1.ObjectMeta{Name: role},
-				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+				RoleRef:    clusterRoleRef(role),
 				Subjects:   user,
 			}, metav1.CreateOptions{})
 			return err
@@ -188,7 +188,7 @@ func metricsServerRBAC() []func(context.Context, kubernetes.Interface) error {
 		func(ctx context.Context, cs kubernetes.Interface) error {
 			_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 				ObjectMeta: metav1.ObjectMeta{Name: role + ":auth-delegator"},
-				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:auth-delegator"},
+				RoleRef:    clusterRoleRef("system:auth-delegator"),
 				Subjects:   user,
 			}, metav1.CreateOptions{})
 			return err
@@ -225,7 +225,6 @@ func registerMetricsAPI(ctx context.Context, client kubernetes.Interface, dyn dy
 	apiService := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiregistration.k8s.io/v1",
 		"kind":       "APIService",
-		"metadata":   map[string]any{"name": MetricsAPIService},
 		"spec": map[string]any{
 			"group":                "metrics.k8s.io",
 			"version":              "v1beta1",
@@ -235,6 +234,7 @@ func registerMetricsAPI(ctx context.Context, client kubernetes.Interface, dyn dy
 			"versionPriority":      int64(100),
 		},
 	}}
+	apiService.SetName(MetricsAPIService)
 	err := createAll(ctx, client,
 		func(ctx context.Context, cs kubernetes.Interface) error {
 			_, err := cs.CoreV1().Services(metricsServerNamespace).Create(ctx, service, metav1.CreateOptions{})

@@ -70,7 +70,7 @@ func setupNodeNetwork(ctx context.Context) (*nodeNetwork, error) {
 		if _, err := os.Stat(filepath.Join("/run/netns", name)); err == nil {
 			continue
 		}
-		if _, err := run(ctx, "ip", "netns", "add", name); err != nil {
+		if err := run(ctx, "ip", "netns", "add", name); err != nil {
 			if strings.Contains(err.Error(), "File exists") {
 				continue
 			}
@@ -87,20 +87,20 @@ func setupNodeNetwork(ctx context.Context) (*nodeNetwork, error) {
 		return nil, fmt.Errorf("no free node network namespace among %s1..%d", nodeNetnsPrefix, maxNodeNetworks)
 	}
 	steps := [][]string{
-		{"ip", "link", "add", n.name, "type", "veth", "peer", "name", nodeIfName, "netns", n.name},
+		{"ip", "link", "add", n.name, "type", "veth", "peer", "name", nodeIfName, "netns", n.name}, //nolint:goconst // words of ip(8) command lines, not one value to name
 		{"ip", "addr", "add", n.hostIP + "/30", "dev", n.name},
-		{"ip", "link", "set", n.name, "up"},
+		{"ip", "link", "set", n.name, "up"}, //nolint:goconst // words of ip(8) command lines, not one value to name
 		{"ip", "-n", n.name, "addr", "add", n.nodeIP + "/30", "dev", nodeIfName},
 		{"ip", "-n", n.name, "link", "set", nodeIfName, "up"},
 		{"ip", "-n", n.name, "link", "set", "lo", "up"},
 	}
 	for _, args := range steps {
-		if _, err := run(ctx, args[0], args[1:]...); err != nil {
+		if err := run(ctx, args[0], args[1:]...); err != nil {
 			return nil, errors.Join(fmt.Errorf("setting up the node's network: %w", err), n.teardown(ctx))
 		}
 	}
 	for _, dst := range []string{podsRange, serviceClusterIPRange} {
-		_, err := run(ctx, "ip", "route", "add", "unreachable", dst)
+		err := run(ctx, "ip", "route", "add", "unreachable", dst)
 		switch {
 		case err == nil:
 			n.routesAdded = append(n.routesAdded, dst)
@@ -127,7 +127,7 @@ func setupNodeNetwork(ctx context.Context) (*nodeNetwork, error) {
 	}); err != nil {
 		return nil, errors.Join(err, n.teardown(ctx))
 	}
-	if _, err := run(ctx, "nsenter", "--net="+n.nsPath(), "iptables", "-w", "-I", "FORWARD", "1",
+	if err := run(ctx, "nsenter", "--net="+n.nsPath(), "iptables", "-w", "-I", "FORWARD", "1",
 		"-o", nodeIfName, "-m", "comment", "--comment", "localcluster: pods reach nothing outside the node", "-j", "DROP"); err != nil {
 		return nil, errors.Join(fmt.Errorf("isolating the node's pods: %w", err), n.teardown(ctx))
 	}
@@ -139,12 +139,12 @@ func setupNodeNetwork(ctx context.Context) (*nodeNetwork, error) {
 // cluster's node still needs them.
 func (n *nodeNetwork) teardown(ctx context.Context) error {
 	var errs []error
-	if _, err := run(ctx, "ip", "netns", "delete", n.name); err != nil && !strings.Contains(err.Error(), "No such file") {
+	if err := run(ctx, "ip", "netns", "delete", n.name); err != nil && !strings.Contains(err.Error(), "No such file") {
 		errs = append(errs, fmt.Errorf("deleting the node's network namespace: %w", err))
 	}
 	if !otherNodeNetworks(n.name) {
 		for _, dst := range n.routesAdded {
-			if _, err := run(ctx, "ip", "route", "delete", "unreachable", dst); err != nil && !strings.Contains(err.Error(), "No such process") {
+			if err := run(ctx, "ip", "route", "delete", "unreachable", dst); err != nil && !strings.Contains(err.Error(), "No such process") {
 				errs = append(errs, fmt.Errorf("removing the host route to %s: %w", dst, err))
 			}
 		}
@@ -163,15 +163,15 @@ func otherNodeNetworks(self string) bool {
 	return false
 }
 
-// run runs a command and returns its output; the error holds the output.
-func run(ctx context.Context, name string, args ...string) (string, error) {
+// run runs a command; the error holds its output.
+func run(ctx context.Context, name string, args ...string) error {
 	cmd := exec.CommandContext(ctx, name, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
 	}
-	return out.String(), nil
+	return nil
 }
 
 // inNetns runs fn on an OS thread that has joined the network namespace at nsPath; the

@@ -56,7 +56,11 @@ func TestProcessGetsOwnProcessGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.stop(time.Second)
+	t.Cleanup(func() {
+		if err := p.stop(time.Second); err != nil {
+			t.Error(err)
+		}
+	})
 	pgid, err := syscall.Getpgid(p.pid())
 	if err != nil {
 		t.Fatal(err)

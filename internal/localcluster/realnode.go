@@ -55,6 +55,12 @@ const (
 	apiserverInNode = ":6443" // the node's forwarder to the apiserver, on every address of the node
 )
 
+// nodeImages are the images of the real node's registry: each one's reference and the
+// directory of its OCI layout in BinDir/node-images.
+var nodeImages = []struct{ ref, dir string }{
+	{AgnhostImage, "agnhost"}, {pauseImage, "pause"}, {ResourceConsumerImage, "resource-consumer"},
+}
+
 // nodeBinaries are the files of BinDir a real node needs besides the control plane's.
 var nodeBinaries = []string{kubeletName, kubeProxyName, "imagebuild", metricsServerName,
 	nodeImagesDir + "/agnhost", nodeImagesDir + "/pause", nodeImagesDir + "/resource-consumer"}
@@ -153,10 +159,11 @@ func (c *Cluster) startRealNode(ctx context.Context, apiserverPort int) error {
 		path:   filepath.Join(c.opts.BinDir, "imagebuild"),
 		nPorts: 1,
 		args: func(ports []int) []string {
-			return []string{"registry", "--listen", hostPort(ports[0]), "--dir", filepath.Join(c.StateDir, "registry"),
-				"--image", AgnhostImage + "=" + filepath.Join(c.opts.BinDir, nodeImagesDir, "agnhost"),
-				"--image", pauseImage + "=" + filepath.Join(c.opts.BinDir, nodeImagesDir, "pause"),
-				"--image", ResourceConsumerImage + "=" + filepath.Join(c.opts.BinDir, nodeImagesDir, "resource-consumer")}
+			args := []string{"registry", "--listen", hostPort(ports[0]), "--dir", filepath.Join(c.StateDir, "registry")}
+			for _, image := range nodeImages {
+				args = append(args, "--image", image.ref+"="+filepath.Join(c.opts.BinDir, nodeImagesDir, image.dir))
+			}
+			return args
 		},
 		ready: func(ctx context.Context, ports []int) error {
 			return probeHTTP(ctx, http.DefaultClient, "http://"+hostPort(ports[0])+"/v2/pause/manifests/2.63.0")
@@ -310,14 +317,18 @@ func (c *Cluster) startNodeProcess(name string, argv []string) (*process, error)
 	return p, nil
 }
 
+// kubernetesService is the name of the Service, in namespace default, of the apiserver.
+const kubernetesService = "kubernetes"
+
 // prepareNodeAPI writes what the node needs in the API: the binding that gives the
 // group system:nodes the role system:node (this cluster runs no Node authorizer), and the
-// endpoints of the Service default/kubernetes, the node's forwarder to the apiserver
-// (the apiserver itself listens on loopback only, so it does not reconcile them).
+// EndpointSlice of the Service default/kubernetes, the node's forwarder to the apiserver
+// (the apiserver itself listens on loopback only, so it does not reconcile its endpoints;
+// kube-proxy reads EndpointSlices, and the v1 Endpoints API is deprecated since 1.33).
 func (c *Cluster) prepareNodeAPI(ctx context.Context, client kubernetes.Interface, n *realNode) error {
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "localcluster:nodes"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:node"},
+		RoleRef:    clusterRoleRef("system:node"),
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:nodes"}},
 	}
 	if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -325,29 +336,22 @@ func (c *Cluster) prepareNodeAPI(ctx context.Context, client kubernetes.Interfac
 	}
 	_, portStr, _ := net.SplitHostPort(apiserverInNode)
 	port, _ := strconv.Atoi(portStr)
-	endpoints := &corev1.Endpoints{
-		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: metav1.NamespaceDefault,
-			Labels: map[string]string{discoveryv1.LabelSkipMirror: "true"}},
-		Subsets: []corev1.EndpointSubset{{
-			Addresses: []corev1.EndpointAddress{{IP: n.net.nodeIP}},
-			Ports:     []corev1.EndpointPort{{Name: "https", Port: int32(port), Protocol: corev1.ProtocolTCP}},
-		}},
-	}
 	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: metav1.NamespaceDefault,
-			Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes", discoveryv1.LabelManagedBy: "localcluster"}},
+		ObjectMeta: metav1.ObjectMeta{Name: kubernetesService, Namespace: metav1.NamespaceDefault,
+			Labels: map[string]string{discoveryv1.LabelServiceName: kubernetesService, discoveryv1.LabelManagedBy: "localcluster"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{n.net.nodeIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
 	}
 	return wait.PollUntilContextTimeout(ctx, probeInterval, saTimeout, true, func(ctx context.Context) (bool, error) {
-		_, err := client.CoreV1().Endpoints(metav1.NamespaceDefault).Create(ctx, endpoints, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return false, nil
-		}
-		_, err = client.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).Create(ctx, slice, metav1.CreateOptions{})
+		_, err := client.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).Create(ctx, slice, metav1.CreateOptions{})
 		return err == nil || apierrors.IsAlreadyExists(err), nil
 	})
+}
+
+// clusterRoleRef is a binding's reference to the ClusterRole name.
+func clusterRoleRef(name string) rbacv1.RoleRef {
+	return rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}
 }
 
 // writeKubeletFiles writes the kubelet's client kubeconfig (user system:node:<name>),
@@ -516,8 +520,8 @@ func cleanupLeftoverNode(out io.Writer, dir string) error {
 		}
 		errs = append(errs, t.kill(30*time.Second), t.remove())
 	}
-	net := &nodeNetwork{name: name, routesAdded: []string{podsRange, serviceClusterIPRange}}
-	errs = append(errs, net.teardown(context.Background()))
+	network := &nodeNetwork{name: name, routesAdded: []string{podsRange, serviceClusterIPRange}}
+	errs = append(errs, network.teardown(context.Background()))
 	removeMountPoints(dir)
 	return errors.Join(errs...)
 }

@@ -73,7 +73,7 @@ func parsePorts(values []string) ([]namedPort, error) {
 // count to the Deployment (and to whoever scales it).
 func (o *createOptions) newApp(name, namespace string, replicasSet bool, ports []namedPort) *appv1.App {
 	app := &appv1.App{
-		TypeMeta:   metav1.TypeMeta{APIVersion: appv1.SchemeGroupVersion.String(), Kind: "App"},
+		TypeMeta:   metav1.TypeMeta{APIVersion: appGroupVersion.String(), Kind: "App"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 	}
 	deployment := o.deployment
@@ -200,7 +200,7 @@ sending it, --dry-run=server has the API server validate and default it without 
 				return &APIError{Err: err}
 			}
 			// The typed client drops apiVersion and kind; the printers need them.
-			created.SetGroupVersionKind(appv1.SchemeGroupVersion.WithKind("App"))
+			created.SetGroupVersionKind(appGroupVersion.WithKind("App"))
 			return printCreated(printer, created, c.streams.Out)
 		},
 	}

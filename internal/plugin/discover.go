@@ -59,12 +59,16 @@ var skippedResources = map[schema.GroupResource]bool{
 	{Group: "metrics.k8s.io", Resource: "pods"}:  true,
 }
 
+// appGroupVersion is the App API's group and version (appv1.GroupVersion), as the
+// schema type of client-go.
+var appGroupVersion = schema.GroupVersion(appv1.GroupVersion)
+
 // appResource returns the resource of App (appcontroller.k8s.io/v1 apps) after checking
 // that the server serves it. A cached discovery client that does not know the API is
 // invalidated and asked again: the CRD may have been installed after the cache was
 // written.
 func appResource(dc discovery.DiscoveryInterface) (schema.GroupVersionResource, error) {
-	gvr := appv1.SchemeGroupVersion.WithResource(appResourceName)
+	gvr := appGroupVersion.WithResource(appResourceName)
 	served, err := servesApps(dc)
 	if err == nil && !served {
 		if cached, ok := dc.(discovery.CachedDiscoveryInterface); ok && !cached.Fresh() {
@@ -73,18 +77,18 @@ func appResource(dc discovery.DiscoveryInterface) (schema.GroupVersionResource, 
 		}
 	}
 	if err != nil {
-		return gvr, fmt.Errorf("discovering the App API %s: %w", appv1.SchemeGroupVersion, err)
+		return gvr, fmt.Errorf("discovering the App API %s: %w", appGroupVersion, err)
 	}
 	if !served {
 		return gvr, fmt.Errorf("the server does not serve the App API (%s, resource %s): is the App CRD installed?",
-			appv1.SchemeGroupVersion, appResourceName)
+			appGroupVersion, appResourceName)
 	}
 	return gvr, nil
 }
 
 // servesApps tells whether discovery lists the resource apps in appcontroller.k8s.io/v1.
 func servesApps(dc discovery.DiscoveryInterface) (bool, error) {
-	list, err := dc.ServerResourcesForGroupVersion(appv1.SchemeGroupVersion.String())
+	list, err := dc.ServerResourcesForGroupVersion(appGroupVersion.String())
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}

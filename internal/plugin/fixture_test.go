@@ -107,7 +107,9 @@ func newFakes(t *testing.T, objects []*unstructured.Unstructured, resources ...*
 		metaObjects = append(metaObjects, m)
 	}
 	scheme := runtime.NewScheme()
-	metav1.AddMetaToScheme(scheme)
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
 	return fakes{
 		discovery: &discoveryfake.FakeDiscovery{Fake: &clienttesting.Fake{Resources: resources}},
 		metadata:  metadatafake.NewSimpleMetadataClient(scheme, metaObjects...),

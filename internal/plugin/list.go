@@ -77,7 +77,7 @@ func PrintList(w io.Writer, apps []appv1.App, withNamespace, wide bool, now time
 		status, reason := readyColumns(app)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s", app.Name, status, reason, availableColumn(app), age(app.CreationTimestamp, now))
 		if wide {
-			image, deployment, service := "<none>", "<none>", "<none>"
+			image, deployment, service := noValue, noValue, noValue
 			if t := app.Spec.DeploymentTemplate; t != nil {
 				image, deployment = t.Image, t.Name
 			}
@@ -100,7 +100,7 @@ func readyColumns(app *appv1.App) (string, string) {
 	c := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionReady)
 	switch {
 	case c == nil:
-		return string(metav1.ConditionUnknown), "<none>"
+		return string(metav1.ConditionUnknown), noValue
 	case c.ObservedGeneration < app.Generation:
 		return string(metav1.ConditionUnknown), "GenerationNotObserved"
 	}

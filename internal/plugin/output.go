@@ -17,6 +17,15 @@ import (
 // outputWide is the -o format of list that adds columns to its table.
 const outputWide = "wide"
 
+// The -o formats of version.
+const (
+	outputJSON = "json"
+	outputYAML = "yaml"
+)
+
+// noValue is what a table shows for a value an object does not have, as kubectl's do.
+const noValue = "<none>"
+
 // outputFlags are the -o flags of list, status and tree: the plugin's own table by
 // default (and -o wide where the command offers it), else one of cli-runtime's printers
 // (json, yaml, kyaml, name, go-template, go-template-file, template, templatefile,
@@ -100,7 +109,7 @@ func appObject(app *appv1.App) (*unstructured.Unstructured, error) {
 		return nil, fmt.Errorf("converting App %s/%s: %w", app.Namespace, app.Name, err)
 	}
 	u := &unstructured.Unstructured{Object: content}
-	u.SetGroupVersionKind(appv1.SchemeGroupVersion.WithKind("App"))
+	u.SetGroupVersionKind(appGroupVersion.WithKind("App"))
 	return u, nil
 }
 

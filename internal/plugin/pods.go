@@ -60,7 +60,7 @@ func printPods(w io.Writer, pods []corev1.Pod, note string, tracks bool, now tim
 		if pod.DeletionTimestamp != nil {
 			phase = "Terminating"
 		}
-		problem := "<none>"
+		problem := noValue
 		if p, _ := podhealth.Inspect(pod, now); p != nil {
 			problem = p.Reason + ": " + p.Message
 		}

@@ -126,13 +126,13 @@ func PrintHistory(w io.Writer, h *History, now time.Time) error {
 		if r.Current {
 			number += " (current)"
 		}
-		image := "<none>"
+		image := noValue
 		if t := r.Spec.DeploymentTemplate; t != nil {
 			image = t.Image
 		}
 		cause := r.ChangeCause
 		if cause == "" {
-			cause = "<none>"
+			cause = noValue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", number, duration.HumanDuration(now.Sub(r.Created)), image, cause)
 	}
@@ -301,9 +301,7 @@ func restartDeployment(ctx context.Context, clients Clients, app *appv1.App, dep
 		return fmt.Errorf("Deployment %s/%s is not controlled by App %s: not restarting it", namespace, deployment, name)
 	}
 	patch, err := json.Marshal(map[string]any{
-		"spec": map[string]any{"template": map[string]any{"metadata": map[string]any{
-			"annotations": map[string]string{appv1.RestartedAtAnnotation: now.Format(time.RFC3339)},
-		}}},
+		"spec": map[string]any{"template": metadataPatch(map[string]string{appv1.RestartedAtAnnotation: now.Format(time.RFC3339)}, "")},
 	})
 	if err != nil {
 		return err

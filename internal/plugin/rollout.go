@@ -52,10 +52,7 @@ func RequestRollout(ctx context.Context, clients Clients, namespace, name string
 			Action: action, Canary: r.Canary.PodTemplateHash, Step: r.CurrentStepIndex,
 			ID: now.UTC().Format(time.RFC3339Nano),
 		}
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-			"resourceVersion": app.ResourceVersion,
-			"annotations":     map[string]string{appv1.RolloutRequestAnnotation: req.String()},
-		}})
+		patch, err := json.Marshal(metadataPatch(map[string]string{appv1.RolloutRequestAnnotation: req.String()}, app.ResourceVersion))
 		if err != nil {
 			return err
 		}
@@ -144,12 +141,22 @@ func requestEffect(app *appv1.App, action appv1.RolloutAction) (string, error) {
 	return "", fmt.Errorf("unknown rollout action %q", action)
 }
 
-// orNone returns s, or "<none>" when it is empty.
+// orNone returns s, or noValue when it is empty.
 func orNone(s string) string {
 	if s == "" {
-		return "<none>"
+		return noValue
 	}
 	return s
+}
+
+// metadataPatch returns a JSON merge patch of an object's metadata that sets annotations,
+// at resourceVersion unless it is empty (a newer object then refuses the patch).
+func metadataPatch(annotations map[string]string, resourceVersion string) map[string]any {
+	meta := map[string]any{"annotations": annotations}
+	if resourceVersion != "" {
+		meta["resourceVersion"] = resourceVersion
+	}
+	return map[string]any{"metadata": meta}
 }
 
 // RestartWithRollout restarts the pods of the App namespace/name through its canary
@@ -157,9 +164,7 @@ func orNone(s string) string {
 // (field manager kubectl-app), which the controller copies into the pod template: a
 // change of the pod template, rolled out in steps like any other.
 func RestartWithRollout(ctx context.Context, clients Clients, app *appv1.App, now time.Time) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"annotations": map[string]string{appv1.RestartedAtAnnotation: now.Format(time.RFC3339)},
-	}})
+	patch, err := json.Marshal(metadataPatch(map[string]string{appv1.RestartedAtAnnotation: now.Format(time.RFC3339)}, ""))
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	clienttesting "k8s.io/client-go/testing"
@@ -390,4 +391,4 @@ func TestStatusWatch(t *testing.T) {
 }
 
 // appsGVRForTest is the resource of Apps the fake dynamic client serves.
-var appsGVRForTest = appv1.SchemeGroupVersion.WithResource("apps")
+var appsGVRForTest = schema.GroupVersion(appv1.GroupVersion).WithResource("apps")

@@ -183,14 +183,14 @@ func trafficLine(app *appv1.App, v *RolloutView) string {
 // versionLine describes a version of the rollout and the Deployment that runs it:
 // "web-6b7c9d5f4e: Deployment web (image nginx:1.27): 3 desired, 3 ready".
 func versionLine(version *appv1.RolloutVersion, d *appsv1.Deployment, note string) string {
-	line := "<none>"
+	line := noValue
 	if version != nil && version.Revision != "" {
 		line = "revision " + version.Revision
 	}
 	if d == nil {
 		return oneLine(line + "; Deployment " + note)
 	}
-	image := "<none>"
+	image := noValue
 	for _, c := range d.Spec.Template.Spec.Containers {
 		if c.Name == appv1.ContainerName {
 			image = c.Image

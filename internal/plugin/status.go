@@ -233,10 +233,10 @@ func serviceLine(svc *corev1.Service) string {
 	}
 	clusterIP := svc.Spec.ClusterIP
 	if clusterIP == "" {
-		clusterIP = "<none>"
+		clusterIP = noValue
 	}
 	line := fmt.Sprintf("%s: %s %s", svc.Name, typ, clusterIP)
-	var ports []string
+	ports := make([]string, 0, len(svc.Spec.Ports))
 	for _, p := range svc.Spec.Ports {
 		port := fmt.Sprintf("%d", p.Port)
 		if p.NodePort != 0 {

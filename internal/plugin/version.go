@@ -121,7 +121,7 @@ without contacting the cluster.`,
   kubectl app version --client -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "" && output != "json" && output != "yaml" {
+			if output != "" && output != outputJSON && output != outputYAML {
 				return fmt.Errorf("unable to match a printer suitable for the output format %q, allowed formats are: json,yaml", output)
 			}
 			info := VersionInfo{Plugin: version.Get()}
@@ -138,7 +138,7 @@ without contacting the cluster.`,
 	cmd.Flags().BoolVar(&client, "client", false, "Print the plugin's version only; do not contact the cluster.")
 	cmd.Flags().StringVar(&controllerNamespace, "controller-namespace", "", "Look for the controller's Deployment in this namespace only; default: every namespace.")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format. One of: (json, yaml). Default: lines of text.")
-	if err := cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"json", "yaml"}, cobra.ShellCompDirectiveNoFileComp)); err != nil {
+	if err := cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputJSON, outputYAML}, cobra.ShellCompDirectiveNoFileComp)); err != nil {
 		panic(fmt.Sprintf("registering the completion of -o: %v", err))
 	}
 	if err := cmd.RegisterFlagCompletionFunc("controller-namespace", c.completeNamespaces); err != nil {
@@ -167,14 +167,14 @@ func (c *command) controllerInfo(ctx context.Context, namespace string) ([]Contr
 // printVersion writes info as text lines, JSON or YAML.
 func printVersion(w io.Writer, info VersionInfo, client bool, output string) error {
 	switch output {
-	case "json":
+	case outputJSON:
 		b, err := json.MarshalIndent(info, "", "  ")
 		if err != nil {
 			return fmt.Errorf("encoding the version as JSON: %w", err)
 		}
 		_, err = fmt.Fprintf(w, "%s\n", b)
 		return err
-	case "yaml":
+	case outputYAML:
 		b, err := yaml.Marshal(info)
 		if err != nil {
 			return fmt.Errorf("encoding the version as YAML: %w", err)

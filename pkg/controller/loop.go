@@ -286,7 +286,7 @@ func (l *Loop) HandleErr(ctx context.Context, key cache.ObjectName, err error) {
 			l.cfg.Recorder.Eventf(obj, corev1.EventTypeWarning, ReasonSyncFailed, l.cfg.FailureMessage, err)
 		}
 	}
-	if max := l.cfg.Policy.MaxAttempts; max <= 0 || attempts < max {
+	if limit := l.cfg.Policy.MaxAttempts; limit <= 0 || attempts < limit {
 		logger.V(2).Info("Sync failed, retrying", "attempt", attempts, "err", err)
 		l.queue.AddRateLimited(key)
 		return

@@ -26,14 +26,14 @@ import (
 
 var errSync = errors.New("injected sync failure")
 
-// newTestLoop returns a Loop whose rate limiter never delays, syncing with sync, and the
-// recorder of its Events.
-func newTestLoop(policy RetryPolicy, sync SyncFunc) (*Loop, *record.FakeRecorder) {
+// newTestLoop returns a Loop whose rate limiter never delays, syncing with syncFn, and
+// the recorder of its Events.
+func newTestLoop(policy RetryPolicy, syncFn SyncFunc) (*Loop, *record.FakeRecorder) {
 	recorder := record.NewFakeRecorder(100)
 	return NewLoop(LoopConfig{
 		Name:        "test",
 		LogKey:      "object",
-		Sync:        sync,
+		Sync:        syncFn,
 		Policy:      policy,
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](0, 0),
 		Recorder:    recorder,
@@ -327,7 +327,7 @@ func TestPanicRecovered(t *testing.T) {
 	l, recorder := newTestLoop(RetryPolicy{MaxAttempts: 3}, func(context.Context, cache.ObjectName) (Result, error) {
 		calls++
 		var m map[string]int
-		m["boom"]++ // a nil map: a bug
+		m["boom"]++ //nolint:staticcheck // SA5000: a nil map, the bug whose panic this test recovers
 		return Result{}, nil
 	})
 	_, ctx := ktesting.NewTestContext(t)

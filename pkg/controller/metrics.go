@@ -33,43 +33,46 @@ var reconcileBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25,
 const retriesExhaustedHelp = "Number of times a controller gave up on an object because its retry budget " +
 	"(failed syncs in a row) ran out"
 
+// controllerLabel is the label that names the controller, as controller-runtime's.
+const controllerLabel = "controller"
+
 var (
 	reconcileTotal = metrics.NewCounterVec(&metrics.CounterOpts{
 		Name:           "controller_runtime_reconcile_total",
 		Help:           "Total number of reconciliations per controller",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"controller", "result"})
+	}, []string{controllerLabel, "result"})
 	reconcileErrors = metrics.NewCounterVec(&metrics.CounterOpts{
 		Name:           "controller_runtime_reconcile_errors_total",
 		Help:           "Total number of reconciliation errors per controller",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"controller"})
+	}, []string{controllerLabel})
 	reconcileTime = metrics.NewHistogramVec(&metrics.HistogramOpts{
 		Name:           "controller_runtime_reconcile_time_seconds",
 		Help:           "Length of time per reconciliation per controller",
 		Buckets:        reconcileBuckets,
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"controller"})
+	}, []string{controllerLabel})
 	activeWorkers = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Name:           "controller_runtime_active_workers",
 		Help:           "Number of currently used workers per controller",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"controller"})
+	}, []string{controllerLabel})
 	maxConcurrentReconciles = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Name:           "controller_runtime_max_concurrent_reconciles",
 		Help:           "Maximum number of concurrent reconciles per controller",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"controller"})
+	}, []string{controllerLabel})
 	reconcilePanics = metrics.NewCounterVec(&metrics.CounterOpts{
 		Name:           "controller_runtime_reconcile_panics_total",
 		Help:           "Total number of reconciliation panics per controller",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"controller"})
+	}, []string{controllerLabel})
 	retriesExhausted = metrics.NewCounterVec(&metrics.CounterOpts{
 		Name:           "app_controller_retries_exhausted_total",
 		Help:           retriesExhaustedHelp,
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"controller"})
+	}, []string{controllerLabel})
 
 	registerOnce sync.Once
 )

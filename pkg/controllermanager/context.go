@@ -77,11 +77,11 @@ type ControllerContext struct {
 // queueName names the work queue of controller: the controller's name, or with several
 // --watch-namespace (one set of controllers per namespace in one process)
 // "controller/namespace", so that the queues' workqueue_* series stay apart.
-func (cc *ControllerContext) queueName(controller string) string {
+func (cc *ControllerContext) queueName(controllerName string) string {
 	if len(cc.Options.WatchNamespaces) < 2 {
-		return controller
+		return controllerName
 	}
-	return controller + "/" + cc.namespace
+	return controllerName + "/" + cc.namespace
 }
 
 // NewControllerContext builds the clients and informer factories for cfg, the informers
@@ -129,7 +129,7 @@ func NewControllerContext(ctx context.Context, cfg *rest.Config, opts *Options, 
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(appv1.AddToScheme(scheme))
+	utilruntime.Must(appv1.Install(scheme))
 	broadcaster := newEventBroadcaster(ctx)
 
 	return &ControllerContext{

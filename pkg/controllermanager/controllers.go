@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/klog/v2"
@@ -52,15 +53,20 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 	if err != nil {
 		return nil, err
 	}
-	secrets, err := cc.versionInformer(corev1.SchemeGroupVersion.WithResource("secrets"))
-	if err != nil {
-		return nil, err
+	// Without --config-rollout-secrets no Secret informer: nothing lists or watches them.
+	var secrets informers.GenericInformer
+	if cc.Options.ConfigRolloutSecrets {
+		if secrets, err = cc.versionInformer(corev1.SchemeGroupVersion.WithResource("secrets")); err != nil {
+			return nil, err
+		}
+	} else {
+		klog.FromContext(ctx).Info("Secret-driven rollouts are off (--config-rollout-secrets=false): Secrets are not watched, a change of one rolls no pods")
 	}
 	var httpRoutes gatewayinformersv1.HTTPRouteInformer
 	var unmanagedHTTPRoutes informers.GenericInformer
 	if cc.GatewayAPI {
 		httpRoutes = cc.ManagedGatewayInformers.Gateway().V1().HTTPRoutes()
-		if unmanagedHTTPRoutes, err = cc.unmanagedMetadataInformer(gatewayv1.SchemeGroupVersion.WithResource("httproutes")); err != nil {
+		if unmanagedHTTPRoutes, err = cc.unmanagedMetadataInformer(schema.GroupVersion(gatewayv1.GroupVersion).WithResource("httproutes")); err != nil {
 			return nil, err
 		}
 	} else {

@@ -65,6 +65,11 @@ type Options struct {
 	// invalid file disables the node labeler alone (DisabledError.Err): the other
 	// controllers run.
 	NodeLabelConfig string
+	// ConfigRolloutSecrets rolls the pods of an App when a Secret they reference
+	// changes, as a ConfigMap does. Off, the App controller does not list or watch
+	// Secrets (the ClusterRole needs no rights on them): a Secret's change rolls no pods,
+	// and a missing Secret shows only in the pods' own status.
+	ConfigRolloutSecrets bool
 
 	// PodName and PodNamespace name the controller's own Pod, which gets the Events
 	// about the controller-manager itself, such as a controller disabled by an invalid
@@ -133,6 +138,7 @@ func NewOptions() *Options {
 		ShutdownTimeout: controller.DefaultShutdownTimeout,
 
 		IngressCatchAllNamespaces: []string{"*"},
+		ConfigRolloutSecrets:      true,
 
 		PodName:      os.Getenv("POD_NAME"),
 		PodNamespace: os.Getenv("POD_NAMESPACE"),
@@ -166,6 +172,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DefaultGateway, "default-gateway", o.DefaultGateway, "Gateway (NAMESPACE/NAME or NAMESPACE/NAME/LISTENER) that an App route without parentRefs, tls and ingressClassName attaches to as an HTTPRoute, where the cluster serves the Gateway API; empty: such a route is an Ingress.")
 	fs.StringVar(&o.AppSelector, "app-selector", o.AppSelector, "Label selector of the Apps this instance reconciles (e.g. shard=a); empty: every App. Instances with disjoint selectors, each with its own --leader-elect-name, split the Apps between them.")
 	fs.Var(&stringList{values: &o.WatchNamespaces, repeatable: true}, "watch-namespace", "Watch and reconcile only the objects of this namespace (a namespace-scoped install; its RBAC can be a Role there); repeat it, or separate namespaces with commas, for several; none: every namespace. The node labeler is disabled then.")
+	fs.BoolVar(&o.ConfigRolloutSecrets, "config-rollout-secrets", o.ConfigRolloutSecrets, "Roll an App's pods when a Secret they reference changes, as for a ConfigMap. false: the App controller neither lists nor watches Secrets (its role needs no rights on them); a Secret's change then rolls no pods.")
 	fs.StringVar(&o.NodeLabelConfig, "node-label-config", o.NodeLabelConfig, "Path of the node labeler's rules (YAML). Without it the node labeler is disabled.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader among the instances through a Lease; only the leader runs the controllers. Use it when running more than one replica.")
 	fs.StringVar(&o.LeaderElectNamespace, "leader-elect-namespace", o.LeaderElectNamespace, "Namespace of the leader election Lease (default: the pod's namespace, else default).")
@@ -198,7 +205,7 @@ func (o *Options) Validate() error {
 		if o.LeaderElectNamespace == "" || o.LeaderElectName == "" {
 			return fmt.Errorf("--leader-elect needs --leader-elect-namespace and --leader-elect-name")
 		}
-		if !(o.LeaderElectRetryPeriod > 0 && o.LeaderElectRetryPeriod < o.LeaderElectRenewDeadline && o.LeaderElectRenewDeadline < o.LeaderElectLeaseDuration) {
+		if o.LeaderElectRetryPeriod <= 0 || o.LeaderElectRetryPeriod >= o.LeaderElectRenewDeadline || o.LeaderElectRenewDeadline >= o.LeaderElectLeaseDuration {
 			return fmt.Errorf("leader election timings must satisfy 0 < --leader-elect-retry-period (%s) < --leader-elect-renew-deadline (%s) < --leader-elect-lease-duration (%s)",
 				o.LeaderElectRetryPeriod, o.LeaderElectRenewDeadline, o.LeaderElectLeaseDuration)
 		}

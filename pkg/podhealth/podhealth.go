@@ -202,37 +202,44 @@ func inspectContainer(pod *corev1.Pod, cs *corev1.ContainerStatus, init bool, no
 		}
 		return nil, 0
 	case st.Running != nil:
-		runningSince := st.Running.StartedAt.Time
-		if runningSince.IsZero() {
-			runningSince = started
-		}
-		notReadyAt := runningSince.Add(NotReadyGrace)
-		if now.Before(notReadyAt) {
-			// A container that just restarted after exiting is still crashing, not
-			// starting: keep saying so rather than flapping for the few seconds it runs.
-			if last := cs.LastTerminationState.Terminated; cs.RestartCount > 0 && last != nil {
-				p, stall := exited(p, where, last, nil, started, now)
-				return p, sooner(stall, notReadyAt.Sub(now))
-			}
-			return nil, notReadyAt.Sub(now)
-		}
-		p.Reason = appv1.ReasonContainerNotReady
-		p.probe = "Readiness"
-		if cs.Started != nil && !*cs.Started {
-			p.probe = "Startup"
-		}
-		p.fieldPath = fmt.Sprintf("spec.containers{%s}", cs.Name)
-		if init {
-			p.fieldPath = fmt.Sprintf("spec.initContainers{%s}", cs.Name)
-		}
-		p.runningSince = runningSince
-		p.Message = fmt.Sprintf("%s is running but its %s probe has not passed since it started", where, strings.ToLower(p.probe))
-		if cs.RestartCount > 0 {
-			p.Message += fmt.Sprintf(" (restarts: %d)", cs.RestartCount)
-		}
-		return p, 0
+		return notReady(p, where, cs, st.Running, init, started, now)
 	}
 	return nil, 0
+}
+
+// notReady describes a container that runs but is not ready (running: its state; the
+// pod started at started): still crashing if it just restarted after exiting, nothing
+// yet within NotReadyGrace of its start, else ContainerNotReady.
+func notReady(p *Problem, where string, cs *corev1.ContainerStatus, running *corev1.ContainerStateRunning, init bool, started, now time.Time) (*Problem, time.Duration) {
+	runningSince := running.StartedAt.Time
+	if runningSince.IsZero() {
+		runningSince = started
+	}
+	notReadyAt := runningSince.Add(NotReadyGrace)
+	if now.Before(notReadyAt) {
+		// A container that just restarted after exiting is still crashing, not
+		// starting: keep saying so rather than flapping for the few seconds it runs.
+		if last := cs.LastTerminationState.Terminated; cs.RestartCount > 0 && last != nil {
+			p, stall := exited(p, where, last, nil, started, now)
+			return p, sooner(stall, notReadyAt.Sub(now))
+		}
+		return nil, notReadyAt.Sub(now)
+	}
+	p.Reason = appv1.ReasonContainerNotReady
+	p.probe = "Readiness"
+	if cs.Started != nil && !*cs.Started {
+		p.probe = "Startup"
+	}
+	p.fieldPath = fmt.Sprintf("spec.containers{%s}", cs.Name)
+	if init {
+		p.fieldPath = fmt.Sprintf("spec.initContainers{%s}", cs.Name)
+	}
+	p.runningSince = runningSince
+	p.Message = fmt.Sprintf("%s is running but its %s probe has not passed since it started", where, strings.ToLower(p.probe))
+	if cs.RestartCount > 0 {
+		p.Message += fmt.Sprintf(" (restarts: %d)", cs.RestartCount)
+	}
+	return p, 0
 }
 
 // exited describes a container that exited (last: its last termination, may be nil)
@@ -284,7 +291,7 @@ func pullError(w *corev1.ContainerStateWaiting) string {
 		// ErrImagePull before it.
 		return w.Reason + ": " + msg
 	}
-	if w.Reason == "InvalidImageName" || w.Reason == "ErrImageNeverPull" {
+	if permanentPullReasons[w.Reason] {
 		return w.Reason + ": " + msg
 	}
 	return msg

@@ -126,22 +126,6 @@ func (a *auditLog) all(to time.Time) ([]write, error) {
 	return append([]write(nil), a.writes...), nil
 }
 
-// lastWrite returns the time of user's last write after from, or from if none.
-func (a *auditLog) lastWrite(user string, from time.Time) (time.Time, error) {
-	if err := a.read(); err != nil {
-		return time.Time{}, err
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	last := from
-	for _, w := range a.writes {
-		if w.user == user && w.at.After(last) {
-			last = w.at
-		}
-	}
-	return last, nil
-}
-
 // countWrites counts user's writes in [from, to) by kind.
 func countWrites(writes []write, user string, from, to time.Time) writeCounts {
 	c := writeCounts{}

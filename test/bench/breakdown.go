@@ -58,6 +58,19 @@ type TimelineSecond struct {
 	QueueDepth float64 `json:"queue_depth"`
 }
 
+// The names of the bench's own writers in a breakdown: the controller and the floor
+// loop.
+const (
+	writerProduct = "app-controller"
+	writerFloor   = "floor"
+)
+
+// The names of the two runs a breakdown compares, as its tables and profiles name them.
+const (
+	partProduct = "product"
+	partFloor   = "floor"
+)
+
 // writer names who made an audited write: the bench's own users by name, the
 // components that share the admin identity by the first word of their user agent, and
 // kube-controller-manager's controllers by the suffix client-go gives their user agent
@@ -65,9 +78,9 @@ type TimelineSecond struct {
 func writer(user, agent string) string {
 	switch user {
 	case controllerUser:
-		return "app-controller"
+		return writerProduct
 	case floorUser:
-		return "floor"
+		return writerFloor
 	case localcluster.AdminUser:
 	default:
 		return user
@@ -125,11 +138,11 @@ func timeline(writes []write, ready []time.Time, start, end time.Time) []Timelin
 			continue
 		}
 		switch {
-		case w.writer == "app-controller" && isEventKind(w.kind):
+		case w.writer == writerProduct && isEventKind(w.kind):
 			s.Events++
-		case w.writer == "app-controller" && strings.HasSuffix(w.kind, " apps/status"):
+		case w.writer == writerProduct && strings.HasSuffix(w.kind, " apps/status"):
 			s.StatusWrites++
-		case w.writer == "app-controller":
+		case w.writer == writerProduct:
 			s.ChildWrites++
 		case w.kind == "create apps":
 			s.AppsCreated++
@@ -155,7 +168,7 @@ func (b *Breakdown) table() string {
 	for _, part := range []struct {
 		name   string
 		writes map[string]map[string]float64
-	}{{"product", b.ProductWritesPerApp}, {"floor", b.FloorWritesPerApp}} {
+	}{{partProduct, b.ProductWritesPerApp}, {partFloor, b.FloorWritesPerApp}} {
 		fmt.Fprintf(&sb, "  writes per App, %s:\n", part.name)
 		writers := make([]string, 0, len(part.writes))
 		for who := range part.writes {
@@ -165,7 +178,7 @@ func (b *Breakdown) table() string {
 		total := 0.0
 		for _, who := range writers {
 			sum := 0.0
-			var kinds []string
+			kinds := make([]string, 0, len(part.writes[who]))
 			for _, kind := range sortedKeys(part.writes[who]) {
 				sum += part.writes[who][kind]
 				kinds = append(kinds, fmt.Sprintf("%s %.2f", kind, part.writes[who][kind]))
@@ -178,7 +191,7 @@ func (b *Breakdown) table() string {
 	if b.Controller != nil {
 		sb.WriteString(b.Controller.table())
 	}
-	if floor, product := b.APIServerCPUProfiles["floor"], b.APIServerCPUProfiles["product"]; floor != "" && product != "" {
+	if floor, product := b.APIServerCPUProfiles[partFloor], b.APIServerCPUProfiles[partProduct]; floor != "" && product != "" {
 		fmt.Fprintf(&sb, "  API server CPU profiles, first %ds: floor %s, product %s (go tool pprof -top -diff_base FLOOR bin/kube-apiserver PRODUCT)\n", apiserverProfileSeconds, floor, product)
 	}
 	sb.WriteString("  timeline (s: Apps created, controller child writes / status writes / Events, kube-controller-manager, scheduler, kwok writes; Apps Ready; App queue depth):\n")

@@ -91,9 +91,12 @@ func labelValues(families map[string]*dto.MetricFamily, name, label string) []st
 	return slices.Sorted(maps.Keys(seen))
 }
 
+// queueLabel is the label that names a work queue in the workqueue_* metrics.
+const queueLabel = "name"
+
 // controllerMetrics reads the queue and request figures from a scrape.
 func controllerMetrics(families map[string]*dto.MetricFamily, queue string) *ControllerMetrics {
-	q := map[string]string{"name": queue}
+	q := map[string]string{queueLabel: queue}
 	m := &ControllerMetrics{Requests: map[string]RequestStats{}}
 	m.QueueAdds, _ = harness.Value(families, "workqueue_adds_total", q)
 	m.QueueRetries, _ = harness.Value(families, "workqueue_retries_total", q)
@@ -128,7 +131,7 @@ func sampleDepth(ctx context.Context, p *controllerProc, queue string, start tim
 		defer tick.Stop()
 		for {
 			if families, err := p.scrape(ctx); err == nil {
-				depth, _ := harness.Value(families, "workqueue_depth", map[string]string{"name": queue})
+				depth, _ := harness.Value(families, "workqueue_depth", map[string]string{queueLabel: queue})
 				sec := int(time.Since(start) / time.Second)
 				s.mu.Lock()
 				s.depths[sec] = max(s.depths[sec], depth)

@@ -80,7 +80,7 @@ func (e *env) describeChildren(ctx context.Context, app *appv1.App) {
 
 // logLines returns the last max lines of the controller logs that name ns/name (or the
 // App's children).
-func (e *env) logLines(ns, name string, max int) []string {
+func (e *env) logLines(ns, name string, maxLines int) []string {
 	files, _ := filepath.Glob(filepath.Join(e.logDir, "*.log"))
 	var lines []string
 	needles := []string{ns + "/" + name + `"`, ns + "/" + name + "-", `"` + name + `"`}
@@ -101,8 +101,8 @@ func (e *env) logLines(ns, name string, max int) []string {
 		}
 		file.Close()
 	}
-	if len(lines) > max {
-		lines = lines[len(lines)-max:]
+	if len(lines) > maxLines {
+		lines = lines[len(lines)-maxLines:]
 	}
 	if len(lines) == 0 {
 		lines = []string{"(none)"}

@@ -44,7 +44,6 @@ func heapCost(list func() ([]interface{}, error), transform func(interface{}) (i
 		}
 		objs[i] = nil
 	}
-	objs = nil
 	after := heap()
 	runtime.KeepAlive(indexer)
 	if n == 0 || after < before {

@@ -25,6 +25,8 @@ const (
 )
 
 // product runs the controller and its scenarios: converge, then those of cfg.Scenarios.
+//
+//nolint:gocyclo // one round's steps in the order docs/performance.md tells them, each checking its error; split, they would pass a dozen shared values around
 func (e *env) product(ctx context.Context, r *RoundResult) error {
 	ns := fmt.Sprintf("bench-app-%d", r.Round)
 	if err := createNamespace(ctx, e.admin.kube, ns); err != nil {
@@ -126,7 +128,7 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 	}
 	readyAfter := make([]float64, n)
 	for i := range n {
-		t, _ := watch.readyTime(appName(i), generations[i])
+		t := watch.readyTime(appName(i), generations[i])
 		readyAfter[i] = t.Sub(createdAt[i]).Seconds()
 	}
 	sort.Float64s(readyAfter)
@@ -183,14 +185,14 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 		}
 		ready := make([]time.Time, n)
 		for i := range n {
-			ready[i], _ = watch.readyTime(appName(i), generations[i])
+			ready[i] = watch.readyTime(appName(i), generations[i])
 		}
 		r.Breakdown = &Breakdown{
 			ProductWritesPerApp:  writesByWriter(all, start, settled, n),
 			FloorWritesPerApp:    writesByWriter(all, r.floorFrom, r.floorTo, n),
 			Timeline:             timeline(all, ready, start, settled),
 			Controller:           ctrlMetrics,
-			APIServerCPUProfiles: map[string]string{"floor": r.floorProfile, "product": profile()},
+			APIServerCPUProfiles: map[string]string{partFloor: r.floorProfile, partProduct: profile()},
 		}
 		for sec, depth := range depths.finish() {
 			if sec < len(r.Breakdown.Timeline) {
@@ -301,7 +303,7 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 // waitDrained waits until the restarted controller has queued every one of the n Apps
 // and its App queue is empty with no work in progress; it returns when.
 func (e *env) waitDrained(ctx context.Context, p *controllerProc, n int, timeout time.Duration) (time.Time, error) {
-	labels := map[string]string{"name": appctrl.ControllerName}
+	labels := map[string]string{queueLabel: appctrl.ControllerName}
 	deadline := time.Now().Add(timeout)
 	var status string
 	for {

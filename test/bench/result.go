@@ -232,7 +232,7 @@ func (r RoundResult) table(apps, replicas int, scenarios, controllerFlags []stri
 	}
 	scenario("idle", "idle writes", fmt.Sprintf("%d %s", r.IdleWrites, kinds(r.IdleWritesByKind)))
 	scenario("restart", "restart: drained / writes", fmt.Sprintf("%.2fs / %d %s", r.RestartSeconds, r.RestartWrites, kinds(r.RestartWritesByKind)))
-	var churnKinds []string
+	churnKinds := make([]string, 0, len(r.ChurnWritesPerAppByKind))
 	for _, k := range sortedKeys(r.ChurnWritesPerAppByKind) {
 		churnKinds = append(churnKinds, fmt.Sprintf("%s %.2f", k, r.ChurnWritesPerAppByKind[k]))
 	}
@@ -244,7 +244,7 @@ func (r RoundResult) table(apps, replicas int, scenarios, controllerFlags []stri
 	row("RSS per 1000 Apps", fmt.Sprintf("%.1f MiB (%.1f idle at N=0, %.1f at N); anonymous %.1f MiB", r.RSSMBPer1000Apps, r.RSSBaselineMB, r.RSSAtNMB, r.AnonMBPer1000Apps))
 	scenario("idle", "RSS per 1000 Apps after the idle period", fmt.Sprintf("%.1f MiB; anonymous %.1f MiB", r.SettledRSSMBPer1000Apps, r.SettledAnonMBPer1000Apps))
 	row("pod cache per 1000 pods", fmt.Sprintf("%.2f MiB trimmed (%.2f whole), %d pods", r.PodCacheMiBPer1000Pods, r.PodCacheWholeMiBPer1000Pods, r.Pods))
-	var caches []string
+	caches := make([]string, 0, len(r.CacheMiBPer1000Apps))
 	for _, k := range sortedKeys(r.CacheMiBPer1000Apps) {
 		caches = append(caches, fmt.Sprintf("%s %.2f", k, r.CacheMiBPer1000Apps[k]))
 	}
@@ -267,7 +267,7 @@ func (r RoundResult) table(apps, replicas int, scenarios, controllerFlags []stri
 }
 
 func breakdown(w WriteBreakdown) string {
-	var parts []string
+	parts := make([]string, 0, len(w.ByVerbResource))
 	for _, k := range sortedKeys(w.ByVerbResource) {
 		parts = append(parts, fmt.Sprintf("%s %.2f", k, w.ByVerbResource[k]))
 	}

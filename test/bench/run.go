@@ -175,7 +175,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.summarize()
 	// A breakdown's heap profiles and audit log are kept to be read.
 	if !cfg.KeepState && !cfg.Breakdown {
-		defer os.RemoveAll(cfg.WorkDir)
+		defer func() { _ = os.RemoveAll(cfg.WorkDir) }() // a leftover is removed by the next run
 	}
 	return res, nil
 }

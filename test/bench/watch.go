@@ -101,8 +101,9 @@ func watchApps(ctx context.Context, c clients, ns string) (*appWatch, error) {
 
 func (w *appWatch) stop() { w.cancel() }
 
-// readyTime returns when the App was first seen Ready at generation gen or later.
-func (w *appWatch) readyTime(name string, gen int64) (time.Time, bool) {
+// readyTime returns when the App was first seen Ready at generation gen or later (zero
+// if never).
+func (w *appWatch) readyTime(name string, gen int64) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var first time.Time
@@ -111,7 +112,7 @@ func (w *appWatch) readyTime(name string, gen int64) (time.Time, bool) {
 			first = t
 		}
 	}
-	return first, !first.IsZero()
+	return first
 }
 
 // waitReady waits until every App of want (name -> generation) has been Ready at its

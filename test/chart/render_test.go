@@ -452,20 +452,11 @@ func TestOtherValues(t *testing.T) {
 			if subject := nested(t, binding, "subjects").([]any)[0].(map[string]any); subject["name"] != "app-controller" || binding.GetNamespace() != "team-a" {
 				t.Errorf("RoleBinding %v in %q", subject, binding.GetNamespace())
 			}
-			resources := func(obj *unstructured.Unstructured) []string {
-				var out []string
-				for _, rule := range nested(t, obj, "rules").([]any) {
-					for _, res := range rule.(map[string]any)["resources"].([]any) {
-						out = append(out, res.(string))
-					}
-				}
-				return out
-			}
-			cluster := resources(find(t, r, "ClusterRole", "app-controller"))
+			cluster := ruleResources(t, find(t, r, "ClusterRole", "app-controller"))
 			if slices.Contains(cluster, "apps") || slices.Contains(cluster, "secrets") || slices.Contains(cluster, "nodes") {
 				t.Errorf("the ClusterRole still grants %q", cluster)
 			}
-			ns := resources(role)
+			ns := ruleResources(t, role)
 			for _, want := range []string{"apps", "deployments", "services", "secrets", "ingresses"} {
 				if !slices.Contains(ns, want) {
 					t.Errorf("the Role lacks %s: %q", want, ns)
@@ -499,6 +490,44 @@ func TestOtherValues(t *testing.T) {
 			slices.Sort(bindings)
 			if want := []string{"team-a", "team-b"}; !slices.Equal(roles, want) || !slices.Equal(bindings, want) {
 				t.Errorf("Roles in %q and RoleBindings in %q, want each in %q", roles, bindings, want)
+			}
+		}},
+		{"configRollout.secrets=false: --config-rollout-secrets=false, and the roles grant nothing on Secrets, the rest as by default", Options{Values: map[string]any{
+			"configRollout": map[string]any{"secrets": false}}}, func(t *testing.T, r *Rendering) {
+			if got := args(t, find(t, r, "Deployment", "app-controller")); !slices.Contains(got, "--config-rollout-secrets=false") {
+				t.Errorf("args %q lack --config-rollout-secrets=false", got)
+			}
+			// The default rules, "secrets" taken out of each (and a rule left with no
+			// resource dropped).
+			var want []any
+			for _, rule := range nested(t, find(t, render(t, Options{}), "ClusterRole", "app-controller"), "rules").([]any) {
+				rule := rule.(map[string]any)
+				var resources []any
+				for _, res := range rule["resources"].([]any) {
+					if res != "secrets" {
+						resources = append(resources, res)
+					}
+				}
+				if len(resources) > 0 {
+					rule["resources"] = resources
+					want = append(want, rule)
+				}
+			}
+			got := nested(t, find(t, r, "ClusterRole", "app-controller"), "rules")
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("ClusterRole rules (-default without secrets +got):\n%s", diff)
+			}
+			watched := render(t, Options{Values: map[string]any{"configRollout": map[string]any{"secrets": false}, "watchNamespace": "team-a"}})
+			if res := ruleResources(t, find(t, watched, "Role", "app-controller-watched")); slices.Contains(res, "secrets") || !slices.Contains(res, "configmaps") {
+				t.Errorf("with watchNamespace, the Role grants %q: want configmaps, not secrets", res)
+			}
+		}},
+		{"configRollout.secrets by default: Secrets watched, no flag", Options{}, func(t *testing.T, r *Rendering) {
+			if got := args(t, find(t, r, "Deployment", "app-controller")); slices.ContainsFunc(got, func(a string) bool { return strings.HasPrefix(a, "--config-rollout-secrets") }) {
+				t.Errorf("args %q set --config-rollout-secrets", got)
+			}
+			if res := ruleResources(t, find(t, r, "ClusterRole", "app-controller")); !slices.Contains(res, "secrets") {
+				t.Errorf("the ClusterRole grants %q, no secrets", res)
 			}
 		}},
 		{"image.tag overrides appVersion", Options{Values: map[string]any{"image": map[string]any{"tag": "v9"}}}, func(t *testing.T, r *Rendering) {
@@ -568,6 +597,18 @@ func TestOtherValues(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.check(t, render(t, tt.opts)) })
 	}
+}
+
+// ruleResources returns the resources of every rule of a rendered role, in order.
+func ruleResources(t *testing.T, role *unstructured.Unstructured) []string {
+	t.Helper()
+	var out []string
+	for _, rule := range nested(t, role, "rules").([]any) {
+		for _, res := range rule.(map[string]any)["resources"].([]any) {
+			out = append(out, res.(string))
+		}
+	}
+	return out
 }
 
 // TestSchemaRefusesBadValues renders values the schema must refuse, one from a values

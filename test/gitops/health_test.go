@@ -86,13 +86,13 @@ func assertHealth(t *testing.T, obj map[string]any, wantKstatus status.Status, w
 // hold: an App created before the CRD had its status default, and an App whose spec
 // changed since the controller's last status.
 func TestHealthEdgeCases(t *testing.T) {
-	app := func(generation int64, status map[string]any) map[string]any {
+	app := func(generation int64, appStatus map[string]any) map[string]any {
 		obj := map[string]any{
 			"apiVersion": "appcontroller.k8s.io/v1", "kind": "App",
 			"metadata": map[string]any{"name": "a", "namespace": "ns", "generation": float64(generation)},
 		}
-		if status != nil {
-			obj["status"] = status
+		if appStatus != nil {
+			obj["status"] = appStatus
 		}
 		return obj
 	}

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 )
@@ -29,7 +30,7 @@ func Parallel(ctx context.Context, n, workers int, do func(ctx context.Context, 
 		})
 	}
 	wg.Wait()
-	if err := context.Cause(ctx); err != nil && err != context.Canceled {
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	return ctx.Err()

@@ -90,7 +90,10 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 func (p *Process) Exited() error {
 	select {
 	case <-p.done:
-		return fmt.Errorf("%s (pid %d) exited: %v", p.cmd.Path, p.Pid(), p.err)
+		if p.err == nil {
+			return fmt.Errorf("%s (pid %d) exited with status 0", p.cmd.Path, p.Pid())
+		}
+		return fmt.Errorf("%s (pid %d) exited: %w", p.cmd.Path, p.Pid(), p.err)
 	default:
 		return nil
 	}

@@ -160,36 +160,6 @@ func MetricNames(expr string) ([]string, error) {
 	var names []string
 	s := expr
 	i := 0
-	// skipTo returns the index after the closing byte of the group opened at s[i].
-	skipGroup := func(i int, open, close byte) (int, error) {
-		depth := 0
-		for j := i; j < len(s); j++ {
-			switch c := s[j]; {
-			case c == '"' || c == '\'' || c == '`':
-				end := strings.IndexByte(s[j+1:], c)
-				if end < 0 {
-					return 0, fmt.Errorf("unterminated string in %q", expr)
-				}
-				j += end + 1
-			case c == open:
-				depth++
-			case c == close:
-				depth--
-				if depth == 0 {
-					return j + 1, nil
-				}
-			}
-		}
-		return 0, fmt.Errorf("unbalanced %c%c in %q", open, close, expr)
-	}
-	isIdentStart := func(c byte) bool { return c == '_' || c == ':' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
-	isIdent := func(c byte) bool { return isIdentStart(c) || c >= '0' && c <= '9' }
-	nextNonSpace := func(j int) int {
-		for j < len(s) && (s[j] == ' ' || s[j] == '\t' || s[j] == '\n' || s[j] == '\r') {
-			j++
-		}
-		return j
-	}
 	for i < len(s) {
 		c := s[i]
 		switch {
@@ -205,22 +175,17 @@ func MetricNames(expr string) ([]string, error) {
 				return sortUnique(names), nil
 			}
 			i += end
-		case c == '{':
-			j, err := skipGroup(i, '{', '}')
-			if err != nil {
-				return nil, err
-			}
-			i = j
-		case c == '[':
-			j, err := skipGroup(i, '[', ']')
+		case c == '{' || c == '[':
+			j, err := skipGroup(s, i)
 			if err != nil {
 				return nil, err
 			}
 			i = j
 		case c == '$':
+			// A Grafana variable: $x or ${x}.
 			i++
 			if i < len(s) && s[i] == '{' {
-				j, err := skipGroup(i, '{', '}')
+				j, err := skipGroup(s, i)
 				if err != nil {
 					return nil, err
 				}
@@ -235,24 +200,12 @@ func MetricNames(expr string) ([]string, error) {
 				i++
 			}
 		case isIdentStart(c):
-			j := i
-			for j < len(s) && isIdent(s[j]) {
-				j++
+			name, j, err := identifier(s, i)
+			if err != nil {
+				return nil, err
 			}
-			word := s[i:j]
-			next := nextNonSpace(j)
-			switch {
-			case next < len(s) && s[next] == '(' && slices.Contains(labelListKeywords, word):
-				end, err := skipGroup(next, '(', ')')
-				if err != nil {
-					return nil, err
-				}
-				j = end
-			case next < len(s) && s[next] == '(':
-				// A function or an aggregation.
-			case slices.Contains(keywords, strings.ToLower(word)):
-			default:
-				names = append(names, word)
+			if name != "" {
+				names = append(names, name)
 			}
 			i = j
 		default:
@@ -261,6 +214,66 @@ func MetricNames(expr string) ([]string, error) {
 	}
 	return sortUnique(names), nil
 }
+
+// identifier reads the identifier that starts at s[i] and returns it if it is a metric
+// name ("" if it is a function, an aggregation or a keyword), and the index after it
+// (after the label list that follows a by, without, on, ignoring, group_left or
+// group_right).
+func identifier(s string, i int) (string, int, error) {
+	j := i
+	for j < len(s) && isIdent(s[j]) {
+		j++
+	}
+	word := s[i:j]
+	next := j
+	for next < len(s) && (s[next] == ' ' || s[next] == '\t' || s[next] == '\n' || s[next] == '\r') {
+		next++
+	}
+	switch {
+	case next < len(s) && s[next] == '(' && slices.Contains(labelListKeywords, word):
+		end, err := skipGroup(s, next)
+		return "", end, err
+	case next < len(s) && s[next] == '(':
+		return "", j, nil // a function or an aggregation
+	case slices.Contains(keywords, strings.ToLower(word)):
+		return "", j, nil
+	}
+	return word, j, nil
+}
+
+// groupClose is the byte that closes each group skipGroup skips.
+var groupClose = map[byte]byte{'{': '}', '[': ']', '(': ')'}
+
+// skipGroup returns the index after the byte that closes the group opened at s[i] (a
+// {, [ or (), skipping the strings inside it.
+func skipGroup(s string, i int) (int, error) {
+	opening, closing := s[i], groupClose[s[i]]
+	depth := 0
+	for j := i; j < len(s); j++ {
+		switch c := s[j]; c {
+		case '"', '\'', '`':
+			end := strings.IndexByte(s[j+1:], c)
+			if end < 0 {
+				return 0, fmt.Errorf("unterminated string in %q", s)
+			}
+			j += end + 1
+		case opening:
+			depth++
+		case closing:
+			depth--
+			if depth == 0 {
+				return j + 1, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("unbalanced %c%c in %q", opening, closing, s)
+}
+
+func isIdentStart(c byte) bool {
+	return c == '_' || c == ':' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+func isIdent(c byte) bool { return isIdentStart(c) || c >= '0' && c <= '9' }
 
 func sortUnique(names []string) []string {
 	slices.Sort(names)

@@ -33,23 +33,26 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: imagebuild build|push|registry [flags]")
 		os.Exit(2)
 	}
+	if err := run(os.Args[1], os.Args[2:]); err != nil {
+		fmt.Fprintln(os.Stderr, "imagebuild:", err)
+		os.Exit(1)
+	}
+}
+
+// run runs the command cmd with its arguments until it ends or SIGINT or SIGTERM stops
+// it.
+func run(cmd string, args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var err error
-	switch os.Args[1] {
+	switch cmd {
 	case "build":
-		err = build(os.Args[2:])
+		return build(args)
 	case "push":
-		err = push(ctx, os.Args[2:])
+		return push(ctx, args)
 	case "registry":
-		err = serveRegistry(ctx, os.Args[2:])
+		return serveRegistry(ctx, args)
 	default:
-		err = fmt.Errorf("unknown command %q: want build, push or registry", os.Args[1])
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "imagebuild:", err)
-		stop()
-		os.Exit(1)
+		return fmt.Errorf("unknown command %q: want build, push or registry", cmd)
 	}
 }
 
@@ -113,6 +116,7 @@ func build(args []string) error {
 	layoutDir := fs.String("layout", "", "OCI layout directory to write the index into (replaced)")
 	tarballPath := fs.String("tarball", "", "also write the image of --tarball-platform here as a `docker load` tarball")
 	tarballPlatform := fs.String("tarball-platform", "", "os/arch of the image written to --tarball")
+	digestFile := fs.String("digest-file", "", "also write the image index's digest (sha256:...) to this file")
 	tag := fs.String("tag", "", "image name and tag, such as example.com/app-controller:v0.1.0 (tarball tag and layout ref name)")
 	epoch := fs.String("created-epoch", "", "creation time in seconds since the epoch (SOURCE_DATE_EPOCH, or the commit time)")
 	entrypoint := fs.String("entrypoint", "/app-controller", "path of the binary in the image")
@@ -182,6 +186,11 @@ func build(args []string) error {
 		return fmt.Errorf("computing the index digest: %w", err)
 	}
 	fmt.Printf("OCI layout %s: image index %s\n", *layoutDir, digest)
+	if *digestFile != "" {
+		if err := os.WriteFile(*digestFile, []byte(digest.String()+"\n"), 0o644); err != nil {
+			return fmt.Errorf("writing the index digest: %w", err)
+		}
+	}
 	return nil
 }
 

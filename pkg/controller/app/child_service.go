@@ -145,7 +145,7 @@ func serviceExclusivePatch(live *corev1.Service, desired *corev1ac.ServiceApplyC
 	}
 	return json.Marshal([]map[string]any{
 		{"op": "test", "path": "/metadata/resourceVersion", "value": live.ResourceVersion},
-		{"op": "add", "path": "/spec/selector", "value": want.Spec.Selector},
-		{"op": "add", "path": "/spec/ports", "value": ports},
+		patchAdd("/spec/selector", want.Spec.Selector),
+		patchAdd("/spec/ports", ports),
 	})
 }

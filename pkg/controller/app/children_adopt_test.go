@@ -27,7 +27,7 @@ func TestNoAdoptionOnCreate(t *testing.T) {
 	foreign.Annotations = nil
 	foreign.UID = "foreign-uid"
 	foreign.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl-create", Operation: metav1.ManagedFieldsOperationUpdate,
-		APIVersion: "apps/v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{}}}`)}}}
+		APIVersion: "apps/v1", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:replicas":{}}}`)}}
 	if err := f.kubeClient.Tracker().Add(foreign); err != nil {
 		t.Fatal(err)
 	}

@@ -183,6 +183,9 @@ func (c *Controller) podConfig(app *appv1.App) (podConfig, error) {
 	for _, r := range refs {
 		store := c.configMaps
 		if r.kind == "Secret" {
+			if c.secrets == nil {
+				continue // Secrets not followed (Informers.Secrets nil)
+			}
 			store = c.secrets
 		}
 		key := app.Namespace + "/" + r.name

@@ -1,6 +1,10 @@
 package app
 
-import appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+)
 
 const (
 	// ControllerName names the controller in --controllers, the workqueue and logs.
@@ -13,4 +17,4 @@ const (
 )
 
 // appKind is the kind of the owner of every child.
-var appKind = appv1.SchemeGroupVersion.WithKind("App")
+var appKind = schema.GroupVersion(appv1.GroupVersion).WithKind("App")

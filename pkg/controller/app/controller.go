@@ -74,7 +74,8 @@ type Informers struct {
 	ProbeEvents coreinformers.EventInformer
 	// ConfigMaps and Secrets are metadata-only informers of every ConfigMap and Secret,
 	// trimmed to identity and resourceVersion (controller.StripToVersion), to roll the
-	// pods of the Apps that reference one when it changes (config.go).
+	// pods of the Apps that reference one when it changes (config.go). Secrets nil: a
+	// Secret's change rolls no pods (--config-rollout-secrets=false).
 	ConfigMaps, Secrets informers.GenericInformer
 	// DisruptionBudgets watches the PodDisruptionBudgets labelled as managed by
 	// app-controller; UnmanagedDisruptionBudgets the metadata of every other one.
@@ -240,7 +241,6 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		statusPending: newPendingWrites(),
 		pods:          podInformer.GetIndexer(),
 		configMaps:    inf.ConfigMaps.Informer().GetIndexer(),
-		secrets:       inf.Secrets.Informer().GetIndexer(),
 		revisions: &revisions{
 			client:  kubeClient,
 			cache:   controller.NewWriteCache(inf.Revisions.Informer().GetIndexer(), 0, opts.Clock),
@@ -256,9 +256,12 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 			appInformer.HasSynced,
 			podInformer.HasSynced,
 			inf.ConfigMaps.Informer().HasSynced,
-			inf.Secrets.Informer().HasSynced,
 			inf.Revisions.Informer().HasSynced,
 		},
+	}
+	if inf.Secrets != nil {
+		c.secrets = inf.Secrets.Informer().GetIndexer()
+		c.synced = append(c.synced, inf.Secrets.Informer().HasSynced)
 	}
 	// Each kind of child wires its informers: indexes, event handlers, synced.
 	for _, newChild := range appChildren {
@@ -315,8 +318,10 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		}},
 		{podInformer, "pod", c.podHandler(logger)},
 		{inf.ConfigMaps.Informer(), "ConfigMap", c.configHandler(logger, "ConfigMap")},
-		{inf.Secrets.Informer(), "Secret", c.configHandler(logger, "Secret")},
 		{inf.Revisions.Informer(), "ControllerRevision", c.revisionHandler(logger)},
+	}
+	if inf.Secrets != nil {
+		handlers = append(handlers, watched{inf.Secrets.Informer(), "Secret", c.configHandler(logger, "Secret")})
 	}
 	if eventInformer != nil {
 		c.probeEvents = eventInformer.GetIndexer()

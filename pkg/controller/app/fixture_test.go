@@ -45,6 +45,9 @@ import (
 // testNow is the fixed time of the fake clock.
 var testNow = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 
+// httpRouteResource is the Gateway API's HTTPRoute resource, for the fake clients.
+var httpRouteResource = schema.GroupVersion(gatewayv1.GroupVersion).WithResource("httproutes")
+
 // fixture is a Controller on fake clientsets whose informer caches are seeded directly
 // (the informers never run), in the style of kube-controller-manager's tests.
 type fixture struct {
@@ -124,7 +127,9 @@ func newFixtureWith(t testing.TB, gatewayAPI bool, defaultGateway *appv1.Gateway
 	kubeInformers := informers.NewSharedInformerFactory(f.kubeClient, 0)
 	appInformers := appinformers.NewSharedInformerFactory(f.appClient, 0)
 	scheme := runtime.NewScheme()
-	metav1.AddMetaToScheme(scheme)
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
 	metadataInformers := metadatainformer.NewSharedInformerFactory(metadatafake.NewSimpleMetadataClient(scheme), 0)
 	f.inf = Informers{
 		Apps:                       appInformers.Appcontroller().V1().Apps(),
@@ -145,7 +150,7 @@ func newFixtureWith(t testing.TB, gatewayAPI bool, defaultGateway *appv1.Gateway
 	if gatewayAPI {
 		f.gatewayClient = gatewayfake.NewClientset()
 		f.inf.HTTPRoutes = gatewayinformers.NewSharedInformerFactory(f.gatewayClient, 0).Gateway().V1().HTTPRoutes()
-		f.inf.UnmanagedHTTPRoutes = metadataInformers.ForResource(gatewayv1.SchemeGroupVersion.WithResource("httproutes"))
+		f.inf.UnmanagedHTTPRoutes = metadataInformers.ForResource(httpRouteResource)
 	}
 	f.recorder = record.NewFakeRecorder(1000)
 	f.clock = clocktesting.NewFakePassiveClock(testNow)
@@ -290,7 +295,7 @@ func (f *fixture) catchUp() {
 		}
 	}
 	if f.gatewayClient != nil {
-		list, err := f.gatewayClient.Tracker().List(gatewayv1.SchemeGroupVersion.WithResource("httproutes"), gatewayv1.SchemeGroupVersion.WithKind("HTTPRoute"), "")
+		list, err := f.gatewayClient.Tracker().List(httpRouteResource, schema.GroupVersion(gatewayv1.GroupVersion).WithKind("HTTPRoute"), "")
 		if err != nil {
 			f.t.Fatalf("listing httproutes: %v", err)
 		}
@@ -376,7 +381,7 @@ func childOf[K appChild](t testing.TB, c *Controller) K {
 // schema defaults applied, identity and creation time set.
 func newApp(name string, created time.Time) *appv1.App {
 	app := appfixture.NewApp("tcs", name, "nginx", 2)
-	app.TypeMeta = metav1.TypeMeta{APIVersion: appv1.SchemeGroupVersion.String(), Kind: "App"}
+	app.TypeMeta = metav1.TypeMeta{APIVersion: appv1.GroupVersion.String(), Kind: "App"}
 	app.UID = types.UID(name + "-uid")
 	app.Generation = 1
 	app.ResourceVersion = "1"
@@ -387,7 +392,7 @@ func newApp(name string, created time.Time) *appv1.App {
 
 // controlledBy returns owner references making app the controller.
 func controlledBy(app *appv1.App) []metav1.OwnerReference {
-	return []metav1.OwnerReference{*metav1.NewControllerRef(app, appv1.SchemeGroupVersion.WithKind("App"))}
+	return []metav1.OwnerReference{*metav1.NewControllerRef(app, appKind)}
 }
 
 // desiredObject returns the object of type T that build (DesiredDeployment,

@@ -131,13 +131,13 @@ func TestHTTPRoute(t *testing.T) {
 	}
 	// answer writes the Gateway's answer into the HTTPRoute's status.
 	answer := func(f *fixture, conds ...metav1.Condition) {
-		obj, err := f.gatewayClient.Tracker().Get(gatewayv1.SchemeGroupVersion.WithResource("httproutes"), "tcs", "web")
+		obj, err := f.gatewayClient.Tracker().Get(httpRouteResource, "tcs", "web")
 		if err != nil {
 			t.Fatal(err)
 		}
 		route := obj.(*gatewayv1.HTTPRoute).DeepCopy()
 		route.Status.Parents = []gatewayv1.RouteParentStatus{parentStatus(route.Generation, conds...)}
-		if err := f.gatewayClient.Tracker().Update(gatewayv1.SchemeGroupVersion.WithResource("httproutes"), route, "tcs"); err != nil {
+		if err := f.gatewayClient.Tracker().Update(httpRouteResource, route, "tcs"); err != nil {
 			t.Fatal(err)
 		}
 		f.catchUp()

@@ -48,14 +48,24 @@ type rolloutAbort struct {
 	reason, message string
 }
 
+// rolloutMetric names the counter a rollout's transition adds to.
+type rolloutMetric string
+
+const (
+	rolloutMetricStarted  rolloutMetric = "started"
+	rolloutMetricPromoted rolloutMetric = "promoted"
+	rolloutMetricAborted  rolloutMetric = "aborted"
+)
+
 // rolloutNote is something a transition tells: an Event, and the metric it counts.
 type rolloutNote struct {
 	eventType, reason, message string
-	// metric: "started", "promoted", "aborted" (abortReason) or "" for none; step is
+	// metric: the counter it adds to (abortReason for an abort), "" for none; step is
 	// the kind of step that ended ("setWeight", "pause", "promotion") and took seconds.
-	metric, abortReason string
-	step                string
-	seconds             float64
+	metric      rolloutMetric
+	abortReason string
+	step        string
+	seconds     float64
 }
 
 // nextRollout returns the rollout state that follows cur (nil: none yet) under strategy,
@@ -138,7 +148,7 @@ func (m *machine) request() {
 		switch {
 		case aborted:
 			m.note(rolloutNote{eventType: corev1.EventTypeNormal, reason: appv1.EventReasonRolloutStarted,
-				message: fmt.Sprintf("kubectl app promote: the aborted rollout to revision %s starts its steps again", r.Canary.Revision), metric: "started"})
+				message: fmt.Sprintf("kubectl app promote: the aborted rollout to revision %s starts its steps again", r.Canary.Revision), metric: rolloutMetricStarted})
 			m.toStep(0)
 		case m.promoting():
 			ignore(what + " ignored: the rollout is already being promoted")
@@ -233,7 +243,7 @@ func (m *machine) follow() {
 	if restarted {
 		msg = fmt.Sprintf("A newer change (revision %s, pod template %s) restarts the rollout's %d steps", want.Revision, want.PodTemplateHash, m.steps())
 	}
-	m.note(rolloutNote{eventType: corev1.EventTypeNormal, reason: appv1.EventReasonRolloutStarted, message: msg, metric: "started"})
+	m.note(rolloutNote{eventType: corev1.EventTypeNormal, reason: appv1.EventReasonRolloutStarted, message: msg, metric: rolloutMetricStarted})
 	m.toStep(0)
 }
 
@@ -278,7 +288,7 @@ func (m *machine) abort(cause rolloutAbort) {
 	r.Phase, r.PausedByRequest, r.AbortReason, r.AbortMessage = appv1.RolloutAborted, false, cause.reason, cause.message
 	r.CanaryScaleDownAt = &metav1.Time{Time: m.o.now.Add(time.Duration(ptr.Deref(m.s.AbortScaleDownDelaySeconds, 0)) * time.Second)}
 	m.note(rolloutNote{eventType: corev1.EventTypeWarning, reason: appv1.ReasonRolloutAborted, message: m.abortedMessage(),
-		metric: "aborted", abortReason: cause.reason})
+		metric: rolloutMetricAborted, abortReason: cause.reason})
 }
 
 // abortedMessage says why the rollout was aborted, and what serves.
@@ -377,7 +387,7 @@ func (m *machine) advance() {
 	}
 	m.note(rolloutNote{eventType: corev1.EventTypeNormal, reason: appv1.EventReasonRolloutPromoted,
 		message: fmt.Sprintf("Revision %s (pod template %s) is promoted: the stable Deployment runs it", r.Canary.Revision, r.Canary.PodTemplateHash),
-		metric:  "promoted", step: "promotion", seconds: took})
+		metric:  rolloutMetricPromoted, step: "promotion", seconds: took})
 	m.end("", true)
 }
 

@@ -293,7 +293,7 @@ func syncedAppOn(t *testing.T, f *fixture, app *appv1.App) *appv1.App {
 // routeAccepted reports the App's HTTPRoute accepted by its Gateway, at its generation.
 func (w *world) routeAccepted() {
 	w.t.Helper()
-	gvr := gatewayv1.SchemeGroupVersion.WithResource("httproutes")
+	gvr := httpRouteResource
 	obj, err := w.f.gatewayClient.Tracker().Get(gvr, w.key.Namespace, w.key.Name)
 	if err != nil {
 		w.t.Fatalf("getting the HTTPRoute: %v", err)
@@ -566,7 +566,7 @@ func TestRolloutAbort(t *testing.T) {
 // "service:weight" ("service" without a weight).
 func (w *world) route() []string {
 	w.t.Helper()
-	obj, err := w.f.gatewayClient.Tracker().Get(gatewayv1.SchemeGroupVersion.WithResource("httproutes"), w.key.Namespace, w.key.Name)
+	obj, err := w.f.gatewayClient.Tracker().Get(httpRouteResource, w.key.Namespace, w.key.Name)
 	if err != nil {
 		w.t.Fatalf("getting the HTTPRoute: %v", err)
 	}

@@ -111,7 +111,7 @@ func (c *Controller) syncRollout(ctx context.Context, key cache.ObjectName, app 
 	}
 
 	plan := planRollout(s, next, live, now)
-	if err := c.buildRolloutPlan(ctx, app, in, next, &plan, desired, desiredTemplate); err != nil {
+	if err := c.buildRolloutPlan(ctx, app, next, &plan, desired, desiredTemplate); err != nil {
 		return app, nil, 0, err
 	}
 	return app, &plan, controller.RequeueAfter(recheck, rolloutDue(s, next, now)).RequeueAfter, nil
@@ -284,7 +284,7 @@ func (c *Controller) stableRuns(ctx context.Context, app *appv1.App, in *syncInp
 	if in.live == nil {
 		return false, nil
 	}
-	if err := c.buildRolloutPlan(ctx, app, in, r, p, desired, desiredTemplate); err != nil || p.holdStable {
+	if err := c.buildRolloutPlan(ctx, app, r, p, desired, desiredTemplate); err != nil || p.holdStable {
 		return false, err
 	}
 	d, err := stableDeployment(app, in, p)
@@ -301,7 +301,7 @@ func (c *Controller) stableRuns(ctx context.Context, app *appv1.App, in *syncInp
 
 // buildRolloutPlan builds the objects of plan p of state r: the stable Deployment's
 // template and the canary Deployment.
-func (c *Controller) buildRolloutPlan(ctx context.Context, app *appv1.App, in *syncInput, r *appv1.RolloutStatus, p *rolloutPlan,
+func (c *Controller) buildRolloutPlan(ctx context.Context, app *appv1.App, r *appv1.RolloutStatus, p *rolloutPlan,
 	desired appv1.RolloutVersion, desiredTemplate *corev1ac.PodTemplateSpecApplyConfiguration) error {
 	template, found, err := c.templateOf(ctx, app, r.Stable, desired, desiredTemplate)
 	if err != nil {
@@ -455,11 +455,11 @@ func (c *Controller) emitRolloutNotes(ctx context.Context, app *appv1.App, notes
 		c.recorder.Event(app, n.eventType, n.reason, controller.TruncateMessage(n.message))
 		klog.FromContext(ctx).V(2).Info("Rollout", "reason", n.reason, "message", n.message)
 		switch n.metric {
-		case "started":
+		case rolloutMetricStarted:
 			rolloutsStarted.Inc()
-		case "promoted":
+		case rolloutMetricPromoted:
 			rolloutsPromoted.Inc()
-		case "aborted":
+		case rolloutMetricAborted:
 			rolloutsAborted.WithLabelValues(n.abortReason).Inc()
 		}
 		if n.step != "" {

@@ -85,8 +85,8 @@ func (r *routeChild) refusal(app *appv1.App) (string, error) {
 // objects returns the managed Ingress and HTTPRoute of key in the caches.
 func (r *routeChild) objects(key string) []metav1.Object {
 	var objs []metav1.Object
-	for _, cache := range r.caches() {
-		if obj, exists, err := cache.GetByKey(key); err == nil && exists {
+	for _, store := range r.caches() {
+		if obj, exists, err := store.GetByKey(key); err == nil && exists {
 			if o, ok := obj.(metav1.Object); ok {
 				objs = append(objs, o)
 			}

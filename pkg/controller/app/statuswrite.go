@@ -138,7 +138,7 @@ func (c *Controller) writeStatus(ctx context.Context, app *appv1.App, status *ap
 	if equality.Semantic.DeepEqual(&app.Status, status) {
 		return nil
 	}
-	patch, err := json.Marshal([]map[string]any{{"op": "add", "path": "/status", "value": status}})
+	patch, err := json.Marshal([]map[string]any{patchAdd("/status", status)})
 	if err != nil {
 		return fmt.Errorf("encoding the status of App %s/%s: %w", app.Namespace, app.Name, err)
 	}
@@ -151,6 +151,11 @@ func (c *Controller) writeStatus(ctx context.Context, app *appv1.App, status *ap
 	_, _ = controller.StripWriteRecords(updated) // as the informer's transform
 	c.apps.Mutation(updated)
 	return nil
+}
+
+// patchAdd is the JSON patch (RFC 6902) operation that sets path to value.
+func patchAdd(path string, value any) map[string]any {
+	return map[string]any{"op": "add", "path": path, "value": value}
 }
 
 // reportReconcileFailed records in the App's conditions that its retry budget ran out,

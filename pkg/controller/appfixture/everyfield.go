@@ -60,7 +60,7 @@ func WithEveryField(app *appv1.App, refs EveryField) *appv1.App {
 	}
 	d.Volumes = []appv1.Volume{
 		{Name: "config", ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}, DefaultMode: ptr.To[int32](0o644)}},
-		{Name: "tls", Secret: &corev1.SecretVolumeSource{SecretName: "tls", DefaultMode: ptr.To[int32](0o400), Optional: ptr.To(true)}},
+		{Name: "tls", Secret: &corev1.SecretVolumeSource{SecretName: "tls", DefaultMode: ptr.To[int32](0o400), Optional: ptr.To(true)}}, //nolint:goconst // a fixture's names are its data
 		{Name: "cache", EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}},
 		{Name: "data", PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: refs.Claim}},
 	}
@@ -129,14 +129,14 @@ func EveryFieldDiffs(app *appv1.App, d *appsv1.Deployment, s *corev1.Service) []
 		check("securityContext", c.SecurityContext, t.SecurityContext)
 		check("podSecurityContext", pod.SecurityContext, orEmpty(t.PodSecurityContext))
 		check("envFrom", c.EnvFrom, t.EnvFrom)
-		var volumes []corev1.Volume
+		volumes := make([]corev1.Volume, 0, len(t.Volumes))
 		for _, v := range t.Volumes {
 			volumes = append(volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
 				ConfigMap: v.ConfigMap, Secret: v.Secret, EmptyDir: v.EmptyDir, PersistentVolumeClaim: v.PersistentVolumeClaim,
 			}})
 		}
 		check("volumes", pod.Volumes, volumes)
-		var mounts []corev1.VolumeMount
+		mounts := make([]corev1.VolumeMount, 0, len(t.VolumeMounts))
 		for _, m := range t.VolumeMounts {
 			mounts = append(mounts, corev1.VolumeMount{Name: m.Name, MountPath: m.MountPath, SubPath: m.SubPath, ReadOnly: ptr.Deref(m.ReadOnly, false)})
 		}

@@ -56,7 +56,7 @@ func Seed(tb testing.TB, indexer cache.Indexer, tracker core.ObjectTracker, objs
 
 // Writes returns the write actions (every verb but get, list and watch) among actions.
 func Writes(actions ...[]core.Action) []core.Action {
-	var out []core.Action
+	var out []core.Action //nolint:prealloc // nil, not empty, when there is no write: tests compare with nil
 	for _, a := range slices.Concat(actions...) {
 		switch a.GetVerb() {
 		case "get", "list", "watch":
@@ -69,7 +69,7 @@ func Writes(actions ...[]core.Action) []core.Action {
 
 // Verbs returns actions as "verb resource" strings (nil for no action).
 func Verbs(actions []core.Action) []string {
-	var out []string
+	var out []string //nolint:prealloc // nil for no action, as documented: tests compare with nil
 	for _, a := range actions {
 		out = append(out, a.GetVerb()+" "+a.GetResource().Resource)
 	}

@@ -122,7 +122,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, inf Inf
 
 	serviceInformer := inf.Services.Informer()
 	ingressInformer := inf.Ingresses.Informer()
-	indexed := map[string]cache.SharedIndexInformer{"Service": serviceInformer, "Ingress": ingressInformer}
+	indexed := map[string]cache.SharedIndexInformer{serviceKind.Kind: serviceInformer, "Ingress": ingressInformer}
 	synced := []cache.InformerSynced{serviceInformer.HasSynced, ingressInformer.HasSynced}
 	if inf.HTTPRoutes != nil {
 		indexed["HTTPRoute"] = inf.HTTPRoutes.Informer()

@@ -217,7 +217,7 @@ func TestNewIngressHash(t *testing.T) {
 		}
 		return config.Annotations[controller.AppliedConfigHashAnnotation]
 	}
-	if hash(settings{path: "/"}) != hash(settings{path: "/"}) {
+	if first, again := hash(settings{path: "/"}), hash(settings{path: "/"}); first != again {
 		t.Errorf("same configuration, different hashes")
 	}
 	if hash(settings{path: "/"}) == hash(settings{path: "/api"}) {

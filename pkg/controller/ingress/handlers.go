@@ -1,12 +1,13 @@
 package ingress
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-	"slices"
 
 	"github.com/app-controller/app-controller/pkg/controller"
 )

@@ -131,7 +131,7 @@ func (c *Controller) hostHolder(host string) (hostClaim, bool, error) {
 				claims[key] = hostClaim{namespace: obj.GetNamespace(), claimant: "the route of App " + ref.Name, routed: true,
 					routedBy: controller.RouteKind(obj), ingressCreated: created}
 			}
-		case "Service":
+		case serviceKind.Kind:
 			svc, err := c.serviceLister.Services(obj.GetNamespace()).Get(ref.Name)
 			if err != nil || svc.UID != ref.UID {
 				continue // the Service is gone: its Ingress goes with it

@@ -123,7 +123,7 @@ func TestHostHeldByHTTPRoute(t *testing.T) {
 	route := &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{
 		Namespace: "a", Name: "shop", UID: "route-uid", ResourceVersion: "2", CreationTimestamp: metav1.NewTime(t0),
 		Labels:          map[string]string{appv1.ManagedByLabel: appv1.ManagedByValue},
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: appv1.SchemeGroupVersion.String(), Kind: "App", Name: "shop", UID: "app-uid", Controller: ptr.To(true)}},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: appv1.GroupVersion.String(), Kind: "App", Name: "shop", UID: "app-uid", Controller: ptr.To(true)}},
 	}, Spec: gatewayv1.HTTPRouteSpec{Hostnames: []gatewayv1.Hostname{"shop.example.com"}}}
 	controllertest.Seed(t, f.inf.HTTPRoutes.Informer().GetIndexer(), nil, route)
 	claim := claimant("b", "x", "*.example.com", t0.Add(-time.Hour)) // older than the route, but waiting

@@ -167,5 +167,5 @@ func (c *Controller) removeIngress(ctx context.Context, svc *corev1.Service, ing
 // isControlledBy reports whether ing's controller is svc (UID included).
 func isControlledBy(ing *networkingv1.Ingress, svc *corev1.Service) bool {
 	ref := metav1.GetControllerOfNoCopy(ing)
-	return ref != nil && ref.Kind == "Service" && ref.UID == svc.UID
+	return ref != nil && ref.Kind == serviceKind.Kind && ref.UID == svc.UID
 }

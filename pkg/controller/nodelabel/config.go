@@ -110,11 +110,11 @@ var strictPathPattern = regexp.MustCompile(`^rules\[(\d+)\]\.?(.*)$`)
 // describeStrictError rewrites an unknown or duplicate field error in the words of
 // Validate: "rules[1] (name "x"): match.foo: unknown field".
 func (cfg *Config) describeStrictError(err error) string {
-	fieldErr, ok := err.(kjson.FieldError)
-	if !ok {
+	var fieldErr kjson.FieldError
+	if !errors.As(err, &fieldErr) {
 		return err.Error()
 	}
-	what := strings.TrimSuffix(strings.TrimSuffix(err.Error(), strconv.Quote(fieldErr.FieldPath())), " ")
+	what := strings.TrimSuffix(strings.TrimSuffix(fieldErr.Error(), strconv.Quote(fieldErr.FieldPath())), " ")
 	m := strictPathPattern.FindStringSubmatch(fieldErr.FieldPath())
 	if m == nil {
 		return fmt.Sprintf("%s: %s", fieldErr.FieldPath(), what)
@@ -170,10 +170,9 @@ func (cfg *Config) Validate() error {
 			report("match", "at least one of providerIDPrefix, nameRegex and labelSelector is required")
 		}
 		if m.NameRegex != "" {
+			// Only checked here: Compile builds the anchored matcher.
 			if _, err := regexp.Compile(m.NameRegex); err != nil {
 				report("match.nameRegex", "invalid regexp: %v", err)
-			} else {
-				// valid: compile builds the anchored matcher
 			}
 		}
 		if m.LabelSelector != nil {

@@ -45,7 +45,7 @@ func labelOwners(t *testing.T, node *corev1.Node) map[string][]string {
 		}
 		// The fields set is JSON like {"f:metadata":{"f:labels":{"f:key":{}}}}.
 		var fields map[string]map[string]map[string]any
-		if err := json.Unmarshal(entry.FieldsV1.Raw, &fields); err != nil {
+		if err := json.Unmarshal(entry.FieldsV1.GetRawBytes(), &fields); err != nil {
 			t.Fatal(err)
 		}
 		for key := range fields["f:metadata"]["f:labels"] {

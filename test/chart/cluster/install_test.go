@@ -327,7 +327,7 @@ func applyExamples(t *testing.T, a *applier) []*unstructured.Unstructured {
 	var apps []*unstructured.Unstructured
 	for _, file := range files {
 		for _, obj := range decodeFile(t, file) {
-			if obj.GetKind() != "App" || obj.GetAPIVersion() != appv1.SchemeGroupVersion.String() {
+			if obj.GetKind() != "App" || obj.GetAPIVersion() != appv1.GroupVersion.String() {
 				t.Fatalf("%s: %s %s, want Apps only", file, obj.GetAPIVersion(), obj.GetKind())
 			}
 			_, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: obj.GetNamespace()}}, metav1.CreateOptions{})

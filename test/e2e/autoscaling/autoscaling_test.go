@@ -390,7 +390,7 @@ func replicasManager(t *testing.T, client kubernetes.Interface, ns, name string)
 		var fields struct {
 			Spec map[string]any `json:"f:spec"`
 		}
-		if e.FieldsV1 == nil || json.Unmarshal(e.FieldsV1.Raw, &fields) != nil {
+		if e.FieldsV1 == nil || json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields) != nil {
 			continue
 		}
 		if _, ok := fields.Spec["f:replicas"]; ok {

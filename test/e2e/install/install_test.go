@@ -1,9 +1,12 @@
 // Package install_test installs the controller with its Helm chart on a cluster whose node
-// runs pods for real, as a platform team would, and runs the seed's Apps on it: the image
-// pushed with `make image-push`, `helm install`, the controller's pods Ready through their
-// probes, leader election from pods, /metrics through the metrics Service, the node
-// labeler on the real node, the seed Apps serving HTTP through their Services, then a
-// leader failover, a `helm upgrade` and a container killed for memory.
+// runs pods for real, as a platform team would, and runs the seed's Apps on it: two
+// releases made with `make release` into the cluster's registry (signed, checked with
+// sha256sum and cosign), `helm install` of the previous one from the registry, the
+// controller's pods Ready through their probes, leader election from pods, /metrics
+// through the metrics Service, the node labeler on the real node, the seed Apps serving
+// HTTP through their Services, then a leader failover, a `helm upgrade` to the current
+// release (CRD included, the Apps' children untouched), Secret-driven rollouts turned
+// off, a container killed for memory and a `helm rollback` to the previous release.
 package install_test
 
 import (
@@ -54,14 +57,9 @@ func TestHelmInstallOnRealNode(t *testing.T) {
 	client := framework.Client(t)
 	apps := framework.AppClient(t)
 	registry := realnode.Registry(t)
-	repository := registry + "/app-controller"
-
-	// The image `make image` built (make e2e builds it first), pushed as
-	// docs/how-to/build-the-image.md says, under two tags for the upgrade below.
-	for _, tag := range []string{"e2e-1", "e2e-2"} {
-		out := realnode.Make(t, "image-push", "IMG="+repository+":"+tag)
-		t.Logf("make image-push IMG=%s:%s: %s", repository, tag, lastLine(out))
-	}
+	begin := time.Now()
+	rel := makeReleases(t, registry)
+	t.Logf("releases %s and %s made, pushed and checked in %.1fs", previousVersion, currentVersion, time.Since(begin).Seconds())
 
 	// helm install, with node labeler rules for the real node.
 	values := filepath.Join(t.TempDir(), "values.yaml")
@@ -72,10 +70,13 @@ func TestHelmInstallOnRealNode(t *testing.T) {
 			"labels": map[string]any{nodeLabel: "containers"},
 		}},
 	})
-	begin := time.Now()
-	realnode.Helm(t, "install", release, "charts/app-controller", "-n", releaseNS, "--create-namespace",
-		"--set", "image.repository="+repository, "--set", "image.tag=e2e-1", "-f", values, "--wait", "--timeout", "3m")
-	t.Logf("helm install --wait: the controller's 2 pods Ready after %.1fs", time.Since(begin).Seconds())
+	// The previous release, as its notes say: the chart from the registry, its image
+	// the release's own.
+	begin = time.Now()
+	realnode.Helm(t, "install", release, rel.chart(), "--version", rel.previous.chartVersion, "--plain-http",
+		"-n", releaseNS, "--create-namespace", "-f", values, "--wait", "--timeout", "3m")
+	t.Logf("helm install %s %s --version %s --wait: the controller's 2 pods Ready after %.1fs", release, rel.chart(), rel.previous.chartVersion, time.Since(begin).Seconds())
+	checkCRDOf(t, rel.previous)
 
 	pods := controllerPods(t, client)
 	if len(pods) != 2 {
@@ -84,6 +85,9 @@ func TestHelmInstallOnRealNode(t *testing.T) {
 	for _, p := range pods {
 		if !realnode.PodReady(&p) || p.Spec.NodeName != localcluster.RealNodeName {
 			t.Fatalf("controller pod %s: ready %v on node %q, want Ready on %s", p.Name, realnode.PodReady(&p), p.Spec.NodeName, localcluster.RealNodeName)
+		}
+		if want := rel.repository + ":" + previousVersion; p.Spec.Containers[0].Image != want {
+			t.Fatalf("controller pod %s runs %s, want the release's image %s", p.Name, p.Spec.Containers[0].Image, want)
 		}
 		t.Logf("controller pod %s Running and Ready on %s (probes through the kubelet), image %s", p.Name, p.Spec.NodeName, p.Spec.Containers[0].Image)
 	}
@@ -116,8 +120,8 @@ func TestHelmInstallOnRealNode(t *testing.T) {
 	}
 	metricsSvc := serviceIP(t, client, releaseNS, release+"-metrics")
 	body := getFromPod(t, prober, metricsSvc, 8080, "/metrics", "")
-	if !strings.Contains(body, "app_controller_build_info{") {
-		t.Fatalf("GET http://%s:8080/metrics from a pod: no app_controller_build_info in %d bytes", metricsSvc, len(body))
+	if info := grepLine(body, "app_controller_build_info{"); !strings.Contains(info, `version="`+previousVersion+`"`) {
+		t.Fatalf("GET http://%s:8080/metrics from a pod: build info %q, want version %s", metricsSvc, info, previousVersion)
 	}
 	t.Logf("GET http://%s:8080/metrics (Service %s-metrics) from a pod: %d bytes, %s", metricsSvc, release, len(body), grepLine(body, "app_controller_build_info{"))
 
@@ -148,8 +152,9 @@ func TestHelmInstallOnRealNode(t *testing.T) {
 	t.Logf("Service %s annotated ingress/http: Ingress %s owned by it", seedApps[0].service, seedApps[0].service)
 
 	t.Run("failover", func(t *testing.T) { testFailover(t, client, apps, prober) })
-	t.Run("upgrade", func(t *testing.T) { testUpgrade(t, client, apps) })
-	t.Run("oomkilled", func(t *testing.T) { testOOMKilled(t, client, apps) })
+	t.Run("upgrade", func(t *testing.T) { testUpgrade(t, client, apps, rel) })
+	t.Run("secrets-off", func(t *testing.T) { testSecretsOff(t, client, apps, rel) })
+	t.Run("oomkilled-rollback", func(t *testing.T) { testOOMKilledRollback(t, client, apps, rel) })
 	t.Run("apiserver-away", func(t *testing.T) { testAPIServerAway(t, client, apps) })
 }
 
@@ -299,9 +304,11 @@ func testFailover(t *testing.T, client kubernetes.Interface, apps appclient.Inte
 	waitControllerPodsReady(t, client, 2, 2*time.Minute)
 }
 
-// testUpgrade upgrades the release to another image tag: the controller's pods roll one
-// at a time, no App leaves Ready, and the Apps' children are not written.
-func testUpgrade(t *testing.T, client kubernetes.Interface, apps appclient.Interface) {
+// testUpgrade upgrades the release from the previous release's chart to the current
+// one's, both from the registry: the controller's pods roll one at a time to the current
+// release's image, no App leaves Ready, the Apps' children are not written (the same UIDs
+// and resourceVersions: no write at all), and the CRD is the current chart's.
+func testUpgrade(t *testing.T, client kubernetes.Interface, apps appclient.Interface, rel *releases) {
 	ctx := context.Background()
 	before := childVersions(t, client)
 	stop := make(chan struct{})
@@ -309,18 +316,15 @@ func testUpgrade(t *testing.T, client kubernetes.Interface, apps appclient.Inter
 	go func() { observed <- observeUpgrade(ctx, client, apps, stop) }()
 
 	begin := time.Now()
-	realnode.Helm(t, "upgrade", release, "charts/app-controller", "-n", releaseNS, "--reuse-values", "--set", "image.tag=e2e-2", "--wait", "--timeout", "3m")
+	realnode.Helm(t, "upgrade", release, rel.chart(), "--version", rel.current.chartVersion, "--plain-http", "-n", releaseNS,
+		"--reset-then-reuse-values", "--wait", "--timeout", "3m")
 	took := time.Since(begin)
 	waitControllerPodsReady(t, client, 2, time.Minute)
 	close(stop)
 	o := <-observed
-	for _, p := range controllerPods(t, client) {
-		if !strings.HasSuffix(p.Spec.Containers[0].Image, ":e2e-2") {
-			t.Errorf("pod %s runs %s after the upgrade, want tag e2e-2", p.Name, p.Spec.Containers[0].Image)
-		}
-	}
-	t.Logf("helm upgrade --set image.tag=e2e-2 --wait: %.1fs; at most %d controller pods at once (terminating ones aside), never fewer than %d Ready; %d polls",
-		took.Seconds(), o.maxPods, o.minReady, o.polls)
+	checkImage(t, client, rel.repository+":"+currentVersion)
+	t.Logf("helm upgrade %s --version %s (from %s) --wait: %.1fs; at most %d controller pods at once (terminating ones aside), never fewer than %d Ready; %d polls",
+		rel.chart(), rel.current.chartVersion, rel.previous.chartVersion, took.Seconds(), o.maxPods, o.minReady, o.polls)
 	// maxSurge 1, maxUnavailable 0: one new pod at a time, and never fewer Ready pods
 	// than replicas.
 	if o.maxPods > 3 {
@@ -332,22 +336,86 @@ func testUpgrade(t *testing.T, client kubernetes.Interface, apps appclient.Inter
 	if len(o.notReady) > 0 {
 		t.Errorf("Apps not Ready during the upgrade: %v", o.notReady)
 	}
+	checkCRDOf(t, rel.current)
+	t.Logf("the App CRD upgraded with the release: labels of chart app-controller-%s, kept on uninstall", rel.current.chartVersion)
 	leader := waitLeader(t, client, "", time.Minute)
-	after := childVersions(t, client)
-	for key, rv := range before {
-		if after[key] != rv {
-			t.Errorf("%s was written during the upgrade: resourceVersion %s -> %s", key, rv, after[key])
-		}
-	}
-	t.Logf("new leader %s; the %d children of the Apps kept their resourceVersions", leader, len(before))
+	checkUntouched(t, "the upgrade", before, childVersions(t, client))
+	t.Logf("new leader %s; the %d children of the seed Apps kept their UIDs and resourceVersions", leader, len(before))
 }
 
-// testOOMKilled sets a memory limit the controller cannot live in (12Mi: the process
-// starts, then outgrows it; at 8Mi runc's own init is killed before the controller
-// runs): the kubelet kills its container (OOMKilled) and restarts it; a helm rollback
-// gives it its memory back, and an App created meanwhile converges.
-func testOOMKilled(t *testing.T, client kubernetes.Interface, apps appclient.Interface) {
-	realnode.Helm(t, "upgrade", release, "charts/app-controller", "-n", releaseNS, "--reuse-values",
+// testSecretsOff turns Secret-driven rollouts off (configRollout.secrets=false): the
+// controller runs with --config-rollout-secrets=false, its ClusterRole grants nothing on
+// Secrets, the seed Apps' children are not written, and an App whose pods read a Secret
+// converges: its pods start on the real node with the Secret in their environment.
+func testSecretsOff(t *testing.T, client kubernetes.Interface, apps appclient.Interface, rel *releases) {
+	ctx := context.Background()
+	before := childVersions(t, client)
+	begin := time.Now()
+	realnode.Helm(t, "upgrade", release, rel.chart(), "--version", rel.current.chartVersion, "--plain-http", "-n", releaseNS,
+		"--reuse-values", "--set", "configRollout.secrets=false", "--wait", "--timeout", "3m")
+	waitControllerPodsReady(t, client, 2, time.Minute)
+	role, err := client.RbacV1().ClusterRoles().Get(ctx, release, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range role.Rules {
+		if slices.Contains(r.Resources, "secrets") {
+			t.Fatalf("ClusterRole %s still grants %v on secrets", release, r.Verbs)
+		}
+	}
+	for _, p := range controllerPods(t, client) {
+		if !slices.Contains(p.Spec.Containers[0].Args, "--config-rollout-secrets=false") {
+			t.Fatalf("controller pod %s runs without --config-rollout-secrets=false: %q", p.Name, p.Spec.Containers[0].Args)
+		}
+	}
+	t.Logf("helm upgrade --set configRollout.secrets=false: %.1fs; the ClusterRole grants nothing on Secrets", time.Since(begin).Seconds())
+	checkUntouched(t, "turning Secret rollouts off", before, childVersions(t, client))
+
+	if _, err := client.CoreV1().Secrets(seedNS).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "db"}, StringData: map[string]string{"password": "s3cret"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	app := appv1.App{
+		TypeMeta:   metav1.TypeMeta{APIVersion: appv1.GroupVersion.String(), Kind: "App"},
+		ObjectMeta: metav1.ObjectMeta{Name: "reads-secret", Namespace: seedNS},
+		Spec: appv1.AppSpec{
+			DeploymentTemplate: &appv1.DeploymentTemplate{Name: "reads-secret", Image: realnode.Agnhost(t), Args: []string{"netexec"},
+				Env: []corev1.EnvVar{{Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "db"}, Key: "password"}}}}},
+			ServiceTemplate: &appv1.ServiceTemplate{Name: "reads-secret"},
+		},
+	}
+	path := filepath.Join(t.TempDir(), "reads-secret.yaml")
+	writeYAML(t, path, &app)
+	begin = time.Now()
+	realnode.Kubectl(t, "apply", "-f", path)
+	waitAppReady(t, apps, seedNS, app.Name, 2*time.Minute)
+	pods, err := client.CoreV1().Pods(seedNS).List(ctx, metav1.ListOptions{LabelSelector: appv1.InstanceLabel + "=" + app.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := 0
+	for i := range pods.Items {
+		if p := &pods.Items[i]; p.DeletionTimestamp == nil && realnode.PodReady(p) {
+			started++
+		}
+	}
+	if started == 0 {
+		t.Fatal("App reads-secret is Ready but none of its pods runs")
+	}
+	t.Logf("App reads-secret (env PASSWORD from Secret db) Ready %.1fs after kubectl apply, %d pod(s) running on the real node", time.Since(begin).Seconds(), started)
+}
+
+// testOOMKilledRollback sets a memory limit the controller cannot live in (12Mi: the
+// process starts, then outgrows it; at 8Mi runc's own init is killed before the
+// controller runs): the kubelet kills its container (OOMKilled) and restarts it. Then
+// `helm rollback` to the first revision, the previous release as installed: the
+// controller gets its memory back and runs the previous release's image, the CRD goes
+// back to the previous chart's, the seed Apps' children are not written, and an App
+// created meanwhile converges.
+func testOOMKilledRollback(t *testing.T, client kubernetes.Interface, apps appclient.Interface, rel *releases) {
+	realnode.Helm(t, "upgrade", release, rel.chart(), "--version", rel.current.chartVersion, "--plain-http", "-n", releaseNS, "--reuse-values",
 		"--set", "resources.requests.memory=12Mi", "--set", "resources.limits.memory=12Mi")
 	begin := time.Now()
 	var killed corev1.Pod
@@ -374,14 +442,40 @@ func testOOMKilled(t *testing.T, client kubernetes.Interface, apps appclient.Int
 	t.Logf("limit 12Mi: pod %s container %s OOMKilled (exit code %d) %.1fs after the upgrade, restarted by the kubelet %d time(s)",
 		killed.Name, s.Name, s.LastTerminationState.Terminated.ExitCode, time.Since(begin).Seconds(), s.RestartCount)
 
+	before := childVersions(t, client)
 	realnode.Kubectl(t, "apply", "-f", writeApp(t, "during-oom", realnode.Agnhost(t)))
 	begin = time.Now()
-	realnode.Helm(t, "rollback", release, "-n", releaseNS, "--wait", "--timeout", "3m")
+	realnode.Helm(t, "rollback", release, "1", "-n", releaseNS, "--wait", "--timeout", "3m")
 	waitControllerPodsReady(t, client, 2, 2*time.Minute)
 	waitAppReady(t, apps, seedNS, "during-oom", 2*time.Minute)
-	t.Logf("helm rollback: both pods Ready and App during-oom Ready %.1fs later", time.Since(begin).Seconds())
+	t.Logf("helm rollback %s 1 (%s as installed): both pods Ready and App during-oom Ready %.1fs later", release, previousVersion, time.Since(begin).Seconds())
+	checkImage(t, client, rel.repository+":"+previousVersion)
+	checkCRDOf(t, rel.previous)
+	t.Logf("the rollback took the App CRD back to the chart app-controller-%s's too", rel.previous.chartVersion)
 	for _, app := range seedApps {
 		waitAppReady(t, apps, seedNS, app.name, time.Minute)
+	}
+	checkUntouched(t, "the rollback", before, childVersions(t, client))
+}
+
+// checkImage fails the test unless every controller pod runs image.
+func checkImage(t *testing.T, client kubernetes.Interface, image string) {
+	t.Helper()
+	for _, p := range controllerPods(t, client) {
+		if got := p.Spec.Containers[0].Image; got != image {
+			t.Errorf("pod %s runs %s, want %s", p.Name, got, image)
+		}
+	}
+}
+
+// checkUntouched fails the test for each child of the seed Apps whose UID or
+// resourceVersion changed during what.
+func checkUntouched(t *testing.T, what string, before, after map[string]string) {
+	t.Helper()
+	for key, v := range before {
+		if after[key] != v {
+			t.Errorf("%s was written or replaced during %s: uid/resourceVersion %s -> %s", key, what, v, after[key])
+		}
 	}
 }
 
@@ -548,7 +642,7 @@ func waitLeader(t testing.TB, client kubernetes.Interface, not string, timeout t
 	return leader
 }
 
-// childVersions returns the resourceVersion of each child of the seed Apps.
+// childVersions returns "UID/resourceVersion" of each child of the seed Apps.
 func childVersions(t testing.TB, client kubernetes.Interface) map[string]string {
 	t.Helper()
 	ctx := context.Background()
@@ -562,8 +656,8 @@ func childVersions(t testing.TB, client kubernetes.Interface) map[string]string 
 		if err != nil {
 			t.Fatal(err)
 		}
-		versions["Deployment "+d.Name] = d.ResourceVersion
-		versions["Service "+s.Name] = s.ResourceVersion
+		versions["Deployment "+d.Name] = string(d.UID) + "/" + d.ResourceVersion
+		versions["Service "+s.Name] = string(s.UID) + "/" + s.ResourceVersion
 	}
 	return versions
 }
@@ -649,7 +743,7 @@ func seedManifest(t testing.TB, file, agnhost string) []byte {
 func writeApp(t testing.TB, name, agnhost string) string {
 	t.Helper()
 	app := appv1.App{
-		TypeMeta:   metav1.TypeMeta{APIVersion: appv1.SchemeGroupVersion.String(), Kind: "App"},
+		TypeMeta:   metav1.TypeMeta{APIVersion: appv1.GroupVersion.String(), Kind: "App"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: seedNS},
 		Spec: appv1.AppSpec{
 			DeploymentTemplate: &appv1.DeploymentTemplate{Name: name, Image: agnhost, Args: []string{"netexec"}},

@@ -258,7 +258,7 @@ func runFailure(t *testing.T, client kubernetes.Interface, apps appclient.Interf
 	for _, cmd := range []string{"status", "tree"} {
 		// status exits 1 for an App that is not Ready: its documented exit code.
 		out, err := realnode.TryRun(plugin, cmd, f.name, "-n", ns)
-		if err != nil && !(cmd == "status" && strings.HasSuffix(err.Error(), "exit status 1")) {
+		if err != nil && (cmd != "status" || !strings.HasSuffix(err.Error(), "exit status 1")) {
 			t.Errorf("kubectl app %s %s: %v\n%s", cmd, f.name, err, out)
 		}
 		if !strings.Contains(out, f.reason+": Pod ") {
@@ -370,7 +370,7 @@ func health(t *testing.T, apps appclient.Interface, ns, name, state string) (sta
 		t.Fatal(err)
 	}
 	a.ManagedFields = nil
-	a.APIVersion, a.Kind = appv1.SchemeGroupVersion.String(), "App"
+	a.APIVersion, a.Kind = appv1.GroupVersion.String(), "App"
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(a)
 	if err != nil {
 		t.Fatal(err)

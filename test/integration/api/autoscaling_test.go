@@ -133,10 +133,12 @@ autoscaling: {maxReplicas: 3, cpu: {averageUtilization: 50}}`); err != nil {
 		}
 		for _, step := range steps {
 			out, err := framework.TryKubectl(t, append([]string{"-n", ns}, step.args...)...)
+			saysWhy := strings.Contains(out, "spec.deploymentTemplate.replicas") &&
+				(strings.Contains(out, refused) || strings.Contains(out, "is the starting size with autoscaling"))
 			switch {
 			case step.refused && err == nil:
 				t.Errorf("%s: accepted:\n%s", step.name, out)
-			case step.refused && !(strings.Contains(out, "spec.deploymentTemplate.replicas") && (strings.Contains(out, refused) || strings.Contains(out, "is the starting size with autoscaling"))):
+			case step.refused && !saysWhy:
 				t.Errorf("%s: refused with %q, want the field and why", step.name, out)
 			case !step.refused && err != nil:
 				t.Errorf("%s: refused: %v\n%s", step.name, err, out)

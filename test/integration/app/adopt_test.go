@@ -93,8 +93,8 @@ func TestNoAdoptionInCreateRace(t *testing.T) {
 		t.Errorf("the other writer's label is gone: %v", svc.Labels)
 	}
 	for _, e := range svc.ManagedFields {
-		if e.Manager == appv1.FieldManager && e.FieldsV1 != nil && string(e.FieldsV1.Raw) != "{}" {
-			t.Errorf("the controller still owns fields of the other writer's Service: %s", e.FieldsV1.Raw)
+		if e.Manager == appv1.FieldManager && e.FieldsV1 != nil && e.FieldsV1.GetRawString() != "{}" {
+			t.Errorf("the controller still owns fields of the other writer's Service: %s", e.FieldsV1.GetRawString())
 		}
 	}
 	applies := len(m.writesTo("PATCH " + applyPath))

@@ -238,7 +238,7 @@ func TestWritesAudited(t *testing.T) {
 		}
 		switch {
 		case ns == nsLease:
-			if !(res == "leases" && (name == "" || name == opts.LeaderElectName)) && res != "events" {
+			if (res != "leases" || (name != "" && name != opts.LeaderElectName)) && res != "events" {
 				fail("a write in the Lease's namespace that is not the Lease or an Event")
 			}
 		case ns != ns1 && ns != ns2:
@@ -272,7 +272,7 @@ func TestWritesAudited(t *testing.T) {
 					continue
 				}
 				ref := metav1.GetControllerOfNoCopy(obj)
-				if foreignUIDs[string(obj.GetUID())] || ref == nil || ref.Kind != "App" || ref.APIVersion != appv1.SchemeGroupVersion.String() {
+				if foreignUIDs[string(obj.GetUID())] || ref == nil || ref.Kind != "App" || ref.APIVersion != appv1.GroupVersion.String() {
 					fail("a write to an object no App controls")
 					continue
 				}

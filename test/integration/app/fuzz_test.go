@@ -44,10 +44,10 @@ func (g gen) chance(p float64) bool { return g.r.Float64() < p }
 
 func (g gen) pick(s ...string) string { return s[g.r.IntN(len(s))] }
 
-// label returns a DNS-1123 label of 1..max characters, starting with a letter.
-func (g gen) label(max int) string {
+// label returns a DNS-1123 label of 1..limit characters, starting with a letter.
+func (g gen) label(limit int) string {
 	const first, rest = "abcdefghijklmnopqrstuvwxyz", "abcdefghijklmnopqrstuvwxyz0123456789-"
-	n := 1 + g.r.IntN(max)
+	n := 1 + g.r.IntN(limit)
 	b := []byte{first[g.r.IntN(len(first))]}
 	for len(b) < n {
 		b = append(b, rest[g.r.IntN(len(rest))])
@@ -56,8 +56,8 @@ func (g gen) label(max int) string {
 }
 
 // text returns printable ASCII, sometimes with spaces and quotes.
-func (g gen) text(max int) string {
-	b := make([]byte, g.r.IntN(max+1))
+func (g gen) text(limit int) string {
+	b := make([]byte, g.r.IntN(limit+1))
 	for i := range b {
 		b[i] = byte(' ' + g.r.IntN(95))
 	}
@@ -81,12 +81,12 @@ func (g gen) quantity(kind string) resource.Quantity {
 	return resource.MustParse(g.pick("1Ki", "64Mi", "128Mi", "1Gi", "1G", "500M", "3Ti"))
 }
 
-func (g gen) labels(max int, reserved bool) map[string]string {
+func (g gen) labels(limit int, reserved bool) map[string]string {
 	if !g.chance(0.4) {
 		return nil
 	}
 	m := map[string]string{}
-	for range 1 + g.r.IntN(max) {
+	for range 1 + g.r.IntN(limit) {
 		key := g.label(20)
 		if g.chance(0.3) {
 			key = g.label(10) + ".example.com/" + g.label(20)
@@ -414,8 +414,10 @@ func applyUpToDate[T any, A comparable](kind string, desired A, err error, apply
 	if err != nil {
 		return none, fmt.Errorf("applying the %s: %w", kind, err)
 	}
-	if ok, err := controller.UpToDate(obj, desired); err != nil || !ok {
-		return none, fmt.Errorf("the applied %s is not up to date for the controller (%v): it would write again on every sync", kind, err)
+	if ok, err := controller.UpToDate(obj, desired); err != nil {
+		return none, fmt.Errorf("comparing the applied %s with the desired one: %w", kind, err)
+	} else if !ok {
+		return none, fmt.Errorf("the applied %s is not up to date for the controller: it would write again on every sync", kind)
 	}
 	return obj, nil
 }

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
@@ -387,7 +388,7 @@ func captureRollout(t *testing.T, c clients, ns, name, state string, want kstatu
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := dyn.Resource(appv1.SchemeGroupVersion.WithResource("apps")).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	u, err := dyn.Resource(schema.GroupVersion(appv1.GroupVersion).WithResource("apps")).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

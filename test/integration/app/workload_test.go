@@ -270,7 +270,7 @@ func TestScale(t *testing.T) {
 	hpa := &autoscalingv2.HorizontalPodAutoscaler{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
-			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: appv1.SchemeGroupVersion.String(), Kind: "App", Name: "web"},
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: appv1.GroupVersion.String(), Kind: "App", Name: "web"},
 			MinReplicas:    ptr.To[int32](4),
 			MaxReplicas:    6,
 			Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{

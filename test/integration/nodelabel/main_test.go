@@ -115,12 +115,6 @@ func waitLabels(t *testing.T, kube kubernetes.Interface, name string, check func
 	return node
 }
 
-// nodeEvents returns "Type Reason Message" of the Events about a node.
-func nodeEvents(t *testing.T, kube kubernetes.Interface, name string) []string {
-	t.Helper()
-	return framework.Events(t, kube, metav1.NamespaceAll, "Node", name)
-}
-
 // waitEvent waits for an Event about the node that starts with prefix and returns it.
 func waitEvent(t *testing.T, kube kubernetes.Interface, node, prefix string) string {
 	t.Helper()
@@ -131,7 +125,7 @@ func waitEvent(t *testing.T, kube kubernetes.Interface, node, prefix string) str
 func labelManagers(node *corev1.Node, key string) []string {
 	var out []string
 	for _, f := range node.ManagedFields {
-		if f.FieldsV1 != nil && strings.Contains(string(f.FieldsV1.Raw), `"f:`+key+`"`) {
+		if f.FieldsV1 != nil && strings.Contains(f.FieldsV1.GetRawString(), `"f:`+key+`"`) {
 			out = append(out, f.Manager)
 		}
 	}

@@ -87,7 +87,7 @@ func TestHealth(t *testing.T) {
 			spec["serviceTemplate"] = map[string]any{"name": name + "-svc"}
 		}
 		obj := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": appv1.SchemeGroupVersion.String(), "kind": "App",
+			"apiVersion": appv1.GroupVersion.String(), "kind": "App",
 			"metadata": map[string]any{"name": name, "namespace": namespace},
 			"spec":     spec,
 		}}

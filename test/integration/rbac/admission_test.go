@@ -164,7 +164,7 @@ func TestAggregatedRoles(t *testing.T) {
 		bindClusterRole(t, ns, role, user)
 	}
 	allowed := func(user string, attrs authorizationv1.ResourceAttributes) (bool, error) {
-		attrs.Namespace, attrs.Group = ns, appv1.SchemeGroupVersion.Group
+		attrs.Namespace, attrs.Group = ns, appv1.GroupName
 		review, err := admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
 			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &attrs},
 		}, metav1.CreateOptions{})

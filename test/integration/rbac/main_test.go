@@ -318,7 +318,7 @@ func requestPermission(req *http.Request) (u use, ok bool) {
 	}
 	// "namespaces/<name>" is a namespace, "namespaces/<name>/status" or ".../finalize" one
 	// of its subresources, anything longer a resource in the namespace.
-	if len(parts) >= 3 && parts[0] == "namespaces" && !(len(parts) == 3 && (parts[2] == "status" || parts[2] == "finalize")) {
+	if len(parts) >= 3 && parts[0] == "namespaces" && (len(parts) != 3 || (parts[2] != "status" && parts[2] != "finalize")) {
 		u.namespace = parts[1]
 		parts = parts[2:]
 	}
@@ -415,13 +415,6 @@ func startManager(t *testing.T, cfg *rest.Config, opts *controllermanager.Option
 			t.Errorf("controller manager: %v", err)
 		}
 	}
-}
-
-// eventsAbout returns "Type Reason Message" of the Events about an object in namespace
-// ("" for every namespace: Events about nodes land in namespace default).
-func eventsAbout(t *testing.T, client kubernetes.Interface, kind, namespace, name string) []string {
-	t.Helper()
-	return framework.Events(t, client, namespace, kind, name)
 }
 
 // waitEvent waits for an Event about the object that starts with prefix.

@@ -86,11 +86,11 @@ type File struct {
 
 // ParseFile parses "path-in-image=path-on-this-machine".
 func ParseFile(s string) (File, error) {
-	path, source, ok := strings.Cut(s, "=")
-	if !ok || source == "" || !strings.HasPrefix(path, "/") || strings.HasSuffix(path, "/") {
+	inImage, source, ok := strings.Cut(s, "=")
+	if !ok || source == "" || !strings.HasPrefix(inImage, "/") || strings.HasSuffix(inImage, "/") {
 		return File{}, fmt.Errorf("file %q: want /absolute/path/in/image=local-path", s)
 	}
-	return File{Path: path, Source: source}, nil
+	return File{Path: inImage, Source: source}, nil
 }
 
 // String returns os/arch[/variant].
@@ -157,10 +157,10 @@ type Result struct {
 	Images    []v1.Image
 }
 
-// Image returns the image of the platform os/arch, nil if there is none.
-func (r *Result) Image(os, arch string) v1.Image {
+// Image returns the image of the platform goos/arch, nil if there is none.
+func (r *Result) Image(goos, arch string) v1.Image {
 	for i, p := range r.Platforms {
-		if p.OS == os && p.Architecture == arch {
+		if p.OS == goos && p.Architecture == arch {
 			return r.Images[i]
 		}
 	}

@@ -198,7 +198,7 @@ func checkConfig(t *testing.T, img v1.Image, platform *v1.Platform) Options {
 	created, err := time.Parse(time.RFC3339, labels[LabelCreated])
 	if err != nil {
 		t.Errorf("created label: %v", err)
-	} else if !cfg.Created.Time.Equal(created) {
+	} else if !cfg.Created.Equal(created) {
 		t.Errorf("config created %v, label %v", cfg.Created.Time, created)
 	}
 	return Options{Created: created, Version: labels[LabelVersion], Revision: labels[LabelRevision], Source: labels[LabelSource]}
