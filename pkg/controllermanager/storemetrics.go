@@ -106,7 +106,7 @@ func (s *storeCollector) CollectWithStability(ch chan<- metrics.Metric) {
 var storeScheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(appv1.AddToScheme(s))
+	utilruntime.Must(appv1.Install(s))
 	utilruntime.Must(gatewayv1.Install(s))
 	return s
 }()
@@ -134,7 +134,7 @@ func typedStores(factory string, synced map[reflect.Type]bool, informerFor func(
 
 // metadataStores returns the caches of the started informers of a metadata factory.
 func metadataStores(factory string, synced map[schema.GroupVersionResource]bool, informerFor func(schema.GroupVersionResource) cache.SharedIndexInformer) []informerStore {
-	var out []informerStore
+	out := make([]informerStore, 0, len(synced))
 	for gvr := range synced {
 		out = append(out, informerStore{factory: factory, resource: gvr.GroupResource().String(), store: informerFor(gvr).GetStore()})
 	}

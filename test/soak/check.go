@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -52,13 +53,6 @@ type StateCheck struct {
 	NotConverged []string `json:"not_converged"`
 }
 
-// failures is the number of objects at fault.
-func (s *StateCheck) failures() int {
-	return len(s.AppsLost) + len(s.AppsUnexpected) + len(s.ChildrenMissing) + len(s.ChildrenDuplicated) + len(s.Orphans) +
-		len(s.RevisionsMissing) + len(s.RevisionsUnexpected) + len(s.RevisionsDuplicated) + len(s.RevisionsOverLimit) +
-		len(s.ConfigNotRolled) + len(s.DecoysWritten) + len(s.NotConverged)
-}
-
 // checkState lists the objects of the soak's namespaces and compares them with w.
 func checkState(ctx context.Context, w *world, kube kubernetes.Interface, apps appclientset.Interface, namespaces []string) (*StateCheck, error) {
 	s := &StateCheck{}
@@ -81,93 +75,15 @@ func checkState(ctx context.Context, w *world, kube kubernetes.Interface, apps a
 
 	controlled := map[types.UID]map[string][]string{} // App UID -> kind -> names
 	for _, ns := range namespaces {
-		list, err := apps.AppcontrollerV1().Apps(ns).List(ctx, metav1.ListOptions{})
+		if err := s.checkApps(ctx, apps, ns, records); err != nil {
+			return nil, err
+		}
+		objects, deployments, err := listChildren(ctx, kube, ns)
 		if err != nil {
-			return nil, fmt.Errorf("listing the Apps of %s: %w", ns, err)
+			return nil, err
 		}
-		found := map[string]types.UID{}
-		for _, a := range list.Items {
-			found[key(a.Namespace, a.Name)] = a.UID
-			r := records[key(a.Namespace, a.Name)]
-			if r == nil || !r.deleted.IsZero() || r.uid != a.UID {
-				s.AppsUnexpected = append(s.AppsUnexpected, key(a.Namespace, a.Name))
-			}
-		}
-		for k, r := range records {
-			if r.namespace == ns && r.deleted.IsZero() && found[k] != r.uid {
-				s.AppsLost = append(s.AppsLost, k)
-			}
-		}
-		type object struct {
-			kind string
-			metav1.Object
-		}
-		var objects []object
-		deployments, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("listing the Deployments of %s: %w", ns, err)
-		}
-		for i := range deployments.Items {
-			objects = append(objects, object{"Deployment", &deployments.Items[i]})
-		}
-		services, err := kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("listing the Services of %s: %w", ns, err)
-		}
-		for i := range services.Items {
-			objects = append(objects, object{"Service", &services.Items[i]})
-		}
-		ingresses, err := kube.NetworkingV1().Ingresses(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("listing the Ingresses of %s: %w", ns, err)
-		}
-		for i := range ingresses.Items {
-			objects = append(objects, object{"Ingress", &ingresses.Items[i]})
-		}
-		revisions, err := kube.AppsV1().ControllerRevisions(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("listing the ControllerRevisions of %s: %w", ns, err)
-		}
-		for i := range revisions.Items {
-			objects = append(objects, object{"ControllerRevision", &revisions.Items[i]})
-		}
-		for _, o := range objects {
-			kind := o.kind
-			ref := metav1.GetControllerOfNoCopy(o)
-			if ref == nil || ref.Kind != "App" {
-				if o.GetName() == decoyName || o.GetName() == decoyName+"-svc" {
-					for _, mf := range o.GetManagedFields() {
-						if mf.Manager == appv1.FieldManager {
-							s.DecoysWritten = append(s.DecoysWritten, fmt.Sprintf("%s %s/%s", kind, ns, o.GetName()))
-						}
-					}
-				}
-				continue
-			}
-			if live[ref.UID] == nil {
-				s.Orphans = append(s.Orphans, fmt.Sprintf("%s %s/%s of App %s (%s)", kind, ns, o.GetName(), ref.Name, ref.UID))
-				continue
-			}
-			if controlled[ref.UID] == nil {
-				controlled[ref.UID] = map[string][]string{}
-			}
-			controlled[ref.UID][kind] = append(controlled[ref.UID][kind], o.GetName())
-		}
-		for i := range deployments.Items {
-			d := &deployments.Items[i]
-			ref := metav1.GetControllerOfNoCopy(d)
-			if ref == nil || live[ref.UID] == nil {
-				continue
-			}
-			r := live[ref.UID]
-			w.mu.Lock()
-			ready := r.latest != nil && r.lastGen().expect == ""
-			w.mu.Unlock()
-			if ready && d.Annotations[appv1.ConfigHashAnnotation] != d.Spec.Template.Annotations[appv1.ConfigHashAnnotation] {
-				s.ConfigNotRolled = append(s.ConfigNotRolled, fmt.Sprintf("%s: Deployment %s saw %q, its pods were rolled for %q", r.key(), d.Name,
-					d.Annotations[appv1.ConfigHashAnnotation], d.Spec.Template.Annotations[appv1.ConfigHashAnnotation]))
-			}
-		}
+		s.checkOwners(ns, objects, live, controlled)
+		s.checkConfigRolled(w, deployments, live)
 	}
 
 	pc := plugin.Clients{Apps: apps, Kube: kube}
@@ -177,61 +93,9 @@ func checkState(ctx context.Context, w *world, kube kubernetes.Interface, apps a
 		conflict := r.conflict
 		expected := slices.Clone(r.expectedRevisions(w.historyLimit))
 		w.mu.Unlock()
-		want := map[string]string{}
-		if spec.DeploymentTemplate != nil && !conflict {
-			want["Deployment"] = spec.DeploymentTemplate.Name
-		}
-		if spec.ServiceTemplate != nil {
-			want["Service"] = spec.ServiceTemplate.Name
-		}
-		if spec.Route != nil && len(spec.Route.ParentRefs) == 0 {
-			want["Ingress"] = r.name
-		}
-		for _, kind := range []string{"Deployment", "Service", "Ingress"} {
-			names := controlled[uid][kind]
-			switch {
-			case want[kind] == "" && len(names) > 0:
-				s.ChildrenDuplicated = append(s.ChildrenDuplicated, fmt.Sprintf("%s: %s %v, none wanted", r.key(), kind, names))
-			case want[kind] != "" && len(names) == 0:
-				s.ChildrenMissing = append(s.ChildrenMissing, fmt.Sprintf("%s: no %s %s", r.key(), kind, want[kind]))
-			case len(names) > 1 || len(names) == 1 && names[0] != want[kind]:
-				s.ChildrenDuplicated = append(s.ChildrenDuplicated, fmt.Sprintf("%s: %s %v, want one named %s", r.key(), kind, names, want[kind]))
-			}
-		}
-		h, err := plugin.GetHistory(ctx, pc, r.namespace, r.name)
-		if err != nil {
-			return nil, fmt.Errorf("reading the history of App %s: %w", r.key(), err)
-		}
-		s.Revisions += len(h.Revisions)
-		if len(h.Revisions) > historyLimit {
-			s.RevisionsOverLimit = append(s.RevisionsOverLimit, fmt.Sprintf("%s: %d revisions, limit %d", r.key(), len(h.Revisions), historyLimit))
-		}
-		numbers := map[int64]bool{}
-		matched := make([]bool, len(expected))
-		for i, rev := range h.Revisions {
-			if numbers[rev.Number] {
-				s.RevisionsDuplicated = append(s.RevisionsDuplicated, fmt.Sprintf("%s: two revisions numbered %d", r.key(), rev.Number))
-			}
-			numbers[rev.Number] = true
-			for _, other := range h.Revisions[:i] {
-				if equality.Semantic.DeepEqual(other.Spec, rev.Spec) {
-					s.RevisionsDuplicated = append(s.RevisionsDuplicated, fmt.Sprintf("%s: revisions %d and %d hold the same spec", r.key(), other.Number, rev.Number))
-				}
-			}
-			found := false
-			for j, spec := range expected {
-				if equality.Semantic.DeepEqual(spec, rev.Spec) {
-					matched[j], found = true, true
-				}
-			}
-			if !found {
-				s.RevisionsUnexpected = append(s.RevisionsUnexpected, fmt.Sprintf("%s: revision %d (%s) holds none of its last %d specs", r.key(), rev.Number, rev.Name, historyLimit))
-			}
-		}
-		for j, ok := range matched {
-			if !ok {
-				s.RevisionsMissing = append(s.RevisionsMissing, fmt.Sprintf("%s: no revision of its spec #%d of the last %d", r.key(), len(expected)-j, len(expected)))
-			}
+		s.checkChildren(r, spec, conflict, controlled[uid])
+		if err := s.checkRevisions(ctx, pc, r, expected); err != nil {
+			return nil, err
 		}
 	}
 	for _, l := range [][]string{s.AppsLost, s.AppsUnexpected, s.ChildrenMissing, s.ChildrenDuplicated, s.Orphans, s.RevisionsMissing,
@@ -239,6 +103,185 @@ func checkState(ctx context.Context, w *world, kube kubernetes.Interface, apps a
 		sort.Strings(l)
 	}
 	return s, nil
+}
+
+// checkApps compares the Apps of namespace ns with the driver's records: every live one
+// there with its UID, no other.
+func (s *StateCheck) checkApps(ctx context.Context, apps appclientset.Interface, ns string, records map[string]*appRecord) error {
+	list, err := apps.AppcontrollerV1().Apps(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing the Apps of %s: %w", ns, err)
+	}
+	found := map[string]types.UID{}
+	for _, a := range list.Items {
+		found[key(a.Namespace, a.Name)] = a.UID
+		r := records[key(a.Namespace, a.Name)]
+		if r == nil || !r.deleted.IsZero() || r.uid != a.UID {
+			s.AppsUnexpected = append(s.AppsUnexpected, key(a.Namespace, a.Name))
+		}
+	}
+	for k, r := range records {
+		if r.namespace == ns && r.deleted.IsZero() && found[k] != r.uid {
+			s.AppsLost = append(s.AppsLost, k)
+		}
+	}
+	return nil
+}
+
+// childObject is an object of a kind an App controls, with its kind.
+type childObject struct {
+	kind string
+	metav1.Object
+}
+
+// listChildren lists the objects of namespace ns of the kinds an App controls, and its
+// Deployments apart.
+func listChildren(ctx context.Context, kube kubernetes.Interface, ns string) ([]childObject, []appsv1.Deployment, error) {
+	var objects []childObject
+	deployments, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing the Deployments of %s: %w", ns, err)
+	}
+	for i := range deployments.Items {
+		objects = append(objects, childObject{"Deployment", &deployments.Items[i]})
+	}
+	services, err := kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing the Services of %s: %w", ns, err)
+	}
+	for i := range services.Items {
+		objects = append(objects, childObject{"Service", &services.Items[i]})
+	}
+	ingresses, err := kube.NetworkingV1().Ingresses(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing the Ingresses of %s: %w", ns, err)
+	}
+	for i := range ingresses.Items {
+		objects = append(objects, childObject{"Ingress", &ingresses.Items[i]})
+	}
+	revisions, err := kube.AppsV1().ControllerRevisions(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing the ControllerRevisions of %s: %w", ns, err)
+	}
+	for i := range revisions.Items {
+		objects = append(objects, childObject{"ControllerRevision", &revisions.Items[i]})
+	}
+	return objects, deployments.Items, nil
+}
+
+// checkOwners records in controlled the objects each live App controls, counts those
+// controlled by an App that is gone, and the decoys the controller's field manager
+// wrote.
+func (s *StateCheck) checkOwners(ns string, objects []childObject, live map[types.UID]*appRecord, controlled map[types.UID]map[string][]string) {
+	for _, o := range objects {
+		kind := o.kind
+		ref := metav1.GetControllerOfNoCopy(o)
+		if ref == nil || ref.Kind != "App" {
+			if o.GetName() == decoyName || o.GetName() == decoyName+"-svc" {
+				for _, mf := range o.GetManagedFields() {
+					if mf.Manager == appv1.FieldManager {
+						s.DecoysWritten = append(s.DecoysWritten, fmt.Sprintf("%s %s/%s", kind, ns, o.GetName()))
+					}
+				}
+			}
+			continue
+		}
+		if live[ref.UID] == nil {
+			s.Orphans = append(s.Orphans, fmt.Sprintf("%s %s/%s of App %s (%s)", kind, ns, o.GetName(), ref.Name, ref.UID))
+			continue
+		}
+		if controlled[ref.UID] == nil {
+			controlled[ref.UID] = map[string][]string{}
+		}
+		controlled[ref.UID][kind] = append(controlled[ref.UID][kind], o.GetName())
+	}
+}
+
+// checkConfigRolled counts the Deployments of Ready Apps whose pods were not rolled for
+// the config hash the Deployment saw.
+func (s *StateCheck) checkConfigRolled(w *world, deployments []appsv1.Deployment, live map[types.UID]*appRecord) {
+	for i := range deployments {
+		d := &deployments[i]
+		ref := metav1.GetControllerOfNoCopy(d)
+		if ref == nil || live[ref.UID] == nil {
+			continue
+		}
+		r := live[ref.UID]
+		w.mu.Lock()
+		ready := r.latest != nil && r.lastGen().expect == ""
+		w.mu.Unlock()
+		if ready && d.Annotations[appv1.ConfigHashAnnotation] != d.Spec.Template.Annotations[appv1.ConfigHashAnnotation] {
+			s.ConfigNotRolled = append(s.ConfigNotRolled, fmt.Sprintf("%s: Deployment %s saw %q, its pods were rolled for %q", r.key(), d.Name,
+				d.Annotations[appv1.ConfigHashAnnotation], d.Spec.Template.Annotations[appv1.ConfigHashAnnotation]))
+		}
+	}
+}
+
+// checkChildren compares the children App r controls (kind -> names) with those its
+// spec asks for.
+func (s *StateCheck) checkChildren(r *appRecord, spec *appv1.AppSpec, conflict bool, controlled map[string][]string) {
+	want := map[string]string{}
+	if spec.DeploymentTemplate != nil && !conflict {
+		want["Deployment"] = spec.DeploymentTemplate.Name
+	}
+	if spec.ServiceTemplate != nil {
+		want["Service"] = spec.ServiceTemplate.Name
+	}
+	if spec.Route != nil && len(spec.Route.ParentRefs) == 0 {
+		want["Ingress"] = r.name
+	}
+	for _, kind := range []string{"Deployment", "Service", "Ingress"} {
+		names := controlled[kind]
+		switch {
+		case want[kind] == "" && len(names) > 0:
+			s.ChildrenDuplicated = append(s.ChildrenDuplicated, fmt.Sprintf("%s: %s %v, none wanted", r.key(), kind, names))
+		case want[kind] != "" && len(names) == 0:
+			s.ChildrenMissing = append(s.ChildrenMissing, fmt.Sprintf("%s: no %s %s", r.key(), kind, want[kind]))
+		case len(names) > 1 || len(names) == 1 && names[0] != want[kind]:
+			s.ChildrenDuplicated = append(s.ChildrenDuplicated, fmt.Sprintf("%s: %s %v, want one named %s", r.key(), kind, names, want[kind]))
+		}
+	}
+}
+
+// checkRevisions compares App r's revisions (kubectl app history) with its last
+// distinct specs, expected.
+func (s *StateCheck) checkRevisions(ctx context.Context, pc plugin.Clients, r *appRecord, expected []appv1.AppSpec) error {
+	h, err := plugin.GetHistory(ctx, pc, r.namespace, r.name)
+	if err != nil {
+		return fmt.Errorf("reading the history of App %s: %w", r.key(), err)
+	}
+	s.Revisions += len(h.Revisions)
+	if len(h.Revisions) > historyLimit {
+		s.RevisionsOverLimit = append(s.RevisionsOverLimit, fmt.Sprintf("%s: %d revisions, limit %d", r.key(), len(h.Revisions), historyLimit))
+	}
+	numbers := map[int64]bool{}
+	matched := make([]bool, len(expected))
+	for i, rev := range h.Revisions {
+		if numbers[rev.Number] {
+			s.RevisionsDuplicated = append(s.RevisionsDuplicated, fmt.Sprintf("%s: two revisions numbered %d", r.key(), rev.Number))
+		}
+		numbers[rev.Number] = true
+		for _, other := range h.Revisions[:i] {
+			if equality.Semantic.DeepEqual(other.Spec, rev.Spec) {
+				s.RevisionsDuplicated = append(s.RevisionsDuplicated, fmt.Sprintf("%s: revisions %d and %d hold the same spec", r.key(), other.Number, rev.Number))
+			}
+		}
+		found := false
+		for j, spec := range expected {
+			if equality.Semantic.DeepEqual(spec, rev.Spec) {
+				matched[j], found = true, true
+			}
+		}
+		if !found {
+			s.RevisionsUnexpected = append(s.RevisionsUnexpected, fmt.Sprintf("%s: revision %d (%s) holds none of its last %d specs", r.key(), rev.Number, rev.Name, historyLimit))
+		}
+	}
+	for j, ok := range matched {
+		if !ok {
+			s.RevisionsMissing = append(s.RevisionsMissing, fmt.Sprintf("%s: no revision of its spec #%d of the last %d", r.key(), len(expected)-j, len(expected)))
+		}
+	}
+	return nil
 }
 
 // describeState says what an App reports and what the driver expects of it.

@@ -29,7 +29,8 @@ import (
 // Names and labels of what the driver makes.
 const (
 	// runLabel marks the namespaces, Apps and objects of the soak.
-	runLabel = "app-controller.soak"
+	runLabel      = "app-controller.soak"
+	runLabelValue = "true"
 	// shardLabel splits the Apps between the two shards.
 	shardLabel = "shard"
 	shardA     = "a"
@@ -41,6 +42,8 @@ const (
 	envName = "SOAK_ENV"
 	// decoyName is the foreign Deployment of each namespace that a conflict App claims.
 	decoyName = "decoy"
+	// decoyLabel selects the decoy's pods.
+	decoyLabel = "app"
 	// opTimeout bounds an operation, its retries through a fault included.
 	opTimeout = 2 * time.Minute
 	// servicePort is every App's Service port.
@@ -124,12 +127,12 @@ func (d *driver) configMapsPerNamespace() int {
 // first Apps, and waits until every App converged.
 func (d *driver) setup(ctx context.Context) error {
 	for i, ns := range d.namespaces {
-		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{runLabel: "true"}}}
+		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{runLabel: runLabelValue}}}
 		if _, err := d.kube.CoreV1().Namespaces().Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating namespace %s: %w", ns, err)
 		}
 		for j := range d.configMapsPerNamespace() {
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cfg-%d", j), Namespace: ns, Labels: map[string]string{runLabel: "true"}},
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cfg-%d", j), Namespace: ns, Labels: map[string]string{runLabel: runLabelValue}},
 				Data: map[string]string{"version": "1"}}
 			if _, err := d.kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 				return fmt.Errorf("creating ConfigMap %s/%s: %w", ns, cm.Name, err)
@@ -182,14 +185,14 @@ func setEnv(a *appv1.App, delta int) {
 // them; a conflict App claims the Deployment's name): the controller must never write
 // them.
 func (d *driver) createDecoy(ctx context.Context, ns string) error {
-	labels := map[string]string{"app": decoyName, runLabel: "true"}
+	labels := map[string]string{decoyLabel: decoyName, runLabel: runLabelValue}
 	deploy := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: decoyName, Namespace: ns, Labels: labels},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](0),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": decoyName}},
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{decoyLabel: decoyName}},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": decoyName}},
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{decoyLabel: decoyName}},
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: d.images.good[0], Args: d.images.args}}},
 			},
 		},
@@ -199,7 +202,7 @@ func (d *driver) createDecoy(ctx context.Context, ns string) error {
 	}
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: decoyName + "-svc", Namespace: ns, Labels: labels},
-		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": decoyName}, Ports: []corev1.ServicePort{{Port: servicePort}}},
+		Spec:       corev1.ServiceSpec{Selector: map[string]string{decoyLabel: decoyName}, Ports: []corev1.ServicePort{{Port: servicePort}}},
 	}
 	if _, err := d.kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating the decoy Service of %s: %w", ns, err)
@@ -211,7 +214,7 @@ func (d *driver) createDecoy(ctx context.Context, ns string) error {
 // churn changes, the history limit, in shard.
 func (d *driver) newApp(ns, name, shard string) *appv1.App {
 	app := appfixture.NewApp(ns, name, d.images.good[0], 1)
-	app.Labels = map[string]string{runLabel: "true", shardLabel: shard}
+	app.Labels = map[string]string{runLabel: runLabelValue, shardLabel: shard}
 	app.Spec.RevisionHistoryLimit = ptr.To[int32](historyLimit)
 	app.Spec.ServiceTemplate.Port = servicePort
 	app.Spec.DeploymentTemplate.Args = d.images.args
@@ -547,7 +550,7 @@ func (d *driver) update(ctx context.Context, r *appRecord, op string, change fun
 // opConfigMap changes a ConfigMap that live Apps reference: their pods roll.
 func (d *driver) opConfigMap(ctx context.Context) error {
 	d.w.mu.Lock()
-	var names []string
+	names := make([]string, 0, len(d.w.configMaps))
 	for k := range d.w.configMaps {
 		names = append(names, k)
 	}
@@ -726,7 +729,7 @@ func retryThroughFaults(ctx context.Context, f func() error) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
 		case <-time.After(2 * time.Second):
 		}
 	}

@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
-	"github.com/app-controller/app-controller/test/harness"
 )
 
 // FaultRecord is one injected fault: what, from when to when, and what followed.
@@ -204,7 +203,7 @@ func (j *injector) leader(ctx context.Context, shard string) (instance, error) {
 			if err != nil {
 				continue
 			}
-			if v, _ := harness.Value(families, "leader_election_master_status", map[string]string{"name": in.lease}); v == 1 {
+			if isLeader(families, in) {
 				return in, nil
 			}
 		}

@@ -80,7 +80,7 @@ func newProcessFleet(cfg *Config, cluster *localcluster.Cluster, kube kubernetes
 }
 
 func (f *processFleet) users() []string {
-	var out []string
+	out := make([]string, 0, len(f.slots))
 	for _, s := range f.slots {
 		out = append(out, "soak:"+s.name)
 	}
@@ -279,7 +279,7 @@ func waitLeaders(ctx context.Context, kube kubernetes.Interface) error {
 				break
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("shard %s has no leader after 3 minutes (Lease %s/%s: %v)", shard, leaseNamespace, leaseName(shard), err)
+				return fmt.Errorf("shard %s has no leader after 3 minutes (Lease %s/%s: %w)", shard, leaseNamespace, leaseName(shard), err)
 			}
 			select {
 			case <-ctx.Done():

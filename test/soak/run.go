@@ -123,7 +123,7 @@ func (r *run) run(ctx context.Context, logDir string) (*Report, error) {
 	if err := r.waitAppAPI(ctx); err != nil {
 		return nil, err
 	}
-	r.world = newWorld(historyLimit)
+	r.world = newWorld()
 	stopTracker, err := r.track(ctx)
 	if err != nil {
 		return nil, err
@@ -195,8 +195,8 @@ func (r *run) run(ctx context.Context, logDir string) (*Report, error) {
 		return nil, fmt.Errorf("reading the audit log: %w", err)
 	}
 	r.world.classify(writes, r.driver.namespaces, deleted)
-	report.Writes = Writes{Total: len(writes), ByKind: writeKinds(writes), Foreign: writesClassified(writes, "foreign"),
-		AfterDelete: writesClassified(writes, "after-delete"),
+	report.Writes = Writes{Total: len(writes), ByKind: writeKinds(writes), Foreign: writesClassified(writes, writeForeign),
+		AfterDelete: writesClassified(writes, writeAfterDelete),
 		Changes:     r.world.changeWrites(writes, faults, cfg.ConvergeBound, start, churnEnded)}
 	report.WriteRate = writeRate(writes, start, end, cfg.SampleInterval)
 	report.Samples = r.sampler.samples

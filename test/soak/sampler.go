@@ -60,11 +60,16 @@ type sampler struct {
 
 func mib(v float64) float64 { return v / (1 << 20) }
 
+// isLeader tells from a scrape of in whether it holds its shard's Lease.
+func isLeader(families map[string]*dto.MetricFamily, in instance) bool {
+	v, _ := harness.Value(families, "leader_election_master_status", map[string]string{"name": in.lease})
+	return v == 1
+}
+
 // sampleOf reads a Sample from a scrape.
 func sampleOf(in instance, families map[string]*dto.MetricFamily) Sample {
 	s := Sample{Instance: in.name, Process: in.process, Shard: in.shard}
-	leader, _ := harness.Value(families, "leader_election_master_status", map[string]string{"name": in.lease})
-	s.Leader = leader == 1
+	s.Leader = isLeader(families, in)
 	rss, _ := harness.Value(families, "process_resident_memory_bytes", nil)
 	live, _ := harness.Value(families, "go_gc_heap_live_bytes", nil)
 	inuse, _ := harness.Value(families, "go_memstats_heap_inuse_bytes", nil)
@@ -129,18 +134,6 @@ func (s *sampler) once(ctx context.Context) {
 		})
 	}
 	wg.Wait()
-}
-
-// leaderOf returns the instance that led shard at the last sample, if any.
-func (s *sampler) leaderOf(shard string) (instance, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i := len(s.samples) - 1; i >= 0; i-- {
-		if x := s.samples[i]; x.Shard == shard && x.Leader {
-			return instance{name: x.Instance, shard: x.Shard, process: x.Process, lease: leaseName(x.Shard)}, true
-		}
-	}
-	return instance{}, false
 }
 
 // readLoad reads /proc/loadavg.

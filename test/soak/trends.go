@@ -40,10 +40,13 @@ type Trend struct {
 // memory the backstop for what lies outside the heap.
 const boundRelative = 0.2
 
+// seriesRSS is the resident memory's series.
+const seriesRSS = "rss_mib"
+
 var (
-	trendRelative = map[string]float64{"rss_mib": 0.5}
+	trendRelative = map[string]float64{seriesRSS: 0.5}
 	trendFloors   = map[string]float64{
-		"rss_mib":       16,
+		seriesRSS:       16,
 		"heap_live_mib": 2,
 		"goroutines":    10,
 		"queue":         10,
@@ -71,7 +74,7 @@ func trends(samples []Sample, window, warmup time.Duration) []Trend {
 			}
 		}
 		series := map[string]func(Sample) (float64, bool){
-			"rss_mib":       func(s Sample) (float64, bool) { return s.RSSMiB, true },
+			seriesRSS:       func(s Sample) (float64, bool) { return s.RSSMiB, true },
 			"heap_live_mib": func(s Sample) (float64, bool) { return s.HeapLiveMiB, true },
 			"goroutines":    func(s Sample) (float64, bool) { return s.Goroutines, true },
 			"queue":         func(s Sample) (float64, bool) { return s.Queue, true },

@@ -89,7 +89,8 @@ type opRecord struct {
 	prev, spec *appv1.AppSpec
 }
 
-func newWorld(historyLimit int) *world {
+// newWorld returns an empty record of Apps whose revisionHistoryLimit is historyLimit.
+func newWorld() *world {
 	return &world{apps: map[string]*appRecord{}, configMaps: map[string]int{}, historyLimit: historyLimit}
 }
 

@@ -61,7 +61,7 @@ func TestHistory(t *testing.T) {
 // at that generation what the driver expects (Ready, or the reason of a broken pod),
 // not when an older generation's status is shown.
 func TestConvergence(t *testing.T) {
-	w := newWorld(historyLimit)
+	w := newWorld()
 	r := &appRecord{namespace: "ns", name: "a", created: t0}
 	w.apps[r.key()] = r
 	w.wrote(r, app("a", 1, "v1", -1, metav1.ConditionUnknown, ""), opCreate, "", t0)
@@ -98,7 +98,7 @@ func TestConvergence(t *testing.T) {
 // conflict App claims; and that a write that went through to an App's child after the
 // App's deletion is told apart (a refused one is not).
 func TestClassify(t *testing.T) {
-	w := newWorld(historyLimit)
+	w := newWorld()
 	for _, name := range []string{"a00001", "conflict-0"} {
 		r := &appRecord{namespace: "soak-0", name: name}
 		w.apps[r.key()] = r
@@ -169,7 +169,7 @@ func TestExpectedWrites(t *testing.T) {
 // leaves out the changes that a fault overlaps, and flags a kind whose changes cost more
 // than the exact-write tests pin.
 func TestChangeWrites(t *testing.T) {
-	w := newWorld(historyLimit)
+	w := newWorld()
 	r := &appRecord{namespace: "ns", name: "a"}
 	w.apps[r.key()] = r
 	base := appfixture.NewApp("ns", "a", "v1", 1).Spec

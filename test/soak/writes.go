@@ -40,7 +40,7 @@ func readWrites(path string, users []string) ([]write, map[string]time.Time, err
 		if !ev.IsWrite() || ev.Stage != "ResponseComplete" || ev.ObjectRef == nil {
 			return nil
 		}
-		if ev.Verb == "delete" && ev.Resource() == "apps" && ev.ObjectRef.APIGroup == appv1.SchemeGroupVersion.Group && ev.Code() < 300 {
+		if ev.Verb == "delete" && ev.Resource() == "apps" && ev.ObjectRef.APIGroup == appv1.GroupVersion.Group && ev.Code() < 300 {
 			deleted[key(ev.ObjectRef.Namespace, ev.ObjectRef.Name)] = ev.StageTimestamp
 		}
 		if !slices.Contains(users, user) {
@@ -72,6 +72,12 @@ func (w *world) ownerOf(namespace, name string) string {
 	return ""
 }
 
+// The classifications of a write that break an invariant (classify).
+const (
+	writeForeign     = "foreign"
+	writeAfterDelete = "after-delete"
+)
+
 // classify says what each write is: "lease", "event", "auth", "status" or "child"
 // (allowed); "foreign": a write to an object no App of the run controls; "after-delete":
 // a write that went through to an App's object (a child, its status, an Event about it)
@@ -96,10 +102,10 @@ func (w *world) classify(writes []write, soakNamespaces []string, deleted map[st
 		case inSoak && slices.Contains(childResources, wr.resource) && wr.owner != "":
 			wr.classification = "child"
 		default:
-			wr.classification = "foreign"
+			wr.classification = writeForeign
 		}
-		if at, ok := deleted[wr.owner]; ok && wr.owner != "" && wr.classification != "foreign" && wr.at.After(at) && wr.code < 300 {
-			wr.classification = "after-delete"
+		if at, ok := deleted[wr.owner]; ok && wr.owner != "" && wr.classification != writeForeign && wr.at.After(at) && wr.code < 300 {
+			wr.classification = writeAfterDelete
 		}
 	}
 }
@@ -201,15 +207,40 @@ func expectedWrites(op opRecord) (lo, hi int, pinnedBy string, ok bool) {
 	return lo, lo + 1, "TestWritesCreateToReady, TestWritesSteadyState, TestWritesSlowRollout, TestRevisions, TestRevisionHistoryLimit", true
 }
 
+// changeCost is what one change of an App cost: its writes, by kind, and how far they
+// are from what the exact-write tests pin for it.
+type changeCost struct {
+	at        time.Time
+	n, beyond int
+	byKind    map[string]int
+	failed    int
+	hasPins   bool
+	lo, hi    int
+	by        string
+	outlier   string
+}
+
 // changeWrites attributes each write of an App's objects to the App's last change
 // before it, and sums them per kind of change, leaving out the changes whose window
 // overlaps a fault (from its start to its end plus bound).
 func (w *world) changeWrites(writes []write, faults []FaultRecord, bound time.Duration, start, end time.Time) []ChangeWrites {
+	costs := w.changeCosts(writes, faults, bound, start, end)
+	out := make([]ChangeWrites, 0, len(costs))
+	for kind, cs := range costs {
+		out = append(out, summarizeCosts(kind, cs, start, end))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Kind < out[j].Kind })
+	return out
+}
+
+// changeCosts returns the cost of each change of the churn (from start) by kind of
+// change, but for those whose window overlaps a fault.
+func (w *world) changeCosts(writes []write, faults []FaultRecord, bound time.Duration, start, end time.Time) map[string][]changeCost {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	byApp := map[string][]write{}
 	for _, wr := range writes {
-		if wr.owner != "" && wr.classification != "foreign" {
+		if wr.owner != "" && wr.classification != writeForeign {
 			byApp[wr.owner] = append(byApp[wr.owner], wr)
 		}
 	}
@@ -217,18 +248,6 @@ func (w *world) changeWrites(writes []write, faults []FaultRecord, bound time.Du
 	for _, op := range w.ops {
 		opsByApp[op.app] = append(opsByApp[op.app], op)
 	}
-	churn := func(op opRecord) bool { return !op.at.Before(start) } // not the setup's
-	type cost struct {
-		at        time.Time
-		n, beyond int
-		byKind    map[string]int
-		failed    int
-		hasPins   bool
-		lo, hi    int
-		by        string
-		outlier   string
-	}
-	costs := map[string][]cost{}
 	duringFault := func(from, to time.Time) bool {
 		for _, f := range faults {
 			if from.Before(f.End.Add(bound)) && to.After(f.Start) {
@@ -237,100 +256,107 @@ func (w *world) changeWrites(writes []write, faults []FaultRecord, bound time.Du
 		}
 		return false
 	}
+	costs := map[string][]changeCost{}
 	for app, ops := range opsByApp {
 		sort.SliceStable(ops, func(i, j int) bool { return ops[i].at.Before(ops[j].at) })
-		ws := byApp[app]
 		for i, op := range ops {
 			to := end
 			if i+1 < len(ops) {
 				to = ops[i+1].at
 			}
-			if !churn(op) || duringFault(op.at, to) {
-				continue
+			if op.at.Before(start) || duringFault(op.at, to) {
+				continue // the setup's, or a fault's
 			}
-			c := cost{at: op.at, byKind: map[string]int{}}
-			for _, wr := range ws {
-				if wr.at.Before(op.at) || !wr.at.Before(to) || wr.classification == "lease" {
-					continue
-				}
-				if wr.code >= 300 {
-					c.failed++
-					continue
-				}
-				c.n++
-				c.byKind[wr.verb+" "+wr.resource]++
-			}
-			if lo, hi, by, ok := expectedWrites(op); ok {
-				c.hasPins, c.lo, c.hi, c.by = true, lo, hi, by
-				switch {
-				case c.n > hi:
-					c.beyond = c.n - hi
-				case c.n < lo:
-					c.beyond = c.n - lo
-				}
-				if c.beyond != 0 {
-					c.outlier = fmt.Sprintf("%s at %s: %d writes, expected %d-%d: %v", app, op.at.Format(time.TimeOnly), c.n, lo, hi, c.byKind)
-				}
-			}
-			costs[op.kind] = append(costs[op.kind], c)
+			costs[op.kind] = append(costs[op.kind], opCost(app, op, byApp[app], to))
 		}
 	}
+	return costs
+}
+
+// opCost is the cost of op, a change of App app: its writes ws from op to the App's
+// next change (to).
+func opCost(app string, op opRecord, ws []write, to time.Time) changeCost {
+	c := changeCost{at: op.at, byKind: map[string]int{}}
+	for _, wr := range ws {
+		if wr.at.Before(op.at) || !wr.at.Before(to) || wr.classification == "lease" {
+			continue
+		}
+		if wr.code >= 300 {
+			c.failed++
+			continue
+		}
+		c.n++
+		c.byKind[wr.verb+" "+wr.resource]++
+	}
+	if lo, hi, by, ok := expectedWrites(op); ok {
+		c.hasPins, c.lo, c.hi, c.by = true, lo, hi, by
+		switch {
+		case c.n > hi:
+			c.beyond = c.n - hi
+		case c.n < lo:
+			c.beyond = c.n - lo
+		}
+		if c.beyond != 0 {
+			c.outlier = fmt.Sprintf("%s at %s: %d writes, expected %d-%d: %v", app, op.at.Format(time.TimeOnly), c.n, lo, hi, c.byKind)
+		}
+	}
+	return c
+}
+
+// summarizeCosts sums the costs cs of the changes of a kind: their mean and median, how
+// far their median is from the pinned range, the first and last thirds of the churn.
+func summarizeCosts(kind string, cs []changeCost, start, end time.Time) ChangeWrites {
 	third := end.Sub(start) / 3
-	var out []ChangeWrites
-	for kind, cs := range costs {
-		cw := ChangeWrites{Kind: kind, Changes: len(cs), ByKind: map[string]float64{}, OK: true}
-		var ns, beyond []float64
-		var first, last float64
-		for _, c := range cs {
-			ns = append(ns, float64(c.n))
-			beyond = append(beyond, float64(c.beyond))
-			cw.Failed += c.failed
-			for k, v := range c.byKind {
-				cw.ByKind[k] += float64(v)
-			}
-			switch {
-			case c.at.Before(start.Add(third)):
-				first += float64(c.n)
-				cw.FirstThirdN++
-			case !c.at.Before(end.Add(-third)):
-				last += float64(c.n)
-				cw.LastThirdN++
-			}
+	cw := ChangeWrites{Kind: kind, Changes: len(cs), ByKind: map[string]float64{}, OK: true}
+	ns, beyond := make([]float64, 0, len(cs)), make([]float64, 0, len(cs))
+	var first, last float64
+	for _, c := range cs {
+		ns = append(ns, float64(c.n))
+		beyond = append(beyond, float64(c.beyond))
+		cw.Failed += c.failed
+		for k, v := range c.byKind {
+			cw.ByKind[k] += float64(v)
 		}
-		cw.Mean, cw.Median = mean(ns), median(ns)
-		for k, v := range cw.ByKind {
-			cw.ByKind[k] = round2(v / float64(len(cs)))
+		switch {
+		case c.at.Before(start.Add(third)):
+			first += float64(c.n)
+			cw.FirstThirdN++
+		case !c.at.Before(end.Add(-third)):
+			last += float64(c.n)
+			cw.LastThirdN++
 		}
-		if cw.FirstThirdN > 0 {
-			cw.FirstThird = round2(first / float64(cw.FirstThirdN))
-		}
-		if cw.LastThirdN > 0 {
-			cw.LastThird = round2(last / float64(cw.LastThirdN))
-		}
-		var los, his []float64
-		for _, c := range cs {
-			if c.hasPins {
-				los, his = append(los, float64(c.lo)), append(his, float64(c.hi))
-				cw.Pinned = c.by
-				if c.outlier != "" && len(cw.Outliers) < 5 {
-					cw.Outliers = append(cw.Outliers, c.outlier)
-				}
-			}
-		}
-		if len(los) > 0 {
-			cw.ExpectedMin, cw.ExpectedMax = median(los), median(his)
-			cw.MedianBeyond = median(beyond)
-			cw.OK = cw.MedianBeyond == 0
-		}
-		// No growth: the last third's changes cost at most a quarter more than the first's.
-		if cw.FirstThirdN >= 3 && cw.LastThirdN >= 3 && cw.LastThird > cw.FirstThird*growthAllowance+0.25 {
-			cw.OK = false
-		}
-		cw.Mean, cw.Median = round2(cw.Mean), round2(cw.Median)
-		out = append(out, cw)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Kind < out[j].Kind })
-	return out
+	cw.Mean, cw.Median = mean(ns), median(ns)
+	for k, v := range cw.ByKind {
+		cw.ByKind[k] = round2(v / float64(len(cs)))
+	}
+	if cw.FirstThirdN > 0 {
+		cw.FirstThird = round2(first / float64(cw.FirstThirdN))
+	}
+	if cw.LastThirdN > 0 {
+		cw.LastThird = round2(last / float64(cw.LastThirdN))
+	}
+	var los, his []float64
+	for _, c := range cs {
+		if c.hasPins {
+			los, his = append(los, float64(c.lo)), append(his, float64(c.hi))
+			cw.Pinned = c.by
+			if c.outlier != "" && len(cw.Outliers) < 5 {
+				cw.Outliers = append(cw.Outliers, c.outlier)
+			}
+		}
+	}
+	if len(los) > 0 {
+		cw.ExpectedMin, cw.ExpectedMax = median(los), median(his)
+		cw.MedianBeyond = median(beyond)
+		cw.OK = cw.MedianBeyond == 0
+	}
+	// No growth: the last third's changes cost at most a quarter more than the first's.
+	if cw.FirstThirdN >= 3 && cw.LastThirdN >= 3 && cw.LastThird > cw.FirstThird*growthAllowance+0.25 {
+		cw.OK = false
+	}
+	cw.Mean, cw.Median = round2(cw.Mean), round2(cw.Median)
+	return cw
 }
 
 // growthAllowance is how much more the changes of the last third of the run may cost

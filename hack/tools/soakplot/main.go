@@ -185,7 +185,7 @@ func markFaults(p *plot.Plot, r *report, top float64, labels bool) error {
 			return err
 		}
 		poly.Color = faultColor
-		poly.LineStyle.Width = 0
+		poly.Width = 0
 		poly.LineStyle.Color = color.Transparent
 		p.Add(poly)
 		points = append(points, plotter.XY{X: from, Y: top * 1.05})
@@ -215,7 +215,7 @@ func markFaults(p *plot.Plot, r *report, top float64, labels bool) error {
 
 // faultList names the numbered faults.
 func faultList(r *report) string {
-	var parts []string
+	parts := make([]string, 0, len(r.Faults))
 	for i, f := range r.Faults {
 		parts = append(parts, fmt.Sprintf("%d %s", i+1, f.Kind))
 	}
