@@ -687,7 +687,13 @@ func (d *driver) opShardMove(ctx context.Context) error {
 // opRollback rolls an App with at least two revisions back to the one before its
 // current, as `kubectl app rollback NAME` does.
 func (d *driver) opRollback(ctx context.Context) error {
-	r := d.pick(func(r *appRecord) bool { return len(r.history) >= 2 })
+	// The spec rolled back to has a route if the current one has: the number of routes,
+	// and the Ingress caches with it, stays put (route-add and route-remove change it
+	// by turns).
+	r := d.pick(func(r *appRecord) bool {
+		n := len(r.history)
+		return n >= 2 && (r.history[n-2].Route == nil) == (r.history[n-1].Route == nil)
+	})
 	if r == nil {
 		return errSkipped
 	}

@@ -201,7 +201,7 @@ func (r *run) run(ctx context.Context, logDir string) (*Report, error) {
 	report.WriteRate = writeRate(writes, start, end, cfg.SampleInterval)
 	report.Samples = r.sampler.samples
 	report.ScrapeFails = r.sampler.errors
-	report.Trends = trends(report.Samples, cfg.Duration/3, cfg.Warmup)
+	report.Trends = trends(report.Samples, cfg.Duration/3, cfg.Duration, cfg.Warmup)
 	report.Panics = r.fleet.panics()
 	report.Restarts = classifyRestarts(r.fleet.restarts(), faults)
 	report.Load.UptimeEnd = uptime()

@@ -55,8 +55,9 @@ var (
 )
 
 // trends fits every series of each shard's leader, from the samples taken from
-// window on, each leader's first warmup left out.
-func trends(samples []Sample, window, warmup time.Duration) []Trend {
+// window on until the churn ends (end: the final convergence and checks are no steady
+// load), each leader's first warmup left out.
+func trends(samples []Sample, window, end, warmup time.Duration) []Trend {
 	var out []Trend
 	for _, shard := range []string{shardA, shardB} {
 		// When each process of the shard was first seen leading.
@@ -69,7 +70,7 @@ func trends(samples []Sample, window, warmup time.Duration) []Trend {
 			if _, ok := firstLed[s.Process]; !ok {
 				firstLed[s.Process] = s.T
 			}
-			if s.T >= window.Seconds() && s.T-firstLed[s.Process] >= warmup.Seconds() {
+			if s.T >= window.Seconds() && s.T <= end.Seconds() && s.T-firstLed[s.Process] >= warmup.Seconds() {
 				leading = append(leading, s)
 			}
 		}
