@@ -21,11 +21,17 @@ KUBECTL    := $(BIN)/kubectl
 KUBE_COMMANDS := kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl
 CLUSTER_BINS  := $(addprefix $(BIN)/,kube $(KUBE_COMMANDS) kwok etcd)
 # The version the Kubernetes components report (as a release build stamps it).
-KUBE_VERSION  := v1.36.3
-KUBE_LDFLAGS  := $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,-X $(p).gitVersion=$(KUBE_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=36 -X $(p).gitTreeState=clean)
+KUBE_VERSION  := v1.37.2
+# Its minor, 1.36: the column of the compatibility matrix that bin/ itself serves.
+KUBE_MINOR    := $(subst v,,$(basename $(KUBE_VERSION)))
+# The -ldflags that stamp Kubernetes components with version $(1) of minor $(2) (36).
+kube_ldflags   = $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,-X $(p).gitVersion=$(1) -X $(p).gitMajor=1 -X $(p).gitMinor=$(2) -X $(p).gitTreeState=clean)
+KUBE_LDFLAGS  := $(call kube_ldflags,$(KUBE_VERSION),$(lastword $(subst ., ,$(KUBE_MINOR))))
 KWOK_STAGES  := $(BIN)/kwok-stages
+# The control planes of other Kubernetes minors (make test-compat): bin/compat/MINOR.
+COMPAT_BIN    := $(BIN)/compat
 
-UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e /test/integration -e /test/e2e -e /pkg/generated/)
+UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e /test/integration -e /test/e2e -e /test/compat -e /pkg/generated/)
 
 # What every build of the binary is stamped with (`app-controller --version`, the
 # app_controller_build_info metric, the image labels), computed once per make run.
@@ -226,7 +232,7 @@ docker-buildx: ## Build and push IMG for PLATFORMS with docker buildx.
 HELM  := $(BIN)/helm
 CHART := charts/app-controller
 # The Kubernetes version the chart is linted and rendered for: the local control plane's.
-CHART_KUBE_VERSION := 1.36.3
+CHART_KUBE_VERSION := 1.37.2
 
 .PHONY: helm
 helm: $(HELM) ## Build bin/helm, the version pinned in test/chart/go.mod.
@@ -284,14 +290,19 @@ $(COSIGN): hack/tools/cosign/go.mod hack/tools/cosign/go.sum
 # node that runs pods with containerd, the kubelet and kube-proxy; root only).
 NODE ?= kwok
 # What a real node needs beyond `make tools`: the Debian packages and `make node-tools`.
-CLUSTER_UP_DEPS = tools $(if $(filter real,$(NODE)),node-packages node-tools)
+CLUSTER_UP_DEPS = tools $(if $(filter real,$(NODE)),node-packages node-tools) $(if $(KUBE_BIN_DIR),$(KUBE_BIN_DIR)/kube-apiserver)
+# The Kubernetes minor of the control plane (make cluster-up KUBE=1.34): one of
+# COMPAT_VERSIONS other than KUBE_MINOR runs the kube-apiserver, kube-controller-manager
+# and kube-scheduler of bin/compat/KUBE (built first, as make test-compat does).
+KUBE ?= $(KUBE_MINOR)
+KUBE_BIN_DIR = $(if $(filter $(KUBE_MINOR),$(KUBE)),,$(COMPAT_BIN)/$(KUBE))
 # kube-apiserver's feature gates, e.g. FEATURE_GATES=ShardedListAndWatch=true to try an
 # alpha API (docs/how-to/sharding.md measures server-side sharding with it).
 FEATURE_GATES ?=
 
 .PHONY: cluster-up
-cluster-up: $(CLUSTER_UP_DEPS) $(BIN)/localcluster ## Start the local control plane in the background (NODE=real, FEATURE_GATES=...); kubeconfig .local/kubeconfig.
-	$(BIN)/localcluster up --bin-dir $(BIN) --state-dir $(LOCAL) --crd-dir config/crd/bases --gateway-api --node $(NODE) --feature-gates '$(FEATURE_GATES)'
+cluster-up: $(CLUSTER_UP_DEPS) $(BIN)/localcluster ## Start the local control plane in the background (NODE=real: a node that runs pods for real; FEATURE_GATES=...: kube-apiserver's; KUBE=1.34: another Kubernetes minor's control plane); admin kubeconfig at .local/kubeconfig.
+	$(BIN)/localcluster up --bin-dir $(BIN) --kube-bin-dir '$(KUBE_BIN_DIR)' --state-dir $(LOCAL) --crd-dir config/crd/bases --gateway-api --node $(NODE) --feature-gates '$(FEATURE_GATES)'
 
 .PHONY: cluster-down
 cluster-down: $(BIN)/localcluster ## Stop the local control plane and remove its state.
@@ -309,9 +320,23 @@ $(CLUSTER_BINS) &: hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go h
 	@for c in $(KUBE_COMMANDS); do ln -sfn kube $(BIN)/$$c; done
 	@touch $(CLUSTER_BINS)
 
+# The control plane of another Kubernetes minor X, for make test-compat: kube-apiserver,
+# kube-controller-manager and kube-scheduler of the module hack/tools/compat/X (written by
+# `hack/make.sh compat-module X vX.Y`), stamped with its version, in bin/compat/X/ (etcd,
+# kwok and kubectl are bin/'s). Rebuilt only when that module changes. The first build of
+# a minor compiles every package of that release: for 1.34, 441 s of CPU (about 4 minutes
+# on an idle 2-core machine) and 2.2 GB of memory at peak.
+$(COMPAT_BIN)/%/kube-apiserver: hack/tools/compat/%/go.mod hack/tools/compat/%/go.sum
+	@echo "Building kube-apiserver, kube-controller-manager and kube-scheduler $* into $(@D)..."
+	@cd hack/tools/compat/$* && $(GO) mod tidy -diff >/dev/null || \
+		{ echo "hack/tools/compat/$*/go.mod is not tidy: run hack/make.sh compat-module $* VERSION" >&2; exit 1; }
+	cd hack/tools/compat/$* && version=$$($(GO) list -m -f '{{.Version}}' k8s.io/kubernetes) && \
+		$(GO) build -ldflags "$(call kube_ldflags,$$version,$(lastword $(subst ., ,$*)))" -o $(@D)/ tool
+	@touch $(@D)/kube-apiserver $(@D)/kube-controller-manager $(@D)/kube-scheduler
+
 # The real node's images: agnhost and resource-consumer from the same k8s.io/kubernetes
 # module as the kubelet and kube-proxy of `make tools`, the image tool, and three OCI
-# layouts the cluster's registry serves: agnhost:2.63.0 (the binary at /agnhost, its
+# layouts the cluster's registry serves: agnhost:2.66.1 (the binary at /agnhost, its
 # entrypoint, as upstream), the pods' sandbox image, agnhost run as `pause`, and
 # resource-consumer:1.15.0 (as upstream's Dockerfile: /consumer, its entrypoint, and the
 # helper it runs to burn CPU at /consume-cpu/consume-cpu; not upstream's `stress`, a
@@ -332,15 +357,15 @@ $(NODE_BINS) &: hack/tools/go.mod hack/tools/go.sum
 
 $(NODE_IMAGES): $(NODE_BINS) $(IMAGEBUILD)
 	@rm -rf $@
-	$(IMAGEBUILD) build --layout $@/agnhost --tag agnhost:2.63.0 --platform linux/$(HOST_ARCH)=$(BIN)/agnhost \
-		--entrypoint /agnhost --user 0:0 --created-epoch 0 --version 2.63.0 --revision k8s.io/kubernetes@v1.36.3 \
+	$(IMAGEBUILD) build --layout $@/agnhost --tag agnhost:2.66.1 --platform linux/$(HOST_ARCH)=$(BIN)/agnhost \
+		--entrypoint /agnhost --user 0:0 --created-epoch 0 --version 2.66.1 --revision k8s.io/kubernetes@v1.37.2 \
 		--source https://github.com/kubernetes/kubernetes/tree/master/test/images/agnhost >/dev/null
-	$(IMAGEBUILD) build --layout $@/pause --tag pause:2.63.0 --platform linux/$(HOST_ARCH)=$(BIN)/agnhost \
-		--entrypoint /agnhost --arg pause --user 65535:65535 --created-epoch 0 --version 2.63.0 --revision k8s.io/kubernetes@v1.36.3 \
+	$(IMAGEBUILD) build --layout $@/pause --tag pause:2.66.1 --platform linux/$(HOST_ARCH)=$(BIN)/agnhost \
+		--entrypoint /agnhost --arg pause --user 65535:65535 --created-epoch 0 --version 2.66.1 --revision k8s.io/kubernetes@v1.37.2 \
 		--source https://github.com/kubernetes/kubernetes/tree/master/test/images/agnhost >/dev/null
 	$(IMAGEBUILD) build --layout $@/resource-consumer --tag resource-consumer:1.15.0 --platform linux/$(HOST_ARCH)=$(BIN)/resource-consumer \
 		--executable /consume-cpu/consume-cpu=$(BIN)/consume-cpu \
-		--entrypoint /consumer --user 0:0 --created-epoch 0 --version 1.15.0 --revision k8s.io/kubernetes@v1.36.3 \
+		--entrypoint /consumer --user 0:0 --created-epoch 0 --version 1.15.0 --revision k8s.io/kubernetes@v1.37.2 \
 		--source https://github.com/kubernetes/kubernetes/tree/master/test/images/resource-consumer >/dev/null
 
 # metrics-server, from its own module (its Kubernetes libraries are not the control
@@ -419,17 +444,20 @@ $(GOLANGCI_LINT): hack/tools/lint/go.mod hack/tools/lint/go.sum
 # (like a release) builds and checks both of PLATFORMS.
 TEST_PLATFORMS ?= linux/$(HOST_ARCH)
 # What `make test` builds in the background while verify, unit and test-image run: the
-# control plane and, where the end-to-end tier can run (root), the real node's packages,
-# binaries and images, helm and cosign (the end-to-end tests sign and verify a release).
-TEST_TOOLS = tools $(if $(filter 0,$(shell id -u)),node-packages node-tools $(HELM) $(COSIGN))
+# control plane, helm, the control plane of the oldest supported Kubernetes minor (for
+# test-compat-oldest: 441 s of CPU the first time, cached after) and, where the
+# end-to-end tier can run (root), the real node's packages, binaries and images, and
+# cosign (the end-to-end tests sign and verify a release).
+TEST_TOOLS = tools $(HELM) $(COMPAT_BIN)/$(COMPAT_OLDEST)/kube-apiserver $(if $(filter 0,$(shell id -u)),node-packages node-tools $(COSIGN))
 # The steps of make test, in order (hack/make.sh test: the control plane binaries build
 # in the background until the first step that needs them, after verify, unit and
-# test-image). The integration tests, the chart's tests and the end-to-end tests run at
-# the same time (A+B+C), each on its own control planes: they mostly wait on them (one
-# after the other, they took 7 minutes and the machine's 2 cores were busy about half of
-# it; together about 4.5): each package's result line is printed as it comes, and
-# each one's output whole when it ends.
-TEST_STEPS = verify unit test-image integration+test-chart+e2e
+# test-image). The integration tests, the chart's tests, the end-to-end tests and the
+# smoke on the oldest supported Kubernetes minor (test-compat-oldest) run at the same
+# time (A+B+C+D), each on its own control planes: they mostly wait on them (one after the
+# other, the first three took 7 minutes and the machine's 2 cores were busy about half of
+# it; together about 4.5): each package's result line is printed as it comes, and each
+# one's output whole when it ends.
+TEST_STEPS = verify unit test-image integration+test-chart+e2e+test-compat-oldest
 
 .PHONY: clean
 clean: ## Remove bin/ and .local/ (stops nothing: run cluster-down first).
@@ -485,6 +513,30 @@ e2e-run: node-packages tools node-tools $(HELM) $(COSIGN)
 e2e-traffic: node-packages tools node-tools $(TRAEFIK_IMAGE) ## Opt-in: requests through Traefik to an App's Ingress and HTTPRoute on a real node (builds Traefik).
 	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) TRAEFIK_IMAGE_LAYOUT=$(TRAEFIK_IMAGE) \
 		$(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) ./test/e2e/traffic/ $(TESTFLAGS)
+
+##@ Compatibility
+
+# The Kubernetes minors the product supports and tests (docs/compatibility.md), the oldest
+# first: the control plane of each is built from hack/tools/compat/MINOR (bin/compat/MINOR),
+# but KUBE_MINOR's, which is bin/'s own.
+COMPAT_VERSIONS := 1.34 1.35 1.36 1.37
+COMPAT_OLDEST   := $(firstword $(COMPAT_VERSIONS))
+empty :=
+space := $(empty) $(empty)
+# make test-compat VERSIONS=1.34,1.37 runs some of them.
+VERSIONS ?= $(subst $(space),$(comma),$(COMPAT_VERSIONS))
+# The binaries' directory of minor $(1).
+compat_bin_dir = $(if $(filter $(KUBE_MINOR),$(1)),$(BIN),$(COMPAT_BIN)/$(1))
+
+.PHONY: test-compat
+test-compat: tools $(HELM) ## The smoke of test/compat on each Kubernetes minor of VERSIONS (default: 1.34,1.35,1.36,1.37; the first build of a minor: about 4 minutes), then the matrix of version x check.
+	@$(MAKE_SH) test-compat $(COMPAT_BIN)/results $(foreach v,$(subst $(comma), ,$(VERSIONS)),$(v)=$(call compat_bin_dir,$(v)))
+
+# make test's smoke on the oldest supported minor; its binaries build in the background
+# (TEST_TOOLS).
+.PHONY: test-compat-oldest
+test-compat-oldest:
+	@$(MAKE) --no-print-directory test-compat VERSIONS=$(COMPAT_OLDEST)
 
 # How long `make fuzz` runs each Go fuzz target.
 FUZZTIME ?= 60s

@@ -13,6 +13,11 @@
 #   make.sh manifests IMG                config/default, its image set to IMG
 #   make.sh helm-lint HELM CHART KUBE_VERSION
 #   make.sh fuzz FUZZTIME PKG:TARGET...
+#   make.sh compat-module MINOR VERSION   write hack/tools/compat/MINOR/go.mod (and go.sum):
+#                                        the control plane of k8s.io/kubernetes VERSION
+#   make.sh test-compat DIR MINOR=BINDIR...
+#                                        the smoke (test/compat) on each minor's control
+#                                        plane, its results in DIR; prints the matrix
 #   make.sh release                      every artifact of $VERSION into $RELEASE_DIST
 #                                        (the settings in the environment: see cmd_release)
 #   make.sh lint GOLANGCI_LINT           golangci-lint (.golangci.yml) on every module of
@@ -343,7 +348,127 @@ cmd_fuzz() {
     done
 }
 
-cmd="${1:?usage: make.sh test|cross|sbom|plugin-dist|manifests|helm-lint|lint|release|fuzz ...}"
+# compat-module writes the module hack/tools/compat/MINOR that `make test-compat` builds
+# the control plane of Kubernetes MINOR from: kube-apiserver, kube-controller-manager and
+# kube-scheduler (its tools) of k8s.io/kubernetes VERSION, every staging module replaced
+# by the release of the same patch (v0.MINOR.PATCH), as the replace block of that
+# version's own go.mod lists them (there each points at ./staging/src/k8s.io/X), then
+# tidied. Adding a version of the matrix, or keeping the previous default when the local
+# control plane moves to a newer one, is this command and a commit of its output.
+cmd_compat_module() {
+    local minor="$1" version="$2" dir staging gomod
+    dir="${ROOT}/hack/tools/compat/${minor}"
+    [[ "${version}" == "v${minor}."* ]] || { echo "compat-module: ${version} is not a release of ${minor}" >&2; return 2; }
+    staging="v0.${version#v1.}"
+    gomod="$(cd "${ROOT}/hack/tools" && "${GO}" mod download -json "k8s.io/kubernetes@${version}" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')"
+    [ -f "${gomod}" ] || { echo "compat-module: no go.mod of k8s.io/kubernetes@${version}" >&2; return 1; }
+    mkdir -p "${dir}"
+    rm -f "${dir}/go.mod" "${dir}/go.sum"
+    cat >"${dir}/go.mod" <<MOD
+// The control plane of Kubernetes ${minor} for make test-compat: kube-apiserver,
+// kube-controller-manager and kube-scheduler of k8s.io/kubernetes ${version}, each
+// staging module replaced by its ${staging} release. Written by
+// hack/make.sh compat-module ${minor} ${version}: do not edit.
+module github.com/app-controller/app-controller/hack/tools/compat/${minor}
+
+go $(sed -n 's/^go //p' "${ROOT}/go.mod")
+
+toolchain $(sed -n 's/^toolchain //p' "${ROOT}/go.mod")
+
+tool (
+	k8s.io/kubernetes/cmd/kube-apiserver
+	k8s.io/kubernetes/cmd/kube-controller-manager
+	k8s.io/kubernetes/cmd/kube-scheduler
+)
+
+require k8s.io/kubernetes ${version}
+
+replace (
+$(sed -n '/^replace (/,/^)/s|^\t\(k8s.io/[a-z0-9-]*\) => ./staging/.*|\t\1 => \1 '"${staging}"'|p' "${gomod}")
+)
+MOD
+    (cd "${dir}" && "${GO}" mod tidy)
+    echo "wrote ${dir}/go.mod and go.sum (k8s.io/kubernetes ${version})"
+}
+
+# test-compat runs the smoke of test/compat once per MINOR=BINDIR, on the control plane
+# of BINDIR (built by `make BINDIR/kube-apiserver` first unless it is bin/ itself, which
+# `make tools` built), each run's output in DIR/MINOR.log and its results in DIR/MINOR.tsv,
+# one after the other (each starts a control plane of its own). Then it prints the matrix
+# of version x check and each failure's message, and fails if any check failed or did
+# not run.
+cmd_test_compat() {
+    local dir="$1" arg minor bindir kubebindir rc=0 start
+    shift
+    rm -rf "${dir}" && mkdir -p "${dir}"
+    for arg in "$@"; do
+        minor="${arg%%=*}"
+        bindir="${arg#*=}"
+        start="$(date +%s)"
+        echo "make test-compat: Kubernetes ${minor} (binaries: ${bindir})"
+        kubebindir=""
+        if [ "${bindir}" != "${BIN}" ]; then
+            kubebindir="${bindir}"
+            if ! "${MAKE:-make}" --no-print-directory "${bindir}/kube-apiserver" >"${dir}/${minor}.log" 2>&1; then
+                tail -n 20 "${dir}/${minor}.log"
+                printf '#version\t%s\t\ncontrol plane\tFAIL\tbuilding the binaries failed (%s)\n' "${minor}" "${dir}/${minor}.log" >"${dir}/${minor}.tsv"
+                rc=1
+                continue
+            fi
+        fi
+        APP_CONTROLLER_BIN_DIR="${BIN}" APP_CONTROLLER_KUBE_BIN_DIR="${kubebindir}" KUBE_CACHE_MUTATION_DETECTOR=true \
+            APP_CONTROLLER_COMPAT_VERSION="${minor}" APP_CONTROLLER_COMPAT_RESULTS="${dir}/${minor}.tsv" \
+            "${GO}" test -count=1 -v -timeout 20m -run '^TestSmoke$' ./test/compat/ 2>&1 | tee -a "${dir}/${minor}.log" ||
+            rc=1
+        if [ ! -s "${dir}/${minor}.tsv" ]; then
+            printf '#version\t%s\t\ncontrol plane\tFAIL\tgo test failed before the first check (%s)\n' "${minor}" "${dir}/${minor}.log" >"${dir}/${minor}.tsv"
+        fi
+        echo "make test-compat: Kubernetes ${minor}: $(($(date +%s) - start))s"
+    done
+    compat_matrix "${dir}" "$@" || rc=1
+    return "${rc}"
+}
+
+# compat_matrix prints the results of DIR/MINOR.tsv for each MINOR=... as a table of
+# check x version (PASS, FAIL, or - for a check that did not run), the failures' messages
+# below it, and fails if a check failed or did not run.
+compat_matrix() {
+    local dir="$1" arg files=()
+    shift
+    for arg in "$@"; do
+        files+=("${dir}/${arg%%=*}.tsv")
+    done
+    echo
+    echo "Compatibility matrix (test/compat, results in ${dir}):"
+    awk -F '\t' '
+        FNR == 1 { n++; col[n] = $2 ($3 != "" ? " (" $3 ")" : ""); logs[n] = FILENAME; sub(/\.tsv$/, ".log", logs[n]); next }
+        { if (!($1 in seen)) { seen[$1] = 1; rows[++m] = $1 } cell[$1, n] = $2; msg[$1, n] = $3 }
+        END {
+            w = 20
+            printf "%-" w "s", "check"
+            for (j = 1; j <= n; j++) printf "  %-16s", col[j]
+            printf "\n"
+            for (i = 1; i <= m; i++) {
+                printf "%-" w "s", rows[i]
+                for (j = 1; j <= n; j++) {
+                    c = cell[rows[i], j]
+                    if (c == "") c = "-"
+                    printf "  %-16s", c
+                    if (c != "PASS") bad = 1
+                }
+                printf "\n"
+            }
+            for (i = 1; i <= m; i++) for (j = 1; j <= n; j++)
+                if (cell[rows[i], j] == "FAIL") {
+                    text = msg[rows[i], j]
+                    if (length(text) > 1500) text = substr(text, 1, 1500) " ... (the whole message: " logs[j] ")"
+                    printf "FAIL %s, %s: %s\n", col[j], rows[i], text
+                }
+            exit bad
+        }' "${files[@]}"
+}
+
+cmd="${1:?usage: make.sh test|cross|sbom|plugin-dist|manifests|helm-lint|lint|release|fuzz|compat-module|test-compat ...}"
 shift
 case "${cmd}" in
 test) cmd_test "$@" ;;
@@ -353,6 +478,8 @@ plugin-dist) cmd_plugin_dist "$@" ;;
 manifests) cmd_manifests "$@" ;;
 helm-lint) cmd_helm_lint "$@" ;;
 fuzz) cmd_fuzz "$@" ;;
+compat-module) cmd_compat_module "$@" ;;
+test-compat) cmd_test_compat "$@" ;;
 lint) cmd_lint "$@" ;;
 release) cmd_release "$@" ;;
 *)

@@ -36,10 +36,14 @@ Usage:
 --crd-dir installs the CustomResourceDefinitions of DIR before kube-controller-manager
 starts, so that its garbage collector knows them at once.
 
+--kube-bin-dir DIR runs the kube-apiserver, kube-controller-manager and kube-scheduler of
+DIR instead of --bin-dir's: another Kubernetes version's (make test-compat builds them
+into bin/compat/MINOR; make cluster-up KUBE=MINOR uses them).
+
 --node real starts, in place of the kwok node, one node that runs pods for real:
 containerd, runc and the CNI plugins of this machine, the kubelet and kube-proxy, in a
 network namespace of its own, and an image registry whose HOST:PORT is written to
-<state-dir>/registry (it holds agnhost:2.63.0; push your own images there).
+<state-dir>/registry (it holds agnhost:2.66.1; push your own images there).
 
 The binaries in --bin-dir are built by 'make tools'. The admin kubeconfig is written to
 <state-dir>/kubeconfig; component logs are in <state-dir>/cluster/logs/, the output of the
@@ -113,6 +117,7 @@ func parseFlags(cmd string, args []string) (localcluster.DaemonOptions, error) {
 	}
 	if cmd != cmdDown {
 		fs.StringVar(&opts.BinDir, "bin-dir", "", "directory with the control plane binaries and kwok-stages/ (built by 'make tools'); default: $"+localcluster.BinDirEnv+" or <repo>/bin")
+		fs.StringVar(&opts.KubeBinDir, "kube-bin-dir", "", "directory of the kube-apiserver, kube-controller-manager and kube-scheduler to run instead of --bin-dir's: another Kubernetes version's, such as bin/compat/1.34 (optional)")
 		fs.StringVar(&opts.CRDDir, "crd-dir", "", "directory of CustomResourceDefinition YAML files to install before kube-controller-manager starts (optional)")
 		fs.StringVar(&opts.GatewayAPIDir, "gateway-api-dir", "", "directory of the Gateway API's standard CRDs; its CRDs are installed with --crd-dir's (optional)")
 		fs.StringVar(&opts.FeatureGates, "feature-gates", "", "kube-apiserver's --feature-gates, comma-separated NAME=BOOL, e.g. ShardedListAndWatch=true (optional)")

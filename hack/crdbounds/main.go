@@ -11,12 +11,19 @@
 // The bounds are sized for real use (docs/security.md, "Bounds"): a list holds at most
 // defaultMaxItems items, a string defaultMaxLength bytes and a map defaultMaxProperties
 // entries, except where overrides says otherwise. A bound the markers set is kept.
+//
+// It also makes required, anywhere in the schema, each key of a list of type map that
+// is neither required nor defaulted: the API server refuses such a CRD ("this property
+// is in x-kubernetes-list-map-keys, so it must have a default or be a required
+// property"), and k8s.io/api marks some keys +optional (since v0.37.0
+// DeploymentCondition.type, the key of the App's status.deploymentStatus.conditions).
 package main
 
 import (
 	"bytes"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -102,6 +109,9 @@ func run(path string) error {
 			return fmt.Errorf("%s: a version without properties.spec", path)
 		}
 		bound(spec, "")
+		if root, ok := dig(v, "schema", "openAPIV3Schema").(map[string]any); ok {
+			requireMapKeys(root)
+		}
 	}
 	out, err := yaml.Marshal(crd)
 	if err != nil {
@@ -140,6 +150,38 @@ func bound(s map[string]any, path string) {
 		if ap, ok := s["additionalProperties"].(map[string]any); ok {
 			setDefault(s, path, maxProperties, defaultMaxProperties)
 			bound(ap, path+"{}")
+		}
+	}
+}
+
+// requireMapKeys adds to the required properties of the items of every list of type map
+// at or below schema s each of its keys that is neither required nor defaulted.
+func requireMapKeys(s map[string]any) {
+	items, _ := s["items"].(map[string]any)
+	if keys, ok := s["x-kubernetes-list-map-keys"].([]any); ok && s["x-kubernetes-list-type"] == "map" && items != nil {
+		required, _ := items["required"].([]any)
+		for _, k := range keys {
+			prop, _ := dig(items, "properties", fmt.Sprint(k)).(map[string]any)
+			if prop == nil || prop["default"] != nil || slices.Contains(required, k) {
+				continue
+			}
+			required = append(required, k)
+		}
+		if len(required) > 0 {
+			slices.SortFunc(required, func(a, b any) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+			items["required"] = required
+		}
+	}
+	for _, key := range []string{"items", "additionalProperties"} {
+		if sub, ok := s[key].(map[string]any); ok {
+			requireMapKeys(sub)
+		}
+	}
+	if props, ok := s["properties"].(map[string]any); ok {
+		for _, p := range props {
+			if ps, ok := p.(map[string]any); ok {
+				requireMapKeys(ps)
+			}
 		}
 	}
 }

@@ -22,8 +22,8 @@ type metricDoc struct {
 	labels                     []string
 }
 
-// descPattern reads what a prometheus.Desc prints: its name, help and variable labels.
-var descPattern = regexp.MustCompile(`^Desc\{fqName: "([^"]*)", help: "((?:[^"\\]|\\.)*)", constLabels: \{[^}]*\}, variableLabels: \{([^}]*)\}\}$`)
+// descPattern reads what a prometheus.Desc prints: its name, help and variable labels (client_golang v1.24 added a unit, empty for ours).
+var descPattern = regexp.MustCompile(`^Desc\{fqName: "([^"]*)", help: "((?:[^"\\]|\\.)*)", (?:unit: "[^"]*", )?constLabels: \{[^}]*\}, variableLabels: \{([^}]*)\}\}$`)
 
 // stabilityPattern is the stability level component-base puts before a metric's help.
 var stabilityPattern = regexp.MustCompile(`^\[([A-Z]+)\] `)

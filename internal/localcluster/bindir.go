@@ -14,6 +14,12 @@ import (
 // BinDirEnv names the environment variable that points at the binaries' directory.
 const BinDirEnv = "APP_CONTROLLER_BIN_DIR"
 
+// KubeBinDirEnv names the environment variable that, when set, points at the
+// directory of the kube-apiserver, kube-controller-manager and kube-scheduler to run
+// instead of those of the binaries' directory (Options.KubeBinDir): another Kubernetes
+// version's, such as bin/compat/1.34 of `make test-compat`.
+const KubeBinDirEnv = "APP_CONTROLLER_KUBE_BIN_DIR"
+
 // ModulePath is the module whose go.mod marks the repository root.
 const ModulePath = "github.com/app-controller/app-controller"
 
@@ -45,20 +51,34 @@ func BinDirFromEnv() (string, error) {
 // CheckBinDir returns an error naming what is missing from dir (binaries, kwok stages),
 // telling to run `make tools`.
 func CheckBinDir(dir string) error {
-	var missing []string
-	for _, name := range requiredBinaries {
-		info, err := os.Stat(filepath.Join(dir, name))
-		if err != nil || !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0 {
-			missing = append(missing, name)
-		}
-	}
-	if len(missing) > 0 {
+	if missing := missingBinaries(dir, requiredBinaries); len(missing) > 0 {
 		return fmt.Errorf("control plane binaries missing from %s: %s: run `make tools`", dir, strings.Join(missing, ", "))
 	}
 	if _, err := kwokStageFiles(filepath.Join(dir, kwokStagesDir)); err != nil {
 		return err
 	}
 	return nil
+}
+
+// CheckKubeBinDir returns an error naming what is missing from dir, a directory of
+// Options.KubeBinDir, telling how to build it.
+func CheckKubeBinDir(dir string) error {
+	if missing := missingBinaries(dir, controlPlaneBinaries); len(missing) > 0 {
+		return fmt.Errorf("control plane binaries missing from %s: %s: build them with `make test-compat VERSIONS=MINOR` (bin/compat/MINOR)", dir, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// missingBinaries returns the names of those that are not executable files in dir.
+func missingBinaries(dir string, names []string) []string {
+	var missing []string
+	for _, name := range names {
+		info, err := os.Stat(filepath.Join(dir, name))
+		if err != nil || !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0 {
+			missing = append(missing, name)
+		}
+	}
+	return missing
 }
 
 // RepoRoot returns the repository root: the nearest directory, from the working

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,6 +22,11 @@ type Options struct {
 	// BinDir holds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and
 	// the kwok-stages directory (see BinDirFromEnv).
 	BinDir string
+	// KubeBinDir, if set, holds the kube-apiserver, kube-controller-manager and
+	// kube-scheduler to run instead of BinDir's: another Kubernetes version's (make
+	// test-compat builds them into bin/compat/MINOR; KubeBinDirFromEnv). etcd, kwok and
+	// the real node's binaries still come from BinDir.
+	KubeBinDir string
 	// StateDir receives the certificates, etcd's data, one log per component
 	// (logs/<name>.log) and the admin kubeconfig. It is created, and must be empty if it
 	// exists. Stop removes it unless KeepState is set; a Start that fails keeps it, for
@@ -148,6 +154,14 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	if err := CheckBinDir(binDir); err != nil {
 		return nil, err
+	}
+	if opts.KubeBinDir != "" {
+		if opts.KubeBinDir, err = filepath.Abs(opts.KubeBinDir); err != nil {
+			return nil, fmt.Errorf("starting the local cluster: %w", err)
+		}
+		if err := CheckKubeBinDir(opts.KubeBinDir); err != nil {
+			return nil, err
+		}
 	}
 	switch opts.Node {
 	case "", NodeKwok:
@@ -435,7 +449,7 @@ func (c *Cluster) startComponent(ctx context.Context, comp component) ([]int, er
 		}
 		path := comp.path
 		if path == "" {
-			path = filepath.Join(c.opts.BinDir, comp.name)
+			path = c.binary(comp.name)
 		}
 		p, err := startProcess(comp.name, path, comp.args(ports), comp.env, logPath)
 		if err != nil {
@@ -461,6 +475,15 @@ func (c *Cluster) startComponent(ctx context.Context, comp component) ([]int, er
 		}
 		return nil, fmt.Errorf("starting %s: %w\nlast lines of %s:\n%s", comp.name, err, logPath, p.logTail())
 	}
+}
+
+// binary returns the path of the component's binary: KubeBinDir's for the components
+// it replaces, else BinDir's.
+func (c *Cluster) binary(name string) string {
+	if c.opts.KubeBinDir != "" && slices.Contains(controlPlaneBinaries, name) {
+		return filepath.Join(c.opts.KubeBinDir, name)
+	}
+	return filepath.Join(c.opts.BinDir, name)
 }
 
 // withLog wraps err with the name and log tail of a component that seems at fault.

@@ -161,6 +161,8 @@ func TestStartValidatesOptions(t *testing.T) {
 		{"no state dir", Options{BinDir: binDir}, "BinDir and Options.StateDir are required"},
 		{"binaries missing", Options{BinDir: t.TempDir(), StateDir: t.TempDir()}, "run `make tools`"},
 		{"state dir not empty", Options{BinDir: binDir, StateDir: nonEmpty}, "is not empty"},
+		{"kube bin dir without the control plane", Options{BinDir: binDir, KubeBinDir: t.TempDir(), StateDir: t.TempDir()},
+			"kube-apiserver, kube-controller-manager, kube-scheduler: build them with `make test-compat VERSIONS=MINOR`"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -176,6 +178,30 @@ func TestStartValidatesOptions(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(nonEmpty, "something")); err != nil {
 		t.Errorf("Start touched a non-empty state directory: %v", err)
+	}
+}
+
+// TestBinary checks where each component's binary comes from: KubeBinDir, when set,
+// for the three components of a Kubernetes release it replaces; BinDir for the others.
+func TestBinary(t *testing.T) {
+	for _, tt := range []struct {
+		kubeBinDir string
+		name       string
+		want       string
+	}{
+		{"", apiserverName, "/bin/kube-apiserver"},
+		{"", etcdName, "/bin/etcd"},
+		{"/compat/1.34", apiserverName, "/compat/1.34/kube-apiserver"},
+		{"/compat/1.34", controllerManagerName, "/compat/1.34/kube-controller-manager"},
+		{"/compat/1.34", schedulerName, "/compat/1.34/kube-scheduler"},
+		{"/compat/1.34", etcdName, "/bin/etcd"},
+		{"/compat/1.34", kwokName, "/bin/kwok"},
+		{"/compat/1.34", kubeletName, "/bin/kubelet"},
+	} {
+		c := &Cluster{opts: Options{BinDir: "/bin", KubeBinDir: tt.kubeBinDir}}
+		if got := c.binary(tt.name); got != tt.want {
+			t.Errorf("KubeBinDir %q: binary(%s) = %s, want %s", tt.kubeBinDir, tt.name, got, tt.want)
+		}
 	}
 }
 

@@ -28,6 +28,10 @@ var componentNames = []string{etcdName, apiserverName, controllerManagerName, sc
 // requiredBinaries are the files BinDir must hold.
 var requiredBinaries = []string{etcdName, apiserverName, controllerManagerName, schedulerName, kwokName}
 
+// controlPlaneBinaries are the files Options.KubeBinDir must hold: the components of one
+// Kubernetes release that it replaces.
+var controlPlaneBinaries = []string{apiserverName, controllerManagerName, schedulerName}
+
 // Cluster-wide settings passed to the components.
 const (
 	serviceClusterIPRange = "10.96.0.0/16"

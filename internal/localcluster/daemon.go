@@ -23,6 +23,9 @@ type DaemonOptions struct {
 	// BinDir holds the control plane binaries (see Options.BinDir); empty means
 	// BinDirFromEnv. Down does not use it.
 	BinDir string
+	// KubeBinDir, if set, holds the kube-apiserver, kube-controller-manager and
+	// kube-scheduler of another Kubernetes version (see Options.KubeBinDir).
+	KubeBinDir string
 	// StateDir holds the state of the background control plane; required. The admin
 	// kubeconfig is <StateDir>/kubeconfig.
 	StateDir string
@@ -67,12 +70,12 @@ func (o *DaemonOptions) complete(withBinDir bool) error {
 	if !withBinDir {
 		return nil
 	}
-	for _, dir := range []*string{&o.CRDDir, &o.GatewayAPIDir} {
+	for _, dir := range []*string{&o.CRDDir, &o.GatewayAPIDir, &o.KubeBinDir} {
 		if *dir == "" {
 			continue
 		}
 		if *dir, err = filepath.Abs(*dir); err != nil {
-			return fmt.Errorf("locating the CRD directory: %w", err)
+			return fmt.Errorf("locating %s: %w", *dir, err)
 		}
 	}
 	if o.BinDir == "" {
@@ -135,8 +138,8 @@ func Up(ctx context.Context, opts DaemonOptions) error {
 		return fmt.Errorf("finding this executable: %w", err)
 	}
 	fmt.Fprint(log, logHeader(time.Now()))
-	cmd := exec.Command(self, "serve", "--bin-dir", opts.BinDir, "--state-dir", string(d), "--crd-dir", opts.CRDDir,
-		"--gateway-api-dir", opts.GatewayAPIDir, "--node", opts.Node, "--feature-gates", opts.FeatureGates)
+	cmd := exec.Command(self, "serve", "--bin-dir", opts.BinDir, "--kube-bin-dir", opts.KubeBinDir, "--state-dir", string(d),
+		"--crd-dir", opts.CRDDir, "--gateway-api-dir", opts.GatewayAPIDir, "--node", opts.Node, "--feature-gates", opts.FeatureGates)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Dir = string(d)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -257,6 +260,7 @@ func serve(ctx context.Context, opts DaemonOptions, start startFunc) error {
 
 	cluster, err := start(ctx, Options{
 		BinDir:        opts.BinDir,
+		KubeBinDir:    opts.KubeBinDir,
 		StateDir:      d.path(clusterDir),
 		Out:           out,
 		CRDDir:        opts.CRDDir,

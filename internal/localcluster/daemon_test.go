@@ -36,6 +36,7 @@ func runFakeServe(mode string, args []string) int {
 	opts := DaemonOptions{Out: os.Stdout}
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
 	fs.StringVar(&opts.BinDir, "bin-dir", "", "")
+	fs.StringVar(&opts.KubeBinDir, "kube-bin-dir", "", "")
 	fs.StringVar(&opts.StateDir, "state-dir", "", "")
 	fs.StringVar(&opts.CRDDir, "crd-dir", "", "")
 	fs.StringVar(&opts.GatewayAPIDir, "gateway-api-dir", "", "")

@@ -40,12 +40,12 @@ const RealNodeName = "real-node-0"
 // Images of the real node's registry, built by `make node-tools` from the k8s.io/kubernetes
 // module (test/images/agnhost) into BinDir/node-images/<name>, an OCI layout each.
 const (
-	AgnhostImage = "agnhost:2.63.0"
+	AgnhostImage = "agnhost:2.66.1"
 	// ResourceConsumerImage is test/images/resource-consumer: POST /ConsumeCPU burns the
 	// CPU it is asked for, for the HorizontalPodAutoscaler tests.
 	ResourceConsumerImage = "resource-consumer:1.15.0"
 	// pauseImage is agnhost too, run as `agnhost pause`: the pods' sandbox.
-	pauseImage      = "pause:2.63.0"
+	pauseImage      = "pause:2.66.1"
 	nodeImagesDir   = "node-images"
 	registryName    = "registry"
 	containerdName  = "containerd"
@@ -166,7 +166,7 @@ func (c *Cluster) startRealNode(ctx context.Context, apiserverPort int) error {
 			return args
 		},
 		ready: func(ctx context.Context, ports []int) error {
-			return probeHTTP(ctx, http.DefaultClient, "http://"+hostPort(ports[0])+"/v2/pause/manifests/2.63.0")
+			return probeHTTP(ctx, http.DefaultClient, "http://"+hostPort(ports[0])+"/v2/pause/manifests/2.66.1")
 		},
 		timeout: 2 * time.Minute,
 		address: func(ports []int) string { return hostPort(ports[0]) },

@@ -247,19 +247,19 @@ status: {}
 		{name: "two names", args: []string{"create", "a", "b", "--image", "nginx"}, wantCode: ExitError, wantErr: "error: expected the name of one App, got 2 arguments"},
 		{
 			// As kubectl create deployment: what follows -- is the container's command.
-			name: "a command after --", args: []string{"create", "web", "--image", "agnhost:2.63.0", "--port", "8080", "-n", testNamespace, "--", "/agnhost", "netexec", "--http-port", "8080"},
+			name: "a command after --", args: []string{"create", "web", "--image", "agnhost:2.66.1", "--port", "8080", "-n", testNamespace, "--", "/agnhost", "netexec", "--http-port", "8080"},
 			want: "app.appcontroller.k8s.io/web created\n",
 			wantSpec: &appv1.AppSpec{
-				DeploymentTemplate: &appv1.DeploymentTemplate{Name: "web", Image: "agnhost:2.63.0", ContainerPort: ptr.To[int32](8080),
+				DeploymentTemplate: &appv1.DeploymentTemplate{Name: "web", Image: "agnhost:2.66.1", ContainerPort: ptr.To[int32](8080),
 					Command: []string{"/agnhost", "netexec", "--http-port", "8080"}},
 				ServiceTemplate: &appv1.ServiceTemplate{Name: "web", Port: 8080},
 			},
 			wantOpts: metav1.CreateOptions{FieldManager: "kubectl-app"},
 		},
 		{
-			name: "flags after the name, a one-word command", args: []string{"create", "web", "-n", testNamespace, "--image", "agnhost:2.63.0", "--", "netexec"},
+			name: "flags after the name, a one-word command", args: []string{"create", "web", "-n", testNamespace, "--image", "agnhost:2.66.1", "--", "netexec"},
 			want:     "app.appcontroller.k8s.io/web created\n",
-			wantSpec: &appv1.AppSpec{DeploymentTemplate: &appv1.DeploymentTemplate{Name: "web", Image: "agnhost:2.63.0", Command: []string{"netexec"}}},
+			wantSpec: &appv1.AppSpec{DeploymentTemplate: &appv1.DeploymentTemplate{Name: "web", Image: "agnhost:2.66.1", Command: []string{"netexec"}}},
 			wantOpts: metav1.CreateOptions{FieldManager: "kubectl-app"},
 		},
 		{name: "two names before --", args: []string{"create", "a", "b", "--image", "nginx", "--", "/bin/app"}, wantCode: ExitError,

@@ -144,7 +144,7 @@ image's entrypoint, as kubectl create deployment sets it.
 The App is created with field manager kubectl-app. --dry-run=client prints the App without
 sending it, --dry-run=server has the API server validate and default it without storing it.`,
 		Example: `  kubectl app create web --image nginx --replicas 2 --port 80
-  kubectl app create echo --image registry.example.com/agnhost:2.63.0 --port 8080 -- /agnhost netexec --http-port 8080
+  kubectl app create echo --image registry.example.com/agnhost:2.66.1 --port 8080 -- /agnhost netexec --http-port 8080
   kubectl app create api --image registry.example.com/api:1 --port 8080 --port metrics=9090 --port grpc=9000
   kubectl app create web --image nginx --service web-svc --dry-run=client -o yaml`,
 		Args: createArgs,

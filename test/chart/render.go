@@ -18,7 +18,7 @@ import (
 
 // KubeVersion is the Kubernetes version the chart is rendered and linted for: the local
 // control plane's. Helm's own default is far older.
-const KubeVersion = "v1.36.3"
+const KubeVersion = "v1.37.2"
 
 // ServiceMonitorAPI is the capability the chart's ServiceMonitor needs.
 const ServiceMonitorAPI = "monitoring.coreos.com/v1/ServiceMonitor"

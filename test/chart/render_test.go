@@ -137,10 +137,18 @@ func TestChartMetadata(t *testing.T) {
 	if chrt.Schema == nil {
 		t.Error("the chart has no values.schema.json")
 	}
-	// No kubeVersion constraint: the local control plane, built from Go modules without
-	// version ldflags, reports v0.0.0-master, which any constraint would refuse.
-	if chrt.Metadata.KubeVersion != "" {
-		t.Errorf("kubeVersion %q: helm install on the local control plane (v0.0.0-master) would refuse it", chrt.Metadata.KubeVersion)
+	// kubeVersion admits the supported minors (docs/compatibility.md), the local control
+	// plane's (stamped with its version) and a provider's build of them, and refuses the
+	// minor before the oldest supported.
+	for _, v := range []string{"v1.34.0", "v1.34.4", "v1.35.4", "v1.36.3", KubeVersion, "v1.37.2-gke.1100", "v1.38.0"} {
+		if !chartutil.IsCompatibleRange(chrt.Metadata.KubeVersion, v) {
+			t.Errorf("kubeVersion %q refuses Kubernetes %s", chrt.Metadata.KubeVersion, v)
+		}
+	}
+	for _, v := range []string{"v1.33.9", "v1.33.9-eks.1"} {
+		if chartutil.IsCompatibleRange(chrt.Metadata.KubeVersion, v) {
+			t.Errorf("kubeVersion %q admits Kubernetes %s, older than the oldest supported (1.34)", chrt.Metadata.KubeVersion, v)
+		}
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 
 // serveRegistry runs an OCI registry on --listen until ctx is cancelled: blobs on disk
 // under --dir, manifests in memory. Before it says it is ready it pushes each --image
-// (repository:tag=OCI layout) to itself, so a pod can pull 127.0.0.1:PORT/agnhost:2.63.0
+// (repository:tag=OCI layout) to itself, so a pod can pull 127.0.0.1:PORT/agnhost:2.66.1
 // as soon as the registry is up. Only a loopback address is accepted: the real node
 // reaches it through a forwarder its cluster opens inside the node's network namespace.
 func serveRegistry(ctx context.Context, args []string) error {

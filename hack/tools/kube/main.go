@@ -1,7 +1,7 @@
 // Command kube is the local cluster's Kubernetes components in one binary, chosen by the
 // name it is run as (bin/kube-apiserver, bin/kubelet, ... are symbolic links to it):
 // kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy and
-// kubectl of k8s.io/kubernetes v1.36.3. They share almost every package, so one link
+// kubectl of k8s.io/kubernetes v1.37.2. They share almost every package, so one link
 // replaces six (make tools).
 package main
 

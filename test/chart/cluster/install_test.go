@@ -3,18 +3,15 @@ package cluster
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/release"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -22,8 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
@@ -145,20 +140,12 @@ func TestInstallRunUninstall(t *testing.T) {
 	if err := os.WriteFile(rules, []byte(cm.Data["rules.yaml"]), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for i, arg := range args {
-		switch {
-		case strings.HasPrefix(arg, "--node-label-config="):
-			args[i] = "--node-label-config=" + rules
-		case strings.HasPrefix(arg, "--health-probe-bind-address="), strings.HasPrefix(arg, "--metrics-bind-address="):
-			name, _, _ := strings.Cut(arg, "=")
-			args[i] = name + "=127.0.0.1:0"
-		}
-	}
+	args = framework.LocalArgs(args, rules)
 	if !slices.Contains(args, "--leader-elect") {
 		t.Fatalf("args %v: want leader election, as the chart's default", args)
 	}
 	t.Cleanup(func() { removeNodeLabel(t) })
-	logs := runController(t, ns, append(args, "--kubeconfig="+serviceAccountKubeconfig(t, ns)))
+	logs := framework.RunController(t, ns, append(args, "--kubeconfig="+framework.ServiceAccountKubeconfig(t, ns, releaseName)))
 
 	// The seed's example Apps become Ready.
 	apps := framework.AppClient(t)
@@ -202,7 +189,7 @@ func TestInstallRunUninstall(t *testing.T) {
 	out := logs()
 	for _, bad := range []string{"forbidden", "Forbidden"} {
 		if strings.Contains(out, bad) {
-			t.Errorf("the controller was refused something under the chart's RBAC:\n%s", grepLines(out, bad))
+			t.Errorf("the controller was refused something under the chart's RBAC:\n%s", framework.GrepLines(out, bad))
 		}
 	}
 
@@ -251,68 +238,6 @@ func containerArgs(t *testing.T, d *unstructured.Unstructured) []string {
 		t.Fatal(err)
 	}
 	return args
-}
-
-// serviceAccountKubeconfig writes a kubeconfig for the chart's ServiceAccount in ns, with
-// a token from the TokenRequest API, and returns its path.
-func serviceAccountKubeconfig(t *testing.T, ns string) string {
-	t.Helper()
-	cfg := framework.Config(t)
-	token, err := framework.Client(t).CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), releaseName,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: new(int64(3600))}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("requesting a token of ServiceAccount %s/%s: %v", ns, releaseName, err)
-	}
-	ca := cfg.CAData
-	if len(ca) == 0 && cfg.CAFile != "" {
-		if ca, err = os.ReadFile(cfg.CAFile); err != nil {
-			t.Fatal(err)
-		}
-	}
-	kubeconfig := clientcmdapi.NewConfig()
-	kubeconfig.Clusters["local"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: ca}
-	kubeconfig.AuthInfos["chart"] = &clientcmdapi.AuthInfo{Token: token.Status.Token}
-	kubeconfig.Contexts["chart"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "chart", Namespace: ns}
-	kubeconfig.CurrentContext = "chart"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kubeconfig, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// runController builds ./cmd/app-controller and runs it with args, as a pod of the
-// chart's Deployment in ns would (POD_NAMESPACE). It is stopped by SIGTERM when the test
-// ends. The returned function returns its output so far.
-func runController(t *testing.T, ns string, args []string) (logs func() string) {
-	t.Helper()
-	bin := framework.BuildBinary(t, "app-controller")
-	var out framework.LockedBuffer
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "POD_NAMESPACE="+ns)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("running app-controller %s", strings.Join(args, " "))
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("app-controller exited with %v after SIGTERM", err)
-			}
-		case <-time.After(40 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Errorf("app-controller still running 40s after SIGTERM")
-		}
-		if t.Failed() {
-			t.Logf("app-controller output:\n%s", out.String())
-		}
-	})
-	return out.String
 }
 
 // applyExamples creates the namespaces of artifacts/example and applies its Apps.
@@ -366,15 +291,4 @@ func removeNodeLabel(t *testing.T) {
 	if err != nil {
 		t.Errorf("removing label %s from node %s: %v", labelKey, localcluster.DefaultNodeName, err)
 	}
-}
-
-// grepLines returns the lines of s that contain substr.
-func grepLines(s, substr string) string {
-	var out []string
-	for line := range strings.Lines(s) {
-		if strings.Contains(line, substr) {
-			out = append(out, strings.TrimRight(line, "\n"))
-		}
-	}
-	return strings.Join(out, "\n")
 }

@@ -37,7 +37,7 @@ func TestClusterDownLeavesNothing(t *testing.T) {
 			}
 			return string(out)
 		}
-		kubectl("run", "sleeper", "--image="+registry+"/agnhost:2.63.0", "--", "pause")
+		kubectl("run", "sleeper", "--image="+registry+"/agnhost:2.66.1", "--", "pause")
 		kubectl("wait", "--for=condition=Ready", "pod/sleeper", "--timeout=2m")
 		if kill {
 			pid, err := strconv.Atoi(strings.TrimSpace(readFile(t, filepath.Join(state, "localcluster.pid"))))

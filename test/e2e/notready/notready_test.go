@@ -81,7 +81,7 @@ var failures = []failure{
 		name: "missing-image",
 		template: func(agnhost string) *appv1.DeploymentTemplate {
 			t := netexec(agnhost)
-			t.Image = strings.TrimSuffix(agnhost, "agnhost:2.63.0") + "nope:1"
+			t.Image = strings.TrimSuffix(agnhost, "agnhost:2.66.1") + "nope:1"
 			return t
 		},
 		shows:  waiting("ErrImagePull", "ImagePullBackOff"),

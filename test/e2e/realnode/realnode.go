@@ -58,7 +58,7 @@ func Registry(t testing.TB) string {
 	return c.Registry
 }
 
-// Agnhost returns the name under which pods pull agnhost 2.63.0.
+// Agnhost returns the name under which pods pull agnhost 2.66.1.
 func Agnhost(t testing.TB) string {
 	return Registry(t) + "/" + localcluster.AgnhostImage
 }

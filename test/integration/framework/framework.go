@@ -9,8 +9,10 @@
 //		...
 //	}
 //
-// The binaries come from $APP_CONTROLLER_BIN_DIR or <repo>/bin (built by `make tools`).
-// Set APP_CONTROLLER_KEEP_CLUSTER=1 to keep the cluster's state directory (certificates,
+// The binaries come from $APP_CONTROLLER_BIN_DIR or <repo>/bin (built by `make tools`);
+// with $APP_CONTROLLER_KUBE_BIN_DIR set, kube-apiserver, kube-controller-manager and
+// kube-scheduler come from there instead (another Kubernetes version's: bin/compat/1.34
+// runs the tests on Kubernetes 1.34). Set APP_CONTROLLER_KEEP_CLUSTER=1 to keep the cluster's state directory (certificates,
 // component logs, kubeconfig) after the tests, for debugging.
 package framework
 
@@ -66,67 +68,83 @@ func MainWithOptions(m *testing.M, configure func(*localcluster.Options)) {
 
 func run(m *testing.M, configure func(*localcluster.Options)) int {
 	flag.Parse()
-	fail := func(err error) int {
+	stop, err := Start(configure)
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "framework: %v\n", err)
 		return 1
 	}
+	code := m.Run()
+	stop()
+	return code
+}
+
+// Start starts the control plane of Main, with its options adjusted by configure (nil
+// for none), and makes it the cluster of Config, Client, Namespace and the other
+// helpers; stop stops it. Main calls it; a test package that reports a control plane
+// that does not start as one of its results (test/compat) calls it itself. If the
+// binaries are missing or the control plane does not start, it returns why (the error
+// says where the logs are). Until stop, SIGINT or SIGTERM stops the control plane and
+// exits.
+func Start(configure func(*localcluster.Options)) (stop func(), err error) {
 	binDir, err := localcluster.BinDirFromEnv()
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	root, err := localcluster.RepoRoot()
 	if err != nil {
-		return fail(fmt.Errorf("locating the CRDs: %w", err))
+		return nil, fmt.Errorf("locating the CRDs: %w", err)
 	}
 	stateDir, err := os.MkdirTemp("", "app-controller-cluster-")
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	keep := os.Getenv(KeepClusterEnv) == "1"
 
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	opts := localcluster.Options{
-		BinDir:    binDir,
-		StateDir:  stateDir,
-		Out:       prefixWriter{},
-		KeepState: keep,
-		CRDDir:    filepath.Join(root, "config", "crd", "bases"),
+		BinDir:     binDir,
+		KubeBinDir: os.Getenv(localcluster.KubeBinDirEnv),
+		StateDir:   stateDir,
+		Out:        prefixWriter{},
+		KeepState:  keep,
+		CRDDir:     filepath.Join(root, "config", "crd", "bases"),
 	}
 	if configure != nil {
 		configure(&opts)
 	}
 	c, err := localcluster.Start(ctx, opts)
 	if err != nil {
-		return fail(err) // the error says where the logs are
+		return nil, err
 	}
 	cluster = c
-	stop := func() {
+	stopCluster := sync.OnceFunc(func() {
 		if err := c.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "framework: %v\n", err)
 		}
 		if keep {
 			fmt.Fprintf(os.Stderr, "framework: %s=1: cluster state kept in %s (logs in %s)\n", KeepClusterEnv, c.StateDir, c.LogDir)
 		}
-	}
+	})
 
 	// Ctrl-C reaches only this process (the components have their own process group):
 	// stop them in order rather than leave it to the kernel's SIGKILL.
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 	go func() {
-		sig := <-signals
+		sig, ok := <-signals
+		if !ok {
+			return
+		}
 		fmt.Fprintf(os.Stderr, "framework: %v: stopping the control plane\n", sig)
-		stop()
+		stopCluster()
 		os.Exit(1)
 	}()
-
-	cancel()
-
-	code := m.Run()
-	signal.Stop(signals)
-	stop()
-	return code
+	return func() {
+		signal.Stop(signals)
+		close(signals)
+		stopCluster()
+	}, nil
 }
 
 // prefixWriter writes the control plane's progress lines to stderr, prefixed.

@@ -29,7 +29,7 @@ import (
 )
 
 type Interface interface {
-	Discovery() discovery.DiscoveryInterface
+	Discovery() discovery.DiscoveryInterfaces
 	AppcontrollerV1() appcontrollerv1.AppcontrollerV1Interface
 }
 
@@ -45,7 +45,7 @@ func (c *Clientset) AppcontrollerV1() appcontrollerv1.AppcontrollerV1Interface {
 }
 
 // Discovery retrieves the DiscoveryClient
-func (c *Clientset) Discovery() discovery.DiscoveryInterface {
+func (c *Clientset) Discovery() discovery.DiscoveryInterfaces {
 	if c == nil {
 		return nil
 	}

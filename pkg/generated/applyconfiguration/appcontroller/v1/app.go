@@ -30,7 +30,7 @@ import (
 // App describes an application: a Deployment that runs its pods and a Service that
 // exposes them. The App controls both; deleting the App deletes them.
 type AppApplyConfiguration struct {
-	metav1.TypeMetaApplyConfiguration    `json:",inline"`
+	metav1.TypeMetaApplyConfiguration    `json:""`
 	*metav1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
 	// Spec is what the user wants: the Deployment and the Service of the application.
 	Spec *AppSpecApplyConfiguration `json:"spec,omitempty"`
