@@ -481,10 +481,11 @@ unit: ## Unit tests with the race detector and the cache mutation detector.
 	KUBE_CACHE_MUTATION_DETECTOR=true CGO_ENABLED=1 $(GO) test -race $(UNIT_PKGS) $(TESTFLAGS)
 
 .PHONY: integration
-# The two longest packages first (go test starts them in this order, INTEGRATION_PARALLEL
+# The three longest packages first (go test starts them in this order, INTEGRATION_PARALLEL
 # at a time), so that the short ones fill in beside them instead of one long package
-# running alone at the end.
-INTEGRATION_PKGS := ./test/integration/reliability ./test/integration/app ./test/integration/...
+# running alone at the end; the soak's smoke (test/integration/soak) lasts its 2 minutes
+# plus its setup, about 2.5 minutes.
+INTEGRATION_PKGS := ./test/integration/reliability ./test/integration/app ./test/integration/soak ./test/integration/...
 
 integration: tools ## Integration tests against a local kube-apiserver, etcd, controller-manager, scheduler and kwok.
 	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) \
@@ -569,6 +570,31 @@ bench: tools build ## The benchmark harness on its own control plane (N=1000 REP
 	$(GO) run ./test/bench/cmd/appbench -apps $(N) -replicas $(REPLICAS) -rounds $(ROUNDS) \
 		-bin-dir $(BIN) -controller $(BIN)/app-controller -crd-dir config/crd/bases \
 		-work-dir $(BENCH_WORK_DIR) -out $(BENCH_OUT) $(BENCHFLAGS)
+
+# make soak: the controller for DURATION under a steady churn of Apps and faults at
+# intervals, then the invariants (docs/soak.md). NODE=kwok (the default, as for
+# cluster-up: any machine, no root) runs the controller as processes with the chart's
+# flags; NODE=real installs the chart (the image of make image) on a real node. APPS=0:
+# 300 on kwok, 90 on a real node (its kubelet runs at most 110 pods).
+DURATION ?= 30m
+APPS     ?= 0
+SOAK_DIR := $(LOCAL)/soak
+SOAKPLOT := $(BIN)/soakplot
+SOAK_DEPS = tools $(SOAKPLOT) $(if $(filter real,$(NODE)),node-packages node-tools $(HELM),build)
+
+.PHONY: soak
+soak: $(SOAK_DEPS) ## The soak: DURATION (30m) of churn and faults, NODE=kwok|real, APPS; report and picture in .local/soak/ (docs/soak.md).
+	@if [ "$(NODE)" = real ]; then $(MAKE) --no-print-directory image PLATFORMS=linux/$(HOST_ARCH); fi
+	rm -rf $(SOAK_DIR)/run $(SOAK_DIR)/report.json $(SOAK_DIR)/report.png
+	@status=0; $(GO) run ./test/soak/cmd/appsoak -duration $(DURATION) -node $(NODE) -apps $(APPS) \
+		-bin-dir $(BIN) -controller $(BIN)/app-controller -chart $(CHART) -image-layout $(IMAGE_LAYOUT) -crd-dir config/crd/bases \
+		-work-dir $(SOAK_DIR)/run -out $(SOAK_DIR)/report.json $(SOAKFLAGS) || status=$$?; \
+	if [ -f $(SOAK_DIR)/report.json ]; then $(SOAKPLOT) -in $(SOAK_DIR)/report.json -out $(SOAK_DIR)/report.png && echo "picture: $(SOAK_DIR)/report.png"; fi; \
+	exit $$status
+
+# The soak's picture, drawn with gonum.org/v1/plot from its own module.
+$(SOAKPLOT): hack/tools/soakplot/go.mod hack/tools/soakplot/go.sum hack/tools/soakplot/main.go
+	cd hack/tools/soakplot && $(GO) build -o $@ .
 
 .PHONY: microbench
 microbench: ## Go benchmarks of pure functions (CPU, allocations), without a cluster.

@@ -321,9 +321,9 @@ release_notes() {
 }
 
 # LINT_MODULES are the modules make lint checks, each with the packages that are ours:
-# the project, the chart's tests, and the image builder of the tools module (whose other
-# packages only build the Kubernetes components, etcd and kwok).
-LINT_MODULES=(".:./..." "test/chart:./..." "hack/tools:./imagebuild/...")
+# the project, the chart's tests, the image builder of the tools module (whose other
+# packages only build the Kubernetes components, etcd and kwok) and the soak's plotter.
+LINT_MODULES=(".:./..." "test/chart:./..." "hack/tools:./imagebuild/..." "hack/tools/soakplot:./...")
 
 # lint runs golangci-lint with the root's .golangci.yml in each of LINT_MODULES, and
 # fails if any finds something.

@@ -22,6 +22,7 @@ go vet ./... || failed=1
 # The tools module's own code (the image builder); the packages it only builds are not ours.
 (cd hack/tools && go vet ./imagebuild/...) || failed=1
 (cd test/chart && go vet ./...) || failed=1
+(cd hack/tools/soakplot && go vet ./...) || failed=1
 
 echo "verify: golangci-lint"
 ./hack/make.sh lint "${GOLANGCI_LINT:-${ROOT}/bin/golangci-lint}" || failed=1
@@ -30,7 +31,7 @@ echo "verify: go.mod tidy"
 # hack/tools/traefik is left out: tidying it downloads Traefik's 2.6 GB of modules (make e2e-traffic).
 # So are the modules of hack/tools/compat (about 700 MB and 1.5 minutes of downloads each):
 # the build of each checks its own (make test-compat; make test builds the oldest).
-for dir in . hack/tools hack/tools/docs hack/tools/metrics-server hack/tools/sbom hack/tools/lint hack/tools/cosign test/chart; do
+for dir in . hack/tools hack/tools/docs hack/tools/metrics-server hack/tools/sbom hack/tools/soakplot hack/tools/lint hack/tools/cosign test/chart; do
     if ! (cd "${dir}" && go mod tidy -diff >/dev/null); then
         echo "${dir}/go.mod is not tidy: run 'go mod tidy' in ${dir}" >&2
         failed=1

@@ -35,7 +35,9 @@ func renderMetrics(w *bytes.Buffer) error {
 	appMetrics, collectors := app.Metrics()
 	registerables = append(registerables, appMetrics...)
 	registerables = append(registerables, nodelabel.Metrics()...)
-	registerables = append(registerables, controllermanager.Metrics()...)
+	managerMetrics, managerCollectors := controllermanager.Metrics()
+	registerables = append(registerables, managerMetrics...)
+	collectors = append(collectors, managerCollectors...)
 
 	// Registering creates the metrics, as on /metrics (their help with its stability).
 	registry := metrics.NewKubeRegistry()

@@ -76,6 +76,13 @@ type Options struct {
 	// pods for real (realnode.go; root only, see CheckRealNode). With NodeReal, kwok is
 	// not started and PodCapacity is ignored.
 	Node string
+	// NodeFS, with NodeReal, is the size in bytes of a tmpfs that holds the kubelet's root
+	// directory (its nodefs: the pods' volumes and writable data), 0: the state
+	// directory's filesystem. With it the kubelet signals DiskPressure and evicts pods
+	// when less than nodeFSEvictAt of it is free, and ends the pressure
+	// nodePressurePeriod after it is over, so that Cluster.FillNodeFS makes a node-pressure
+	// eviction without filling this machine's disk.
+	NodeFS int64
 }
 
 // Cluster is a running control plane started by Start.
@@ -108,8 +115,10 @@ type Cluster struct {
 
 	mu    sync.Mutex
 	procs map[string]*process
-	// started holds how each component was started and on which ports, for Restart.
+	// started holds how each component was started and on which ports, for Restart;
+	// daemons how each daemon of the real node was.
 	started map[string]startedComponent
+	daemons map[string]nodeDaemon
 	// etcdURL is etcd's client URL.
 	etcdURL string
 
@@ -325,7 +334,7 @@ func (c *Cluster) start(ctx context.Context, stages []string) error {
 			name:   controllerManagerName,
 			nPorts: 1,
 			args: func(ports []int) []string {
-				args := controllerManagerArgs(certs, c.Kubeconfig, ports[0])
+				args := controllerManagerArgs(certs, c.Kubeconfig, ports[0], c.opts.Node == NodeReal && c.opts.NodeFS > 0)
 				if c.opts.NoAutoscalerController {
 					args = withoutAutoscalerController(args)
 				}

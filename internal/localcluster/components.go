@@ -40,6 +40,11 @@ const (
 	// kubeconfig is used for everything) and node lifecycle (kwok nodes would otherwise
 	// be tainted and marked NotReady when their heartbeats look stale).
 	controllers = "*,-serviceaccount-token,-node-lifecycle-controller"
+	// controllersWithNodeLifecycle keeps node lifecycle, for a real node whose pressure
+	// a test makes (Options.NodeFS): it taints the node by its conditions
+	// (node.kubernetes.io/disk-pressure), so the scheduler stops placing pods there
+	// instead of the kubelet rejecting each as it comes, as on a real cluster.
+	controllersWithNodeLifecycle = "*,-serviceaccount-token"
 
 	// KwokNodeAnnotation marks the nodes kwok manages; its value is "fake".
 	KwokNodeAnnotation = "kwok.x-k8s.io/node"
@@ -142,8 +147,13 @@ func withoutAutoscalerController(args []string) []string {
 }
 
 // controllerManagerArgs returns kube-controller-manager's arguments. It serves its health
-// port with the apiserver's serving certificate, which is valid for 127.0.0.1.
-func controllerManagerArgs(certs *certFiles, kubeconfig string, securePort int) []string {
+// port with the apiserver's serving certificate, which is valid for 127.0.0.1. With
+// nodeLifecycle it runs the node lifecycle controller.
+func controllerManagerArgs(certs *certFiles, kubeconfig string, securePort int, nodeLifecycle bool) []string {
+	controllers := controllers
+	if nodeLifecycle {
+		controllers = controllersWithNodeLifecycle
+	}
 	return []string{
 		"--kubeconfig=" + kubeconfig,
 		"--bind-address=" + loopback,

@@ -81,7 +81,7 @@ func TestComponentArgs(t *testing.T) {
 		},
 		{
 			name: "kube-controller-manager",
-			args: controllerManagerArgs(certs, kubeconfig, 40004),
+			args: controllerManagerArgs(certs, kubeconfig, 40004, false),
 			want: map[string]string{
 				"--kubeconfig":                            kubeconfig,
 				"--bind-address":                          "127.0.0.1",
@@ -98,6 +98,11 @@ func TestComponentArgs(t *testing.T) {
 				"--horizontal-pod-autoscaler-sync-period": "1s",
 				"--tls-cert-file":                         "/s/certs/apiserver.crt",
 			},
+		},
+		{
+			name: "kube-controller-manager of a real node under pressure",
+			args: controllerManagerArgs(certs, kubeconfig, 40004, true),
+			want: map[string]string{"--controllers": "*,-serviceaccount-token"},
 		},
 		{
 			name: "kube-scheduler",

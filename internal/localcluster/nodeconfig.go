@@ -126,17 +126,45 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard:
   memory.available: 50Mi
-  nodefs.available: 1%%
+  nodefs.available: %[10]s
   nodefs.inodesFree: 1%%
   imagefs.available: 1%%
   imagefs.inodesFree: 1%%
+evictionPressureTransitionPeriod: %[11]s
 maxPods: 110
 registerNode: true
-`, c.nodeIP, kubeletPort, c.servingCert, c.servingKey, c.caCert, c.cgroupRoot, c.containerdSocket, c.podLogsDir, c.volumePluginDir)
+`, c.nodeIP, kubeletPort, c.servingCert, c.servingKey, c.caCert, c.cgroupRoot, c.containerdSocket, c.podLogsDir, c.volumePluginDir,
+		c.nodefsAvailable(), c.pressurePeriod())
+}
+
+// With Options.NodeFS the kubelet evicts pods when less than nodeFSEvictAt of its
+// tmpfs is free, and ends the pressure nodePressurePeriod after it is over (the
+// kubelet's default: 5 minutes).
+const (
+	nodeFSEvictAt      = "25%"
+	nodePressurePeriod = "30s"
+)
+
+func (c nodeConfig) nodefsAvailable() string {
+	if c.nodeFS > 0 {
+		return nodeFSEvictAt
+	}
+	return "1%"
+}
+
+func (c nodeConfig) pressurePeriod() string {
+	if c.nodeFS > 0 {
+		return nodePressurePeriod
+	}
+	return "5m"
 }
 
 // kubeletPort is the kubelet's API port, on the node's address.
 const kubeletPort = 10250
+
+// kubeletHealthz is the kubelet's health address inside the node's namespace
+// (healthzBindAddress and healthzPort of kubeletConfig).
+const kubeletHealthz = "127.0.0.1:10248"
 
 // kubeProxyHealthz is kube-proxy's health address inside the node's namespace.
 const kubeProxyHealthz = "127.0.0.1:10256"
@@ -174,6 +202,8 @@ type nodeConfig struct {
 	containerdSocket string
 	podLogsDir       string
 	volumePluginDir  string
+	// nodeFS is Options.NodeFS.
+	nodeFS int64
 }
 
 // fakeSysctls are the machine-wide settings the kubelet wants (and would set), with its
@@ -195,13 +225,18 @@ var hiddenHostDirs = []string{"/var/log/containers", "/var/lib/cni"}
 
 // nodeMountScript is the shell script of the process that holds the node's mount
 // namespace (run under `unshare --mount --propagation private`): it makes the namespace's
-// mounts shared (containerd and the kubelet need mount propagation between them), covers
-// hiddenHostDirs with directories of dir, shows the kubelet its wanted value of each
-// fakeSysctls setting that differs on this machine (files of dir bind-mounted over
-// /proc/sys, in this namespace only), writes ready, and sleeps until it is killed.
-func nodeMountScript(dir string, differing map[string]string, ready string) string {
+// mounts shared (containerd and the kubelet need mount propagation between them), with
+// nodeFS (bytes, 0: none) mounts a tmpfs of that size on the kubelet's root directory
+// kubeletRoot, covers hiddenHostDirs with directories of dir, shows the kubelet its
+// wanted value of each fakeSysctls setting that differs on this machine (files of dir
+// bind-mounted over /proc/sys, in this namespace only), writes ready, and sleeps until
+// it is killed.
+func nodeMountScript(dir string, differing map[string]string, kubeletRoot string, nodeFS int64, ready string) string {
 	var b strings.Builder
 	b.WriteString("set -e\nmount --make-rshared /\n")
+	if nodeFS > 0 {
+		fmt.Fprintf(&b, "mkdir -p %s\nmount -t tmpfs -o size=%d tmpfs %s\n", kubeletRoot, nodeFS, kubeletRoot)
+	}
 	for _, host := range hiddenHostDirs {
 		own := dir + "/host" + strings.ReplaceAll(host, "/", "-")
 		fmt.Fprintf(&b, "mkdir -p %s\nmount --bind %s %s\n", own, own, host)

@@ -192,7 +192,7 @@ func (c *Cluster) startRealNode(ctx context.Context, apiserverPort int) error {
 		return err
 	}
 	ready := filepath.Join(n.dir, "mounts-ready")
-	holderArgs := []string{"unshare", "--mount", "--propagation", "private", "sh", "-c", nodeMountScript(n.dir, differingSysctls(), ready)}
+	holderArgs := []string{"unshare", "--mount", "--propagation", "private", "sh", "-c", nodeMountScript(n.dir, differingSysctls(), n.kubeletRoot(), c.opts.NodeFS, ready)}
 	if n.holder, err = c.startNodeProcess(nodeHolderName, holderArgs); err != nil {
 		return err
 	}
@@ -214,17 +214,18 @@ func (c *Cluster) startRealNode(ctx context.Context, apiserverPort int) error {
 		return err
 	}
 	t = time.Now()
-	p, err := c.startNodeProcess(containerdName, c.inNode(containerdName, "--config", filepath.Join(n.dir, "containerd", "config.toml")))
-	if err != nil {
-		return err
-	}
-	if err := waitReady(ctx, p, 30*time.Second, func(ctx context.Context) error {
+	containerdReady := func(ctx context.Context) error {
 		conn, err := net.Dial("unix", socket)
 		if err != nil {
 			return err
 		}
 		return conn.Close()
-	}); err != nil {
+	}
+	p, err := c.startNodeDaemon(containerdName, c.inNode(containerdName, "--config", filepath.Join(n.dir, "containerd", "config.toml")), containerdReady)
+	if err != nil {
+		return err
+	}
+	if err := waitReady(ctx, p, 30*time.Second, containerdReady); err != nil {
 		return c.withLog(containerdName, fmt.Errorf("waiting for containerd: %w", err))
 	}
 	c.printf("containerd ready (%.1fs, pid %d)\n", time.Since(t).Seconds(), p.pid())
@@ -242,14 +243,21 @@ func (c *Cluster) startRealNode(ctx context.Context, apiserverPort int) error {
 		return err
 	}
 	t = time.Now()
-	if _, err := c.startNodeProcess(kubeletName, c.inNode(filepath.Join(c.opts.BinDir, kubeletName), kubeletArgs...)); err != nil {
+	healthz := &http.Client{Transport: &http.Transport{DialContext: n.dialInNode}, Timeout: 2 * time.Second}
+	kubeletReady := func(ctx context.Context) error {
+		return probeHTTP(ctx, healthz, "http://"+kubeletHealthz+"/healthz")
+	}
+	if _, err := c.startNodeDaemon(kubeletName, c.inNode(filepath.Join(c.opts.BinDir, kubeletName), kubeletArgs...), kubeletReady); err != nil {
 		return err
 	}
 	proxyArgs, err := c.writeKubeProxyFiles(n)
 	if err != nil {
 		return err
 	}
-	proxy, err := c.startNodeProcess(kubeProxyName, c.inNode(filepath.Join(c.opts.BinDir, kubeProxyName), proxyArgs...))
+	proxyReady := func(ctx context.Context) error {
+		return probeHTTP(ctx, healthz, "http://"+kubeProxyHealthz+"/healthz")
+	}
+	proxy, err := c.startNodeDaemon(kubeProxyName, c.inNode(filepath.Join(c.opts.BinDir, kubeProxyName), proxyArgs...), proxyReady)
 	if err != nil {
 		return err
 	}
@@ -257,10 +265,7 @@ func (c *Cluster) startRealNode(ctx context.Context, apiserverPort int) error {
 	if err := WaitNodeReady(ctx, client, RealNodeName, 2*time.Minute); err != nil {
 		return c.withLog(kubeletName, err)
 	}
-	healthz := &http.Client{Transport: &http.Transport{DialContext: n.dialInNode}, Timeout: 2 * time.Second}
-	if err := waitReady(ctx, proxy, time.Minute, func(ctx context.Context) error {
-		return probeHTTP(ctx, healthz, "http://"+kubeProxyHealthz+"/healthz")
-	}); err != nil {
+	if err := waitReady(ctx, proxy, time.Minute, proxyReady); err != nil {
 		return c.withLog(kubeProxyName, fmt.Errorf("waiting for kube-proxy: %w", err))
 	}
 	c.printf("node %s Ready, kube-proxy healthy (%.1fs); registry %s\n", RealNodeName, time.Since(t).Seconds(), n.registry)
@@ -272,6 +277,28 @@ func (c *Cluster) startRealNode(ctx context.Context, apiserverPort int) error {
 func (c *Cluster) inNode(bin string, args ...string) []string {
 	n := c.node
 	return append([]string{"nsenter", fmt.Sprintf("--mount=/proc/%d/ns/mnt", n.holder.pid()), "--net=" + n.net.nsPath(), "--", bin}, args...)
+}
+
+// nodeDaemon is how a daemon of the real node was started, to start it again (Restart).
+type nodeDaemon struct {
+	argv  []string
+	ready func(context.Context) error
+}
+
+// startNodeDaemon starts a daemon of the node (containerd, the kubelet, kube-proxy) with
+// startNodeProcess and records its command line and readiness probe for Restart.
+func (c *Cluster) startNodeDaemon(name string, argv []string, ready func(context.Context) error) (*process, error) {
+	p, err := c.startNodeProcess(name, argv)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.daemons == nil {
+		c.daemons = map[string]nodeDaemon{}
+	}
+	c.daemons[name] = nodeDaemon{argv: argv, ready: ready}
+	c.mu.Unlock()
+	return p, nil
 }
 
 // startNodeProcess starts argv as a process of the node: a shell puts itself into the
@@ -357,6 +384,7 @@ func (c *Cluster) writeKubeletFiles(n *realNode, socket string) ([]string, error
 		containerdSocket: socket,
 		podLogsDir:       filepath.Join(n.dir, "pod-logs"),
 		volumePluginDir:  filepath.Join(n.dir, "volume-plugins"),
+		nodeFS:           c.opts.NodeFS,
 	}
 	config := filepath.Join(dir, "config.yaml")
 	if err := writeFiles(map[string]string{
@@ -369,7 +397,7 @@ func (c *Cluster) writeKubeletFiles(n *realNode, socket string) ([]string, error
 	return []string{
 		"--config=" + config,
 		"--kubeconfig=" + kubeconfig,
-		"--root-dir=" + filepath.Join(dir, "root"),
+		"--root-dir=" + n.kubeletRoot(),
 		"--cert-dir=" + filepath.Join(dir, "pki"),
 		"--hostname-override=" + RealNodeName,
 		"--node-ip=" + n.net.nodeIP,
@@ -405,6 +433,9 @@ func (c *Cluster) writeNodeKubeconfig(path, user string, groups ...string) error
 	}
 	return writeKubeconfig(path, cfg)
 }
+
+// kubeletRoot is the kubelet's root directory (--root-dir), its nodefs.
+func (n *realNode) kubeletRoot() string { return filepath.Join(n.dir, "kubelet", "root") }
 
 // dialInNode opens a TCP connection from inside the node's network namespace.
 func (n *realNode) dialInNode(ctx context.Context, network, addr string) (net.Conn, error) {

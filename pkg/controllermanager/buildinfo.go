@@ -31,8 +31,9 @@ func newBuildInfo() *metrics.GaugeVec {
 	}, []string{"version", "commit", "go_version"})
 }
 
-// Metrics returns the metrics the controller manager itself registers, for the reference
-// page docs/reference/metrics.md (hack/refdocs).
-func Metrics() []metrics.Registerable {
-	return []metrics.Registerable{newBuildInfo(), memoryLimit}
+// Metrics returns the metrics the controller manager itself registers, and the
+// collectors it computes at scrape time, for the reference page docs/reference/metrics.md
+// (hack/refdocs).
+func Metrics() ([]metrics.Registerable, []metrics.StableCollector) {
+	return []metrics.Registerable{newBuildInfo(), memoryLimit}, []metrics.StableCollector{&storeCollector{}}
 }

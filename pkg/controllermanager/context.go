@@ -207,7 +207,8 @@ func (cc *ControllerContext) versionInformer(gvr schema.GroupVersionResource) (i
 	return i, nil
 }
 
-// start starts event recording and every informer that a controller asked for.
+// start starts event recording and every informer that a controller asked for, and
+// counts their caches in app_controller_informer_store_objects.
 func (cc *ControllerContext) start(ctx context.Context) {
 	cc.broadcaster.StartStructuredLogging(3)
 	cc.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cc.KubeClient.CoreV1().Events("")})
@@ -218,6 +219,7 @@ func (cc *ControllerContext) start(ctx context.Context) {
 	cc.AppInformers.Start(ctx.Done())
 	cc.ManagedGatewayInformers.Start(ctx.Done())
 	cc.ProbeEventInformers.Start(ctx.Done())
+	countInformerStores(cc)
 }
 
 // waitForCacheSync waits until every started informer has synced; false if ctx ended
@@ -245,6 +247,7 @@ func (cc *ControllerContext) waitForCacheSync(ctx context.Context) bool {
 
 // shutdown stops the informers and event recording, after the controllers stopped.
 func (cc *ControllerContext) shutdown() {
+	informerStores.remove(cc)
 	cc.KubeInformers.Shutdown()
 	cc.ManagedInformers.Shutdown()
 	cc.UnmanagedMetadataInformers.Shutdown()

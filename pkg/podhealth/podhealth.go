@@ -99,7 +99,12 @@ var (
 // long until its answer may change with no change of the pod (a container reaching
 // NotReadyGrace, a problem reaching its Stalled threshold); 0 if never.
 func Inspect(pod *corev1.Pod, now time.Time) (*Problem, time.Duration) {
-	if pod == nil || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded {
+	// A pod that ended for good is no problem of the pods that run: a Deployment's pods
+	// restart always, so one Failed was given up by the kubelet (evicted under node
+	// pressure, a node shutdown) and its ReplicaSet made another, whose state is what
+	// counts. Evicted pods stay until the pod garbage collector's threshold: read as
+	// crashing, they kept an App whose new pod ran from Ready.
+	if pod == nil || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return nil, 0
 	}
 	var (
@@ -197,7 +202,7 @@ func inspectContainer(pod *corev1.Pod, cs *corev1.ContainerStatus, init bool, no
 		if init && st.Terminated.ExitCode == 0 {
 			return nil, 0 // an init container that completed
 		}
-		if pod.Status.Phase == corev1.PodFailed || st.Terminated.ExitCode != 0 || st.Terminated.Reason == "OOMKilled" {
+		if st.Terminated.ExitCode != 0 || st.Terminated.Reason == "OOMKilled" {
 			return exited(p, where, st.Terminated, nil, started, now)
 		}
 		return nil, 0

@@ -155,6 +155,37 @@ func TestFirst(t *testing.T) {
 	}
 }
 
+// TestEvictedPodIsNoProblem: a pod the kubelet evicted (phase Failed, reason Evicted,
+// its container killed) beside the pod its ReplicaSet made instead, running and ready:
+// the App's pods have no problem. Evicted pods stay until the pod garbage collector's
+// threshold (the soak's node-pressure fault left an App Ready=False, CrashLoopBackOff,
+// for its evicted pod).
+func TestEvictedPodIsNoProblem(t *testing.T) {
+	ready := loadPod(t, "ready")
+	evicted := loadPod(t, "exited")
+	evicted.Status.Phase = corev1.PodFailed
+	evicted.Status.Reason = "Evicted"
+	evicted.Status.Message = "The node was low on resource: ephemeral-storage. Threshold quantity: 128Mi, available: 78204Ki."
+	for i := range evicted.Status.ContainerStatuses {
+		cs := &evicted.Status.ContainerStatuses[i]
+		cs.Ready = false
+		cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error",
+			StartedAt: evicted.CreationTimestamp, FinishedAt: metav1.NewTime(evicted.CreationTimestamp.Add(time.Minute))}}
+	}
+	now := evicted.CreationTimestamp.Add(5 * time.Minute)
+	if p, recheck := Inspect(evicted, now); p != nil || recheck != 0 {
+		t.Errorf("Inspect of an evicted pod = %+v, %s; want no problem, no recheck", p, recheck)
+	}
+	if p, _ := First([]*corev1.Pod{evicted, ready}, now); p != nil {
+		t.Errorf("First of an evicted pod and its ready replacement = %s %q, want none", p.Reason, p.Message)
+	}
+	// The same pod still Running with its container exited is crashing.
+	evicted.Status.Phase = corev1.PodRunning
+	if p, _ := Inspect(evicted, now); p == nil || p.Reason != appv1.ReasonCrashLoopBackOff {
+		t.Errorf("Inspect of a running pod whose container exited = %+v, want CrashLoopBackOff", p)
+	}
+}
+
 // TestInspectNeverPanics feeds Inspect pods with missing and odd fields.
 func TestInspectNeverPanics(t *testing.T) {
 	now := time.Now()

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/app-controller/app-controller/pkg/controller/appfixture"
+	"github.com/app-controller/app-controller/test/harness"
 )
 
 // The autoscaled scenario (-scenarios ...,autoscaled; not a default one): N Apps like the
@@ -67,7 +68,7 @@ func (e *env) autoscaled(ctx context.Context, r *RoundResult) error {
 	want := make(map[string]int64, n)
 	generations := make([]int64, n)
 	start := time.Now()
-	err = parallel(ctx, n, e.cfg.CreateClients, func(ctx context.Context, i int) error {
+	err = harness.Parallel(ctx, n, e.cfg.CreateClients, func(ctx context.Context, i int) error {
 		app := appfixture.WithAutoscaling(newApp(ns, appName(i), replicas), replicas, replicas+2, 50, "10m")
 		created, err := e.admin.app.AppcontrollerV1().Apps(ns).Create(ctx, app, metav1.CreateOptions{})
 		if err != nil {
@@ -106,7 +107,7 @@ func (e *env) autoscaled(ctx context.Context, r *RoundResult) error {
 	churned := max(1, n/10)
 	patch := []byte(fmt.Sprintf(`{"spec":{"deploymentTemplate":{"image":%q}}}`, fmt.Sprintf("%s-%d", churnImage, r.Round)))
 	start = time.Now()
-	err = parallel(ctx, churned, e.cfg.CreateClients, func(ctx context.Context, j int) error {
+	err = harness.Parallel(ctx, churned, e.cfg.CreateClients, func(ctx context.Context, j int) error {
 		i := j * n / churned
 		app, err := e.admin.app.AppcontrollerV1().Apps(ns).Patch(ctx, appName(i), types.MergePatchType, patch, metav1.PatchOptions{})
 		if err != nil {

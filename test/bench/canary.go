@@ -16,6 +16,7 @@ import (
 
 	"github.com/app-controller/app-controller/internal/localcluster"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/test/harness"
 )
 
 // The canary scenario (Config.Scenarios "canary"): N Apps whose strategy is one
@@ -133,7 +134,7 @@ func (e *env) canary(ctx context.Context, round int) (*CanaryFigures, error) {
 		e.printf("round %d: canary: %s, %d Apps\n", round, what, n)
 		watch.expect(goal)
 		start := time.Now()
-		if err := parallel(ctx, n, e.cfg.CreateClients, act); err != nil {
+		if err := harness.Parallel(ctx, n, e.cfg.CreateClients, act); err != nil {
 			return CanaryPhase{}, err
 		}
 		last, stuck, err := watch.waitReached(ctx, names, what, 2*e.convergeTimeout())

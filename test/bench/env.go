@@ -2,10 +2,7 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -122,31 +119,4 @@ func emptyCluster(ctx context.Context, kube kubernetes.Interface, timeout time.D
 		return 0, fmt.Errorf("waiting for %d namespace(s) of the harness to be deleted: %w", left, err)
 	}
 	return time.Since(start), nil
-}
-
-// parallel runs do(i) for i in [0, n) on workers goroutines and returns the first error.
-func parallel(ctx context.Context, n, workers int, do func(ctx context.Context, i int) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				if err := do(ctx, i); err != nil {
-					cancel(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return ctx.Err()
 }

@@ -95,7 +95,7 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 		depths = sampleDepth(ctx, proc, appctrl.ControllerName, start)
 		defer depths.stop()
 	}
-	err = parallel(ctx, n, e.cfg.CreateClients, func(ctx context.Context, i int) error {
+	err = harness.Parallel(ctx, n, e.cfg.CreateClients, func(ctx context.Context, i int) error {
 		createdAt[i] = time.Now()
 		app, err := e.admin.app.AppcontrollerV1().Apps(ns).Create(ctx, newApp(ns, appName(i), e.cfg.Replicas), metav1.CreateOptions{})
 		if err != nil {
@@ -256,7 +256,7 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 		e.printf("round %d: churn: new image for %d Apps\n", r.Round, churned)
 		patch := []byte(fmt.Sprintf(`{"spec":{"deploymentTemplate":{"image":%q}}}`, fmt.Sprintf("%s-%d", churnImage, r.Round)))
 		start := time.Now()
-		err := parallel(ctx, churned, e.cfg.CreateClients, func(ctx context.Context, j int) error {
+		err := harness.Parallel(ctx, churned, e.cfg.CreateClients, func(ctx context.Context, j int) error {
 			i := j * n / churned
 			app, err := e.admin.app.AppcontrollerV1().Apps(ns).Patch(ctx, appName(i), types.MergePatchType, patch, metav1.PatchOptions{})
 			if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/app-controller/app-controller/internal/localcluster"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
+	"github.com/app-controller/app-controller/test/harness"
 )
 
 // Config configures Run.
@@ -139,7 +140,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		NoAutoscalerController: slices.Contains(cfg.Scenarios, scenarioAutoscaled),
 		// Kept: a failed run's logs explain it; a successful run removes WorkDir.
 		KeepState: true,
-		Out:       prefixWriter{out, "  cluster: "},
+		Out:       harness.PrefixWriter{W: out, Prefix: "  cluster: "},
 	})
 	if err != nil {
 		return nil, err
@@ -361,19 +362,6 @@ func (e *env) empty(ctx context.Context) error {
 
 // idlePeriod is how long the idle scenario watches: two resync periods and 10 s.
 var idlePeriod = 2*controllermanager.DefaultResyncPeriod + 10*time.Second
-
-// prefixWriter prefixes each Write (a line of the cluster's progress) with a string.
-type prefixWriter struct {
-	w      io.Writer
-	prefix string
-}
-
-func (p prefixWriter) Write(b []byte) (int, error) {
-	if _, err := fmt.Fprintf(p.w, "%s %s%s", time.Now().UTC().Format("15:04:05"), p.prefix, b); err != nil {
-		return 0, err
-	}
-	return len(b), nil
-}
 
 // perApp divides write counts by n: the total, Events apart, and per kind.
 func perApp(c writeCounts, n int) WriteBreakdown {

@@ -289,6 +289,11 @@ func (k *childReconciler[T, A]) write(ctx context.Context, app *appv1.App, name 
 	// Not known to exist: create it without force, so as not to take over the fields of
 	// an object that a stale cache does not show yet.
 	force := holder.exists
+	if !holder.exists {
+		if err := confirmLive(ctx); err != nil {
+			return none, changed, "", err
+		}
+	}
 	applied, err := k.client(app.Namespace).Apply(ctx, desired, metav1.ApplyOptions{FieldManager: appv1.FieldManager, Force: force})
 	if err != nil {
 		if !force {

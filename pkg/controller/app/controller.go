@@ -183,8 +183,9 @@ type Options struct {
 }
 
 // RBAC of the App controller, generated into config/rbac/role.yaml by controller-gen
-// (make generate). Apps are listed and watched by the App informer, and only their
-// status is written (a JSON patch: patch). Children carry an owner reference with
+// (make generate). Apps are listed and watched by the App informer, read one by one
+// before a sync creates an object for one (get: confirmLive, for an App deleted since the
+// cache saw it), and only their status is written (a JSON patch: patch). Children carry an owner reference with
 // blockOwnerDeletion=true, which the OwnerReferencesPermissionEnforcement admission
 // plugin accepts only from a user who may update the App's finalizers (and delete the
 // child).
@@ -210,7 +211,7 @@ type Options struct {
 // found the name taken (get), patched (an older revision made current again) and
 // deleted beyond the history limit.
 //
-// +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=apps,verbs=list;watch
+// +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=apps,verbs=get;list;watch
 // +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=apps/status,verbs=patch
 // +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=apps/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete

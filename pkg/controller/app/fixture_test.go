@@ -68,6 +68,8 @@ type fixture struct {
 	// requeues are the RequeueAfter delays the syncs asked for, as the loop would queue
 	// them.
 	requeues []time.Duration
+	// appGone: the fake API server no longer has any App, though the cache still does.
+	appGone bool
 }
 
 // newFixture builds a Controller; seed its caches with the add* methods. Tests log to
@@ -107,6 +109,20 @@ func newFixtureWith(t testing.TB, gatewayAPI bool, defaultGateway *appv1.Gateway
 		f.statusRV++
 		app.ResourceVersion = fmt.Sprint(f.statusRV)
 		return true, app, nil
+	})
+
+	// Answer reads of an App from the App cache too (confirmLive); appGone makes them
+	// NotFound, as for an App deleted since the cache saw it.
+	f.appClient.PrependReactor("get", "apps", func(action core.Action) (bool, runtime.Object, error) {
+		get := action.(core.GetAction)
+		obj, exists, err := f.inf.Apps.Informer().GetIndexer().GetByKey(get.GetNamespace() + "/" + get.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		if !exists || f.appGone {
+			return true, nil, apierrors.NewNotFound(appv1.Resource("apps"), get.GetName())
+		}
+		return true, obj.(*appv1.App).DeepCopy(), nil
 	})
 
 	kubeInformers := informers.NewSharedInformerFactory(f.kubeClient, 0)

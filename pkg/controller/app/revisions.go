@@ -105,6 +105,9 @@ func (r *revisions) ensure(ctx context.Context, app *appv1.App) (string, error) 
 	case current != nil && !controller.IsControlledBy(current, app):
 		return "", fmt.Errorf("ControllerRevision %s/%s exists and is not controlled by App %s", app.Namespace, name, app.Name)
 	case current == nil:
+		if err := confirmLive(ctx); err != nil {
+			return "", err
+		}
 		if current, err = r.create(ctx, app, name, data, next, changeCause); err != nil {
 			return "", err
 		}

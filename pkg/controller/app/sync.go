@@ -9,6 +9,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -149,6 +150,20 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 	if err != nil {
 		return controller.Result{}, err
 	}
+	ctx = c.withLiveCheck(ctx, app)
+	res, err := c.syncWrites(ctx, key, app, in)
+	if errors.Is(err, errAppGone) {
+		// Deleted since the cache last saw it: the garbage collector is deleting its
+		// children, and the informer's delete is on its way.
+		logger.V(2).Info("App deleted meanwhile: nothing created for it")
+		return controller.Result{}, nil
+	}
+	return res, err
+}
+
+// syncWrites is syncApp's writes: the revision, the children and the status of app,
+// whose children read in.
+func (c *Controller) syncWrites(ctx context.Context, key cache.ObjectName, app *appv1.App, in *syncInput) (controller.Result, error) {
 	// The children and the revision are independent: written in parallel, a new App
 	// costs one round trip before its status rather than one per child. A canary
 	// rollout names its versions by revision, and writes its state before the children
@@ -156,6 +171,7 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 	var (
 		revision       string
 		revisionErr    error
+		err            error
 		rolloutRequeue time.Duration
 		wg             sync.WaitGroup
 	)
@@ -173,6 +189,9 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 	wg.Wait()
 	if err != nil {
 		return controller.Result{}, err
+	}
+	if errors.Is(revisionErr, errAppGone) {
+		return controller.Result{}, revisionErr
 	}
 	if in.rollout != nil && slices.ContainsFunc(outcomes, func(o childOutcome) bool { return o.changed }) {
 		// A step's writes may complete it, and their echoes queue nothing (an HTTPRoute's
@@ -277,6 +296,53 @@ func (c *Controller) controlledDeployment(app *appv1.App, name string) *appsv1.D
 		return nil
 	}
 	return d
+}
+
+// errAppGone is the error of a write that would have created an object for an App the
+// API server no longer has (confirmLive).
+var errAppGone = errors.New("the App no longer exists")
+
+// liveCheckKey is the context key of a sync's liveCheck.
+type liveCheckKey struct{}
+
+// liveCheck asks the API server, once per sync, whether the App still exists.
+type liveCheck struct {
+	once  sync.Once
+	check func(ctx context.Context) error
+	err   error
+}
+
+// withLiveCheck returns ctx carrying the check that app still exists (confirmLive).
+func (c *Controller) withLiveCheck(ctx context.Context, app *appv1.App) context.Context {
+	return context.WithValue(ctx, liveCheckKey{}, &liveCheck{check: func(ctx context.Context) error {
+		live, err := c.appClient.AppcontrollerV1().Apps(app.Namespace).Get(ctx, app.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return errAppGone
+		case err != nil:
+			return fmt.Errorf("reading App %s/%s before creating an object for it: %w", app.Namespace, app.Name, err)
+		case live.UID != app.UID || live.DeletionTimestamp != nil:
+			return errAppGone
+		}
+		return nil
+	}})
+}
+
+// confirmLive is called before a write that creates an object for an App (a child or a
+// revision the caches do not have): it reads the App from the API server, once per
+// sync, and returns errAppGone if the App is gone or being deleted. When an App is
+// deleted, the garbage collector deletes its children, and their delete events can
+// reach the controller before the App's own: the sync they queue still finds the App in
+// the cache, and would create its children and revision again, to be collected again
+// (the soak's audit log showed it, test/soak). A create is rare (a new App, a new
+// child, a repair): the read costs one request then, and none at a resync.
+func confirmLive(ctx context.Context) error {
+	lc, ok := ctx.Value(liveCheckKey{}).(*liveCheck)
+	if !ok {
+		return nil
+	}
+	lc.once.Do(func() { lc.err = lc.check(ctx) })
+	return lc.err
 }
 
 // getApp returns the newest known state of an App: the informer's, or the controller's

@@ -459,3 +459,77 @@ func TestUnsetReplicasLeftToTheDeployment(t *testing.T) {
 		t.Errorf("Ready = %+v, want True with the autoscaled Deployment available", c)
 	}
 }
+
+// TestNoCreateForDeletedApp: when an App is deleted, the garbage collector deletes its
+// children, and their delete events can reach the controller before the App's: the sync
+// they queue finds the App still cached. It reads the App from the API server before it
+// creates anything, and creates nothing for an App that is gone; a repair of a live App
+// and a resync cost no more than that one read, or none.
+func TestNoCreateForDeletedApp(t *testing.T) {
+	appGets := func(f *fixture) int {
+		n := 0
+		for _, a := range f.appClient.Actions() {
+			if a.GetVerb() == "get" && a.GetResource().Resource == "apps" {
+				n++
+			}
+		}
+		return n
+	}
+	tests := []struct {
+		name       string
+		gone       bool
+		deployment bool // the Deployment is still cached
+		wantWrites []action
+		wantGets   int
+	}{
+		{name: "deleted, children collected", gone: true, wantGets: 1},
+		{name: "live, Deployment deleted: repaired", deployment: false,
+			wantWrites: []action{{"patch", "deployments", "", "lost-deploy"}}, wantGets: 1},
+		{name: "live, nothing missing: a resync reads nothing", deployment: true, wantGets: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			app := syncedApp(t, newApp("lost", testNow.Add(-time.Hour)))
+			f := newFixture(t)
+			f.addApps(app)
+			if !tt.gone {
+				f.addServices(liveService(t, app))
+			}
+			if tt.deployment {
+				f.addDeployments(liveDeployment(t, app))
+			}
+			if tt.gone {
+				// The revision went with the children.
+				for _, obj := range f.inf.Revisions.Informer().GetIndexer().List() {
+					if err := f.inf.Revisions.Informer().GetIndexer().Delete(obj); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			f.appGone = tt.gone
+			if err := f.syncOnce("tcs", "lost"); err != nil {
+				t.Fatalf("sync: %v", err)
+			}
+			var got []action
+			for _, a := range f.writes() {
+				if d := describe(a); d.resource != "apps" || d.subresource != "status" {
+					got = append(got, d)
+				}
+			}
+			if !slices.Equal(got, tt.wantWrites) {
+				t.Errorf("writes %v, want %v", got, tt.wantWrites)
+			}
+			if n := appGets(f); n != tt.wantGets {
+				t.Errorf("%d reads of the App from the API server, want %d", n, tt.wantGets)
+			}
+			if tt.gone {
+				if ev := f.events(); len(ev) != 0 {
+					t.Errorf("events %q for an App that is gone, want none", ev)
+				}
+				if w := f.writes(); len(w) != 0 {
+					t.Errorf("%d writes for an App that is gone, want 0", len(w))
+				}
+			}
+		})
+	}
+}

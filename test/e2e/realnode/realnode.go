@@ -11,7 +11,6 @@
 package realnode
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -22,7 +21,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +33,7 @@ import (
 
 	"github.com/app-controller/app-controller/internal/localcluster"
 	"github.com/app-controller/app-controller/internal/plugin"
+	"github.com/app-controller/app-controller/test/harness"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
@@ -194,45 +193,16 @@ func NewProber(t testing.TB, namespace string) *Prober {
 	return &Prober{t: t, namespace: namespace, base: PortForward(t, namespace, "pod/prober", 8080)}
 }
 
-// forwarding is the line kubectl port-forward prints once it listens.
-var forwarding = regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) ->`)
-
 // PortForward runs `kubectl port-forward TARGET :PORT` in namespace until the test ends
-// and returns the local end, http://127.0.0.1:LOCALPORT.
+// (harness.StartPortForward) and returns the local end, http://127.0.0.1:LOCALPORT.
 func PortForward(t testing.TB, namespace, target string, port int) string {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(BinDir(t), "kubectl"), "--kubeconfig", framework.Cluster().Kubeconfig,
-		"-n", namespace, "port-forward", "--address", "127.0.0.1", target, fmt.Sprintf(":%d", port))
-	stdout, err := cmd.StdoutPipe()
+	f, err := harness.StartPortForward(filepath.Join(BinDir(t), "kubectl"), framework.Cluster().Kubeconfig, namespace, target, port)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting kubectl port-forward: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	local := make(chan string, 1)
-	go func() {
-		s := bufio.NewScanner(stdout)
-		for s.Scan() {
-			if m := forwarding.FindStringSubmatch(s.Text()); m != nil {
-				local <- m[1]
-				break
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case port := <-local:
-		return "http://127.0.0.1:" + port
-	case <-time.After(30 * time.Second):
-		t.Fatalf("kubectl port-forward %s: no local port after 30s", target)
-		return ""
-	}
+	t.Cleanup(f.Stop)
+	return f.URL
 }
 
 // Get asks the prober pod to GET http://host:port/path and returns the body it received.

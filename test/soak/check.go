@@ -1,0 +1,384 @@
+package soak
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/app-controller/app-controller/internal/plugin"
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
+)
+
+// StateCheck compares what the driver made with what the cluster holds at the end:
+// every list names the objects at fault, empty when all is well.
+type StateCheck struct {
+	// Apps is the number of live Apps the driver expects; Deleted how many it deleted.
+	Apps    int `json:"apps"`
+	Deleted int `json:"deleted"`
+	// AppsLost are live Apps that are gone (or another object under their name),
+	// AppsUnexpected Apps the driver deleted or never made.
+	AppsLost       []string `json:"apps_lost"`
+	AppsUnexpected []string `json:"apps_unexpected"`
+	// ChildrenMissing: an App without its Deployment, Service or Ingress (controlled
+	// by it, under the name of its spec); ChildrenDuplicated: more than one of a kind
+	// controlled by it; Orphans: children or revisions whose controlling App is gone.
+	ChildrenMissing    []string `json:"children_missing"`
+	ChildrenDuplicated []string `json:"children_duplicated"`
+	Orphans            []string `json:"orphans"`
+	// Revisions (kubectl app history): RevisionsMissing names a spec among an App's last
+	// revisionHistoryLimit distinct specs without a revision; RevisionsUnexpected a
+	// revision of no such spec; RevisionsDuplicated two revisions of one spec or
+	// number; RevisionsOverLimit an App with more than its limit.
+	Revisions           int      `json:"revisions"`
+	RevisionsMissing    []string `json:"revisions_missing"`
+	RevisionsUnexpected []string `json:"revisions_unexpected"`
+	RevisionsDuplicated []string `json:"revisions_duplicated"`
+	RevisionsOverLimit  []string `json:"revisions_over_limit"`
+	// ConfigNotRolled: a Ready App whose pod template's config hash is not the one its
+	// Deployment says it saw (its pods not rolled for its ConfigMap's last change).
+	ConfigNotRolled []string `json:"config_not_rolled"`
+	// DecoysWritten: a foreign object the controller wrote (its field manager in the
+	// object's managedFields).
+	DecoysWritten []string `json:"decoys_written"`
+	// NotConverged: live Apps not reporting what the driver expects at the end.
+	NotConverged []string `json:"not_converged"`
+}
+
+// checkState lists the objects of the soak's namespaces and compares them with w.
+func checkState(ctx context.Context, w *world, kube kubernetes.Interface, apps appclientset.Interface, namespaces []string) (*StateCheck, error) {
+	s := &StateCheck{}
+	w.mu.Lock()
+	records := map[string]*appRecord{}
+	live := map[types.UID]*appRecord{}
+	for k, r := range w.apps {
+		records[k] = r
+		if r.deleted.IsZero() {
+			s.Apps++
+			live[r.uid] = r
+			if !r.convergedNow() {
+				s.NotConverged = append(s.NotConverged, k+" "+describeState(r))
+			}
+		} else {
+			s.Deleted++
+		}
+	}
+	w.mu.Unlock()
+
+	controlled := map[types.UID]map[string][]string{} // App UID -> kind -> names
+	for _, ns := range namespaces {
+		if err := s.checkApps(ctx, apps, ns, records); err != nil {
+			return nil, err
+		}
+		objects, deployments, err := listChildren(ctx, kube, ns)
+		if err != nil {
+			return nil, err
+		}
+		s.checkOwners(ns, objects, live, controlled)
+		s.checkConfigRolled(w, deployments, live)
+	}
+
+	pc := plugin.Clients{Apps: apps, Kube: kube}
+	for uid, r := range live {
+		w.mu.Lock()
+		spec := r.latest.Spec.DeepCopy()
+		conflict := r.conflict
+		expected := slices.Clone(r.expectedRevisions(w.historyLimit))
+		w.mu.Unlock()
+		s.checkChildren(r, spec, conflict, controlled[uid])
+		if err := s.checkRevisions(ctx, pc, r, expected); err != nil {
+			return nil, err
+		}
+	}
+	for _, l := range [][]string{s.AppsLost, s.AppsUnexpected, s.ChildrenMissing, s.ChildrenDuplicated, s.Orphans, s.RevisionsMissing,
+		s.RevisionsUnexpected, s.RevisionsDuplicated, s.RevisionsOverLimit, s.ConfigNotRolled, s.DecoysWritten, s.NotConverged} {
+		sort.Strings(l)
+	}
+	return s, nil
+}
+
+// checkApps compares the Apps of namespace ns with the driver's records: every live one
+// there with its UID, no other.
+func (s *StateCheck) checkApps(ctx context.Context, apps appclientset.Interface, ns string, records map[string]*appRecord) error {
+	list, err := apps.AppcontrollerV1().Apps(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing the Apps of %s: %w", ns, err)
+	}
+	found := map[string]types.UID{}
+	for _, a := range list.Items {
+		found[key(a.Namespace, a.Name)] = a.UID
+		r := records[key(a.Namespace, a.Name)]
+		if r == nil || !r.deleted.IsZero() || r.uid != a.UID {
+			s.AppsUnexpected = append(s.AppsUnexpected, key(a.Namespace, a.Name))
+		}
+	}
+	for k, r := range records {
+		if r.namespace == ns && r.deleted.IsZero() && found[k] != r.uid {
+			s.AppsLost = append(s.AppsLost, k)
+		}
+	}
+	return nil
+}
+
+// childObject is an object of a kind an App controls, with its kind.
+type childObject struct {
+	kind string
+	metav1.Object
+}
+
+// listChildren lists the objects of namespace ns of the kinds an App controls, and its
+// Deployments apart.
+func listChildren(ctx context.Context, kube kubernetes.Interface, ns string) ([]childObject, []appsv1.Deployment, error) {
+	var objects []childObject
+	deployments, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing the Deployments of %s: %w", ns, err)
+	}
+	for i := range deployments.Items {
+		objects = append(objects, childObject{"Deployment", &deployments.Items[i]})
+	}
+	services, err := kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing the Services of %s: %w", ns, err)
+	}
+	for i := range services.Items {
+		objects = append(objects, childObject{"Service", &services.Items[i]})
+	}
+	ingresses, err := kube.NetworkingV1().Ingresses(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing the Ingresses of %s: %w", ns, err)
+	}
+	for i := range ingresses.Items {
+		objects = append(objects, childObject{"Ingress", &ingresses.Items[i]})
+	}
+	revisions, err := kube.AppsV1().ControllerRevisions(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing the ControllerRevisions of %s: %w", ns, err)
+	}
+	for i := range revisions.Items {
+		objects = append(objects, childObject{"ControllerRevision", &revisions.Items[i]})
+	}
+	return objects, deployments.Items, nil
+}
+
+// checkOwners records in controlled the objects each live App controls, counts those
+// controlled by an App that is gone, and the decoys the controller's field manager
+// wrote.
+func (s *StateCheck) checkOwners(ns string, objects []childObject, live map[types.UID]*appRecord, controlled map[types.UID]map[string][]string) {
+	for _, o := range objects {
+		kind := o.kind
+		ref := metav1.GetControllerOfNoCopy(o)
+		if ref == nil || ref.Kind != "App" {
+			if o.GetName() == decoyName || o.GetName() == decoyName+"-svc" {
+				for _, mf := range o.GetManagedFields() {
+					if mf.Manager == appv1.FieldManager {
+						s.DecoysWritten = append(s.DecoysWritten, fmt.Sprintf("%s %s/%s", kind, ns, o.GetName()))
+					}
+				}
+			}
+			continue
+		}
+		if live[ref.UID] == nil {
+			s.Orphans = append(s.Orphans, fmt.Sprintf("%s %s/%s of App %s (%s)", kind, ns, o.GetName(), ref.Name, ref.UID))
+			continue
+		}
+		if controlled[ref.UID] == nil {
+			controlled[ref.UID] = map[string][]string{}
+		}
+		controlled[ref.UID][kind] = append(controlled[ref.UID][kind], o.GetName())
+	}
+}
+
+// checkConfigRolled counts the Deployments of Ready Apps whose pods were not rolled for
+// the config hash the Deployment saw.
+func (s *StateCheck) checkConfigRolled(w *world, deployments []appsv1.Deployment, live map[types.UID]*appRecord) {
+	for i := range deployments {
+		d := &deployments[i]
+		ref := metav1.GetControllerOfNoCopy(d)
+		if ref == nil || live[ref.UID] == nil {
+			continue
+		}
+		r := live[ref.UID]
+		w.mu.Lock()
+		ready := r.latest != nil && r.lastGen().expect == ""
+		w.mu.Unlock()
+		if ready && d.Annotations[appv1.ConfigHashAnnotation] != d.Spec.Template.Annotations[appv1.ConfigHashAnnotation] {
+			s.ConfigNotRolled = append(s.ConfigNotRolled, fmt.Sprintf("%s: Deployment %s saw %q, its pods were rolled for %q", r.key(), d.Name,
+				d.Annotations[appv1.ConfigHashAnnotation], d.Spec.Template.Annotations[appv1.ConfigHashAnnotation]))
+		}
+	}
+}
+
+// checkChildren compares the children App r controls (kind -> names) with those its
+// spec asks for.
+func (s *StateCheck) checkChildren(r *appRecord, spec *appv1.AppSpec, conflict bool, controlled map[string][]string) {
+	want := map[string]string{}
+	if spec.DeploymentTemplate != nil && !conflict {
+		want["Deployment"] = spec.DeploymentTemplate.Name
+	}
+	if spec.ServiceTemplate != nil {
+		want["Service"] = spec.ServiceTemplate.Name
+	}
+	if spec.Route != nil && len(spec.Route.ParentRefs) == 0 {
+		want["Ingress"] = r.name
+	}
+	for _, kind := range []string{"Deployment", "Service", "Ingress"} {
+		names := controlled[kind]
+		switch {
+		case want[kind] == "" && len(names) > 0:
+			s.ChildrenDuplicated = append(s.ChildrenDuplicated, fmt.Sprintf("%s: %s %v, none wanted", r.key(), kind, names))
+		case want[kind] != "" && len(names) == 0:
+			s.ChildrenMissing = append(s.ChildrenMissing, fmt.Sprintf("%s: no %s %s", r.key(), kind, want[kind]))
+		case len(names) > 1 || len(names) == 1 && names[0] != want[kind]:
+			s.ChildrenDuplicated = append(s.ChildrenDuplicated, fmt.Sprintf("%s: %s %v, want one named %s", r.key(), kind, names, want[kind]))
+		}
+	}
+}
+
+// checkRevisions compares App r's revisions (kubectl app history) with its last
+// distinct specs, expected.
+func (s *StateCheck) checkRevisions(ctx context.Context, pc plugin.Clients, r *appRecord, expected []appv1.AppSpec) error {
+	h, err := plugin.GetHistory(ctx, pc, r.namespace, r.name)
+	if err != nil {
+		return fmt.Errorf("reading the history of App %s: %w", r.key(), err)
+	}
+	s.Revisions += len(h.Revisions)
+	if len(h.Revisions) > historyLimit {
+		s.RevisionsOverLimit = append(s.RevisionsOverLimit, fmt.Sprintf("%s: %d revisions, limit %d", r.key(), len(h.Revisions), historyLimit))
+	}
+	numbers := map[int64]bool{}
+	matched := make([]bool, len(expected))
+	for i, rev := range h.Revisions {
+		if numbers[rev.Number] {
+			s.RevisionsDuplicated = append(s.RevisionsDuplicated, fmt.Sprintf("%s: two revisions numbered %d", r.key(), rev.Number))
+		}
+		numbers[rev.Number] = true
+		for _, other := range h.Revisions[:i] {
+			if equality.Semantic.DeepEqual(other.Spec, rev.Spec) {
+				s.RevisionsDuplicated = append(s.RevisionsDuplicated, fmt.Sprintf("%s: revisions %d and %d hold the same spec", r.key(), other.Number, rev.Number))
+			}
+		}
+		found := false
+		for j, spec := range expected {
+			if equality.Semantic.DeepEqual(spec, rev.Spec) {
+				matched[j], found = true, true
+			}
+		}
+		if !found {
+			s.RevisionsUnexpected = append(s.RevisionsUnexpected, fmt.Sprintf("%s: revision %d (%s) holds none of its last %d specs", r.key(), rev.Number, rev.Name, historyLimit))
+		}
+	}
+	for j, ok := range matched {
+		if !ok {
+			s.RevisionsMissing = append(s.RevisionsMissing, fmt.Sprintf("%s: no revision of its spec #%d of the last %d", r.key(), len(expected)-j, len(expected)))
+		}
+	}
+	return nil
+}
+
+// describeState says what an App reports and what the driver expects of it.
+func describeState(r *appRecord) string {
+	if r.latest == nil {
+		return "(never seen)"
+	}
+	g := r.lastGen()
+	state := "no state"
+	if n := len(r.states); n > 0 {
+		st := r.states[n-1]
+		state = fmt.Sprintf("Ready=%s/%s at generation %d (status of generation %d)", st.ready, st.reason, st.generation, r.latest.Status.ObservedGeneration)
+	}
+	want := "Ready=True"
+	if g.expect != "" {
+		want = "Ready=False/" + g.expect
+	}
+	return fmt.Sprintf("says %s; want %s at generation %d", state, want, g.generation)
+}
+
+// Convergence are the times Apps took to report what the driver expects, after a
+// change of their spec (from the change, or from the end of a fault it overlapped).
+type Convergence struct {
+	Changes   int      `json:"changes"`
+	P50S      float64  `json:"p50_s"`
+	P99S      float64  `json:"p99_s"`
+	MaxS      float64  `json:"max_s"`
+	MaxApp    string   `json:"max_app,omitempty"`
+	BoundS    float64  `json:"bound_s"`
+	OverBound []string `json:"over_bound"`
+}
+
+// convergence measures each spec change of the churn (from start on) and, for each
+// fault, how long after its end every App that lived then took (filling in the faults'
+// records).
+func (w *world) convergence(faults []FaultRecord, bound time.Duration, start, end time.Time) Convergence {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c := Convergence{BoundS: bound.Seconds()}
+	var times []float64
+	for _, op := range w.ops {
+		r := w.apps[op.app]
+		if r == nil || op.at.Before(start) || !r.deleted.IsZero() && r.deleted.Before(op.at.Add(bound)) {
+			continue
+		}
+		if !op.newGeneration {
+			continue // no new generation: nothing to converge to
+		}
+		from := op.at
+		for _, f := range faults {
+			if f.Start.Before(from.Add(bound)) && f.End.After(from) && f.End.After(op.at) {
+				from = f.End
+			}
+		}
+		at, ok := r.convergedAt(op.generation, op.at, end)
+		if !ok {
+			c.OverBound = append(c.OverBound, fmt.Sprintf("%s %s at %s: never converged; %s", op.kind, op.app, op.at.Format(time.TimeOnly), describeState(r)))
+			continue
+		}
+		d := max(0, at.Sub(from).Seconds())
+		times = append(times, d)
+		if d > c.MaxS {
+			c.MaxS, c.MaxApp = d, fmt.Sprintf("%s %s at %s", op.kind, op.app, op.at.Format(time.TimeOnly))
+		}
+		if d > bound.Seconds() {
+			c.OverBound = append(c.OverBound, fmt.Sprintf("%s %s at %s: converged after %.1fs", op.kind, op.app, op.at.Format(time.TimeOnly), d))
+		}
+	}
+	sort.Float64s(times)
+	c.Changes = len(times)
+	if len(times) > 0 {
+		c.P50S = round2(times[len(times)/2])
+		c.P99S = round2(times[min(len(times)-1, len(times)*99/100)])
+	}
+	c.MaxS = round2(c.MaxS)
+	for i := range faults {
+		f := &faults[i]
+		worst := 0.0
+		for _, r := range w.apps {
+			if len(r.gens) == 0 || r.created.After(f.End) || !r.deleted.IsZero() && r.deleted.Before(f.End.Add(bound)) {
+				continue
+			}
+			gen := r.gens[0].generation
+			for _, g := range r.gens {
+				if !g.at.After(f.End) {
+					gen = g.generation
+				}
+			}
+			at, ok := r.convergedAt(gen, f.End, f.End.Add(bound))
+			if !ok {
+				f.NotConverged = append(f.NotConverged, r.key()+" "+describeState(r))
+				continue
+			}
+			worst = max(worst, at.Sub(f.End).Seconds())
+		}
+		sort.Strings(f.NotConverged)
+		f.ConvergedAfterS = round2(worst)
+	}
+	return c
+}

@@ -1,0 +1,176 @@
+package soak
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/app-controller/app-controller/internal/localcluster"
+)
+
+// Config configures Run.
+type Config struct {
+	// Duration is how long the churn and the faults go on; the final checks follow.
+	Duration time.Duration
+	// Node is the kind of node: localcluster.NodeKwok (the controller as processes) or
+	// localcluster.NodeReal (the chart on a real node).
+	Node string
+	// Apps is the number of Apps the churn keeps (created and deleted at the same pace),
+	// spread over Namespaces namespaces.
+	Apps       int
+	Namespaces int
+	// Rate scales the mix: 1 is DefaultMix, the operations of every minute.
+	Rate float64
+	// Faults are the kinds of fault injected, in turn, every FaultInterval from
+	// FirstFault on (nil: DefaultFaults of the node).
+	Faults        []string
+	FaultInterval time.Duration
+	FirstFault    time.Duration
+	// ConvergeBound is how long an App may take to converge after a change, or after
+	// the end of a fault that overlapped it.
+	ConvergeBound time.Duration
+	// SampleInterval is the period of the /metrics samples.
+	SampleInterval time.Duration
+	// Warmup is the start of each leader left out of the slopes: after a process
+	// starts to lead, its caches fill, and so do the bounded ones (the Event
+	// correlator's 256 Events, the write cache's entries of a minute) and its heap's
+	// high-water mark, over minutes.
+	Warmup time.Duration
+	// Seed seeds the churn's choices (0: the time).
+	Seed int64
+
+	// BinDir holds the control plane's binaries (make tools), kubectl and, for a real
+	// node, helm and imagebuild.
+	BinDir string
+	// Controller is the controller binary the processes run (NodeKwok).
+	Controller string
+	// Chart is the chart's directory and ImageLayout the OCI layout of `make image`,
+	// pushed to the cluster's registry (NodeReal).
+	Chart, ImageLayout string
+	// CRDDir holds the CRDs installed with the control plane.
+	CRDDir string
+	// WorkDir receives the cluster's state and every log; kept.
+	WorkDir string
+	// ReportPath receives the JSON report.
+	ReportPath string
+	// Cluster, if set, is a running control plane to use instead of starting one (the
+	// smoke test's); it must write an audit log of every user (Options.AuditLog).
+	Cluster *localcluster.Cluster
+
+	// Out receives progress lines.
+	Out io.Writer
+}
+
+// Fault kinds.
+const (
+	FaultLeaderA        = "leader-kill-a"
+	FaultLeaderB        = "leader-kill-b"
+	FaultAPIServer      = "apiserver-restart"
+	FaultEtcd           = "etcd-pause"
+	FaultWatchCut       = "watch-cut"
+	FaultKubelet        = "kubelet-restart"
+	FaultContainerd     = "containerd-restart"
+	FaultNodePressure   = "node-pressure"
+	defaultSampleEvery  = 10 * time.Second
+	defaultWarmup       = 5 * time.Minute
+	defaultBound        = 2 * time.Minute
+	defaultFaultEvery   = 3*time.Minute + 30*time.Second
+	defaultFirstFault   = 2 * time.Minute
+	defaultNamespaces   = 3
+	kwokAppsDefault     = 300
+	realNodeAppsDefault = 90
+)
+
+// DefaultFaults returns the faults injected on a node of kind node, in this order.
+func DefaultFaults(node string) []string {
+	faults := []string{FaultLeaderA, FaultAPIServer, FaultEtcd, FaultWatchCut, FaultLeaderB}
+	if node == localcluster.NodeReal {
+		faults = []string{FaultLeaderA, FaultAPIServer, FaultKubelet, FaultEtcd, FaultContainerd, FaultWatchCut, FaultNodePressure, FaultLeaderB}
+	}
+	return faults
+}
+
+// DefaultApps is the number of Apps of a run on a node of kind node: the real node's
+// kubelet runs at most 110 pods (its maxPods), the controllers' four among them, and a
+// rollout needs room for one more pod per App rolling.
+func DefaultApps(node string) int {
+	if node == localcluster.NodeReal {
+		return realNodeAppsDefault
+	}
+	return kwokAppsDefault
+}
+
+// nodeFS is the size of the real node's nodefs when the node-pressure fault is to be
+// made (localcluster.Options.NodeFS), 0 otherwise.
+func (cfg *Config) nodeFS() int64 {
+	if slices.Contains(cfg.Faults, FaultNodePressure) {
+		return nodeFS
+	}
+	return 0
+}
+
+// complete fills in the defaults and checks cfg.
+func (cfg *Config) complete() error {
+	if cfg.Node == "" {
+		cfg.Node = localcluster.NodeKwok
+	}
+	if cfg.Node != localcluster.NodeKwok && cfg.Node != localcluster.NodeReal {
+		return fmt.Errorf("soak: unknown node kind %q (want %s or %s)", cfg.Node, localcluster.NodeKwok, localcluster.NodeReal)
+	}
+	if cfg.Apps == 0 {
+		cfg.Apps = DefaultApps(cfg.Node)
+	}
+	if cfg.Namespaces == 0 {
+		cfg.Namespaces = defaultNamespaces
+	}
+	if cfg.Rate == 0 {
+		cfg.Rate = 1
+	}
+	if cfg.Faults == nil {
+		cfg.Faults = DefaultFaults(cfg.Node)
+	}
+	for _, f := range cfg.Faults {
+		if !slices.Contains(DefaultFaults(localcluster.NodeReal), f) {
+			return fmt.Errorf("soak: unknown fault %q", f)
+		}
+		if cfg.Node != localcluster.NodeReal && (f == FaultKubelet || f == FaultContainerd || f == FaultNodePressure) {
+			return fmt.Errorf("soak: fault %q needs a real node", f)
+		}
+	}
+	defaults := []struct {
+		d   *time.Duration
+		def time.Duration
+	}{
+		{&cfg.FaultInterval, defaultFaultEvery},
+		{&cfg.FirstFault, defaultFirstFault},
+		{&cfg.ConvergeBound, defaultBound},
+		{&cfg.SampleInterval, defaultSampleEvery},
+		{&cfg.Warmup, defaultWarmup},
+	}
+	for _, d := range defaults {
+		if *d.d == 0 {
+			*d.d = d.def
+		}
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = time.Now().UnixNano()
+	}
+	if cfg.Out == nil {
+		cfg.Out = io.Discard
+	}
+	switch {
+	case cfg.Duration <= 0:
+		return errors.New("soak: Duration must be positive")
+	case cfg.Apps < 2*cfg.Namespaces:
+		return fmt.Errorf("soak: %d Apps are too few for %d namespaces", cfg.Apps, cfg.Namespaces)
+	case cfg.WorkDir == "" || cfg.ReportPath == "":
+		return errors.New("soak: WorkDir and ReportPath are required")
+	case cfg.Node == localcluster.NodeKwok && cfg.Controller == "":
+		return errors.New("soak: Controller is required on kwok")
+	case cfg.Node == localcluster.NodeReal && (cfg.Chart == "" || cfg.ImageLayout == ""):
+		return errors.New("soak: Chart and ImageLayout are required on a real node")
+	}
+	return nil
+}

@@ -1,0 +1,32 @@
+// Package soak is the App controller's soak test, run by `make soak` (command
+// test/soak/cmd/appsoak) and, for two minutes, by the integration test
+// test/integration/soak. It runs the controller for a long time under a steady churn of
+// Apps and through faults, and checks all along and at the end that nothing leaks,
+// nothing is lost and nothing is written twice (docs/soak.md).
+//
+// A run:
+//
+//   - the controller in two shards (--app-selector shard=a and shard=b), two instances
+//     each with leader election, so that killing a leader is a failover: on a real node
+//     (NodeReal) as the chart runs it, the image pushed to the cluster's registry and two
+//     Helm releases installed with 2 replicas each (fleet_chart.go); on kwok (NodeKwok) as
+//     processes with the chart's flags (fleet_process.go);
+//   - the driver (driver.go, mix.go): Apps created and deleted, images and env changed,
+//     referenced ConfigMaps changed, routes added, moved and removed, Apps moved between
+//     the shards, rollbacks (`kubectl app rollback`), pods that fail and recover (an
+//     image that does not exist, then fixed; on a real node a container that exits), the
+//     same mix every minute;
+//   - faults at intervals (faults.go): the leader killed, the API server restarted, etcd
+//     paused, every connection to the API server cut, and on a real node the kubelet and
+//     containerd restarted;
+//   - the controller's /metrics read every 10 s (sampler.go): resident memory, heap,
+//     goroutines, informer caches, the App queue;
+//   - the invariants (check.go, writes.go, slope.go): every App converges within a bound
+//     after each change and each fault; no App, child or revision lost or duplicated;
+//     no write to an object no App controls (the API server's audit log); writes per
+//     change as the exact-write tests pin them and not growing; no upward trend of
+//     memory, goroutines, caches or queue over the last two thirds of the run; no panic
+//     and no restart of the controller but the injected ones.
+//
+// The result is a JSON report (report.go) that hack/tools/soakplot draws.
+package soak
