@@ -8,7 +8,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/app-controller/app-controller/pkg/controller/appfixture"
 	"github.com/app-controller/app-controller/test/harness"
@@ -105,18 +104,8 @@ func (e *env) autoscaled(ctx context.Context, r *RoundResult) error {
 		r.Round, f.ConvergeSeconds, writes.Total, writes.ExcludingEvents, writes.ByVerbResource)
 
 	churned := max(1, n/10)
-	patch := []byte(fmt.Sprintf(`{"spec":{"deploymentTemplate":{"image":%q}}}`, fmt.Sprintf("%s-%d", churnImage, r.Round)))
 	start = time.Now()
-	err = harness.Parallel(ctx, churned, e.cfg.CreateClients, func(ctx context.Context, j int) error {
-		i := j * n / churned
-		app, err := e.admin.app.AppcontrollerV1().Apps(ns).Patch(ctx, appName(i), types.MergePatchType, patch, metav1.PatchOptions{})
-		if err != nil {
-			return fmt.Errorf("changing the image of App %s: %w", appName(i), err)
-		}
-		generations[i] = app.Generation
-		return nil
-	})
-	if err != nil {
+	if err := e.churnImages(ctx, ns, n, churned, r.Round, generations); err != nil {
 		return err
 	}
 	if _, f.ChurnWritesPerApp, err = ready("churn", start, churned); err != nil {

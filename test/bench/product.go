@@ -254,18 +254,8 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 	if slices.Contains(e.cfg.Scenarios, "churn") {
 		churned := max(1, n/10)
 		e.printf("round %d: churn: new image for %d Apps\n", r.Round, churned)
-		patch := []byte(fmt.Sprintf(`{"spec":{"deploymentTemplate":{"image":%q}}}`, fmt.Sprintf("%s-%d", churnImage, r.Round)))
 		start := time.Now()
-		err := harness.Parallel(ctx, churned, e.cfg.CreateClients, func(ctx context.Context, j int) error {
-			i := j * n / churned
-			app, err := e.admin.app.AppcontrollerV1().Apps(ns).Patch(ctx, appName(i), types.MergePatchType, patch, metav1.PatchOptions{})
-			if err != nil {
-				return fmt.Errorf("changing the image of App %s: %w", appName(i), err)
-			}
-			generations[i] = app.Generation
-			return nil
-		})
-		if err != nil {
+		if err := e.churnImages(ctx, ns, n, churned, r.Round, generations); err != nil {
 			return err
 		}
 		for i, g := range generations {
@@ -347,4 +337,19 @@ func percentile(sorted []float64, p float64) float64 {
 	}
 	rank := int(p/100*float64(len(sorted))+0.999999) - 1
 	return sorted[min(max(rank, 0), len(sorted)-1)]
+}
+
+// churnImages gives churned of the n Apps of ns, spread evenly, the churn's image of
+// round, and records each one's new generation in generations.
+func (e *env) churnImages(ctx context.Context, ns string, n, churned, round int, generations []int64) error {
+	patch := []byte(fmt.Sprintf(`{"spec":{"deploymentTemplate":{"image":%q}}}`, fmt.Sprintf("%s-%d", churnImage, round)))
+	return harness.Parallel(ctx, churned, e.cfg.CreateClients, func(ctx context.Context, j int) error {
+		i := j * n / churned
+		app, err := e.admin.app.AppcontrollerV1().Apps(ns).Patch(ctx, appName(i), types.MergePatchType, patch, metav1.PatchOptions{})
+		if err != nil {
+			return fmt.Errorf("changing the image of App %s: %w", appName(i), err)
+		}
+		generations[i] = app.Generation
+		return nil
+	})
 }
