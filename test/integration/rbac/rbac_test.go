@@ -71,6 +71,7 @@ var grants = []grant{
 	// App controller (pkg/controller/app).
 	{permission{"list", "appcontroller.k8s.io", "apps"}, "App informer: initial list when the API server serves no watch-list, relists", false, everywhere},
 	{permission{"watch", "appcontroller.k8s.io", "apps"}, "App informer", true, everywhere},
+	{permission{"get", "appcontroller.k8s.io", "apps"}, "a sync about to create a child or a revision reads the App from the API server first: one deleted since the cache saw it gets nothing made", true, everywhere},
 	{permission{"patch", "appcontroller.k8s.io", "apps/status"}, "writeStatus: the whole status written with one JSON patch", true, everywhere},
 	{permission{"update", "appcontroller.k8s.io", "apps/finalizers"}, "OwnerReferencesPermissionEnforcement: children's owner reference has blockOwnerDeletion=true", false, everywhere},
 	{permission{"list", "apps", "deployments"}, "managed and unmanaged (metadata-only) Deployment informers", false, everywhere},
@@ -304,7 +305,6 @@ func TestServiceAccountPermissions(t *testing.T) {
 		{Verb: "update", Group: "apps", Resource: "deployments", Subresource: "scale"},
 		{Verb: "update", Group: "networking.k8s.io", Resource: "ingresses"},
 		// An App's spec belongs to its user: only its status is written, and only by patch.
-		{Verb: "get", Group: "appcontroller.k8s.io", Resource: "apps"},
 		{Verb: "create", Group: "appcontroller.k8s.io", Resource: "apps"},
 		{Verb: "update", Group: "appcontroller.k8s.io", Resource: "apps"},
 		{Verb: "patch", Group: "appcontroller.k8s.io", Resource: "apps"},
