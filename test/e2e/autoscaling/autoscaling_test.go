@@ -106,16 +106,16 @@ func TestCPULoadScalesAnApp(t *testing.T) {
 		t.Fatalf("creating App %s: %v", consumer, err)
 	}
 	app := waitApp(t, apps, ns, 2*time.Minute, func(a *appv1.App) bool {
-		return conditionOf(a, appv1.ConditionReady) == "True/"+appv1.ReasonAvailable
+		return framework.AppCondition(a, appv1.ConditionReady) == "True/"+appv1.ReasonAvailable
 	})
-	t.Logf("App %s Ready %.1fs after its creation; ScalingActive %s", consumer, time.Since(created).Seconds(), conditionOf(app, appv1.ConditionScalingActive))
+	t.Logf("App %s Ready %.1fs after its creation; ScalingActive %s", consumer, time.Since(created).Seconds(), framework.AppCondition(app, appv1.ConditionScalingActive))
 	readyAt := time.Now()
 	driver := startLoadDriver(t, client, ns, registry+"/"+localcluster.AgnhostImage)
 
 	// The metrics API answers for the idle consumer (metrics-server reports a pod once
 	// it has scraped it twice), and the autoscaler computes a count from it.
 	app = waitApp(t, apps, ns, 2*time.Minute, func(a *appv1.App) bool {
-		return conditionOf(a, appv1.ConditionScalingActive) == "True/"+appv1.ReasonAutoscalerActive
+		return framework.AppCondition(a, appv1.ConditionScalingActive) == "True/"+appv1.ReasonAutoscalerActive
 	})
 	t.Logf("ScalingActive True (%s) %.1fs after the App was Ready", conditionMessage(app, appv1.ConditionScalingActive), time.Since(readyAt).Seconds())
 	pod := onlyPod(t, client, ns)
@@ -145,13 +145,13 @@ func TestCPULoadScalesAnApp(t *testing.T) {
 	app = waitApp(t, apps, ns, 2*time.Minute, func(a *appv1.App) bool {
 		st := a.Status.Autoscaling
 		return st != nil && st.CurrentReplicas == 3 && st.DesiredReplicas == 3 && a.Status.DeploymentStatus != nil &&
-			a.Status.DeploymentStatus.AvailableReplicas == 3 && conditionOf(a, appv1.ConditionReady) == "True/"+appv1.ReasonAvailable
+			a.Status.DeploymentStatus.AvailableReplicas == 3 && framework.AppCondition(a, appv1.ConditionReady) == "True/"+appv1.ReasonAvailable
 	})
 	t.Logf("the App at 3 pods: status.autoscaling %+v, Ready %q", *app.Status.Autoscaling, conditionMessage(app, appv1.ConditionReady))
 	// Still under load at the maximum: ScalingLimited True, the App Ready (kstatus
 	// Current), when the busy machine lets the consumers burn enough.
 	capped := waitAppOrNil(apps, ns, 30*time.Second, func(a *appv1.App) bool {
-		return conditionOf(a, appv1.ConditionScalingLimited) == "True/"+appv1.ReasonMaxReplicasReached
+		return framework.AppCondition(a, appv1.ConditionScalingLimited) == "True/"+appv1.ReasonMaxReplicasReached
 	})
 	if capped != nil {
 		app = capped
@@ -272,15 +272,6 @@ func waitAppOrNil(apps appclient.Interface, ns string, timeout time.Duration, ch
 		}
 	}
 	return nil
-}
-
-// conditionOf returns "Status/Reason" of the App's condition, "" if absent.
-func conditionOf(app *appv1.App, conditionType string) string {
-	c := meta.FindStatusCondition(app.Status.Conditions, conditionType)
-	if c == nil {
-		return ""
-	}
-	return string(c.Status) + "/" + c.Reason
 }
 
 // conditionMessage returns the message of the App's condition, "" if absent.

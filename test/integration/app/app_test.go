@@ -371,13 +371,13 @@ func TestRolloutInProgress(t *testing.T) {
 	app.Spec.DeploymentTemplate.Resources = &appv1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: mustQuantity(t, "1000")}}
 	c.create(t, app)
 	got := c.waitCondition(t, ns, "web", appv1.ConditionReconciling, "True/"+appv1.ReasonUnschedulable)
-	if condition(got, appv1.ConditionReady) != "False/"+appv1.ReasonUnschedulable || controllertest.KStatus(t, got) != kstatus.InProgressStatus ||
+	if framework.AppCondition(got, appv1.ConditionReady) != "False/"+appv1.ReasonUnschedulable || controllertest.KStatus(t, got) != kstatus.InProgressStatus ||
 		!strings.Contains(conditionMessage(got, appv1.ConditionReady), "Insufficient cpu") {
 		t.Errorf("rolling out: Ready %s %q, kstatus %s; want False/Unschedulable naming Insufficient cpu, InProgress",
-			condition(got, appv1.ConditionReady), conditionMessage(got, appv1.ConditionReady), controllertest.KStatus(t, got))
+			framework.AppCondition(got, appv1.ConditionReady), conditionMessage(got, appv1.ConditionReady), controllertest.KStatus(t, got))
 	}
-	if condition(got, appv1.ConditionProgressing) != "True/RollingOut" {
-		t.Errorf("Progressing %s, want True/RollingOut (the Deployment's view)", condition(got, appv1.ConditionProgressing))
+	if framework.AppCondition(got, appv1.ConditionProgressing) != "True/RollingOut" {
+		t.Errorf("Progressing %s, want True/RollingOut (the Deployment's view)", framework.AppCondition(got, appv1.ConditionProgressing))
 	}
 }
 

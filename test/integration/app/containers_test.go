@@ -170,8 +170,8 @@ spec:
     - {name: http, port: 80, targetPort: 8080}
     - {name: metrics, port: 9090}`)
 	ready := c.waitReady(t, ns, "web")
-	if condition(ready, appv1.ConditionRouteAccepted) != "True/"+appv1.ReasonRouted {
-		t.Errorf("RouteAccepted %s: %s", condition(ready, appv1.ConditionRouteAccepted), condMessage(ready, appv1.ConditionRouteAccepted))
+	if framework.AppCondition(ready, appv1.ConditionRouteAccepted) != "True/"+appv1.ReasonRouted {
+		t.Errorf("RouteAccepted %s: %s", framework.AppCondition(ready, appv1.ConditionRouteAccepted), condMessage(ready, appv1.ConditionRouteAccepted))
 	}
 	svc, err := c.kube.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
 	if err != nil {
@@ -203,7 +203,7 @@ spec:
     - {name: metrics, port: 9090}`)
 	framework.Eventually(t, converge, func() (bool, error) {
 		app := c.getApp(t, ns, "web")
-		return app.Status.ObservedGeneration == app.Generation && condition(app, appv1.ConditionReady) == "True/"+appv1.ReasonAvailable, nil
+		return app.Status.ObservedGeneration == app.Generation && framework.AppCondition(app, appv1.ConditionReady) == "True/"+appv1.ReasonAvailable, nil
 	})
 	for _, w := range m.writesIn(ns)[before:] {
 		if strings.Contains(w, "/services/") || strings.Contains(w, "/deployments/") || strings.Contains(w, "/ingresses/") {

@@ -118,14 +118,14 @@ func TestCompetingWriter(t *testing.T) {
 	// condition clears after the quiet window.
 	c.waitDeployment(t, ns, "fought-deploy", func(d *appsv1.Deployment) bool { return ptr.Deref(d.Spec.Replicas, 0) == 2 })
 	framework.Eventually(t, converge, func() (bool, error) {
-		return condition(c.getApp(t, ns, "fought"), appv1.ConditionContested) == "", nil
+		return framework.AppCondition(c.getApp(t, ns, "fought"), appv1.ConditionContested) == "", nil
 	})
 	t.Logf("restored and uncontested %s after the fight", time.Since(fightEnd).Round(time.Millisecond))
 
 	if n := len(m.writesTo(freePath)) - freeBefore; n != 0 {
 		t.Errorf("the Deployment of the App without replicas was written %d times, want 0", n)
 	}
-	if got := condition(c.getApp(t, ns, "free"), appv1.ConditionContested); got != "" {
+	if got := framework.AppCondition(c.getApp(t, ns, "free"), appv1.ConditionContested); got != "" {
 		t.Errorf("App without replicas: Contested = %s, want none", got)
 	}
 }

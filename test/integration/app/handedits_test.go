@@ -205,7 +205,7 @@ func TestHandEdits(t *testing.T) {
 		}
 		orphan := deployment(t)
 		app = c.waitCondition(t, ns, "web", appv1.ConditionNamesAccepted, "False/"+appv1.ReasonNameConflict)
-		if got := condition(app, appv1.ConditionReady); got != "False/"+appv1.ReasonNameConflict {
+		if got := framework.AppCondition(app, appv1.ConditionReady); got != "False/"+appv1.ReasonNameConflict {
 			t.Errorf("Ready = %s, want False/%s", got, appv1.ReasonNameConflict)
 		}
 		framework.WaitEvent(t, c.kube, ns, "App", "web", "Warning "+appv1.EventReasonResourceExists, converge)

@@ -83,7 +83,7 @@ spec:
 		t.Errorf("a route to a Gateway has an Ingress: %v", err)
 	}
 	pending := c.waitCondition(t, ns, "shop", appv1.ConditionRouteAccepted, "Unknown/"+appv1.ReasonRoutePending)
-	if got := condition(pending, appv1.ConditionReady); got != "False/"+appv1.ReasonRoutePending {
+	if got := framework.AppCondition(pending, appv1.ConditionReady); got != "False/"+appv1.ReasonRoutePending {
 		t.Errorf("Ready %s while no Gateway answered", got)
 	}
 	t.Logf("no answer yet: %s", condMessage(pending, appv1.ConditionRouteAccepted))
@@ -110,9 +110,9 @@ spec:
 	}
 	answer(metav1.Condition{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted"})
 	ready := c.waitCondition(t, ns, "shop", appv1.ConditionReady, "True/"+appv1.ReasonAvailable)
-	t.Logf("accepted: RouteAccepted %s: %s", condition(ready, appv1.ConditionRouteAccepted), condMessage(ready, appv1.ConditionRouteAccepted))
-	if ready.Status.Route != "shop" || condition(ready, appv1.ConditionRouteAccepted) != "True/"+appv1.ReasonRouted {
-		t.Errorf("status.route %q, RouteAccepted %s", ready.Status.Route, condition(ready, appv1.ConditionRouteAccepted))
+	t.Logf("accepted: RouteAccepted %s: %s", framework.AppCondition(ready, appv1.ConditionRouteAccepted), condMessage(ready, appv1.ConditionRouteAccepted))
+	if ready.Status.Route != "shop" || framework.AppCondition(ready, appv1.ConditionRouteAccepted) != "True/"+appv1.ReasonRouted {
+		t.Errorf("status.route %q, RouteAccepted %s", ready.Status.Route, framework.AppCondition(ready, appv1.ConditionRouteAccepted))
 	}
 	// Up to date against the real schema and its defaults: a sync (queued by a label
 	// on the App) writes nothing to the HTTPRoute.
@@ -128,8 +128,8 @@ spec:
 	msg := condMessage(refused, appv1.ConditionRouteAccepted)
 	t.Logf("refused: %s", msg)
 	if !strings.Contains(msg, `Gateway infra/public/https refused HTTPRoute "shop": Accepted=False (NotAllowedByListeners): listener https allows routes from namespace infra only`) ||
-		condition(refused, appv1.ConditionReady) != "False/"+appv1.ReasonGatewayRefused {
-		t.Errorf("RouteAccepted %q, Ready %s", msg, condition(refused, appv1.ConditionReady))
+		framework.AppCondition(refused, appv1.ConditionReady) != "False/"+appv1.ReasonGatewayRefused {
+		t.Errorf("RouteAccepted %q, Ready %s", msg, framework.AppCondition(refused, appv1.ConditionReady))
 	}
 	framework.WaitEvent(t, c.kube, ns, "App", "shop", "Warning "+appv1.ReasonGatewayRefused, converge)
 	answer(metav1.Condition{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted"})

@@ -13,7 +13,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -129,22 +128,13 @@ func (c clients) getApp(t *testing.T, ns, name string) *appv1.App {
 	return app
 }
 
-// condition returns "Status/Reason" of the App's condition, "" if absent.
-func condition(app *appv1.App, conditionType string) string {
-	c := meta.FindStatusCondition(app.Status.Conditions, conditionType)
-	if c == nil {
-		return ""
-	}
-	return string(c.Status) + "/" + c.Reason
-}
-
 // waitReady waits until the App is Ready at its current generation.
 func (c clients) waitReady(t *testing.T, ns, name string) *appv1.App {
 	t.Helper()
 	var app *appv1.App
 	framework.Eventually(t, converge, func() (bool, error) {
 		app = c.getApp(t, ns, name)
-		return app.Status.ObservedGeneration == app.Generation && condition(app, appv1.ConditionReady) == "True/Available", nil
+		return app.Status.ObservedGeneration == app.Generation && framework.AppCondition(app, appv1.ConditionReady) == "True/Available", nil
 	})
 	return app
 }
@@ -155,7 +145,7 @@ func (c clients) waitCondition(t *testing.T, ns, name, conditionType, want strin
 	var app *appv1.App
 	framework.Eventually(t, converge, func() (bool, error) {
 		app = c.getApp(t, ns, name)
-		return condition(app, conditionType) == want, nil
+		return framework.AppCondition(app, conditionType) == want, nil
 	})
 	return app
 }

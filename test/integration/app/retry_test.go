@@ -44,7 +44,7 @@ func TestRetryBudget(t *testing.T) {
 	if !strings.Contains(msg, "10 failed attempts") || !strings.Contains(msg, "exceeded quota") {
 		t.Errorf("Ready message %q does not give the attempts and the last error", msg)
 	}
-	if got := condition(app, appv1.ConditionStalled); got != "True/ReconcileFailed" {
+	if got := framework.AppCondition(app, appv1.ConditionStalled); got != "True/ReconcileFailed" {
 		t.Errorf("Stalled = %q, want True/ReconcileFailed", got)
 	}
 	framework.Eventually(t, converge, func() (bool, error) {
@@ -57,7 +57,7 @@ func TestRetryBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	app = c.waitReady(t, ns, "web")
-	if got := condition(app, appv1.ConditionStalled); got != "" {
+	if got := framework.AppCondition(app, appv1.ConditionStalled); got != "" {
 		t.Errorf("Stalled = %q after recovery, want it gone", got)
 	}
 }

@@ -220,7 +220,7 @@ spec:
 	if r := app.Status.Rollout; r.AbortReason != appv1.ReasonCrashLoopBackOff || !strings.Contains(r.AbortMessage, pod) {
 		t.Errorf("abort %s: %s, want CrashLoopBackOff naming %s", r.AbortReason, r.AbortMessage, pod)
 	}
-	if got := condition(app, appv1.ConditionReady); got != "False/"+appv1.ReasonRolloutAborted {
+	if got := framework.AppCondition(app, appv1.ConditionReady); got != "False/"+appv1.ReasonRolloutAborted {
 		t.Errorf("Ready %s", got)
 	}
 	if ks := controllertest.KStatus(t, app); ks != kstatus.FailedStatus {

@@ -126,9 +126,9 @@ func TestRoutePortMissing(t *testing.T) {
 			refused := c.waitCondition(t, ns, "shop", appv1.ConditionReady, "False/"+appv1.ReasonRouteRefused)
 			msg := condMessage(refused, appv1.ConditionRouteAccepted)
 			t.Logf("refused: %s", msg)
-			if condition(refused, appv1.ConditionRouteAccepted) != "False/"+appv1.ReasonRouteRefused ||
+			if framework.AppCondition(refused, appv1.ConditionRouteAccepted) != "False/"+appv1.ReasonRouteRefused ||
 				!strings.Contains(msg, `spec.route.port: the App's Service has no port named "admin" (its ports: http 8080)`) {
-				t.Errorf("RouteAccepted %s: %s", condition(refused, appv1.ConditionRouteAccepted), msg)
+				t.Errorf("RouteAccepted %s: %s", framework.AppCondition(refused, appv1.ConditionRouteAccepted), msg)
 			}
 			if err := shape.get(ns); !apierrors.IsNotFound(err) {
 				t.Errorf("a route to a port the Service does not have has its %s: %v", shape.name, err)

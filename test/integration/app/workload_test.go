@@ -177,7 +177,7 @@ func TestEveryFieldConverges(t *testing.T) {
 		}
 		return false, nil
 	})
-	if got := condition(c.getApp(t, ns, "plain"), appv1.ConditionReady); strings.HasPrefix(got, "True") {
+	if got := framework.AppCondition(c.getApp(t, ns, "plain"), appv1.ConditionReady); strings.HasPrefix(got, "True") {
 		t.Errorf("App without security contexts in a restricted namespace: Ready %s", got)
 	}
 }

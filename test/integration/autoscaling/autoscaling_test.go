@@ -140,15 +140,6 @@ func replicasOwners(d *appsv1.Deployment) []string {
 	return out
 }
 
-// conditionOf returns "Status/Reason" of the App's condition, "" if absent.
-func conditionOf(app *appv1.App, conditionType string) string {
-	c := meta.FindStatusCondition(app.Status.Conditions, conditionType)
-	if c == nil {
-		return ""
-	}
-	return string(c.Status) + "/" + c.Reason
-}
-
 // replicasWatch records spec.replicas of every event of a watch on one Deployment.
 type replicasWatch struct {
 	w      watch.Interface
@@ -208,7 +199,9 @@ func TestReplicasNeverReset(t *testing.T) {
 	if _, err := c.app.AppcontrollerV1().Apps(ns).Create(ctx, app, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	c.waitObserved(t, ns, "web", 1, func(a *appv1.App) bool { return conditionOf(a, appv1.ConditionReady) == "True/"+appv1.ReasonAvailable })
+	c.waitObserved(t, ns, "web", 1, func(a *appv1.App) bool {
+		return framework.AppCondition(a, appv1.ConditionReady) == "True/"+appv1.ReasonAvailable
+	})
 	deploy := c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool { return ptr.Deref(d.Spec.Replicas, 1) == 3 })
 	rw := watchReplicas(t, c, ns, "web-deploy", deploy.ResourceVersion)
 
@@ -257,7 +250,7 @@ func TestReplicasNeverReset(t *testing.T) {
 		a.Spec.DeploymentTemplate.Replicas = nil
 	})
 	got = c.waitObserved(t, ns, "web", updated.Generation, func(a *appv1.App) bool {
-		return a.Status.Autoscaling == nil && conditionOf(a, appv1.ConditionScalingActive) == ""
+		return a.Status.Autoscaling == nil && framework.AppCondition(a, appv1.ConditionScalingActive) == ""
 	})
 	framework.Eventually(t, converge, func() (bool, error) {
 		_, err := c.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
@@ -414,7 +407,7 @@ func TestAutoscalerNameAndDrift(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := c.waitObserved(t, ns, "taken", 1, func(a *appv1.App) bool {
-		return conditionOf(a, appv1.ConditionNamesAccepted) == "False/"+appv1.ReasonNameConflict
+		return framework.AppCondition(a, appv1.ConditionNamesAccepted) == "False/"+appv1.ReasonNameConflict
 	})
 	if msg := meta.FindStatusCondition(got.Status.Conditions, appv1.ConditionNamesAccepted).Message; !strings.Contains(msg, `HorizontalPodAutoscaler "taken-deploy" already exists`) {
 		t.Errorf("NamesAccepted says %q, want the HorizontalPodAutoscaler named", msg)
@@ -472,7 +465,7 @@ func TestHealthOfAutoscaledApps(t *testing.T) {
 		{"missing", "autoscaling-missing-request", "False/" + appv1.ReasonMissingResourceRequest, "False/" + appv1.ReasonMissingResourceRequest, "Failed", gitops.Degraded},
 	} {
 		app := c.waitObserved(t, ns, tc.name, 1, func(a *appv1.App) bool {
-			return conditionOf(a, appv1.ConditionScalingActive) == tc.scalingActive && conditionOf(a, appv1.ConditionReady) == tc.ready
+			return framework.AppCondition(a, appv1.ConditionScalingActive) == tc.scalingActive && framework.AppCondition(a, appv1.ConditionReady) == tc.ready
 		})
 		obj := appObject(t, app)
 		ks, err := gitops.Kstatus(obj)
