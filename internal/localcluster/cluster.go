@@ -334,11 +334,8 @@ func (c *Cluster) start(ctx context.Context, stages []string) error {
 			name:   controllerManagerName,
 			nPorts: 1,
 			args: func(ports []int) []string {
-				args := controllerManagerArgs(certs, c.Kubeconfig, ports[0], c.opts.Node == NodeReal && c.opts.NodeFS > 0)
-				if c.opts.NoAutoscalerController {
-					args = withoutAutoscalerController(args)
-				}
-				return args
+				return controllerManagerArgs(certs, c.Kubeconfig, ports[0],
+					controllerList(c.opts.Node == NodeReal && c.opts.NodeFS > 0, c.opts.NoAutoscalerController))
 			},
 			ready:   healthz,
 			timeout: healthzTimeout,

@@ -133,27 +133,24 @@ func apiserverArgs(certs *certFiles, certDir, etcdURL string, securePort int) []
 	}
 }
 
-// withoutAutoscalerController returns kube-controller-manager's arguments args without
-// its HorizontalPodAutoscaler controller.
-func withoutAutoscalerController(args []string) []string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		if a == "--controllers="+controllers {
-			a += ",-horizontal-pod-autoscaler-controller"
-		}
-		out[i] = a
+// controllerList returns kube-controller-manager's --controllers: controllers, or
+// controllersWithNodeLifecycle with nodeLifecycle, without its HorizontalPodAutoscaler
+// controller when noAutoscaler (Options.NoAutoscalerController).
+func controllerList(nodeLifecycle, noAutoscaler bool) string {
+	list := controllers
+	if nodeLifecycle {
+		list = controllersWithNodeLifecycle
 	}
-	return out
+	if noAutoscaler {
+		list += ",-horizontal-pod-autoscaler-controller"
+	}
+	return list
 }
 
 // controllerManagerArgs returns kube-controller-manager's arguments. It serves its health
 // port with the apiserver's serving certificate, which is valid for 127.0.0.1. With
-// nodeLifecycle it runs the node lifecycle controller.
-func controllerManagerArgs(certs *certFiles, kubeconfig string, securePort int, nodeLifecycle bool) []string {
-	controllers := controllers
-	if nodeLifecycle {
-		controllers = controllersWithNodeLifecycle
-	}
+// controllers (controllerList) as its --controllers.
+func controllerManagerArgs(certs *certFiles, kubeconfig string, securePort int, controllers string) []string {
 	return []string{
 		"--kubeconfig=" + kubeconfig,
 		"--bind-address=" + loopback,

@@ -81,7 +81,7 @@ func TestComponentArgs(t *testing.T) {
 		},
 		{
 			name: "kube-controller-manager",
-			args: controllerManagerArgs(certs, kubeconfig, 40004, false),
+			args: controllerManagerArgs(certs, kubeconfig, 40004, controllerList(false, false)),
 			want: map[string]string{
 				"--kubeconfig":                            kubeconfig,
 				"--bind-address":                          "127.0.0.1",
@@ -101,7 +101,7 @@ func TestComponentArgs(t *testing.T) {
 		},
 		{
 			name: "kube-controller-manager of a real node under pressure",
-			args: controllerManagerArgs(certs, kubeconfig, 40004, true),
+			args: controllerManagerArgs(certs, kubeconfig, 40004, controllerList(true, false)),
 			want: map[string]string{"--controllers": "*,-serviceaccount-token"},
 		},
 		{
@@ -242,12 +242,17 @@ func TestKwokStageFiles(t *testing.T) {
 }
 
 // TestWithoutAutoscalerController checks that NoAutoscalerController turns off
-// kube-controller-manager's HorizontalPodAutoscaler controller and nothing else.
+// kube-controller-manager's HorizontalPodAutoscaler controller and nothing else, with or
+// without the node lifecycle controller.
 func TestWithoutAutoscalerController(t *testing.T) {
-	args := []string{"--kubeconfig=k", "--controllers=" + controllers, "--leader-elect=false"}
-	got := withoutAutoscalerController(args)
-	want := []string{"--kubeconfig=k", "--controllers=" + controllers + ",-horizontal-pod-autoscaler-controller", "--leader-elect=false"}
-	if strings.Join(got, " ") != strings.Join(want, " ") || args[1] != "--controllers="+controllers {
-		t.Errorf("got %q (args now %q), want %q", got, args, want)
+	for _, lifecycle := range []bool{false, true} {
+		got := controllerList(lifecycle, true)
+		want := controllerList(lifecycle, false) + ",-horizontal-pod-autoscaler-controller"
+		if got != want {
+			t.Errorf("node lifecycle %t: got %q, want %q", lifecycle, got, want)
+		}
+	}
+	if got := controllerList(false, false); got != controllers {
+		t.Errorf("got %q, want %q", got, controllers)
 	}
 }
