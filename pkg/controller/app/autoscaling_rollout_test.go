@@ -138,8 +138,7 @@ func TestAutoscaledRolloutWrites(t *testing.T) {
 		[]string{"patch apps/status web", "patch deployments web-deploy-canary"}, "Progressing 2")
 	w.expectReplicas("setWeight 100", 9, 9)
 	w.deploymentSettles("web-deploy-canary", "cccc")
-	w.step("the canary at 9: the last step done, no stable write", []string{"patch apps/status web"}, "Progressing 3")
-	w.step("promotion: the stable gets the new template, not its replicas",
+	w.step("the canary at 9: the last step done, the promotion: the stable gets the new template, not its replicas",
 		[]string{"patch apps/status web", "patch deployments web-deploy"}, "Progressing 3")
 	if d := appliedDeployment(t, w.f); applied(d) != "no replicas" {
 		t.Errorf("the stable's apply at the promotion carries %s, want no replicas", applied(d))

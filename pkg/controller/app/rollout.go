@@ -35,6 +35,10 @@ type rolloutObservation struct {
 	// stepDone: the children are where the current step (or promotion stage) wants them
 	// (rolloutPlan.stepDone).
 	stepDone bool
+	// weighted: the App's route is an HTTPRoute, whose weights the promotion's first
+	// stage moves to the canary; without it that stage has nothing to wait for, and a
+	// promotion starts at its point of no return.
+	weighted bool
 	// failure is why the canary failed ("" reason: it did not).
 	failure rolloutAbort
 	// request is the App's rollout request; nil when there is none.
@@ -310,6 +314,9 @@ func (m *machine) toStep(k int32) {
 	switch {
 	case k >= m.steps():
 		r.Phase, r.CanaryWeight = appv1.RolloutProgressing, 100
+		if !m.o.weighted {
+			m.stableTakesCanary()
+		}
 	case r.PausedByRequest || m.s.Steps[k].Pause != nil:
 		r.Phase = appv1.RolloutPaused
 	default:
@@ -374,11 +381,8 @@ func (m *machine) advance() {
 		return
 	}
 	if r.Stable.PodTemplateHash != r.Canary.PodTemplateHash {
-		// The canary carries the traffic it must: the stable Deployment gets its
-		// template (the point of no return).
-		m.pushRecent(r.Stable.PodTemplateHash)
-		stable := *r.Canary
-		r.Stable = &stable
+		// The canary carries the traffic it must.
+		m.stableTakesCanary()
 		return
 	}
 	// The stable Deployment runs the new template: promoted.
@@ -390,6 +394,18 @@ func (m *machine) advance() {
 		message: fmt.Sprintf("Revision %s (pod template %s) is promoted: the stable Deployment runs it", r.Canary.Revision, r.Canary.PodTemplateHash),
 		metric:  rolloutMetricPromoted, step: "promotion", seconds: took})
 	m.end("", true)
+}
+
+// stableTakesCanary is a promotion's point of no return: the stable Deployment gets the
+// canary's template, and the stable version it ran becomes a recent one.
+func (m *machine) stableTakesCanary() {
+	r := m.next
+	if r.Stable.PodTemplateHash == r.Canary.PodTemplateHash {
+		return
+	}
+	m.pushRecent(r.Stable.PodTemplateHash)
+	stable := *r.Canary
+	r.Stable = &stable
 }
 
 // pushRecent records hash as recently stable (at most rollbackWindow of them).

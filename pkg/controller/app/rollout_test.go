@@ -116,8 +116,17 @@ func TestNextRollout(t *testing.T) {
 			want: "Paused 1 h1 h2", wantReasons: []string{appv1.EventReasonRolloutRequestIgnored}},
 		{name: "a request of another rollout is ignored", cur: at(appv1.RolloutPaused, 1), o: req(appv1.RolloutActionAbort, "h9", 1),
 			want: "Paused 1 h1 h2", wantReasons: []string{appv1.EventReasonRolloutRequestIgnored}},
-		{name: "promote --full", cur: at(appv1.RolloutProgressing, 0), o: req(appv1.RolloutActionPromoteFull, "h2", 0),
-			want: "Progressing 3 h1 h2", wantReasons: []string{appv1.EventReasonRolloutStep}},
+		{name: "promote --full through an HTTPRoute: the canary takes the traffic first", cur: at(appv1.RolloutProgressing, 0),
+			o: func() *rolloutObservation {
+				o := req(appv1.RolloutActionPromoteFull, "h2", 0)
+				o.weighted = true
+				return o
+			}(), want: "Progressing 3 h1 h2", wantReasons: []string{appv1.EventReasonRolloutStep}},
+		{name: "promote --full without one: the stable takes the canary's template at once", cur: at(appv1.RolloutProgressing, 0),
+			o: req(appv1.RolloutActionPromoteFull, "h2", 0), want: "Progressing 3 h2 h2", wantReasons: []string{appv1.EventReasonRolloutStep}},
+		{name: "the last step done without an HTTPRoute: the stable takes the canary's template", cur: at(appv1.RolloutProgressing, 2),
+			o: &rolloutObservation{desired: v2, stableSettled: true, stepDone: true}, want: "Progressing 3 h2 h2",
+			wantReasons: []string{appv1.EventReasonRolloutStep}},
 		{name: "abort", cur: at(appv1.RolloutPaused, 1), o: req(appv1.RolloutActionAbort, "h2", 1),
 			want: "Aborted 1 h1 h2", wantReasons: []string{appv1.ReasonRolloutAborted}},
 		{name: "pause", cur: at(appv1.RolloutProgressing, 0), o: req(appv1.RolloutActionPause, "h2", 0),
@@ -131,7 +140,7 @@ func TestNextRollout(t *testing.T) {
 			return r
 		}(), o: req(appv1.RolloutActionPromote, "h2", 1), same: true},
 		{name: "promotion, first stage done: the stable takes the canary's template", cur: at(appv1.RolloutProgressing, 3),
-			o: &rolloutObservation{desired: v2, stableSettled: true, stepDone: true}, want: "Progressing 3 h2 h2"},
+			o: &rolloutObservation{desired: v2, stableSettled: true, stepDone: true, weighted: true}, want: "Progressing 3 h2 h2"},
 		{name: "promotion, last stage done: promoted", cur: func() *appv1.RolloutStatus {
 			r := at(appv1.RolloutProgressing, 3)
 			r.Stable = &v2
@@ -495,10 +504,10 @@ func TestRolloutWrites(t *testing.T) {
 	w.deploymentSettles("web-deploy-canary", "cccc")
 	w.step("the canary at 4: the stable down to one pod", []string{"patch deployments web-deploy"}, "Progressing 2")
 	w.deploymentSettles("web-deploy", "aaaa")
-	// The promotion's first stage writes nothing without an HTTPRoute: the next sync
-	// comes at once, not at the next resync.
-	w.stepRequeued("the last step done: promotion", []string{"patch apps/status web"}, "Progressing 3", rolloutRecheck)
-	w.step("promotion, first stage: the stable gets the new template and its replicas",
+	// Without an HTTPRoute the promotion's first stage has nothing to wait for: the
+	// promotion starts at its point of no return, the stable gets the new template in the
+	// sync that writes the state.
+	w.step("the last step done: promotion, the stable gets the new template and its replicas",
 		[]string{"patch apps/status web", "patch deployments web-deploy"}, "Progressing 3")
 	if w.image("web-deploy") != "nginx:2" || w.deploymentReplicas("web-deploy") != 4 {
 		t.Errorf("stable %s at %d, want nginx:2 at 4", w.image("web-deploy"), w.deploymentReplicas("web-deploy"))
@@ -729,8 +738,7 @@ func TestRolloutFastRollback(t *testing.T) {
 	w.edit(true, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
 	w.step("nginx:2 again", []string{"patch controllerrevisions web-<rev>", "patch apps/status web", "patch deployments web-deploy-canary"}, "Progressing 0")
 	w.request(appv1.RolloutActionPromoteFull, "full-1")
-	w.step("kubectl app promote --full", []string{"patch apps/status web"}, "Progressing 3")
-	w.step("the stable gets nginx:2", []string{"patch apps/status web", "patch deployments web-deploy"}, "Progressing 3")
+	w.step("kubectl app promote --full: the stable gets nginx:2", []string{"patch apps/status web", "patch deployments web-deploy"}, "Progressing 3")
 	w.deploymentSettles("web-deploy", "bbbb")
 	w.step("promoted", []string{"patch apps/status web"}, "Healthy 0")
 	if r := w.app().Status.Rollout; len(r.RecentStable) != 1 {

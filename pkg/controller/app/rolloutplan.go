@@ -116,7 +116,9 @@ func planRollout(s *appv1.CanaryStrategy, r *appv1.RolloutStatus, l rolloutLive,
 	case r.CurrentStepIndex >= steps && r.Stable.PodTemplateHash != r.Canary.PodTemplateHash:
 		// Promotion, first stage: through the HTTPRoute, the canary grows to the stable's
 		// count (autoscaled: the autoscaler's, never its minimum), then takes all the
-		// traffic; without it, nothing to wait for.
+		// traffic. Without it there is nothing to wait for: the state machine passes this
+		// stage (machine.toStep), and only a state written otherwise (by an earlier
+		// version, or before the route stopped being an HTTPRoute) is here.
 		if !l.gateway {
 			p.canaryReplicas = ptr.To(l.canaryReplicas)
 			if !l.autoscaled {

@@ -78,6 +78,7 @@ func (c *Controller) syncRollout(ctx context.Context, key cache.ObjectName, app 
 		}
 	}
 	live := c.rolloutLive(app, in)
+	o.weighted = live.gateway
 	var recheck time.Duration
 	if cur != nil {
 		plan := planRollout(s, cur, live, now)
@@ -114,9 +115,9 @@ func (c *Controller) syncRollout(ctx context.Context, key cache.ObjectName, app 
 			return app, nil, 0, err
 		}
 		c.emitRolloutNotes(ctx, app, notes)
-		// The new state's children may be where it wants them at once (the promotion's
-		// first stage without an HTTPRoute writes nothing), and the status write queues
-		// no sync: the next sync looks, as after a child's write.
+		// The new state's children may be where it wants them at once (a step whose
+		// canary is already at its share writes nothing), and the status write queues no
+		// sync: the next sync looks, as after a child's write.
 		recheck = controller.RequeueAfter(recheck, rolloutRecheck).RequeueAfter
 	}
 

@@ -113,10 +113,11 @@ func TestHarnessSmoke(t *testing.T) {
 			// Deployment); the pause (its state). Events: RolloutStarted, Synced, RolloutStep.
 			{"new image, first step", c.Change, map[string]float64{"create controllerrevisions": 1, "patch apps/status": 2,
 				"patch deployments": 1, "create events": 2, "patch events": 1}},
-			// Promoted: the promotion's state; the stable Deployment's new template and
-			// its state; promoted and Ready in one status write, the canary deleted.
+			// Promoted: the promotion's state, past its point of no return at once (no
+			// HTTPRoute), and the stable Deployment's new template; promoted and Ready in
+			// one status write, the canary deleted.
 			// Events: RolloutStep, Synced, RolloutPromoted, Pruned, Synced.
-			{"promote", c.Promote, map[string]float64{"patch apps/status": 3, "patch deployments": 1, "delete deployments": 1,
+			{"promote", c.Promote, map[string]float64{"patch apps/status": 2, "patch deployments": 1, "delete deployments": 1,
 				"create events": 3, "patch events": 2}},
 		} {
 			if p.phase.Seconds <= 0 || !maps.Equal(p.phase.WritesPerApp.ByVerbResource, p.want) {
