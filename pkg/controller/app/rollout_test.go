@@ -489,7 +489,8 @@ func TestRolloutWrites(t *testing.T) {
 		t.Errorf("stable at %d replicas, want 3", w.deploymentReplicas("web-deploy"))
 	}
 	w.deploymentSettles("web-deploy", "aaaa")
-	w.step("the stable at its share: the step is done, the pause starts", []string{"patch apps/status web"}, "Paused 1")
+	// A state written with no child write: the next sync looks a second later.
+	w.stepRequeued("the stable at its share: the step is done, the pause starts", []string{"patch apps/status web"}, "Paused 1", rolloutRecheck)
 	w.expectKStatus("Paused", kstatus.InProgressStatus)
 	w.step("a resync in the pause", nil, "Paused 1")
 	w.at(2 * time.Hour)
