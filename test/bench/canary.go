@@ -60,6 +60,22 @@ type CanaryFigures struct {
 type CanaryPhase struct {
 	Seconds      float64        `json:"seconds"`
 	WritesPerApp WriteBreakdown `json:"writes_per_app"`
+	// ProgressStatusWritesPerApp is how many of the status writes per App only showed a
+	// rollout's progress (app_controller_status_writes_total{cause="progress"}: replica
+	// counts while a step or the promotion waits on the deployment controller, at most
+	// one per StatusProgressWindow): they grow with the wait, not with the steps.
+	ProgressStatusWritesPerApp float64 `json:"progress_status_writes_per_app"`
+}
+
+// progressStatusWrites reads app_controller_status_writes_total{cause="progress"} of the
+// controller proc.
+func progressStatusWrites(ctx context.Context, proc *controllerProc) (float64, error) {
+	families, err := proc.scrape(ctx)
+	if err != nil {
+		return 0, err
+	}
+	v, _ := harness.Value(families, "app_controller_status_writes_total", map[string]string{"cause": "progress"})
+	return v, nil
 }
 
 // newCanaryApp is newApp with the canary scenario's strategy.
@@ -133,6 +149,10 @@ func (e *env) canary(ctx context.Context, round int) (*CanaryFigures, error) {
 	phase := func(what string, goal func(*appv1.App) bool, act func(ctx context.Context, i int) error, done func(context.Context) (time.Time, error)) (CanaryPhase, error) {
 		e.printf("round %d: canary: %s, %d Apps\n", round, what, n)
 		watch.expect(goal)
+		progressBefore, err := progressStatusWrites(ctx, proc)
+		if err != nil {
+			return CanaryPhase{}, err
+		}
 		start := time.Now()
 		if err := harness.Parallel(ctx, n, e.cfg.CreateClients, act); err != nil {
 			return CanaryPhase{}, err
@@ -154,8 +174,14 @@ func (e *env) canary(ctx context.Context, round int) (*CanaryFigures, error) {
 		if err != nil {
 			return CanaryPhase{}, err
 		}
-		p := CanaryPhase{Seconds: round2(last.Sub(start).Seconds()), WritesPerApp: perApp(writes, n)}
-		e.printf("round %d: canary: %s in %.2fs, %.2f writes per App\n", round, what, p.Seconds, p.WritesPerApp.Total)
+		progressAfter, err := progressStatusWrites(ctx, proc)
+		if err != nil {
+			return CanaryPhase{}, err
+		}
+		p := CanaryPhase{Seconds: round2(last.Sub(start).Seconds()), WritesPerApp: perApp(writes, n),
+			ProgressStatusWritesPerApp: round2((progressAfter - progressBefore) / float64(n))}
+		e.printf("round %d: canary: %s in %.2fs, %.2f writes per App (%.2f status writes for progress)\n", round, what, p.Seconds,
+			p.WritesPerApp.Total, p.ProgressStatusWritesPerApp)
 		return p, nil
 	}
 

@@ -248,7 +248,8 @@ func (r RoundResult) table(apps, replicas int, scenarios, controllerFlags []stri
 			label string
 			phase CanaryPhase
 		}{{"canary: created, Ready", c.Create}, {"canary: new image, first step, paused", c.Change}, {"canary: promote, promoted", c.Promote}} {
-			row(p.label, fmt.Sprintf("%.2fs, writes per App %s", p.phase.Seconds, breakdown(p.phase.WritesPerApp)))
+			row(p.label, fmt.Sprintf("%.2fs, writes per App %s; of the status writes, %.2f for progress only", p.phase.Seconds,
+				breakdown(p.phase.WritesPerApp), p.phase.ProgressStatusWritesPerApp))
 		}
 	} else {
 		row("canary", "not run")

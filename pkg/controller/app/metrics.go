@@ -28,6 +28,16 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"kind"})
 
+	// statusWrites counts the writes of Apps' status by cause: statusWriteChange, or
+	// statusWriteProgress (a rollout's counts only, at most once a StatusProgressWindow).
+	statusWrites = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name: "app_controller_status_writes_total",
+		Help: "Number of writes of an App's status, by cause: change (a condition, the observed generation, the rollout's state or " +
+			"what the children are changed) or progress (only a rollout's replica counts and messages changed, written at most " +
+			"once every 30 s while it runs)",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"cause"})
+
 	// rolloutsStarted, rolloutsPromoted and rolloutsAborted count the canary rollouts
 	// (spec.rollout) started (a restart toward a newer change too), promoted and
 	// aborted, by the reason of the abort; rolloutStepDuration the time each step took.
@@ -75,7 +85,7 @@ var (
 // series of which is a gauge). The reference page docs/reference/metrics.md is generated
 // from them (hack/refdocs).
 func Metrics() ([]metrics.Registerable, []metrics.StableCollector) {
-	return []metrics.Registerable{childRepairs, rolloutsStarted, rolloutsPromoted, rolloutsAborted, rolloutStepDuration},
+	return []metrics.Registerable{childRepairs, statusWrites, rolloutsStarted, rolloutsPromoted, rolloutsAborted, rolloutStepDuration},
 		[]metrics.StableCollector{appGauges}
 }
 

@@ -471,7 +471,7 @@ func (c *Controller) writeRollout(ctx context.Context, key cache.ObjectName, app
 	}
 	status.Rollout = r
 	setRolloutConditions(status, app, metav1.NewTime(c.clock.Now()))
-	if err := c.writeStatus(ctx, app, status); err != nil {
+	if err := c.writeStatus(ctx, app, status, statusWriteChange); err != nil {
 		return app, err
 	}
 	c.statusPending.clear(key)

@@ -43,17 +43,18 @@ func (c *Controller) updateStatus(ctx context.Context, key cache.ObjectName, app
 		c.statusPending.clear(key)
 		return 0, nil
 	}
+	cause := statusWriteChange
 	if coalescible(app, status) {
 		window := StatusCoalesceWindow
 		if app.Status.ObservedGeneration == status.ObservedGeneration && conditionStatus(status.Conditions, appv1.ConditionProgressing) == metav1.ConditionTrue {
-			window = StatusProgressWindow
+			window, cause = StatusProgressWindow, statusWriteProgress
 		}
 		if delay := c.statusPending.delay(key, c.clock.Now(), window); delay > 0 {
 			klog.FromContext(ctx).V(4).Info("Holding back the status write to coalesce it", "delay", delay)
 			return delay, nil
 		}
 	}
-	if err := c.writeStatus(ctx, app, status); err != nil {
+	if err := c.writeStatus(ctx, app, status, cause); err != nil {
 		return 0, err
 	}
 	c.statusPending.clear(key)
@@ -128,13 +129,21 @@ func (p *pendingWrites) pending(key cache.ObjectName) bool {
 	return found
 }
 
+// The causes of a status write (app_controller_status_writes_total): a change of state
+// (a condition, the generation, the rollout's state, what the children are), or only
+// the progress of a rollout (replica counts and messages, StatusProgressWindow).
+const (
+	statusWriteChange   = "change"
+	statusWriteProgress = "progress"
+)
+
 // writeStatus writes status to app's status subresource, unless it equals what app
-// already has. The controller is the only writer of an App's status and always writes
+// already has; cause is why (statusWriteChange, statusWriteProgress). The controller is the only writer of an App's status and always writes
 // all of it, so one JSON patch replaces it whole: no conflict on a stale resourceVersion,
 // and no merge with what an earlier write set. (A server-side apply would have to own
 // every nested field, and turns an object it empties, a Deployment status after a
 // rename, into null, which the schema rejects.)
-func (c *Controller) writeStatus(ctx context.Context, app *appv1.App, status *appv1.AppStatus) error {
+func (c *Controller) writeStatus(ctx context.Context, app *appv1.App, status *appv1.AppStatus, cause string) error {
 	if equality.Semantic.DeepEqual(&app.Status, status) {
 		return nil
 	}
@@ -147,7 +156,8 @@ func (c *Controller) writeStatus(ctx context.Context, app *appv1.App, status *ap
 	if err != nil {
 		return fmt.Errorf("writing the status of App %s/%s: %w", app.Namespace, app.Name, err)
 	}
-	klog.FromContext(ctx).V(2).Info("Updated App status", "ready", conditionStatus(updated.Status.Conditions, appv1.ConditionReady))
+	statusWrites.WithLabelValues(cause).Inc()
+	klog.FromContext(ctx).V(2).Info("Updated App status", "ready", conditionStatus(updated.Status.Conditions, appv1.ConditionReady), "cause", cause)
 	_, _ = controller.StripWriteRecords(updated) // as the informer's transform
 	c.apps.Mutation(updated)
 	return nil
@@ -172,7 +182,7 @@ func (c *Controller) reportReconcileFailed(ctx context.Context, key cache.Object
 	now := metav1.NewTime(c.clock.Now())
 	setCondition(status, app, now, appv1.ConditionReady, metav1.ConditionFalse, appv1.ReasonReconcileFailed, msg)
 	setCondition(status, app, now, appv1.ConditionStalled, metav1.ConditionTrue, appv1.ReasonReconcileFailed, msg)
-	return c.writeStatus(ctx, app, status)
+	return c.writeStatus(ctx, app, status, statusWriteChange)
 }
 
 // conditionStatus returns the status of the condition of type t, or Unknown.

@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
@@ -269,6 +270,63 @@ func TestWritesSlowRollout(t *testing.T) {
 	if f.c.statusPending.pending(w.key) {
 		t.Errorf("a status write is still held back after Ready")
 	}
+}
+
+// TestWritesLongRollout checks that a rollout longer than StatusProgressWindow writes
+// its counts once per window, and that app_controller_status_writes_total tells those
+// writes (progress) from the others (change).
+func TestWritesLongRollout(t *testing.T) {
+	f := newFixture(t)
+	app := newAPIApp("long", 3)
+	f.addApps(app)
+	w := newWorld(t, f, app)
+	deploy := app.Spec.DeploymentTemplate.Name
+	change, progress := statusWriteCount(t, statusWriteChange), statusWriteCount(t, statusWriteProgress)
+
+	w.at(0)
+	w.sync()
+	w.informersCatchUp()
+	w.sync()
+	w.at(StatusCoalesceWindow)
+	w.sync() // Progressing
+	// The counts move at 2 s, 20 s and 32 s: held back from 2 s, written at 32 s.
+	for _, step := range []struct {
+		at                 time.Duration
+		updated, available int32
+		wantWrites         int
+	}{{2 * time.Second, 1, 0, 1}, {20 * time.Second, 2, 1, 1}, {2*time.Second + StatusProgressWindow, 3, 2, 2}} {
+		w.at(step.at)
+		w.deploymentReports(deploy, step.updated, step.available)
+		w.sync()
+		if w.statusWrites != step.wantWrites {
+			t.Errorf("at %v: %d status writes, want %d", step.at, w.statusWrites, step.wantWrites)
+		}
+	}
+	if got := w.app().Status.DeploymentStatus; got == nil || got.UpdatedReplicas != 3 || got.AvailableReplicas != 2 {
+		t.Errorf("status.deploymentStatus %+v after the progress write, want 3 updated, 2 available", got)
+	}
+	w.at(40 * time.Second)
+	w.deploymentReports(deploy, 3, 3)
+	w.sync() // Ready
+	if w.statusWrites != 3 {
+		t.Errorf("%d status writes, want 3 (Progressing, the counts at 32 s, Ready)", w.statusWrites)
+	}
+	if got := statusWriteCount(t, statusWriteChange) - change; got != 2 {
+		t.Errorf("app_controller_status_writes_total{cause=change} +%v, want +2", got)
+	}
+	if got := statusWriteCount(t, statusWriteProgress) - progress; got != 1 {
+		t.Errorf("app_controller_status_writes_total{cause=progress} +%v, want +1", got)
+	}
+}
+
+// statusWriteCount is app_controller_status_writes_total of cause.
+func statusWriteCount(t *testing.T, cause string) float64 {
+	t.Helper()
+	v, err := testutil.GetCounterMetricValue(statusWrites.WithLabelValues(cause))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // TestHeldBackStatusRequeues checks that a sync holding a status write back asks, in

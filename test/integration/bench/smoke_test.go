@@ -123,6 +123,10 @@ func TestHarnessSmoke(t *testing.T) {
 			if p.phase.Seconds <= 0 || !maps.Equal(p.phase.WritesPerApp.ByVerbResource, p.want) {
 				t.Errorf("canary, %s: %vs, writes per App %v; want > 0 s, %v", p.name, p.phase.Seconds, p.phase.WritesPerApp.ByVerbResource, p.want)
 			}
+			// 5 Apps never wait StatusProgressWindow: no status write for progress only.
+			if p.phase.ProgressStatusWritesPerApp != 0 {
+				t.Errorf("canary, %s: %v status writes per App for progress, want 0", p.name, p.phase.ProgressStatusWritesPerApp)
+			}
 		}
 	}
 	if res.FloorConcurrency != 5 || res.Versions.Kube == "" || res.Versions.Controller == "" || res.Cores < 1 {
