@@ -1,6 +1,7 @@
 package localcluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -219,7 +220,10 @@ func (c *Cluster) startRealNode(ctx context.Context, apiserverPort int) error {
 		if err != nil {
 			return err
 		}
-		return conn.Close()
+		if err := conn.Close(); err != nil {
+			return err
+		}
+		return criLoaded(ctx, socket)
 	}
 	p, err := c.startNodeDaemon(containerdName, c.inNode(containerdName, "--config", filepath.Join(n.dir, "containerd", "config.toml")), containerdReady)
 	if err != nil {
@@ -283,6 +287,39 @@ func (c *Cluster) inNode(bin string, args ...string) []string {
 type nodeDaemon struct {
 	argv  []string
 	ready func(context.Context) error
+}
+
+// criLoaded reports whether the containerd listening on socket loaded its CRI plugin,
+// which the kubelet talks to: containerd answers on its socket even when the plugin
+// failed, and the kubelet then fails with an error that does not say why.
+func criLoaded(ctx context.Context, socket string) error {
+	out, err := exec.CommandContext(ctx, "ctr", "--address", socket, "plugins", "ls").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("listing containerd's plugins (ctr plugins ls): %w: %s", err, bytes.TrimSpace(out))
+	}
+	switch status := criPluginStatus(string(out)); status {
+	case "ok":
+		return nil
+	case "":
+		return errors.New("containerd has not loaded its CRI plugin (io.containerd.grpc.v1 cri) yet")
+	default:
+		return fmt.Errorf("containerd's CRI plugin (io.containerd.grpc.v1 cri) is in status %q: it did not load, and the "+
+			"kubelet cannot run pods; containerd's log says why (\"too many open files\" there: the host's "+
+			"fs.inotify.max_user_instances is used up, by other real nodes for one, and "+
+			"sysctl -w fs.inotify.max_user_instances=512 raises it)", status)
+	}
+}
+
+// criPluginStatus returns the STATUS column of the CRI plugin's line in the output of
+// ctr plugins ls ("ok", "error", "skip"), "" when it is not listed.
+func criPluginStatus(out string) string {
+	for line := range strings.Lines(out) {
+		fields := strings.Fields(line)
+		if len(fields) == 4 && fields[0] == "io.containerd.grpc.v1" && fields[1] == "cri" {
+			return fields[3]
+		}
+	}
+	return ""
 }
 
 // startNodeDaemon starts a daemon of the node (containerd, the kubelet, kube-proxy) with
