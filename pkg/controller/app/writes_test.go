@@ -232,18 +232,7 @@ func TestWritesCreateToReady(t *testing.T) {
 // Progressing within the window, writes intermediate counts at most once per
 // StatusProgressWindow, and Ready at once.
 func TestWritesSlowRollout(t *testing.T) {
-	f := newFixture(t)
-	app := newAPIApp("slow", 3)
-	f.addApps(app)
-	w := newWorld(t, f, app)
-	deploy := app.Spec.DeploymentTemplate.Name
-
-	w.at(0)
-	w.sync()
-	w.informersCatchUp()
-	w.sync()
-	w.at(StatusCoalesceWindow)
-	w.sync() // the held-back write: Progressing
+	w, deploy := rollingOut(t, "slow")
 	if w.statusWrites != 1 || condition(w.app(), appv1.ConditionProgressing) != "True/RollingOut" {
 		t.Fatalf("after one window: %d status writes, Progressing %s; want 1, True/RollingOut", w.statusWrites, condition(w.app(), appv1.ConditionProgressing))
 	}
@@ -267,28 +256,35 @@ func TestWritesSlowRollout(t *testing.T) {
 	if w.statusWrites != 2 {
 		t.Errorf("%d status writes, want 2", w.statusWrites)
 	}
-	if f.c.statusPending.pending(w.key) {
+	if w.f.c.statusPending.pending(w.key) {
 		t.Errorf("a status write is still held back after Ready")
 	}
+}
+
+// rollingOut returns a world whose new App of 3 replicas, named name, is rolling out:
+// created, its Deployment seen, and Progressing written after StatusCoalesceWindow; and
+// the Deployment's name.
+func rollingOut(t *testing.T, name string) (*world, string) {
+	t.Helper()
+	f := newFixture(t)
+	app := newAPIApp(name, 3)
+	f.addApps(app)
+	w := newWorld(t, f, app)
+	w.at(0)
+	w.sync()
+	w.informersCatchUp()
+	w.sync()
+	w.at(StatusCoalesceWindow)
+	w.sync() // the held-back write: Progressing
+	return w, app.Spec.DeploymentTemplate.Name
 }
 
 // TestWritesLongRollout checks that a rollout longer than StatusProgressWindow writes
 // its counts once per window, and that app_controller_status_writes_total tells those
 // writes (progress) from the others (change).
 func TestWritesLongRollout(t *testing.T) {
-	f := newFixture(t)
-	app := newAPIApp("long", 3)
-	f.addApps(app)
-	w := newWorld(t, f, app)
-	deploy := app.Spec.DeploymentTemplate.Name
 	change, progress := statusWriteCount(t, statusWriteChange), statusWriteCount(t, statusWriteProgress)
-
-	w.at(0)
-	w.sync()
-	w.informersCatchUp()
-	w.sync()
-	w.at(StatusCoalesceWindow)
-	w.sync() // Progressing
+	w, deploy := rollingOut(t, "long")
 	// The counts move at 2 s, 20 s and 32 s: held back from 2 s, written at 32 s.
 	for _, step := range []struct {
 		at                 time.Duration
