@@ -453,14 +453,17 @@ TEST_PLATFORMS ?= linux/$(HOST_ARCH)
 # of make e2e).
 TEST_TOOLS = tools $(HELM) $(COMPAT_BIN)/$(COMPAT_OLDEST)/kube-apiserver $(if $(filter 0,$(shell id -u)),node-packages node-tools $(COSIGN) $(TRAEFIK_IMAGE))
 # The steps of make test, in order (hack/make.sh test: the control plane binaries build
-# in the background until the first step that needs them, after verify, unit and
-# test-image). The integration tests, the chart's tests, the end-to-end tests and the
-# smoke on the oldest supported Kubernetes minor (test-compat-oldest) run at the same
-# time (A+B+C+D), each on its own control planes: they mostly wait on them (one after the
-# other, the first three took 7 minutes and the machine's 2 cores were busy about half of
-# it; together about 4.5): each package's result line is printed as it comes, and each
-# one's output whole when it ends.
-TEST_STEPS = verify unit test-image integration+test-chart+e2e+test-compat-oldest
+# in the background until the first step that needs them). verify first, alone: a stale
+# file or a vet error fails the run within a minute. Then the unit tests, the image's
+# check followed by the end-to-end tests (test-image,e2e: they build the same bin/image),
+# the integration tests, the chart's tests and the smoke on the oldest supported
+# Kubernetes minor (test-compat-oldest) run at the same time (A+B+C+D+E), those with a
+# cluster each on its own control planes: they mostly wait on them (one after the other,
+# integration, test-chart and e2e took 7 minutes and the machine's 2 cores were busy about
+# half of it; together about 4.5), and the unit tests' compiles and links fill the idle
+# core rather than hold them back for 2 minutes. Each package's result line is printed
+# as it comes, and each lane's output whole when it ends.
+TEST_STEPS = verify unit+test-image,e2e+integration+test-chart+test-compat-oldest
 
 .PHONY: clean
 clean: ## Remove bin/ and .local/ (stops nothing: run cluster-down first).
@@ -469,7 +472,7 @@ clean: ## Remove bin/ and .local/ (stops nothing: run cluster-down first).
 ##@ Test
 
 .PHONY: test
-test: ## Everything CI runs: verify, unit, test-image, then integration, test-chart and e2e at the same time.
+test: ## Everything CI runs: verify, then unit, test-image and e2e, integration, test-chart and test-compat-oldest at the same time.
 	@TEST_TOOLS='$(TEST_TOOLS)' $(MAKE_SH) test $(TEST_STEPS)
 
 # Unit tests are hermetic (no cluster, no network), so go test's cache may replay the

@@ -47,70 +47,128 @@ failures() {
 # test makes each step in order (`make STEP PLATFORMS=$TEST_PLATFORMS`). `make tools`
 # runs in the background from the start, its log in bin/tools-build.log: the first
 # steps leave a core idle while they download modules, link, run generators and tests.
-# The first step that needs the binaries waits for them; a failure stops everything.
+# Each step that needs the binaries (not one of OFFLINE_STEPS) waits for them; a failure
+# stops everything.
+#
 # A step written A+B makes A and B at the same time (each on its own control plane or
-# node; they mostly wait on them), each into its log, printed whole when it ends.
+# node; they mostly wait on them), each into its log, printed whole when it ends. A part
+# written A,B is a lane: B after A, if A passed (B needs what A made, or must not run
+# beside it). An offline part starts at once; the others start once the binaries are
+# built.
 cmd_test() {
-    local start tools step rc=0
+    local start step rc=0
     start="$(date +%s)"
     mkdir -p "${BIN}"
-    # shellcheck disable=SC2086 # TEST_TOOLS is a list of targets
-    "${MAKE:-make}" --no-print-directory ${TEST_TOOLS:-tools} >"${BIN}/tools-build.log" 2>&1 &
-    tools=$!
+    # The build's exit status lands in TOOLS_STATUS when it ends (written whole, by a
+    # rename): the lanes of a step A+B wait for it from their own shells.
+    TOOLS_STATUS="${BIN}/.tools-build.status"
+    TOOLS_PID=""
+    rm -rf "${TOOLS_STATUS}" "${TOOLS_STATUS}.printed"
+    (
+        trap 'kill "${mk:-}" 2>/dev/null' TERM # a failed step stops the build itself
+        # shellcheck disable=SC2086 # TEST_TOOLS is a list of targets
+        "${MAKE:-make}" --no-print-directory ${TEST_TOOLS:-tools} >"${BIN}/tools-build.log" 2>&1 &
+        mk=$!
+        s=0
+        wait "${mk}" || s=$?
+        echo "${s}" >"${TOOLS_STATUS}.tmp" && mv "${TOOLS_STATUS}.tmp" "${TOOLS_STATUS}"
+    ) &
+    TOOLS_PID=$!
     for step in "$@"; do
-        if [ -n "${tools}" ] && [[ "${OFFLINE_STEPS}" != *" ${step} "* ]]; then
-            echo "make test: waiting for the control plane binaries (make tools, log in bin/tools-build.log) ($(($(date +%s) - start))s since the start)"
-            if ! wait "${tools}"; then
-                cat "${BIN}/tools-build.log"
-                echo "make tools failed" >&2
-                exit 1
-            fi
-            tools=""
-        fi
         echo "make test: ${step} ($(($(date +%s) - start))s since the start)"
-        if [[ "${step}" == *+* ]]; then
+        if [[ "${step}" == *[+,]* ]]; then
             together "${start}" "${step//+/ }" || { rc=$?; break; }
             continue
         fi
+        wait_tools "${start}" "${step}" || { rc=1; break; }
         "${MAKE:-make}" --no-print-directory "${step}" PLATFORMS="${TEST_PLATFORMS}" 2>&1 | tee "${BIN}/test-${step}.log" ||
             { rc=$?; failures "${step}"; break; }
     done
-    if [ -n "${tools}" ]; then
-        # Stop the build this script started, by its pid, if a step failed first; else
-        # wait for it, so that make test leaves the binaries built.
-        if [ "${rc}" -ne 0 ]; then
-            kill "${tools}" 2>/dev/null || true
-        fi
-        wait "${tools}" 2>/dev/null || true
+    # Stop the build this script started (its shell stops the make it runs), by its pid,
+    # if a step failed first; else wait for it, so that make test leaves the binaries
+    # built.
+    if [ "${rc}" -ne 0 ] && [ ! -f "${TOOLS_STATUS}" ]; then
+        kill "${TOOLS_PID}" 2>/dev/null || true
     fi
+    wait "${TOOLS_PID}" 2>/dev/null || true
     [ "${rc}" -eq 0 ] || exit "${rc}"
     echo "make test: done ($(($(date +%s) - start))s since the start)"
 }
 
-# together makes the steps (a space-separated list) at the same time, each into
-# bin/test-STEP.log, and prints each log whole as its step ends. Meanwhile each package's
-# result line (ok, FAIL, --- FAIL, panic) is printed as it comes, prefixed by its step, so
-# that a run cut short (CI's time limit) still tells how far each step got. It waits for
-# every step and fails if any failed, after repeating the failing tests' lines of each.
+# wait_tools returns at once for an offline step; else it waits until the background
+# build of the binaries ended, and fails (with its log) if the build failed. It works
+# from a lane's own shell too.
+wait_tools() {
+    local start="$1" step="$2" status
+    [[ "${OFFLINE_STEPS}" == *" ${step} "* ]] && return 0
+    local waited=""
+    if [ ! -f "${TOOLS_STATUS}" ]; then
+        echo "make test: ${step} waits for the control plane binaries (make tools, log in bin/tools-build.log) ($(($(date +%s) - start))s since the start)"
+        waited=1
+        while [ ! -f "${TOOLS_STATUS}" ]; do
+            if ! kill -0 "${TOOLS_PID}" 2>/dev/null && [ ! -f "${TOOLS_STATUS}" ]; then
+                echo "make test: the build of the binaries stopped without a status" >&2
+                return 1
+            fi
+            sleep 1
+        done
+    fi
+    status="$(cat "${TOOLS_STATUS}")"
+    if [ "${status}" = 0 ] && [ -n "${waited}" ]; then
+        echo "make test: the control plane binaries are built, ${step} starts ($(($(date +%s) - start))s since the start)"
+    elif [ "${status}" != 0 ]; then
+        # Its log once, whichever lane sees the failure first.
+        if mkdir "${TOOLS_STATUS}.printed" 2>/dev/null; then
+            cat "${BIN}/tools-build.log"
+        fi
+        echo "make tools failed (exit status ${status}), so did ${step}" >&2
+        return 1
+    fi
+}
+
+# together makes the parts (a space-separated list) at the same time, each part a lane
+# of steps (A,B: B after A, if A passed), each step into bin/test-STEP.log, and prints
+# the logs of a lane whole as it ends. Meanwhile each package's result line (ok, FAIL,
+# --- FAIL, panic) is printed as it comes, prefixed by its step, so that a run cut short
+# (CI's time limit) still tells how far each step got. It waits for every lane and fails
+# if any failed, after repeating the failing tests' lines of each failed step.
 together() {
-    local start="$1" step pid rc=0 failed="" log
-    local -A steps=()
+    local start="$1" lane step pid rc=0 failed="" log step_failed
+    local -A lanes=()
     local tails=()
-    for step in $2; do
-        log="${BIN}/test-${step}.log"
-        "${MAKE:-make}" --no-print-directory "${step}" PLATFORMS="${TEST_PLATFORMS}" >"${log}" 2>&1 &
-        steps[$!]="${step}"
-        tail -n +1 -F "${log}" 2>/dev/null \
-            > >(grep --line-buffered -E '^(ok |FAIL|--- FAIL|panic:)' | sed -u "s|^|make test: ${step}: |") &
-        tails+=("$!")
+    for lane in $2; do
+        for step in ${lane//,/ }; do
+            log="${BIN}/test-${step}.log"
+            rm -f "${log}"
+            tail -n +1 -F "${log}" 2>/dev/null \
+                > >(grep --line-buffered -E '^(ok |FAIL|--- FAIL|panic:)' | sed -u "s|^|make test: ${step}: |") &
+            tails+=("$!")
+        done
+        (
+            first=1
+            for step in ${lane//,/ }; do
+                : >>"${BIN}/test-${step}.log" # the step began: its log tells a failed lane's step
+                wait_tools "${start}" "${step}" || exit 1
+                [ -n "${first}" ] || echo "make test: ${step} ($(($(date +%s) - start))s since the start)"
+                first=""
+                "${MAKE:-make}" --no-print-directory "${step}" PLATFORMS="${TEST_PLATFORMS}" >>"${BIN}/test-${step}.log" 2>&1 || exit
+            done
+        ) &
+        lanes[$!]="${lane}"
     done
-    while [ "${#steps[@]}" -gt 0 ]; do
-        wait -n -p pid "${!steps[@]}" && rc=0 || rc=$?
-        step="${steps[${pid}]}"
-        unset "steps[${pid}]"
-        echo "make test: ${step} ended, exit status ${rc} ($(($(date +%s) - start))s since the start); its output:"
-        cat "${BIN}/test-${step}.log"
-        [ "${rc}" -eq 0 ] || failed="${failed} ${step}"
+    while [ "${#lanes[@]}" -gt 0 ]; do
+        wait -n -p pid "${!lanes[@]}" && rc=0 || rc=$?
+        lane="${lanes[${pid}]}"
+        unset "lanes[${pid}]"
+        echo "make test: ${lane} ended, exit status ${rc} ($(($(date +%s) - start))s since the start); its output:"
+        for step in ${lane//,/ }; do
+            log="${BIN}/test-${step}.log"
+            [ -f "${log}" ] || continue
+            cat "${log}"
+            # The step that failed is the last one of the lane that ran.
+            [ "${rc}" -eq 0 ] || step_failed="${step}"
+        done
+        [ "${rc}" -eq 0 ] || failed="${failed} ${step_failed}"
     done
     kill "${tails[@]}" 2>/dev/null || true
     wait "${tails[@]}" 2>/dev/null || true
