@@ -359,37 +359,75 @@ func TryKubectl(t testing.TB, args ...string) (string, error) {
 }
 
 // builds holds, by name, the builds of the commands BuildBinary was asked for: each is
-// built once per test binary, into the cluster's state directory (removed with the
-// cluster).
+// built once per test binary.
 var builds struct {
 	mu    sync.Mutex
 	build map[string]func() (string, error)
 }
 
-// BuildBinary builds the command ./cmd/NAME of the repository and returns its path. With
-// the cluster of Main it is built once per test binary, into the cluster's state
-// directory; without one, into a temporary directory of the test.
+// BuildBinary builds the command ./cmd/NAME of the repository and returns its path. It
+// is built once per test binary, into the binaries directory's test-builds/ (see
+// buildShared), so that the test binaries of a run, which `go test -p N` starts at the
+// same time, link it once between them; where that directory cannot be made, into the
+// cluster's state directory (removed with the cluster), or without a cluster into a
+// temporary directory of the test.
 func BuildBinary(t testing.TB, name string) string {
 	t.Helper()
-	build := func() (string, error) { return buildCommand(name, t.TempDir()) }
-	if cluster != nil {
-		builds.mu.Lock()
-		if builds.build == nil {
-			builds.build = map[string]func() (string, error){}
-		}
-		if builds.build[name] == nil {
-			builds.build[name] = sync.OnceValues(func() (string, error) {
-				return buildCommand(name, filepath.Join(cluster.StateDir, "bin"))
-			})
-		}
-		build = builds.build[name]
-		builds.mu.Unlock()
+	builds.mu.Lock()
+	if builds.build == nil {
+		builds.build = map[string]func() (string, error){}
 	}
+	if builds.build[name] == nil {
+		var dir string
+		if cluster != nil {
+			dir = filepath.Join(cluster.StateDir, "bin")
+		}
+		builds.build[name] = sync.OnceValues(func() (string, error) { return buildShared(name, dir) })
+	}
+	build := builds.build[name]
+	builds.mu.Unlock()
 	bin, err := build()
 	if err != nil {
 		t.Fatal(err)
 	}
+	if bin == "" { // no shared directory and no cluster: the test's own build
+		if bin, err = buildCommand(name, t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return bin
+}
+
+// buildShared builds ./cmd/NAME into <binaries directory>/test-builds, holding the
+// lock file test-builds/NAME.lock meanwhile: the first test binary to get there links
+// it, and the others' go build finds the binary up to date (the same build ID) and
+// leaves it as it is, so a process another test binary started from it keeps running.
+// If that directory cannot be made, it builds into fallback instead ("" for none:
+// BuildBinary builds into the test's temporary directory).
+func buildShared(name, fallback string) (string, error) {
+	var dir string
+	if binDir, err := localcluster.BinDirFromEnv(); err == nil {
+		dir = filepath.Join(binDir, "test-builds")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			dir = ""
+		}
+	}
+	if dir == "" {
+		if fallback == "" {
+			return "", nil
+		}
+		return buildCommand(name, fallback)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, name+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", fmt.Errorf("opening the lock of the build of %s: %w", name, err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", fmt.Errorf("locking the build of %s: %w", name, err)
+	}
+	defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
+	return buildCommand(name, dir)
 }
 
 // buildCommand runs go build of ./cmd/NAME into dir and returns the binary's path.
