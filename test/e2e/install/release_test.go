@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -67,17 +68,37 @@ func makeReleases(t *testing.T, registry string) *releases {
 	}
 	r := &releases{registry: registry, repository: registry + "/app-controller"}
 	host := "linux/" + runtime.GOARCH
-	for _, rel := range []struct {
+	rels := []struct {
 		into      *aRelease
 		version   string
 		changelog string
+		// out and err are what make release printed and returned.
+		out string
+		err error
 	}{
-		{&r.previous, previousVersion, changelog},
-		{&r.current, currentVersion, "CHANGELOG.md"},
-	} {
+		{into: &r.previous, version: previousVersion, changelog: changelog},
+		{into: &r.current, version: currentVersion, changelog: "CHANGELOG.md"},
+	}
+	// Both at once: each into its own directory (RELEASE_DIST, its image's build under
+	// it), and each mostly links and waits on its tools, one core at a time.
+	var wg sync.WaitGroup
+	for i := range rels {
+		rel := &rels[i]
+		wg.Go(func() {
+			rel.out, rel.err = realnode.TryRun("make", "--no-print-directory", "release", "VERSION="+rel.version, "REGISTRY="+registry,
+				"RELEASE_DIST="+filepath.Join(dir, rel.version), "RELEASE_PLATFORMS="+host, "PLUGIN_PLATFORMS="+host,
+				"CHANGELOG="+rel.changelog, "COSIGN_KEY="+key+".key")
+		})
+	}
+	wg.Wait()
+	for _, rel := range rels {
+		if rel.err != nil {
+			t.Fatalf("%v\n%s", rel.err, rel.out)
+		}
+	}
+	for _, rel := range rels {
 		dist := filepath.Join(dir, rel.version)
-		out := realnode.Make(t, "release", "VERSION="+rel.version, "REGISTRY="+registry, "RELEASE_DIST="+dist,
-			"RELEASE_PLATFORMS="+host, "PLUGIN_PLATFORMS="+host, "CHANGELOG="+rel.changelog, "COSIGN_KEY="+key+".key")
+		out := rel.out
 		t.Logf("make release VERSION=%s REGISTRY=%s COSIGN_KEY=...: %s", rel.version, registry, lastLine(out))
 		digest, err := os.ReadFile(filepath.Join(dist, "install.yaml"))
 		if err != nil {
