@@ -489,11 +489,13 @@ unit: ## Unit tests with the race detector and the cache mutation detector.
 # The three longest packages first (go test starts them in this order, INTEGRATION_PARALLEL
 # at a time), so that the short ones fill in beside them instead of one long package
 # running alone at the end; the soak's smoke (test/integration/soak) lasts its 2 minutes
-# plus its setup, about 2.5 minutes.
+# plus its setup, about 2.5 minutes. The benchmark harness's smoke (test/integration/bench:
+# 5 Apps through every scenario, the canary phases' writes pinned exactly) runs among the
+# short ones, about 45 s.
 INTEGRATION_PKGS := ./test/integration/reliability ./test/integration/app ./test/integration/soak ./test/integration/...
 
 integration: tools ## Integration tests against a local kube-apiserver, etcd, controller-manager, scheduler and kwok.
-	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) \
+	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) APP_CONTROLLER_BENCH_SMOKE=1 \
 		$(GO) test -count=1 -p $(INTEGRATION_PARALLEL) -timeout $(INTEGRATION_TIMEOUT) $(INTEGRATION_PKGS) $(TESTFLAGS)
 
 # The end-to-end tests run where a real node can (root, cgroups); elsewhere `make e2e` says
