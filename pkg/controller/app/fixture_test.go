@@ -102,6 +102,9 @@ func newFixtureWith(t testing.TB, gatewayAPI bool, defaultGateway *appv1.Gateway
 		if err != nil || !exists {
 			return true, nil, err
 		}
+		if f.appGone {
+			return true, nil, apierrors.NewNotFound(appv1.Resource("apps"), patch.GetName())
+		}
 		app := obj.(*appv1.App).DeepCopy()
 		if err := jsonMergeStatus(patch.GetPatch(), app); err != nil {
 			return true, nil, err

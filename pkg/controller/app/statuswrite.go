@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -153,7 +154,12 @@ func (c *Controller) writeStatus(ctx context.Context, app *appv1.App, status *ap
 	}
 	updated, err := c.appClient.AppcontrollerV1().Apps(app.Namespace).Patch(ctx, app.Name, types.JSONPatchType, patch,
 		metav1.PatchOptions{FieldManager: appv1.FieldManager}, "status")
-	if err != nil {
+	switch {
+	case apierrors.IsNotFound(err):
+		// Deleted since the cache saw it: nothing to report, and no SyncFailed Event
+		// about an App that is gone (syncApp ends on errAppGone).
+		return fmt.Errorf("writing the status of App %s/%s: %w", app.Namespace, app.Name, errAppGone)
+	case err != nil:
 		return fmt.Errorf("writing the status of App %s/%s: %w", app.Namespace, app.Name, err)
 	}
 	statusWrites.WithLabelValues(cause).Inc()

@@ -155,7 +155,7 @@ func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (control
 	if errors.Is(err, errAppGone) {
 		// Deleted since the cache last saw it: the garbage collector is deleting its
 		// children, and the informer's delete is on its way.
-		logger.V(2).Info("App deleted meanwhile: nothing created for it")
+		logger.V(2).Info("App deleted meanwhile: nothing created or reported for it")
 		return controller.Result{}, nil
 	}
 	return res, err
@@ -299,7 +299,7 @@ func (c *Controller) controlledDeployment(app *appv1.App, name string) *appsv1.D
 }
 
 // errAppGone is the error of a write that would have created an object for an App the
-// API server no longer has (confirmLive).
+// API server no longer has (confirmLive), or of the status write of such an App.
 var errAppGone = errors.New("the App no longer exists")
 
 // liveCheckKey is the context key of a sync's liveCheck.

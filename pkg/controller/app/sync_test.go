@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -531,5 +532,22 @@ func TestNoCreateForDeletedApp(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStatusWriteOfDeletedApp: the status write of an App deleted since the cache saw it
+// fails with errAppGone, which ends the sync without an error, so the loop records no
+// SyncFailed Event about an App that is gone (the soak's smoke saw one after an API
+// server restart).
+func TestStatusWriteOfDeletedApp(t *testing.T) {
+	app := syncedApp(t, newApp("gone", testNow.Add(-time.Hour)))
+	f := newFixture(t)
+	f.addApps(app)
+	f.appGone = true
+	status := app.Status.DeepCopy()
+	status.ObservedGeneration++
+	err := f.c.writeStatus(f.ctx, app, status, statusWriteChange)
+	if !errors.Is(err, errAppGone) {
+		t.Fatalf("writeStatus: %v, want errAppGone", err)
 	}
 }
