@@ -400,14 +400,7 @@ func (w *world) probeEventReports(pod *corev1.Pod, container, message string, n 
 // second sync found them, and the deployment controller reports the pod updated, not
 // available.
 func podsStartingWorld(t *testing.T) (*world, *appv1.App) {
-	f := newFixture(t)
-	app := newAPIApp("web", 1)
-	f.addApps(app)
-	w := newWorld(t, f, app)
-	w.at(0)
-	w.sync()
-	w.informersCatchUp()
-	w.sync()
+	w, app := createdWorld(t, "web", 1)
 	w.deploymentReports(app.Spec.DeploymentTemplate.Name, 1, 0)
 	return w, app
 }

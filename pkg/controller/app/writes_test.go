@@ -266,17 +266,25 @@ func TestWritesSlowRollout(t *testing.T) {
 // the Deployment's name.
 func rollingOut(t *testing.T, name string) (*world, string) {
 	t.Helper()
+	w, app := createdWorld(t, name, 3)
+	w.at(StatusCoalesceWindow)
+	w.sync() // the held-back write: Progressing
+	return w, app.Spec.DeploymentTemplate.Name
+}
+
+// createdWorld returns a world whose new App of replicas, named name, was created at 0
+// and synced twice: its children written, then seen by the informers.
+func createdWorld(t *testing.T, name string, replicas int32) (*world, *appv1.App) {
+	t.Helper()
 	f := newFixture(t)
-	app := newAPIApp(name, 3)
+	app := newAPIApp(name, replicas)
 	f.addApps(app)
 	w := newWorld(t, f, app)
 	w.at(0)
 	w.sync()
 	w.informersCatchUp()
 	w.sync()
-	w.at(StatusCoalesceWindow)
-	w.sync() // the held-back write: Progressing
-	return w, app.Spec.DeploymentTemplate.Name
+	return w, app
 }
 
 // TestWritesLongRollout checks that a rollout longer than StatusProgressWindow writes
