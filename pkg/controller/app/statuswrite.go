@@ -139,9 +139,10 @@ const (
 )
 
 // writeStatus writes status to app's status subresource, unless it equals what app
-// already has; cause is why (statusWriteChange, statusWriteProgress). The controller is the only writer of an App's status and always writes
-// all of it, so one JSON patch replaces it whole: no conflict on a stale resourceVersion,
-// and no merge with what an earlier write set. (A server-side apply would have to own
+// already has; cause is why (statusWriteChange, statusWriteProgress). The controller is
+// the only writer of an App's status and always writes all of it, so one JSON patch
+// replaces it whole: no conflict on a stale resourceVersion, and no merge with what an
+// earlier write set. (A server-side apply would have to own
 // every nested field, and turns an object it empties, a Deployment status after a
 // rename, into null, which the schema rejects.)
 func (c *Controller) writeStatus(ctx context.Context, app *appv1.App, status *appv1.AppStatus, cause string) error {
