@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -47,20 +46,11 @@ func (e *env) autoscaled(ctx context.Context, r *RoundResult) error {
 	if err := createNamespace(ctx, e.admin.kube, ns); err != nil {
 		return err
 	}
-	proc, err := startController(e.cfg.Controller, e.controllerKubeconfig,
-		filepath.Join(e.logDir, fmt.Sprintf("app-controller-round%d-autoscaled.log", r.Round)), e.cfg.ControllerFlags, e.cfg.ControllerMemoryLimit)
+	proc, watch, stop, err := e.scenarioController(ctx, r.Round, "autoscaled", ns)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = proc.kill(syscall.SIGKILL) }()
-	if err := proc.waitServing(ctx, time.Minute); err != nil {
-		return err
-	}
-	watch, err := watchApps(ctx, e.admin, ns)
-	if err != nil {
-		return err
-	}
-	defer watch.stop()
+	defer stop()
 
 	n, replicas := e.cfg.Apps, e.cfg.Replicas
 	e.printf("round %d: autoscaled, %d Apps with spec.autoscaling (%d to %d replicas) created by %d clients\n", r.Round, n, replicas, replicas+2, e.cfg.CreateClients)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -124,20 +123,11 @@ func (e *env) canary(ctx context.Context, round int) (*CanaryFigures, error) {
 	if err := createNamespace(ctx, e.admin.kube, ns); err != nil {
 		return nil, err
 	}
-	logPath := filepath.Join(e.logDir, fmt.Sprintf("app-controller-round%d-canary.log", round))
-	proc, err := startController(e.cfg.Controller, e.controllerKubeconfig, logPath, e.cfg.ControllerFlags, e.cfg.ControllerMemoryLimit)
+	proc, watch, stop, err := e.scenarioController(ctx, round, "canary", ns)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = proc.kill(syscall.SIGKILL) }()
-	if err := proc.waitServing(ctx, time.Minute); err != nil {
-		return nil, err
-	}
-	watch, err := watchApps(ctx, e.admin, ns)
-	if err != nil {
-		return nil, err
-	}
-	defer watch.stop()
+	defer stop()
 
 	names := make([]string, n)
 	for i := range names {

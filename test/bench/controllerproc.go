@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -114,4 +115,24 @@ func (p *controllerProc) kill(sig syscall.Signal) error {
 		p.cgroup = nil
 	}
 	return err
+}
+
+// scenarioController starts a controller process of a scenario's own (its log
+// app-controller-round<round>-<scenario>.log), waits until it serves, and watches the
+// Apps of ns. stop kills the process and ends the watch.
+func (e *env) scenarioController(ctx context.Context, round int, scenario, ns string) (proc *controllerProc, watch *appWatch, stop func(), err error) {
+	logPath := filepath.Join(e.logDir, fmt.Sprintf("app-controller-round%d-%s.log", round, scenario))
+	if proc, err = startController(e.cfg.Controller, e.controllerKubeconfig, logPath, e.cfg.ControllerFlags, e.cfg.ControllerMemoryLimit); err != nil {
+		return nil, nil, nil, err
+	}
+	kill := func() { _ = proc.kill(syscall.SIGKILL) }
+	if err := proc.waitServing(ctx, time.Minute); err != nil {
+		kill()
+		return nil, nil, nil, err
+	}
+	if watch, err = watchApps(ctx, e.admin, ns); err != nil {
+		kill()
+		return nil, nil, nil, err
+	}
+	return proc, watch, func() { watch.stop(); kill() }, nil
 }

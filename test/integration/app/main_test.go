@@ -153,16 +153,7 @@ func (c clients) waitCondition(t *testing.T, ns, name, conditionType, want strin
 // waitDeployment waits until the Deployment exists and check passes.
 func (c clients) waitDeployment(t *testing.T, ns, name string, check func(*appsv1.Deployment) bool) *appsv1.Deployment {
 	t.Helper()
-	var d *appsv1.Deployment
-	framework.Eventually(t, converge, func() (bool, error) {
-		var err error
-		d, err = c.kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		return check(d), nil
-	})
-	return d
+	return framework.WaitFor(t, converge, c.kube.AppsV1().Deployments(ns).Get, name, check)
 }
 
 // waitGone waits until get returns NotFound.

@@ -38,12 +38,7 @@ func TestRoutes(t *testing.T) {
 	app := newApp(a, "shop", "nginx", 1)
 	app.Spec.Route = &appv1.Route{Hosts: []appv1.Hostname{"shop.example.com"}, TLS: &appv1.RouteTLS{SecretName: "shop-tls", ClusterIssuer: "letsencrypt"}}
 	c.create(t, app)
-	var ing *networkingv1.Ingress
-	framework.Eventually(t, converge, func() (bool, error) {
-		var err error
-		ing, err = c.kube.NetworkingV1().Ingresses(a).Get(ctx, "shop", metav1.GetOptions{})
-		return err == nil, nil
-	})
+	ing := framework.WaitFor(t, converge, c.kube.NetworkingV1().Ingresses(a).Get, "shop", func(*networkingv1.Ingress) bool { return true })
 	if ing.Spec.Rules[0].Host != "shop.example.com" || ing.Spec.Rules[0].HTTP.Paths[0].Backend.Service.Name != "shop-svc" ||
 		len(ing.Spec.TLS) != 1 || ing.Annotations["cert-manager.io/cluster-issuer"] != "letsencrypt" || metav1.GetControllerOf(ing).Kind != "App" {
 		t.Errorf("route Ingress %+v", ing)

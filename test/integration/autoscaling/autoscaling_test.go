@@ -106,25 +106,13 @@ func (c clients) waitObserved(t *testing.T, ns, name string, generation int64, c
 // waitDeployment waits until the Deployment passes check, and returns it.
 func (c clients) waitDeployment(t *testing.T, ns, name string, check func(*appsv1.Deployment) bool) *appsv1.Deployment {
 	t.Helper()
-	var d *appsv1.Deployment
-	framework.Eventually(t, converge, func() (bool, error) {
-		var err error
-		d, err = c.kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
-		return err == nil && check(d), nil
-	})
-	return d
+	return framework.WaitFor(t, converge, c.kube.AppsV1().Deployments(ns).Get, name, check)
 }
 
 // waitAutoscaler waits until the HorizontalPodAutoscaler exists and passes check.
 func (c clients) waitAutoscaler(t *testing.T, ns, name string, check func(*autoscalingv2.HorizontalPodAutoscaler) bool) *autoscalingv2.HorizontalPodAutoscaler {
 	t.Helper()
-	var hpa *autoscalingv2.HorizontalPodAutoscaler
-	framework.Eventually(t, converge, func() (bool, error) {
-		var err error
-		hpa, err = c.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(context.Background(), name, metav1.GetOptions{})
-		return err == nil && check(hpa), nil
-	})
-	return hpa
+	return framework.WaitFor(t, converge, c.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get, name, check)
 }
 
 // replicasOwners returns the field managers that own the Deployment's spec.replicas,

@@ -244,6 +244,23 @@ func Eventually(t testing.TB, timeout time.Duration, condition func() (bool, err
 	}
 }
 
+// WaitFor polls get until the object it returns passes check, and returns that object;
+// it fails the test if that does not happen within timeout. An error from get (the
+// object not there yet, a refused connection) is waited out.
+func WaitFor[T any](t testing.TB, timeout time.Duration, get func(context.Context, string, metav1.GetOptions) (T, error), name string, check func(T) bool) T {
+	t.Helper()
+	var obj T
+	Eventually(t, timeout, func() (bool, error) {
+		got, err := get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		obj = got
+		return check(obj), nil
+	})
+	return obj
+}
+
 // Events returns "Type Reason Message" of the Events about the object kind/name, in
 // namespace ("" for every namespace: Events about nodes land in default).
 func Events(t testing.TB, client kubernetes.Interface, namespace, kind, name string) []string {
