@@ -199,8 +199,8 @@ type RolloutStatus struct {
 	PausedByRequest bool `json:"pausedByRequest,omitempty"`
 
 	// AbortReason is why the rollout was aborted: a reason of the App's pods
-	// (ImagePullFailed, CrashLoopBackOff, ...), ProgressDeadlineExceeded or
-	// AbortRequested.
+	// (ImagePullFailed, CrashLoopBackOff, ...), ProgressDeadlineExceeded,
+	// AbortRequested or AnalysisFailed (a check of the canary failed).
 	// +optional
 	AbortReason string `json:"abortReason,omitempty"`
 

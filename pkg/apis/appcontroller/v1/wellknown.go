@@ -135,6 +135,10 @@ const (
 	// ReasonAbortRequested: status.rollout.abortReason of a rollout aborted by `kubectl
 	// app abort`.
 	ReasonAbortRequested = "AbortRequested"
+	// ReasonAnalysisFailed: status.rollout.abortReason of a rollout aborted because a
+	// check of its canary failed (its measurement beyond its threshold); the message
+	// names the check, its value and its threshold.
+	ReasonAnalysisFailed = "AnalysisFailed"
 )
 
 // Reasons of Ready=False (and of Reconciling or Stalled) that name a problem of the App's
