@@ -1,29 +1,38 @@
 // Package app is the App controller: it keeps, for every App, the children its spec
 // asks for (a Deployment, a Service, a PodDisruptionBudget, a route as an Ingress or an
 // HTTPRoute, a HorizontalPodAutoscaler; during a canary rollout a canary Deployment and
-// the Services of a split),
-// written with server-side apply, and reports their state in the App's
-// status conditions and in Events.
+// the Services of a split), written with server-side apply, and reports their state in
+// the App's status conditions and in Events.
 //
-// Files, in the order an App key reads them. controller.go wires the informers (each
-// kind of child wires its own) and the worker loop (controller.Loop) with the App's
-// retry policy; handlers.go maps informer events to queue keys. The key's sync then
-// reads, never calling back into an earlier file: sync.go (syncApp: the steps, and
-// appChildren, the table of the kinds of child), config.go (the ConfigMaps and Secrets
-// the pods reference: a change rolls them), revisions.go (every spec recorded as a
-// revision, for history and rollback), rolloutsync.go (a canary rollout of
-// spec.rollout: what is observed for the engine of pkg/rollout, the state written
-// before the children, the plan they follow), the kinds of child in the order of the table,
-// each in its file: child_deployment.go, child_service.go, child_budget.go,
-// child_route.go (one child of two shapes) with routehosts.go (which namespace holds a
-// host), child_canary.go and child_splitservice.go (a rollout's canary Deployment and
-// the Services an HTTPRoute splits its traffic between), child_autoscaler.go; then children.go (one child:
-// prune, lookup, yield, write), claims.go (which App wins a contested child name),
-// contest.go (pacing the repairs of a child another writer keeps changing), pods.go (the first problem of the App's pods), status.go (the
-// status computed from the children's outcomes) and statuswrite.go (the status written
-// at once or coalesced); ports.go and labels.go are leaves the children share.
-// order.go orders the queue; metrics.go holds the App metrics. The condition types,
-// reasons and labels users read are in the API package (pkg/apis/appcontroller/v1).
+// controller.go wires the informers (each kind of child wires its own) and the worker
+// loop (controller.Loop) with the App's retry policy; handlers.go maps informer events
+// to queue keys; order.go orders the queue; metrics.go holds the App metrics. A key's
+// sync, syncApp (sync.go), then runs these steps, each in its file:
+//
+//  1. the App, and what the children read (sync.go: getApp, input), with the ConfigMaps
+//     and Secrets the pods reference (config.go: a change rolls them);
+//  2. the revision of the spec (revisions.go: for history and rollback), in parallel
+//     with the children, or before them with spec.rollout;
+//  3. with spec.rollout, the canary rollout, whose engine is pkg/rollout:
+//     rolloutversion.go (the versions and their pod templates), rolloutobserve.go (what
+//     is observed; the canary's pods are judged in pods.go), rolloutsync.go (syncRollout:
+//     the next state, written to the status before any child is written for it; the plan
+//     the children follow);
+//  4. every kind of child of appChildren (sync.go), in parallel, each in its file in the
+//     order of the table: child_deployment.go, child_service.go, child_budget.go,
+//     child_route.go (one child of two shapes) with routehosts.go (which namespace holds
+//     a host), child_canary.go and child_splitservice.go (a rollout's canary Deployment
+//     and the Services an HTTPRoute splits its traffic between), child_autoscaler.go;
+//     each writes through children.go (one child: prune, lookup, yield, write), with
+//     claims.go (which App wins a contested child name) and contest.go (pacing the
+//     repairs of a child another writer keeps changing);
+//  5. the contested children (contest.go), the first problem of the App's pods
+//     (pods.go), the status computed from the children's outcomes and the conditions a
+//     rollout implies (status.go), and the status written at once or coalesced
+//     (statuswrite.go), after which a rollout's deferred Events are told (rolloutsync.go).
+//
+// ports.go and labels.go are leaves the children share. The condition types, reasons
+// and labels users read are in the API package (pkg/apis/appcontroller/v1).
 package app
 
 import (

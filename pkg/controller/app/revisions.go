@@ -255,7 +255,7 @@ func (r *revisions) prune(ctx context.Context, app *appv1.App, owned []*appsv1.C
 	})
 	for _, rev := range owned[:len(owned)-limit] {
 		if rolloutNeeds(app, rev.Name) {
-			continue // the stable Deployment's template is rebuilt from it (rolloutsync.go)
+			continue // the stable Deployment's template is rebuilt from it (rolloutversion.go)
 		}
 		uid := rev.UID
 		err := r.client.AppsV1().ControllerRevisions(rev.Namespace).Delete(ctx, rev.Name, metav1.DeleteOptions{

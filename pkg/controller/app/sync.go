@@ -113,14 +113,12 @@ type childCondition struct {
 // syncApp makes the children of the App named key match its spec and writes what it
 // observed to the App's status. It is level-triggered: it compares the desired state
 // with the cached state of the world, whatever event queued it, and writes nothing when
-// they agree. Its steps: the input the children read (config.go), the revision of the
-// spec and every kind of child of appChildren (child_*.go, through children.go), in
+// they agree. Its steps (the package comment names the file of each): the input the
+// children read; the revision of the spec and every kind of child of appChildren, in
 // parallel (with spec.rollout, the revision first, then the canary rollout's state,
-// written before the children, and the plan they follow: rolloutsync.go, on the engine
-// of pkg/rollout); then the contested children (contest.go), the pods' first problem
-// (pods.go), the status computed from the children's outcomes (status.go) and written or
-// held back (statuswrite.go). The files it reads follow it in the order it calls them,
-// none calling back into an earlier one (the package comment lists them).
+// written before the children, and the plan they follow); then the contested children,
+// the pods' first problem, the status computed from the children's outcomes and written
+// or held back.
 func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (controller.Result, error) {
 	logger := klog.FromContext(ctx)
 	start := c.clock.Now()
