@@ -9,8 +9,9 @@
 // to queue keys; order.go orders the queue; metrics.go holds the App metrics. A key's
 // sync, syncApp (sync.go), then runs these steps, each in its file:
 //
-//  1. the App, and what the children read (sync.go: getApp, input), with the ConfigMaps
-//     and Secrets the pods reference (config.go: a change rolls them);
+//  1. the App (controller.go: getApp), and what the children read (sync.go: input),
+//     with the ConfigMaps and Secrets the pods reference (config.go: a change rolls
+//     them);
 //  2. the revision of the spec (revisions.go: for history and rollback), in parallel
 //     with the children, or before them with spec.rollout;
 //  3. with spec.rollout, the canary rollout, whose engine is pkg/rollout:
@@ -18,14 +19,16 @@
 //     is observed; the canary's pods are judged in pods.go), rolloutsync.go (syncRollout:
 //     the next state, written to the status before any child is written for it; the plan
 //     the children follow);
-//  4. every kind of child of appChildren (sync.go), in parallel, each in its file in the
-//     order of the table: child_deployment.go, child_service.go, child_budget.go,
-//     child_route.go (one child of two shapes) with routehosts.go (which namespace holds
-//     a host), child_canary.go and child_splitservice.go (a rollout's canary Deployment
-//     and the Services an HTTPRoute splits its traffic between), child_autoscaler.go;
-//     each writes through children.go (one child: prune, lookup, yield, write), with
-//     claims.go (which App wins a contested child name) and contest.go (pacing the
-//     repairs of a child another writer keeps changing);
+//  4. every kind of child of appChildren (sync.go), in parallel: what a kind of child
+//     reads and returns is in child.go, each kind in its file in the order of the
+//     table: child_deployment.go, child_service.go, child_budget.go, child_route.go
+//     (one child of two shapes) with routehosts.go (which namespace holds a host),
+//     child_canary.go and child_splitservice.go (a rollout's canary Deployment and the
+//     Services an HTTPRoute splits its traffic between), child_autoscaler.go; each
+//     writes through children.go (one child: prune, lookup, yield, write; before a
+//     create, confirmLive: the App still exists), with claims.go (which App wins a
+//     contested child name) and contest.go (pacing the repairs of a child another
+//     writer keeps changing);
 //  5. the contested children (contest.go), the first problem of the App's pods
 //     (pods.go), the status computed from the children's outcomes and the conditions a
 //     rollout implies (status.go), and the status written at once or coalesced
@@ -377,4 +380,18 @@ func (c *Controller) appForEvent(key cache.ObjectName) runtime.Object {
 		return nil
 	}
 	return app
+}
+
+// getApp returns the newest known state of an App: the informer's, or the controller's
+// own last status write if the informer has not seen it yet.
+func (c *Controller) getApp(key cache.ObjectName) (*appv1.App, bool, error) {
+	obj, exists, err := c.apps.GetByKey(key.String())
+	if err != nil || !exists {
+		return nil, false, err
+	}
+	app, ok := obj.(*appv1.App)
+	if !ok {
+		return nil, false, fmt.Errorf("unexpected object %T in the App cache", obj)
+	}
+	return app, true, nil
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -23,25 +22,6 @@ import (
 // or left to the sync's status write: deferRollout; its Events and metrics), and, after
 // the children, status.go (the conditions a rollout implies: setRolloutConditions).
 // The children read the plan of the state (syncInput.rollout).
-
-// rolloutPlan is what the children are in the App's rollout state: the engine's plan
-// (the replicas of each side, the HTTPRoute's weights) and the objects built from it.
-type rolloutPlan struct {
-	rollout.Plan
-	// state is the rollout state the plan is of, as the App's status carries it; notes
-	// are the Events and metrics of its transition when the sync's status write carries
-	// it (deferRollout), told once that write is made.
-	state *appv1.RolloutStatus
-	notes []rollout.Note
-	// stableTemplate is the pod template of the stable Deployment: the stable version's.
-	// holdStable: it could not be built (the stable revision is gone), and the stable
-	// Deployment is left as it is.
-	stableTemplate *corev1ac.PodTemplateSpecApplyConfiguration
-	holdStable     bool
-	// canaryTemplate is the pod template of the canary Deployment when the plan has
-	// CanaryReplicas: the rollout's version's (child_canary.go builds the Deployment).
-	canaryTemplate *corev1ac.PodTemplateSpecApplyConfiguration
-}
 
 // rolloutRecheck is how soon a sync that wrote a rollout's children is followed by
 // another, which sees whether they completed the step.
