@@ -138,7 +138,7 @@ type Controller struct {
 	// weights use them (rolloutsync.go).
 	services *serviceChild
 	route    *routeChild
-	// rolloutSpecs holds the specs of the stable revisions of rollouts (rolloutsync.go).
+	// rolloutSpecs holds the specs of the stable revisions of rollouts (rolloutversion.go).
 	rolloutSpecs *lru.Cache
 	// pods is the pod cache, indexed by App (podAppIndex).
 	pods cache.Indexer
@@ -395,3 +395,11 @@ func (c *Controller) getApp(key cache.ObjectName) (*appv1.App, bool, error) {
 	}
 	return app, true, nil
 }
+
+// rolloutSpecCacheSize bounds the specs of stable revisions kept in memory: one per App
+// in a rollout, read once (the revision cache keeps no data).
+const rolloutSpecCacheSize = 1024
+
+// newRolloutSpecs returns the cache of the specs of stable revisions, by
+// "namespace/name" of their ControllerRevision (whose name is the hash of its data).
+func newRolloutSpecs() *lru.Cache { return lru.New(rolloutSpecCacheSize) }

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/lru"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
@@ -26,14 +25,6 @@ type rolloutVersions struct {
 	desired  appv1.RolloutVersion
 	template *corev1ac.PodTemplateSpecApplyConfiguration
 }
-
-// rolloutSpecCacheSize bounds the specs of stable revisions kept in memory: one per App
-// in a rollout, read once (the revision cache keeps no data).
-const rolloutSpecCacheSize = 1024
-
-// newRolloutSpecs returns the cache of the specs of stable revisions, by
-// "namespace/name" of their ControllerRevision (whose name is the hash of its data).
-func newRolloutSpecs() *lru.Cache { return lru.New(rolloutSpecCacheSize) }
 
 // desiredVersion returns the version app's spec asks for now, revision being its
 // current revision, with its pod template. Its config hash is the current one when the
