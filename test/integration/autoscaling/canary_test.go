@@ -13,7 +13,6 @@ import (
 	"k8s.io/utils/ptr"
 	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"github.com/app-controller/app-controller/internal/plugin"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller/appfixture"
 	"github.com/app-controller/app-controller/test/integration/framework"
@@ -179,22 +178,15 @@ func (c clients) waitRollout(t *testing.T, ns, name string, phase appv1.RolloutP
 	})
 }
 
-// replicasOf returns the spec replicas and the image of the Deployment name.
+// replicasOf returns the spec replicas and the image of the Deployment name; -1 when it
+// does not exist.
 func (c clients) replicasOf(t *testing.T, ns, name string) (int32, string) {
 	t.Helper()
-	d, err := c.kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ptr.Deref(d.Spec.Replicas, 1), d.Spec.Template.Spec.Containers[0].Image
+	return framework.DeploymentReplicas(t, c.kube, ns, name)
 }
 
 // request runs kubectl app ACTION on the App, with the plugin's code.
 func (c clients) request(t *testing.T, ns, name string, action appv1.RolloutAction) {
 	t.Helper()
-	res, err := plugin.RequestRollout(context.Background(), plugin.Clients{Apps: c.app, Kube: c.kube}, ns, name, action, time.Now())
-	if err != nil {
-		t.Fatalf("kubectl app %s %s: %v", action, name, err)
-	}
-	t.Logf("kubectl app %s %s: %s", action, name, res.Effect)
+	framework.RequestRollout(t, c.app, c.kube, ns, name, action)
 }
