@@ -26,7 +26,8 @@ func (c *Controller) observeRollout(ctx context.Context, app *appv1.App, in *syn
 	vs rolloutVersions) (*rollout.Observation, rollout.Live, time.Duration, error) {
 	o := &rollout.Observation{Now: c.clock.Now(), Desired: vs.desired}
 	o.StableSettled, o.StableHash = stableSettled(in.live)
-	live := c.rolloutLive(app, in)
+	canary := c.liveCanary(app)
+	live := c.rolloutLive(app, in, canary)
 	o.Weighted = live.Gateway
 	o.RequestID, o.Request, o.RequestErr = rolloutRequest(app)
 	var err error
@@ -43,7 +44,7 @@ func (c *Controller) observeRollout(ctx context.Context, app *appv1.App, in *syn
 	o.StepDone = plan.StepDone
 	var recheck time.Duration
 	if cur.Canary != nil && cur.CurrentStepIndex < int32(len(s.Steps)) && cur.Phase != appv1.RolloutAborted {
-		o.Failure, recheck = c.canaryFailure(app, c.liveCanary(app), s, o.Now)
+		o.Failure, recheck = c.canaryFailure(app, canary, s, o.Now)
 	}
 	return o, live, recheck, nil
 }
@@ -74,8 +75,9 @@ func stableSettled(d *appsv1.Deployment) (bool, string) {
 	return hash != "", hash
 }
 
-// rolloutLive reads what the plan needs of app's children as they are.
-func (c *Controller) rolloutLive(app *appv1.App, in *syncInput) rollout.Live {
+// rolloutLive reads what the plan needs of app's children as they are, canary being
+// its canary Deployment as cached (nil: none).
+func (c *Controller) rolloutLive(app *appv1.App, in *syncInput, canary *appsv1.Deployment) rollout.Live {
 	t := app.Spec.DeploymentTemplate
 	l := rollout.Live{Gateway: c.route.splits(app), Autoscaled: app.Spec.Autoscaling != nil, CanaryWeight: -1}
 	if in.live != nil {
@@ -87,7 +89,7 @@ func (c *Controller) rolloutLive(app *appv1.App, in *syncInput) rollout.Live {
 		// autoscaler's, which it writes to the stable Deployment.
 		l.N = l.StableReplicas
 	}
-	if canary := c.liveCanary(app); canary != nil {
+	if canary != nil {
 		l.CanaryExists = true
 		l.CanaryReplicas = ptr.Deref(canary.Spec.Replicas, 1)
 		if deploymentRollout(canary.Name, canary, 0).rolledOut {
