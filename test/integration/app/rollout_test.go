@@ -369,11 +369,7 @@ func captureRollout(t *testing.T, c clients, ns, name, state string, want kstatu
 		t.Fatal(err)
 	}
 	u.SetManagedFields(nil)
-	got, err := gitops.Kstatus(u.Object)
-	if err != nil {
-		t.Fatal(err)
-	}
-	argo, err := gitops.RunArgoHealth("../../../config/argocd/health.lua", u.Object)
+	got, argo, err := gitops.Health("../../../config/argocd/health.lua", u.Object)
 	if err != nil {
 		t.Fatal(err)
 	}
