@@ -21,7 +21,7 @@ import (
 // this file (the next state written to the status before any child is written for it,
 // or left to the sync's status write: deferRollout; its Events and metrics), and, after
 // the children, status.go (the conditions a rollout implies: setRolloutConditions).
-// The children read the plan of the state (syncInput.rollout).
+// The children read the plan of the state (syncInput.rollout, child.go).
 
 // rolloutRecheck is how soon a sync that wrote a rollout's children is followed by
 // another, which sees whether they completed the step.
@@ -33,7 +33,7 @@ const rolloutRecheck = time.Second
 // when the App must be synced again for a time the rollout waits on (0: none). In
 // order: the versions (rolloutversion.go), what is observed (rolloutobserve.go), the
 // next state (rollout.Next), written at once or left to the sync's status write, and
-// the plan of that state with the objects built from it.
+// the plan of that state with the pod templates it runs.
 func (c *Controller) syncRollout(ctx context.Context, key cache.ObjectName, app *appv1.App, in *syncInput, revision string) (*appv1.App, *rolloutPlan, time.Duration, error) {
 	if app.Spec.Rollout == nil || app.Spec.Rollout.Canary == nil || app.Spec.DeploymentTemplate == nil {
 		return app, nil, 0, nil
