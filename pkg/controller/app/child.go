@@ -28,7 +28,7 @@ type appChild interface {
 	// sync makes app's child of this kind what app asks for, given what the steps before
 	// the children computed (in), and says what it found. It runs in parallel with the
 	// other kinds' sync: it reads in and the caches, never another child's outcome.
-	sync(ctx context.Context, app *appv1.App, in *syncInput) (childOutcome, error) //nolint:revive // a method's name is only reached through a value, never in scope: it shadows no import
+	sync(ctx context.Context, app *appv1.App, in *syncInput) (childOutcome, error)
 }
 
 // syncInput is what syncApp computes before the children, for any child to read. A
