@@ -431,8 +431,8 @@ generate: ## Regenerate the clients, CRD, RBAC, chart files and the reference pa
 GOLANGCI_LINT := $(BIN)/golangci-lint
 
 .PHONY: verify
-verify: $(GOLANGCI_LINT) ## Fail if generated files are stale, gofmt, go vet or golangci-lint complain, a go.mod is untidy or the supply chain checks fail.
-	GOLANGCI_LINT=$(GOLANGCI_LINT) ./hack/verify.sh
+verify: ## Fail if generated files are stale, gofmt, go vet or golangci-lint complain, a go.mod is untidy or the supply chain checks fail.
+	GOLANGCI_LINT=$(GOLANGCI_LINT) LINT_BUILD="$(MAKE) --no-print-directory $(GOLANGCI_LINT)" ./hack/verify.sh
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml: the kubebuilder scaffold's set and more) on our Go code; make verify runs it too.
@@ -475,7 +475,7 @@ clean: ## Remove bin/ and .local/ (stops nothing: run cluster-down first).
 
 .PHONY: test
 test: ## Everything CI runs: verify, then unit, test-image and e2e, integration, test-chart and test-compat-oldest at the same time.
-	@TEST_TOOLS='$(TEST_TOOLS)' $(MAKE_SH) test $(TEST_STEPS)
+	@TEST_TOOLS='$(TEST_TOOLS)' PREFETCH_EXTRA='hack/tools/compat/$(COMPAT_OLDEST)' $(MAKE_SH) test $(TEST_STEPS)
 
 # Unit tests are hermetic (no cluster, no network), so go test's cache may replay the
 # result of a package whose code, test data and environment did not change; the
