@@ -20,12 +20,9 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
@@ -380,11 +377,11 @@ func testFailover(t *testing.T, client kubernetes.Interface, apps appclient.Inte
 		}
 	}
 	defer func() {
-		// After a failure below: the quota goes, and the ReplicaSet is asked once to
-		// create the missing pod, for the subtests after this one.
+		// After a failure below: the quota goes, and the ReplicaSet is asked to create
+		// the missing pod, for the subtests after this one (they check they have it).
 		if quota {
 			removeQuota()
-			nudgeReplicaSet(t, client, rs.Name, 0)
+			framework.NudgeReplicaSets(t, client, releaseNS, controllerSelector, 0, func() bool { return true })
 		}
 	}()
 	// The quota admission enforces a quota only once its controller has written the
@@ -415,77 +412,35 @@ func testFailover(t *testing.T, client kubernetes.Interface, apps appclient.Inte
 	}
 	refused := replicaFailure(t, client, rs.Name)
 
-	// The quota goes; the ReplicaSet creates the missing pod at its next sync. Its
-	// controller retries a refused creation after an exponential backoff (5 ms
-	// doubling, up to 1000 s) counted in attempts, and every event about the
-	// ReplicaSet's pods (the old leader's termination, its status updates) was one
-	// more refused attempt: that next sync can be minutes away. It syncs a
-	// ReplicaSet at once on any update of it, so the test writes to it rather than wait
-	// out the backoff.
+	// The quota goes; the ReplicaSet creates the missing pod at its next sync, which
+	// its controller's backoff can put minutes away (framework.NudgeReplicaSets): the
+	// test has it sync now.
 	removeQuota()
 	removed := time.Now()
-	replacement, writes := awaitReplacement(t, client, rs.Name, standby)
-	waitControllerPodsReady(t, client, 2, 2*time.Minute)
-	t.Logf("quota removed (the ReplicaSet %s had been refused: %s); its replacement pod %s created after %d write(s) to the ReplicaSet, and both pods Ready %.1fs after the removal",
-		rs.Name, refused, replacement, writes, time.Since(removed).Seconds())
-}
-
-// nudgeAnnotation is the annotation awaitReplacement writes on the controller's
-// ReplicaSet: an update of a ReplicaSet has the ReplicaSet controller sync it at once.
-const nudgeAnnotation = "e2e.appcontroller.k8s.io/nudge"
-
-// nudgeReplicaSet writes n to nudgeAnnotation on the ReplicaSet name (best effort: an
-// error is logged).
-func nudgeReplicaSet(t testing.TB, client kubernetes.Interface, name string, n int) {
-	t.Helper()
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"%d"}}}`, nudgeAnnotation, n)
-	if _, err := client.AppsV1().ReplicaSets(releaseNS).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Logf("annotating ReplicaSet %s to have it synced: %v", name, err)
-	}
-}
-
-// awaitReplacement writes to the ReplicaSet rs, and again every 5 s, until a live
-// controller pod other than keep exists (a write can reach the ReplicaSet controller
-// before the API server's quota admission has seen the quota go), within a minute; it
-// returns that pod's name and the number of writes.
-func awaitReplacement(t testing.TB, client kubernetes.Interface, rs, keep string) (string, int) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	var pod string
-	found := func() bool {
+	var replacement string
+	writes := framework.NudgeReplicaSets(t, client, releaseNS, controllerSelector, time.Minute, func() bool {
 		for _, p := range controllerPods(t, client) {
-			if p.Name != keep {
-				pod = p.Name
+			if p.Name != standby {
+				replacement = p.Name
 				return true
 			}
 		}
 		return false
-	}
-	for n := 1; ; n++ {
-		nudgeReplicaSet(t, client, rs, n)
-		if pollUntil(5*time.Second, found) == nil {
-			return pod, n
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ReplicaSet %s created no pod besides %s within a minute of the quota's removal, %d writes to it: %s", rs, keep, n, replicaFailure(t, client, rs))
-		}
-	}
+	})
+	waitControllerPodsReady(t, client, 2, 2*time.Minute)
+	t.Logf("quota removed (ReplicaSet %s had been refused: %s); its replacement pod %s created after %d write(s) to the ReplicaSet, both pods Ready %.1fs after the removal",
+		rs.Name, refused, replacement, writes, time.Since(removed).Seconds())
 }
 
-// replicaFailure returns the ReplicaFailure condition of the ReplicaSet name, as its
-// controller last set it (it says why a pod could not be created).
+// replicaFailure says why the ReplicaSet name last failed to create a pod
+// (framework.ReplicaFailure).
 func replicaFailure(t testing.TB, client kubernetes.Interface, name string) string {
 	t.Helper()
 	rs, err := client.AppsV1().ReplicaSets(releaseNS).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("getting ReplicaSet %s: %v", name, err)
 	}
-	for _, c := range rs.Status.Conditions {
-		if c.Type == appsv1.ReplicaSetReplicaFailure {
-			return fmt.Sprintf("ReplicaFailure %s %s: %s", c.Status, c.Reason, c.Message)
-		}
-	}
-	return fmt.Sprintf("no ReplicaFailure condition, %d of %d replicas", rs.Status.Replicas, ptr.Deref(rs.Spec.Replicas, 1))
+	return framework.ReplicaFailure(rs)
 }
 
 // testUpgrade upgrades the release from the previous release's chart to the current
