@@ -151,11 +151,97 @@ func TestHelmInstallOnRealNode(t *testing.T) {
 	})
 	t.Logf("Service %s annotated ingress/http: Ingress %s owned by it", seedApps[0].service, seedApps[0].service)
 
-	t.Run("failover", func(t *testing.T) { testFailover(t, client, apps, prober) })
-	t.Run("upgrade", func(t *testing.T) { testUpgrade(t, client, apps, rel) })
-	t.Run("secrets-off", func(t *testing.T) { testSecretsOff(t, client, apps, rel) })
-	t.Run("oomkilled-rollback", func(t *testing.T) { testOOMKilledRollback(t, client, apps, rel) })
-	t.Run("apiserver-away", func(t *testing.T) { testAPIServerAway(t, client, apps) })
+	// The subtests, in order: each starts from the state the one before it ends in
+	// (releaseState), and fails at once, naming that one, when the release is not in it.
+	prev, prevPassed := "the install (the steps before the subtests)", true
+	for _, s := range []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"failover", func(t *testing.T) { testFailover(t, client, apps, prober) }},
+		{"upgrade", func(t *testing.T) { testUpgrade(t, client, apps, rel) }},
+		{"secrets-off", func(t *testing.T) { testSecretsOff(t, client, apps, rel) }},
+		{"oomkilled-rollback", func(t *testing.T) { testOOMKilledRollback(t, client, apps, rel) }},
+		{"apiserver-away", func(t *testing.T) { testAPIServerAway(t, client, apps) }},
+	} {
+		passed := t.Run(s.name, func(t *testing.T) {
+			requireRelease(t, client, apps, prev, prevPassed)
+			s.run(t)
+		})
+		prev, prevPassed = s.name, passed
+	}
+}
+
+// startGrace bounds how long a subtest waits for the state it starts from. The subtest
+// before it waited for that state before it ended, so only a readiness probe that
+// flaps on a busy machine is waited out here.
+const startGrace = 30 * time.Second
+
+// requireRelease fails the subtest at once unless the release reaches, within
+// startGrace, the state every subtest starts from (releaseState), saying that prev, the
+// subtest before it, left it otherwise, and whether prev failed.
+func requireRelease(t *testing.T, client kubernetes.Interface, apps appclient.Interface, prev string, prevPassed bool) {
+	t.Helper()
+	var problem string
+	if pollUntil(startGrace, func() bool {
+		problem = releaseState(client, apps)
+		return problem == ""
+	}) == nil {
+		return
+	}
+	verdict := "passed, yet left it so"
+	if !prevPassed {
+		verdict = "failed and left it so (its failure is above)"
+	}
+	t.Fatalf("not started: the release is not in the state this subtest starts from (2 controller pods Ready and none terminating, one of them leading, every App in %s Ready) within %s: %s. The subtest before it, %s, %s",
+		seedNS, startGrace, problem, prev, verdict)
+}
+
+// releaseState returns what keeps the release from the state each subtest starts from
+// and ends in, "" when it is in it: the controller's 2 pods Ready and none terminating,
+// the Lease held by one of them, every App in the seed namespace Ready at its
+// generation.
+func releaseState(client kubernetes.Interface, apps appclient.Interface) string {
+	ctx := context.Background()
+	pods, err := client.CoreV1().Pods(releaseNS).List(ctx, metav1.ListOptions{LabelSelector: controllerSelector})
+	if err != nil {
+		return fmt.Sprintf("listing the controller's pods: %v", err)
+	}
+	var problems []string
+	live := map[string]bool{}
+	ready := 0
+	for i := range pods.Items {
+		if p := &pods.Items[i]; p.DeletionTimestamp == nil {
+			live[p.Name] = true
+			if realnode.PodReady(p) {
+				ready++
+			}
+		}
+	}
+	if len(pods.Items) != 2 || ready != 2 {
+		problems = append(problems, fmt.Sprintf("%d controller pods, %d of them Ready: [%s]", len(pods.Items), ready, describePods(pods.Items)))
+	}
+	lease, err := client.CoordinationV1().Leases(releaseNS).Get(ctx, "app-controller", metav1.GetOptions{})
+	switch {
+	case err != nil:
+		problems = append(problems, fmt.Sprintf("getting the Lease: %v", err))
+	case lease.Spec.HolderIdentity == nil:
+		problems = append(problems, "the Lease has no holder")
+	default:
+		if pod, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_"); !live[pod] {
+			problems = append(problems, fmt.Sprintf("the Lease is held by %q, not by a live controller pod", *lease.Spec.HolderIdentity))
+		}
+	}
+	list, err := apps.AppcontrollerV1().Apps(seedNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return strings.Join(append(problems, fmt.Sprintf("listing the Apps: %v", err)), "; ")
+	}
+	for i := range list.Items {
+		if a := &list.Items[i]; !appReady(a) || a.Status.ObservedGeneration != a.Generation {
+			problems = append(problems, fmt.Sprintf("App %s not Ready at generation %d (observed %d, Ready: %s)", a.Name, a.Generation, a.Status.ObservedGeneration, readyMessage(a)))
+		}
+	}
+	return strings.Join(problems, "; ")
 }
 
 // outageEnv sets how long testAPIServerAway keeps kube-apiserver away (a Go duration):
@@ -184,7 +270,6 @@ func testAPIServerAway(t *testing.T, client kubernetes.Interface, apps appclient
 		}
 		outage = d
 	}
-	waitControllerPodsReady(t, client, 2, 2*time.Minute)
 	leader := waitLeader(t, client, "", time.Minute)
 	restarts := map[string]int32{}
 	for _, p := range controllerPods(t, client) {
@@ -269,14 +354,19 @@ func testAPIServerAway(t *testing.T, client kubernetes.Interface, apps appclient
 // testFailover deletes the leader's pod while a ResourceQuota of one pod in the release
 // namespace keeps its replacement from being created, so that only the standby can lead:
 // the standby takes the Lease within the lease duration, and an App created meanwhile
-// converges.
+// converges with the standby alone. Then the quota goes and the release is back to its 2
+// controller pods.
 func testFailover(t *testing.T, client kubernetes.Interface, apps appclient.Interface, prober *realnode.Prober) {
 	leader := waitLeader(t, client, "", time.Minute)
 	var standby string
+	var rs *metav1.OwnerReference
 	for _, p := range controllerPods(t, client) {
 		if p.Name != leader {
-			standby = p.Name
+			standby, rs = p.Name, metav1.GetControllerOf(&p)
 		}
+	}
+	if rs == nil || rs.Kind != "ReplicaSet" {
+		t.Fatalf("the standby pod %s has no ReplicaSet as its controller: %+v", standby, rs)
 	}
 	realnode.Kubectl(t, "create", "quota", "failover", "-n", releaseNS, "--hard=pods=1")
 	quota := true
@@ -286,7 +376,25 @@ func testFailover(t *testing.T, client kubernetes.Interface, apps appclient.Inte
 			quota = false
 		}
 	}
-	defer removeQuota()
+	defer func() {
+		// After a failure below: the quota goes, and the ReplicaSet is asked to create
+		// the missing pod, for the subtests after this one (they check they have it).
+		if quota {
+			removeQuota()
+			framework.NudgeReplicaSets(t, client, releaseNS, controllerSelector, 0, func() bool { return true })
+		}
+	}()
+	// The quota admission enforces a quota only once its controller has written the
+	// quota's status (a quota without one admits every pod).
+	framework.Eventually(t, time.Minute, func() (bool, error) {
+		q, err := client.CoreV1().ResourceQuotas(releaseNS).Get(context.Background(), "failover", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		_, hard := q.Status.Hard[corev1.ResourcePods]
+		_, used := q.Status.Used[corev1.ResourcePods]
+		return hard && used, nil
+	})
 	begin := time.Now()
 	realnode.Kubectl(t, "delete", "pod", "-n", releaseNS, leader, "--wait=false")
 	realnode.Kubectl(t, "apply", "-f", writeApp(t, "during-failover", realnode.Agnhost(t)))
@@ -299,9 +407,40 @@ func testFailover(t *testing.T, client kubernetes.Interface, apps appclient.Inte
 	waitAppReady(t, apps, seedNS, "during-failover", 2*time.Minute)
 	t.Logf("App during-failover, created right after the delete, Ready %.1fs after the delete", time.Since(begin).Seconds())
 	getFromPod(t, prober, serviceIP(t, client, seedNS, "during-failover"), appPort, "/hostname", "during-failover-")
-	// The Deployment brings the deleted pod back once the quota is gone.
+	if pods := controllerPods(t, client); len(pods) != 1 || pods[0].Name != standby {
+		t.Fatalf("controller pods while the quota holds: [%s], want the standby %s alone", describePods(pods), standby)
+	}
+	refused := replicaFailure(t, client, rs.Name)
+
+	// The quota goes; the ReplicaSet creates the missing pod at its next sync, which
+	// its controller's backoff can put minutes away (framework.NudgeReplicaSets): the
+	// test has it sync now.
 	removeQuota()
+	removed := time.Now()
+	var replacement string
+	writes := framework.NudgeReplicaSets(t, client, releaseNS, controllerSelector, time.Minute, func() bool {
+		for _, p := range controllerPods(t, client) {
+			if p.Name != standby {
+				replacement = p.Name
+				return true
+			}
+		}
+		return false
+	})
 	waitControllerPodsReady(t, client, 2, 2*time.Minute)
+	t.Logf("quota removed (ReplicaSet %s had been refused: %s); its replacement pod %s created after %d write(s) to the ReplicaSet, both pods Ready %.1fs after the removal",
+		rs.Name, refused, replacement, writes, time.Since(removed).Seconds())
+}
+
+// replicaFailure says why the ReplicaSet name last failed to create a pod
+// (framework.ReplicaFailure).
+func replicaFailure(t testing.TB, client kubernetes.Interface, name string) string {
+	t.Helper()
+	rs, err := client.AppsV1().ReplicaSets(releaseNS).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("getting ReplicaSet %s: %v", name, err)
+	}
+	return framework.ReplicaFailure(rs)
 }
 
 // testUpgrade upgrades the release from the previous release's chart to the current
@@ -601,20 +740,30 @@ func controllerPods(t testing.TB, client kubernetes.Interface) []corev1.Pod {
 	return live
 }
 
+// waitControllerPodsReady waits until the controller has n pods, all Ready and none
+// terminating, and otherwise fails the test saying what its pods were.
 func waitControllerPodsReady(t testing.TB, client kubernetes.Interface, n int, timeout time.Duration) {
 	t.Helper()
-	framework.Eventually(t, timeout, func() (bool, error) {
+	var last []corev1.Pod
+	err := pollUntil(timeout, func() bool {
 		pods, err := client.CoreV1().Pods(releaseNS).List(context.Background(), metav1.ListOptions{LabelSelector: controllerSelector})
-		if err != nil || len(pods.Items) != n {
-			return false, nil
+		if err != nil {
+			return false
+		}
+		last = pods.Items
+		if len(pods.Items) != n {
+			return false
 		}
 		for i := range pods.Items {
 			if !realnode.PodReady(&pods.Items[i]) || pods.Items[i].DeletionTimestamp != nil {
-				return false, nil
+				return false
 			}
 		}
-		return true, nil
+		return true
 	})
+	if err != nil {
+		t.Fatalf("the controller's pods not %d Ready (none terminating) within %s: [%s]", n, timeout, describePods(last))
+	}
 }
 
 // waitLeader waits until the Lease is held by a live controller pod other than not, and

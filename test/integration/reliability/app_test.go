@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/test/integration/framework"
@@ -102,7 +103,7 @@ func TestConflictingWritersOnApp(t *testing.T) {
 // TestPodsRefusedByAdmission: pods refused by a ResourceQuota of 0 pods, then by the
 // PodSecurity "restricted" level: the App's Ready=False message carries the reason
 // (the Deployment's ReplicaFailure condition), and the App becomes Ready once the cause
-// is gone.
+// is gone and the pods are created.
 func TestPodsRefusedByAdmission(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -129,6 +130,7 @@ func TestPodsRefusedByAdmission(t *testing.T) {
 			t.Fatal(err)
 		}
 		removed := time.Now()
+		e.refusedPodsCreated(t)
 		e.waitAllReady(t, 1, converge)
 		t.Logf("Ready %.1fs after the quota was removed", time.Since(removed).Seconds())
 	})
@@ -146,6 +148,7 @@ func TestPodsRefusedByAdmission(t *testing.T) {
 		t.Logf("Ready=False: %s", msg)
 		label("privileged")
 		removed := time.Now()
+		e.refusedPodsCreated(t)
 		e.waitAllReady(t, 2, converge)
 		t.Logf("Ready %.1fs after the namespace was relabelled privileged", time.Since(removed).Seconds())
 	})
@@ -154,6 +157,26 @@ func TestPodsRefusedByAdmission(t *testing.T) {
 	events := audit(t, start, id)
 	onlyOwnWrites(t, events, e.ns, "")
 	logWrites(t, "controller", e.ns, events)
+}
+
+// refusedPodsCreated returns once each ReplicaSet of the namespace has as many pods as it
+// wants, after the admission that refused them was lifted: it has kube-controller-manager
+// sync them now rather than after the backoff of their refused attempts
+// (framework.NudgeReplicaSets).
+func (e *env) refusedPodsCreated(t *testing.T) {
+	t.Helper()
+	framework.NudgeReplicaSets(t, e.kube, e.ns, "", converge, func() bool {
+		list, err := e.kube.AppsV1().ReplicaSets(e.ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil || len(list.Items) == 0 {
+			return false
+		}
+		for _, rs := range list.Items {
+			if rs.Status.Replicas < ptr.Deref(rs.Spec.Replicas, 1) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // waitReadyMessage waits until the App is Ready=False with a message containing want,
