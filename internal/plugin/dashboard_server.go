@@ -447,8 +447,12 @@ func (s *dashServer) action(w http.ResponseWriter, r *http.Request) {
 		// plugin's own (no rollout to promote) is a conflict with the App's state.
 		code := http.StatusConflict
 		var status apierrors.APIStatus
-		if errors.As(err, &status) && status.Status().Code >= 400 {
+		var notFound *AppNotFoundError
+		switch {
+		case errors.As(err, &status) && status.Status().Code >= 400:
 			code = int(status.Status().Code)
+		case errors.As(err, &notFound):
+			code = http.StatusNotFound
 		}
 		reply(code, actionResult{Error: ErrorText(err)})
 		return
