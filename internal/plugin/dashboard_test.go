@@ -67,11 +67,11 @@ func TestDashboardGuard(t *testing.T) {
 	srv, token := newTestDashboard(t, readyApp("web", "web-deploy", "web-svc"))
 	cookie := "kubectl-app-dashboard-" + strings.TrimPrefix(srv.URL[strings.LastIndex(srv.URL, ":"):], ":") + "=" + token
 	tests := []struct {
-		name                  string
-		method, path, host    string
-		header                map[string]string
-		body                  string
-		wantCode              int
+		name                   string
+		method, path, host     string
+		header                 map[string]string
+		body                   string
+		wantCode               int
 		wantInBody, wantCookie string
 	}{
 		{name: "no token", method: "GET", path: "/", wantCode: 401, wantInBody: "no session token"},
@@ -87,10 +87,10 @@ func TestDashboardGuard(t *testing.T) {
 		{name: "form post from elsewhere", method: "POST", path: "/apps/" + testNamespace + "/web/actions", body: "action=restart",
 			header: map[string]string{"Cookie": cookie, "Content-Type": "application/x-www-form-urlencoded"}, wantCode: 403, wantInBody: "X-Requested-By"},
 		{name: "action on an App gone", method: "POST", path: "/apps/" + testNamespace + "/web/actions", body: "action=promote",
-			header: map[string]string{"Cookie": cookie, "Content-Type": "application/x-www-form-urlencoded", "X-Requested-By": "kubectl-app-dashboard"},
+			header:   map[string]string{"Cookie": cookie, "Content-Type": "application/x-www-form-urlencoded", "X-Requested-By": "kubectl-app-dashboard"},
 			wantCode: 404, wantInBody: `error: App \"web\" not found in namespace`},
 		{name: "unknown action", method: "POST", path: "/apps/" + testNamespace + "/web/actions", body: "action=delete",
-			header: map[string]string{"Cookie": cookie, "Content-Type": "application/x-www-form-urlencoded", "X-Requested-By": "kubectl-app-dashboard"},
+			header:   map[string]string{"Cookie": cookie, "Content-Type": "application/x-www-form-urlencoded", "X-Requested-By": "kubectl-app-dashboard"},
 			wantCode: 409, wantInBody: `unknown action \"delete\"`},
 	}
 	for _, tt := range tests {

@@ -23,10 +23,10 @@ type rowView struct {
 	Key, Namespace, Name string
 	// Ready is True, False or Unknown; Reason says why (the Ready condition's reason).
 	Ready, Reason, Message string
-	Image, Available   string
-	Rollout            *progressView
-	Autoscaler         string
-	Hosts              []string
+	Image, Available       string
+	Rollout                *progressView
+	Autoscaler             string
+	Hosts                  []string
 	// Search is what the search box matches, lower case.
 	Search string
 	// State is ready, notready or rolling (a rollout in progress), for the filter.
@@ -147,11 +147,11 @@ type detailView struct {
 
 // rolloutView is the rollout section of an App's page.
 type rolloutView struct {
-	Progress             *progressView
-	Message, Abort       string
-	PausedByRequest      bool
-	Steps                []stepView
-	Stable, Canary       string
+	Progress               *progressView
+	Message, Abort         string
+	PausedByRequest        bool
+	Steps                  []stepView
+	Stable, Canary         string
 	StableNote, CanaryNote string
 }
 
@@ -185,10 +185,10 @@ type eventView struct {
 
 // revisionView is a revision's row, with its rollback button.
 type revisionView struct {
-	Number                   int64
-	Current                  bool
-	Age, Image, ChangeCause  string
-	Confirm                  string
+	Number                  int64
+	Current                 bool
+	Age, Image, ChangeCause string
+	Confirm                 string
 }
 
 // tableView is a generic table: the analysis results of a rollout, as the status has
