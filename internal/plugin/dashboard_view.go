@@ -199,16 +199,18 @@ type tableView struct {
 	Rows    [][]string
 }
 
-// rolloutActions are the buttons of the rollout requests, in order.
+// rolloutActions are the buttons of the rollout requests, in order, with the question
+// their confirmation asks (%s: the App).
 var rolloutActions = []struct {
-	action appv1.RolloutAction
-	label  string
+	action   appv1.RolloutAction
+	label    string
+	question string
 }{
-	{appv1.RolloutActionPromote, "Promote step"},
-	{appv1.RolloutActionPromoteFull, "Promote full"},
-	{appv1.RolloutActionAbort, "Abort"},
-	{appv1.RolloutActionPause, "Pause"},
-	{appv1.RolloutActionResume, "Resume"},
+	{appv1.RolloutActionPromote, "Promote step", "End the current step of the rollout of App %s?"},
+	{appv1.RolloutActionPromoteFull, "Promote full", "Promote the rollout of App %s, skipping its remaining steps?"},
+	{appv1.RolloutActionAbort, "Abort", "Abort the rollout of App %s?"},
+	{appv1.RolloutActionPause, "Pause", "Pause the rollout of App %s?"},
+	{appv1.RolloutActionResume, "Resume", "Resume the rollout of App %s?"},
 }
 
 // newDetailView returns the page of app, from what the cache holds, at now.
@@ -222,7 +224,7 @@ func newDetailView(d *dashCache, app cachedApp, now time.Time) detailView {
 			view.Why = err.Error()
 		} else {
 			view.Enabled = true
-			view.Confirm = fmt.Sprintf("%s the rollout of App %s? %s.", a.label, id, capitalize(effect))
+			view.Confirm = fmt.Sprintf(a.question, id) + " " + capitalize(effect) + "."
 		}
 		if app.Spec.Rollout != nil {
 			v.Actions = append(v.Actions, view)
