@@ -30,6 +30,9 @@ import (
 // ControllerRevisions that carry an App's instance label and the Events about Apps. Each
 // change is published to the pages that show it (dashHub); nothing polls.
 
+// revisionResource is the resource of ControllerRevisions, an App's revisions.
+const revisionResource = "controllerrevisions"
+
 // syncTimeout bounds the first list of the Apps; the other informers are not waited
 // for (a resource the user may not list shows as a note on the App's page).
 const syncTimeout = 30 * time.Second
@@ -107,7 +110,8 @@ func stripForDashboard(obj any) (any, error) {
 // informers returns the informers by the resource they list.
 func (d *dashCache) informers() map[string]cache.SharedIndexInformer {
 	return map[string]cache.SharedIndexInformer{
-		"apps": d.apps, "deployments": d.deployments, "pods": d.pods, "events": d.events, "controllerrevisions": d.revisions,
+		appResourceName: d.apps, deploymentResource.Resource: d.deployments, podResource.Resource: d.pods,
+		eventResource.Resource: d.events, revisionResource: d.revisions,
 	}
 }
 
@@ -119,7 +123,7 @@ func (d *dashCache) start(ctx context.Context) error {
 	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
 	defer cancel()
 	if !cache.WaitForCacheSync(syncCtx.Done(), d.apps.HasSynced) {
-		if msg := d.err("apps"); msg != "" {
+		if msg := d.err(appResourceName); msg != "" {
 			return fmt.Errorf("listing the Apps: %s", msg)
 		}
 		return fmt.Errorf("listing the Apps: not done within %s", syncTimeout)
@@ -269,8 +273,9 @@ func (d *dashCache) appEventsOf(app *appv1.App) []corev1.Event {
 
 // historyOfApp returns app's revisions.
 func (d *dashCache) historyOfApp(app *appv1.App) (*History, error) {
-	var crs []appsv1.ControllerRevision
-	for _, cr := range namespaced[*appsv1.ControllerRevision](d.revisions, app.Namespace) {
+	revisions := namespaced[*appsv1.ControllerRevision](d.revisions, app.Namespace)
+	crs := make([]appsv1.ControllerRevision, 0, len(revisions))
+	for _, cr := range revisions {
 		crs = append(crs, *cr)
 	}
 	return historyOf(app, crs)

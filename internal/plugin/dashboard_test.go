@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -45,9 +46,15 @@ func newTestDashboard(t *testing.T, objects ...*unstructured.Unstructured) (*htt
 	return srv, "secret"
 }
 
-// do sends a request to the test server and returns its response (body read into
-// the returned string).
-func do(t *testing.T, req *http.Request) (*http.Response, string) {
+// answer is a response of the test server: its code, headers and body.
+type answer struct {
+	StatusCode int
+	Header     http.Header
+	body       string
+}
+
+// do sends a request to the test server and returns its answer.
+func do(t *testing.T, req *http.Request) answer {
 	t.Helper()
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := client.Do(req)
@@ -55,12 +62,11 @@ func do(t *testing.T, req *http.Request) (*http.Response, string) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var b strings.Builder
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		b.WriteString(sc.Text() + "\n")
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return resp, b.String()
+	return answer{StatusCode: resp.StatusCode, Header: resp.Header, body: string(body)}
 }
 
 func TestDashboardGuard(t *testing.T) {
@@ -105,7 +111,8 @@ func TestDashboardGuard(t *testing.T) {
 			if tt.host != "" {
 				req.Host = tt.host
 			}
-			resp, body := do(t, req)
+			resp := do(t, req)
+			body := resp.body
 			if resp.StatusCode != tt.wantCode {
 				t.Errorf("code %d, want %d; body:\n%s", resp.StatusCode, tt.wantCode, body)
 			}
@@ -129,7 +136,7 @@ func TestDashboardGuard(t *testing.T) {
 func TestDashboardListStream(t *testing.T) {
 	srv, token := newTestDashboard(t, readyApp("web", "web-deploy", "web-svc"), newApp("api", "api-deploy", ""))
 	u, _ := url.Parse(srv.URL)
-	req, _ := http.NewRequest("GET", srv.URL+"/events/list", nil)
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/events/list", nil)
 	req.Header.Set("Cookie", "kubectl-app-dashboard-"+u.Port()+"="+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

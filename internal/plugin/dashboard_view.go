@@ -245,7 +245,7 @@ func newDetailView(d *dashCache, app cachedApp, now time.Time) detailView {
 	v.Rollout = newRolloutView(d, app.App)
 	v.Analysis = analysisTables(app.raw)
 	if app.Spec.DeploymentTemplate != nil {
-		if msg := d.err("pods"); msg != "" {
+		if msg := d.err(podResource.Resource); msg != "" {
 			v.PodsNote = "cannot read them: " + msg
 		}
 		for _, pod := range d.appPodsOf(app.App) {
@@ -263,7 +263,7 @@ func newDetailView(d *dashCache, app cachedApp, now time.Time) detailView {
 			v.Pods = append(v.Pods, p)
 		}
 	}
-	if msg := d.err("events"); msg != "" {
+	if msg := d.err(eventResource.Resource); msg != "" {
 		v.EventsNote = "cannot read them: " + msg
 	}
 	events := d.appEventsOf(app.App)
@@ -273,8 +273,8 @@ func newDetailView(d *dashCache, app cachedApp, now time.Time) detailView {
 	}
 	h, err := d.historyOfApp(app.App)
 	switch {
-	case d.err("controllerrevisions") != "":
-		v.RevisionsNote = "cannot read them: " + d.err("controllerrevisions")
+	case d.err(revisionResource) != "":
+		v.RevisionsNote = "cannot read them: " + d.err(revisionResource)
 	case err != nil:
 		v.RevisionsNote = err.Error()
 	default:

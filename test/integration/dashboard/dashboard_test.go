@@ -208,7 +208,8 @@ func grantReadOnly(t *testing.T, ns, user string) {
 func checkGuards(t *testing.T, d dashboard) {
 	t.Helper()
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	get := func(url string, header http.Header, host string) *http.Response {
+	// get returns the code, headers and cookies of the answer to a GET of url.
+	get := func(url string, header http.Header, host string) answer {
 		t.Helper()
 		req, err := http.NewRequest(http.MethodGet, url, nil)
 		if err != nil {
@@ -225,7 +226,7 @@ func checkGuards(t *testing.T, d dashboard) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		return resp
+		return answer{StatusCode: resp.StatusCode, Status: resp.Status, Header: resp.Header, cookies: resp.Cookies()}
 	}
 	if r := get(d.base+"/", nil, ""); r.StatusCode != http.StatusUnauthorized {
 		t.Errorf("without the token: %s, want 401", r.Status)
@@ -243,7 +244,7 @@ func checkGuards(t *testing.T, d dashboard) {
 	if r.StatusCode != http.StatusSeeOther || r.Header.Get("Location") != "/" {
 		t.Errorf("with the token: %s to %q, want 303 to /", r.Status, r.Header.Get("Location"))
 	}
-	cookies := r.Cookies()
+	cookies := r.cookies
 	if len(cookies) != 1 || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode {
 		t.Errorf("with the token: cookies %v, want one HttpOnly SameSite=Strict", cookies)
 	}
@@ -270,4 +271,12 @@ func checkGuards(t *testing.T, d dashboard) {
 			t.Errorf("a form post without X-Requested-By: %s, want 403", resp.Status)
 		}
 	}
+}
+
+// answer is what checkGuards reads of a response.
+type answer struct {
+	StatusCode int
+	Status     string
+	Header     http.Header
+	cookies    []*http.Cookie
 }
