@@ -105,14 +105,15 @@ func textOf(selector, text string) string {
 }
 
 // confirm presses the button of selector, then Confirm in the dialog, and waits until
-// the result line says what the server answered; it returns that line.
+// the result line says what the server answered; it returns that line. The button is
+// pressed from a script, in one step with finding it: the page replaces its content
+// each time the App changes, and a node found first could be gone when clicked.
 func confirm(t *testing.T, ctx context.Context, selector string) string {
 	t.Helper()
-	run(t, ctx, "pressing "+selector,
-		chromedp.WaitEnabled(chromedp.CSS(selector)),
-		chromedp.Click(chromedp.CSS(selector)),
-		chromedp.WaitVisible(chromedp.CSS("#confirm-ok")),
-		chromedp.Click(chromedp.CSS("#confirm-ok")))
+	eval[string](t, ctx, `document.getElementById('result').className = document.getElementById('result').textContent = ''`)
+	waitJS(t, ctx, "pressing "+selector, fmt.Sprintf(`(function(){const b=document.querySelector(%s);if(!b||b.disabled)return false;b.click();return true;})()`,
+		strconv.Quote(selector)))
+	run(t, ctx, "confirming "+selector, chromedp.WaitVisible(chromedp.CSS("#confirm-ok")), chromedp.Click(chromedp.CSS("#confirm-ok")))
 	waitJS(t, ctx, "the answer to "+selector, `(function(){const r=document.getElementById('result');return r.className!=='' && r.textContent!=='Sending…';})()`)
 	return eval[string](t, ctx, `document.getElementById('result').textContent`)
 }
