@@ -2,7 +2,9 @@ package dashboard
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -126,7 +128,8 @@ func TestDashboard(t *testing.T) {
 	screenshot(t, ctx, "dashboard-list.png")
 
 	// The App's page follows the rollout too; promote ends the pause.
-	run(t, ctx, "opening web's page", chromedp.Click(chromedp.CSS(web+" a")), chromedp.WaitVisible(chromedp.CSS("#rollout-title")))
+	eval[bool](t, ctx, fmt.Sprintf(`(document.querySelector(%s).click(), true)`, strconv.Quote(web+" a")))
+	run(t, ctx, "opening web's page", chromedp.WaitVisible(chromedp.CSS("#rollout-title")))
 	waitJS(t, ctx, "the current step marked", textOf(`.steplist li[aria-current="step"]`, "pause until promoted"))
 	waitJS(t, ctx, "the tree", textOf("#tree", "Deployment/web-deploy-canary"))
 	waitJS(t, ctx, "canary pods", textOf("#pods", "canary"))
