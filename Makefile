@@ -516,7 +516,7 @@ integration: tools chromium ## Integration tests against a local kube-apiserver,
 .PHONY: dashboard-screenshots
 dashboard-screenshots: ## Regenerate docs/images/dashboard-*.png with the dashboard's browser test (Chromium, a local control plane).
 	APP_DASHBOARD_SCREENSHOTS=$(ROOT)/docs/images $(MAKE) --no-print-directory integration \
-		INTEGRATION_PKGS=./test/integration/dashboard TESTFLAGS='-run ^TestDashboard$$ -v'
+		INTEGRATION_PKGS=./test/integration/dashboard TESTFLAGS='-run TestDashboard -v'
 
 # The end-to-end tests run where a real node can (root, cgroups); elsewhere `make e2e` says
 # in one line what it skipped and why, except with CI=true, where that fails the run.

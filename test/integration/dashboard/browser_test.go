@@ -115,7 +115,9 @@ func confirm(t *testing.T, ctx context.Context, selector string) string {
 		strconv.Quote(selector)))
 	run(t, ctx, "confirming "+selector, chromedp.WaitVisible(chromedp.CSS("#confirm-ok")), chromedp.Click(chromedp.CSS("#confirm-ok")))
 	waitJS(t, ctx, "the answer to "+selector, `(function(){const r=document.getElementById('result');return r.className!=='' && r.textContent!=='Sending…';})()`)
-	return eval[string](t, ctx, `document.getElementById('result').textContent`)
+	result := eval[string](t, ctx, `document.getElementById('result').textContent`)
+	t.Logf("%s pressed, the page says: %s", selector, result)
+	return result
 }
 
 // screenshot writes the tab's viewport to name in $APP_DASHBOARD_SCREENSHOTS, or in a
@@ -145,6 +147,8 @@ type dashboard struct {
 	// base is the server's URL without the token.
 	base string
 	pid  int
+	// stderr is what it wrote to its standard error so far.
+	stderr func() string
 }
 
 // urlLine finds the URL the dashboard prints.
@@ -152,13 +156,19 @@ var urlLine = regexp.MustCompile(`http://127\.0\.0\.1:\d+/\?token=[0-9a-f]+`)
 
 // startDashboard runs the plugin's dashboard with args (and the test cluster's
 // kubeconfig) until the test ends and returns its URL.
-func startDashboard(t *testing.T, args ...string) dashboard {
+func startDashboard(t *testing.T, flags ...string) dashboard {
+	t.Helper()
+	return startDashboardWithEnv(t, nil, flags...)
+}
+
+// startDashboardWithEnv is startDashboard with env added to the plugin's environment.
+func startDashboardWithEnv(t *testing.T, env []string, flags ...string) dashboard {
 	t.Helper()
 	bin := framework.BuildBinary(t, "kubectl-app")
-	args = append([]string{"dashboard", "--port", "0", "--open=false", "--kubeconfig", framework.Cluster().Kubeconfig,
-		"--cache-dir", filepath.Join(t.TempDir(), "cache")}, args...)
+	args := append([]string{"dashboard", "--port", "0", "--open=false", "--kubeconfig", framework.Cluster().Kubeconfig,
+		"--cache-dir", filepath.Join(t.TempDir(), "cache")}, flags...)
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	cmd.Env = append(append(os.Environ(), "HOME="+t.TempDir()), env...)
 	var stderr framework.LockedBuffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -193,9 +203,9 @@ func startDashboard(t *testing.T, args ...string) dashboard {
 	}()
 	select {
 	case u := <-found:
-		t.Logf("kubectl app %s: %s", strings.Join(args[:5], " "), u)
+		t.Logf("kubectl app dashboard %s: %s", strings.Join(flags, " "), u)
 		base, _, _ := strings.Cut(u, "/?token=")
-		return dashboard{url: u, base: base, pid: cmd.Process.Pid}
+		return dashboard{url: u, base: base, pid: cmd.Process.Pid, stderr: stderr.String}
 	case err := <-done:
 		t.Fatalf("kubectl app dashboard exited with %v before printing its URL; stderr:\n%s", err, stderr.String())
 	case <-time.After(pageTimeout):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"sync"
 	"testing"
 	"time"
@@ -19,22 +20,24 @@ import (
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
-// Scale of TestDashboardScale: scaleNamespaces namespaces of scaleApps Apps each.
+// Scale of TestListScale: scaleNamespaces namespaces of scaleApps Apps each.
 const (
 	scaleNamespaces = 10
 	scaleApps       = 100
 )
 
-// TestDashboardScale opens the list of 1000 Apps in 10 namespaces and filters it,
+// TestListScale opens the list of 1000 Apps in 10 namespaces and filters it,
 // and reports how long the browser took for each (the figures of docs/performance.md,
 // not asserted: they depend on the machine) and the plugin's memory before and after
 // its informers hold the Apps. The Apps' statuses are written by the test (no
 // controller runs): most Ready, some not, one in five in the middle of a rollout.
-func TestDashboardScale(t *testing.T) {
-	d := startDashboard(t, "-A")
+func TestListScale(t *testing.T) {
+	// gctrace: the Go runtime writes the live heap after each collection to stderr.
+	d := startDashboardWithEnv(t, []string{"GODEBUG=gctrace=1"}, "-A")
 	ctx := newBrowser(t)
 	run(t, ctx, "opening the empty list", chromedp.Navigate(d.url), chromedp.WaitVisible(chromedp.CSS("#count")))
 	idle, _ := rss(t, d.pid)
+	idleHeap := liveHeap(d.stderr())
 
 	apps := framework.AppClient(t)
 	var namespaces []string
@@ -93,7 +96,7 @@ func TestDashboardScale(t *testing.T) {
 	filtered := eval[float64](t, ctx, `(function(){
 		const s = document.getElementById('search');
 		const t0 = performance.now();
-		s.value = 'app-0537';
+		s.value = 'app-0042';
 		s.dispatchEvent(new Event('input'));
 		void document.body.offsetHeight;
 		return performance.now() - t0;
@@ -113,7 +116,8 @@ func TestDashboardScale(t *testing.T) {
 	current, peak := rss(t, d.pid)
 	t.Logf("list of %d Apps: rendered %.0f ms after the navigation started; search filtered in %.1f ms, the state filter in %.1f ms",
 		rows, rendered, filtered, byState)
-	t.Logf("kubectl app dashboard memory: RSS %.1f MiB with no App, %.1f MiB with %d Apps (peak %.1f MiB)", idle, current, rows, peak)
+	t.Logf("kubectl app dashboard memory: RSS %.1f MiB with no App, %.1f MiB with %d Apps (peak %.1f MiB); live heap after the last collection %s MB with no App, %s MB with the Apps",
+		idle, current, rows, peak, idleHeap, liveHeap(d.stderr()))
 }
 
 // createScaleApp creates the App app-NNNN of ns and writes a status as the controller
@@ -157,4 +161,17 @@ func createScaleApp(apps appclientset.Interface, ns string, i int) (int, error) 
 	}
 	data, err := json.Marshal(updated)
 	return len(data), err
+}
+
+// gcLine matches a line of GODEBUG=gctrace=1: "gc N @...: ... A->B->C MB, ..."; C is the
+// live heap the collection left.
+var gcLine = regexp.MustCompile(`(?m)^gc \d+ @.*?(\d+)->(\d+)->(\d+) MB`)
+
+// liveHeap returns the live heap, in MB, after the last collection that stderr reports.
+func liveHeap(stderr string) string {
+	m := gcLine.FindAllStringSubmatch(stderr, -1)
+	if len(m) == 0 {
+		return "?"
+	}
+	return m[len(m)-1][3]
 }
