@@ -246,7 +246,7 @@ func (s *dashServer) listStream(w http.ResponseWriter, r *http.Request) {
 	}
 	snapshot := rowUpdate{Snapshot: true}
 	for _, app := range s.cache.appList() {
-		html, err := s.render("row", newRowView(app.App))
+		html, err := s.render("row", newRowView(&app.App))
 		if err != nil {
 			return
 		}
@@ -264,7 +264,7 @@ func (s *dashServer) listStream(w http.ResponseWriter, r *http.Request) {
 				u.Remove = append(u.Remove, key)
 				continue
 			}
-			html, err := s.render("row", newRowView(app.App))
+			html, err := s.render("row", newRowView(&app.App))
 			if err != nil {
 				return err
 			}

@@ -214,13 +214,16 @@ var rolloutActions = []struct {
 }
 
 // newDetailView returns the page of app, from what the cache holds, at now.
-func newDetailView(d *dashCache, app cachedApp, now time.Time) detailView {
-	v := detailView{Namespace: app.Namespace, Name: app.Name, Row: newRowView(app.App)}
-	v.Ready, v.Readiness = readiness(app.App)
+func newDetailView(d *dashCache, app *cachedApp, now time.Time) detailView {
+	v := detailView{Namespace: app.Namespace, Name: app.Name, Row: newRowView(&app.App)}
+	v.Ready, v.Readiness = readiness(&app.App)
+	if app.DecodeError != "" {
+		v.Readiness = app.DecodeError
+	}
 	id := app.Namespace + "/" + app.Name
 	for _, a := range rolloutActions {
 		view := actionView{Kind: string(a.action), Label: a.label}
-		if effect, err := requestEffect(app.App, a.action); err != nil {
+		if effect, err := requestEffect(&app.App, a.action); err != nil {
 			view.Why = err.Error()
 		} else {
 			view.Enabled = true
@@ -242,13 +245,13 @@ func newDetailView(d *dashCache, app cachedApp, now time.Time) detailView {
 	}
 	v.Actions = append(v.Actions, restart)
 
-	v.Rollout = newRolloutView(d, app.App)
-	v.Analysis = analysisTables(app.raw)
+	v.Rollout = newRolloutView(d, &app.App)
+	v.Analysis = app.Analysis
 	if app.Spec.DeploymentTemplate != nil {
 		if msg := d.err(podResource.Resource); msg != "" {
 			v.PodsNote = "cannot read them: " + msg
 		}
-		for _, pod := range d.appPodsOf(app.App) {
+		for _, pod := range d.appPodsOf(&app.App) {
 			ready, total := podhealth.ReadyContainers(&pod)
 			p := podView{
 				Track: podTrack(&pod), Name: pod.Name, Phase: string(pod.Status.Phase), Ready: fmt.Sprintf("%d/%d", ready, total),
@@ -266,12 +269,12 @@ func newDetailView(d *dashCache, app cachedApp, now time.Time) detailView {
 	if msg := d.err(eventResource.Resource); msg != "" {
 		v.EventsNote = "cannot read them: " + msg
 	}
-	events := d.appEventsOf(app.App)
+	events := d.appEventsOf(&app.App)
 	for i := len(events) - 1; i >= 0; i-- { // the latest first
 		e := &events[i]
 		v.Events = append(v.Events, eventView{Type: e.Type, Reason: e.Reason, Age: eventAge(e, now), From: eventSource(e), Message: e.Message})
 	}
-	h, err := d.historyOfApp(app.App)
+	h, err := d.historyOfApp(&app.App)
 	switch {
 	case d.err(revisionResource) != "":
 		v.RevisionsNote = "cannot read them: " + d.err(revisionResource)
