@@ -51,7 +51,7 @@ func newRowView(app *appv1.App) rowView {
 	ready, reason := readyColumns(app)
 	r := rowView{
 		Key: app.Namespace + "/" + app.Name, Namespace: app.Namespace, Name: app.Name,
-		Ready: ready, Reason: reason, Available: availableColumn(app), Image: noValue, Autoscaler: noValue,
+		Ready: ready, Reason: reason, Available: availableColumn(app), Image: "none", Autoscaler: "none",
 	}
 	if c := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionReady); c != nil && ready != "Unknown" {
 		r.Message = c.Message
