@@ -190,7 +190,7 @@ type cachedApp struct {
 // DeepCopyObject copies the cached App (the informer's mutation detector compares
 // copies).
 func (a *cachedApp) DeepCopyObject() runtime.Object {
-	c := &cachedApp{App: *a.App.DeepCopy(), DecodeError: a.DecodeError}
+	c := &cachedApp{App: *a.DeepCopy(), DecodeError: a.DecodeError}
 	for _, t := range a.Analysis {
 		rows := make([][]string, len(t.Rows))
 		for i, r := range t.Rows {
