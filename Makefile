@@ -407,6 +407,18 @@ node-packages:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd runc containernetworking-plugins iptables >/dev/null; \
 	fi
 
+# Chromium from Debian's packages, the browser of the dashboard's tests
+# (test/integration/dashboard, driven by chromedp), installed with apt-get when missing
+# (root); elsewhere one line says how, and those tests skip (fail with CI=true).
+.PHONY: chromium
+chromium: ## Install Debian's chromium for the dashboard's browser tests (root), when missing.
+	@if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "installing chromium (the dashboard's browser tests)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+		else echo "make chromium: not root: install Debian's chromium package for the dashboard's browser tests (they skip without it)"; fi; \
+	fi
+
 # kwok's fast node and pod stages, from the kwok module pinned in hack/tools, and the
 # project's own (hack/kwok: container faults for integration tests).
 $(KWOK_STAGES): hack/tools/go.mod $(wildcard hack/kwok/*.yaml)
@@ -449,11 +461,12 @@ $(GOLANGCI_LINT): hack/tools/lint/go.mod hack/tools/lint/go.sum
 TEST_PLATFORMS ?= linux/$(HOST_ARCH)
 # What `make test` builds in the background while verify, unit and test-image run: the
 # control plane, helm, the control plane of the oldest supported Kubernetes minor (for
-# test-compat-oldest: 441 s of CPU the first time, cached after) and, where the
+# test-compat-oldest: 441 s of CPU the first time, cached after), Chromium (the
+# dashboard's browser tests of make integration) and, where the
 # end-to-end tier can run (root), the real node's packages, binaries and images, cosign
 # (the end-to-end tests sign and verify a release) and Traefik's image (the traffic tier
 # of make e2e).
-TEST_TOOLS = tools $(HELM) $(COMPAT_BIN)/$(COMPAT_OLDEST)/kube-apiserver $(if $(filter 0,$(shell id -u)),node-packages node-tools $(COSIGN) $(TRAEFIK_IMAGE))
+TEST_TOOLS = tools $(HELM) $(COMPAT_BIN)/$(COMPAT_OLDEST)/kube-apiserver chromium $(if $(filter 0,$(shell id -u)),node-packages node-tools $(COSIGN) $(TRAEFIK_IMAGE))
 # The steps of make test, in order (hack/make.sh test: the control plane binaries build
 # in the background until the first step that needs them). verify first, alone: a stale
 # file or a vet error fails the run within a minute. Then the unit tests, the image's
@@ -494,9 +507,16 @@ unit: ## Unit tests with the race detector and the cache mutation detector.
 # short ones, about 45 s.
 INTEGRATION_PKGS := ./test/integration/reliability ./test/integration/app ./test/integration/soak ./test/integration/...
 
-integration: tools ## Integration tests against a local kube-apiserver, etcd, controller-manager, scheduler and kwok.
+integration: tools chromium ## Integration tests against a local kube-apiserver, etcd, controller-manager, scheduler and kwok.
 	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) APP_CONTROLLER_BENCH_SMOKE=1 \
 		$(GO) test -count=1 -p $(INTEGRATION_PARALLEL) -timeout $(INTEGRATION_TIMEOUT) $(INTEGRATION_PKGS) $(TESTFLAGS)
+
+# The screenshots of docs/dashboard.md (the list, an App in the middle of a rollout),
+# taken by the dashboard's browser test.
+.PHONY: dashboard-screenshots
+dashboard-screenshots: ## Regenerate docs/images/dashboard-*.png with the dashboard's browser test (Chromium, a local control plane).
+	APP_DASHBOARD_SCREENSHOTS=$(ROOT)/docs/images $(MAKE) --no-print-directory integration \
+		INTEGRATION_PKGS=./test/integration/dashboard TESTFLAGS='-run TestDashboard -v'
 
 # The end-to-end tests run where a real node can (root, cgroups); elsewhere `make e2e` says
 # in one line what it skipped and why, except with CI=true, where that fails the run.

@@ -115,6 +115,7 @@ func (c *command) rootCommand() *cobra.Command {
   abort       abort an App's canary rollout: all traffic back to the stable pods
   pause       hold an App's canary rollout at its current step
   resume      go on with a canary rollout paused by kubectl app pause
+  dashboard   a web UI of the Apps, their rollouts and their objects, on 127.0.0.1
   version     the plugin's version and the controller's
   completion  a shell completion script (kubectl itself completes through kubectl_complete-app)
 
@@ -141,7 +142,7 @@ found, API error).`,
 		panic(fmt.Sprintf("registering the completion of --namespace: %v", err))
 	}
 	root.AddCommand(c.treeCommand(), c.statusCommand(), c.listCommand(), c.createCommand(),
-		c.historyCommand(), c.rollbackCommand(), c.restartCommand(), c.versionCommand())
+		c.historyCommand(), c.rollbackCommand(), c.restartCommand(), c.dashboardCommand(), c.versionCommand())
 	root.AddCommand(c.rolloutCommands()...)
 	return root
 }

@@ -5,7 +5,10 @@
 //     for each computed by kstatus;
 //   - status: a compact health summary whose exit code tells scripts whether the App is
 //     Ready;
-//   - list: the Apps of a namespace, or of all, with their Ready condition.
+//   - list: the Apps of a namespace, or of all, with their Ready condition;
+//   - promote, abort, pause, resume, restart, rollback: the writes of Act;
+//   - dashboard: a web UI of all of these, served on 127.0.0.1 from informers
+//     (dashboard*.go, the templates and assets of dashboard/), whose buttons call Act.
 //
 // Everything here takes its API clients (Clients) and an io.Writer, so it runs against
 // fake clients in unit tests; cmd/kubectl-app only wires flags and exit codes.

@@ -49,11 +49,17 @@ func appEvents(ctx context.Context, c Clients, namespace string, uid types.UID) 
 	if err != nil {
 		return nil, fmt.Errorf("listing the Events of namespace %s about UID %s: %w", namespace, uid, err)
 	}
+	return recentEvents(events), nil
+}
+
+// recentEvents sorts events by when they last happened and returns the most recent
+// maxEvents, the latest last (status and the dashboard show these).
+func recentEvents(events []corev1.Event) []corev1.Event {
 	sort.SliceStable(events, func(i, j int) bool { return lastSeen(&events[i]).Before(lastSeen(&events[j])) })
 	if len(events) > maxEvents {
 		events = events[len(events)-maxEvents:]
 	}
-	return events, nil
+	return events
 }
 
 // lastSeen is when e last happened: its last timestamp, else the last observation of

@@ -68,23 +68,7 @@ revision. The command prints each field that changed.`,
 		Args:              appName,
 		ValidArgsFunction: c.completeAppNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if to < 0 {
-				return fmt.Errorf("--to-revision must be a revision number, got %d", to)
-			}
-			clients, namespace, err := c.setup()
-			if err != nil {
-				return err
-			}
-			res, err := Rollback(cmd.Context(), clients, namespace, args[0], to)
-			if err != nil {
-				return describe(err, "rolling back App %s/%s", namespace, args[0])
-			}
-			if len(res.Changes) == 0 {
-				fmt.Fprintf(c.streams.Out, "app.appcontroller.k8s.io/%s skipped rollback (the spec already matches revision %d)\n", args[0], res.To.Number)
-				return nil
-			}
-			fmt.Fprintf(c.streams.Out, "app.appcontroller.k8s.io/%s rolled back to revision %d\n%s", args[0], res.To.Number, formatChanges(res.Changes))
-			return nil
+			return c.act(cmd, args[0], Action{Kind: ActionRollback, Revision: to})
 		},
 	}
 	cmd.Flags().Int64Var(&to, "to-revision", 0, "The revision to roll back to; 0: the one before the current.")
@@ -109,20 +93,7 @@ Deployment would bypass the steps).`,
 		Args:              appName,
 		ValidArgsFunction: c.completeAppNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			clients, namespace, err := c.setup()
-			if err != nil {
-				return err
-			}
-			deployment, canary, err := Restart(cmd.Context(), clients, namespace, args[0], c.now())
-			if err != nil {
-				return describe(err, "restarting App %s/%s", namespace, args[0])
-			}
-			if canary {
-				fmt.Fprintf(c.streams.Out, "app.appcontroller.k8s.io/%s restarted (a canary rollout rolls its pods: kubectl app status %s --watch)\n", args[0], args[0])
-				return nil
-			}
-			fmt.Fprintf(c.streams.Out, "app.appcontroller.k8s.io/%s restarted (Deployment %s rolls its pods)\n", args[0], deployment)
-			return nil
+			return c.act(cmd, args[0], Action{Kind: ActionRestart})
 		},
 	}
 	return cmd
@@ -140,20 +111,11 @@ func (c *command) rolloutCommand(use, short, long, example string, action appv1.
 		Args:              appName,
 		ValidArgsFunction: c.completeAppNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			clients, namespace, err := c.setup()
-			if err != nil {
-				return err
-			}
 			a := action
 			if full {
 				a = appv1.RolloutActionPromoteFull
 			}
-			res, err := RequestRollout(cmd.Context(), clients, namespace, args[0], a, c.now())
-			if err != nil {
-				return describe(err, "requesting %s of the rollout of App %s/%s", a, namespace, args[0])
-			}
-			fmt.Fprintf(c.streams.Out, "app.appcontroller.k8s.io/%s %s requested: %s\n", args[0], a, res.Effect)
-			return nil
+			return c.act(cmd, args[0], Action{Kind: string(a)})
 		},
 	}
 	if action == appv1.RolloutActionPromote {
@@ -195,4 +157,19 @@ kubectl app resume or promote. A failing canary pod still aborts it.`,
 again (a timed pause waits its whole duration).`,
 			"  kubectl app resume web", appv1.RolloutActionResume),
 	}
+}
+
+// act makes the write a on the App name of the command's namespace (Act, as the
+// dashboard's buttons do) and prints what it did.
+func (c *command) act(cmd *cobra.Command, name string, a Action) error {
+	clients, namespace, err := c.setup()
+	if err != nil {
+		return err
+	}
+	line, err := Act(cmd.Context(), clients, namespace, name, a, c.now())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.streams.Out, line)
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -52,9 +53,15 @@ func GetHistory(ctx context.Context, clients Clients, namespace, name string) (*
 	if err != nil {
 		return nil, &APIError{Err: err}
 	}
+	return historyOf(app, list.Items)
+}
+
+// historyOf returns the history of app from ControllerRevisions: those app controls,
+// oldest first (history reads them from the server, the dashboard from its informer).
+func historyOf(app *appv1.App, revisions []appsv1.ControllerRevision) (*History, error) {
 	h := &History{App: app}
-	for i := range list.Items {
-		cr := &list.Items[i]
+	for i := range revisions {
+		cr := &revisions[i]
 		if ref := metav1.GetControllerOfNoCopy(cr); ref == nil || ref.UID != app.UID {
 			continue
 		}
