@@ -253,7 +253,9 @@ func (e *env) peerRun(ctx context.Context, round, index int, run *PeerRun) error
 		}
 		proc = &controllerProc{Process: p, metricsURL: metricsURL, start: time.Now()}
 		defer func() { _ = proc.kill(syscall.SIGKILL) }()
-		if err := proc.waitServing(ctx, time.Minute); err != nil {
+		// It serves its metrics once every informer of its controllers (Rollouts,
+		// ReplicaSets, Services, Ingresses, analysis, experiments...) has synced.
+		if err := proc.waitServing(ctx, 2*time.Minute); err != nil {
 			return err
 		}
 		if side, err = e.newRolloutSide(ctx, ns); err != nil {
@@ -263,7 +265,7 @@ func (e *env) peerRun(ctx context.Context, round, index int, run *PeerRun) error
 		return fmt.Errorf("no controller %q", run.Controller)
 	}
 	defer side.stop()
-	e.printf("round %d: peer: %s %s, %d objects\n", round, run.Controller, strings.Join(run.Flags, " "), n)
+	e.printf("round %d: peer: %s (%s: %s), %d objects\n", round, run.Controller, run.Set, strings.Join(append([]string{"--"}, run.Flags...), " "), n)
 	time.Sleep(min(e.cfg.BaselineWait, 5*time.Second))
 	base, err := proc.stats()
 	if err != nil {
