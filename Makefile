@@ -519,9 +519,10 @@ unit: ## Unit tests with the race detector and the cache mutation detector.
 # The three longest packages first (go test starts them in this order, INTEGRATION_PARALLEL
 # at a time), so that the short ones fill in beside them instead of one long package
 # running alone at the end; the soak's smoke (test/integration/soak) lasts its 2 minutes
-# plus its setup, about 2.5 minutes. The benchmark harness's smoke (test/integration/bench:
-# 5 Apps through every scenario, the canary phases' writes pinned exactly) runs among the
-# short ones, about 45 s.
+# plus its setup, about 2.5 minutes. The benchmark harness's smokes (test/integration/bench:
+# 5 Apps through every scenario, the canary phases' writes pinned exactly, about 45 s; the
+# peer scenario, Argo Rollouts side by side at 5 objects, about 90 s) run among the short
+# ones.
 INTEGRATION_PKGS := ./test/integration/reliability ./test/integration/app ./test/integration/soak ./test/integration/...
 
 # Argo Rollouts' controller and its CRDs, when INTEGRATION_PKGS has the benchmark harness's
