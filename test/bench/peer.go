@@ -265,7 +265,11 @@ func (e *env) peerRun(ctx context.Context, round, index int, run *PeerRun) error
 		return fmt.Errorf("no controller %q", run.Controller)
 	}
 	defer side.stop()
-	e.printf("round %d: peer: %s (%s: %s), %d objects\n", round, run.Controller, run.Set, strings.Join(append([]string{"--"}, run.Flags...), " "), n)
+	flags := strings.Join(run.Flags, " ")
+	if flags == "" {
+		flags = "no flag added"
+	}
+	e.printf("round %d: peer: %s (%s: %s), %d objects\n", round, run.Controller, run.Set, flags, n)
 	time.Sleep(min(e.cfg.BaselineWait, 5*time.Second))
 	base, err := proc.stats()
 	if err != nil {
