@@ -397,6 +397,35 @@ $(TRAEFIK_IMAGE): $(TRAEFIK) $(IMAGEBUILD)
 		--entrypoint /traefik --user 65532:65532 --created-epoch 0 --version v3.6.12 --revision github.com/traefik/traefik/v3@v3.6.12 \
 		--source https://github.com/traefik/traefik >/dev/null
 
+# Argo Rollouts' controller (hack/tools/argo-rollouts), the peer of `make bench
+# BENCHFLAGS='-scenarios peer'` and of its smoke in make integration (docs/performance.md,
+# "Argo Rollouts side by side"), stamped with its version as its own Makefile does. Its
+# controller serves /metrics and /healthz on 0.0.0.0 (a constant of its controller
+# package, no flag): so that every server the bench starts listens on loopback, the build
+# compiles a copy of the module in bin/ whose one constant says 127.0.0.1 (checked to be
+# the only line changed), through a copy of the tools module's go.mod that replaces the
+# module by that copy (go build -modfile; an overlay may not replace files of the module
+# cache). Its CRDs are read from the module at run time (ARGO_ROLLOUTS_CRDS). First build:
+# 621 modules (348 MiB of zips) downloaded in 48 s, then 350 CPU seconds of compiling
+# (docs/performance.md).
+ARGO_ROLLOUTS        := $(BIN)/rollouts-controller
+ARGO_ROLLOUTS_SRC    := $(BIN)/argo-rollouts-src
+ARGO_ROLLOUTS_MODULE := github.com/argoproj/argo-rollouts
+ARGO_ROLLOUTS_CRDS    = $$(cd hack/tools/argo-rollouts && $(GO) list -m -f '{{.Dir}}' $(ARGO_ROLLOUTS_MODULE))/manifests/crds
+
+$(ARGO_ROLLOUTS): hack/tools/argo-rollouts/go.mod hack/tools/argo-rollouts/go.sum
+	@rm -rf $(ARGO_ROLLOUTS_SRC) && mkdir -p $(ARGO_ROLLOUTS_SRC)
+	cd hack/tools/argo-rollouts && $(GO) mod download $(ARGO_ROLLOUTS_MODULE) && \
+		dir=$$($(GO) list -m -f '{{.Dir}}' $(ARGO_ROLLOUTS_MODULE)) && version=$$($(GO) list -m -f '{{.Version}}' $(ARGO_ROLLOUTS_MODULE)) && \
+		cp -R $$dir $(ARGO_ROLLOUTS_SRC)/module && chmod -R u+w $(ARGO_ROLLOUTS_SRC)/module && \
+		sed -i 's|"0.0.0.0:%d"|"127.0.0.1:%d"|' $(ARGO_ROLLOUTS_SRC)/module/controller/controller.go && \
+		changed=$$({ diff -r $$dir $(ARGO_ROLLOUTS_SRC)/module || true; } | grep -c '^>') && \
+		if [ "$$changed" != 1 ]; then echo "$(ARGO_ROLLOUTS): the copy of $$dir differs in $$changed lines, want 1 (the listen address)" >&2; exit 1; fi && \
+		cp go.mod go.sum $(ARGO_ROLLOUTS_SRC)/ && \
+		$(GO) mod edit -modfile $(ARGO_ROLLOUTS_SRC)/go.mod -replace $(ARGO_ROLLOUTS_MODULE)=$(ARGO_ROLLOUTS_SRC)/module && \
+		$(GO) build -modfile $(ARGO_ROLLOUTS_SRC)/go.mod -ldflags "-X $(ARGO_ROLLOUTS_MODULE)/utils/version.version=$${version#v}" \
+			-o $@ $(ARGO_ROLLOUTS_MODULE)/cmd/rollouts-controller
+
 # The Debian packages a real node runs: containerd, runc, the CNI plugins and iptables,
 # installed with apt-get when one is missing (root).
 .PHONY: node-packages
@@ -462,11 +491,11 @@ TEST_PLATFORMS ?= linux/$(HOST_ARCH)
 # What `make test` builds in the background while verify, unit and test-image run: the
 # control plane, helm, the control plane of the oldest supported Kubernetes minor (for
 # test-compat-oldest: 441 s of CPU the first time, cached after), Chromium (the
-# dashboard's browser tests of make integration) and, where the
-# end-to-end tier can run (root), the real node's packages, binaries and images, cosign
-# (the end-to-end tests sign and verify a release) and Traefik's image (the traffic tier
-# of make e2e).
-TEST_TOOLS = tools $(HELM) $(COMPAT_BIN)/$(COMPAT_OLDEST)/kube-apiserver chromium $(if $(filter 0,$(shell id -u)),node-packages node-tools $(COSIGN) $(TRAEFIK_IMAGE))
+# dashboard's browser tests of make integration), Argo Rollouts' controller (the peer
+# smoke of make integration) and, where the end-to-end tier can run (root), the real
+# node's packages, binaries and images, cosign (the end-to-end tests sign and verify a
+# release) and Traefik's image (the traffic tier of make e2e).
+TEST_TOOLS = tools $(HELM) $(COMPAT_BIN)/$(COMPAT_OLDEST)/kube-apiserver chromium $(ARGO_ROLLOUTS) $(if $(filter 0,$(shell id -u)),node-packages node-tools $(COSIGN) $(TRAEFIK_IMAGE))
 # The steps of make test, in order (hack/make.sh test: the control plane binaries build
 # in the background until the first step that needs them). verify first, alone: a stale
 # file or a vet error fails the run within a minute. Then the unit tests, the image's
@@ -502,13 +531,19 @@ unit: ## Unit tests with the race detector and the cache mutation detector.
 # The three longest packages first (go test starts them in this order, INTEGRATION_PARALLEL
 # at a time), so that the short ones fill in beside them instead of one long package
 # running alone at the end; the soak's smoke (test/integration/soak) lasts its 2 minutes
-# plus its setup, about 2.5 minutes. The benchmark harness's smoke (test/integration/bench:
-# 5 Apps through every scenario, the canary phases' writes pinned exactly) runs among the
-# short ones, about 45 s.
+# plus its setup, about 2.5 minutes. The benchmark harness's smokes (test/integration/bench:
+# 5 Apps through every scenario, the canary phases' writes pinned exactly, about 45 s; the
+# peer scenario, Argo Rollouts side by side at 5 objects, about 90 s) run among the short
+# ones.
 INTEGRATION_PKGS := ./test/integration/reliability ./test/integration/app ./test/integration/soak ./test/integration/...
 
-integration: tools chromium ## Integration tests against a local kube-apiserver, etcd, controller-manager, scheduler and kwok.
+# Argo Rollouts' controller and its CRDs, when INTEGRATION_PKGS has the benchmark harness's
+# smoke (test/integration/bench: its peer smoke; without them it skips).
+INTEGRATION_PEER = $(if $(filter ./test/integration/... ./test/integration/bench ./test/integration/bench/ ./test/integration/bench/...,$(INTEGRATION_PKGS)),$(ARGO_ROLLOUTS))
+
+integration: tools chromium $(INTEGRATION_PEER) ## Integration tests against a local kube-apiserver, etcd, controller-manager, scheduler and kwok.
 	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) APP_CONTROLLER_BENCH_SMOKE=1 \
+		$(if $(INTEGRATION_PEER),APP_CONTROLLER_ARGO_ROLLOUTS=$(ARGO_ROLLOUTS) APP_CONTROLLER_ARGO_ROLLOUTS_CRDS=$(ARGO_ROLLOUTS_CRDS)) \
 		$(GO) test -count=1 -p $(INTEGRATION_PARALLEL) -timeout $(INTEGRATION_TIMEOUT) $(INTEGRATION_PKGS) $(TESTFLAGS)
 
 # The screenshots of docs/dashboard.md (the list, an App in the middle of a rollout),
@@ -594,11 +629,16 @@ BENCH_WORK_DIR := $(LOCAL)/bench
 # The JSON figures of the last run (docs/performance.md says what each key means).
 BENCH_OUT      ?= $(LOCAL)/bench-result.json
 
+# BENCHFLAGS='-scenarios peer' (the peer scenario: Argo Rollouts side by side) builds Argo
+# Rollouts' controller first and names it and its CRDs to the harness.
+BENCH_PEER = $(findstring peer,$(BENCHFLAGS))
+
 .PHONY: bench
-bench: tools build ## The benchmark harness on its own control plane (N=1000 REPLICAS=1 ROUNDS=1).
+bench: tools build $(if $(BENCH_PEER),$(ARGO_ROLLOUTS)) ## The benchmark harness on its own control plane (N=1000 REPLICAS=1 ROUNDS=1; BENCHFLAGS='-scenarios peer': Argo Rollouts side by side).
 	rm -rf $(BENCH_WORK_DIR)
 	$(GO) run ./test/bench/cmd/appbench -apps $(N) -replicas $(REPLICAS) -rounds $(ROUNDS) \
 		-bin-dir $(BIN) -controller $(BIN)/app-controller -crd-dir config/crd/bases \
+		$(if $(BENCH_PEER),-peer-controller $(ARGO_ROLLOUTS) -peer-crd-dir $(ARGO_ROLLOUTS_CRDS)) \
 		-work-dir $(BENCH_WORK_DIR) -out $(BENCH_OUT) $(BENCHFLAGS)
 
 # make soak: the controller for DURATION under a steady churn of Apps and faults at

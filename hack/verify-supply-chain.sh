@@ -20,7 +20,7 @@ if [ ! -s SECURITY.md ]; then
 fi
 
 toolchains=""
-for mod in go.mod hack/tools/go.mod hack/tools/docs/go.mod hack/tools/metrics-server/go.mod hack/tools/sbom/go.mod hack/tools/soakplot/go.mod hack/tools/lint/go.mod hack/tools/cosign/go.mod test/chart/go.mod hack/tools/compat/*/go.mod; do
+for mod in go.mod hack/tools/go.mod hack/tools/docs/go.mod hack/tools/metrics-server/go.mod hack/tools/sbom/go.mod hack/tools/soakplot/go.mod hack/tools/lint/go.mod hack/tools/cosign/go.mod hack/tools/argo-rollouts/go.mod test/chart/go.mod hack/tools/compat/*/go.mod; do
     if [ ! -f "${mod}" ]; then
         echo "${mod} is missing" >&2
         failed=1

@@ -34,6 +34,19 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config, dir string) error {
 	return installCRDs(ctx, cfg, crds)
 }
 
+// InstallCRDFiles creates or updates every CustomResourceDefinition of files and waits
+// until all of them are Established (for a directory that holds other manifests too).
+func InstallCRDFiles(ctx context.Context, cfg *rest.Config, files []string) error {
+	crds, err := readCRDFiles(files)
+	if err != nil {
+		return err
+	}
+	if len(crds) == 0 {
+		return fmt.Errorf("no CustomResourceDefinitions in %v", files)
+	}
+	return installCRDs(ctx, cfg, crds)
+}
+
 // InstallGatewayAPICRDs installs the Gateway API's standard CRDs from dir
 // (GatewayAPICRDDir) and waits until they are Established.
 func InstallGatewayAPICRDs(ctx context.Context, cfg *rest.Config, dir string) error {

@@ -15,7 +15,11 @@
 //     (converge); then idle (two resync periods and 10 s), restart (kill -9 and start
 //     again: until its App queue has taken every App and is drained), churn (a new
 //     image for 10% of the Apps) and canary (canary.go: N other Apps with a canary
-//     strategy created, each rolled one step, then promoted, each phase measured).
+//     strategy created, each rolled one step, then promoted, each phase measured);
+//   - with "peer" among the scenarios (not by default; peer.go): the App controller and
+//     Argo Rollouts' controller (built from hack/tools/argo-rollouts), one at a time,
+//     each with its defaults then its flags for scale, through the same three phases on
+//     N Apps and N Rollouts of the same canary strategy.
 //
 // Writes are counted on the apiserver side, from its audit log, per user (audit.go).
 // Memory and CPU come from /proc (procstat.go), the work queue from the controller's

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -40,6 +41,8 @@ const (
 type clients struct {
 	kube kubernetes.Interface
 	app  appclientset.Interface
+	// dynamic reads and writes resources the project has no types of (Argo Rollouts').
+	dynamic dynamic.Interface
 }
 
 // newClients returns clients for cfg without client-side rate limit; built-in types
@@ -60,7 +63,11 @@ func newClients(cfg *rest.Config, protobuf bool) (clients, error) {
 	if err != nil {
 		return clients{}, fmt.Errorf("making an App client: %w", err)
 	}
-	return clients{kube: kube, app: app}, nil
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return clients{}, fmt.Errorf("making a dynamic client: %w", err)
+	}
+	return clients{kube: kube, app: app, dynamic: dyn}, nil
 }
 
 // appName is the name of the i-th App of a phase.

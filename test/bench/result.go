@@ -50,6 +50,8 @@ type RoundResult struct {
 	Figures
 	// Autoscaled is the autoscaled scenario's figures (nil: not run).
 	Autoscaled *AutoscaledFigures `json:"autoscaled,omitempty"`
+	// Peer is the peer scenario's figures, Argo Rollouts side by side (nil: not run).
+	Peer *PeerFigures `json:"peer,omitempty"`
 
 	floorSeconds       float64
 	floorWrites        writeCounts
@@ -253,6 +255,9 @@ func (r RoundResult) table(apps, replicas int, scenarios, controllerFlags []stri
 		}
 	} else {
 		row("canary", "not run")
+	}
+	if r.Peer != nil {
+		sb.WriteString(r.Peer.table())
 	}
 	row("controller peak RSS (VmHWM)", fmt.Sprintf("%.1f MiB", r.ControllerPeakRSSMB))
 	if r.ControllerCgroupPeakMB > 0 {

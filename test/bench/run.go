@@ -35,7 +35,7 @@ type Config struct {
 	// CreateClients is the number of parallel clients that create the product's Apps.
 	CreateClients int
 	// Scenarios after converge: any of "idle", "restart", "churn", "canary" (canary.go),
-	// and "autoscaled" (not by default: autoscaled.go).
+	// and, not by default, "autoscaled" (autoscaled.go) and "peer" (peer.go).
 	Scenarios []string
 	// BinDir holds the control plane's binaries; Controller is bin/app-controller.
 	BinDir, Controller string
@@ -48,6 +48,13 @@ type Config struct {
 	ControllerMemoryLimit int64
 	// CRDDir holds the CRDs installed at start.
 	CRDDir string
+	// PeerController is Argo Rollouts' controller and PeerCRDDir the directory of its
+	// CRDs (its module's manifests/crds, *-crd.yaml installed with the peer scenario),
+	// for the peer scenario.
+	PeerController, PeerCRDDir string
+	// PeerFlagSets are the peer scenario's sets of flags, "defaults" and "scale" (each
+	// controller's flags for scale: peer.go); empty: both.
+	PeerFlagSets []string
 	// WorkDir receives the cluster's state and logs and the controller's logs; it is
 	// removed after a successful run unless KeepState is set.
 	WorkDir   string
@@ -86,8 +93,10 @@ type env struct {
 	// controllerKubeconfig is the kubeconfig of the controller's own user.
 	controllerKubeconfig string
 	audit                *audit
-	logDir               string
-	out                  io.Writer
+	// peerKubeconfig is the kubeconfig of Argo Rollouts' own user (the peer scenario).
+	peerKubeconfig string
+	logDir         string
+	out            io.Writer
 }
 
 // audit is the cluster's audit log, renamed for the phases' readability.
@@ -133,7 +142,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		StateDir:    filepath.Join(cfg.WorkDir, "cluster"),
 		CRDDir:      cfg.CRDDir,
 		PodCapacity: cfg.Apps*int(cfg.Replicas) + 100,
-		AuditUsers:  auditUsers(cfg.Breakdown),
+		AuditUsers:  auditUsers(cfg.Breakdown, slices.Contains(cfg.Scenarios, scenarioPeer)),
 		Profiling:   cfg.Breakdown,
 		// No metrics API here: autoscalers that cannot read one would turn the Apps
 		// not Ready after a minute (autoscaled.go).
@@ -154,6 +163,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	e.audit = newAuditLog(cluster.AuditLogPath)
 	if err := e.makeClients(); err != nil {
 		return nil, err
+	}
+	if slices.Contains(cfg.Scenarios, scenarioPeer) {
+		if err := e.setUpPeer(ctx); err != nil {
+			return nil, err
+		}
 	}
 
 	res := &Result{Apps: cfg.Apps, Replicas: int(cfg.Replicas), Cores: runtime.NumCPU(), WriteCounting: writeCounting, Scenarios: cfg.Scenarios, ControllerFlags: append([]string{}, cfg.ControllerFlags...),
@@ -186,10 +200,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 }
 
 // auditUsers are the users whose writes the apiserver's audit log records: the
-// controller's and the floor's, and with breakdown the admin identity that the harness
-// and the control plane's components share.
-func auditUsers(breakdown bool) []string {
+// controller's and the floor's, with the peer scenario Argo Rollouts', and with breakdown
+// the admin identity that the harness and the control plane's components share.
+func auditUsers(breakdown, peer bool) []string {
 	users := []string{controllerUser, floorUser}
+	if peer {
+		users = append(users, peerUser)
+	}
 	if breakdown {
 		users = append(users, localcluster.AdminUser)
 	}
@@ -331,6 +348,14 @@ func (e *env) round(ctx context.Context, round int) (RoundResult, error) {
 		if err := e.autoscaled(ctx, &r); err != nil {
 			return r, err
 		}
+	}
+	if slices.Contains(e.cfg.Scenarios, scenarioPeer) {
+		peer, err := e.peer(ctx, round)
+		if err != nil {
+			r.Converged = false
+			return r, err
+		}
+		r.Peer = peer
 	}
 	if round == e.cfg.Rounds {
 		return r, nil // the control plane stops next

@@ -1,6 +1,8 @@
 // Package bench_test checks the benchmark harness of `make bench` (test/bench) end to
 // end at a tiny size: its own control plane, one floor loop, the controller converging 5
-// Apps, the restart, churn and canary scenarios, writes counted from the audit log.
+// Apps, the restart, churn and canary scenarios, writes counted from the audit log; and
+// the peer scenario (Argo Rollouts side by side) at 5 objects, on a control plane of its
+// own (about 90 s), when make integration names Argo Rollouts' controller and CRDs.
 //
 // It starts a control plane of its own and builds the controller: about 40 s on an idle
 // machine, over 2 minutes on a busy one. So it is not part of `make test`; run it with
@@ -131,5 +133,114 @@ func TestHarnessSmoke(t *testing.T) {
 	}
 	if res.FloorConcurrency != 5 || res.Versions.Kube == "" || res.Versions.Controller == "" || res.Cores < 1 {
 		t.Errorf("floor concurrency %d, versions %+v, cores %d", res.FloorConcurrency, res.Versions, res.Cores)
+	}
+}
+
+// peerEnv and peerCRDsEnv name Argo Rollouts' controller and its CRDs for the peer smoke;
+// make integration sets them (and builds the controller) when it runs this package.
+const (
+	peerEnv     = "APP_CONTROLLER_ARGO_ROLLOUTS"
+	peerCRDsEnv = "APP_CONTROLLER_ARGO_ROLLOUTS_CRDS"
+)
+
+// TestPeerSmoke runs the peer scenario (Argo Rollouts side by side) at 5 objects: each
+// controller with its defaults and its flags for scale through the three phases, every
+// object reaching each phase's state, the writes of each counted per object.
+func TestPeerSmoke(t *testing.T) {
+	if os.Getenv(smokeEnv) == "" {
+		t.Skipf("set $%s=1 to run the harness's smoke test (its own control plane, 40 s to minutes)", smokeEnv)
+	}
+	controller, crds := os.Getenv(peerEnv), os.Getenv(peerCRDsEnv)
+	if controller == "" || crds == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("$%s and $%s must name Argo Rollouts' controller and CRDs (make integration sets them)", peerEnv, peerCRDsEnv)
+		}
+		t.Skipf("set $%s and $%s to Argo Rollouts' controller and CRDs (make integration builds and sets them)", peerEnv, peerCRDsEnv)
+	}
+	root, binDir := framework.RepoRoot(t), framework.BinDir(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	const objects = 5
+	res, err := bench.Run(ctx, bench.Config{
+		Apps:           objects,
+		Replicas:       1,
+		Rounds:         1,
+		CreateClients:  5,
+		Scenarios:      []string{"peer"},
+		BinDir:         binDir,
+		Controller:     framework.BuildBinary(t, "app-controller"),
+		CRDDir:         filepath.Join(root, "config", "crd", "bases"),
+		PeerController: controller,
+		PeerCRDDir:     crds,
+		WorkDir:        filepath.Join(t.TempDir(), "bench"),
+		SkipWarmUp:     true,
+		BaselineWait:   time.Second,
+		Settle:         time.Second,
+		Out:            testWriter{t},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rounds) != 1 || res.Rounds[0].Peer == nil {
+		t.Fatalf("%d round(s), no peer figures", len(res.Rounds))
+	}
+	peer := res.Rounds[0].Peer
+	if !strings.HasPrefix(peer.ArgoVersion, "v1.") {
+		t.Errorf("Argo Rollouts' version %q, want v1.*", peer.ArgoVersion)
+	}
+	want := []struct {
+		controller string
+		scale      bool
+	}{{"app-controller", false}, {"argo-rollouts", false}, {"app-controller", true}, {"argo-rollouts", true}}
+	if len(peer.Runs) != len(want) {
+		t.Fatalf("%d peer runs, want %d", len(peer.Runs), len(want))
+	}
+	for i, run := range peer.Runs {
+		if run.Controller != want[i].controller || (len(run.Flags) > 0) != want[i].scale {
+			t.Errorf("run %d: %s %v, want %s with scale flags %v", i, run.Controller, run.Flags, want[i].controller, want[i].scale)
+		}
+		if run.CPUSeconds <= 0 || run.PeakRSSMB <= 0 {
+			t.Errorf("run %d (%s): CPU %vs, peak RSS %v MiB; want both > 0", i, run.Controller, run.CPUSeconds, run.PeakRSSMB)
+		}
+		for _, p := range []struct {
+			name  string
+			phase bench.PeerPhase
+			// ours are the App controller's writes per object, exactly (as the canary
+			// scenario's: the step's weight changes no write); argo the writes Argo
+			// Rollouts makes at least once per object (its status patches vary with
+			// the informers' timing).
+			ours map[string]float64
+			argo []string
+		}{
+			// Created: ours the App's children, its first revision and one status
+			// write; Argo the stable ReplicaSet and the Rollout's status.
+			{"create", run.Create, map[string]float64{"create controllerrevisions": 1, "patch deployments": 1, "patch services": 1,
+				"patch apps/status": 1, "create events": 1}, []string{"create replicasets", "patch rollouts/status"}},
+			// A new image, paused: ours the revision, the canary Deployment and the
+			// step's and the pause's states; Argo the canary ReplicaSet.
+			{"change", run.Change, map[string]float64{"create controllerrevisions": 1, "patch apps/status": 2,
+				"patch deployments": 1, "create events": 2, "patch events": 1}, []string{"create replicasets", "patch rollouts/status"}},
+			// Promoted: ours the stable Deployment's new template and the canary
+			// deleted; Argo the old ReplicaSet scaled down.
+			{"promote", run.Promote, map[string]float64{"patch apps/status": 2, "patch deployments": 1, "delete deployments": 1,
+				"create events": 3, "patch events": 2}, []string{"update replicasets", "patch rollouts/status"}},
+		} {
+			got := p.phase.WritesPerObject.ByVerbResource
+			if p.phase.Seconds <= 0 {
+				t.Errorf("run %d (%s), %s: %vs, want > 0", i, run.Controller, p.name, p.phase.Seconds)
+			}
+			switch run.Controller {
+			case "app-controller":
+				if !maps.Equal(got, p.ours) {
+					t.Errorf("run %d (app-controller), %s: writes per object %v, want %v", i, p.name, got, p.ours)
+				}
+			default:
+				for _, kind := range p.argo {
+					if got[kind] < 1 {
+						t.Errorf("run %d (argo-rollouts), %s: writes per object %v, want %q at least once", i, p.name, got, kind)
+					}
+				}
+			}
+		}
 	}
 }

@@ -28,13 +28,17 @@ func main() {
 	flag.IntVar(&cfg.CreateClients, "create-clients", 5, "parallel clients creating the product's Apps")
 	flag.StringVar(&concurrencies, "concurrencies", "5,10,20,40", "concurrencies of the interleaved floor loops (empty: none)")
 	flag.StringVar(&batched, "batched-concurrencies", "5,20", "concurrencies of the batched floor loops (empty: none)")
-	flag.StringVar(&scenarios, "scenarios", strings.Join(bench.DefaultScenarios, ","), "scenarios after converge (idle, restart, churn, canary; empty: none)")
+	flag.StringVar(&scenarios, "scenarios", strings.Join(bench.DefaultScenarios, ","), "scenarios after converge (idle, restart, churn, canary; not by default: autoscaled, peer; empty: none)")
 	flag.StringVar(&cfg.BinDir, "bin-dir", "bin", "directory of the control plane's binaries")
 	flag.StringVar(&cfg.Controller, "controller", "bin/app-controller", "the controller binary")
 	flag.Var(&controllerFlags, "controller-flag", "a flag added to the controller's defaults, e.g. --workers=10 (repeatable; the targets are measured without)")
 	var memoryLimit string
 	flag.StringVar(&memoryLimit, "controller-memory-limit", "", "run the controller under this memory limit (a quantity, e.g. 512Mi, the chart's default): MEMORY_LIMIT set and a memory cgroup with that hard limit (root)")
 	flag.StringVar(&cfg.CRDDir, "crd-dir", "config/crd/bases", "CRDs to install")
+	flag.StringVar(&cfg.PeerController, "peer-controller", "bin/rollouts-controller", "Argo Rollouts' controller, for the peer scenario")
+	flag.StringVar(&cfg.PeerCRDDir, "peer-crd-dir", "", "Argo Rollouts' CRDs (its module's manifests/crds), for the peer scenario")
+	var peerSets string
+	flag.StringVar(&peerSets, "peer-flags", strings.Join(bench.DefaultPeerFlagSets, ","), "the peer scenario's sets of flags: defaults, scale (each controller's flags for scale), or both")
 	flag.StringVar(&cfg.WorkDir, "work-dir", ".local/bench", "state and logs of the run (must not exist or be empty)")
 	flag.BoolVar(&cfg.KeepState, "keep-state", false, "keep the work directory after a successful run (always kept with -breakdown: the heap profiles and the audit log)")
 	flag.BoolVar(&cfg.Breakdown, "breakdown", false, "also audit the control plane's components and report who writes what per App and the product's timeline")
@@ -50,12 +54,16 @@ func main() {
 		cfg.ControllerMemoryLimit = q.Value()
 	}
 	cfg.ControllerFlags = controllerFlags
+	cfg.PeerFlagSets = strings.Split(peerSets, ",")
 	cfg.Concurrencies = concurrencyList(concurrencies)
 	cfg.BatchedConcurrencies = concurrencyList(batched)
 	if scenarios != "" {
 		cfg.Scenarios = strings.Split(scenarios, ",")
 	}
-	for _, p := range []*string{&cfg.BinDir, &cfg.Controller, &cfg.CRDDir, &cfg.WorkDir} {
+	for _, p := range []*string{&cfg.BinDir, &cfg.Controller, &cfg.CRDDir, &cfg.WorkDir, &cfg.PeerController, &cfg.PeerCRDDir} {
+		if *p == "" {
+			continue
+		}
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
