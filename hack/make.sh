@@ -98,7 +98,7 @@ cmd_test() {
 
 # PREFETCH_MODULES are the modules whose dependencies make test downloads (in this order:
 # what the first steps and the first tools need first), for prefetch.
-PREFETCH_MODULES=". hack/tools/lint hack/tools hack/tools/docs test/chart ${PREFETCH_EXTRA:-} hack/tools/metrics-server hack/tools/sbom hack/tools/soakplot hack/tools/cosign hack/tools/traefik"
+PREFETCH_MODULES=". hack/tools/lint hack/tools hack/tools/docs test/chart ${PREFETCH_EXTRA:-} hack/tools/metrics-server hack/tools/sbom hack/tools/soakplot hack/tools/argo-rollouts hack/tools/cosign hack/tools/traefik"
 
 # prefetch downloads, one module after the other, the dependencies of every module of
 # PREFETCH_MODULES that is there, while the first steps and the tools build. On a fresh
