@@ -12,11 +12,11 @@ import (
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
 
-// The canary Deployment of an App's rollout (spec.rollout, rollout.go) runs the pod
+// The canary Deployment of an App's rollout (spec.rollout, pkg/rollout) runs the pod
 // template the rollout brings, beside the stable Deployment: named as the App's
 // Deployment with "-canary", claimed by name while the App has a rollout strategy, its
 // pods, selector and labels marked by the track label. It exists while the rollout plan
-// wants it (rolloutplan.go), with the plan's replicas; it is written through the App's
+// wants it (rollout.Plan), with the plan's replicas; it is written through the App's
 // Deployment reconciler (the same informer and own-writes cache), and neither prunes the
 // other (reconcileOptions.track).
 
@@ -46,7 +46,7 @@ func (k *canaryChild) claim(app *appv1.App) string {
 func (k *canaryChild) sync(ctx context.Context, app *appv1.App, in *syncInput) (childOutcome, error) {
 	d := k.c.deployments
 	p := in.rollout
-	if p != nil && p.keepCanary {
+	if p != nil && p.KeepCanary {
 		return childOutcome{name: canaryName(app), obj: k.c.liveCanary(app)}, nil
 	}
 	name := ""
@@ -82,7 +82,7 @@ func canaryName(app *appv1.App) string {
 // canaryDesired returns the canary Deployment of plan p; nil without a plan, or when it
 // wants none.
 func (p *rolloutPlan) canaryDesired() *appsv1ac.DeploymentApplyConfiguration {
-	if p == nil || p.canaryReplicas == nil {
+	if p == nil || p.CanaryReplicas == nil {
 		return nil
 	}
 	return p.canary

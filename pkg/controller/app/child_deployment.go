@@ -215,7 +215,7 @@ func buildDeployment(app *appv1.App, name string, template *corev1ac.PodTemplate
 // its pods rolled for the config hash podsHash ("": none) and the restart restartedAt
 // (the App's kubectl.kubernetes.io/restartedAt annotation; "": none). A canary rollout
 // builds the stable's template from the stable revision's spec with its own hash and
-// restart (rollout.go).
+// restart (pkg/rollout).
 func desiredPodTemplate(app *appv1.App, podsHash, restartedAt string) (*corev1ac.PodTemplateSpecApplyConfiguration, error) {
 	t := app.Spec.DeploymentTemplate
 	container := corev1ac.Container().
@@ -461,8 +461,8 @@ func volume(v *appv1.Volume) (*corev1ac.VolumeApplyConfiguration, error) {
 // an autoscaled App's stable count stays the autoscaler's during a rollout too.
 func stableDeployment(app *appv1.App, in *syncInput, p *rolloutPlan) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	t := app.Spec.DeploymentTemplate
-	if p.stableReplicas != nil {
-		return buildDeployment(app, t.Name, p.stableTemplate, selectorLabels(app), p.stableReplicas, in.hashes.seen)
+	if p.StableReplicas != nil {
+		return buildDeployment(app, t.Name, p.stableTemplate, selectorLabels(app), p.StableReplicas, in.hashes.seen)
 	}
 	d, err := buildDeployment(app, t.Name, p.stableTemplate, selectorLabels(app), t.Replicas, in.hashes.seen)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
+	"github.com/app-controller/app-controller/pkg/rollout"
 )
 
 // An App's route (spec.route) publishes its Service under hosts and paths. It is one
@@ -223,8 +224,8 @@ func DesiredHTTPRoute(app *appv1.App, parents []appv1.GatewayRef) (*gatewayv1ac.
 
 // desiredHTTPRoute is DesiredHTTPRoute during a canary rollout: with split, the route
 // sends the traffic to the rollout's stable and canary Services by their weights
-// (rolloutplan.go) instead of to the App's Service.
-func desiredHTTPRoute(app *appv1.App, parents []appv1.GatewayRef, split *routeSplit) (*gatewayv1ac.HTTPRouteApplyConfiguration, error) {
+// (rollout.Plan) instead of to the App's Service.
+func desiredHTTPRoute(app *appv1.App, parents []appv1.GatewayRef, split *rollout.Split) (*gatewayv1ac.HTTPRouteApplyConfiguration, error) {
 	r, svc := app.Spec.Route, app.Spec.ServiceTemplate
 	if r == nil || svc == nil || len(parents) == 0 {
 		return nil, nil
@@ -261,8 +262,8 @@ func desiredHTTPRoute(app *appv1.App, parents []appv1.GatewayRef, split *routeSp
 			WithPort(port.port))
 	} else {
 		rule.WithBackendRefs(
-			gatewayv1ac.HTTPBackendRef().WithName(gatewayv1.ObjectName(svc.Name+appv1.StableSuffix)).WithPort(port.port).WithWeight(split.stable),
-			gatewayv1ac.HTTPBackendRef().WithName(gatewayv1.ObjectName(svc.Name+appv1.CanarySuffix)).WithPort(port.port).WithWeight(split.canary))
+			gatewayv1ac.HTTPBackendRef().WithName(gatewayv1.ObjectName(svc.Name+appv1.StableSuffix)).WithPort(port.port).WithWeight(split.Stable),
+			gatewayv1ac.HTTPBackendRef().WithName(gatewayv1.ObjectName(svc.Name+appv1.CanarySuffix)).WithPort(port.port).WithWeight(split.Canary))
 	}
 	for _, p := range paths {
 		match := gatewayv1.PathMatchPathPrefix
@@ -439,9 +440,9 @@ func DesiredRoute(app *appv1.App) (*networkingv1ac.IngressApplyConfiguration, er
 }
 
 // routeSplit returns the split of the HTTPRoute in plan p; nil without a plan.
-func (p *rolloutPlan) routeSplit() *routeSplit {
+func (p *rolloutPlan) routeSplit() *rollout.Split {
 	if p == nil {
 		return nil
 	}
-	return p.split
+	return p.Split
 }

@@ -13,13 +13,13 @@ import (
 	"github.com/app-controller/app-controller/pkg/controller"
 )
 
-// When an App's route is an HTTPRoute, its canary rollout (rollout.go) shares the
+// When an App's route is an HTTPRoute, its canary rollout (pkg/rollout) shares the
 // traffic by weight between two more Services: NAME-stable, which selects the stable
 // pods by the pod-template-hash of the stable Deployment's pods (they carry no track
 // label: adding one would roll them), and NAME-canary, which selects the canary pods by
 // the track label. Both have the ports of the App's Service, are claimed by name while
 // the App has a rollout strategy, and exist while the rollout plan wants them
-// (rolloutplan.go). They are written through the App's Service reconciler (its ports and
+// (rollout.Plan). They are written through the App's Service reconciler (its ports and
 // selector are the App's alone, serviceExclusivePatch).
 
 // splitServiceChild is the stable or the canary Service of a rollout's split.
@@ -59,7 +59,7 @@ func (k *splitServiceChild) sync(ctx context.Context, app *appv1.App, in *syncIn
 	name := ""
 	var desired *corev1ac.ServiceApplyConfiguration
 	if t != nil {
-		if p := in.rollout; p != nil && p.splitServices && (k.suffix == appv1.CanarySuffix || p.stableHash != "") {
+		if p := in.rollout; p != nil && p.SplitServices && (k.suffix == appv1.CanarySuffix || p.StableHash != "") {
 			name = t.Name + k.suffix
 			var err error
 			if desired, err = splitService(app, name, k.track(), k.selector(app, p)); err != nil {
@@ -87,7 +87,7 @@ func (k *splitServiceChild) selector(app *appv1.App, p *rolloutPlan) map[string]
 	if k.suffix == appv1.CanarySuffix {
 		s[appv1.TrackLabel] = appv1.TrackCanary
 	} else {
-		s[appsv1.DefaultDeploymentUniqueLabelKey] = p.stableHash
+		s[appsv1.DefaultDeploymentUniqueLabelKey] = p.StableHash
 	}
 	return s
 }

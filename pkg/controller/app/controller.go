@@ -11,9 +11,9 @@
 // reads, never calling back into an earlier file: sync.go (syncApp: the steps, and
 // appChildren, the table of the kinds of child), config.go (the ConfigMaps and Secrets
 // the pods reference: a change rolls them), revisions.go (every spec recorded as a
-// revision, for history and rollback), rollout.go, rolloutplan.go and rolloutsync.go
-// (a canary rollout of spec.rollout: the state machine, what the children are in a
-// state, the state written before them), the kinds of child in the order of the table,
+// revision, for history and rollback), rolloutsync.go (a canary rollout of
+// spec.rollout: what is observed for the engine of pkg/rollout, the state written
+// before the children, the plan they follow), the kinds of child in the order of the table,
 // each in its file: child_deployment.go, child_service.go, child_budget.go,
 // child_route.go (one child of two shapes) with routehosts.go (which namespace holds a
 // host), child_canary.go and child_splitservice.go (a rollout's canary Deployment and

@@ -54,7 +54,7 @@ var (
 	rolloutsAborted = metrics.NewCounterVec(&metrics.CounterOpts{
 		Name: "app_controller_rollouts_aborted_total",
 		Help: "Number of canary rollouts aborted, by reason: the problem of a canary pod (ImagePullFailed, CrashLoopBackOff, ...), " +
-			"ProgressDeadlineExceeded or AbortRequested",
+			"ProgressDeadlineExceeded, AbortRequested or AnalysisFailed",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"reason"})
 	rolloutStepDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
@@ -107,10 +107,12 @@ func registerMetrics() {
 	})
 }
 
-// rolloutAbortReasons are the reasons a canary rollout aborts for (rolloutsync.go).
+// rolloutAbortReasons are the reasons a canary rollout aborts for (rolloutsync.go,
+// pkg/rollout).
 var rolloutAbortReasons = []string{
 	appv1.ReasonImagePullFailed, appv1.ReasonContainerConfigError, appv1.ReasonCrashLoopBackOff, appv1.ReasonOOMKilled,
 	appv1.ReasonContainerNotReady, appv1.ReasonUnschedulable, appv1.ReasonProgressDeadlineExceeded, appv1.ReasonAbortRequested,
+	appv1.ReasonAnalysisFailed,
 }
 
 // appsCollector computes app_controller_apps and app_controller_name_conflicts from the

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -23,13 +24,33 @@ import (
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
 	"github.com/app-controller/app-controller/pkg/podhealth"
+	"github.com/app-controller/app-controller/pkg/rollout"
 )
 
-// A sync of an App with a canary rollout (rollout.go, rolloutplan.go) runs this before
-// its children: it builds the version the App asks for and the stable one, observes the
-// children and the canary's pods, computes the next state, writes it to the status before
-// any child is written for it (or leaves it to the sync's status write: deferRollout),
-// and hands the children the plan of that state (syncInput.rollout).
+// A sync of an App with a canary rollout (the engine: pkg/rollout) runs this before its
+// children: it builds the version the App asks for and the stable one, observes the
+// children and the canary's pods, computes the next state (rollout.Next), writes it to
+// the status before any child is written for it (or leaves it to the sync's status
+// write: deferRollout), and hands the children the plan of that state
+// (syncInput.rollout).
+
+// rolloutPlan is what the children are in the App's rollout state: the engine's plan
+// (the replicas of each side, the HTTPRoute's weights) and the objects built from it.
+type rolloutPlan struct {
+	rollout.Plan
+	// state is the rollout state the plan is of, as the App's status carries it; notes
+	// are the Events and metrics of its transition when the sync's status write carries
+	// it (deferRollout), told once that write is made.
+	state *appv1.RolloutStatus
+	notes []rollout.Note
+	// stableTemplate is the pod template of the stable Deployment: the stable version's.
+	// holdStable: it could not be built (the stable revision is gone), and the stable
+	// Deployment is left as it is.
+	stableTemplate *corev1ac.PodTemplateSpecApplyConfiguration
+	holdStable     bool
+	// canary is the canary Deployment when the plan has CanaryReplicas.
+	canary *appsv1ac.DeploymentApplyConfiguration
+}
 
 // rolloutRecheck is how soon a sync that wrote a rollout's children is followed by
 // another, which sees whether they completed the step.
@@ -70,41 +91,41 @@ func (c *Controller) syncRollout(ctx context.Context, key cache.ObjectName, app 
 	if err != nil {
 		return app, nil, 0, err
 	}
-	o := &rolloutObservation{now: now, desired: desired}
-	o.stableSettled, o.stableHash = stableSettled(in.live)
+	o := &rollout.Observation{Now: now, Desired: desired}
+	o.StableSettled, o.StableHash = stableSettled(in.live)
 	if cur == nil {
-		if o.initial, err = c.initialVersion(ctx, app, in, desired, desiredTemplate); err != nil {
+		if o.Initial, err = c.initialVersion(ctx, app, in, desired, desiredTemplate); err != nil {
 			return app, nil, 0, err
 		}
 	}
 	live := c.rolloutLive(app, in)
-	o.weighted = live.gateway
+	o.Weighted = live.Gateway
 	var recheck time.Duration
 	if cur != nil {
-		plan := planRollout(s, cur, live, now)
-		if plan.stableMustRun {
-			plan.stepDone, err = c.stableRuns(ctx, app, in, cur, &plan, desired, desiredTemplate)
+		plan := rolloutPlan{Plan: rollout.NewPlan(s, cur, live, now)}
+		if plan.StableMustRun {
+			plan.StepDone, err = c.stableRuns(ctx, app, in, cur, &plan, desired, desiredTemplate)
 			if err != nil {
 				return app, nil, 0, err
 			}
 		}
-		o.stepDone = plan.stepDone
+		o.StepDone = plan.StepDone
 		if cur.Canary != nil && cur.CurrentStepIndex < int32(len(s.Steps)) && cur.Phase != appv1.RolloutAborted {
-			o.failure, recheck = c.canaryFailure(app, s, now)
+			o.Failure, recheck = c.canaryFailure(app, s, now)
 		}
 	}
 	if value := app.Annotations[appv1.RolloutRequestAnnotation]; value != "" {
 		req, err := appv1.ParseRolloutRequest(value)
-		o.requestID, o.requestErr = req.ID, err
+		o.RequestID, o.RequestErr = req.ID, err
 		if err == nil {
-			o.request = &req
+			o.Request = &req
 		} else {
-			o.requestID = "invalid:" + shortHash(value)
+			o.RequestID = "invalid:" + shortHash(value)
 		}
 	}
 
-	next, notes := nextRollout(s, cur, o)
-	var deferred []rolloutNote
+	next, notes := rollout.Next(s, cur, o)
+	var deferred []rollout.Note
 	switch {
 	case next == cur:
 	case deferRollout(cur, next):
@@ -121,12 +142,11 @@ func (c *Controller) syncRollout(ctx context.Context, key cache.ObjectName, app 
 		recheck = controller.RequeueAfter(recheck, rolloutRecheck).RequeueAfter
 	}
 
-	plan := planRollout(s, next, live, now)
-	plan.state, plan.notes = next, deferred
+	plan := rolloutPlan{Plan: rollout.NewPlan(s, next, live, now), state: next, notes: deferred}
 	if err := c.buildRolloutPlan(ctx, app, next, &plan, desired, desiredTemplate); err != nil {
 		return app, nil, 0, err
 	}
-	return app, &plan, controller.RequeueAfter(recheck, rolloutDue(s, next, now)).RequeueAfter, nil
+	return app, &plan, controller.RequeueAfter(recheck, rollout.Due(s, next, now)).RequeueAfter, nil
 }
 
 // deferRollout reports whether state next, which follows cur, may be written by the
@@ -286,27 +306,27 @@ func stableSettled(d *appsv1.Deployment) (bool, string) {
 }
 
 // rolloutLive reads what the plan needs of app's children as they are.
-func (c *Controller) rolloutLive(app *appv1.App, in *syncInput) rolloutLive {
+func (c *Controller) rolloutLive(app *appv1.App, in *syncInput) rollout.Live {
 	t := app.Spec.DeploymentTemplate
-	l := rolloutLive{gateway: c.route.splits(app), autoscaled: app.Spec.Autoscaling != nil, canaryWeight: -1}
+	l := rollout.Live{Gateway: c.route.splits(app), Autoscaled: app.Spec.Autoscaling != nil, CanaryWeight: -1}
 	if in.live != nil {
-		l.stableReplicas = ptr.Deref(in.live.Spec.Replicas, 1)
+		l.StableReplicas = ptr.Deref(in.live.Spec.Replicas, 1)
 	}
-	l.n = ptr.Deref(t.Replicas, l.stableReplicas)
-	if l.autoscaled {
+	l.N = ptr.Deref(t.Replicas, l.StableReplicas)
+	if l.Autoscaled {
 		// deploymentTemplate.replicas is only the starting size: the count is the
 		// autoscaler's, which it writes to the stable Deployment.
-		l.n = l.stableReplicas
+		l.N = l.StableReplicas
 	}
 	if canary := c.liveCanary(app); canary != nil {
-		l.canaryExists = true
-		l.canaryReplicas = ptr.Deref(canary.Spec.Replicas, 1)
+		l.CanaryExists = true
+		l.CanaryReplicas = ptr.Deref(canary.Spec.Replicas, 1)
 		if deploymentRollout(canary.Name, canary, 0).rolledOut {
-			l.canaryAvailable = canary.Status.AvailableReplicas
+			l.CanaryAvailable = canary.Status.AvailableReplicas
 		}
 	}
-	if l.gateway {
-		l.canaryWeight = c.route.canaryWeight(app)
+	if l.Gateway {
+		l.CanaryWeight = c.route.canaryWeight(app)
 	}
 	return l
 }
@@ -346,7 +366,7 @@ func (c *Controller) buildRolloutPlan(ctx context.Context, app *appv1.App, r *ap
 		p.holdStable = true
 	}
 	p.stableTemplate = template
-	if p.canaryReplicas == nil {
+	if p.CanaryReplicas == nil {
 		return nil
 	}
 	// The canary runs the rollout's version; an aborted or promoted one its last.
@@ -356,10 +376,10 @@ func (c *Controller) buildRolloutPlan(ctx context.Context, app *appv1.App, r *ap
 	}
 	canaryTemplate, found, err := c.templateOf(ctx, app, v, desired, desiredTemplate)
 	if err != nil || !found {
-		p.canaryReplicas, p.keepCanary = nil, true // nothing to build it from: left as it is
+		p.CanaryReplicas, p.KeepCanary = nil, true // nothing to build it from: left as it is
 		return err
 	}
-	p.canary, err = canaryDeployment(app, canaryTemplate, *p.canaryReplicas)
+	p.canary, err = canaryDeployment(app, canaryTemplate, *p.CanaryReplicas)
 	return err
 }
 
@@ -368,14 +388,14 @@ func (c *Controller) buildRolloutPlan(ctx context.Context, app *appv1.App, r *ap
 // cannot be created, exits or is OOMKilled, at once; a pod not ready
 // readyDeadlineSeconds after its creation. It also returns when a pod not ready yet
 // reaches that deadline (0: none).
-func (c *Controller) canaryFailure(app *appv1.App, s *appv1.CanaryStrategy, now time.Time) (rolloutAbort, time.Duration) {
+func (c *Controller) canaryFailure(app *appv1.App, s *appv1.CanaryStrategy, now time.Time) (rollout.Abort, time.Duration) {
 	d := c.liveCanary(app)
 	if c.pods == nil || d == nil || d.Status.ObservedGeneration < d.Generation {
-		return rolloutAbort{}, 0
+		return rollout.Abort{}, 0
 	}
 	objs, err := c.pods.ByIndex(podAppIndex, app.Namespace+"/"+app.Name)
 	if err != nil {
-		return rolloutAbort{}, 0
+		return rollout.Abort{}, 0
 	}
 	set := selectorLabels(app)
 	set[appv1.TrackLabel] = appv1.TrackCanary
@@ -406,16 +426,16 @@ func (c *Controller) canaryFailure(app *appv1.App, s *appv1.CanaryStrategy, now 
 		}
 	}
 	if problem, _ := podhealth.First(failing, now); problem != nil {
-		return rolloutAbort{reason: problem.Reason, message: problem.Message}, recheck
+		return rollout.Abort{Reason: problem.Reason, Message: problem.Message}, recheck
 	}
 	if overdue != nil {
 		if problem, _ := podhealth.Inspect(overdue, now); problem != nil {
 			problem = problem.WithProbeOutput(c.probeOutput(app.Namespace, problem))
-			return rolloutAbort{reason: problem.Reason, message: fmt.Sprintf("%s, %s after it was created (readyDeadlineSeconds)", problem.Message, deadline)}, recheck
+			return rollout.Abort{Reason: problem.Reason, Message: fmt.Sprintf("%s, %s after it was created (readyDeadlineSeconds)", problem.Message, deadline)}, recheck
 		}
-		return rolloutAbort{reason: appv1.ReasonContainerNotReady, message: fmt.Sprintf("Pod %q is not ready %s after it was created (readyDeadlineSeconds)", overdue.Name, deadline)}, recheck
+		return rollout.Abort{Reason: appv1.ReasonContainerNotReady, Message: fmt.Sprintf("Pod %q is not ready %s after it was created (readyDeadlineSeconds)", overdue.Name, deadline)}, recheck
 	}
-	return rolloutAbort{}, recheck
+	return rollout.Abort{}, recheck
 }
 
 // podReady reports whether every container of pod is ready (the pod cache keeps no
@@ -423,33 +443,6 @@ func (c *Controller) canaryFailure(app *appv1.App, s *appv1.CanaryStrategy, now 
 func podReady(pod *corev1.Pod) bool {
 	ready, total := podhealth.ReadyContainers(pod)
 	return pod.Status.Phase == corev1.PodRunning && total > 0 && ready == total
-}
-
-// rolloutDue returns how long until state r of strategy s changes by the clock alone: a
-// pause's end, a setWeight step's progress deadline, a canary's scale-down; 0: never.
-func rolloutDue(s *appv1.CanaryStrategy, r *appv1.RolloutStatus, now time.Time) time.Duration {
-	var due []time.Time
-	if r.CanaryScaleDownAt != nil && now.Before(r.CanaryScaleDownAt.Time) {
-		due = append(due, r.CanaryScaleDownAt.Time)
-	}
-	if r.Canary != nil && r.Phase != appv1.RolloutAborted && r.CurrentStepIndex < int32(len(s.Steps)) && r.StepStartedAt != nil {
-		step := s.Steps[r.CurrentStepIndex]
-		switch {
-		case step.SetWeight != nil:
-			due = append(due, r.StepStartedAt.Add(time.Duration(ptr.Deref(s.ProgressDeadlineSeconds, 600))*time.Second))
-		case step.Pause.Duration != nil && !r.PausedByRequest:
-			due = append(due, r.StepStartedAt.Add(step.Pause.Duration.Duration))
-		}
-	}
-	var soonest time.Duration
-	for _, at := range due {
-		// A second late: the API stores times to the second.
-		d := at.Sub(now) + time.Second
-		if d > 0 && (soonest == 0 || d < soonest) {
-			soonest = d
-		}
-	}
-	return soonest
 }
 
 // writeRollout writes rollout state r to app's status at once, before any child is
@@ -484,20 +477,20 @@ func (c *Controller) writeRollout(ctx context.Context, key cache.ObjectName, app
 }
 
 // emitRolloutNotes emits the Events of a transition and counts its metrics.
-func (c *Controller) emitRolloutNotes(ctx context.Context, app *appv1.App, notes []rolloutNote) {
+func (c *Controller) emitRolloutNotes(ctx context.Context, app *appv1.App, notes []rollout.Note) {
 	for _, n := range notes {
-		c.recorder.Event(app, n.eventType, n.reason, controller.TruncateMessage(n.message))
-		klog.FromContext(ctx).V(2).Info("Rollout", "reason", n.reason, "message", n.message)
-		switch n.metric {
-		case rolloutMetricStarted:
+		c.recorder.Event(app, n.EventType, n.Reason, controller.TruncateMessage(n.Message))
+		klog.FromContext(ctx).V(2).Info("Rollout", "reason", n.Reason, "message", n.Message)
+		switch n.Metric {
+		case rollout.MetricStarted:
 			rolloutsStarted.Inc()
-		case rolloutMetricPromoted:
+		case rollout.MetricPromoted:
 			rolloutsPromoted.Inc()
-		case rolloutMetricAborted:
-			rolloutsAborted.WithLabelValues(n.abortReason).Inc()
+		case rollout.MetricAborted:
+			rolloutsAborted.WithLabelValues(n.AbortReason).Inc()
 		}
-		if n.step != "" {
-			rolloutStepDuration.WithLabelValues(n.step).Observe(n.seconds)
+		if n.Step != "" {
+			rolloutStepDuration.WithLabelValues(n.Step).Observe(n.Seconds)
 		}
 	}
 }

@@ -119,8 +119,8 @@ func setNameConflict(status *appv1.AppStatus, app *appv1.App, msg string, now me
 	meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionReconciling)
 }
 
-// rollout is the state of an App's Deployment rollout.
-type rollout struct {
+// deploymentProgress is how far the rollout of an App's Deployment is.
+type deploymentProgress struct {
 	// rolledOut: the deployment controller observed the current spec, every replica is
 	// updated and no old replica is left.
 	rolledOut bool
@@ -158,14 +158,14 @@ func autoscalerFloor(app *appv1.App, deployment childOutcome) int32 {
 // a rollout (kstatus and Argo CD would read the App InProgress at every scale-up, and
 // the Deployment's Available condition is False while a small Deployment grows: 25% of
 // 3 pods rounds to none unavailable).
-func deploymentRollout(name string, d *appsv1.Deployment, floor int32) rollout {
+func deploymentRollout(name string, d *appsv1.Deployment, floor int32) deploymentProgress {
 	if d == nil {
-		return rollout{message: fmt.Sprintf("Waiting for Deployment %q to be created", name)}
+		return deploymentProgress{message: fmt.Sprintf("Waiting for Deployment %q to be created", name)}
 	}
 	desired := ptr.Deref(d.Spec.Replicas, 1)
 	st := d.Status
 	if floor > 0 && st.Replicas == st.UpdatedReplicas && (st.ObservedGeneration < d.Generation || st.AvailableReplicas != desired) {
-		r := rollout{rolledOut: true, available: st.AvailableReplicas >= min(floor, desired),
+		r := deploymentProgress{rolledOut: true, available: st.AvailableReplicas >= min(floor, desired),
 			message: fmt.Sprintf("Deployment %q: %d of %d replicas available (the autoscaler scales it)", name, st.AvailableReplicas, desired)}
 		if !r.available {
 			r.message = fmt.Sprintf("Deployment %q: %d of %d replicas available, fewer than autoscaling.minReplicas", name, st.AvailableReplicas, desired)
@@ -173,25 +173,25 @@ func deploymentRollout(name string, d *appsv1.Deployment, floor int32) rollout {
 		return r
 	}
 	if st.ObservedGeneration < d.Generation {
-		return rollout{message: fmt.Sprintf("Waiting for the deployment controller to observe generation %d of Deployment %q", d.Generation, name)}
+		return deploymentProgress{message: fmt.Sprintf("Waiting for the deployment controller to observe generation %d of Deployment %q", d.Generation, name)}
 	}
 	if c := deploymentCondition(d, appsv1.DeploymentProgressing); c != nil && c.Reason == "ProgressDeadlineExceeded" {
-		return rollout{deadlineExceeded: true, message: fmt.Sprintf("Deployment %q exceeded its progress deadline: %s", name, c.Message)}
+		return deploymentProgress{deadlineExceeded: true, message: fmt.Sprintf("Deployment %q exceeded its progress deadline: %s", name, c.Message)}
 	}
 	// Pods refused (a quota, PodSecurity admission): the ReplicaSet's reason, which the
 	// deployment controller copies into ReplicaFailure, is what the user must act on.
 	if c := deploymentCondition(d, appsv1.DeploymentReplicaFailure); c != nil && c.Status == corev1.ConditionTrue && st.AvailableReplicas < desired {
-		return rollout{replicaFailure: true, message: fmt.Sprintf("Deployment %q cannot create pods: %s", name, c.Message)}
+		return deploymentProgress{replicaFailure: true, message: fmt.Sprintf("Deployment %q cannot create pods: %s", name, c.Message)}
 	}
 	switch {
 	case st.UpdatedReplicas < desired:
-		return rollout{message: fmt.Sprintf("Deployment %q: %d of %d replicas updated", name, st.UpdatedReplicas, desired)}
+		return deploymentProgress{message: fmt.Sprintf("Deployment %q: %d of %d replicas updated", name, st.UpdatedReplicas, desired)}
 	case st.Replicas > st.UpdatedReplicas:
-		return rollout{message: fmt.Sprintf("Deployment %q: %d old replicas pending termination", name, st.Replicas-st.UpdatedReplicas)}
+		return deploymentProgress{message: fmt.Sprintf("Deployment %q: %d old replicas pending termination", name, st.Replicas-st.UpdatedReplicas)}
 	case st.AvailableReplicas < st.UpdatedReplicas:
-		return rollout{message: fmt.Sprintf("Deployment %q: %d of %d updated replicas available", name, st.AvailableReplicas, st.UpdatedReplicas)}
+		return deploymentProgress{message: fmt.Sprintf("Deployment %q: %d of %d updated replicas available", name, st.AvailableReplicas, st.UpdatedReplicas)}
 	}
-	r := rollout{rolledOut: true, message: fmt.Sprintf("Deployment %q: %d of %d replicas available", name, st.AvailableReplicas, desired)}
+	r := deploymentProgress{rolledOut: true, message: fmt.Sprintf("Deployment %q: %d of %d replicas available", name, st.AvailableReplicas, desired)}
 	c := deploymentCondition(d, appsv1.DeploymentAvailable)
 	r.available = c != nil && c.Status == corev1.ConditionTrue && st.AvailableReplicas >= desired
 	if c != nil && c.Status != corev1.ConditionTrue {

@@ -116,8 +116,8 @@ type childCondition struct {
 // they agree. Its steps: the input the children read (config.go), the revision of the
 // spec and every kind of child of appChildren (child_*.go, through children.go), in
 // parallel (with spec.rollout, the revision first, then the canary rollout's state,
-// written before the children, and the plan they follow: rollout.go, rolloutplan.go,
-// rolloutsync.go); then the contested children (contest.go), the pods' first problem
+// written before the children, and the plan they follow: rolloutsync.go, on the engine
+// of pkg/rollout); then the contested children (contest.go), the pods' first problem
 // (pods.go), the status computed from the children's outcomes (status.go) and written or
 // held back (statuswrite.go). The files it reads follow it in the order it calls them,
 // none calling back into an earlier one (the package comment lists them).

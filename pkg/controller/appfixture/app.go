@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
@@ -37,4 +38,16 @@ func WithAutoscaling(app *appv1.App, minReplicas, maxReplicas, cpuPercent int32,
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpuRequest)},
 	}
 	return app
+}
+
+// CanaryStrategy is a canary rollout of three steps: setWeight 25, a pause until
+// promoted, setWeight 100, with every delay and deadline the schema defaults.
+func CanaryStrategy() *appv1.CanaryStrategy {
+	return &appv1.CanaryStrategy{
+		Steps: []appv1.CanaryStep{
+			{SetWeight: ptr.To[int32](25)}, {Pause: &appv1.CanaryPause{}}, {SetWeight: ptr.To[int32](100)},
+		},
+		ScaleDownDelaySeconds: ptr.To[int32](30), AbortScaleDownDelaySeconds: ptr.To[int32](30),
+		ProgressDeadlineSeconds: ptr.To[int32](600), ReadyDeadlineSeconds: ptr.To[int32](120), RollbackWindow: ptr.To[int32](3),
+	}
 }

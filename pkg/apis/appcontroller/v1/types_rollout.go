@@ -223,8 +223,9 @@ type RolloutStatus struct {
 	PausedByRequest bool `json:"pausedByRequest,omitempty"`
 
 	// AbortReason is why the rollout was aborted: a reason of the App's pods
-	// (ImagePullFailed, CrashLoopBackOff, ...), AnalysisFailed, AnalysisInconclusive,
-	// ProgressDeadlineExceeded or AbortRequested.
+	// (ImagePullFailed, CrashLoopBackOff, ...), ProgressDeadlineExceeded, AbortRequested,
+	// AnalysisFailed (a check of the canary failed), AnalysisInconclusive or
+	// PrometheusNotConfigured.
 	// +optional
 	AbortReason string `json:"abortReason,omitempty"`
 

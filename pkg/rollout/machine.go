@@ -1,4 +1,20 @@
-package app
+// Package rollout is the engine of a canary rollout (spec.rollout.canary,
+// docs/progressive-delivery.md), which brings a change of an App's pod template through
+// a canary Deployment, step by step. It is pure: no client, no cache, no clock but the
+// observation's. The App controller (pkg/controller/app) observes the children, calls
+// it, records the state it returns in status.rollout before any child is written for
+// it (so that a restarted controller resumes at the same step with the same weights),
+// and shapes the children as the plan says.
+//
+//   - machine.go, the state machine: Next, the state that follows the recorded one
+//     (appv1.RolloutStatus) under the strategy (appv1.CanaryStrategy), given an
+//     Observation; and the Notes of the transition (the Events and metrics it tells).
+//   - checks.go, where the canary's analysis plugs in: the CheckResults of an
+//     Observation, a Failed one aborting, a Running or Inconclusive one holding a step.
+//   - plan.go, what the children are in a state: NewPlan, from the state and what is
+//     Live, the replicas of the stable and canary Deployments and the HTTPRoute's
+//     weights; Due, when a state changes by the clock alone.
+package rollout
 
 import (
 	"fmt"
@@ -12,74 +28,72 @@ import (
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
 
-// A canary rollout (spec.rollout.canary, docs/progressive-delivery.md) brings a change of
-// the App's pod template through a canary Deployment, step by step. Its state is
-// status.rollout, written before any child is written for it (rolloutsync.go; the first
-// state and the promoted one ride on the sync's status write: deferRollout), so that a
-// restarted controller resumes at the same step with the same weights. This file is the
-// state machine: the next state from the current one and what a sync observed
-// (nextRollout). rolloutplan.go says what the children are in a state. Both are pure: no
-// client, no cache, no clock but the observation's.
-
-// rolloutObservation is what a sync observed, for the state machine.
-type rolloutObservation struct {
-	now time.Time
-	// desired is the version the App's spec asks for now; initial the version the
-	// stable Deployment runs when the App has no rollout state yet (the strategy was just
-	// added, or the App is new: then desired).
-	desired, initial appv1.RolloutVersion
-	// stableSettled: the stable Deployment's pods are all of one template, whose
-	// pod-template-hash is stableHash; false while it rolls, or when it does not exist.
-	stableSettled bool
-	stableHash    string
-	// stepDone: the children are where the current step (or promotion stage) wants them
-	// (rolloutPlan.stepDone).
-	stepDone bool
-	// weighted: the App's route is an HTTPRoute, whose weights the promotion's first
+// Observation is what a sync observed, for the state machine.
+type Observation struct {
+	// Now is the time of the observation: the machine's only clock.
+	Now time.Time
+	// Desired is the version the App's spec asks for now; Initial the version the stable
+	// Deployment runs when the App has no rollout state yet (the strategy was just added,
+	// or the App is new: then Desired).
+	Desired, Initial appv1.RolloutVersion
+	// StableSettled: the stable Deployment's pods are all of one template, whose
+	// pod-template-hash is StableHash; false while it rolls, or when it does not exist.
+	StableSettled bool
+	StableHash    string
+	// StepDone: the children are where the current step (or promotion stage) wants them
+	// (Plan.StepDone).
+	StepDone bool
+	// Weighted: the App's route is an HTTPRoute, whose weights the promotion's first
 	// stage moves to the canary; without it that stage has nothing to wait for, and a
 	// promotion starts at its point of no return.
-	weighted bool
-	// failure is why the canary failed ("" reason: it did not).
-	failure rolloutAbort
-	// request is the App's rollout request; nil when there is none.
-	request *appv1.RolloutRequest
-	// requestID identifies the request, also one that could not be read (requestErr).
-	requestID  string
-	requestErr error
+	Weighted bool
+	// Failure is why the canary's pods fail ("" Reason: they do not).
+	Failure Abort
+	// Checks are the results of the canary's checks at the current step (checks.go): a
+	// Failed one aborts the rollout like a failing pod; a step ends only once every one
+	// Passed. None: the steps end by their weight or duration alone.
+	Checks []CheckResult
+	// Request is the App's rollout request; nil when there is none. RequestID
+	// identifies it, also one that could not be read (RequestErr).
+	Request    *appv1.RolloutRequest
+	RequestID  string
+	RequestErr error
 }
 
-// rolloutAbort is why a rollout aborts.
-type rolloutAbort struct {
-	reason, message string
+// Abort is why a rollout aborts: the reason status.rollout.abortReason records, and
+// what the message says.
+type Abort struct {
+	Reason, Message string
 }
 
-// rolloutMetric names the counter a rollout's transition adds to.
-type rolloutMetric string
+// Metric names the counter a rollout's transition adds to.
+type Metric string
 
 const (
-	rolloutMetricStarted  rolloutMetric = "started"
-	rolloutMetricPromoted rolloutMetric = "promoted"
-	rolloutMetricAborted  rolloutMetric = "aborted"
+	MetricStarted  Metric = "started"
+	MetricPromoted Metric = "promoted"
+	MetricAborted  Metric = "aborted"
 )
 
-// rolloutNote is something a transition tells: an Event, and the metric it counts.
-type rolloutNote struct {
-	eventType, reason, message string
-	// metric: the counter it adds to (abortReason for an abort), "" for none; step is
-	// the kind of step that ended ("setWeight", "pause", "promotion") and took seconds.
-	metric      rolloutMetric
-	abortReason string
-	step        string
-	seconds     float64
+// Note is something a transition tells: an Event, and the metric it counts.
+type Note struct {
+	EventType, Reason, Message string
+	// Metric is the counter it adds to (AbortReason its label for an abort), "" for
+	// none; Step is the kind of step that ended ("setWeight", "pause", "promotion"),
+	// which took Seconds.
+	Metric      Metric
+	AbortReason string
+	Step        string
+	Seconds     float64
 }
 
-// nextRollout returns the rollout state that follows cur (nil: none yet) under strategy,
-// given what the sync observed, and what the transition tells. It returns cur itself
-// (the same pointer) when nothing changes, so that the caller writes nothing.
-func nextRollout(strategy *appv1.CanaryStrategy, cur *appv1.RolloutStatus, o *rolloutObservation) (*appv1.RolloutStatus, []rolloutNote) {
+// Next returns the rollout state that follows cur (nil: none yet) under strategy, given
+// what the sync observed, and what the transition tells. It returns cur itself (the
+// same pointer) when nothing changes, so that the caller writes nothing.
+func Next(strategy *appv1.CanaryStrategy, cur *appv1.RolloutStatus, o *Observation) (*appv1.RolloutStatus, []Note) {
 	m := &machine{s: strategy, o: o}
 	if cur == nil {
-		initial := o.initial
+		initial := o.Initial
 		m.next = &appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: &initial}
 	} else {
 		m.next = cur.DeepCopy()
@@ -88,7 +102,7 @@ func nextRollout(strategy *appv1.CanaryStrategy, cur *appv1.RolloutStatus, o *ro
 	m.follow()
 	m.advance()
 	m.next.Message = m.message()
-	if cur != nil && rolloutEqual(cur, m.next) {
+	if cur != nil && Equal(cur, m.next) {
 		return cur, nil
 	}
 	return m.next, m.notes
@@ -97,9 +111,9 @@ func nextRollout(strategy *appv1.CanaryStrategy, cur *appv1.RolloutStatus, o *ro
 // machine computes one transition.
 type machine struct {
 	s     *appv1.CanaryStrategy
-	o     *rolloutObservation
+	o     *Observation
 	next  *appv1.RolloutStatus
-	notes []rolloutNote
+	notes []Note
 	// moved: the transition already moved the rollout (a request, a new version): what
 	// the sync observed was of the state before, so advance waits for the next sync.
 	moved bool
@@ -119,25 +133,25 @@ func (m *machine) running() bool {
 }
 
 // note records an Event and its metric.
-func (m *machine) note(n rolloutNote) { m.notes = append(m.notes, n) }
+func (m *machine) note(n Note) { m.notes = append(m.notes, n) }
 
 // request applies the App's rollout request, once: a request whose id was handled is
 // ignored; one that names another rollout or step, or asks for what does not apply, is
 // recorded as handled with a Warning Event.
 func (m *machine) request() {
 	o, r := m.o, m.next
-	if o.requestID == "" || o.requestID == r.LastRequest {
+	if o.RequestID == "" || o.RequestID == r.LastRequest {
 		return
 	}
-	r.LastRequest = o.requestID
+	r.LastRequest = o.RequestID
 	ignore := func(why string) {
-		m.note(rolloutNote{eventType: corev1.EventTypeWarning, reason: appv1.EventReasonRolloutRequestIgnored, message: why})
+		m.note(Note{EventType: corev1.EventTypeWarning, Reason: appv1.EventReasonRolloutRequestIgnored, Message: why})
 	}
-	if o.requestErr != nil {
-		ignore(o.requestErr.Error())
+	if o.RequestErr != nil {
+		ignore(o.RequestErr.Error())
 		return
 	}
-	req := o.request
+	req := o.Request
 	what := fmt.Sprintf("kubectl app %s (request %s)", req.Action, req.ID)
 	switch {
 	case r.Canary == nil:
@@ -152,8 +166,8 @@ func (m *machine) request() {
 	case appv1.RolloutActionPromote:
 		switch {
 		case aborted:
-			m.note(rolloutNote{eventType: corev1.EventTypeNormal, reason: appv1.EventReasonRolloutStarted,
-				message: fmt.Sprintf("kubectl app promote: the aborted rollout to revision %s starts its steps again", r.Canary.Revision), metric: rolloutMetricStarted})
+			m.note(Note{EventType: corev1.EventTypeNormal, Reason: appv1.EventReasonRolloutStarted,
+				Message: fmt.Sprintf("kubectl app promote: the aborted rollout to revision %s starts its steps again", r.Canary.Revision), Metric: MetricStarted})
 			m.toStep(0)
 		case m.promoting():
 			ignore(what + " ignored: the rollout is already being promoted")
@@ -167,8 +181,8 @@ func (m *machine) request() {
 			ignore(what + " ignored: the rollout is already being promoted")
 			return
 		}
-		m.note(rolloutNote{eventType: corev1.EventTypeNormal, reason: appv1.EventReasonRolloutStep,
-			message: fmt.Sprintf("kubectl app promote --full: the remaining steps of the rollout to revision %s are skipped", r.Canary.Revision)})
+		m.note(Note{EventType: corev1.EventTypeNormal, Reason: appv1.EventReasonRolloutStep,
+			Message: fmt.Sprintf("kubectl app promote --full: the remaining steps of the rollout to revision %s are skipped", r.Canary.Revision)})
 		r.PausedByRequest = false
 		m.toStep(m.steps())
 	case appv1.RolloutActionAbort:
@@ -178,7 +192,7 @@ func (m *machine) request() {
 		case m.promoting():
 			ignore(what + " ignored: the rollout is being promoted; kubectl app rollback goes back")
 		default:
-			m.abort(rolloutAbort{reason: appv1.ReasonAbortRequested, message: "aborted by kubectl app abort"})
+			m.abort(Abort{Reason: appv1.ReasonAbortRequested, Message: "aborted by kubectl app abort"})
 		}
 	case appv1.RolloutActionPause:
 		switch {
@@ -189,16 +203,16 @@ func (m *machine) request() {
 		default:
 			r.PausedByRequest = true
 			r.Phase = appv1.RolloutPaused
-			m.note(rolloutNote{eventType: corev1.EventTypeNormal, reason: appv1.EventReasonRolloutPaused,
-				message: fmt.Sprintf("kubectl app pause: the rollout holds at step %d of %d", r.CurrentStepIndex+1, m.steps())})
+			m.note(Note{EventType: corev1.EventTypeNormal, Reason: appv1.EventReasonRolloutPaused,
+				Message: fmt.Sprintf("kubectl app pause: the rollout holds at step %d of %d", r.CurrentStepIndex+1, m.steps())})
 		}
 	case appv1.RolloutActionResume:
 		if !r.PausedByRequest {
 			ignore(what + " ignored: the rollout is not paused by kubectl app pause")
 			return
 		}
-		m.note(rolloutNote{eventType: corev1.EventTypeNormal, reason: appv1.EventReasonRolloutResumed,
-			message: fmt.Sprintf("kubectl app resume: the rollout goes on from step %d of %d", r.CurrentStepIndex+1, m.steps())})
+		m.note(Note{EventType: corev1.EventTypeNormal, Reason: appv1.EventReasonRolloutResumed,
+			Message: fmt.Sprintf("kubectl app resume: the rollout goes on from step %d of %d", r.CurrentStepIndex+1, m.steps())})
 		m.toStep(r.CurrentStepIndex)
 	}
 }
@@ -209,7 +223,7 @@ func (m *machine) request() {
 // goes to the stable Deployment at once.
 func (m *machine) follow() {
 	r, o := m.next, m.o
-	want := o.desired
+	want := o.Desired
 	switch {
 	case r.Canary != nil && want.PodTemplateHash == r.Canary.PodTemplateHash:
 		// The rollout already brings it (a change of the spec that is not the pod
@@ -235,20 +249,20 @@ func (m *machine) follow() {
 	case slices.Contains(r.RecentStable, want.PodTemplateHash):
 		m.direct(want, "a change back to a pod template that was stable recently (rollbackWindow)")
 		return
-	case !o.stableSettled:
+	case !o.StableSettled:
 		m.direct(want, "the stable Deployment is rolling (its pods run two templates): there is no one stable version to keep")
 		return
 	}
 	// A new rollout, or the steps again toward the newest.
 	restarted := r.Canary != nil
 	r.Canary = &want
-	r.Stable.ReplicaSetHash = o.stableHash
+	r.Stable.ReplicaSetHash = o.StableHash
 	r.AbortReason, r.AbortMessage, r.PausedByRequest = "", "", false
 	msg := fmt.Sprintf("Rollout to revision %s (pod template %s) started: %d steps from revision %s", want.Revision, want.PodTemplateHash, m.steps(), r.Stable.Revision)
 	if restarted {
 		msg = fmt.Sprintf("A newer change (revision %s, pod template %s) restarts the rollout's %d steps", want.Revision, want.PodTemplateHash, m.steps())
 	}
-	m.note(rolloutNote{eventType: corev1.EventTypeNormal, reason: appv1.EventReasonRolloutStarted, message: msg, metric: rolloutMetricStarted})
+	m.note(Note{EventType: corev1.EventTypeNormal, Reason: appv1.EventReasonRolloutStarted, Message: msg, Metric: MetricStarted})
 	m.toStep(0)
 }
 
@@ -262,8 +276,8 @@ func (m *machine) direct(want appv1.RolloutVersion, why string) {
 		r.RecentStable = nil
 	}
 	r.Stable = &want
-	m.note(rolloutNote{eventType: corev1.EventTypeNormal, reason: appv1.EventReasonRolloutRolledBack,
-		message: fmt.Sprintf("Revision %s (pod template %s) goes to the stable Deployment at once: %s", want.Revision, want.PodTemplateHash, why)})
+	m.note(Note{EventType: corev1.EventTypeNormal, Reason: appv1.EventReasonRolloutRolledBack,
+		Message: fmt.Sprintf("Revision %s (pod template %s) goes to the stable Deployment at once: %s", want.Revision, want.PodTemplateHash, why)})
 	if r.Canary != nil {
 		m.end("", false)
 	}
@@ -276,24 +290,24 @@ func (m *machine) end(msg string, promoted bool) {
 	m.moved = true
 	r.Phase, r.Canary, r.CurrentStepIndex, r.CanaryWeight = appv1.RolloutHealthy, nil, 0, 0
 	r.StepStartedAt, r.PausedByRequest, r.AbortReason, r.AbortMessage = nil, false, "", ""
-	at := m.o.now
+	at := m.o.Now
 	if promoted {
 		at = at.Add(time.Duration(ptr.Deref(m.s.ScaleDownDelaySeconds, 0)) * time.Second)
 	}
 	r.CanaryScaleDownAt = &metav1.Time{Time: at}
 	if msg != "" {
-		m.note(rolloutNote{eventType: corev1.EventTypeNormal, reason: appv1.EventReasonRolloutRolledBack, message: msg})
+		m.note(Note{EventType: corev1.EventTypeNormal, Reason: appv1.EventReasonRolloutRolledBack, Message: msg})
 	}
 }
 
 // abort aborts the rollout for cause.
-func (m *machine) abort(cause rolloutAbort) {
+func (m *machine) abort(cause Abort) {
 	r := m.next
 	m.moved = true
-	r.Phase, r.PausedByRequest, r.AbortReason, r.AbortMessage = appv1.RolloutAborted, false, cause.reason, cause.message
-	r.CanaryScaleDownAt = &metav1.Time{Time: m.o.now.Add(time.Duration(ptr.Deref(m.s.AbortScaleDownDelaySeconds, 0)) * time.Second)}
-	m.note(rolloutNote{eventType: corev1.EventTypeWarning, reason: appv1.ReasonRolloutAborted, message: m.abortedMessage(),
-		metric: rolloutMetricAborted, abortReason: cause.reason})
+	r.Phase, r.PausedByRequest, r.AbortReason, r.AbortMessage = appv1.RolloutAborted, false, cause.Reason, cause.Message
+	r.CanaryScaleDownAt = &metav1.Time{Time: m.o.Now.Add(time.Duration(ptr.Deref(m.s.AbortScaleDownDelaySeconds, 0)) * time.Second)}
+	m.note(Note{EventType: corev1.EventTypeWarning, Reason: appv1.ReasonRolloutAborted, Message: m.abortedMessage(),
+		Metric: MetricAborted, AbortReason: cause.Reason})
 }
 
 // abortedMessage says why the rollout was aborted, and what serves.
@@ -308,13 +322,13 @@ func (m *machine) toStep(k int32) {
 	r := m.next
 	m.moved = true
 	r.CurrentStepIndex = k
-	r.StepStartedAt = &metav1.Time{Time: m.o.now}
-	r.CanaryWeight = weightAt(m.s, k)
+	r.StepStartedAt = &metav1.Time{Time: m.o.Now}
+	r.CanaryWeight = WeightAt(m.s, k)
 	r.AbortReason, r.AbortMessage = "", ""
 	switch {
 	case k >= m.steps():
 		r.Phase, r.CanaryWeight = appv1.RolloutProgressing, 100
-		if !m.o.weighted {
+		if !m.o.Weighted {
 			m.stableTakesCanary()
 		}
 	case r.PausedByRequest || m.s.Steps[k].Pause != nil:
@@ -334,50 +348,55 @@ func (m *machine) stepEnded(how string) {
 	}
 	var took float64
 	if r.StepStartedAt != nil {
-		took = m.o.now.Sub(r.StepStartedAt.Time).Seconds()
+		took = m.o.Now.Sub(r.StepStartedAt.Time).Seconds()
 	}
-	m.note(rolloutNote{eventType: corev1.EventTypeNormal, reason: appv1.EventReasonRolloutStep,
-		message: fmt.Sprintf("Step %d of %d (%s) of the rollout to revision %s ended %s", k+1, m.steps(), m.s.Steps[k].String(), r.Canary.Revision, how),
-		step:    kind, seconds: took})
+	m.note(Note{EventType: corev1.EventTypeNormal, Reason: appv1.EventReasonRolloutStep,
+		Message: fmt.Sprintf("Step %d of %d (%s) of the rollout to revision %s ended %s", k+1, m.steps(), m.s.Steps[k].String(), r.Canary.Revision, how),
+		Step:    kind, Seconds: took})
 	r.PausedByRequest = false
 	m.toStep(k + 1)
 }
 
-// advance moves a running rollout on: an abort when a canary pod failed or a setWeight
-// step passed its progress deadline; the next step when the current one is done (a
-// pause's duration passed); the stages of the promotion.
+// advance moves a running rollout on: an abort when a canary pod or a check failed or a
+// setWeight step passed its progress deadline; the next step when the current one is
+// done (a pause's duration passed) and its checks passed; the stages of the promotion.
 func (m *machine) advance() {
 	r, o := m.next, m.o
 	if m.moved || r.Canary == nil || r.Phase == appv1.RolloutAborted {
 		return
 	}
 	if !m.promoting() {
-		if o.failure.reason != "" {
-			m.abort(o.failure)
+		failedCheck, holding := judge(o.Checks)
+		switch {
+		case o.Failure.Reason != "":
+			m.abort(o.Failure)
+			return
+		case failedCheck != nil:
+			m.abort(checksAbort(failedCheck))
 			return
 		}
 		step := m.s.Steps[r.CurrentStepIndex]
-		since := o.now.Sub(r.StepStartedAt.Time)
-		if step.SetWeight != nil && !o.stepDone && since >= time.Duration(ptr.Deref(m.s.ProgressDeadlineSeconds, 600))*time.Second {
-			m.abort(rolloutAbort{reason: appv1.ReasonProgressDeadlineExceeded, message: fmt.Sprintf(
+		since := o.Now.Sub(r.StepStartedAt.Time)
+		if step.SetWeight != nil && !o.StepDone && since >= time.Duration(ptr.Deref(m.s.ProgressDeadlineSeconds, 600))*time.Second {
+			m.abort(Abort{Reason: appv1.ReasonProgressDeadlineExceeded, Message: fmt.Sprintf(
 				"step %d (%s) did not complete within progressDeadlineSeconds (%ds): the canary's pods were not available, or the weight not in effect",
 				r.CurrentStepIndex+1, step.String(), ptr.Deref(m.s.ProgressDeadlineSeconds, 600))})
 			return
 		}
-		if r.PausedByRequest {
+		if r.PausedByRequest || len(holding) > 0 {
 			return
 		}
 		switch {
-		case step.SetWeight != nil && o.stepDone:
+		case step.SetWeight != nil && o.StepDone:
 			m.stepEnded("with its weight in effect")
 		case step.Pause != nil && step.Pause.Duration != nil && since >= step.Pause.Duration.Duration:
 			m.stepEnded("after its duration")
 		}
-		// One step a sync: o.stepDone was the ended step's; the next step's children
+		// One step a sync: o.StepDone was the ended step's; the next step's children
 		// come first.
 		return
 	}
-	if !o.stepDone {
+	if !o.StepDone {
 		return
 	}
 	if r.Stable.PodTemplateHash != r.Canary.PodTemplateHash {
@@ -388,11 +407,11 @@ func (m *machine) advance() {
 	// The stable Deployment runs the new template: promoted.
 	var took float64
 	if r.StepStartedAt != nil {
-		took = o.now.Sub(r.StepStartedAt.Time).Seconds()
+		took = o.Now.Sub(r.StepStartedAt.Time).Seconds()
 	}
-	m.note(rolloutNote{eventType: corev1.EventTypeNormal, reason: appv1.EventReasonRolloutPromoted,
-		message: fmt.Sprintf("Revision %s (pod template %s) is promoted: the stable Deployment runs it", r.Canary.Revision, r.Canary.PodTemplateHash),
-		metric:  rolloutMetricPromoted, step: "promotion", seconds: took})
+	m.note(Note{EventType: corev1.EventTypeNormal, Reason: appv1.EventReasonRolloutPromoted,
+		Message: fmt.Sprintf("Revision %s (pod template %s) is promoted: the stable Deployment runs it", r.Canary.Revision, r.Canary.PodTemplateHash),
+		Metric:  MetricPromoted, Step: "promotion", Seconds: took})
 	m.end("", true)
 }
 
@@ -441,20 +460,23 @@ func (m *machine) message() string {
 	k := r.CurrentStepIndex
 	step := m.s.Steps[k]
 	at := fmt.Sprintf("Rollout to revision %s, step %d of %d (%s), canary at %d%%", r.Canary.Revision, k+1, n, step.String(), r.CanaryWeight)
+	_, holding := judge(m.o.Checks)
 	switch {
 	case r.PausedByRequest:
 		return at + ": paused by kubectl app pause until kubectl app resume or promote"
 	case step.Pause != nil && step.Pause.Duration == nil:
 		return at + ": paused until kubectl app promote"
+	case len(holding) > 0:
+		return at + ": " + holdingMessage(holding)
 	case step.Pause != nil:
 		return at + fmt.Sprintf(": paused until %s", r.StepStartedAt.Add(step.Pause.Duration.Duration).UTC().Format(time.RFC3339))
 	}
 	return at + ": waiting for the canary's pods and the weight"
 }
 
-// weightAt returns the canary's weight at step k: the weight of the last setWeight
+// WeightAt returns the canary's weight at step k: the weight of the last setWeight
 // step at or before it; 100 past the last step.
-func weightAt(s *appv1.CanaryStrategy, k int32) int32 {
+func WeightAt(s *appv1.CanaryStrategy, k int32) int32 {
 	if k >= int32(len(s.Steps)) {
 		return 100
 	}
@@ -467,9 +489,9 @@ func weightAt(s *appv1.CanaryStrategy, k int32) int32 {
 	return w
 }
 
-// rolloutEqual reports whether two rollout states are the same (times compared to the
+// Equal reports whether two rollout states are the same (times compared to the
 // second, as the API stores them).
-func rolloutEqual(a, b *appv1.RolloutStatus) bool {
+func Equal(a, b *appv1.RolloutStatus) bool {
 	return a.Phase == b.Phase && a.Message == b.Message && a.CurrentStepIndex == b.CurrentStepIndex &&
 		sameTime(a.StepStartedAt, b.StepStartedAt) && a.CanaryWeight == b.CanaryWeight &&
 		ptr.Equal(a.Stable, b.Stable) && ptr.Equal(a.Canary, b.Canary) && a.PausedByRequest == b.PausedByRequest &&

@@ -1,0 +1,219 @@
+package rollout
+
+import (
+	"time"
+
+	"k8s.io/utils/ptr"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+)
+
+// Plan is what the children are in a rollout state: the replicas of the stable and
+// canary Deployments and the weights of the HTTPRoute between the stable and canary
+// Services. The App controller builds the objects from it.
+type Plan struct {
+	// StableReplicas is the stable Deployment's replica count; nil: the App's own
+	// (spec.replicas, or none).
+	StableReplicas *int32
+	// CanaryReplicas is the canary Deployment's replica count; nil: no canary
+	// Deployment (pruned), unless KeepCanary: it stays as it is.
+	CanaryReplicas *int32
+	KeepCanary     bool
+	// Split is how the HTTPRoute shares the traffic between the stable and canary
+	// Services; nil: the App's Service alone. SplitServices: the stable and canary
+	// Services exist (also while the HTTPRoute may still send to them).
+	Split         *Split
+	SplitServices bool
+	// StableHash is the pod-template-hash the stable Service selects.
+	StableHash string
+	// StepDone: the children are where the state wants them (Observation.StepDone);
+	// when StableMustRun, only once the stable Deployment runs the stable version's
+	// template, rolled out (the promotion's last stage): the caller looks.
+	StepDone, StableMustRun bool
+}
+
+// Split is the weights of the HTTPRoute's stable and canary Services.
+type Split struct {
+	Stable, Canary int32
+}
+
+// Live is what the plan reads of the children as they are.
+type Live struct {
+	// Gateway: the App's route is an HTTPRoute, which splits the traffic by weight;
+	// otherwise the share is the replicas'.
+	Gateway bool
+	// Autoscaled: the App's HorizontalPodAutoscaler owns the stable Deployment's count
+	// (spec.autoscaling): the plan never sets it, and N is that count.
+	Autoscaled bool
+	// N is the App's replica count: spec.replicas, else (autoscaled, or no replicas) the
+	// stable Deployment's.
+	N int32
+	// CanaryExists: the canary Deployment exists; CanaryReplicas is its spec's count,
+	// CanaryAvailable its available replicas once rolled out (0 before).
+	CanaryExists                    bool
+	CanaryReplicas, CanaryAvailable int32
+	// CanaryWeight is the canary's weight on the live HTTPRoute; -1 when it does not
+	// split.
+	CanaryWeight int32
+	// StableReplicas is the live stable Deployment's spec count.
+	StableReplicas int32
+}
+
+// canaryReady reports whether the canary Deployment runs c available pods of its
+// template (none wanted: it has none).
+func (l Live) canaryReady(c int32) bool {
+	if c == 0 {
+		return !l.CanaryExists || l.CanaryReplicas == 0
+	}
+	return l.CanaryExists && l.CanaryReplicas == c && l.CanaryAvailable >= c
+}
+
+// NewPlan returns what the children are in rollout state r of strategy s, given what
+// is live at now.
+func NewPlan(s *appv1.CanaryStrategy, r *appv1.RolloutStatus, l Live, now time.Time) Plan {
+	p := Plan{StableHash: r.Stable.ReplicaSetHash}
+	scaleDownDue := r.CanaryScaleDownAt == nil || !now.Before(r.CanaryScaleDownAt.Time)
+	steps := int32(len(s.Steps))
+	switch {
+	case r.Canary == nil:
+		// No rollout. A promoted canary stays for its scale-down delay, the route back
+		// on the App's Service (it runs the stable template). Any other canary goes at
+		// once, and while it is there the route sends it nothing.
+		p.KeepCanary = !scaleDownDue
+		if l.Gateway && l.CanaryExists && scaleDownDue {
+			p.Split = &Split{Stable: 100}
+		}
+		p.SplitServices = l.Gateway && (!scaleDownDue || l.CanaryExists)
+		p.StepDone = true
+	case r.Phase == appv1.RolloutAborted:
+		// All the traffic on the stable pods: through the HTTPRoute, the canary pods stay
+		// for the abort's scale-down delay; without it, they go at once.
+		p.CanaryReplicas = ptr.To[int32](0)
+		if l.Gateway {
+			p.Split, p.SplitServices = &Split{Stable: 100}, true
+			if !scaleDownDue {
+				p.CanaryReplicas, p.KeepCanary = nil, true
+			}
+		}
+	case r.CurrentStepIndex >= steps && r.Stable.PodTemplateHash != r.Canary.PodTemplateHash:
+		// Promotion, first stage: through the HTTPRoute, the canary grows to the stable's
+		// count (autoscaled: the autoscaler's, never its minimum), then takes all the
+		// traffic. Without it there is nothing to wait for: the state machine passes this
+		// stage (toStep), and only a state written otherwise (by an earlier
+		// version, or before the route stopped being an HTTPRoute) is here.
+		if !l.Gateway {
+			p.CanaryReplicas = ptr.To(l.CanaryReplicas)
+			if !l.Autoscaled {
+				p.StableReplicas = ptr.To(l.StableReplicas)
+			}
+			p.StepDone = true
+			break
+		}
+		p.CanaryReplicas = ptr.To(l.N)
+		w := int32(100)
+		if !l.canaryReady(l.N) {
+			w = min(w, max(l.CanaryWeight, 0))
+		}
+		p.Split, p.SplitServices = &Split{Stable: 100 - w, Canary: w}, true
+		p.StepDone = l.canaryReady(l.N) && l.CanaryWeight == 100
+	case r.CurrentStepIndex >= steps:
+		// Promotion, last stage: the stable Deployment rolls to the canary's template,
+		// with its own replicas, while the canary serves.
+		p.CanaryReplicas = ptr.To(l.CanaryReplicas)
+		if l.Gateway {
+			p.Split, p.SplitServices = &Split{Canary: 100}, true
+		}
+		p.StableMustRun = true
+	default:
+		w := WeightAt(s, r.CurrentStepIndex)
+		c := canaryShare(l.N, w)
+		if l.Autoscaled && !l.Gateway {
+			c = canaryPodShare(l.N, w)
+		}
+		ready := l.canaryReady(c)
+		p.CanaryReplicas = &c
+		if l.Autoscaled && !l.Gateway {
+			// The autoscaler owns the stable's count: the stable keeps it, and the canary
+			// is sized for its share of the pods (at most the stable's count).
+			p.StepDone = ready
+			break
+		}
+		if l.Gateway {
+			applied := w
+			if !ready {
+				applied = min(w, max(l.CanaryWeight, 0))
+			}
+			p.Split, p.SplitServices = &Split{Stable: 100 - applied, Canary: applied}, true
+			p.StepDone = ready && l.CanaryWeight == w
+			break
+		}
+		// The stable side is scaled down to its share only once the canary's pods are
+		// available: the capacity never drops within a step.
+		stable := stableShare(l.N, w)
+		if !ready {
+			stable = min(l.N, max(stable, l.StableReplicas))
+		}
+		p.StableReplicas = &stable
+		p.StepDone = ready && l.StableReplicas == stableShare(l.N, w)
+	}
+	return p
+}
+
+// canaryShare is the canary's replicas at weight w of n: rounded up, at least one when
+// w > 0 (one replica at 20% runs one canary pod).
+func canaryShare(n, w int32) int32 {
+	if n == 0 || w == 0 {
+		return 0
+	}
+	return max(1, (n*w+99)/100)
+}
+
+// canaryPodShare is the canary's replicas at weight w beside a stable side of n pods
+// that keeps them (an autoscaled App without an HTTPRoute: its autoscaler owns the
+// stable's count): the pods that make w of all of them, rounded up, at least one when
+// w > 0, at most n (from w = 50 on, half of the pods).
+func canaryPodShare(n, w int32) int32 {
+	if n == 0 || w == 0 {
+		return 0
+	}
+	if w >= 50 {
+		return n
+	}
+	return min(n, max(1, (n*w+(99-w))/(100-w)))
+}
+
+// stableShare is the stable's replicas at canary weight w of n, without an HTTPRoute:
+// rounded up, never below one pod (an abort always finds a stable pod serving).
+func stableShare(n, w int32) int32 {
+	if n == 0 {
+		return 0
+	}
+	return max(1, (n*(100-w)+99)/100)
+}
+
+// Due returns how long after now state r of strategy s changes by the clock alone: a
+// pause's end, a setWeight step's progress deadline, a canary's scale-down; 0: never.
+func Due(s *appv1.CanaryStrategy, r *appv1.RolloutStatus, now time.Time) time.Duration {
+	var due []time.Time
+	if r.CanaryScaleDownAt != nil && now.Before(r.CanaryScaleDownAt.Time) {
+		due = append(due, r.CanaryScaleDownAt.Time)
+	}
+	if r.Canary != nil && r.Phase != appv1.RolloutAborted && r.CurrentStepIndex < int32(len(s.Steps)) && r.StepStartedAt != nil {
+		step := s.Steps[r.CurrentStepIndex]
+		switch {
+		case step.SetWeight != nil:
+			due = append(due, r.StepStartedAt.Add(time.Duration(ptr.Deref(s.ProgressDeadlineSeconds, 600))*time.Second))
+		case step.Pause.Duration != nil && !r.PausedByRequest:
+			due = append(due, r.StepStartedAt.Add(step.Pause.Duration.Duration))
+		}
+	}
+	var soonest time.Duration
+	for _, at := range due {
+		// A second late: the API stores times to the second.
+		d := at.Sub(now) + time.Second
+		if d > 0 && (soonest == 0 || d < soonest) {
+			soonest = d
+		}
+	}
+	return soonest
+}

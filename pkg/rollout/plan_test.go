@@ -1,0 +1,128 @@
+package rollout
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller/appfixture"
+)
+
+// TestShares pins the replica shares of a split by replicas: each side rounded up, the
+// canary at least one pod when its weight is not 0, the stable never below one.
+func TestShares(t *testing.T) {
+	for _, tt := range []struct{ n, w, canary, stable int32 }{
+		{10, 20, 2, 8}, {4, 25, 1, 3}, {3, 50, 2, 2}, {1, 20, 1, 1}, {4, 100, 4, 1},
+		{5, 0, 0, 5}, {0, 50, 0, 0}, {7, 10, 1, 7}, {100, 1, 1, 99},
+	} {
+		if c, s := canaryShare(tt.n, tt.w), stableShare(tt.n, tt.w); c != tt.canary || s != tt.stable {
+			t.Errorf("%d replicas at %d%%: canary %d, stable %d; want %d, %d", tt.n, tt.w, c, s, tt.canary, tt.stable)
+		}
+	}
+}
+
+// TestCanaryPodShare pins the canary's pods beside an autoscaled stable side that keeps
+// its n pods (no HTTPRoute): w of all the pods, rounded up, at least one, at most n.
+func TestCanaryPodShare(t *testing.T) {
+	for _, tt := range []struct{ n, w, canary int32 }{
+		{8, 20, 2}, {4, 20, 1}, {4, 25, 2}, {3, 25, 1}, {10, 10, 2}, {1, 20, 1}, {6, 50, 6}, {6, 80, 6}, {6, 100, 6},
+		{5, 0, 0}, {0, 50, 0}, {100, 1, 2},
+	} {
+		if c := canaryPodShare(tt.n, tt.w); c != tt.canary {
+			t.Errorf("%d stable pods, canary at %d%%: %d canary pods, want %d", tt.n, tt.w, c, tt.canary)
+		}
+	}
+}
+
+// TestNewPlan checks what the children are in each state: by replicas and by
+// HTTPRoute weights, the canary scaled up before the stable down or the weight moves.
+func TestNewPlan(t *testing.T) {
+	s := appfixture.CanaryStrategy()
+	v1 := &appv1.RolloutVersion{PodTemplateHash: "h1", ReplicaSetHash: "rs1"}
+	v2 := &appv1.RolloutVersion{PodTemplateHash: "h2"}
+	state := func(phase appv1.RolloutPhase, step int32, stable *appv1.RolloutVersion) *appv1.RolloutStatus {
+		return &appv1.RolloutStatus{Phase: phase, CurrentStepIndex: step, Stable: stable, Canary: v2}
+	}
+	later := metav1.NewTime(testNow.Add(time.Minute))
+	tests := []struct {
+		name string
+		r    *appv1.RolloutStatus
+		l    Live
+		// want: stable replicas, canary replicas ("-": nil), split ("-": none), stepDone.
+		want string
+	}{
+		{"step 0 by replicas, canary not up yet: the stable keeps its 4", state(appv1.RolloutProgressing, 0, v1),
+			Live{N: 4, StableReplicas: 4, CanaryWeight: -1}, "4 1 - false"},
+		{"step 0 by replicas, canary up: the stable down to its share", state(appv1.RolloutProgressing, 0, v1),
+			Live{N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 1, CanaryAvailable: 1, CanaryWeight: -1}, "3 1 - false"},
+		{"step 0 by replicas, done", state(appv1.RolloutProgressing, 0, v1),
+			Live{N: 4, StableReplicas: 3, CanaryExists: true, CanaryReplicas: 1, CanaryAvailable: 1, CanaryWeight: -1}, "3 1 - true"},
+		{"step 0 by weight, canary not up: no weight yet", state(appv1.RolloutProgressing, 0, v1),
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryWeight: -1}, "- 1 100/0 false"},
+		{"step 0 by weight, canary up: 25%", state(appv1.RolloutProgressing, 0, v1),
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 1, CanaryAvailable: 1, CanaryWeight: 0}, "- 1 75/25 false"},
+		{"step 0 by weight, in effect", state(appv1.RolloutProgressing, 0, v1),
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 1, CanaryAvailable: 1, CanaryWeight: 25}, "- 1 75/25 true"},
+		{"a weight in effect stays while a canary pod restarts", state(appv1.RolloutPaused, 1, v1),
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 1, CanaryAvailable: 0, CanaryWeight: 25}, "- 1 75/25 false"},
+		{"aborted by replicas: canary to 0 at once", func() *appv1.RolloutStatus {
+			r := state(appv1.RolloutAborted, 0, v1)
+			r.CanaryScaleDownAt = &later
+			return r
+		}(), Live{N: 4, StableReplicas: 3, CanaryExists: true, CanaryReplicas: 1, CanaryWeight: -1}, "- 0 - false"},
+		{"aborted by weight: all traffic to stable, the canary kept for its delay", func() *appv1.RolloutStatus {
+			r := state(appv1.RolloutAborted, 0, v1)
+			r.CanaryScaleDownAt = &later
+			return r
+		}(), Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 1, CanaryWeight: 25}, "- - 100/0 false"},
+		{"promotion by weight: the canary grows to the stable's count first", state(appv1.RolloutProgressing, 3, v1),
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 1, CanaryAvailable: 1, CanaryWeight: 25}, "- 4 75/25 false"},
+		{"promotion by weight: then takes all the traffic", state(appv1.RolloutProgressing, 3, v1),
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 4, CanaryAvailable: 4, CanaryWeight: 100}, "- 4 0/100 true"},
+		{"promotion's last stage: the stable rolls with its own replicas", state(appv1.RolloutProgressing, 3, v2),
+			Live{N: 4, StableReplicas: 1, CanaryExists: true, CanaryReplicas: 4, CanaryAvailable: 4, CanaryWeight: -1}, "- 4 - false"},
+		{"promoted by weight: the canary kept for its delay, the route back on the App's Service",
+			&appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: v2, CanaryScaleDownAt: &later},
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 4, CanaryWeight: 100}, "- - - true"},
+		{"autoscaled, by replicas: the stable keeps the autoscaler's 6, the canary 2 of 8 pods", state(appv1.RolloutProgressing, 0, v1),
+			Live{Autoscaled: true, N: 6, StableReplicas: 6, CanaryWeight: -1}, "- 2 - false"},
+		{"autoscaled, by replicas, the canary up: the step is done, the stable not scaled", state(appv1.RolloutProgressing, 0, v1),
+			Live{Autoscaled: true, N: 6, StableReplicas: 6, CanaryExists: true, CanaryReplicas: 2, CanaryAvailable: 2, CanaryWeight: -1}, "- 2 - true"},
+		{"autoscaled, by replicas, the autoscaler at 12 in the pause: the canary follows to 4", state(appv1.RolloutPaused, 1, v1),
+			Live{Autoscaled: true, N: 12, StableReplicas: 12, CanaryExists: true, CanaryReplicas: 2, CanaryAvailable: 2, CanaryWeight: -1}, "- 4 - false"},
+		{"autoscaled, by replicas, setWeight 100: half of the pods, the stable kept", state(appv1.RolloutProgressing, 2, v1),
+			Live{Autoscaled: true, N: 6, StableReplicas: 6, CanaryExists: true, CanaryReplicas: 2, CanaryAvailable: 2, CanaryWeight: -1}, "- 6 - false"},
+		{"autoscaled, by replicas, promotion: nothing scaled", state(appv1.RolloutProgressing, 3, v1),
+			Live{Autoscaled: true, N: 6, StableReplicas: 6, CanaryExists: true, CanaryReplicas: 6, CanaryAvailable: 6, CanaryWeight: -1}, "- 6 - true"},
+		{"autoscaled, aborted by replicas: the canary to 0, the stable not written", state(appv1.RolloutAborted, 0, v1),
+			Live{Autoscaled: true, N: 6, StableReplicas: 6, CanaryExists: true, CanaryReplicas: 2, CanaryWeight: -1}, "- 0 - false"},
+		{"autoscaled, by weight, the autoscaler at 8: the canary 2 (25%)", state(appv1.RolloutPaused, 1, v1),
+			Live{Gateway: true, Autoscaled: true, N: 8, StableReplicas: 8, CanaryExists: true, CanaryReplicas: 1, CanaryAvailable: 1, CanaryWeight: 25}, "- 2 75/25 false"},
+		{"autoscaled, promotion by weight: the canary grows to the autoscaler's 8 first", state(appv1.RolloutProgressing, 3, v1),
+			Live{Gateway: true, Autoscaled: true, N: 8, StableReplicas: 8, CanaryExists: true, CanaryReplicas: 2, CanaryAvailable: 2, CanaryWeight: 25}, "- 8 75/25 false"},
+		{"a rollout that ended unpromoted, by weight: nothing to the canary while it goes",
+			&appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: v1},
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 1, CanaryWeight: 25}, "- - 100/0 true"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := NewPlan(s, tt.r, tt.l, testNow)
+			str := func(v *int32) string {
+				if v == nil {
+					return "-"
+				}
+				return fmt.Sprint(*v)
+			}
+			split := "-"
+			if p.Split != nil {
+				split = fmt.Sprintf("%d/%d", p.Split.Stable, p.Split.Canary)
+			}
+			if got := fmt.Sprintf("%s %s %s %t", str(p.StableReplicas), str(p.CanaryReplicas), split, p.StepDone); got != tt.want {
+				t.Errorf("plan %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
