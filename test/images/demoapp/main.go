@@ -1,0 +1,43 @@
+// Command demoapp is the test image of the canary analysis tests: an HTTP server whose
+// error rate and latency come from its environment, and the load generator that sends it
+// requests from inside the cluster.
+//
+//	demoapp                      serve (ERROR_RATE, LATENCY_MS, PORT, VERSION)
+//	demoapp load --url URL --rps N --duration D [--header K:V]... [--timeout T]
+//
+// The server answers every path but /healthz and /metrics: 500 to a fraction ERROR_RATE
+// of the requests (deterministically: the k-th request fails when floor(k*ERROR_RATE)
+// grows, so exactly floor(n*ERROR_RATE) of the first n fail), after LATENCY_MS
+// milliseconds, with its VERSION in the body. /healthz answers 200 at once (probes);
+// /metrics exposes http_requests_total{code,method} and
+// http_request_duration_seconds{code,method} of those answers.
+//
+// The load generator sends N requests a second for D (so N*D requests, no more), each
+// with a timeout, and prints a one-line JSON summary: the count of each status code, the
+// errors and latency quantiles.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	if len(os.Args) > 1 && os.Args[1] == "load" {
+		err = runLoad(ctx, os.Args[2:], os.Stdout)
+	} else if len(os.Args) > 1 {
+		err = fmt.Errorf("unknown command %q: want no command (serve) or load", os.Args[1])
+	} else {
+		err = serve(ctx, os.Getenv)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demoapp:", err)
+		os.Exit(1)
+	}
+}
