@@ -383,7 +383,7 @@ $(NODE_BINS) &: hack/tools/go.mod hack/tools/go.sum
 
 # demoapp, static, from the root module.
 $(DEMOAPP): go.mod go.sum $(filter-out %_test.go,$(wildcard test/images/demoapp/*.go))
-	CGO_ENABLED=0 $(GO) build -trimpath -o $@ ./test/images/demoapp
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@ ./test/images/demoapp
 
 $(NODE_IMAGES): $(NODE_BINS) $(IMAGEBUILD) $(DEMOAPP) $(PROMETHEUS)
 	@rm -rf $@
@@ -549,9 +549,10 @@ E2E_PARALLEL ?= 2
 # others, 0.5 to 1.5 minutes each, fill in beside them, alphabetically, instead of one long
 # package running alone at the end.
 E2E_PKGS ?= ./test/e2e/install ./test/e2e/notready ./test/e2e/...
-# Traefik's image, when E2E_PKGS has the traffic tier (TRAEFIK_IMAGE_LAYOUT names it to
-# the tests; without it test/e2e/traffic skips).
-E2E_TRAEFIK = $(if $(filter ./test/e2e/... ./test/e2e/traffic ./test/e2e/traffic/ ./test/e2e/traffic/...,$(E2E_PKGS)),$(TRAEFIK_IMAGE))
+# Traefik's image, when E2E_PKGS has a package that runs it, the traffic tier or the
+# canary analysis's (TRAEFIK_IMAGE_LAYOUT names it to the tests; without it
+# test/e2e/traffic and test/e2e/analysis skip).
+E2E_TRAEFIK = $(if $(filter ./test/e2e/... $(foreach p,traffic analysis,./test/e2e/$(p) ./test/e2e/$(p)/ ./test/e2e/$(p)/...),$(E2E_PKGS)),$(TRAEFIK_IMAGE))
 
 .PHONY: e2e-run
 e2e-run: node-packages tools node-tools $(HELM) $(COSIGN) $(E2E_TRAEFIK)

@@ -4,6 +4,7 @@
 //
 //	demoapp                      serve (ERROR_RATE, LATENCY_MS, PORT, VERSION)
 //	demoapp load --url URL --rps N --duration D [--header K:V]... [--timeout T]
+//	demoapp pods-sd [--listen 127.0.0.1:9091]
 //
 // The server answers every path but /healthz and /metrics: 500 to a fraction ERROR_RATE
 // of the requests (deterministically: the k-th request fails when floor(k*ERROR_RATE)
@@ -15,6 +16,10 @@
 // The load generator sends N requests a second for D (so N*D requests, no more), each
 // with a timeout, and prints a one-line JSON summary: the count of each status code, the
 // errors and latency quantiles.
+//
+// pods-sd serves the cluster's pods as Prometheus's http_sd_configs targets, for the
+// Prometheus of the end-to-end tests, whose Debian build has no kubernetes_sd_configs
+// (podsd.go).
 package main
 
 import (
@@ -29,12 +34,15 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
-	if len(os.Args) > 1 && os.Args[1] == "load" {
-		err = runLoad(ctx, os.Args[2:], os.Stdout)
-	} else if len(os.Args) > 1 {
-		err = fmt.Errorf("unknown command %q: want no command (serve) or load", os.Args[1])
-	} else {
+	switch {
+	case len(os.Args) < 2:
 		err = serve(ctx, os.Getenv)
+	case os.Args[1] == "load":
+		err = runLoad(ctx, os.Args[2:], os.Stdout)
+	case os.Args[1] == "pods-sd":
+		err = runPodsSD(ctx, os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown command %q: want no command (serve), load or pods-sd", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demoapp:", err)
