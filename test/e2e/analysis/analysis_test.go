@@ -221,7 +221,7 @@ func TestPrometheusSeesTheCanary(t *testing.T) {
 	}
 	traefik5xx := scalar(`sum(traefik_service_requests_total{` + services + `, code=~"5.."})`)
 	pods5xx := scalar(`sum(http_requests_total{` + pods + `, code=~"5.."})`)
-	canaryShare := scalar(`sum(http_requests_total{` + pods + `, appcontroller_k8s_io_track="canary"})`) / podsTotal
+	canaryShare := scalar(`sum(http_requests_total{`+pods+`, appcontroller_k8s_io_track="canary"})`) / podsTotal
 	t.Logf("Traefik counted %v requests to the App's Services, %v answered 5xx (%.1f%%); the pods %v, %v 5xx; the canary's pods had %.1f%% of them",
 		traefikTotal, traefik5xx, 100*traefik5xx/traefikTotal, podsTotal, pods5xx, 100*canaryShare)
 	// Each of the two pods answers 500 to floor(n/10) of its n requests.
