@@ -31,21 +31,24 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	var err error
-	switch {
-	case len(os.Args) < 2:
-		err = serve(ctx, os.Getenv)
-	case os.Args[1] == "load":
-		err = runLoad(ctx, os.Args[2:], os.Stdout)
-	case os.Args[1] == "pods-sd":
-		err = runPodsSD(ctx, os.Args[2:])
-	default:
-		err = fmt.Errorf("unknown command %q: want no command (serve), load or pods-sd", os.Args[1])
-	}
-	if err != nil {
+	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "demoapp:", err)
 		os.Exit(1)
+	}
+}
+
+// run runs the command of args until it ends or SIGINT or SIGTERM stops it.
+func run(args []string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	switch {
+	case len(args) == 0:
+		return serve(ctx, os.Getenv)
+	case args[0] == "load":
+		return runLoad(ctx, args[1:], os.Stdout)
+	case args[0] == "pods-sd":
+		return runPodsSD(ctx, args[1:])
+	default:
+		return fmt.Errorf("unknown command %q: want no command (serve), load or pods-sd", args[0])
 	}
 }

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"regexp"
@@ -40,22 +42,11 @@ type targetGroup struct {
 // invalidLabelChars are the characters Prometheus replaces with _ in a label name.
 var invalidLabelChars = regexp.MustCompile(`[^a-zA-Z0-9_]`)
 
-// podTargets returns the target groups of pods, sorted by namespace and name: only pods
-// with an IP.
+// podTargets returns the target groups of pods (sorted in place by namespace and name):
+// only pods with an IP.
 func podTargets(pods []*corev1.Pod) []targetGroup {
 	slices.SortFunc(pods, func(a, b *corev1.Pod) int {
-		if a.Namespace != b.Namespace {
-			if a.Namespace < b.Namespace {
-				return -1
-			}
-			return 1
-		}
-		if a.Name < b.Name {
-			return -1
-		} else if a.Name > b.Name {
-			return 1
-		}
-		return 0
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	groups := []targetGroup{}
 	for _, p := range pods {
@@ -85,11 +76,11 @@ func podTargets(pods []*corev1.Pod) []targetGroup {
 				if port.Protocol != "" && port.Protocol != corev1.ProtocolTCP {
 					continue
 				}
-				labels := cloneMap(meta)
-				labels["__meta_kubernetes_pod_container_name"] = c.Name
-				labels["__meta_kubernetes_pod_container_port_name"] = port.Name
-				labels["__meta_kubernetes_pod_container_port_number"] = strconv.Itoa(int(port.ContainerPort))
-				groups = append(groups, targetGroup{Targets: []string{net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(port.ContainerPort)))}, Labels: labels})
+				portMeta := maps.Clone(meta)
+				portMeta["__meta_kubernetes_pod_container_name"] = c.Name
+				portMeta["__meta_kubernetes_pod_container_port_name"] = port.Name
+				portMeta["__meta_kubernetes_pod_container_port_number"] = strconv.Itoa(int(port.ContainerPort))
+				groups = append(groups, targetGroup{Targets: []string{net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(port.ContainerPort)))}, Labels: portMeta})
 				ports++
 			}
 		}
@@ -116,14 +107,6 @@ func controllerName(p *corev1.Pod) string {
 		}
 	}
 	return ""
-}
-
-func cloneMap(m map[string]string) map[string]string {
-	c := make(map[string]string, len(m))
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
 }
 
 // podsSDHandler answers every GET with the target groups of the pods lister holds.

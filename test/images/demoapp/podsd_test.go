@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -62,7 +63,7 @@ func TestPodsSD(t *testing.T) {
 		"__meta_kubernetes_pod_container_name":                   "app",
 	}
 	withPort := func(name, number string) map[string]string {
-		l := cloneMap(web)
+		l := maps.Clone(web)
 		l["__meta_kubernetes_pod_container_port_name"], l["__meta_kubernetes_pod_container_port_number"] = name, number
 		return l
 	}

@@ -23,6 +23,9 @@ const (
 	durationMetric = "http_request_duration_seconds"
 )
 
+// metricLabels are the labels of both metrics: the status code and the method.
+var metricLabels = []string{"code", "method"}
+
 // durationBuckets cover 5 ms to 5 s, so a latency quantile is read within a bucket's width
 // anywhere in that range.
 var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
@@ -87,12 +90,12 @@ func newApp(cfg config) *app {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: requestsMetric,
 			Help: "Requests the app answered, by status code and method (not /healthz nor /metrics).",
-		}, []string{"code", "method"}),
+		}, metricLabels),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    durationMetric,
 			Help:    "Time the app took to answer a request, LATENCY_MS included, by status code and method.",
 			Buckets: durationBuckets,
-		}, []string{"code", "method"}),
+		}, metricLabels),
 		registry: prometheus.NewRegistry(),
 	}
 	a.registry.MustRegister(a.requests, a.duration)
@@ -141,9 +144,8 @@ func (a *app) serveApp(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(code)
 	_, _ = w.Write([]byte(body))
-	labels := prometheus.Labels{"code": strconv.Itoa(code), "method": r.Method}
-	a.requests.With(labels).Inc()
-	a.duration.With(labels).Observe(time.Since(start).Seconds())
+	a.requests.WithLabelValues(strconv.Itoa(code), r.Method).Inc()
+	a.duration.WithLabelValues(strconv.Itoa(code), r.Method).Observe(time.Since(start).Seconds())
 }
 
 // serve runs the server on every address of PORT until ctx is done.
