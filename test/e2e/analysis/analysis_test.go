@@ -204,18 +204,28 @@ func TestPrometheusSeesTheCanary(t *testing.T) {
 		}
 		return float64(v[0].Value)
 	}
-	// Traefik's services of the App, as it names them: <namespace>-<Service>-<port>@kubernetesgateway.
+	// Once Prometheus's scrapes of Traefik count the load, the services Traefik names
+	// (every one: the log tells the analysis how Traefik names an App's Services).
+	framework.Eventually(t, time.Minute, func() (bool, error) {
+		return scalar(`sum(traefik_service_requests_total)`) >= loadTotal, nil
+	})
+	for _, s := range query(`sum by (service, code) (traefik_service_requests_total)`) {
+		t.Logf("traefik_service_requests_total{service=%q, code=%q} = %v", s.Metric["service"], s.Metric["code"], s.Value)
+	}
+	// The App's Services, as Traefik names them: <namespace>-<Service>-<port>@kubernetesgateway.
 	services := fmt.Sprintf(`service=~"%s-web-.*"`, ns)
 	pods := fmt.Sprintf(`namespace=%q, app_kubernetes_io_instance="web"`, ns)
 	var traefikTotal, podsTotal float64
+	defer func() {
+		if t.Failed() {
+			t.Logf("last seen: Traefik counted %v requests to services %s, the pods %v", traefikTotal, services, podsTotal)
+		}
+	}()
 	framework.Eventually(t, time.Minute, func() (bool, error) {
 		traefikTotal = scalar(`sum(traefik_service_requests_total{` + services + `})`)
 		podsTotal = scalar(`sum(http_requests_total{` + pods + `})`)
 		return traefikTotal >= loadTotal && traefikTotal == podsTotal, nil
 	})
-	for _, s := range query(`sum by (service, code) (traefik_service_requests_total{service=~".*` + ns + `.*"})`) {
-		t.Logf("traefik_service_requests_total{service=%q, code=%q} = %v", s.Metric["service"], s.Metric["code"], s.Value)
-	}
 	for _, s := range query(`sum by (pod, appcontroller_k8s_io_track, code) (http_requests_total{` + pods + `})`) {
 		t.Logf("http_requests_total{pod=%q, appcontroller_k8s_io_track=%q, code=%q} = %v", s.Metric["pod"], s.Metric["appcontroller_k8s_io_track"], s.Metric["code"], s.Value)
 	}
