@@ -52,8 +52,9 @@ type RolloutStatusApplyConfiguration struct {
 	// `promote`.
 	PausedByRequest *bool `json:"pausedByRequest,omitempty"`
 	// AbortReason is why the rollout was aborted: a reason of the App's pods
-	// (ImagePullFailed, CrashLoopBackOff, ...), AnalysisFailed, AnalysisInconclusive,
-	// ProgressDeadlineExceeded or AbortRequested.
+	// (ImagePullFailed, CrashLoopBackOff, ...), ProgressDeadlineExceeded, AbortRequested,
+	// AnalysisFailed (a check of the canary failed), AnalysisInconclusive or
+	// PrometheusNotConfigured.
 	AbortReason *string `json:"abortReason,omitempty"`
 	// AbortMessage says why the rollout was aborted, naming the canary pod and its
 	// container (it is kept when the canary pods are gone).
