@@ -113,6 +113,13 @@ func (c *Controller) syncRollout(ctx context.Context, key cache.ObjectName, app 
 		if cur.Canary != nil && cur.CurrentStepIndex < int32(len(s.Steps)) && cur.Phase != appv1.RolloutAborted {
 			o.Failure, recheck = c.canaryFailure(app, s, now)
 		}
+		var measure time.Duration
+		var refuse rollout.Abort
+		o.Checks, o.Analysis, measure, refuse = c.rolloutChecks(ctx, app, s, cur, live.Gateway, now)
+		if o.Failure.Reason == "" {
+			o.Failure = refuse
+		}
+		recheck = controller.RequeueAfter(recheck, measure).RequeueAfter
 	}
 	if value := app.Annotations[appv1.RolloutRequestAnnotation]; value != "" {
 		req, err := appv1.ParseRolloutRequest(value)
@@ -480,6 +487,7 @@ func (c *Controller) writeRollout(ctx context.Context, key cache.ObjectName, app
 func (c *Controller) emitRolloutNotes(ctx context.Context, app *appv1.App, notes []rollout.Note) {
 	for _, n := range notes {
 		c.recorder.Event(app, n.EventType, n.Reason, controller.TruncateMessage(n.Message))
+		c.notify(app, n)
 		klog.FromContext(ctx).V(2).Info("Rollout", "reason", n.Reason, "message", n.Message)
 		switch n.Metric {
 		case rollout.MetricStarted:
