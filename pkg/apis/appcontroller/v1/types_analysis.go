@@ -126,9 +126,8 @@ type AnalysisCheck struct {
 	// threshold) must have answered over the interval for a built-in check to judge it:
 	// fewer is inconclusive, neither a pass nor a failure. An analysis that stays
 	// inconclusive aborts at the progress deadline (progressDeadlineSeconds), saying so.
-	// Defaults to 10.
+	// Unset: 10 (no schema default: it applies to the built-in checks only).
 	// +optional
-	// +kubebuilder:default=10
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000000
 	MinRequests *int32 `json:"minRequests,omitempty"`

@@ -59,7 +59,7 @@ type AnalysisCheckApplyConfiguration struct {
 	// threshold) must have answered over the interval for a built-in check to judge it:
 	// fewer is inconclusive, neither a pass nor a failure. An analysis that stays
 	// inconclusive aborts at the progress deadline (progressDeadlineSeconds), saying so.
-	// Defaults to 10.
+	// Unset: 10 (no schema default: it applies to the built-in checks only).
 	MinRequests *int32 `json:"minRequests,omitempty"`
 }
 
