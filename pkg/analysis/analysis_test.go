@@ -96,8 +96,8 @@ func TestQueries(t *testing.T) {
 }
 
 func TestMeasure(t *testing.T) {
-	successRate := func(min, margin *string) *appv1.AnalysisCheck {
-		return &appv1.AnalysisCheck{Name: "sr", SuccessRate: &appv1.SuccessRateCheck{Min: min, StableMargin: margin}, MinRequests: ptr.To[int32](10)}
+	successRate := func(lowest, margin *string) *appv1.AnalysisCheck {
+		return &appv1.AnalysisCheck{Name: "sr", SuccessRate: &appv1.SuccessRateCheck{Min: lowest, StableMargin: margin}, MinRequests: ptr.To[int32](10)}
 	}
 	latency := func(maxMs *int32, factor *string) *appv1.AnalysisCheck {
 		return &appv1.AnalysisCheck{Name: "lat", Latency: &appv1.LatencyCheck{Percentile: ptr.To[int32](99), MaxMs: maxMs, StableFactor: factor}, MinRequests: ptr.To[int32](10)}

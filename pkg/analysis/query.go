@@ -81,7 +81,7 @@ func SuccessRateQuery(source appv1.AnalysisSource, t Target, interval time.Durat
 	if relative {
 		tracks = append(tracks, trackStable)
 	}
-	var parts []string
+	parts := make([]string, 0, 2*len(tracks))
 	for _, track := range tracks {
 		sel := selector(source, t, track)
 		parts = append(parts,
@@ -104,7 +104,7 @@ func LatencyQuery(source appv1.AnalysisSource, t Target, interval time.Duration,
 	if relative {
 		tracks = append(tracks, trackStable)
 	}
-	var parts []string
+	parts := make([]string, 0, 2*len(tracks))
 	for _, track := range tracks {
 		sel := selector(source, t, track)
 		parts = append(parts,
