@@ -22,9 +22,9 @@ KUBE_COMMANDS := kube-apiserver kube-controller-manager kube-scheduler kubelet k
 CLUSTER_BINS  := $(addprefix $(BIN)/,kube $(KUBE_COMMANDS) kwok etcd)
 # The version the Kubernetes components report (as a release build stamps it).
 KUBE_VERSION  := v1.37.2
-# Its minor, 1.36: the column of the compatibility matrix that bin/ itself serves.
+# Its minor, 1.37: the column of the compatibility matrix that bin/ itself serves.
 KUBE_MINOR    := $(subst v,,$(basename $(KUBE_VERSION)))
-# The -ldflags that stamp Kubernetes components with version $(1) of minor $(2) (36).
+# The -ldflags that stamp Kubernetes components with version $(1) of minor $(2) (37).
 kube_ldflags   = $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,-X $(p).gitVersion=$(1) -X $(p).gitMajor=1 -X $(p).gitMinor=$(2) -X $(p).gitTreeState=clean)
 KUBE_LDFLAGS  := $(call kube_ldflags,$(KUBE_VERSION),$(lastword $(subst ., ,$(KUBE_MINOR))))
 KWOK_STAGES  := $(BIN)/kwok-stages

@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
@@ -86,6 +87,8 @@ var checks = []check{
 	{"native sidecar", false, (*smoke).sidecar},
 	{"config rollout", false, (*smoke).configRollout},
 	{"revision+rollback", false, (*smoke).revisionRollback},
+	{"canary rollout", false, (*smoke).canaryRollout},
+	{"autoscaling (HPA)", false, (*smoke).autoscaling},
 	{"Service->Ingress", false, (*smoke).serviceIngress},
 	{"node labeler", false, (*smoke).nodeLabeler},
 	{"admission policy", false, (*smoke).admissionPolicy},
@@ -354,18 +357,9 @@ func (s *smoke) configRollout(t testing.TB) {
 // kubectl app rollback: the first image comes back, as a third revision.
 func (s *smoke) revisionRollback(t testing.TB) {
 	ns := framework.Namespace(t)
-	ctx := context.Background()
 	s.create(t, appfixture.NewApp(ns, "web", "nginx:1", 1))
 	s.waitReady(t, ns, "web")
-	waitFor(t, "App web updated to nginx:2", func() (bool, string) {
-		app, err := s.apps.AppcontrollerV1().Apps(ns).Get(ctx, "web", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		app.Spec.DeploymentTemplate.Image = "nginx:2"
-		_, err = s.apps.AppcontrollerV1().Apps(ns).Update(ctx, app, metav1.UpdateOptions{})
-		return err == nil, fmt.Sprint(err)
-	})
+	s.update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
 	s.waitImage(t, ns, "web-deploy", "nginx:2")
 	s.waitRevisions(t, ns, "web", 1, 2)
 
@@ -376,6 +370,60 @@ func (s *smoke) revisionRollback(t testing.TB) {
 	}
 	s.waitImage(t, ns, "web-deploy", "nginx:1")
 	s.waitRevisions(t, ns, "web", 2, 3)
+	s.waitReady(t, ns, "web")
+}
+
+// canaryRollout changes the image of an App with a canary strategy (setWeight 25, then a
+// pause until promoted): the change runs first in a canary Deployment of one of the four
+// replicas beside three stable ones, the rollout waits at the pause, and kubectl app
+// promote makes the new image the stable Deployment's, at four replicas, the canary gone.
+func (s *smoke) canaryRollout(t testing.TB) {
+	ns := framework.Namespace(t)
+	ctx := context.Background()
+	app := appfixture.NewApp(ns, "web", "nginx:1", 4)
+	app.Spec.Rollout = &appv1.Rollout{Canary: &appv1.CanaryStrategy{
+		Steps:                 []appv1.CanaryStep{{SetWeight: new(int32(25))}, {Pause: &appv1.CanaryPause{}}},
+		ScaleDownDelaySeconds: new(int32(0)),
+	}}
+	s.create(t, app)
+	s.waitReady(t, ns, "web")
+	s.update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	s.waitCondition(t, ns, "web", appv1.ConditionProgressing, "True/"+appv1.ReasonRolloutPaused)
+	s.waitDeployment(t, ns, "web-deploy-canary", 1, "nginx:2")
+	s.waitDeployment(t, ns, "web-deploy", 3, "nginx:1")
+
+	plugin := framework.BuildBinary(t, "kubectl-app")
+	out, err := exec.Command(plugin, "promote", "web", "-n", ns, "--kubeconfig", framework.Cluster().Kubeconfig).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl app promote web: %v: %s", err, out)
+	}
+	s.waitDeployment(t, ns, "web-deploy", 4, "nginx:2")
+	waitFor(t, "the canary Deployment "+ns+"/web-deploy-canary gone", func() (bool, string) {
+		_, err := s.kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy-canary", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	s.waitReady(t, ns, "web")
+}
+
+// autoscaling checks that an App's spec.autoscaling becomes a HorizontalPodAutoscaler of
+// its Deployment, and that the App reads the autoscaler's state as the cluster's
+// HorizontalPodAutoscaler controller reports it (no metrics API here: not scaling yet,
+// ScalingActive Unknown) while it stays Ready.
+func (s *smoke) autoscaling(t testing.TB) {
+	ns := framework.Namespace(t)
+	s.create(t, appfixture.WithAutoscaling(appfixture.NewApp(ns, "web", "nginx", 1), 1, 3, 50, "100m"))
+	waitFor(t, "HorizontalPodAutoscaler "+ns+"/web-deploy of Deployment web-deploy, 1 to 3 at 50% CPU", func() (bool, string) {
+		hpa, err := s.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(context.Background(), "web-deploy", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		spec := hpa.Spec
+		ok := spec.ScaleTargetRef.Kind == "Deployment" && spec.ScaleTargetRef.Name == "web-deploy" && ptr.Deref(spec.MinReplicas, 0) == 1 &&
+			spec.MaxReplicas == 3 && len(spec.Metrics) == 1 && spec.Metrics[0].Resource != nil && spec.Metrics[0].Resource.Name == corev1.ResourceCPU &&
+			ptr.Deref(spec.Metrics[0].Resource.Target.AverageUtilization, 0) == 50
+		return ok, fmt.Sprintf("spec %+v", spec)
+	})
+	s.waitCondition(t, ns, "web", appv1.ConditionScalingActive, "Unknown/"+appv1.ReasonAutoscalerPending)
 	s.waitReady(t, ns, "web")
 }
 
@@ -471,6 +519,33 @@ func (s *smoke) waitCondition(t testing.TB, ns, name, conditionType, want string
 		got := string(c.Status) + "/" + c.Reason
 		return got == want && app.Status.ObservedGeneration == app.Generation,
 			fmt.Sprintf("%s=%s: %s (generation %d, observed %d)", conditionType, got, c.Message, app.Generation, app.Status.ObservedGeneration)
+	})
+}
+
+// update applies mutate to the latest App and updates it, retrying on conflicts.
+func (s *smoke) update(t testing.TB, ns, name string, mutate func(*appv1.App)) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("App %s/%s updated", ns, name), func() (bool, string) {
+		app, err := s.apps.AppcontrollerV1().Apps(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		mutate(app)
+		_, err = s.apps.AppcontrollerV1().Apps(ns).Update(context.Background(), app, metav1.UpdateOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
+// waitDeployment waits until the Deployment's spec asks for replicas pods running image.
+func (s *smoke) waitDeployment(t testing.TB, ns, name string, replicas int32, image string) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("Deployment %s/%s at %d replicas of %s", ns, name, replicas, image), func() (bool, string) {
+		d, err := s.kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		got, gotImage := ptr.Deref(d.Spec.Replicas, 1), d.Spec.Template.Spec.Containers[0].Image
+		return got == replicas && gotImage == image, fmt.Sprintf("%d replicas of %s", got, gotImage)
 	})
 }
 

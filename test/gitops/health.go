@@ -85,6 +85,17 @@ func toLua(l *lua.LState, v any) lua.LValue {
 	}
 }
 
+// Health returns the kstatus status of obj and what the Argo CD health check at path
+// says of it: the two readings the tests hold against each other.
+func Health(path string, obj map[string]any) (status.Status, ArgoHealth, error) {
+	ks, err := Kstatus(obj)
+	if err != nil {
+		return "", ArgoHealth{}, err
+	}
+	argo, err := RunArgoHealth(path, obj)
+	return ks, argo, err
+}
+
 // Kstatus computes the kstatus status of obj. The object goes through JSON as the API
 // machinery decodes it (integers as int64), whatever obj holds.
 func Kstatus(obj map[string]any) (status.Status, error) {

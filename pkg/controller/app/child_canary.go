@@ -50,8 +50,12 @@ func (k *canaryChild) sync(ctx context.Context, app *appv1.App, in *syncInput) (
 		return childOutcome{name: canaryName(app), obj: k.c.liveCanary(app)}, nil
 	}
 	name := ""
-	var desired = p.canaryDesired()
-	if desired != nil {
+	var desired *appsv1ac.DeploymentApplyConfiguration
+	if p != nil && p.CanaryReplicas != nil {
+		var err error
+		if desired, err = canaryDeployment(app, p.canaryTemplate, *p.CanaryReplicas); err != nil {
+			return childOutcome{}, fmt.Errorf("building the canary Deployment of App %s/%s: %w", app.Namespace, app.Name, err)
+		}
 		name = canaryName(app)
 	}
 	res, err := d.reconcileWith(ctx, app, name, desired, k.claim(app), reconcileOptions{
@@ -77,15 +81,6 @@ func canaryName(app *appv1.App) string {
 		return t.Name + appv1.CanarySuffix
 	}
 	return ""
-}
-
-// canaryDesired returns the canary Deployment of plan p; nil without a plan, or when it
-// wants none.
-func (p *rolloutPlan) canaryDesired() *appsv1ac.DeploymentApplyConfiguration {
-	if p == nil || p.CanaryReplicas == nil {
-		return nil
-	}
-	return p.canary
 }
 
 // canaryDeployment returns the canary Deployment of app: template, marked by the track

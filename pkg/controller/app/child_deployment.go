@@ -115,8 +115,17 @@ func desiredDeployment(app *appv1.App, hashes configHashes, live *appsv1.Deploym
 	if err != nil {
 		return nil, err
 	}
+	return appDeployment(app, template, hashes.seen, live)
+}
+
+// appDeployment returns the App's Deployment running template, with the config hash
+// seen and the replica count of the handover (deploymentReplicas) from live, the App's
+// Deployment as cached (nil: none yet): the App's own, and a canary rollout's stable
+// Deployment at the App's count.
+func appDeployment(app *appv1.App, template *corev1ac.PodTemplateSpecApplyConfiguration, seen string, live *appsv1.Deployment) (*appsv1ac.DeploymentApplyConfiguration, error) {
+	t := app.Spec.DeploymentTemplate
 	// The applied-config hash covers the App's count, whatever the handover applies.
-	d, err := buildDeployment(app, t.Name, template, selectorLabels(app), t.Replicas, hashes.seen)
+	d, err := buildDeployment(app, t.Name, template, selectorLabels(app), t.Replicas, seen)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +186,7 @@ func deploymentReplicas(app *appv1.App, live *appsv1.Deployment) (*int32, string
 // running template, selecting its pods by selector, with replicas (nil: not ours) and
 // the config hash seen ("": none); the rest of the Deployment's spec is the App's
 // (strategy, minReadySeconds, revisionHistoryLimit). The App's Deployment is one; a
-// canary rollout's stable and canary Deployments are others (rolloutsync.go).
+// canary rollout's canary Deployment another (child_canary.go).
 func buildDeployment(app *appv1.App, name string, template *corev1ac.PodTemplateSpecApplyConfiguration, selector map[string]string,
 	replicas *int32, seen string) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	t := app.Spec.DeploymentTemplate
@@ -460,14 +469,8 @@ func volume(v *appv1.Volume) (*corev1ac.VolumeApplyConfiguration, error) {
 // template and the plan's replicas, else the App's by the handover (deploymentReplicas):
 // an autoscaled App's stable count stays the autoscaler's during a rollout too.
 func stableDeployment(app *appv1.App, in *syncInput, p *rolloutPlan) (*appsv1ac.DeploymentApplyConfiguration, error) {
-	t := app.Spec.DeploymentTemplate
 	if p.StableReplicas != nil {
-		return buildDeployment(app, t.Name, p.stableTemplate, selectorLabels(app), p.StableReplicas, in.hashes.seen)
+		return buildDeployment(app, app.Spec.DeploymentTemplate.Name, p.stableTemplate, selectorLabels(app), p.StableReplicas, in.hashes.seen)
 	}
-	d, err := buildDeployment(app, t.Name, p.stableTemplate, selectorLabels(app), t.Replicas, in.hashes.seen)
-	if err != nil {
-		return nil, err
-	}
-	replicas, resourceVersion := deploymentReplicas(app, in.live)
-	return withReplicas(d, replicas, resourceVersion), nil
+	return appDeployment(app, p.stableTemplate, in.hashes.seen, in.live)
 }

@@ -2,7 +2,9 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -427,4 +429,51 @@ func (k *childReconciler[T, A]) describeHolder(name string, ref *metav1.OwnerRef
 		return fmt.Sprintf("%s %q already exists and is not managed by this App", k.kind, name)
 	}
 	return fmt.Sprintf("%s %q already exists and is controlled by %s %q", k.kind, name, ref.Kind, ref.Name)
+}
+
+// errAppGone is the error of a write that would have created an object for an App the
+// API server no longer has (confirmLive), or of the status write of such an App.
+var errAppGone = errors.New("the App no longer exists")
+
+// liveCheckKey is the context key of a sync's liveCheck.
+type liveCheckKey struct{}
+
+// liveCheck asks the API server, once per sync, whether the App still exists.
+type liveCheck struct {
+	once  sync.Once
+	check func(ctx context.Context) error
+	err   error
+}
+
+// withLiveCheck returns ctx carrying the check that app still exists (confirmLive).
+func (c *Controller) withLiveCheck(ctx context.Context, app *appv1.App) context.Context {
+	return context.WithValue(ctx, liveCheckKey{}, &liveCheck{check: func(ctx context.Context) error {
+		live, err := c.appClient.AppcontrollerV1().Apps(app.Namespace).Get(ctx, app.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return errAppGone
+		case err != nil:
+			return fmt.Errorf("reading App %s/%s before creating an object for it: %w", app.Namespace, app.Name, err)
+		case live.UID != app.UID || live.DeletionTimestamp != nil:
+			return errAppGone
+		}
+		return nil
+	}})
+}
+
+// confirmLive is called before a write that creates an object for an App (a child or a
+// revision the caches do not have): it reads the App from the API server, once per
+// sync, and returns errAppGone if the App is gone or being deleted. When an App is
+// deleted, the garbage collector deletes its children, and their delete events can
+// reach the controller before the App's own: the sync they queue still finds the App in
+// the cache, and would create its children and revision again, to be collected again
+// (the soak's audit log showed it, test/soak). A create is rare (a new App, a new
+// child, a repair): the read costs one request then, and none at a resync.
+func confirmLive(ctx context.Context) error {
+	lc, ok := ctx.Value(liveCheckKey{}).(*liveCheck)
+	if !ok {
+		return nil
+	}
+	lc.once.Do(func() { lc.err = lc.check(ctx) })
+	return lc.err
 }

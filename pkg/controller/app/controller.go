@@ -1,29 +1,41 @@
 // Package app is the App controller: it keeps, for every App, the children its spec
 // asks for (a Deployment, a Service, a PodDisruptionBudget, a route as an Ingress or an
 // HTTPRoute, a HorizontalPodAutoscaler; during a canary rollout a canary Deployment and
-// the Services of a split),
-// written with server-side apply, and reports their state in the App's
-// status conditions and in Events.
+// the Services of a split), written with server-side apply, and reports their state in
+// the App's status conditions and in Events.
 //
-// Files, in the order an App key reads them. controller.go wires the informers (each
-// kind of child wires its own) and the worker loop (controller.Loop) with the App's
-// retry policy; handlers.go maps informer events to queue keys. The key's sync then
-// reads, never calling back into an earlier file: sync.go (syncApp: the steps, and
-// appChildren, the table of the kinds of child), config.go (the ConfigMaps and Secrets
-// the pods reference: a change rolls them), revisions.go (every spec recorded as a
-// revision, for history and rollback), rolloutsync.go (a canary rollout of
-// spec.rollout: what is observed for the engine of pkg/rollout, the state written
-// before the children, the plan they follow), the kinds of child in the order of the table,
-// each in its file: child_deployment.go, child_service.go, child_budget.go,
-// child_route.go (one child of two shapes) with routehosts.go (which namespace holds a
-// host), child_canary.go and child_splitservice.go (a rollout's canary Deployment and
-// the Services an HTTPRoute splits its traffic between), child_autoscaler.go; then children.go (one child:
-// prune, lookup, yield, write), claims.go (which App wins a contested child name),
-// contest.go (pacing the repairs of a child another writer keeps changing), pods.go (the first problem of the App's pods), status.go (the
-// status computed from the children's outcomes) and statuswrite.go (the status written
-// at once or coalesced); ports.go and labels.go are leaves the children share.
-// order.go orders the queue; metrics.go holds the App metrics. The condition types,
-// reasons and labels users read are in the API package (pkg/apis/appcontroller/v1).
+// controller.go wires the informers (each kind of child wires its own) and the worker
+// loop (controller.Loop) with the App's retry policy; handlers.go maps informer events
+// to queue keys; order.go orders the queue; metrics.go holds the App metrics. A key's
+// sync, syncApp (sync.go), then runs these steps, each in its file:
+//
+//  1. the App (controller.go: getApp), and what the children read (sync.go: input),
+//     with the ConfigMaps and Secrets the pods reference (config.go: a change rolls
+//     them);
+//  2. the revision of the spec (revisions.go: for history and rollback), in parallel
+//     with the children, or before them with spec.rollout;
+//  3. with spec.rollout, the canary rollout, whose engine is pkg/rollout:
+//     rolloutversion.go (the versions and their pod templates), rolloutobserve.go (what
+//     is observed; the canary's pods are judged in pods.go), rolloutsync.go (syncRollout:
+//     the next state, written to the status before any child is written for it; the plan
+//     the children follow);
+//  4. every kind of child of appChildren (sync.go), in parallel: what a kind of child
+//     reads and returns is in child.go, each kind in its file in the order of the
+//     table: child_deployment.go, child_service.go, child_budget.go, child_route.go
+//     (one child of two shapes) with routehosts.go (which namespace holds a host),
+//     child_canary.go and child_splitservice.go (a rollout's canary Deployment and the
+//     Services an HTTPRoute splits its traffic between), child_autoscaler.go; each
+//     writes through children.go (one child: prune, lookup, yield, write; before a
+//     create, confirmLive: the App still exists), with claims.go (which App wins a
+//     contested child name) and contest.go (pacing the repairs of a child another
+//     writer keeps changing);
+//  5. the contested children (contest.go), the first problem of the App's pods
+//     (pods.go), the status computed from the children's outcomes and the conditions a
+//     rollout implies (status.go), and the status written at once or coalesced
+//     (statuswrite.go), after which a rollout's deferred Events are told (rolloutsync.go).
+//
+// ports.go and labels.go are leaves the children share. The condition types, reasons
+// and labels users read are in the API package (pkg/apis/appcontroller/v1).
 package app
 
 import (
@@ -127,7 +139,7 @@ type Controller struct {
 	// weights use them (rolloutsync.go).
 	services *serviceChild
 	route    *routeChild
-	// rolloutSpecs holds the specs of the stable revisions of rollouts (rolloutsync.go).
+	// rolloutSpecs holds the specs of the stable revisions of rollouts (rolloutversion.go).
 	rolloutSpecs *lru.Cache
 	// pods is the pod cache, indexed by App (podAppIndex).
 	pods cache.Indexer
@@ -386,3 +398,25 @@ func (c *Controller) appForEvent(key cache.ObjectName) runtime.Object {
 	}
 	return app
 }
+
+// getApp returns the newest known state of an App: the informer's, or the controller's
+// own last status write if the informer has not seen it yet.
+func (c *Controller) getApp(key cache.ObjectName) (*appv1.App, bool, error) {
+	obj, exists, err := c.apps.GetByKey(key.String())
+	if err != nil || !exists {
+		return nil, false, err
+	}
+	app, ok := obj.(*appv1.App)
+	if !ok {
+		return nil, false, fmt.Errorf("unexpected object %T in the App cache", obj)
+	}
+	return app, true, nil
+}
+
+// rolloutSpecCacheSize bounds the specs of stable revisions kept in memory: one per App
+// in a rollout, read once (the revision cache keeps no data).
+const rolloutSpecCacheSize = 1024
+
+// newRolloutSpecs returns the cache of the specs of stable revisions, by
+// "namespace/name" of their ControllerRevision (whose name is the hash of its data).
+func newRolloutSpecs() *lru.Cache { return lru.New(rolloutSpecCacheSize) }

@@ -423,6 +423,16 @@ func desiredObject[T any, A any](t testing.TB, build func(*appv1.App) (A, error)
 	return obj
 }
 
+// addScaledChildren adds app's children as the API server holds them, its Deployment
+// scaled to replicas by another writer.
+func (f *fixture) addScaledChildren(t testing.TB, app *appv1.App, replicas int32) {
+	t.Helper()
+	d := liveDeployment(t, app)
+	d.Spec.Replicas = ptr.To(replicas)
+	f.addDeployments(d)
+	f.addServices(liveService(t, app))
+}
+
 // liveDeployment returns the Deployment the API server would hold after applying what
 // app wants, as the deployment controller reports it when fully rolled out.
 func liveDeployment(t testing.TB, app *appv1.App) *appsv1.Deployment {

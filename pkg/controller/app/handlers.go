@@ -173,3 +173,24 @@ func (c *Controller) enqueueClaimants(claim string, skip types.UID) {
 		}
 	}
 }
+
+// revisionHandler returns the event handler of the ControllerRevision informer: it
+// keeps the own-writes cache current and queues the App whose revision was deleted (the
+// current one is recreated).
+func (c *Controller) revisionHandler(logger klog.Logger) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { c.revisions.cache.Observed(obj) },
+		UpdateFunc: func(_, cur interface{}) { c.revisions.cache.Observed(cur) },
+		DeleteFunc: func(obj interface{}) {
+			c.revisions.cache.Deleted(obj)
+			rev := controller.ObjectFromTombstone(obj)
+			if rev == nil {
+				return
+			}
+			if app := c.resolveControllerRef(rev.GetNamespace(), metav1.GetControllerOfNoCopy(rev)); app != nil {
+				logger.V(4).Info("Revision deleted", "revision", klog.KObj(rev), "app", klog.KObj(app))
+				c.loop.Enqueue(cache.MetaObjectToName(app))
+			}
+		},
+	}
+}

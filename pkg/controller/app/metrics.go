@@ -114,7 +114,7 @@ func registerMetrics() {
 	})
 }
 
-// rolloutAbortReasons are the reasons a canary rollout aborts for (rolloutsync.go,
+// rolloutAbortReasons are the reasons a canary rollout aborts for (pods.go,
 // pkg/rollout).
 var rolloutAbortReasons = []string{
 	appv1.ReasonImagePullFailed, appv1.ReasonContainerConfigError, appv1.ReasonCrashLoopBackOff, appv1.ReasonOOMKilled,

@@ -7,7 +7,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics/testutil"
-	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
@@ -37,10 +36,7 @@ func TestChildRepairsMetric(t *testing.T) {
 			setup: func(t *testing.T, f *fixture) *appv1.App {
 				app := synced(t, newApp("test-app", created))
 				f.addApps(app)
-				d := liveDeployment(t, app)
-				d.Spec.Replicas = ptr.To[int32](5)
-				f.addDeployments(d)
-				f.addServices(liveService(t, app))
+				f.addScaledChildren(t, app, 5)
 				return app
 			},
 			wantDeployment: 1,

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -11,10 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
 	"github.com/app-controller/app-controller/pkg/podhealth"
+	"github.com/app-controller/app-controller/pkg/rollout"
 )
 
 // The App's pods are read only to tell, in the App's Ready condition, what keeps them
@@ -116,7 +119,7 @@ func (c *Controller) podProblem(app *appv1.App, selector map[string]string, d *a
 		return nil, 0
 	}
 	// The canary pods of a rollout are not the Deployment's: the rollout judges them
-	// (rolloutsync.go).
+	// (canaryFailure, below).
 	notCanary, err := labels.NewRequirement(appv1.TrackLabel, selection.DoesNotExist, nil)
 	if err != nil {
 		return nil, 0
@@ -243,4 +246,65 @@ func currentPods(objs []interface{}, selector labels.Selector, hash string) []*c
 		}
 	}
 	return current
+}
+
+// canaryFailure returns why the canary Deployment d of app fails, from its current pods (those of
+// its newest ReplicaSet): a pod whose image cannot be pulled, whose container
+// cannot be created, exits or is OOMKilled, at once; a pod not ready
+// readyDeadlineSeconds after its creation. It also returns when a pod not ready yet
+// reaches that deadline (0: none).
+func (c *Controller) canaryFailure(app *appv1.App, d *appsv1.Deployment, s *appv1.CanaryStrategy, now time.Time) (rollout.Abort, time.Duration) {
+	if c.pods == nil || d == nil || d.Status.ObservedGeneration < d.Generation {
+		return rollout.Abort{}, 0
+	}
+	objs, err := c.pods.ByIndex(podAppIndex, app.Namespace+"/"+app.Name)
+	if err != nil {
+		return rollout.Abort{}, 0
+	}
+	set := selectorLabels(app)
+	set[appv1.TrackLabel] = appv1.TrackCanary
+	pods := currentPods(objs, labels.SelectorFromSet(set), newReplicaSetHash(d))
+	deadline := time.Duration(ptr.Deref(s.ReadyDeadlineSeconds, 120)) * time.Second
+	var (
+		failing  []*corev1.Pod
+		overdue  *corev1.Pod
+		recheck  time.Duration
+		problems = map[string]bool{appv1.ReasonImagePullFailed: true, appv1.ReasonContainerConfigError: true,
+			appv1.ReasonCrashLoopBackOff: true, appv1.ReasonOOMKilled: true}
+	)
+	for _, pod := range pods {
+		if problem, _ := podhealth.Inspect(pod, now); problem != nil && problems[problem.Reason] {
+			failing = append(failing, pod)
+			continue
+		}
+		if podReady(pod) {
+			continue
+		}
+		due := pod.CreationTimestamp.Add(deadline)
+		if !now.Before(due) {
+			if overdue == nil || pod.Name < overdue.Name {
+				overdue = pod
+			}
+		} else if d := due.Sub(now); recheck == 0 || d < recheck {
+			recheck = d
+		}
+	}
+	if problem, _ := podhealth.First(failing, now); problem != nil {
+		return rollout.Abort{Reason: problem.Reason, Message: problem.Message}, recheck
+	}
+	if overdue != nil {
+		if problem, _ := podhealth.Inspect(overdue, now); problem != nil {
+			problem = problem.WithProbeOutput(c.probeOutput(app.Namespace, problem))
+			return rollout.Abort{Reason: problem.Reason, Message: fmt.Sprintf("%s, %s after it was created (readyDeadlineSeconds)", problem.Message, deadline)}, recheck
+		}
+		return rollout.Abort{Reason: appv1.ReasonContainerNotReady, Message: fmt.Sprintf("Pod %q is not ready %s after it was created (readyDeadlineSeconds)", overdue.Name, deadline)}, recheck
+	}
+	return rollout.Abort{}, recheck
+}
+
+// podReady reports whether every container of pod is ready (the pod cache keeps no
+// Ready condition).
+func podReady(pod *corev1.Pod) bool {
+	ready, total := podhealth.ReadyContainers(pod)
+	return pod.Status.Phase == corev1.PodRunning && total > 0 && ready == total
 }

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -255,7 +254,7 @@ func (r *revisions) prune(ctx context.Context, app *appv1.App, owned []*appsv1.C
 	})
 	for _, rev := range owned[:len(owned)-limit] {
 		if rolloutNeeds(app, rev.Name) {
-			continue // the stable Deployment's template is rebuilt from it (rolloutsync.go)
+			continue // the stable Deployment's template is rebuilt from it (rolloutversion.go)
 		}
 		uid := rev.UID
 		err := r.client.AppsV1().ControllerRevisions(rev.Namespace).Delete(ctx, rev.Name, metav1.DeleteOptions{
@@ -287,25 +286,4 @@ func findRevision(revs []*appsv1.ControllerRevision, name string) *appsv1.Contro
 		}
 	}
 	return nil
-}
-
-// revisionHandler returns the event handler of the ControllerRevision informer: it
-// keeps the own-writes cache current and queues the App whose revision was deleted (the
-// current one is recreated).
-func (c *Controller) revisionHandler(logger klog.Logger) cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { c.revisions.cache.Observed(obj) },
-		UpdateFunc: func(_, cur interface{}) { c.revisions.cache.Observed(cur) },
-		DeleteFunc: func(obj interface{}) {
-			c.revisions.cache.Deleted(obj)
-			rev := controller.ObjectFromTombstone(obj)
-			if rev == nil {
-				return
-			}
-			if app := c.resolveControllerRef(rev.GetNamespace(), metav1.GetControllerOfNoCopy(rev)); app != nil {
-				logger.V(4).Info("Revision deleted", "revision", klog.KObj(rev), "app", klog.KObj(app))
-				c.loop.Enqueue(cache.MetaObjectToName(app))
-			}
-		},
-	}
 }

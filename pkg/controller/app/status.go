@@ -319,3 +319,40 @@ func (c *Controller) warnOnChange(app *appv1.App, conditionType, reason, msg str
 	}
 	c.recorder.Event(app, corev1.EventTypeWarning, reason, msg)
 }
+
+// setRolloutConditions sets the conditions a rollout of status implies (kstatus:
+// InProgress while it runs or is paused, Failed when aborted), unless a name conflict or
+// a stalled stable Deployment says more.
+func setRolloutConditions(status *appv1.AppStatus, app *appv1.App, now metav1.Time) {
+	r := status.Rollout
+	if r == nil || r.Canary == nil || meta.IsStatusConditionFalse(status.Conditions, appv1.ConditionNamesAccepted) {
+		return
+	}
+	msg := controller.TruncateMessage(r.Message)
+	set := func(t string, s metav1.ConditionStatus, reason string) {
+		setCondition(status, app, now, t, s, reason, msg)
+	}
+	if r.Phase == appv1.RolloutAborted {
+		set(appv1.ConditionReady, metav1.ConditionFalse, appv1.ReasonRolloutAborted)
+		set(appv1.ConditionProgressing, metav1.ConditionFalse, appv1.ReasonRolloutAborted)
+		set(appv1.ConditionStalled, metav1.ConditionTrue, appv1.ReasonRolloutAborted)
+		meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionReconciling)
+		return
+	}
+	if c := meta.FindStatusCondition(status.Conditions, appv1.ConditionStalled); c != nil && c.Reason == appv1.ReasonRolloutAborted {
+		meta.RemoveStatusCondition(&status.Conditions, appv1.ConditionStalled) // an abort of before
+	}
+	if meta.IsStatusConditionTrue(status.Conditions, appv1.ConditionStalled) {
+		return // the stable Deployment's problem comes first
+	}
+	reason := appv1.ReasonRolloutProgressing
+	switch {
+	case r.Phase == appv1.RolloutPaused:
+		reason = appv1.ReasonRolloutPaused
+	case app.Spec.Rollout != nil && app.Spec.Rollout.Canary != nil && r.CurrentStepIndex >= int32(len(app.Spec.Rollout.Canary.Steps)):
+		reason = appv1.ReasonRolloutPromoting
+	}
+	set(appv1.ConditionReady, metav1.ConditionFalse, reason)
+	set(appv1.ConditionProgressing, metav1.ConditionTrue, reason)
+	set(appv1.ConditionReconciling, metav1.ConditionTrue, reason)
+}

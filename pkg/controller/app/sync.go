@@ -9,7 +9,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -34,93 +33,15 @@ var appChildren = []func(c *Controller, inf Informers, opts Options) (appChild, 
 	newAutoscalerChild,
 }
 
-// appChild is one kind of child of an App. Its file says, once: the child's name, how
-// its desired object is built, which App wins the name, and what the App's status says
-// of it (childOutcome).
-type appChild interface {
-	// claim returns the claim index key ("Kind/namespace/name") of the name app gives
-	// this child: the oldest App that claims it wins it (childReconciler.reconcile,
-	// claims.go). "" when no other App can claim it (the route is named as its App) or
-	// app asks for no such child.
-	claim(app *appv1.App) string
-	// sync makes app's child of this kind what app asks for, given what the steps before
-	// the children computed (in), and says what it found. It runs in parallel with the
-	// other kinds' sync: it reads in and the caches, never another child's outcome.
-	sync(ctx context.Context, app *appv1.App, in *syncInput) (childOutcome, error) //nolint:revive // a method's name is only reached through a value, never in scope: it shadows no import
-}
-
-// syncInput is what syncApp computes before the children, for any child to read. A
-// child whose desired state depends on another step (the config hash, the live
-// Deployment, its rollout) reads it here; a new dependency is a field here, computed in
-// input.
-type syncInput struct {
-	// selector are the labels that select the App's pods.
-	selector map[string]string
-	// config is the state of the ConfigMaps and Secrets the pods reference (config.go).
-	config podConfig
-	// live is the Deployment the App controls under the name its spec gives, as cached
-	// (nil: none yet); deploymentRollout(live) tells how far its rollout is.
-	live *appsv1.Deployment
-	// hashes are the config hashes the App's Deployment carries (config.go).
-	hashes configHashes
-	// rollout is the plan of the App's canary rollout (rolloutsync.go): the stable
-	// Deployment's template and replicas, the canary Deployment, the HTTPRoute's
-	// weights; nil when the App has none.
-	rollout *rolloutPlan
-}
-
-// childOutcome is what syncing one kind of child found, in the terms of the App's status.
-type childOutcome struct {
-	// name is the name the App wants for the child; "" when it asks for none.
-	name string
-	// obj is the child the App controls under name, nil if none.
-	obj metav1.Object
-	// conflict says why the name is not the App's (NamesAccepted=False, and the
-	// ErrResourceExists Event naming name); "" when it is.
-	conflict string
-	// changed tells whether the sync wrote to the API server (the Synced Event).
-	changed bool
-	// rollout marks the App's Deployment: its rollout is what Progressing and Ready
-	// report, and its pods' problems what Ready names (status.go, pods.go).
-	rollout bool
-	// readyNote, if not empty, is added to Ready's message when the App is Ready.
-	readyNote string
-	// conditions are the child's own conditions (none: it has none, or leaves them as they
-	// are). A condition that is False, or Unknown and gatesReady, keeps the App from Ready.
-	conditions []childCondition
-	// recheck, if not 0, is when what the child reports changes by itself (a grace that
-	// ends): the sync runs again then.
-	recheck time.Duration
-	// report sets the status fields that describe the child (status.serviceStatus,
-	// status.route), to their zero value when there is no child.
-	report func(status *appv1.AppStatus)
-}
-
-// childCondition is a condition of the App that a child reports (RouteAccepted).
-type childCondition struct {
-	conditionType string
-	// status "" removes the condition: the App asks for no such child.
-	status          metav1.ConditionStatus
-	reason, message string
-	// warn emits a Warning Event with the reason and message when the condition does not
-	// say them yet: the user must act.
-	warn bool
-	// informational: Unknown does not keep the App from Ready (an autoscaler that has
-	// not reported yet).
-	informational bool
-}
-
 // syncApp makes the children of the App named key match its spec and writes what it
 // observed to the App's status. It is level-triggered: it compares the desired state
 // with the cached state of the world, whatever event queued it, and writes nothing when
-// they agree. Its steps: the input the children read (config.go), the revision of the
-// spec and every kind of child of appChildren (child_*.go, through children.go), in
+// they agree. Its steps (the package comment names the file of each): the input the
+// children read; the revision of the spec and every kind of child of appChildren, in
 // parallel (with spec.rollout, the revision first, then the canary rollout's state,
-// written before the children, and the plan they follow: rolloutsync.go, on the engine
-// of pkg/rollout); then the contested children (contest.go), the pods' first problem
-// (pods.go), the status computed from the children's outcomes (status.go) and written or
-// held back (statuswrite.go). The files it reads follow it in the order it calls them,
-// none calling back into an earlier one (the package comment lists them).
+// written before the children, and the plan they follow); then the contested children,
+// the pods' first problem, the status computed from the children's outcomes and written
+// or held back.
 func (c *Controller) syncApp(ctx context.Context, key cache.ObjectName) (controller.Result, error) {
 	logger := klog.FromContext(ctx)
 	start := c.clock.Now()
@@ -296,67 +217,6 @@ func (c *Controller) controlledDeployment(app *appv1.App, name string) *appsv1.D
 		return nil
 	}
 	return d
-}
-
-// errAppGone is the error of a write that would have created an object for an App the
-// API server no longer has (confirmLive), or of the status write of such an App.
-var errAppGone = errors.New("the App no longer exists")
-
-// liveCheckKey is the context key of a sync's liveCheck.
-type liveCheckKey struct{}
-
-// liveCheck asks the API server, once per sync, whether the App still exists.
-type liveCheck struct {
-	once  sync.Once
-	check func(ctx context.Context) error
-	err   error
-}
-
-// withLiveCheck returns ctx carrying the check that app still exists (confirmLive).
-func (c *Controller) withLiveCheck(ctx context.Context, app *appv1.App) context.Context {
-	return context.WithValue(ctx, liveCheckKey{}, &liveCheck{check: func(ctx context.Context) error {
-		live, err := c.appClient.AppcontrollerV1().Apps(app.Namespace).Get(ctx, app.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			return errAppGone
-		case err != nil:
-			return fmt.Errorf("reading App %s/%s before creating an object for it: %w", app.Namespace, app.Name, err)
-		case live.UID != app.UID || live.DeletionTimestamp != nil:
-			return errAppGone
-		}
-		return nil
-	}})
-}
-
-// confirmLive is called before a write that creates an object for an App (a child or a
-// revision the caches do not have): it reads the App from the API server, once per
-// sync, and returns errAppGone if the App is gone or being deleted. When an App is
-// deleted, the garbage collector deletes its children, and their delete events can
-// reach the controller before the App's own: the sync they queue still finds the App in
-// the cache, and would create its children and revision again, to be collected again
-// (the soak's audit log showed it, test/soak). A create is rare (a new App, a new
-// child, a repair): the read costs one request then, and none at a resync.
-func confirmLive(ctx context.Context) error {
-	lc, ok := ctx.Value(liveCheckKey{}).(*liveCheck)
-	if !ok {
-		return nil
-	}
-	lc.once.Do(func() { lc.err = lc.check(ctx) })
-	return lc.err
-}
-
-// getApp returns the newest known state of an App: the informer's, or the controller's
-// own last status write if the informer has not seen it yet.
-func (c *Controller) getApp(key cache.ObjectName) (*appv1.App, bool, error) {
-	obj, exists, err := c.apps.GetByKey(key.String())
-	if err != nil || !exists {
-		return nil, false, err
-	}
-	app, ok := obj.(*appv1.App)
-	if !ok {
-		return nil, false, fmt.Errorf("unexpected object %T in the App cache", obj)
-	}
-	return app, true, nil
 }
 
 // refusedServiceAccount says why app may not have its pods run as the ServiceAccount it

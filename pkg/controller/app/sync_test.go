@@ -119,10 +119,7 @@ func TestSyncApp(t *testing.T) {
 			setup: func(t *testing.T, f *fixture) *appv1.App {
 				app := readyStatus(t, newApp("test-app", older))
 				f.addApps(app)
-				d := liveDeployment(t, app)
-				d.Spec.Replicas = ptr.To[int32](5)
-				f.addDeployments(d)
-				f.addServices(liveService(t, app))
+				f.addScaledChildren(t, app, 5)
 				return app
 			},
 			// The fake API server does not bump the generation, so the status stays.

@@ -302,11 +302,7 @@ func health(t *testing.T, app *appv1.App, ns, registry, state string, capture bo
 	if err := json.Unmarshal(data, &m); err != nil {
 		t.Fatal(err)
 	}
-	ks, err := gitops.Kstatus(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	argo, err := gitops.RunArgoHealth(healthScript, m)
+	ks, argo, err := gitops.Health(healthScript, m)
 	if err != nil {
 		t.Fatal(err)
 	}

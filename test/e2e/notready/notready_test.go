@@ -398,11 +398,7 @@ func health(t *testing.T, apps appclient.Interface, ns, name, state string) (sta
 			t.Fatal(err)
 		}
 	}
-	ks, err := gitops.Kstatus(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	argo, err := gitops.RunArgoHealth(healthScript, m)
+	ks, argo, err := gitops.Health(healthScript, m)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,10 +104,8 @@ func TestSeedExamplesConverge(t *testing.T) {
 // TestRolloutAndDrift changes the image and replicas, then edits, scales and deletes the
 // children behind the controller's back: every owned field comes back, event-driven.
 func TestRolloutAndDrift(t *testing.T) {
-	c := newClients(t)
 	// A long resync: repairs must come from watch events, not from resyncs.
-	startManager(t, 10*time.Minute)
-	ns := framework.Namespace(t)
+	c, ns := eventDriven(t)
 	ctx := context.Background()
 	c.create(t, newApp(ns, "web", "nginx", 2))
 	c.waitReady(t, ns, "web")
@@ -172,9 +170,7 @@ func TestRolloutAndDrift(t *testing.T) {
 // TestRenamePrunes renames the Deployment and removes the Service template: the children
 // the App controlled under the old names are deleted.
 func TestRenamePrunes(t *testing.T) {
-	c := newClients(t)
-	startManager(t, 10*time.Minute)
-	ns := framework.Namespace(t)
+	c, ns := eventDriven(t)
 	ctx := context.Background()
 	c.create(t, newApp(ns, "web", "nginx", 1))
 	c.waitReady(t, ns, "web")
@@ -207,9 +203,7 @@ func TestRenamePrunes(t *testing.T) {
 // not control already holds: that Deployment stays byte-for-byte unchanged while the App
 // reports the conflict, and the App takes the name as soon as it is released.
 func TestForeignDeploymentLeftAlone(t *testing.T) {
-	c := newClients(t)
-	startManager(t, 10*time.Minute)
-	ns := framework.Namespace(t)
+	c, ns := eventDriven(t)
 	ctx := context.Background()
 
 	foreign := framework.ForeignDeployment(ns, "taken", 1, map[string]string{"team": "other"})
@@ -271,9 +265,7 @@ func TestForeignDeploymentLeftAlone(t *testing.T) {
 // TestContendedName has two Apps claim one Deployment name: the older wins, whichever
 // holds it, and the younger gets it when the older lets go.
 func TestContendedName(t *testing.T) {
-	c := newClients(t)
-	startManager(t, 10*time.Minute)
-	ns := framework.Namespace(t)
+	c, ns := eventDriven(t)
 	ctx := context.Background()
 
 	older := c.create(t, newApp(ns, "older", "nginx", 1))
@@ -316,9 +308,7 @@ func TestContendedName(t *testing.T) {
 // TestGarbageCollection deletes an App: kube-controller-manager's garbage collector
 // deletes its children.
 func TestGarbageCollection(t *testing.T) {
-	c := newClients(t)
-	startManager(t, 10*time.Minute)
-	ns := framework.Namespace(t)
+	c, ns := eventDriven(t)
 	ctx := context.Background()
 	c.create(t, newApp(ns, "web", "nginx", 1))
 	c.waitReady(t, ns, "web")
@@ -361,9 +351,7 @@ func TestIdleMakesNoWrites(t *testing.T) {
 
 // TestRolloutInProgress checks what kstatus sees while an App rolls out.
 func TestRolloutInProgress(t *testing.T) {
-	c := newClients(t)
-	startManager(t, 10*time.Minute)
-	ns := framework.Namespace(t)
+	c, ns := eventDriven(t)
 	app := newApp(ns, "web", "nginx", 2)
 	// A rollout that cannot finish: no node has 1000 CPUs, so the pods stay Pending, and
 	// the App names the scheduler's reason (kstatus InProgress for 5 minutes: a cluster

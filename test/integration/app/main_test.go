@@ -59,6 +59,15 @@ func startManager(t *testing.T, resync time.Duration) *manager {
 	return startManagerWith(t, opts)
 }
 
+// eventDriven starts the App controller with a long resync, so that what it repairs it
+// repairs on watch events, and returns the admin's clients and a new namespace.
+func eventDriven(t *testing.T) (clients, string) {
+	t.Helper()
+	c := newClients(t)
+	startManager(t, 10*time.Minute)
+	return c, framework.Namespace(t)
+}
+
 // startManagerWith runs the App controller (only) with opts until the test ends.
 func startManagerWith(t *testing.T, opts *controllermanager.Options) *manager {
 	t.Helper()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -12,7 +11,6 @@ import (
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller/controllertest"
-	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
 // faultAnnotation prefixes the pod annotations that kwok's app-controller-pod-fault
@@ -26,9 +24,7 @@ const faultAnnotation = "fault.kwok.appcontroller.k8s.io/"
 // each App is Ready again once the fault goes (the annotations removed: a new pod
 // template, which kwok's pod-ready stage makes ready).
 func TestPodFaultsFromKwokStages(t *testing.T) {
-	c := newClients(t)
-	startManager(t, 10*time.Minute)
-	ns := framework.Namespace(t)
+	c, ns := eventDriven(t)
 	ctx := context.Background()
 
 	faults := []struct {

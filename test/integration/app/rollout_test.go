@@ -68,30 +68,6 @@ func (c clients) waitRollout(t *testing.T, ns, name string, phase appv1.RolloutP
 	}
 }
 
-// replicasOf returns the spec replicas and the image of the Deployment name; -1 when it
-// does not exist.
-func (c clients) replicasOf(t *testing.T, ns, name string) (int32, string) {
-	t.Helper()
-	d, err := c.kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return -1, ""
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ptr.Deref(d.Spec.Replicas, 1), d.Spec.Template.Spec.Containers[0].Image
-}
-
-// request runs kubectl app ACTION on the App, with the plugin's code.
-func (c clients) request(t *testing.T, ns, name string, action appv1.RolloutAction) {
-	t.Helper()
-	res, err := plugin.RequestRollout(context.Background(), plugin.Clients{Apps: c.app, Kube: c.kube}, ns, name, action, time.Now())
-	if err != nil {
-		t.Fatalf("kubectl app %s %s: %v", action, name, err)
-	}
-	t.Logf("kubectl app %s %s: %s", action, name, res.Effect)
-}
-
 // quiet checks that the controller writes nothing to ns for d, resyncs included.
 func quiet(t *testing.T, m *manager, ns, what string, d time.Duration) {
 	t.Helper()
@@ -118,8 +94,8 @@ func TestRolloutSteps(t *testing.T) {
 	c.update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
 	app := c.waitRollout(t, ns, "web", appv1.RolloutPaused, 3)
 	t.Logf("at the pause until promoted %.1fs after the change", time.Since(start).Seconds())
-	stable, stableImage := c.replicasOf(t, ns, "web-deploy")
-	canary, canaryImage := c.replicasOf(t, ns, "web-deploy-canary")
+	stable, stableImage := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy")
+	canary, canaryImage := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy-canary")
 	if stable != 2 || canary != 2 || stableImage != "nginx:1" || canaryImage != "nginx:2" {
 		t.Errorf("at 50%%: stable %d %s, canary %d %s; want 2 nginx:1, 2 nginx:2", stable, stableImage, canary, canaryImage)
 	}
@@ -129,11 +105,11 @@ func TestRolloutSteps(t *testing.T) {
 	captureRollout(t, c, ns, "web", "rollout-paused", kstatus.InProgressStatus)
 	quiet(t, m, ns, "three resyncs in the pause", 3*time.Second)
 
-	c.request(t, ns, "web", appv1.RolloutActionPromote)
+	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
 	framework.Eventually(t, converge, func() (bool, error) {
 		app := c.getApp(t, ns, "web")
-		replicas, image := c.replicasOf(t, ns, "web-deploy")
-		gone, _ := c.replicasOf(t, ns, "web-deploy-canary")
+		replicas, image := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy")
+		gone, _ := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy-canary")
 		return app.Status.Rollout.Phase == appv1.RolloutHealthy && replicas == 4 && image == "nginx:2" && gone == -1, nil
 	})
 	app = c.waitReady(t, ns, "web")
@@ -227,8 +203,8 @@ spec:
 		t.Errorf("aborted: kstatus %s, want Failed", ks)
 	}
 	framework.Eventually(t, converge, func() (bool, error) {
-		canary, _ := c.replicasOf(t, ns, "web-deploy-canary")
-		stable, image := c.replicasOf(t, ns, "web-deploy")
+		canary, _ := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy-canary")
+		stable, image := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy")
 		return canary == 0 && stable == 2 && image == "nginx:1", nil
 	})
 	framework.WaitEvent(t, c.kube, ns, "App", "web", "Warning RolloutAborted Rollout to revision", converge)
@@ -243,9 +219,9 @@ spec:
 	}
 
 	// kubectl app promote retries: the steps again (the canary pod is a new one, healthy).
-	c.request(t, ns, "web", appv1.RolloutActionPromote)
+	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
 	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
-	c.request(t, ns, "web", appv1.RolloutActionPromote)
+	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
 	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 3)
 	framework.Kubectl(t, "apply", "-f", manifest("nginx:2"))
 	framework.Kubectl(t, "apply", "--server-side", "--force-conflicts", "--field-manager", "flux", "-f", manifest("nginx:2"))
@@ -285,7 +261,7 @@ func TestRolloutFastRollbackAndRestart(t *testing.T) {
 	m = startManager(t, time.Second)
 	quiet(t, m, ns, "a new controller's first syncs and resyncs at the pause", 3*time.Second)
 	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
-	if canary, _ := c.replicasOf(t, ns, "web-deploy-canary"); canary != 2 {
+	if canary, _ := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy-canary"); canary != 2 {
 		t.Errorf("canary at %d after the restart, want 2", canary)
 	}
 
@@ -295,8 +271,8 @@ func TestRolloutFastRollbackAndRestart(t *testing.T) {
 	}
 	framework.Eventually(t, converge, func() (bool, error) {
 		app := c.getApp(t, ns, "web")
-		gone, _ := c.replicasOf(t, ns, "web-deploy-canary")
-		stable, image := c.replicasOf(t, ns, "web-deploy")
+		gone, _ := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy-canary")
+		stable, image := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy")
 		return app.Status.Rollout.Phase == appv1.RolloutHealthy && gone == -1 && stable == 3 && image == "nginx:1", nil
 	})
 	t.Logf("rolled back %.1fs after kubectl app rollback", time.Since(start).Seconds())
@@ -340,7 +316,7 @@ func TestRolloutHTTPRoute(t *testing.T) {
 		}
 		return strings.Join(backends, " ") == "web-svc-stable:75 web-svc-canary:25", nil
 	})
-	if stable, _ := c.replicasOf(t, ns, "web-deploy"); stable != 4 {
+	if stable, _ := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy"); stable != 4 {
 		t.Errorf("stable at %d, want 4", stable)
 	}
 	for _, name := range []string{"web-svc-stable", "web-svc-canary"} {
@@ -350,13 +326,13 @@ func TestRolloutHTTPRoute(t *testing.T) {
 		}
 		t.Logf("Service %s selects %v", name, s.Spec.Selector)
 	}
-	c.request(t, ns, "web", appv1.RolloutActionPromote)
+	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
 	framework.Eventually(t, converge, func() (bool, error) {
 		r, err := gw.GatewayV1().HTTPRoutes(ns).Get(context.Background(), "web", metav1.GetOptions{})
 		_, sErr := c.kube.CoreV1().Services(ns).Get(context.Background(), "web-svc-canary", metav1.GetOptions{})
 		return err == nil && len(r.Spec.Rules[0].BackendRefs) == 1 && string(r.Spec.Rules[0].BackendRefs[0].Name) == "web-svc" && apierrors.IsNotFound(sErr), nil
 	})
-	if stable, image := c.replicasOf(t, ns, "web-deploy"); stable != 4 || image != "nginx:2" {
+	if stable, image := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy"); stable != 4 || image != "nginx:2" {
 		t.Errorf("promoted: stable %d %s, want 4 nginx:2", stable, image)
 	}
 }
@@ -374,7 +350,7 @@ func TestNoStrategyUnchanged(t *testing.T) {
 		return d.Spec.Template.Spec.Containers[0].Image == "nginx:2"
 	})
 	app := c.waitReady(t, ns, "plain")
-	if canary, _ := c.replicasOf(t, ns, "plain-deploy-canary"); canary != -1 || app.Status.Rollout != nil {
+	if canary, _ := framework.DeploymentReplicas(t, c.kube, ns, "plain-deploy-canary"); canary != -1 || app.Status.Rollout != nil {
 		t.Errorf("canary %d, status.rollout %+v: want none", canary, app.Status.Rollout)
 	}
 }
@@ -393,11 +369,7 @@ func captureRollout(t *testing.T, c clients, ns, name, state string, want kstatu
 		t.Fatal(err)
 	}
 	u.SetManagedFields(nil)
-	got, err := gitops.Kstatus(u.Object)
-	if err != nil {
-		t.Fatal(err)
-	}
-	argo, err := gitops.RunArgoHealth("../../../config/argocd/health.lua", u.Object)
+	got, argo, err := gitops.Health("../../../config/argocd/health.lua", u.Object)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -229,9 +229,7 @@ func createBoundClaim(t *testing.T, c clients, ns, name string) {
 // change and the controller applies them to the Deployment; the scale subresource reports
 // the Deployment's replicas and the App's pod selector.
 func TestScale(t *testing.T) {
-	c := newClients(t)
-	startManager(t, 10*time.Minute)
-	ns := framework.Namespace(t)
+	c, ns := eventDriven(t)
 	ctx := context.Background()
 	c.create(t, newApp(ns, "web", "nginx", 1))
 	c.waitReady(t, ns, "web")
@@ -309,9 +307,7 @@ func TestScale(t *testing.T) {
 // its scale subresource). The controller keeps every other field and never sets the
 // count back, also when the App changes; the App is Ready at the new count.
 func TestUnsetReplicasLeftToTheDeployment(t *testing.T) {
-	c := newClients(t)
-	startManager(t, 10*time.Minute)
-	ns := framework.Namespace(t)
+	c, ns := eventDriven(t)
 	app := newApp(ns, "web", "nginx", 1)
 	app.Spec.DeploymentTemplate.Replicas = nil
 	c.create(t, app)

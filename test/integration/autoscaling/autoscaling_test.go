@@ -456,11 +456,7 @@ func TestHealthOfAutoscaledApps(t *testing.T) {
 			return framework.AppCondition(a, appv1.ConditionScalingActive) == tc.scalingActive && framework.AppCondition(a, appv1.ConditionReady) == tc.ready
 		})
 		obj := appObject(t, app)
-		ks, err := gitops.Kstatus(obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		argo, err := gitops.RunArgoHealth(healthScript, obj)
+		ks, argo, err := gitops.Health(healthScript, obj)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,7 +13,6 @@ import (
 	"k8s.io/utils/ptr"
 	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"github.com/app-controller/app-controller/internal/plugin"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller/appfixture"
 	"github.com/app-controller/app-controller/test/integration/framework"
@@ -147,17 +146,17 @@ func TestCanaryFollowsAutoscaler(t *testing.T) {
 		t.Errorf("the controller wrote %d times to the App's children in the pause: %q", len(writes), writes)
 	}
 
-	c.request(t, ns, "web", appv1.RolloutActionPromote)
+	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
 	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 3)
 	expect("paused at 100%: the canary runs what the stable runs", 8, 8, "web-svc-stable:0 web-svc-canary:100")
 	scale(6)
 	expect("the autoscaler at 6 at 100%: the canary follows", 6, 6, "web-svc-stable:0 web-svc-canary:100")
 
 	mark = 0
-	c.request(t, ns, "web", appv1.RolloutActionPromote)
+	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
 	c.waitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
 	expect("promoted", 6, -1, "web-svc:1")
-	if n, image := c.replicasOf(t, ns, "web-deploy"); n != 6 || image != "nginx:2" {
+	if n, image := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy"); n != 6 || image != "nginx:2" {
 		t.Errorf("promoted: the stable %d %s, want 6 nginx:2", n, image)
 	}
 	hpa := c.waitAutoscaler(t, ns, "web-deploy", func(*autoscalingv2.HorizontalPodAutoscaler) bool { return true })
@@ -177,24 +176,4 @@ func (c clients) waitRollout(t *testing.T, ns, name string, phase appv1.RolloutP
 		r := a.Status.Rollout
 		return a.Status.ObservedGeneration == a.Generation && r != nil && r.Phase == phase && r.CurrentStepIndex == step
 	})
-}
-
-// replicasOf returns the spec replicas and the image of the Deployment name.
-func (c clients) replicasOf(t *testing.T, ns, name string) (int32, string) {
-	t.Helper()
-	d, err := c.kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ptr.Deref(d.Spec.Replicas, 1), d.Spec.Template.Spec.Containers[0].Image
-}
-
-// request runs kubectl app ACTION on the App, with the plugin's code.
-func (c clients) request(t *testing.T, ns, name string, action appv1.RolloutAction) {
-	t.Helper()
-	res, err := plugin.RequestRollout(context.Background(), plugin.Clients{Apps: c.app, Kube: c.kube}, ns, name, action, time.Now())
-	if err != nil {
-		t.Fatalf("kubectl app %s %s: %v", action, name, err)
-	}
-	t.Logf("kubectl app %s %s: %s", action, name, res.Effect)
 }

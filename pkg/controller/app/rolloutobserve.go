@@ -1,0 +1,134 @@
+package app
+
+import (
+	"context"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/utils/ptr"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller"
+	"github.com/app-controller/app-controller/pkg/rollout"
+)
+
+// What a sync observes for the canary rollout's engine (rollout.Observation): the stable
+// Deployment, the children as they are (rollout.Live), whether they are where the
+// recorded state wants them, the canary's pods (pods.go: canaryFailure), the App's
+// rollout request. Where the canary's analysis will plug in: Observation.Checks, the
+// results of its checks at the current step, which the engine decides on (pkg/rollout,
+// checks.go); none yet.
+
+// observeRollout returns what the sync observed of app's rollout in its recorded state
+// cur (nil: none yet) under strategy s, the versions being vs; the children as they
+// are, which the plan reads; and when a canary pod reaches its ready deadline (0: none).
+func (c *Controller) observeRollout(ctx context.Context, app *appv1.App, in *syncInput, s *appv1.CanaryStrategy, cur *appv1.RolloutStatus,
+	vs rolloutVersions) (*rollout.Observation, rollout.Live, time.Duration, error) {
+	o := &rollout.Observation{Now: c.clock.Now(), Desired: vs.desired}
+	o.StableSettled, o.StableHash = stableSettled(in.live)
+	canary := c.liveCanary(app)
+	live := c.rolloutLive(app, in, canary)
+	o.Weighted = live.Gateway
+	o.RequestID, o.Request, o.RequestErr = rolloutRequest(app)
+	var err error
+	if cur == nil {
+		o.Initial, err = c.initialVersion(ctx, app, in, vs)
+		return o, live, 0, err
+	}
+	plan := rolloutPlan{Plan: rollout.NewPlan(s, cur, live, o.Now)}
+	if plan.StableMustRun {
+		if plan.StepDone, err = c.stableRuns(ctx, app, in, cur, &plan, vs); err != nil {
+			return nil, live, 0, err
+		}
+	}
+	o.StepDone = plan.StepDone
+	var recheck time.Duration
+	if cur.Canary != nil && cur.CurrentStepIndex < int32(len(s.Steps)) && cur.Phase != appv1.RolloutAborted {
+		o.Failure, recheck = c.canaryFailure(app, canary, s, o.Now)
+	}
+	// The canary's analysis (rolloutanalysis.go): the checks due are measured, their
+	// results and state go to the machine; a rollout that asks for metric checks of a
+	// controller without Prometheus is refused.
+	var measure time.Duration
+	var refuse rollout.Abort
+	o.Checks, o.Analysis, measure, refuse = c.rolloutChecks(ctx, app, s, cur, live.Gateway, o.Now)
+	if o.Failure.Reason == "" {
+		o.Failure = refuse
+	}
+	recheck = controller.RequeueAfter(recheck, measure).RequeueAfter
+	return o, live, recheck, nil
+}
+
+// rolloutRequest returns app's rollout request (the annotation of kubectl app promote,
+// abort, pause or resume) and its id; nil and "" when there is none. A request that
+// cannot be read has an id of its own, and the error.
+func rolloutRequest(app *appv1.App) (string, *appv1.RolloutRequest, error) {
+	value := app.Annotations[appv1.RolloutRequestAnnotation]
+	if value == "" {
+		return "", nil, nil
+	}
+	req, err := appv1.ParseRolloutRequest(value)
+	if err != nil {
+		return "invalid:" + shortHash(value), nil, err
+	}
+	return req.ID, &req, nil
+}
+
+// stableSettled reports whether the stable Deployment d's pods are all of one template
+// (the deployment controller observed its spec and left no old replica), and their
+// pod-template-hash.
+func stableSettled(d *appsv1.Deployment) (bool, string) {
+	if d == nil || d.Status.ObservedGeneration < d.Generation || d.Status.Replicas != d.Status.UpdatedReplicas {
+		return false, ""
+	}
+	hash := newReplicaSetHash(d)
+	return hash != "", hash
+}
+
+// rolloutLive reads what the plan needs of app's children as they are, canary being
+// its canary Deployment as cached (nil: none).
+func (c *Controller) rolloutLive(app *appv1.App, in *syncInput, canary *appsv1.Deployment) rollout.Live {
+	t := app.Spec.DeploymentTemplate
+	l := rollout.Live{Gateway: c.route.splits(app), Autoscaled: app.Spec.Autoscaling != nil, CanaryWeight: -1}
+	if in.live != nil {
+		l.StableReplicas = ptr.Deref(in.live.Spec.Replicas, 1)
+	}
+	l.N = ptr.Deref(t.Replicas, l.StableReplicas)
+	if l.Autoscaled {
+		// deploymentTemplate.replicas is only the starting size: the count is the
+		// autoscaler's, which it writes to the stable Deployment.
+		l.N = l.StableReplicas
+	}
+	if canary != nil {
+		l.CanaryExists = true
+		l.CanaryReplicas = ptr.Deref(canary.Spec.Replicas, 1)
+		if deploymentRollout(canary.Name, canary, 0).rolledOut {
+			l.CanaryAvailable = canary.Status.AvailableReplicas
+		}
+	}
+	if l.Gateway {
+		l.CanaryWeight = c.route.canaryWeight(app)
+	}
+	return l
+}
+
+// stableRuns reports whether the live stable Deployment runs the plan's stable template
+// of state r (the promotion's last stage), rolled out and available.
+func (c *Controller) stableRuns(ctx context.Context, app *appv1.App, in *syncInput, r *appv1.RolloutStatus, p *rolloutPlan, vs rolloutVersions) (bool, error) {
+	if in.live == nil {
+		return false, nil
+	}
+	if err := c.buildRolloutPlan(ctx, app, r, p, vs); err != nil || p.holdStable {
+		return false, err
+	}
+	d, err := stableDeployment(app, in, p)
+	if err != nil {
+		return false, err
+	}
+	upToDate, err := controller.UpToDate(in.live, d)
+	if err != nil || !upToDate {
+		return false, err
+	}
+	ro := deploymentRollout(in.live.Name, in.live, 0)
+	return ro.rolledOut && ro.available, nil
+}
