@@ -238,7 +238,7 @@ func TestAnalysis(t *testing.T) {
 	for _, name := range []string{"good", "resume"} {
 		framework.Eventually(t, converge, func() (bool, error) {
 			app := c.getApp(t, ns, name)
-			replicas, image := c.replicasOf(t, ns, name+"-deploy")
+			replicas, image := framework.DeploymentReplicas(t, c.kube, ns, name+"-deploy")
 			return app.Status.Rollout.Phase == appv1.RolloutHealthy && image == "nginx:2" && replicas == 2, nil
 		})
 		t.Logf("%s promoted %.1fs after the change", name, time.Since(start).Seconds())
@@ -340,7 +340,7 @@ func TestAnalysisWithoutPrometheus(t *testing.T) {
 		return err == nil && len(events.Items) == 1 && events.Items[0].Type == "Warning" && strings.Contains(events.Items[0].Message, "--prometheus-url"), err
 	})
 	framework.Eventually(t, converge, func() (bool, error) {
-		_, image := c.replicasOf(t, ns, "plain-deploy")
+		_, image := framework.DeploymentReplicas(t, c.kube, ns, "plain-deploy")
 		return c.getApp(t, ns, "plain").Status.Rollout.Phase == appv1.RolloutHealthy && image == "nginx:2", nil
 	})
 }
