@@ -336,20 +336,44 @@ $(COMPAT_BIN)/%/kube-apiserver: hack/tools/compat/%/go.mod hack/tools/compat/%/g
 		$(GO) build -ldflags "$(call kube_ldflags,$$version,$(lastword $(subst ., ,$*)))" -o $(@D)/ tool
 	@touch $(@D)/kube-apiserver $(@D)/kube-controller-manager $(@D)/kube-scheduler
 
+# Prometheus $(PROMETHEUS_VERSION), Debian bookworm's package, for the canary analysis's
+# tests: the integration tests run bin/prometheus on loopback (framework.StartPrometheus),
+# the end-to-end tests its image on the real node (realnode.InstallPrometheus). Only the
+# binary, downloaded and unpacked (hack/make.sh prometheus: the package's postinst would
+# start a system service on *:9090), about 10 s and 19 MB the first time, then cached.
+PROMETHEUS         := $(BIN)/prometheus
+PROMETHEUS_VERSION := 2.42.0
+# What the integration tests need of it: as root (apt-get update may be needed), the
+# binary; elsewhere, the test that needs it skips, with one line, if `make prometheus`
+# was not run (the package's download works without root once apt knows it).
+TEST_PROMETHEUS     = $(if $(filter 0,$(shell id -u)),$(PROMETHEUS))
+
+.PHONY: prometheus
+prometheus: $(PROMETHEUS) ## Put Prometheus 2.42's binary, Debian's, at bin/prometheus (the canary analysis's tests).
+
+$(PROMETHEUS):
+	@$(MAKE_SH) prometheus $(PROMETHEUS_VERSION) $@
+
 # The real node's images: agnhost and resource-consumer from the same k8s.io/kubernetes
-# module as the kubelet and kube-proxy of `make tools`, the image tool, and three OCI
+# module as the kubelet and kube-proxy of `make tools`, the image tool, and the OCI
 # layouts the cluster's registry serves: agnhost:2.66.1 (the binary at /agnhost, its
-# entrypoint, as upstream), the pods' sandbox image, agnhost run as `pause`, and
+# entrypoint, as upstream), the pods' sandbox image, agnhost run as `pause`,
 # resource-consumer:1.15.0 (as upstream's Dockerfile: /consumer, its entrypoint, and the
 # helper it runs to burn CPU at /consume-cpu/consume-cpu; not upstream's `stress`, a
-# Debian package, so its /ConsumeMem does nothing here). And metrics-server, which the
-# cluster runs beside the control plane (hack/tools/metrics-server).
+# Debian package, so its /ConsumeMem does nothing here), demoapp:$(DEMOAPP_TAG) (our
+# test/images/demoapp: errors and latency from its environment, and an in-cluster load
+# generator) and prometheus:$(PROMETHEUS_VERSION) (Debian's binary and the libraries it
+# loads: hack/make.sh prometheus-image). And metrics-server, which the cluster runs beside
+# the control plane (hack/tools/metrics-server).
 NODE_BINS      := $(BIN)/agnhost $(BIN)/resource-consumer $(BIN)/consume-cpu
 NODE_IMAGES    := $(BIN)/node-images
 METRICS_SERVER := $(BIN)/metrics-server
+DEMOAPP        := $(BIN)/demoapp
+# The tag of demoapp's image (localcluster.DemoappImage).
+DEMOAPP_TAG    := 1
 
 .PHONY: node-tools
-node-tools: tools $(NODE_BINS) $(IMAGEBUILD) $(NODE_IMAGES) ## Build the real node's images (agnhost, pause, resource-consumer) and metrics-server into bin/.
+node-tools: tools $(NODE_BINS) $(IMAGEBUILD) $(NODE_IMAGES) ## Build the real node's images (agnhost, pause, resource-consumer, demoapp, prometheus) and metrics-server into bin/.
 
 $(NODE_BINS) &: hack/tools/go.mod hack/tools/go.sum
 	@mkdir -p $(BIN)
@@ -357,7 +381,11 @@ $(NODE_BINS) &: hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && $(GO) build -o $(BIN)/resource-consumer k8s.io/kubernetes/test/images/resource-consumer
 	@touch $(NODE_BINS)
 
-$(NODE_IMAGES): $(NODE_BINS) $(IMAGEBUILD)
+# demoapp, static, from the root module.
+$(DEMOAPP): go.mod go.sum $(filter-out %_test.go,$(wildcard test/images/demoapp/*.go))
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@ ./test/images/demoapp
+
+$(NODE_IMAGES): $(NODE_BINS) $(IMAGEBUILD) $(DEMOAPP) $(PROMETHEUS)
 	@rm -rf $@
 	$(IMAGEBUILD) build --layout $@/agnhost --tag agnhost:2.66.1 --platform linux/$(HOST_ARCH)=$(BIN)/agnhost \
 		--entrypoint /agnhost --user 0:0 --created-epoch 0 --version 2.66.1 --revision k8s.io/kubernetes@v1.37.2 \
@@ -369,6 +397,10 @@ $(NODE_IMAGES): $(NODE_BINS) $(IMAGEBUILD)
 		--executable /consume-cpu/consume-cpu=$(BIN)/consume-cpu \
 		--entrypoint /consumer --user 0:0 --created-epoch 0 --version 1.15.0 --revision k8s.io/kubernetes@v1.37.2 \
 		--source https://github.com/kubernetes/kubernetes/tree/master/test/images/resource-consumer >/dev/null
+	$(IMAGEBUILD) build --layout $@/demoapp --tag demoapp:$(DEMOAPP_TAG) --platform linux/$(HOST_ARCH)=$(DEMOAPP) \
+		--entrypoint /demoapp --created-epoch 0 --version $(DEMOAPP_TAG) --revision $(COMMIT) \
+		--source $(IMAGE_SOURCE)/tree/main/test/images/demoapp >/dev/null
+	@$(MAKE_SH) prometheus-image $(IMAGEBUILD) $@/prometheus $(PROMETHEUS) $(PROMETHEUS_VERSION)
 
 # metrics-server, from its own module (its Kubernetes libraries are not the control
 # plane's), stamped with its version as its own Makefile does; a node tool too (first
@@ -494,8 +526,9 @@ TEST_PLATFORMS ?= linux/$(HOST_ARCH)
 # dashboard's browser tests of make integration), Argo Rollouts' controller (the peer
 # smoke of make integration) and, where the end-to-end tier can run (root), the real
 # node's packages, binaries and images, cosign (the end-to-end tests sign and verify a
-# release) and Traefik's image (the traffic tier of make e2e).
-TEST_TOOLS = tools $(HELM) $(COMPAT_BIN)/$(COMPAT_OLDEST)/kube-apiserver chromium $(ARGO_ROLLOUTS) $(if $(filter 0,$(shell id -u)),node-packages node-tools $(COSIGN) $(TRAEFIK_IMAGE))
+# release), Traefik's image (the traffic tier of make e2e) and Prometheus (the canary
+# analysis's integration and end-to-end tests).
+TEST_TOOLS = tools $(HELM) $(COMPAT_BIN)/$(COMPAT_OLDEST)/kube-apiserver chromium $(ARGO_ROLLOUTS) $(if $(filter 0,$(shell id -u)),node-packages node-tools $(COSIGN) $(TRAEFIK_IMAGE) $(PROMETHEUS))
 # The steps of make test, in order (hack/make.sh test: the control plane binaries build
 # in the background until the first step that needs them). verify first, alone: a stale
 # file or a vet error fails the run within a minute. Then the unit tests, the image's
@@ -541,7 +574,7 @@ INTEGRATION_PKGS := ./test/integration/reliability ./test/integration/app ./test
 # smoke (test/integration/bench: its peer smoke; without them it skips).
 INTEGRATION_PEER = $(if $(filter ./test/integration/... ./test/integration/bench ./test/integration/bench/ ./test/integration/bench/...,$(INTEGRATION_PKGS)),$(ARGO_ROLLOUTS))
 
-integration: tools chromium $(INTEGRATION_PEER) ## Integration tests against a local kube-apiserver, etcd, controller-manager, scheduler and kwok.
+integration: tools chromium $(TEST_PROMETHEUS) $(INTEGRATION_PEER) ## Integration tests against a local kube-apiserver, etcd, controller-manager, scheduler and kwok.
 	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) APP_CONTROLLER_BENCH_SMOKE=1 \
 		$(if $(INTEGRATION_PEER),APP_CONTROLLER_ARGO_ROLLOUTS=$(ARGO_ROLLOUTS) APP_CONTROLLER_ARGO_ROLLOUTS_CRDS=$(ARGO_ROLLOUTS_CRDS)) \
 		$(GO) test -count=1 -p $(INTEGRATION_PARALLEL) -timeout $(INTEGRATION_TIMEOUT) $(INTEGRATION_PKGS) $(TESTFLAGS)
@@ -572,9 +605,10 @@ E2E_PARALLEL ?= 2
 # others, 0.5 to 1.5 minutes each, fill in beside them, alphabetically, instead of one long
 # package running alone at the end.
 E2E_PKGS ?= ./test/e2e/install ./test/e2e/notready ./test/e2e/...
-# Traefik's image, when E2E_PKGS has the traffic tier (TRAEFIK_IMAGE_LAYOUT names it to
-# the tests; without it test/e2e/traffic skips).
-E2E_TRAEFIK = $(if $(filter ./test/e2e/... ./test/e2e/traffic ./test/e2e/traffic/ ./test/e2e/traffic/...,$(E2E_PKGS)),$(TRAEFIK_IMAGE))
+# Traefik's image, when E2E_PKGS has a package that runs it, the traffic tier or the
+# canary analysis's (TRAEFIK_IMAGE_LAYOUT names it to the tests; without it
+# test/e2e/traffic and test/e2e/analysis skip).
+E2E_TRAEFIK = $(if $(filter ./test/e2e/... $(foreach p,traffic analysis,./test/e2e/$(p) ./test/e2e/$(p)/ ./test/e2e/$(p)/...),$(E2E_PKGS)),$(TRAEFIK_IMAGE))
 
 .PHONY: e2e-run
 e2e-run: node-packages tools node-tools $(HELM) $(COSIGN) $(E2E_TRAEFIK)

@@ -22,6 +22,9 @@
 #                                        (the settings in the environment: see cmd_release)
 #   make.sh lint GOLANGCI_LINT           golangci-lint (.golangci.yml) on every module of
 #                                        ours
+#   make.sh prometheus VERSION OUT       Prometheus VERSION's binary from Debian's package
+#   make.sh prometheus-image IMAGEBUILD LAYOUT BINARY VERSION
+#                                        its image: the binary and the libraries it loads
 set -o errexit -o nounset -o pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -548,7 +551,63 @@ compat_matrix() {
         }' "${files[@]}"
 }
 
-cmd="${1:?usage: make.sh test|cross|sbom|plugin-dist|manifests|helm-lint|lint|release|fuzz|compat-module|test-compat ...}"
+# prometheus writes to OUT the prometheus binary of Debian's package, which must be of
+# upstream VERSION (2.42.0: bookworm's): downloaded with apt-get download and unpacked
+# with dpkg-deb, not installed, since the package's postinst starts the server as a
+# system service on every address's port 9090, and it pulls in the web UI's JavaScript
+# libraries, which the tests do not use. apt-get update first (root) if apt knows no
+# candidate.
+cmd_prometheus() {
+    local want="$1" out="$2" version tmp
+    command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null ||
+        { echo "make prometheus: needs Debian's apt-get and dpkg-deb (Prometheus ${want} is Debian's package)" >&2; return 1; }
+    version="$(apt-cache policy prometheus 2>/dev/null | awk '/Candidate:/ {print $2}')"
+    if [ -z "${version}" ] || [ "${version}" = "(none)" ]; then
+        [ "$(id -u)" = 0 ] || { echo "make prometheus: apt knows no prometheus package: run apt-get update as root" >&2; return 1; }
+        apt-get update -qq
+        version="$(apt-cache policy prometheus 2>/dev/null | awk '/Candidate:/ {print $2}')"
+    fi
+    [[ "${version}" == "${want}+"* ]] ||
+        { echo "make prometheus: Debian's prometheus is ${version:-missing}, not ${want} (PROMETHEUS_VERSION in the Makefile)" >&2; return 1; }
+    tmp="$(mktemp -d)"
+    chmod 0777 "${tmp}" # apt-get download writes as the user _apt
+    if ! (cd "${tmp}" && apt-get download -qq "prometheus=${version}") ||
+        ! dpkg-deb -x "${tmp}"/prometheus_*.deb "${tmp}/root"; then
+        rm -rf "${tmp}"
+        echo "make prometheus: downloading and unpacking Debian's prometheus ${version} failed" >&2
+        return 1
+    fi
+    mkdir -p "$(dirname "${out}")"
+    install -m 0755 "${tmp}/root/usr/bin/prometheus" "${out}"
+    rm -rf "${tmp}"
+    echo "$("${out}" --version 2>&1 | head -n 1), from Debian's prometheus ${version}, at ${out}"
+}
+
+# prometheus-image writes to LAYOUT the image prometheus:VERSION of BINARY (entrypoint
+# /bin/prometheus). Debian builds it dynamically linked (libc, for cgo's user and DNS
+# lookups), so the image also holds the dynamic loader and each library that ldd says it
+# loads, at the paths the binary asks for (PT_INTERP) and the loader searches (Debian's
+# multiarch /lib/<triplet>), copied from this machine: the same Debian libc the package
+# depends on.
+cmd_prometheus_image() {
+    local imagebuild="$1" layout="$2" binary="$3" version="$4" arch line lib files=()
+    arch="$("${GO}" env GOARCH)"
+    while read -r line; do
+        case "${line}" in
+        *" => /"*) lib="${line#* => }" && lib="${lib%% (*}" ;; # libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)
+        /*) lib="${line%% (*}" ;;                              # /lib64/ld-linux-x86-64.so.2 (0x...)
+        *) continue ;;                                          # linux-vdso.so.1 (0x...)
+        esac
+        files+=(--executable "${lib}=$(readlink -f "${lib}")")
+    done < <(ldd "${binary}")
+    [ "${#files[@]}" -gt 0 ] || { echo "make.sh prometheus-image: ldd lists no library of ${binary}" >&2; return 1; }
+    "${imagebuild}" build --layout "${layout}" --tag "prometheus:${version}" --platform "linux/${arch}=${binary}" \
+        --entrypoint /bin/prometheus "${files[@]}" --created-epoch 0 --version "${version}" \
+        --revision "debian:prometheus_$("${binary}" --version 2>&1 | sed -n 's/.*revision: \([^)]*\)).*/\1/p')" \
+        --source https://packages.debian.org/bookworm/prometheus >/dev/null
+}
+
+cmd="${1:?usage: make.sh test|cross|sbom|plugin-dist|manifests|helm-lint|lint|release|fuzz|compat-module|test-compat|prometheus|prometheus-image ...}"
 shift
 case "${cmd}" in
 test) cmd_test "$@" ;;
@@ -562,6 +621,8 @@ compat-module) cmd_compat_module "$@" ;;
 test-compat) cmd_test_compat "$@" ;;
 lint) cmd_lint "$@" ;;
 release) cmd_release "$@" ;;
+prometheus) cmd_prometheus "$@" ;;
+prometheus-image) cmd_prometheus_image "$@" ;;
 *)
     echo "make.sh: unknown command ${cmd}" >&2
     exit 2

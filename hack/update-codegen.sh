@@ -88,7 +88,9 @@ for f in test_app.yaml test_app_2.yaml; do
 done
 
 # The API reference docs/reference/api.md, from the types' doc comments and markers: crd-ref-docs,
-# pinned in its own module (hack/tools/docs) and built once into bin/codegen.
+# pinned in its own module (hack/tools/docs) and built once into bin/codegen. --max-depth:
+# App > spec > rollout > canary > steps > analysis > checks > query > successCondition is
+# deeper than its default 10, which left the deepest types out.
 if [ ! -x "${GOBIN}/crd-ref-docs" ] || [ hack/tools/docs/go.mod -nt "${GOBIN}/crd-ref-docs" ]; then
     (cd hack/tools/docs && go build -o "${GOBIN}/crd-ref-docs" github.com/elastic/crd-ref-docs)
 fi
@@ -97,6 +99,7 @@ fi
     --config=hack/api-docs.yaml \
     --renderer=markdown \
     --output-path=docs/reference/api.md \
+    --max-depth=20 \
     --log-level=ERROR
 
 # The reference pages of the plugin's commands, the controller's flags and metrics and

@@ -38,13 +38,21 @@ const (
 // RealNodeName is the name of the real node.
 const RealNodeName = "real-node-0"
 
-// Images of the real node's registry, built by `make node-tools` from the k8s.io/kubernetes
-// module (test/images/agnhost) into BinDir/node-images/<name>, an OCI layout each.
+// Images of the real node's registry, built by `make node-tools` (from the k8s.io/kubernetes
+// module's test/images, our test/images and Debian's prometheus) into
+// BinDir/node-images/<name>, an OCI layout each.
 const (
 	AgnhostImage = "agnhost:2.66.1"
 	// ResourceConsumerImage is test/images/resource-consumer: POST /ConsumeCPU burns the
 	// CPU it is asked for, for the HorizontalPodAutoscaler tests.
 	ResourceConsumerImage = "resource-consumer:1.15.0"
+	// DemoappImage is test/images/demoapp (make node-tools): an HTTP server whose error
+	// rate and latency come from its environment, with its own request metrics, and the
+	// in-cluster load generator (demoapp load), for the canary analysis's tests.
+	DemoappImage = "demoapp:1"
+	// PrometheusImage is Debian's Prometheus 2.42 (make prometheus) with the libraries
+	// it loads, entrypoint /bin/prometheus.
+	PrometheusImage = "prometheus:2.42.0"
 	// pauseImage is agnhost too, run as `agnhost pause`: the pods' sandbox.
 	pauseImage      = "pause:2.66.1"
 	nodeImagesDir   = "node-images"
@@ -60,11 +68,13 @@ const (
 // directory of its OCI layout in BinDir/node-images.
 var nodeImages = []struct{ ref, dir string }{
 	{AgnhostImage, "agnhost"}, {pauseImage, "pause"}, {ResourceConsumerImage, "resource-consumer"},
+	{DemoappImage, "demoapp"}, {PrometheusImage, "prometheus"},
 }
 
 // nodeBinaries are the files of BinDir a real node needs besides the control plane's.
 var nodeBinaries = []string{kubeletName, kubeProxyName, "imagebuild", metricsServerName,
-	nodeImagesDir + "/agnhost", nodeImagesDir + "/pause", nodeImagesDir + "/resource-consumer"}
+	nodeImagesDir + "/agnhost", nodeImagesDir + "/pause", nodeImagesDir + "/resource-consumer",
+	nodeImagesDir + "/demoapp", nodeImagesDir + "/prometheus"}
 
 // nodeHostCommands are the programs of the machine a real node runs.
 var nodeHostCommands = []string{"containerd", "containerd-shim-runc-v2", "runc", "iptables", "ip", "nsenter", "unshare", "mount", cniBinDir + "/bridge", cniBinDir + "/host-local", cniBinDir + "/portmap"}

@@ -306,6 +306,32 @@ Traffic:      canary 25% by ready pods behind the App's Service: 1 canary, 3 sta
 Stable:       revision web-1111111111: Deployment web (image nginx:1): 3 desired, 3 updated, 3 ready
 Canary:       revision web-2222222222: Deployment web-canary (image nginx:2): 1 desired, 1 updated, 1 ready
 `},
+		{name: "aborted by its analysis",
+			mutate: func(a *appv1.App) {
+				r := a.Status.Rollout
+				r.Phase, r.CurrentStepIndex, r.CanaryWeight = appv1.RolloutAborted, 1, 0
+				r.AbortReason, r.AbortMessage = appv1.ReasonAnalysisFailed, `check "success-rate" failed: 89.6%, threshold >= 99%: success rate 89.6% < 99% over 1m (canary web-canary)`
+				at := metav1.NewTime(time.Date(2026, 11, 28, 2, 0, 0, 0, time.UTC))
+				r.Analysis = []appv1.CheckStatus{
+					{Name: "success-rate", Step: 1, Phase: appv1.AnalysisFailed, Value: "89.6%", Threshold: ">= 99%", MeasuredAt: &at, Failed: 1, Inconclusive: 1,
+						Message: "success rate 89.6% < 99% over 1m (canary web-canary)"},
+					{Name: "latency", Step: -1},
+				}
+			},
+			want: `
+App:          ns/web
+Ready:        Unknown: the controller has not reported a Ready condition yet
+Deployment:   web (image nginx:2): 4 desired, no status reported
+Service:      web: ClusterIP 10.0.0.10, ports http 8080/TCP -> 8080
+Rollout:      Aborted at step 2 of 3
+Aborted:      AnalysisFailed: check "success-rate" failed: 89.6%, threshold >= 99%: success rate 89.6% < 99% over 1m (canary web-canary)
+Steps:        1 setWeight 25 (done), 2 pause until promoted (current), 3 setWeight 100
+Check:        success-rate (step 2): Failed 89.6% (threshold >= 99%) at 2026-11-28T02:00:00Z; 0 passed, 1 failed, 1 inconclusive: success rate 89.6% < 99% over 1m (canary web-canary)
+Check:        latency (background): not measured yet
+Traffic:      canary 25% by ready pods behind the App's Service: 1 canary, 3 stable (the step asks for 0%)
+Stable:       revision web-1111111111: Deployment web (image nginx:1): 3 desired, 3 updated, 3 ready
+Canary:       revision web-2222222222: Deployment web-canary (image nginx:2): 1 desired, 1 updated, 1 ready
+`},
 		{name: "healthy: no canary",
 			mutate: func(a *appv1.App) {
 				a.Status.Rollout.Phase, a.Status.Rollout.Canary, a.Status.Rollout.Message = appv1.RolloutHealthy, nil, "web-1111111111 serves"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,6 +117,9 @@ func printRollout(w io.Writer, app *appv1.App, v *RolloutView) {
 	if len(steps) > 0 {
 		fmt.Fprintf(w, "Steps:\t%s\n", stepsLine(steps, r))
 	}
+	for _, c := range r.Analysis {
+		fmt.Fprintf(w, "Check:\t%s\n", oneLine(checkLine(c)))
+	}
 	if r.Canary != nil {
 		fmt.Fprintf(w, "Traffic:\t%s\n", trafficLine(app, v))
 	}
@@ -123,6 +127,31 @@ func printRollout(w io.Writer, app *appv1.App, v *RolloutView) {
 	if r.Canary != nil || v.Canary != nil {
 		fmt.Fprintf(w, "Canary:\t%s\n", versionLine(r.Canary, v.Canary, v.CanaryNote))
 	}
+}
+
+// checkLine says where a check of the rollout's analysis stands: its last measurement
+// (value, threshold, when), its counts, and what the measurement said.
+func checkLine(c appv1.CheckStatus) string {
+	where := fmt.Sprintf("step %d", c.Step+1)
+	if c.Step < 0 {
+		where = "background"
+	}
+	line := fmt.Sprintf("%s (%s): ", c.Name, where)
+	if c.MeasuredAt == nil {
+		return line + "not measured yet"
+	}
+	line += string(c.Phase)
+	if c.Value != "" {
+		line += " " + c.Value
+	}
+	if c.Threshold != "" {
+		line += fmt.Sprintf(" (threshold %s)", c.Threshold)
+	}
+	line += fmt.Sprintf(" at %s; %d passed, %d failed, %d inconclusive", c.MeasuredAt.UTC().Format(time.RFC3339), c.Passed, c.Failed, c.Inconclusive)
+	if c.Message != "" {
+		line += ": " + c.Message
+	}
+	return line
 }
 
 // stepsLine lists the steps, marking those done and the current one.

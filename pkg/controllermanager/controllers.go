@@ -91,6 +91,20 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 	if err := revisions.Informer().SetTransform(app.TrimRevision); err != nil {
 		return nil, fmt.Errorf("setting the transform of the ControllerRevision informer: %w", err)
 	}
+	analyzer, err := cc.Options.analyzer()
+	if err != nil {
+		return nil, err
+	}
+	notifier, err := cc.Options.notifier()
+	if err != nil {
+		return nil, err
+	}
+	if notifier != nil {
+		go notifier.Run(ctx)
+	}
+	if analyzer.Prometheus == nil {
+		klog.FromContext(ctx).Info("No Prometheus (--prometheus-url): a rollout that asks for a metric check is aborted as it starts (PrometheusNotConfigured)")
+	}
 	return app.NewController(ctx, cc.KubeClient, cc.AppClient, app.Informers{
 		Apps:                       cc.AppInformers.Appcontroller().V1().Apps(),
 		Deployments:                deployments,
@@ -112,7 +126,8 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 		UnmanagedAutoscalers:       unmanagedAutoscalers,
 	}, cc.EventRecorder, app.Options{ShutdownTimeout: cc.Options.ShutdownTimeout, Contest: cc.Options.AppContest,
 		OwnServiceAccount: ownServiceAccount(cc.Options), SharedNamespaces: cc.Options.IngressSharedNamespaces,
-		GatewayClient: cc.GatewayClient, DefaultGateway: defaultGateway, QueueName: cc.queueName(app.ControllerName)})
+		GatewayClient: cc.GatewayClient, DefaultGateway: defaultGateway, QueueName: cc.queueName(app.ControllerName),
+		Analyzer: analyzer, Notifier: notifier})
 }
 
 // startIngressController builds the Service->Ingress controller, which watches every

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/app-controller/app-controller/pkg/analysis"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
 	"github.com/app-controller/app-controller/pkg/controller/app"
@@ -70,6 +71,22 @@ type Options struct {
 	// Secrets (the ClusterRole needs no rights on them): a Secret's change rolls no pods,
 	// and a missing Secret shows only in the pods' own status.
 	ConfigRolloutSecrets bool
+
+	// PrometheusURL is the Prometheus that answers the metric checks of canary
+	// analysis; empty: none, and a rollout that asks for one is refused
+	// (PrometheusNotConfigured). PrometheusCAFile, PrometheusInsecureSkipVerify and
+	// PrometheusBearerTokenFile secure the connection; PrometheusQueryTimeout bounds a
+	// query.
+	PrometheusURL                string
+	PrometheusCAFile             string
+	PrometheusInsecureSkipVerify bool
+	PrometheusBearerTokenFile    string
+	PrometheusQueryTimeout       time.Duration
+	// NotificationWebhookURLFile is a file holding the URL rollout notifications are
+	// POSTed to (the Helm chart mounts it from a Secret); empty: none.
+	// NotificationFormat is json or slack.
+	NotificationWebhookURLFile string
+	NotificationFormat         string
 
 	// PodName and PodNamespace name the controller's own Pod, which gets the Events
 	// about the controller-manager itself, such as a controller disabled by an invalid
@@ -140,6 +157,9 @@ func NewOptions() *Options {
 		IngressCatchAllNamespaces: []string{"*"},
 		ConfigRolloutSecrets:      true,
 
+		PrometheusQueryTimeout: analysis.DefaultQueryTimeout,
+		NotificationFormat:     string(analysis.FormatJSON),
+
 		PodName:      os.Getenv("POD_NAME"),
 		PodNamespace: os.Getenv("POD_NAMESPACE"),
 
@@ -173,6 +193,13 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.AppSelector, "app-selector", o.AppSelector, "Label selector of the Apps this instance reconciles (e.g. shard=a); empty: every App. Instances with disjoint selectors, each with its own --leader-elect-name, split the Apps between them.")
 	fs.Var(&stringList{values: &o.WatchNamespaces, repeatable: true}, "watch-namespace", "Watch and reconcile only the objects of this namespace (a namespace-scoped install; its RBAC can be a Role there); repeat it, or separate namespaces with commas, for several; none: every namespace. The node labeler is disabled then.")
 	fs.BoolVar(&o.ConfigRolloutSecrets, "config-rollout-secrets", o.ConfigRolloutSecrets, "Roll an App's pods when a Secret they reference changes, as for a ConfigMap. false: the App controller neither lists nor watches Secrets (its role needs no rights on them); a Secret's change then rolls no pods.")
+	fs.StringVar(&o.PrometheusURL, "prometheus-url", o.PrometheusURL, "URL of the Prometheus that answers the metric checks of canary analysis (successRate, latency, query), e.g. http://prometheus.monitoring:9090; empty: a rollout that asks for one is aborted as it starts (PrometheusNotConfigured), and everything else works.")
+	fs.StringVar(&o.PrometheusCAFile, "prometheus-ca-file", o.PrometheusCAFile, "PEM file of the certificate authorities that sign an https --prometheus-url's certificate; empty: the system's.")
+	fs.BoolVar(&o.PrometheusInsecureSkipVerify, "prometheus-insecure-skip-verify", o.PrometheusInsecureSkipVerify, "Do not verify an https --prometheus-url's certificate (tests only).")
+	fs.StringVar(&o.PrometheusBearerTokenFile, "prometheus-bearer-token-file", o.PrometheusBearerTokenFile, "File holding the bearer token sent to --prometheus-url, read at each query (the Helm chart mounts it from a Secret).")
+	fs.DurationVar(&o.PrometheusQueryTimeout, "prometheus-query-timeout", o.PrometheusQueryTimeout, "Bound of one query of --prometheus-url, from 1s to 1m; a query that times out is an inconclusive measurement.")
+	fs.StringVar(&o.NotificationWebhookURLFile, "notification-webhook-url-file", o.NotificationWebhookURLFile, "File holding the URL that rollout notifications (started, step, paused, aborted, promoted) are POSTed to, read at start (the Helm chart mounts it from a Secret); empty: none. A notification never holds a rollout.")
+	fs.StringVar(&o.NotificationFormat, "notification-format", o.NotificationFormat, "Body of a rollout notification: json (event, namespace, app, reason, message, time) or slack ({\"text\": ...}, Slack's incoming webhooks and compatibles).")
 	fs.StringVar(&o.NodeLabelConfig, "node-label-config", o.NodeLabelConfig, "Path of the node labeler's rules (YAML). Without it the node labeler is disabled.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader among the instances through a Lease; only the leader runs the controllers. Use it when running more than one replica.")
 	fs.StringVar(&o.LeaderElectNamespace, "leader-elect-namespace", o.LeaderElectNamespace, "Namespace of the leader election Lease (default: the pod's namespace, else default).")
@@ -224,6 +251,9 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--app-selector %q: %w", o.AppSelector, err)
 	}
 	if _, err := o.defaultGateway(); err != nil {
+		return err
+	}
+	if err := o.validateAnalysis(); err != nil {
 		return err
 	}
 	return validateControllers(o.Controllers)

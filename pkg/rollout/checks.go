@@ -15,6 +15,10 @@ import (
 // canary pod does; a step ends only once every check Passed, so a Running or an
 // Inconclusive one holds it (kubectl app promote still ends it; abort still aborts).
 
+// backgroundStep is appv1.CheckStatus.Step of a check of canary.analysis (as
+// pkg/analysis.BackgroundStep).
+const backgroundStep int32 = -1
+
 // CheckPhase is where a check of the canary stands.
 type CheckPhase string
 
@@ -91,4 +95,15 @@ func holdingMessage(holding []CheckResult) string {
 		names = append(names, fmt.Sprintf("%q %s", c.Name, strings.ToLower(string(c.Phase))))
 	}
 	return "waiting for its checks: " + strings.Join(names, ", ")
+}
+
+// inconclusive returns the first of holding that is Inconclusive (no data, too few
+// requests, an error of the measurement), nil: none.
+func inconclusive(holding []CheckResult) *CheckResult {
+	for i := range holding {
+		if holding[i].Phase == CheckInconclusive {
+			return &holding[i]
+		}
+	}
+	return nil
 }

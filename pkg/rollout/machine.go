@@ -53,6 +53,11 @@ type Observation struct {
 	// Failed one aborts the rollout like a failing pod; a step ends only once every one
 	// Passed. None: the steps end by their weight or duration alone.
 	Checks []CheckResult
+	// Analysis is the state of the checks at the current step (their counts and last
+	// measurements, pkg/analysis) after this sync's measurements; the machine records
+	// it in status.rollout.analysis while the rollout stays at the step. nil: no check
+	// runs at the step (the recorded state stays as it is).
+	Analysis []appv1.CheckStatus
 	// Request is the App's rollout request; nil when there is none. RequestID
 	// identifies it, also one that could not be read (RequestErr).
 	Request    *appv1.RolloutRequest
@@ -290,6 +295,7 @@ func (m *machine) end(msg string, promoted bool) {
 	m.moved = true
 	r.Phase, r.Canary, r.CurrentStepIndex, r.CanaryWeight = appv1.RolloutHealthy, nil, 0, 0
 	r.StepStartedAt, r.PausedByRequest, r.AbortReason, r.AbortMessage = nil, false, "", ""
+	r.Analysis = nil
 	at := m.o.Now
 	if promoted {
 		at = at.Add(time.Duration(ptr.Deref(m.s.ScaleDownDelaySeconds, 0)) * time.Second)
@@ -325,6 +331,12 @@ func (m *machine) toStep(k int32) {
 	r.StepStartedAt = &metav1.Time{Time: m.o.Now}
 	r.CanaryWeight = WeightAt(m.s, k)
 	r.AbortReason, r.AbortMessage = "", ""
+	// The checks of the step that ended go; canary.analysis's go on counting through
+	// the rollout, from its first step (a start, or a restart after an abort) afresh.
+	r.Analysis = slices.DeleteFunc(slices.Clone(r.Analysis), func(c appv1.CheckStatus) bool { return k == 0 || c.Step != backgroundStep })
+	if len(r.Analysis) == 0 {
+		r.Analysis = nil
+	}
 	switch {
 	case k >= m.steps():
 		r.Phase, r.CanaryWeight = appv1.RolloutProgressing, 100
@@ -343,8 +355,11 @@ func (m *machine) stepEnded(how string) {
 	r := m.next
 	k := r.CurrentStepIndex
 	kind := "setWeight"
-	if m.s.Steps[k].Pause != nil {
+	switch {
+	case m.s.Steps[k].Pause != nil:
 		kind = "pause"
+	case m.s.Steps[k].Analysis != nil:
+		kind = "analysis"
 	}
 	var took float64
 	if r.StepStartedAt != nil {
@@ -366,6 +381,9 @@ func (m *machine) advance() {
 		return
 	}
 	if !m.promoting() {
+		if o.Analysis != nil {
+			r.Analysis = slices.Clone(o.Analysis)
+		}
 		failedCheck, holding := judge(o.Checks)
 		switch {
 		case o.Failure.Reason != "":
@@ -383,10 +401,20 @@ func (m *machine) advance() {
 				r.CurrentStepIndex+1, step.String(), ptr.Deref(m.s.ProgressDeadlineSeconds, 600))})
 			return
 		}
+		if step.Analysis != nil && since >= time.Duration(ptr.Deref(m.s.ProgressDeadlineSeconds, 600))*time.Second {
+			if c := inconclusive(holding); c != nil {
+				m.abort(Abort{Reason: appv1.ReasonAnalysisInconclusive, Message: fmt.Sprintf(
+					"step %d (%s) stayed inconclusive for progressDeadlineSeconds (%ds): %s", r.CurrentStepIndex+1, step.String(),
+					ptr.Deref(m.s.ProgressDeadlineSeconds, 600), c.String())})
+				return
+			}
+		}
 		if r.PausedByRequest || len(holding) > 0 {
 			return
 		}
 		switch {
+		case step.Analysis != nil && len(o.Checks) > 0:
+			m.stepEnded("with its checks passed")
 		case step.SetWeight != nil && o.StepDone:
 			m.stepEnded("with its weight in effect")
 		case step.Pause != nil && step.Pause.Duration != nil && since >= step.Pause.Duration.Duration:
@@ -470,6 +498,8 @@ func (m *machine) message() string {
 		return at + ": " + holdingMessage(holding)
 	case step.Pause != nil:
 		return at + fmt.Sprintf(": paused until %s", r.StepStartedAt.Add(step.Pause.Duration.Duration).UTC().Format(time.RFC3339))
+	case step.Analysis != nil:
+		return at + ": running its checks"
 	}
 	return at + ": waiting for the canary's pods and the weight"
 }
@@ -496,7 +526,15 @@ func Equal(a, b *appv1.RolloutStatus) bool {
 		sameTime(a.StepStartedAt, b.StepStartedAt) && a.CanaryWeight == b.CanaryWeight &&
 		ptr.Equal(a.Stable, b.Stable) && ptr.Equal(a.Canary, b.Canary) && a.PausedByRequest == b.PausedByRequest &&
 		a.AbortReason == b.AbortReason && a.AbortMessage == b.AbortMessage && sameTime(a.CanaryScaleDownAt, b.CanaryScaleDownAt) &&
-		slices.Equal(a.RecentStable, b.RecentStable) && a.LastRequest == b.LastRequest
+		slices.Equal(a.RecentStable, b.RecentStable) && a.LastRequest == b.LastRequest &&
+		slices.EqualFunc(a.Analysis, b.Analysis, sameCheck)
+}
+
+// sameCheck reports whether two checks' states are the same (times to the second).
+func sameCheck(a, b appv1.CheckStatus) bool {
+	ta, tb := a.MeasuredAt, b.MeasuredAt
+	a.MeasuredAt, b.MeasuredAt = nil, nil
+	return a == b && sameTime(ta, tb)
 }
 
 // sameTime reports whether two optional times are the same to the second.

@@ -201,9 +201,11 @@ func Due(s *appv1.CanaryStrategy, r *appv1.RolloutStatus, now time.Time) time.Du
 	if r.Canary != nil && r.Phase != appv1.RolloutAborted && r.CurrentStepIndex < int32(len(s.Steps)) && r.StepStartedAt != nil {
 		step := s.Steps[r.CurrentStepIndex]
 		switch {
-		case step.SetWeight != nil:
+		case step.SetWeight != nil, step.Analysis != nil:
+			// An analysis step's deadline ends one that stays inconclusive; its
+			// measurements are due by their own intervals (pkg/analysis.NextDue).
 			due = append(due, r.StepStartedAt.Add(time.Duration(ptr.Deref(s.ProgressDeadlineSeconds, 600))*time.Second))
-		case step.Pause.Duration != nil && !r.PausedByRequest:
+		case step.Pause != nil && step.Pause.Duration != nil && !r.PausedByRequest:
 			due = append(due, r.StepStartedAt.Add(step.Pause.Duration.Duration))
 		}
 	}

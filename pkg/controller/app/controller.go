@@ -61,6 +61,7 @@ import (
 	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	gatewayinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions/apis/v1"
 
+	"github.com/app-controller/app-controller/pkg/analysis"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
@@ -156,6 +157,10 @@ type Controller struct {
 	loop     *controller.Loop
 	recorder record.EventRecorder
 	clock    clock.PassiveClock
+	// analyzer measures the rollouts' checks; notifier sends their notifications (nil:
+	// none). rolloutanalysis.go.
+	analyzer *analysis.Analyzer
+	notifier *analysis.Notifier
 	// logger logs the event handlers; synced are the HasSynced of every informer read.
 	logger klog.Logger
 	synced []cache.InformerSynced
@@ -190,6 +195,13 @@ type Options struct {
 	// OwnServiceAccount is the controller's own ServiceAccount: an App in its namespace
 	// that would run its pods as it is refused (ServiceAccountRefused). Zero: none.
 	OwnServiceAccount types.NamespacedName
+	// Analyzer measures the checks of canary rollouts: Prometheus (nil: none,
+	// --prometheus-url unset: a rollout that asks for a metric check is refused) and the
+	// webhook gates. Nil: no Prometheus, webhooks through the default HTTP client.
+	Analyzer *analysis.Analyzer
+	// Notifier sends the rollouts' notifications (--notification-webhook-url-file);
+	// nil: none.
+	Notifier *analysis.Notifier
 	// QueueName names the work queue (controller.LoopConfig.QueueName); "": ControllerName.
 	QueueName string
 }
@@ -248,6 +260,9 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	if opts.Analyzer == nil {
+		opts.Analyzer = &analysis.Analyzer{}
+	}
 	registerMetrics()
 
 	appInformer := inf.Apps.Informer()
@@ -260,6 +275,8 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		appIndexer:    appInformer.GetIndexer(),
 		apps:          controller.NewWriteCache(appInformer.GetIndexer(), 0, opts.Clock),
 		statusPending: newPendingWrites(),
+		analyzer:      opts.Analyzer,
+		notifier:      opts.Notifier,
 		pods:          podInformer.GetIndexer(),
 		configMaps:    inf.ConfigMaps.Informer().GetIndexer(),
 		revisions: &revisions{

@@ -54,9 +54,16 @@ var (
 	rolloutsAborted = metrics.NewCounterVec(&metrics.CounterOpts{
 		Name: "app_controller_rollouts_aborted_total",
 		Help: "Number of canary rollouts aborted, by reason: the problem of a canary pod (ImagePullFailed, CrashLoopBackOff, ...), " +
-			"ProgressDeadlineExceeded, AbortRequested or AnalysisFailed",
+			"ProgressDeadlineExceeded, AbortRequested, AnalysisFailed, AnalysisInconclusive or PrometheusNotConfigured",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"reason"})
+	// analysisMeasurements counts the measurements of the canary's checks, by result
+	// (Passed, Failed, Inconclusive, Error): at most one per check per interval per App.
+	analysisMeasurements = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name:           "app_controller_analysis_measurements_total",
+		Help:           "Number of measurements of canary analysis checks (Prometheus queries and webhook calls), by result: Passed, Failed, Inconclusive or Error",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
 	rolloutStepDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
 		Name:           "app_controller_rollout_step_duration_seconds",
 		Help:           "Time a step of a canary rollout took, by kind of step: setWeight, pause or promotion",
@@ -85,7 +92,7 @@ var (
 // series of which is a gauge). The reference page docs/reference/metrics.md is generated
 // from them (hack/refdocs).
 func Metrics() ([]metrics.Registerable, []metrics.StableCollector) {
-	return []metrics.Registerable{childRepairs, statusWrites, rolloutsStarted, rolloutsPromoted, rolloutsAborted, rolloutStepDuration},
+	return []metrics.Registerable{childRepairs, statusWrites, rolloutsStarted, rolloutsPromoted, rolloutsAborted, rolloutStepDuration, analysisMeasurements},
 		[]metrics.StableCollector{appGauges}
 }
 

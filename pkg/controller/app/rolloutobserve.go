@@ -46,6 +46,16 @@ func (c *Controller) observeRollout(ctx context.Context, app *appv1.App, in *syn
 	if cur.Canary != nil && cur.CurrentStepIndex < int32(len(s.Steps)) && cur.Phase != appv1.RolloutAborted {
 		o.Failure, recheck = c.canaryFailure(app, canary, s, o.Now)
 	}
+	// The canary's analysis (rolloutanalysis.go): the checks due are measured, their
+	// results and state go to the machine; a rollout that asks for metric checks of a
+	// controller without Prometheus is refused.
+	var measure time.Duration
+	var refuse rollout.Abort
+	o.Checks, o.Analysis, measure, refuse = c.rolloutChecks(ctx, app, s, cur, live.Gateway, o.Now)
+	if o.Failure.Reason == "" {
+		o.Failure = refuse
+	}
+	recheck = controller.RequeueAfter(recheck, measure).RequeueAfter
 	return o, live, recheck, nil
 }
 

@@ -127,6 +127,7 @@ func (c *Controller) writeRollout(ctx context.Context, key cache.ObjectName, app
 func (c *Controller) emitRolloutNotes(ctx context.Context, app *appv1.App, notes []rollout.Note) {
 	for _, n := range notes {
 		c.recorder.Event(app, n.EventType, n.Reason, controller.TruncateMessage(n.Message))
+		c.notify(app, n)
 		klog.FromContext(ctx).V(2).Info("Rollout", "reason", n.Reason, "message", n.Message)
 		switch n.Metric {
 		case rollout.MetricStarted:

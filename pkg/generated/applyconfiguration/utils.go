@@ -32,6 +32,10 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=appcontroller.k8s.io, Version=v1
+	case v1.SchemeGroupVersion.WithKind("AnalysisCheck"):
+		return &appcontrollerv1.AnalysisCheckApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("AnalysisStep"):
+		return &appcontrollerv1.AnalysisStepApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("App"):
 		return &appcontrollerv1.AppApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("AppSpec"):
@@ -42,12 +46,16 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &appcontrollerv1.AutoscalingApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("AutoscalingStatus"):
 		return &appcontrollerv1.AutoscalingStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("BackgroundAnalysis"):
+		return &appcontrollerv1.BackgroundAnalysisApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("CanaryPause"):
 		return &appcontrollerv1.CanaryPauseApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("CanaryStep"):
 		return &appcontrollerv1.CanaryStepApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("CanaryStrategy"):
 		return &appcontrollerv1.CanaryStrategyApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("CheckStatus"):
+		return &appcontrollerv1.CheckStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("Container"):
 		return &appcontrollerv1.ContainerApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ContainerPort"):
@@ -58,6 +66,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &appcontrollerv1.DisruptionBudgetApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GatewayRef"):
 		return &appcontrollerv1.GatewayRefApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("LatencyCheck"):
+		return &appcontrollerv1.LatencyCheckApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("QueryCheck"):
+		return &appcontrollerv1.QueryCheckApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ResourceRequirements"):
 		return &appcontrollerv1.ResourceRequirementsApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ResourceTarget"):
@@ -78,10 +90,16 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &appcontrollerv1.ServicePortApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ServiceTemplate"):
 		return &appcontrollerv1.ServiceTemplateApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("SuccessRateCheck"):
+		return &appcontrollerv1.SuccessRateCheckApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("ValueRange"):
+		return &appcontrollerv1.ValueRangeApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("Volume"):
 		return &appcontrollerv1.VolumeApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("VolumeMount"):
 		return &appcontrollerv1.VolumeMountApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("WebhookCheck"):
+		return &appcontrollerv1.WebhookCheckApplyConfiguration{}
 
 	}
 	return nil

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/app-controller/app-controller/internal/localcluster"
 	"github.com/app-controller/app-controller/internal/plugin"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
@@ -30,106 +28,9 @@ import (
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
-// layoutEnv names the OCI layout of Traefik's image.
-const layoutEnv = "TRAEFIK_IMAGE_LAYOUT"
-
 // TestMain starts a cluster with a real node, the App CRD and the Gateway API CRDs,
 // when Traefik's image is there.
-func TestMain(m *testing.M) {
-	if dir := os.Getenv(layoutEnv); dir == "" {
-		fmt.Printf("traffic: skipped: $%s is not set (make e2e and make e2e-traffic build Traefik and set it)\n", layoutEnv)
-		os.Exit(0)
-	} else if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
-		fmt.Printf("traffic: skipped: no image layout in $%s: %v\n", layoutEnv, err)
-		os.Exit(0)
-	}
-	framework.MainWithOptions(m, func(o *localcluster.Options) {
-		o.Node = localcluster.NodeReal
-		o.GatewayAPI = true
-	})
-}
-
-// traefikManifest runs Traefik in namespace %[1]s as the ingress controller of class
-// traefik and the Gateway controller of GatewayClass traefik, with Gateway "public"
-// (listener web, port 8000, routes from every namespace); %[2]s is its image.
-const traefikManifest = `apiVersion: v1
-kind: ServiceAccount
-metadata: {name: traefik, namespace: %[1]s}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: traefik-%[1]s}
-rules:
-- apiGroups: [""]
-  resources: [services, endpoints, secrets, configmaps, namespaces, nodes]
-  verbs: [get, list, watch]
-- apiGroups: [discovery.k8s.io]
-  resources: [endpointslices]
-  verbs: [list, watch]
-- apiGroups: [networking.k8s.io]
-  resources: [ingresses, ingressclasses]
-  verbs: [get, list, watch]
-- apiGroups: [networking.k8s.io]
-  resources: [ingresses/status]
-  verbs: [update]
-- apiGroups: [gateway.networking.k8s.io]
-  resources: ["*"]
-  verbs: [get, list, watch]
-- apiGroups: [gateway.networking.k8s.io]
-  resources: ["*/status"]
-  verbs: [update, patch]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: traefik-%[1]s}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: traefik-%[1]s}
-subjects: [{kind: ServiceAccount, name: traefik, namespace: %[1]s}]
----
-apiVersion: networking.k8s.io/v1
-kind: IngressClass
-metadata: {name: traefik}
-spec: {controller: traefik.io/ingress-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: traefik}
-spec: {controllerName: traefik.io/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: public, namespace: %[1]s}
-spec:
-  gatewayClassName: traefik
-  listeners:
-  - name: web
-    port: 8000
-    protocol: HTTP
-    allowedRoutes:
-      namespaces: {from: All}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: traefik, namespace: %[1]s, labels: {app: traefik}}
-spec:
-  serviceAccountName: traefik
-  terminationGracePeriodSeconds: 0
-  containers:
-  - name: traefik
-    image: %[2]s
-    args:
-    - --entryPoints.web.address=:8000
-    - --entryPoints.traefik.address=:8080
-    - --ping=true
-    - --providers.kubernetesingress=true
-    - --providers.kubernetesgateway=true
-    - --log.level=INFO
-    ports:
-    - {name: web, containerPort: 8000}
-    - {name: admin, containerPort: 8080}
-    readinessProbe:
-      httpGet: {path: /ping, port: admin}
-      periodSeconds: 1
-`
+func TestMain(m *testing.M) { realnode.MainWithTraefik(m, "traffic") }
 
 // appManifest is an App %[2]s in namespace %[1]s running agnhost netexec (image %[3]s),
 // whose route publishes host %[2]s.example.com by %[4]s.
@@ -153,22 +54,9 @@ func TestTrafficThroughTraefik(t *testing.T) {
 	ctx := context.Background()
 	client := framework.Client(t)
 	apps := framework.AppClient(t)
-	registry := realnode.Registry(t)
-	image := registry + "/traefik:v3.6.12"
-	realnode.Run(t, filepath.Join(realnode.BinDir(t), "imagebuild"), "push", "--layout", os.Getenv(layoutEnv), image)
-
 	tns, ns := framework.Namespace(t), framework.Namespace(t)
-	realnode.RunStdin(t, []byte(fmt.Sprintf(traefikManifest, tns, image)), filepath.Join(realnode.BinDir(t), "kubectl"),
-		"--kubeconfig", framework.Cluster().Kubeconfig, "apply", "-f", "-")
-	t.Cleanup(func() {
-		_, _ = realnode.TryRun(filepath.Join(realnode.BinDir(t), "kubectl"), "--kubeconfig", framework.Cluster().Kubeconfig,
-			"delete", "--ignore-not-found", "clusterrole/traefik-"+tns, "clusterrolebinding/traefik-"+tns, "ingressclass/traefik", "gatewayclass/traefik")
-	})
-	framework.Eventually(t, 3*time.Minute, func() (bool, error) {
-		p, err := client.CoreV1().Pods(tns).Get(ctx, "traefik", metav1.GetOptions{})
-		return err == nil && realnode.PodReady(p), nil
-	})
-	traefik := realnode.PortForward(t, tns, "pod/traefik", 8000)
+	realnode.InstallTraefik(t, tns)
+	traefik := realnode.PortForward(t, tns, "pod/traefik", realnode.TraefikWebPort)
 
 	opts := controllermanager.NewOptions()
 	opts.Controllers = []string{"app"}
@@ -177,7 +65,7 @@ func TestTrafficThroughTraefik(t *testing.T) {
 
 	agnhost := realnode.Agnhost(t)
 	for _, tc := range []struct{ name, route, kind string }{
-		{"shop", fmt.Sprintf("parentRefs: [{name: public, namespace: %s}]", tns), "HTTPRoute"},
+		{"shop", fmt.Sprintf("parentRefs: [{name: %s, namespace: %s}]", realnode.TraefikGateway, tns), "HTTPRoute"},
 		{"blog", "ingressClassName: traefik", "Ingress"},
 	} {
 		realnode.RunStdin(t, []byte(fmt.Sprintf(appManifest, ns, tc.name, agnhost, tc.route)), filepath.Join(realnode.BinDir(t), "kubectl"),

@@ -3,6 +3,7 @@ package v1
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -35,6 +36,8 @@ type Rollout struct {
 }
 
 // CanaryStrategy is the steps of a canary rollout and its thresholds.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.analysis) || !has(self.analysis.startingStep) || self.analysis.startingStep < size(self.steps)",message="rollout.canary.analysis.startingStep must be the index of one of the steps",fieldPath=".analysis.startingStep"
 type CanaryStrategy struct {
 	// Steps, in order, each setting the canary's weight or pausing. The weights must
 	// not go down. After the last step the rollout is promoted: the stable Deployment
@@ -94,11 +97,19 @@ type CanaryStrategy struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10
 	RollbackWindow *int32 `json:"rollbackWindow,omitempty"`
+
+	// Analysis runs checks in the background from a step (startingStep) until the
+	// promotion: a check that fails beyond its failureLimit aborts the rollout at any
+	// step (reason AnalysisFailed). Analysis steps ({analysis: {checks}}) are the other
+	// way: they hold the rollout until their checks pass.
+	// +optional
+	Analysis *BackgroundAnalysis `json:"analysis,omitempty"`
 }
 
-// CanaryStep is one step of a canary rollout: exactly one of setWeight and pause.
+// CanaryStep is one step of a canary rollout: exactly one of setWeight, pause and
+// analysis.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.setWeight) != has(self.pause)",message="rollout.canary.steps: each step sets exactly one of setWeight and pause"
+// +kubebuilder:validation:XValidation:rule="[has(self.setWeight), has(self.pause), has(self.analysis)].filter(x, x).size() == 1",message="rollout.canary.steps: each step sets exactly one of setWeight, pause and analysis"
 type CanaryStep struct {
 	// SetWeight is the percent of the traffic the canary takes from this step on, from
 	// 0 to 100: through the App's HTTPRoute, its weight (the canary first runs enough
@@ -115,6 +126,13 @@ type CanaryStep struct {
 	// duration, until `kubectl app promote`.
 	// +optional
 	Pause *CanaryPause `json:"pause,omitempty"`
+
+	// Analysis holds the rollout at the current weight until every check has passed its
+	// count; a check that fails beyond its failureLimit aborts the rollout (reason
+	// AnalysisFailed), and one that stays inconclusive (too little traffic) aborts it at
+	// progressDeadlineSeconds.
+	// +optional
+	Analysis *AnalysisStep `json:"analysis,omitempty"`
 }
 
 // String describes the step as users read it: "setWeight 25", "pause 5m0s", "pause
@@ -125,6 +143,12 @@ func (s CanaryStep) String() string {
 		return fmt.Sprintf("setWeight %d", *s.SetWeight)
 	case s.Pause != nil && s.Pause.Duration != nil:
 		return "pause " + s.Pause.Duration.Duration.String()
+	case s.Analysis != nil:
+		names := make([]string, len(s.Analysis.Checks))
+		for i, c := range s.Analysis.Checks {
+			names[i] = c.Name
+		}
+		return "analysis " + strings.Join(names, ", ")
 	}
 	return "pause until promoted"
 }
@@ -199,8 +223,9 @@ type RolloutStatus struct {
 	PausedByRequest bool `json:"pausedByRequest,omitempty"`
 
 	// AbortReason is why the rollout was aborted: a reason of the App's pods
-	// (ImagePullFailed, CrashLoopBackOff, ...), ProgressDeadlineExceeded,
-	// AbortRequested or AnalysisFailed (a check of the canary failed).
+	// (ImagePullFailed, CrashLoopBackOff, ...), ProgressDeadlineExceeded, AbortRequested,
+	// AnalysisFailed (a check of the canary failed), AnalysisInconclusive or
+	// PrometheusNotConfigured.
 	// +optional
 	AbortReason string `json:"abortReason,omitempty"`
 
@@ -221,6 +246,14 @@ type RolloutStatus struct {
 	// +optional
 	// +listType=atomic
 	RecentStable []string `json:"recentStable,omitempty"`
+
+	// Analysis is the state of the checks that run at the current step (an analysis
+	// step's, and canary.analysis's from its startingStep): counts and last
+	// measurements. It restarts with each step, and is kept after an abort.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Analysis []CheckStatus `json:"analysis,omitempty"`
 
 	// LastRequest is the id of the last `kubectl app` request (the
 	// appcontroller.k8s.io/rollout-request annotation) the controller handled: a request

@@ -135,10 +135,18 @@ const (
 	// ReasonAbortRequested: status.rollout.abortReason of a rollout aborted by `kubectl
 	// app abort`.
 	ReasonAbortRequested = "AbortRequested"
-	// ReasonAnalysisFailed: status.rollout.abortReason of a rollout aborted because a
-	// check of its canary failed (its measurement beyond its threshold); the message
-	// names the check, its value and its threshold.
+	// ReasonAnalysisFailed: status.rollout.abortReason of a rollout aborted by a check of
+	// its analysis that failed beyond its failureLimit; the message names the check, the
+	// value and the threshold.
 	ReasonAnalysisFailed = "AnalysisFailed"
+	// ReasonAnalysisInconclusive: status.rollout.abortReason of a rollout whose analysis
+	// stayed inconclusive (no data, too few requests) until progressDeadlineSeconds.
+	ReasonAnalysisInconclusive = "AnalysisInconclusive"
+	// ReasonPrometheusNotConfigured: status.rollout.abortReason of a rollout that asks
+	// for metric checks (successRate, latency, query) when the controller has no
+	// --prometheus-url: it is aborted as it starts (Ready=False, Stalled, a Warning
+	// Event), and the message says so.
+	ReasonPrometheusNotConfigured = "PrometheusNotConfigured"
 )
 
 // Reasons of Ready=False (and of Reconciling or Stalled) that name a problem of the App's

@@ -21,7 +21,8 @@ package v1
 // CanaryStepApplyConfiguration represents a declarative configuration of the CanaryStep type for use
 // with apply.
 //
-// CanaryStep is one step of a canary rollout: exactly one of setWeight and pause.
+// CanaryStep is one step of a canary rollout: exactly one of setWeight, pause and
+// analysis.
 type CanaryStepApplyConfiguration struct {
 	// SetWeight is the percent of the traffic the canary takes from this step on, from
 	// 0 to 100: through the App's HTTPRoute, its weight (the canary first runs enough
@@ -33,6 +34,11 @@ type CanaryStepApplyConfiguration struct {
 	// Pause holds the rollout at the current weight: for duration, or, with no
 	// duration, until `kubectl app promote`.
 	Pause *CanaryPauseApplyConfiguration `json:"pause,omitempty"`
+	// Analysis holds the rollout at the current weight until every check has passed its
+	// count; a check that fails beyond its failureLimit aborts the rollout (reason
+	// AnalysisFailed), and one that stays inconclusive (too little traffic) aborts it at
+	// progressDeadlineSeconds.
+	Analysis *AnalysisStepApplyConfiguration `json:"analysis,omitempty"`
 }
 
 // CanaryStepApplyConfiguration constructs a declarative configuration of the CanaryStep type for use with
@@ -54,5 +60,13 @@ func (b *CanaryStepApplyConfiguration) WithSetWeight(value int32) *CanaryStepApp
 // If called multiple times, the Pause field is set to the value of the last call.
 func (b *CanaryStepApplyConfiguration) WithPause(value *CanaryPauseApplyConfiguration) *CanaryStepApplyConfiguration {
 	b.Pause = value
+	return b
+}
+
+// WithAnalysis sets the Analysis field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Analysis field is set to the value of the last call.
+func (b *CanaryStepApplyConfiguration) WithAnalysis(value *AnalysisStepApplyConfiguration) *CanaryStepApplyConfiguration {
+	b.Analysis = value
 	return b
 }

@@ -51,6 +51,11 @@ type CanaryStrategyApplyConfiguration struct {
 	// they ran as stable before. A change back to the current stable template during a
 	// rollout always ends it at once. 0 turns the window off. Defaults to 3.
 	RollbackWindow *int32 `json:"rollbackWindow,omitempty"`
+	// Analysis runs checks in the background from a step (startingStep) until the
+	// promotion: a check that fails beyond its failureLimit aborts the rollout at any
+	// step (reason AnalysisFailed). Analysis steps ({analysis: {checks}}) are the other
+	// way: they hold the rollout until their checks pass.
+	Analysis *BackgroundAnalysisApplyConfiguration `json:"analysis,omitempty"`
 }
 
 // CanaryStrategyApplyConfiguration constructs a declarative configuration of the CanaryStrategy type for use with
@@ -109,5 +114,13 @@ func (b *CanaryStrategyApplyConfiguration) WithReadyDeadlineSeconds(value int32)
 // If called multiple times, the RollbackWindow field is set to the value of the last call.
 func (b *CanaryStrategyApplyConfiguration) WithRollbackWindow(value int32) *CanaryStrategyApplyConfiguration {
 	b.RollbackWindow = &value
+	return b
+}
+
+// WithAnalysis sets the Analysis field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Analysis field is set to the value of the last call.
+func (b *CanaryStrategyApplyConfiguration) WithAnalysis(value *BackgroundAnalysisApplyConfiguration) *CanaryStrategyApplyConfiguration {
+	b.Analysis = value
 	return b
 }

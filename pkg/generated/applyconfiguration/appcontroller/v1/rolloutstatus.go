@@ -52,8 +52,9 @@ type RolloutStatusApplyConfiguration struct {
 	// `promote`.
 	PausedByRequest *bool `json:"pausedByRequest,omitempty"`
 	// AbortReason is why the rollout was aborted: a reason of the App's pods
-	// (ImagePullFailed, CrashLoopBackOff, ...), ProgressDeadlineExceeded,
-	// AbortRequested or AnalysisFailed (a check of the canary failed).
+	// (ImagePullFailed, CrashLoopBackOff, ...), ProgressDeadlineExceeded, AbortRequested,
+	// AnalysisFailed (a check of the canary failed), AnalysisInconclusive or
+	// PrometheusNotConfigured.
 	AbortReason *string `json:"abortReason,omitempty"`
 	// AbortMessage says why the rollout was aborted, naming the canary pod and its
 	// container (it is kept when the canary pods are gone).
@@ -66,6 +67,10 @@ type RolloutStatusApplyConfiguration struct {
 	// the current one, newest first (spec.rollout.canary.rollbackWindow of them): a
 	// change back to one of them goes at once.
 	RecentStable []string `json:"recentStable,omitempty"`
+	// Analysis is the state of the checks that run at the current step (an analysis
+	// step's, and canary.analysis's from its startingStep): counts and last
+	// measurements. It restarts with each step, and is kept after an abort.
+	Analysis []CheckStatusApplyConfiguration `json:"analysis,omitempty"`
 	// LastRequest is the id of the last `kubectl app` request (the
 	// appcontroller.k8s.io/rollout-request annotation) the controller handled: a request
 	// is handled once, and one re-applied from an old manifest does nothing.
@@ -172,6 +177,19 @@ func (b *RolloutStatusApplyConfiguration) WithCanaryScaleDownAt(value metav1.Tim
 func (b *RolloutStatusApplyConfiguration) WithRecentStable(values ...string) *RolloutStatusApplyConfiguration {
 	for i := range values {
 		b.RecentStable = append(b.RecentStable, values[i])
+	}
+	return b
+}
+
+// WithAnalysis adds the given value to the Analysis field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Analysis field.
+func (b *RolloutStatusApplyConfiguration) WithAnalysis(values ...*CheckStatusApplyConfiguration) *RolloutStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithAnalysis")
+		}
+		b.Analysis = append(b.Analysis, *values[i])
 	}
 	return b
 }

@@ -1,0 +1,140 @@
+package analysis
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"strings"
+	"text/template"
+	"time"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+)
+
+// One measurement of a built-in check is one query: the series it needs (the canary's
+// requests and errors, or percentile and count, and the stable's for a relative
+// threshold) come back as samples of one vector, told apart by the labels "track"
+// (canary, stable) and "m" (what the sample is). Prometheus answers in one request what
+// would otherwise be two to four.
+
+// Sample names (the "m" label) of a built-in check's query.
+const (
+	mRequests = "requests" // requests answered over the interval
+	mErrors   = "errors"   // of them, answered 5xx
+	mLatency  = "latency"  // the percentile, in seconds
+)
+
+// Track names (the "track" label).
+const (
+	trackCanary = "canary"
+	trackStable = "stable"
+)
+
+// Gateway metrics the built-in checks read: Traefik's, per backend Service. Traefik's
+// Gateway API provider names a backend service NAMESPACE-SERVICE-PORT and its metrics
+// carry it, with the provider's suffix (@kubernetesgateway), as label "service".
+const (
+	traefikRequests = "traefik_service_requests_total"
+	traefikDuration = "traefik_service_request_duration_seconds"
+)
+
+// Pod metrics the built-in checks read: the conventional names of client libraries'
+// HTTP middleware, with Prometheus's labels namespace and pod of the scraped pod.
+const (
+	podRequests = "http_requests_total"
+	podDuration = "http_request_duration_seconds"
+)
+
+// selector returns the label matchers of track's series in source.
+func selector(source appv1.AnalysisSource, t Target, track string) string {
+	if source == appv1.AnalysisSourceGateway {
+		svc := t.StableService
+		if track == trackCanary {
+			svc = t.CanaryService
+		}
+		return fmt.Sprintf(`service=~"%s-%s-[0-9]+(@.+)?"`, regexp.QuoteMeta(t.Namespace), regexp.QuoteMeta(svc))
+	}
+	deploy := t.StableDeployment
+	if track == trackCanary {
+		deploy = t.CanaryDeployment
+	}
+	// A Deployment's pods are named DEPLOYMENT-<pod-template-hash>-<5 characters>: the
+	// stable's pattern does not match the canary's pods (one more dash-separated part).
+	return fmt.Sprintf(`namespace="%s",pod=~"%s-[a-z0-9]+-[a-z0-9]{5}"`, t.Namespace, regexp.QuoteMeta(deploy))
+}
+
+// tag labels the vector of expr with m and track, so that the samples of one query come
+// apart.
+func tag(expr, m, track string) string {
+	return fmt.Sprintf(`label_replace(label_replace(%s, "m", "%s", "", ""), "track", "%s", "", "")`, expr, m, track)
+}
+
+// SuccessRateQuery returns the query of a successRate check of source: the canary's
+// requests and 5xx answers over interval, and the stable's when relative.
+func SuccessRateQuery(source appv1.AnalysisSource, t Target, interval time.Duration, relative bool) string {
+	metric := podRequests
+	if source == appv1.AnalysisSourceGateway {
+		metric = traefikRequests
+	}
+	w := promDuration(interval)
+	tracks := []string{trackCanary}
+	if relative {
+		tracks = append(tracks, trackStable)
+	}
+	parts := make([]string, 0, 2*len(tracks))
+	for _, track := range tracks {
+		sel := selector(source, t, track)
+		parts = append(parts,
+			tag(fmt.Sprintf(`sum(increase(%s{%s}[%s]))`, metric, sel, w), mRequests, track),
+			tag(fmt.Sprintf(`sum(increase(%s{%s,code=~"5.."}[%s]))`, metric, sel, w), mErrors, track))
+	}
+	return strings.Join(parts, " or ")
+}
+
+// LatencyQuery returns the query of a latency check of source: the canary's percentile
+// (0.99 for 99) of request durations and its request count over interval, and the
+// stable's when relative.
+func LatencyQuery(source appv1.AnalysisSource, t Target, interval time.Duration, percentile int32, relative bool) string {
+	metric := podDuration
+	if source == appv1.AnalysisSourceGateway {
+		metric = traefikDuration
+	}
+	w := promDuration(interval)
+	tracks := []string{trackCanary}
+	if relative {
+		tracks = append(tracks, trackStable)
+	}
+	parts := make([]string, 0, 2*len(tracks))
+	for _, track := range tracks {
+		sel := selector(source, t, track)
+		parts = append(parts,
+			tag(fmt.Sprintf(`histogram_quantile(%s, sum by (le) (rate(%s_bucket{%s}[%s])))`, quantile(percentile), metric, sel, w), mLatency, track),
+			tag(fmt.Sprintf(`sum(increase(%s_count{%s}[%s]))`, metric, sel, w), mRequests, track))
+	}
+	return strings.Join(parts, " or ")
+}
+
+// quantile writes percentile p as a PromQL quantile ("0.99", "0.5").
+func quantile(p int32) string {
+	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.2f", float64(p)/100), "0"), ".")
+}
+
+// CustomQuery returns the PromQL of a query check, its template's variables replaced
+// by the App's.
+func CustomQuery(q *appv1.QueryCheck, t Target, interval time.Duration) (string, error) {
+	tmpl, err := template.New("promql").Option("missingkey=error").Parse(q.PromQL)
+	if err != nil {
+		return "", fmt.Errorf("parsing the query's template: %w", err)
+	}
+	var b bytes.Buffer
+	err = tmpl.Execute(&b, queryVars{
+		Namespace: t.Namespace, App: t.App,
+		CanaryService: t.CanaryService, StableService: t.StableService,
+		CanaryDeployment: t.CanaryDeployment, StableDeployment: t.StableDeployment,
+		Interval: promDuration(interval),
+	})
+	if err != nil {
+		return "", fmt.Errorf("filling in the query's template: %w", err)
+	}
+	return b.String(), nil
+}

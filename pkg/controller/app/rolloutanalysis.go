@@ -1,0 +1,116 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/app-controller/app-controller/pkg/analysis"
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/rollout"
+)
+
+// The canary's analysis in a sync (docs/progressive-delivery.md): the checks that run at
+// the rollout's step are measured when due (one measurement per check per interval per
+// App; none when no rollout runs its steps), their counts and last results go to
+// status.rollout.analysis through the state machine (rollout.Observation.Analysis), and
+// what they add up to is the machine's rollout.Observation.Checks. A restarted
+// controller reads the counts and the time of the last measurement from the status: it
+// neither measures again before the interval nor counts afresh.
+
+// analysisTarget returns what app's checks measure at step of its rollout.
+func analysisTarget(app *appv1.App, r *appv1.RolloutStatus, gateway bool) analysis.Target {
+	t := analysis.Target{Namespace: app.Namespace, App: app.Name, Gateway: gateway, Step: r.CurrentStepIndex}
+	if d := app.Spec.DeploymentTemplate; d != nil {
+		t.StableDeployment, t.CanaryDeployment = d.Name, d.Name+appv1.CanarySuffix
+	}
+	if s := app.Spec.ServiceTemplate; s != nil {
+		t.StableService, t.CanaryService = s.Name+appv1.StableSuffix, s.Name+appv1.CanarySuffix
+	}
+	if r.Canary != nil {
+		t.Revision = r.Canary.Revision
+	}
+	return t
+}
+
+// rolloutChecks makes the measurements due at now of the checks that run at the step of
+// rollout state cur (strategy s), and returns their results for the state machine, their
+// state for the status, when the next one is due (0: none), and, for a rollout that asks
+// for metric checks of a controller without Prometheus, the abort that refuses it.
+func (c *Controller) rolloutChecks(ctx context.Context, app *appv1.App, s *appv1.CanaryStrategy, cur *appv1.RolloutStatus, gateway bool,
+	now time.Time) ([]rollout.CheckResult, []appv1.CheckStatus, time.Duration, rollout.Abort) {
+	if cur == nil || cur.Canary == nil || cur.Phase == appv1.RolloutAborted || cur.CurrentStepIndex >= int32(len(s.Steps)) {
+		return nil, nil, 0, rollout.Abort{}
+	}
+	if c.analyzer.Prometheus == nil {
+		if names := analysis.NeedsPrometheus(s); len(names) > 0 {
+			return nil, nil, 0, rollout.Abort{Reason: appv1.ReasonPrometheusNotConfigured, Message: fmt.Sprintf(
+				"the rollout asks for metric checks (%s) and the controller has no Prometheus (--prometheus-url, Helm value prometheus.url): "+
+					"set it, or remove the checks", strings.Join(names, ", "))}
+		}
+	}
+	active := analysis.ActiveChecks(s, cur.CurrentStepIndex)
+	if len(active) == 0 {
+		return nil, nil, 0, rollout.Abort{}
+	}
+	sts := analysis.Statuses(active, cur.Analysis)
+	target := analysisTarget(app, cur, gateway)
+	logger := klog.FromContext(ctx)
+	for i, a := range active {
+		if !analysis.Due(a.Check, &sts[i], now) {
+			continue
+		}
+		m := c.analyzer.Measure(ctx, a.Check, target, now)
+		analysisMeasurements.WithLabelValues(string(m.Phase)).Inc()
+		logger.V(2).Info("Analysis measurement", "check", a.Check.Name, "phase", m.Phase, "value", m.Value, "threshold", m.Threshold, "message", m.Message)
+		logger.V(4).Info("Analysis query", "check", a.Check.Name, "query", m.Query)
+		sts[i] = analysis.Record(sts[i], m, now)
+	}
+	results := make([]rollout.CheckResult, len(active))
+	for i, a := range active {
+		results[i] = checkResult(a, &sts[i])
+	}
+	var next time.Duration
+	if at := analysis.NextDue(active, sts); !at.IsZero() {
+		// A second late: the status stores times to the second.
+		next = max(at.Sub(now)+time.Second, time.Second)
+	}
+	return results, sts, next, rollout.Abort{}
+}
+
+// checkResult is what check a, whose state is st, says to the state machine: Failed
+// beyond its failureLimit; a check of canary.analysis otherwise never holds a step; one
+// of an analysis step has Passed once it passed its count, is Inconclusive while its
+// last measurement was, and Running until then.
+func checkResult(a analysis.Active, st *appv1.CheckStatus) rollout.CheckResult {
+	r := rollout.CheckResult{Name: st.Name, Value: st.Value, Threshold: st.Threshold, Message: st.Message}
+	if st.MeasuredAt != nil {
+		r.MeasuredAt = st.MeasuredAt.Time
+	}
+	switch {
+	case st.Failed > a.Check.FailureLimit:
+		r.Phase = rollout.CheckFailed
+	case a.Step == analysis.BackgroundStep, st.Passed >= ptr.Deref(a.Check.Count, 1):
+		r.Phase = rollout.CheckPassed
+	case st.Phase == appv1.AnalysisInconclusive, st.Phase == appv1.AnalysisError:
+		r.Phase = rollout.CheckInconclusive
+	default:
+		r.Phase = rollout.CheckRunning
+	}
+	return r
+}
+
+// notify sends the rollout's notification of an Event of app, when the controller has
+// a notifier and the Event is one of a rollout's (started, step, paused, aborted,
+// promoted); it never waits.
+func (c *Controller) notify(app *appv1.App, n rollout.Note) {
+	event := analysis.EventOf(n.Reason)
+	if c.notifier == nil || event == "" {
+		return
+	}
+	c.notifier.Notify(analysis.Notification{Event: event, Namespace: app.Namespace, App: app.Name, Reason: n.Reason, Message: n.Message, Time: c.clock.Now().UTC()})
+}
