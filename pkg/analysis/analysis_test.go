@@ -62,16 +62,16 @@ func TestQueries(t *testing.T) {
 		name, got, want string
 	}{
 		{"success rate, gateway", SuccessRateQuery(appv1.AnalysisSourceGateway, target, time.Minute, false),
-			`label_replace(label_replace(sum(increase(traefik_service_requests_total{service=~"shop-web-canary-[0-9]+(@.+)?"}[60s])), "m", "requests", "", ""), "track", "canary", "", "")` +
-				` or label_replace(label_replace(sum(increase(traefik_service_requests_total{service=~"shop-web-canary-[0-9]+(@.+)?",code=~"5.."}[60s])), "m", "errors", "", ""), "track", "canary", "", "")`},
+			`label_replace(label_replace(sum(increase(traefik_service_requests_total{service=~"shop-web-canary(-[a-z0-9]([-a-z0-9]*[a-z0-9])?)?-[0-9]+(@.+)?"}[60s])), "m", "requests", "", ""), "track", "canary", "", "")` +
+				` or label_replace(label_replace(sum(increase(traefik_service_requests_total{service=~"shop-web-canary(-[a-z0-9]([-a-z0-9]*[a-z0-9])?)?-[0-9]+(@.+)?",code=~"5.."}[60s])), "m", "errors", "", ""), "track", "canary", "", "")`},
 		{"success rate, pods, relative", SuccessRateQuery(appv1.AnalysisSourcePods, pods, 30*time.Second, true),
 			`label_replace(label_replace(sum(increase(http_requests_total{namespace="shop",pod=~"web-canary-[a-z0-9]+-[a-z0-9]{5}"}[30s])), "m", "requests", "", ""), "track", "canary", "", "")` +
 				` or label_replace(label_replace(sum(increase(http_requests_total{namespace="shop",pod=~"web-canary-[a-z0-9]+-[a-z0-9]{5}",code=~"5.."}[30s])), "m", "errors", "", ""), "track", "canary", "", "")` +
 				` or label_replace(label_replace(sum(increase(http_requests_total{namespace="shop",pod=~"web-[a-z0-9]+-[a-z0-9]{5}"}[30s])), "m", "requests", "", ""), "track", "stable", "", "")` +
 				` or label_replace(label_replace(sum(increase(http_requests_total{namespace="shop",pod=~"web-[a-z0-9]+-[a-z0-9]{5}",code=~"5.."}[30s])), "m", "errors", "", ""), "track", "stable", "", "")`},
 		{"latency p99, gateway", LatencyQuery(appv1.AnalysisSourceGateway, target, time.Minute, 99, false),
-			`label_replace(label_replace(histogram_quantile(0.99, sum by (le) (rate(traefik_service_request_duration_seconds_bucket{service=~"shop-web-canary-[0-9]+(@.+)?"}[60s]))), "m", "latency", "", ""), "track", "canary", "", "")` +
-				` or label_replace(label_replace(sum(increase(traefik_service_request_duration_seconds_count{service=~"shop-web-canary-[0-9]+(@.+)?"}[60s])), "m", "requests", "", ""), "track", "canary", "", "")`},
+			`label_replace(label_replace(histogram_quantile(0.99, sum by (le) (rate(traefik_service_request_duration_seconds_bucket{service=~"shop-web-canary(-[a-z0-9]([-a-z0-9]*[a-z0-9])?)?-[0-9]+(@.+)?"}[60s]))), "m", "latency", "", ""), "track", "canary", "", "")` +
+				` or label_replace(label_replace(sum(increase(traefik_service_request_duration_seconds_count{service=~"shop-web-canary(-[a-z0-9]([-a-z0-9]*[a-z0-9])?)?-[0-9]+(@.+)?"}[60s])), "m", "requests", "", ""), "track", "canary", "", "")`},
 		{"latency p50, pods, relative", LatencyQuery(appv1.AnalysisSourcePods, pods, 2*time.Minute, 50, true),
 			`label_replace(label_replace(histogram_quantile(0.5, sum by (le) (rate(http_request_duration_seconds_bucket{namespace="shop",pod=~"web-canary-[a-z0-9]+-[a-z0-9]{5}"}[120s]))), "m", "latency", "", ""), "track", "canary", "", "")` +
 				` or label_replace(label_replace(sum(increase(http_request_duration_seconds_count{namespace="shop",pod=~"web-canary-[a-z0-9]+-[a-z0-9]{5}"}[120s])), "m", "requests", "", ""), "track", "canary", "", "")` +

@@ -31,8 +31,10 @@ const (
 )
 
 // Gateway metrics the built-in checks read: Traefik's, per backend Service. Traefik's
-// Gateway API provider names a backend service NAMESPACE-SERVICE-PORT and its metrics
-// carry it, with the provider's suffix (@kubernetesgateway), as label "service".
+// Gateway API provider names a backend service NAMESPACE-SERVICE-PORTNAME-PORT (the
+// port's name when it has one: test/e2e/analysis saw
+// "NS-web-canary-http-80@kubernetesgateway" for the App's canary Service) and its
+// metrics carry it, with the provider's suffix (@kubernetesgateway), as label "service".
 const (
 	traefikRequests = "traefik_service_requests_total"
 	traefikDuration = "traefik_service_request_duration_seconds"
@@ -52,7 +54,7 @@ func selector(source appv1.AnalysisSource, t Target, track string) string {
 		if track == trackCanary {
 			svc = t.CanaryService
 		}
-		return fmt.Sprintf(`service=~"%s-%s-[0-9]+(@.+)?"`, regexp.QuoteMeta(t.Namespace), regexp.QuoteMeta(svc))
+		return fmt.Sprintf(`service=~"%s-%s(-[a-z0-9]([-a-z0-9]*[a-z0-9])?)?-[0-9]+(@.+)?"`, regexp.QuoteMeta(t.Namespace), regexp.QuoteMeta(svc))
 	}
 	deploy := t.StableDeployment
 	if track == trackCanary {

@@ -1,13 +1,11 @@
-//go:build e2e_analysis
-
 // Package analysis_test proves, on a real node, what the canary analysis reads: a real
 // Prometheus (realnode.InstallPrometheus, Debian's 2.42) scraping Traefik as the Gateway
 // and the pods of an App that runs test/images/demoapp, while demoapp's load generator
 // sends requests through the Gateway from inside the cluster. make e2e (so make test)
 // builds Traefik's image and names it in TRAEFIK_IMAGE_LAYOUT; without it (go test
-// alone) the package says in one line that it skipped. Not yet run on a real node: it
-// builds only with -tags e2e_analysis (doc.go), so make e2e leaves it out until it has
-// passed once.
+// alone) the package says in one line that it skipped. Traefik names the App's Services
+// NAMESPACE-SERVICE-PORTNAME-PORT@kubernetesgateway in its metrics' label "service"
+// (pkg/analysis's Gateway queries select them so); the test logs them.
 package analysis_test
 
 import (
