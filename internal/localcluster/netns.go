@@ -86,6 +86,9 @@ func setupNodeNetwork(ctx context.Context) (*nodeNetwork, error) {
 	if n == nil {
 		return nil, fmt.Errorf("no free node network namespace among %s1..%d", nodeNetnsPrefix, maxNodeNetworks)
 	}
+	if err := clearStaleHostLink(ctx, n.name); err != nil {
+		return nil, errors.Join(err, n.teardown(ctx))
+	}
 	steps := [][]string{
 		{"ip", "link", "add", n.name, "type", "veth", "peer", "name", nodeIfName, "netns", n.name}, //nolint:goconst // words of ip(8) command lines, not one value to name
 		{"ip", "addr", "add", n.hostIP + "/30", "dev", n.name},
@@ -132,6 +135,37 @@ func setupNodeNetwork(ctx context.Context) (*nodeNetwork, error) {
 		return nil, errors.Join(fmt.Errorf("isolating the node's pods: %w", err), n.teardown(ctx))
 	}
 	return n, nil
+}
+
+// staleLinkWait bounds how long clearStaleHostLink waits for the kernel to remove the
+// host end of a node network that another cluster has just torn down.
+const staleLinkWait = 10 * time.Second
+
+// clearStaleHostLink makes sure the host has no interface named name before the veth pair
+// of that name is made. This cluster holds the namespace of that name (ip netns add
+// succeeded), so such an interface is the host end of the namespace another cluster has
+// just deleted: `ip netns delete` frees the name at once, while the kernel removes the
+// namespace's interfaces a moment later, once its last reference is gone. It waits up
+// to staleLinkWait for the kernel, then deletes the interface itself.
+func clearStaleHostLink(ctx context.Context, name string) error {
+	deadline := time.Now().Add(staleLinkWait)
+	for {
+		if run(ctx, "ip", "link", "show", "dev", name) != nil {
+			return nil // no such interface
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the stale host interface %s to go: %w", name, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if err := run(ctx, "ip", "link", "delete", name); err != nil && run(ctx, "ip", "link", "show", "dev", name) == nil {
+		return fmt.Errorf("deleting the stale host interface %s of a torn-down node network: %w", name, err)
+	}
+	return nil
 }
 
 // teardown deletes the namespace (which deletes the veth pair, the bridge and every
