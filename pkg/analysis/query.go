@@ -79,18 +79,12 @@ func SuccessRateQuery(source appv1.AnalysisSource, t Target, interval time.Durat
 		metric = traefikRequests
 	}
 	w := promDuration(interval)
-	tracks := []string{trackCanary}
-	if relative {
-		tracks = append(tracks, trackStable)
-	}
-	parts := make([]string, 0, 2*len(tracks))
-	for _, track := range tracks {
-		sel := selector(source, t, track)
-		parts = append(parts,
+	return perTrack(source, t, relative, func(sel, track string) []string {
+		return []string{
 			tag(fmt.Sprintf(`sum(increase(%s{%s}[%s]))`, metric, sel, w), mRequests, track),
-			tag(fmt.Sprintf(`sum(increase(%s{%s,code=~"5.."}[%s]))`, metric, sel, w), mErrors, track))
-	}
-	return strings.Join(parts, " or ")
+			tag(fmt.Sprintf(`sum(increase(%s{%s,code=~"5.."}[%s]))`, metric, sel, w), mErrors, track),
+		}
+	})
 }
 
 // LatencyQuery returns the query of a latency check of source: the canary's percentile
@@ -102,16 +96,24 @@ func LatencyQuery(source appv1.AnalysisSource, t Target, interval time.Duration,
 		metric = traefikDuration
 	}
 	w := promDuration(interval)
+	return perTrack(source, t, relative, func(sel, track string) []string {
+		return []string{
+			tag(fmt.Sprintf(`histogram_quantile(%s, sum by (le) (rate(%s_bucket{%s}[%s])))`, quantile(percentile), metric, sel, w), mLatency, track),
+			tag(fmt.Sprintf(`sum(increase(%s_count{%s}[%s]))`, metric, sel, w), mRequests, track),
+		}
+	})
+}
+
+// perTrack joins into one query the tagged expressions that exprs makes of the
+// canary's selector, and of the stable's when relative.
+func perTrack(source appv1.AnalysisSource, t Target, relative bool, exprs func(sel, track string) []string) string {
 	tracks := []string{trackCanary}
 	if relative {
 		tracks = append(tracks, trackStable)
 	}
 	parts := make([]string, 0, 2*len(tracks))
 	for _, track := range tracks {
-		sel := selector(source, t, track)
-		parts = append(parts,
-			tag(fmt.Sprintf(`histogram_quantile(%s, sum by (le) (rate(%s_bucket{%s}[%s])))`, quantile(percentile), metric, sel, w), mLatency, track),
-			tag(fmt.Sprintf(`sum(increase(%s_count{%s}[%s]))`, metric, sel, w), mRequests, track))
+		parts = append(parts, exprs(selector(source, t, track), track)...)
 	}
 	return strings.Join(parts, " or ")
 }
