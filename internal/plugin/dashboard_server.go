@@ -255,7 +255,7 @@ func (s *dashServer) listStream(w http.ResponseWriter, r *http.Request) {
 	if stream.send("rows", snapshot) != nil {
 		return
 	}
-	s.follow(r.Context(), stream, sub, func() error {
+	s.follow(r.Context(), stream, sub, nil, func() error {
 		var u rowUpdate
 		for _, c := range sub.take() {
 			key := c.namespace + "/" + c.app
@@ -274,9 +274,10 @@ func (s *dashServer) listStream(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// follow calls update, after coalesce, each time sub has changes, until the request
-// ends or a write fails; it pings the client meanwhile.
-func (s *dashServer) follow(ctx context.Context, stream *sse, sub *subscription, update func() error) {
+// follow calls update, after coalesce, each time sub has changes, and sends each tree
+// that trees hands over as event "tree" (a nil trees hands none), until the request ends
+// or a write fails; it pings the client meanwhile.
+func (s *dashServer) follow(ctx context.Context, stream *sse, sub *subscription, trees <-chan string, update func() error) {
 	ping := time.NewTicker(keepAlive)
 	defer ping.Stop()
 	for {
@@ -285,6 +286,10 @@ func (s *dashServer) follow(ctx context.Context, stream *sse, sub *subscription,
 			return
 		case <-ping.C:
 			if stream.ping() != nil {
+				return
+			}
+		case html := <-trees:
+			if stream.send("tree", html) != nil {
 				return
 			}
 		case <-sub.wake:
@@ -336,36 +341,17 @@ func (s *dashServer) appStream(w http.ResponseWriter, r *http.Request) {
 	if sendDetail() != nil {
 		return
 	}
-	ping := time.NewTicker(keepAlive)
-	defer ping.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ping.C:
-			if stream.ping() != nil {
-				return
-			}
-		case html := <-trees:
-			if stream.send("tree", html) != nil {
-				return
-			}
-		case <-sub.wake:
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(coalesce):
-			}
-			sub.take()
-			if sendDetail() != nil {
-				return
-			}
-			select {
-			case treeWanted <- struct{}{}:
-			default:
-			}
+	s.follow(ctx, stream, sub, trees, func() error {
+		sub.take()
+		if err := sendDetail(); err != nil {
+			return err
 		}
-	}
+		select {
+		case treeWanted <- struct{}{}:
+		default:
+		}
+		return nil
+	})
 }
 
 // walkTrees builds the tree of the App namespace/name each time one is wanted, at most
