@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -118,10 +119,15 @@ func TestClassify(t *testing.T) {
 	}
 	writes = append(writes,
 		write{resource: "services", namespace: "soak-0", name: "a00001-svc", at: t0.Add(time.Second), code: 201},
-		write{resource: "apps/status", namespace: "soak-0", name: "a00001", at: t0.Add(time.Second), code: 404})
+		write{resource: "apps/status", namespace: "soak-0", name: "a00001", at: t0.Add(time.Second), code: 404},
+		// An Event recorded before the deletion and posted after it, one recorded after it,
+		// and a patch (a repeat's count) after it.
+		write{verb: "create", resource: "events", namespace: "soak-0", name: fmt.Sprintf("a00001.%x", t0.Add(-time.Second).UnixNano()), at: t0.Add(4 * time.Second), code: 201},
+		write{verb: "create", resource: "events", namespace: "soak-0", name: fmt.Sprintf("a00001.%x", t0.Add(time.Second).UnixNano()), at: t0.Add(4 * time.Second), code: 201},
+		write{verb: "patch", resource: "events", namespace: "soak-0", name: fmt.Sprintf("a00001.%x", t0.Add(-time.Second).UnixNano()), at: t0.Add(4 * time.Second), code: 200})
 	w.classify(writes, []string{"soak-0"}, map[string]time.Time{"soak-0/a00001": t0})
 	want := []string{"lease", "event", "status", "child", "child", "child", "child", "foreign", "foreign", "foreign", "foreign",
-		"after-delete", "status"}
+		"after-delete", "status", "event", "after-delete", "after-delete"}
 	for i, wr := range writes {
 		if wr.classification != want[i] {
 			t.Errorf("%s %s/%s: %s, want %s", wr.resource, wr.namespace, wr.name, wr.classification, want[i])

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -81,8 +83,8 @@ const (
 // classify says what each write is: "lease", "event", "auth", "status" or "child"
 // (allowed); "foreign": a write to an object no App of the run controls; "after-delete":
 // a write that went through to an App's object (a child, its status, an Event about it)
-// after the App was deleted (deleted: when, from the audit log), made from a stale
-// cache.
+// after the App was deleted (deleted: when, from the audit log; the write's time is
+// madeAt's), made from a stale cache.
 func (w *world) classify(writes []write, soakNamespaces []string, deleted map[string]time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -104,10 +106,33 @@ func (w *world) classify(writes []write, soakNamespaces []string, deleted map[st
 		default:
 			wr.classification = writeForeign
 		}
-		if at, ok := deleted[wr.owner]; ok && wr.owner != "" && wr.classification != writeForeign && wr.at.After(at) && wr.code < 300 {
+		if at, ok := deleted[wr.owner]; ok && wr.owner != "" && wr.classification != writeForeign && wr.madeAt().After(at) && wr.code < 300 {
 			wr.classification = writeAfterDelete
 		}
 	}
+}
+
+// madeAt is when the controller made the write: for an Event's creation, the time the
+// recorder stamped into its name (client-go names an Event REGARDING.<UnixNano in hex>
+// when it is recorded, and its broadcaster posts it later, seconds later on a loaded
+// machine or while the API server restarts); for every other write, the audit log's.
+// An Event recorded while its App existed is not a write made from a stale cache.
+func (wr *write) madeAt() time.Time {
+	if wr.resource != "events" || wr.verb != "create" {
+		return wr.at
+	}
+	i := strings.LastIndexByte(wr.name, '.')
+	if i < 0 {
+		return wr.at
+	}
+	ns, err := strconv.ParseInt(wr.name[i+1:], 16, 64)
+	if err != nil || ns <= 0 {
+		return wr.at
+	}
+	if t := time.Unix(0, ns); t.Before(wr.at) {
+		return t
+	}
+	return wr.at
 }
 
 // rateBin is the controller's writes per second in a bin of time.
