@@ -25,8 +25,9 @@ type write struct {
 	code            int
 	user            string
 	// owner is the App of the run the object belongs to, classification what the
-	// write is (classify).
+	// write is (classify), ownerDeleted when the owner was deleted (zero if it was not).
 	owner, classification string
+	ownerDeleted          time.Time
 }
 
 // readWrites reads the controller's writes (users) from the audit log at path, and
@@ -106,8 +107,11 @@ func (w *world) classify(writes []write, soakNamespaces []string, deleted map[st
 		default:
 			wr.classification = writeForeign
 		}
-		if at, ok := deleted[wr.owner]; ok && wr.owner != "" && wr.classification != writeForeign && wr.madeAt().After(at) && wr.code < 300 {
-			wr.classification = writeAfterDelete
+		if at, ok := deleted[wr.owner]; ok && wr.owner != "" && wr.classification != writeForeign {
+			wr.ownerDeleted = at
+			if wr.madeAt().After(at) && wr.code < 300 {
+				wr.classification = writeAfterDelete
+			}
 		}
 	}
 }
@@ -390,13 +394,25 @@ func summarizeCosts(kind string, cs []changeCost, start, end time.Time) ChangeWr
 // then costs its writes again).
 const growthAllowance = 1.25
 
-// writesClassified lists the writes classified as class.
+// stampMilli is the time of a write in the report's lines.
+const stampMilli = "2006-01-02T15:04:05.000Z07:00"
+
+// writesClassified lists the writes classified as class, with when the write was made
+// when that differs from when it went through, and when its App was deleted.
 func writesClassified(writes []write, class string) []string {
 	var out []string
 	for _, wr := range writes {
-		if wr.classification == class {
-			out = append(out, fmt.Sprintf("%s %s %s %s/%s (%d) by %s", wr.at.Format(time.RFC3339), wr.verb, wr.resource, wr.namespace, wr.name, wr.code, wr.user))
+		if wr.classification != class {
+			continue
 		}
+		line := fmt.Sprintf("%s %s %s %s/%s (%d) by %s", wr.at.Format(stampMilli), wr.verb, wr.resource, wr.namespace, wr.name, wr.code, wr.user)
+		if made := wr.madeAt(); !made.Equal(wr.at) {
+			line += ", made " + made.Format(stampMilli)
+		}
+		if !wr.ownerDeleted.IsZero() {
+			line += ", its App deleted " + wr.ownerDeleted.Format(stampMilli)
+		}
+		out = append(out, line)
 	}
 	return out
 }
