@@ -132,7 +132,9 @@ func TestRolloutMirrorUnsupported(t *testing.T) {
 	if got := w.routeRules(); got != "stable:100 canary:0" {
 		t.Errorf("route %s, want 100/0 alone", got)
 	}
-	if !slices.ContainsFunc(w.events, func(e string) bool { return strings.Contains(e, "MirrorUnsupported") || strings.Contains(e, "lack HTTPRouteRequestMirror") }) {
+	if !slices.ContainsFunc(w.events, func(e string) bool {
+		return strings.Contains(e, "MirrorUnsupported") || strings.Contains(e, "lack HTTPRouteRequestMirror")
+	}) {
 		t.Errorf("no Event names the mirror: %q", w.events)
 	}
 }

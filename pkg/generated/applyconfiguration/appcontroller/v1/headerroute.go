@@ -28,8 +28,10 @@ package v1
 // the promotion, at an abort and when the rollout ends otherwise. HTTPRoute only
 // (route.parentRefs). Argo Rollouts' setHeaderRoute; Flagger's A/B testing matches.
 //
-// Example: requests with X-Canary: always, or the cookie canary=yes.
+// Example: requests with X-Canary: always go to the canary, then those with the cookie
+// canary=yes instead.
 //
+// steps:
 // - setHeaderRoute:
 // match:
 // - header: X-Canary
