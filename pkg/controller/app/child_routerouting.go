@@ -8,7 +8,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
@@ -120,11 +119,13 @@ func (c *Controller) mirrorCheck(ctx context.Context, app *appv1.App, s *appv1.C
 // mirrorUnsupported says why the Gateways of app's route cannot mirror percent of the
 // requests: the first whose GatewayClass lists its supported features
 // (status.supportedFeatures) without HTTPRouteRequestMirror, or, below 100%,
-// HTTPRouteRequestPercentageMirror. "" when they all list it, or when a Gateway or its
-// class cannot be read or lists nothing: the Gateway then reports what it does with
-// the filter in the HTTPRoute's status, if anything. A Gateway that does not support
-// the filter may otherwise answer the whole rule with errors (Traefik 3.6 answers 500):
-// the mirror is never written to one that says so.
+// HTTPRouteRequestPercentageMirror; or that the controller cannot read a Gateway or its
+// class (not allowed to: a controller that watches some namespaces only), so cannot
+// tell. "" when they all list it, or a Gateway or its class does not exist (nothing
+// routes through it), or a class lists nothing: the Gateway then reports what it does
+// with the filter in the HTTPRoute's status, if anything. A Gateway that does not support
+// the filter may answer the whole rule with errors (Traefik 3.6 answers 500): the mirror
+// is never written to one that says so, nor to one the controller cannot read.
 func (c *Controller) mirrorUnsupported(ctx context.Context, app *appv1.App, percent int32) string {
 	if c.gatewayClient == nil {
 		return ""
@@ -133,25 +134,24 @@ func (c *Controller) mirrorUnsupported(ctx context.Context, app *appv1.App, perc
 	if percent < 100 {
 		want = append(want, featureRequestPercentageMirror)
 	}
-	logger := klog.FromContext(ctx)
 	for _, p := range c.route.parents(app) {
 		ns := p.Namespace
 		if ns == "" {
 			ns = app.Namespace
 		}
 		gw, err := c.gatewayClient.GatewayV1().Gateways(ns).Get(ctx, p.Name, metav1.GetOptions{})
-		if err != nil {
-			if !apierrors.IsNotFound(err) {
-				logger.V(2).Info("Cannot read the Gateway of a mirror", "gateway", klog.KRef(ns, p.Name), "err", err)
-			}
+		switch {
+		case apierrors.IsNotFound(err):
 			continue
+		case err != nil:
+			return fmt.Sprintf("cannot tell whether Gateway %s supports mirroring: reading it: %v", p.String(app.Namespace), err)
 		}
 		class, err := c.gatewayClient.GatewayV1().GatewayClasses().Get(ctx, string(gw.Spec.GatewayClassName), metav1.GetOptions{})
-		if err != nil {
-			if !apierrors.IsNotFound(err) {
-				logger.V(2).Info("Cannot read the GatewayClass of a mirror", "gatewayClass", gw.Spec.GatewayClassName, "err", err)
-			}
+		switch {
+		case apierrors.IsNotFound(err):
 			continue
+		case err != nil:
+			return fmt.Sprintf("cannot tell whether Gateway %s supports mirroring: reading its GatewayClass %s: %v", p.String(app.Namespace), gw.Spec.GatewayClassName, err)
 		}
 		features := class.Status.SupportedFeatures
 		if len(features) == 0 {

@@ -1,11 +1,14 @@
 package app
 
 import (
+	"errors"
+
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	core "k8s.io/client-go/testing"
@@ -174,4 +177,27 @@ func (w *world) routeRules() string {
 		rules = append(rules, strings.Join(parts, " "))
 	}
 	return strings.Join(rules, " | ")
+}
+
+// TestRolloutMirrorGatewayUnreadable: a Gateway the controller may not read (a
+// controller that watches some namespaces only) cannot be told to support the mirror:
+// the rollout aborts, saying so, rather than write a filter the Gateway may answer with
+// errors.
+func TestRolloutMirrorGatewayUnreadable(t *testing.T) {
+	w := routingWorld(t, func(w *world) {
+		w.f.gatewayClient.PrependReactor("get", "gateways", func(a core.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(gatewayv1.Resource("gateways"), a.(core.GetAction).GetName(), errors.New("not allowed"))
+		})
+	})
+	w.step("the canary up: the header route", []string{"patch httproutes web"}, "Progressing 0")
+	w.step("setWeight 25", []string{"patch apps/status web", "patch httproutes web"}, "Progressing 1")
+	w.step("the mirror's step", []string{"patch apps/status web"}, "Progressing 2")
+	w.step("cannot tell: aborted", []string{"patch apps/status web", "patch httproutes web"}, "Aborted 2")
+	r := w.app().Status.Rollout
+	if want := `cannot tell whether Gateway tcs/public supports mirroring: reading it: gateways.gateway.networking.k8s.io "public" is forbidden: not allowed`; r.AbortReason != appv1.ReasonMirrorUnsupported || r.AbortMessage != want {
+		t.Errorf("abort %s: %s\nwant %s", r.AbortReason, r.AbortMessage, want)
+	}
+	if got := w.routeRules(); got != "stable:100 canary:0" {
+		t.Errorf("route %s, want 100/0 alone", got)
+	}
 }

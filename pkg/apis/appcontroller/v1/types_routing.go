@@ -7,7 +7,8 @@ import (
 
 // ReasonMirrorUnsupported: status.rollout.abortReason of a rollout whose
 // setMirrorRoute step the App's Gateway cannot do (its GatewayClass does not list
-// HTTPRouteRequestMirror, or HTTPRouteRequestPercentageMirror below 100%).
+// HTTPRouteRequestMirror, or HTTPRouteRequestPercentageMirror below 100%), or cannot
+// be told to (the controller may not read the Gateway or its class).
 const ReasonMirrorUnsupported = "MirrorUnsupported"
 
 // HeaderRoute sends the requests that match to the canary, whatever its weight: a
@@ -108,8 +109,10 @@ func (h HeaderRoute) String() string {
 // stops it), and goes at the promotion, at an abort and when the rollout ends
 // otherwise. HTTPRoute only (route.parentRefs), and only through a Gateway that
 // supports the filter: a rollout to a Gateway whose GatewayClass does not list
-// HTTPRouteRequestMirror (Traefik 3.6's, for one) aborts (reason MirrorUnsupported)
-// without writing it. Argo Rollouts' setMirrorRoute.
+// HTTPRouteRequestMirror in its status.supportedFeatures (Traefik 3.6's, for one), or
+// HTTPRouteRequestPercentageMirror below 100%, or whose Gateway or class the controller
+// may not read, aborts at this step (reason MirrorUnsupported) without writing it. Argo
+// Rollouts' setMirrorRoute.
 type MirrorRoute struct {
 	// Percent of the requests copied to the canary, from 0 (no mirror) to 100.
 	// +required

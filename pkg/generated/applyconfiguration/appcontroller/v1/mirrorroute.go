@@ -27,8 +27,10 @@ package v1
 // stops it), and goes at the promotion, at an abort and when the rollout ends
 // otherwise. HTTPRoute only (route.parentRefs), and only through a Gateway that
 // supports the filter: a rollout to a Gateway whose GatewayClass does not list
-// HTTPRouteRequestMirror (Traefik 3.6's, for one) aborts (reason MirrorUnsupported)
-// without writing it. Argo Rollouts' setMirrorRoute.
+// HTTPRouteRequestMirror in its status.supportedFeatures (Traefik 3.6's, for one), or
+// HTTPRouteRequestPercentageMirror below 100%, or whose Gateway or class the controller
+// may not read, aborts at this step (reason MirrorUnsupported) without writing it. Argo
+// Rollouts' setMirrorRoute.
 type MirrorRouteApplyConfiguration struct {
 	// Percent of the requests copied to the canary, from 0 (no mirror) to 100.
 	Percent *int32 `json:"percent,omitempty"`
