@@ -360,6 +360,10 @@ func (m *machine) stepEnded(how string) {
 		kind = "pause"
 	case m.s.Steps[k].Analysis != nil:
 		kind = "analysis"
+	case m.s.Steps[k].SetHeaderRoute != nil:
+		kind = "setHeaderRoute"
+	case m.s.Steps[k].SetMirrorRoute != nil:
+		kind = "setMirrorRoute"
 	}
 	var took float64
 	if r.StepStartedAt != nil {
@@ -395,7 +399,7 @@ func (m *machine) advance() {
 		}
 		step := m.s.Steps[r.CurrentStepIndex]
 		since := o.Now.Sub(r.StepStartedAt.Time)
-		if step.SetWeight != nil && !o.StepDone && since >= time.Duration(ptr.Deref(m.s.ProgressDeadlineSeconds, 600))*time.Second {
+		if (step.SetWeight != nil || routingStep(step)) && !o.StepDone && since >= time.Duration(ptr.Deref(m.s.ProgressDeadlineSeconds, 600))*time.Second {
 			m.abort(Abort{Reason: appv1.ReasonProgressDeadlineExceeded, Message: fmt.Sprintf(
 				"step %d (%s) did not complete within progressDeadlineSeconds (%ds): the canary's pods were not available, or the weight not in effect",
 				r.CurrentStepIndex+1, step.String(), ptr.Deref(m.s.ProgressDeadlineSeconds, 600))})
@@ -417,6 +421,8 @@ func (m *machine) advance() {
 			m.stepEnded("with its checks passed")
 		case step.SetWeight != nil && o.StepDone:
 			m.stepEnded("with its weight in effect")
+		case routingStep(step) && o.StepDone:
+			m.stepEnded("with its route in effect")
 		case step.Pause != nil && step.Pause.Duration != nil && since >= step.Pause.Duration.Duration:
 			m.stepEnded("after its duration")
 		}
@@ -488,6 +494,9 @@ func (m *machine) message() string {
 	k := r.CurrentStepIndex
 	step := m.s.Steps[k]
 	at := fmt.Sprintf("Rollout to revision %s, step %d of %d (%s), canary at %d%%", r.Canary.Revision, k+1, n, step.String(), r.CanaryWeight)
+	if d := RoutingDescription(m.s, k); d != "" {
+		at += " and " + d
+	}
 	_, holding := judge(m.o.Checks)
 	switch {
 	case r.PausedByRequest:
@@ -500,6 +509,9 @@ func (m *machine) message() string {
 		return at + fmt.Sprintf(": paused until %s", r.StepStartedAt.Add(step.Pause.Duration.Duration).UTC().Format(time.RFC3339))
 	case step.Analysis != nil:
 		return at + ": running its checks"
+	}
+	if routingStep(step) {
+		return at + ": waiting for the canary's pods and the route"
 	}
 	return at + ": waiting for the canary's pods and the weight"
 }

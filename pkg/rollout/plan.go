@@ -24,6 +24,9 @@ type Plan struct {
 	// Services exist (also while the HTTPRoute may still send to them).
 	Split         *Split
 	SplitServices bool
+	// Routing is what the HTTPRoute does for the canary beside Split: a header route,
+	// a mirror (routing.go); only while a step that asks for it runs.
+	Routing Routing
 	// StableHash is the pod-template-hash the stable Service selects.
 	StableHash string
 	// StepDone: the children are where the state wants them (Observation.StepDone);
@@ -57,6 +60,12 @@ type Live struct {
 	CanaryWeight int32
 	// StableReplicas is the live stable Deployment's spec count.
 	StableReplicas int32
+	// Routing is the live HTTPRoute's header route and mirror to the canary.
+	Routing Routing
+	// MirrorUnsupported says why the App's Gateway cannot mirror (its GatewayClass does
+	// not list the feature); "": it can, or nobody says it cannot. A mirror is then
+	// never planned, and the observation aborts the rollout.
+	MirrorUnsupported string
 }
 
 // canaryReady reports whether the canary Deployment runs c available pods of its
@@ -139,12 +148,24 @@ func NewPlan(s *appv1.CanaryStrategy, r *appv1.RolloutStatus, l Live, now time.T
 			break
 		}
 		if l.Gateway {
+			// A header route and a mirror (routing.go) may want more canary pods than the
+			// weight; like the weight, each goes live once they are available, and one in
+			// effect stays while a canary pod restarts.
+			routing := RoutingAt(s, r.CurrentStepIndex)
+			if l.MirrorUnsupported != "" {
+				routing.MirrorPercent = 0
+			}
+			c = max(c, routedShare(l.N, w, routing))
+			ready = l.canaryReady(c)
+			p.CanaryReplicas = &c
 			applied := w
+			p.Routing = routing
 			if !ready {
 				applied = min(w, max(l.CanaryWeight, 0))
+				p.Routing = l.Routing
 			}
 			p.Split, p.SplitServices = &Split{Stable: 100 - applied, Canary: applied}, true
-			p.StepDone = ready && l.CanaryWeight == w
+			p.StepDone = ready && l.CanaryWeight == w && l.Routing.Equal(routing)
 			break
 		}
 		// The stable side is scaled down to its share only once the canary's pods are
@@ -201,7 +222,7 @@ func Due(s *appv1.CanaryStrategy, r *appv1.RolloutStatus, now time.Time) time.Du
 	if r.Canary != nil && r.Phase != appv1.RolloutAborted && r.CurrentStepIndex < int32(len(s.Steps)) && r.StepStartedAt != nil {
 		step := s.Steps[r.CurrentStepIndex]
 		switch {
-		case step.SetWeight != nil, step.Analysis != nil:
+		case step.SetWeight != nil, step.Analysis != nil, routingStep(step):
 			// An analysis step's deadline ends one that stays inconclusive; its
 			// measurements are due by their own intervals (pkg/analysis.NextDue).
 			due = append(due, r.StepStartedAt.Add(time.Duration(ptr.Deref(s.ProgressDeadlineSeconds, 600))*time.Second))

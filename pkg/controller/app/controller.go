@@ -139,6 +139,9 @@ type Controller struct {
 	// weights use them (rolloutsync.go).
 	services *serviceChild
 	route    *routeChild
+	// gatewayClient reads the Gateways and GatewayClasses of a canary's mirror
+	// (child_routerouting.go); nil without the Gateway API.
+	gatewayClient gatewayclientset.Interface
 	// rolloutSpecs holds the specs of the stable revisions of rollouts (rolloutversion.go).
 	rolloutSpecs *lru.Cache
 	// pods is the pod cache, indexed by App (podAppIndex).
@@ -247,6 +250,7 @@ type Options struct {
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways;gatewayclasses,verbs=get
 // +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;patch;delete
 
 // NewController wires a Controller to its clients and informers and registers its event
@@ -290,6 +294,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		contest:           newContestTracker(opts.Contest, opts.Clock),
 		ownServiceAccount: opts.OwnServiceAccount,
 		logger:            logger,
+		gatewayClient:     opts.GatewayClient,
 		synced: []cache.InformerSynced{
 			appInformer.HasSynced,
 			podInformer.HasSynced,

@@ -35,6 +35,8 @@ func (c *Controller) observeRollout(ctx context.Context, app *appv1.App, in *syn
 		o.Initial, err = c.initialVersion(ctx, app, in, vs)
 		return o, live, 0, err
 	}
+	// A mirror the Gateway cannot do is never written; the rollout aborts instead.
+	live.MirrorUnsupported = c.mirrorCheck(ctx, app, s, cur, live)
 	plan := rolloutPlan{Plan: rollout.NewPlan(s, cur, live, o.Now)}
 	if plan.StableMustRun {
 		if plan.StepDone, err = c.stableRuns(ctx, app, in, cur, &plan, vs); err != nil {
@@ -45,6 +47,9 @@ func (c *Controller) observeRollout(ctx context.Context, app *appv1.App, in *syn
 	var recheck time.Duration
 	if cur.Canary != nil && cur.CurrentStepIndex < int32(len(s.Steps)) && cur.Phase != appv1.RolloutAborted {
 		o.Failure, recheck = c.canaryFailure(app, canary, s, o.Now)
+		if o.Failure.Reason == "" && live.MirrorUnsupported != "" {
+			o.Failure = rollout.Abort{Reason: appv1.ReasonMirrorUnsupported, Message: live.MirrorUnsupported}
+		}
 	}
 	// The canary's analysis (rolloutanalysis.go): the checks due are measured, their
 	// results and state go to the machine; a rollout that asks for metric checks of a
@@ -108,6 +113,7 @@ func (c *Controller) rolloutLive(app *appv1.App, in *syncInput, canary *appsv1.D
 	}
 	if l.Gateway {
 		l.CanaryWeight = c.route.canaryWeight(app)
+		l.Routing = c.route.liveRouting(app)
 	}
 	return l
 }

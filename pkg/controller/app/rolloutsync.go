@@ -70,6 +70,11 @@ func (c *Controller) syncRollout(ctx context.Context, key cache.ObjectName, app 
 		recheck = controller.RequeueAfter(recheck, rolloutRecheck).RequeueAfter
 	}
 
+	if next != cur && (cur == nil || rollout.RoutingAt(s, next.CurrentStepIndex).MirrorPercent != rollout.RoutingAt(s, cur.CurrentStepIndex).MirrorPercent) {
+		// The new state's step mirrors another share: its mirror is checked before
+		// the route is written (child_routerouting.go).
+		live.MirrorUnsupported = c.mirrorCheck(ctx, app, s, next, live)
+	}
 	plan := rolloutPlan{Plan: rollout.NewPlan(s, next, live, o.Now), state: next, notes: deferred}
 	if err := c.buildRolloutPlan(ctx, app, next, &plan, vs); err != nil {
 		return app, nil, 0, err

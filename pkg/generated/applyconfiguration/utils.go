@@ -66,8 +66,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &appcontrollerv1.DisruptionBudgetApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GatewayRef"):
 		return &appcontrollerv1.GatewayRefApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("HeaderRoute"):
+		return &appcontrollerv1.HeaderRouteApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("LatencyCheck"):
 		return &appcontrollerv1.LatencyCheckApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("MirrorRoute"):
+		return &appcontrollerv1.MirrorRouteApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("QueryCheck"):
 		return &appcontrollerv1.QueryCheckApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ResourceRequirements"):
@@ -82,6 +86,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &appcontrollerv1.RolloutVersionApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("Route"):
 		return &appcontrollerv1.RouteApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("RouteMatch"):
+		return &appcontrollerv1.RouteMatchApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("RoutePath"):
 		return &appcontrollerv1.RoutePathApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("RouteTLS"):

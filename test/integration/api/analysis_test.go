@@ -53,7 +53,7 @@ func TestAnalysisValidation(t *testing.T) {
 		{"two checks of one name", step(`{name: sr, successRate: {min: "99"}}, {name: sr, latency: {maxMs: 100}}`), []string{"spec.rollout.canary.steps[1].analysis.checks[1]", "Duplicate value"}},
 		{"no checks", step(""), []string{"spec.rollout.canary.steps[1].analysis.checks", "at least 1 items"}},
 		{"a step with a weight and an analysis (CEL)", pods + `rollout: {canary: {steps: [{setWeight: 10, analysis: {checks: [{name: sr, successRate: {min: "99"}}]}}]}}`,
-			[]string{"spec.rollout.canary.steps[0]", "each step sets exactly one of setWeight, pause and analysis"}},
+			[]string{"spec.rollout.canary.steps[0]", "each step sets exactly one of setWeight, pause, analysis, setHeaderRoute and setMirrorRoute"}},
 		{"a starting step past the last (CEL)", background(`{startingStep: 2, checks: [{name: sr, successRate: {min: "99"}}]}`),
 			[]string{"spec.rollout.canary.analysis.startingStep", "must be the index of one of the steps"}},
 	}

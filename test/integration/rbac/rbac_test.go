@@ -115,6 +115,8 @@ var grants = []grant{
 	{permission{"create", "gateway.networking.k8s.io", "httproutes"}, "server-side apply that creates an App's HTTPRoute: authorized as create too", false, everywhere},
 	{permission{"patch", "gateway.networking.k8s.io", "httproutes"}, "server-side apply of an App's HTTPRoute", false, everywhere},
 	{permission{"delete", "gateway.networking.k8s.io", "httproutes"}, "prune of an HTTPRoute the route no longer wants (no route, or an Ingress instead)", false, everywhere},
+	{permission{"get", "gateway.networking.k8s.io", "gateways"}, "mirrorUnsupported: the class of the Gateway a canary's setMirrorRoute step would mirror through", false, everywhere},
+	{permission{"get", "gateway.networking.k8s.io", "gatewayclasses"}, "mirrorUnsupported: whether the GatewayClass lists HTTPRouteRequestMirror in its supportedFeatures", false, everywhere},
 	{permission{"list", "autoscaling", "horizontalpodautoscalers"}, "managed and unmanaged (metadata-only) HorizontalPodAutoscaler informers", false, everywhere},
 	{permission{"watch", "autoscaling", "horizontalpodautoscalers"}, "managed and unmanaged (metadata-only) HorizontalPodAutoscaler informers", true, everywhere},
 	{permission{"get", "autoscaling", "horizontalpodautoscalers"}, "liveHolder: who holds the name after a create that conflicted", false, everywhere},

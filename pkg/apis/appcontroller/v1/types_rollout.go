@@ -106,10 +106,10 @@ type CanaryStrategy struct {
 	Analysis *BackgroundAnalysis `json:"analysis,omitempty"`
 }
 
-// CanaryStep is one step of a canary rollout: exactly one of setWeight, pause and
-// analysis.
+// CanaryStep is one step of a canary rollout: exactly one of setWeight, pause,
+// analysis, setHeaderRoute and setMirrorRoute.
 //
-// +kubebuilder:validation:XValidation:rule="[has(self.setWeight), has(self.pause), has(self.analysis)].filter(x, x).size() == 1",message="rollout.canary.steps: each step sets exactly one of setWeight, pause and analysis"
+// +kubebuilder:validation:XValidation:rule="[has(self.setWeight), has(self.pause), has(self.analysis), has(self.setHeaderRoute), has(self.setMirrorRoute)].filter(x, x).size() == 1",message="rollout.canary.steps: each step sets exactly one of setWeight, pause, analysis, setHeaderRoute and setMirrorRoute"
 type CanaryStep struct {
 	// SetWeight is the percent of the traffic the canary takes from this step on, from
 	// 0 to 100: through the App's HTTPRoute, its weight (the canary first runs enough
@@ -133,6 +133,16 @@ type CanaryStep struct {
 	// progressDeadlineSeconds.
 	// +optional
 	Analysis *AnalysisStep `json:"analysis,omitempty"`
+
+	// SetHeaderRoute sends the requests that match a header or a cookie to the canary
+	// from this step on, the others by weight (types_routing.go). HTTPRoute only.
+	// +optional
+	SetHeaderRoute *HeaderRoute `json:"setHeaderRoute,omitempty"`
+
+	// SetMirrorRoute copies a percentage of the requests to the canary from this step
+	// on, its answers dropped (types_routing.go). HTTPRoute only.
+	// +optional
+	SetMirrorRoute *MirrorRoute `json:"setMirrorRoute,omitempty"`
 }
 
 // String describes the step as users read it: "setWeight 25", "pause 5m0s", "pause
@@ -149,6 +159,10 @@ func (s CanaryStep) String() string {
 			names[i] = c.Name
 		}
 		return "analysis " + strings.Join(names, ", ")
+	case s.SetHeaderRoute != nil:
+		return "setHeaderRoute: " + s.SetHeaderRoute.String()
+	case s.SetMirrorRoute != nil:
+		return "setMirrorRoute: " + s.SetMirrorRoute.String()
 	}
 	return "pause until promoted"
 }
