@@ -29,10 +29,17 @@ import (
 //	    - pause: {duration: 5m}
 //	    - setWeight: 50
 //	    - pause: {}
+//
+// +kubebuilder:validation:XValidation:rule="has(self.canary) != has(self.blueGreen)",message="rollout: set exactly one of canary and blueGreen"
 type Rollout struct {
 	// Canary rolls a new pod template out in steps beside the stable one.
-	// +required
-	Canary *CanaryStrategy `json:"canary"`
+	// +optional
+	Canary *CanaryStrategy `json:"canary,omitempty"`
+
+	// BlueGreen runs a new pod template in full beside the active one, behind a preview
+	// Service, and switches all the traffic to it at once (types_bluegreen.go).
+	// +optional
+	BlueGreen *BlueGreenStrategy `json:"blueGreen,omitempty"`
 }
 
 // CanaryStrategy is the steps of a canary rollout and its thresholds.

@@ -45,6 +45,9 @@ package v1
 type RolloutApplyConfiguration struct {
 	// Canary rolls a new pod template out in steps beside the stable one.
 	Canary *CanaryStrategyApplyConfiguration `json:"canary,omitempty"`
+	// BlueGreen runs a new pod template in full beside the active one, behind a preview
+	// Service, and switches all the traffic to it at once (types_bluegreen.go).
+	BlueGreen *BlueGreenStrategyApplyConfiguration `json:"blueGreen,omitempty"`
 }
 
 // RolloutApplyConfiguration constructs a declarative configuration of the Rollout type for use with
@@ -58,5 +61,13 @@ func Rollout() *RolloutApplyConfiguration {
 // If called multiple times, the Canary field is set to the value of the last call.
 func (b *RolloutApplyConfiguration) WithCanary(value *CanaryStrategyApplyConfiguration) *RolloutApplyConfiguration {
 	b.Canary = value
+	return b
+}
+
+// WithBlueGreen sets the BlueGreen field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the BlueGreen field is set to the value of the last call.
+func (b *RolloutApplyConfiguration) WithBlueGreen(value *BlueGreenStrategyApplyConfiguration) *RolloutApplyConfiguration {
+	b.BlueGreen = value
 	return b
 }
