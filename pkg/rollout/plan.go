@@ -26,6 +26,10 @@ type Plan struct {
 	SplitServices bool
 	// StableHash is the pod-template-hash the stable Service selects.
 	StableHash string
+	// Active is what the App's Service selects during a blue-green rollout (bluegreen.go);
+	// PreviewService: the preview Service exists.
+	Active         Active
+	PreviewService bool
 	// StepDone: the children are where the state wants them (Observation.StepDone);
 	// when StableMustRun, only once the stable Deployment runs the stable version's
 	// template, rolled out (the promotion's last stage): the caller looks.
@@ -57,6 +61,9 @@ type Live struct {
 	CanaryWeight int32
 	// StableReplicas is the live stable Deployment's spec count.
 	StableReplicas int32
+	// ActiveOnPreview: the App's Service selects the preview's pods (a blue-green
+	// rollout's switch is in effect).
+	ActiveOnPreview bool
 }
 
 // canaryReady reports whether the canary Deployment runs c available pods of its
