@@ -92,6 +92,10 @@ func printRollout(w io.Writer, app *appv1.App, v *RolloutView) {
 		fmt.Fprintf(w, "Rollout:\tnot reported by the controller yet\n")
 		return
 	}
+	if s := app.Spec.Rollout; s != nil && s.BlueGreen != nil {
+		printBlueGreen(w, app, v)
+		return
+	}
 	var steps []appv1.CanaryStep
 	if s := app.Spec.Rollout; s != nil && s.Canary != nil {
 		steps = s.Canary.Steps

@@ -113,7 +113,7 @@ func NewBlueGreenPlan(bg *appv1.BlueGreenStrategy, r *appv1.RolloutStatus, l Liv
 	case r.CurrentStepIndex >= blueGreenSteps:
 		// The promotion: the App's Deployment rolls to the new version while the preview
 		// serves; the Service selects both again once it runs it (Healthy).
-		p.Active = ActivePreview
+		p.Active, p.PreviewService = ActivePreview, true
 		p.CanaryReplicas = ptr.To(l.CanaryReplicas)
 		p.StableMustRun = true
 	default:

@@ -197,7 +197,7 @@ func TestBlueGreenPlan(t *testing.T) {
 			Live{N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 4, CanaryAvailable: 3}, "4 stable true false false"},
 		{"the old pods kept", state(appv1.RolloutProgressing, StageScaleDown, v1), func() Live { l := up; l.ActiveOnPreview = true; return l }(),
 			"4 preview true true false"},
-		{"the promotion: the stable rolls while the preview serves", state(appv1.RolloutProgressing, 4, v2), up, "4 preview false false true"},
+		{"the promotion: the stable rolls while the preview serves", state(appv1.RolloutProgressing, 4, v2), up, "4 preview true false true"},
 		{"aborted, within the abort's delay: the preview kept, no traffic", func() *appv1.RolloutStatus {
 			r := state(appv1.RolloutAborted, StageScaleDown, v1)
 			r.CanaryScaleDownAt = &later

@@ -59,6 +59,9 @@ func (s *serviceChild) sync(ctx context.Context, app *appv1.App, in *syncInput) 
 	if err != nil {
 		return childOutcome{}, fmt.Errorf("building the Service of App %s/%s: %w", app.Namespace, app.Name, err)
 	}
+	if !planned && in.rollout != nil && app.Spec.Rollout.BlueGreen != nil {
+		planned = s.activeNarrowed(app)
+	}
 	res, err := s.reconcileWith(ctx, app, serviceName(app), desired, s.claim(app), reconcileOptions{planned: planned})
 	return serviceOutcome(res), err
 }

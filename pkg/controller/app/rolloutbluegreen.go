@@ -35,17 +35,33 @@ func nextRollout(s *appv1.CanaryStrategy, bg *appv1.BlueGreenStrategy, cur *appv
 	return rollout.Next(s, cur, o)
 }
 
+// activeSelector returns the selector of app's Service as cached; nil when there is
+// none of the App's.
+func (s *serviceChild) activeSelector(app *appv1.App) map[string]string {
+	name := serviceName(app)
+	if s == nil || name == "" {
+		return nil
+	}
+	holder, err := s.lookup(app, name)
+	if err != nil || holder.managed == nil || !holder.ours {
+		return nil
+	}
+	return holder.managed.Spec.Selector
+}
+
 // activeOnPreview reports whether app's Service, as cached, selects the preview's pods.
 func (c *Controller) activeOnPreview(app *appv1.App) bool {
-	name := serviceName(app)
-	if c.services == nil || name == "" {
-		return false
-	}
-	holder, err := c.services.lookup(app, name)
-	if err != nil || holder.managed == nil || !holder.ours {
-		return false
-	}
-	return holder.managed.Spec.Selector[appv1.TrackLabel] == appv1.TrackCanary
+	return c.services.activeSelector(app)[appv1.TrackLabel] == appv1.TrackCanary
+}
+
+// activeNarrowed reports whether app's Service, as cached, selects the stable or the
+// preview pods alone (a blue-green rollout's selector): its way back to all the pods is
+// a step of the rollout too.
+func (s *serviceChild) activeNarrowed(app *appv1.App) bool {
+	sel := s.activeSelector(app)
+	_, stable := sel[appsv1.DefaultDeploymentUniqueLabelKey]
+	_, preview := sel[appv1.TrackLabel]
+	return stable || preview
 }
 
 // withActiveSelector narrows the selector of the App's Service desired to the pods the
