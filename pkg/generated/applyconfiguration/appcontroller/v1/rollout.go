@@ -31,7 +31,9 @@ package v1
 // HTTPRoute when its route is one (route.parentRefs), else a share of the replicas
 // behind the App's Service (10 replicas at 20%: 2 canary pods, 8 stable).
 // `kubectl app status` shows where a rollout is; `kubectl app promote`, `abort`,
-// `pause` and `resume` act on it. docs/progressive-delivery.md tells the whole story.
+// `pause` and `resume` act on it. With blueGreen instead, the new template runs in full
+// beside the old one and the App's Service switches to it at once. Exactly one of canary
+// and blueGreen. docs/progressive-delivery.md tells the whole story.
 //
 // Example: 25% of the traffic for five minutes, then 50% until promoted, then all.
 //
