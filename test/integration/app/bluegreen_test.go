@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,7 +20,8 @@ import (
 // the preview beside the active pods, the switch by kubectl app promote and by
 // autoPromotionSeconds, an abort within the scale-down delay that switches back without
 // a Deployment write, the end of the delay, a controller restarted before and after the
-// switch; each phase's writes to the children pinned.
+// switch, the manifest re-applied (kubectl apply, client- and server-side); each phase's
+// writes to the children pinned.
 
 // blueGreenApp returns an App of replicas with a Service web-svc and a blue-green
 // strategy bg.
@@ -74,24 +77,43 @@ func (c clients) serviceSelector(t *testing.T, ns, name string) map[string]strin
 
 // TestBlueGreen walks an App of 3 replicas through a blue-green rollout: the preview at
 // 3 pods beside the stable 3 while the App's Service selects only the stable pods;
-// nothing written at the switch's gate, nor by a controller restarted there; kubectl app
+// nothing written at the switch's gate, nor by a re-apply of the manifest (client- and
+// server-side) or a controller restarted there; kubectl app
 // promote switches the Service's selector (one write); a restart after the switch
 // switches nothing again; kubectl app abort within the scale-down delay switches back
-// (one write, the stable Deployment never written: its pods never stopped); promote
+// (one write, the stable Deployment never written: its pods never stopped), and a
+// re-apply then changes nothing; promote
 // retries; after the delay the stable Deployment takes the new template, then the
 // Service selects all the pods again and the preview goes.
 func TestBlueGreen(t *testing.T) {
 	c := newClients(t)
 	m := startManager(t, time.Second)
 	ns := framework.Namespace(t)
-	c.create(t, blueGreenApp(ns, "web", 3, &appv1.BlueGreenStrategy{ScaleDownDelaySeconds: ptr.To[int32](8), AbortScaleDownDelaySeconds: ptr.To[int32](0)}))
+	dir := t.TempDir()
+	manifest := func(image string) string {
+		path := filepath.Join(dir, image+".yaml")
+		doc := `apiVersion: appcontroller.k8s.io/v1
+kind: App
+metadata: {name: web, namespace: ` + ns + `}
+spec:
+  deploymentTemplate: {name: web-deploy, image: "` + image + `", replicas: 3}
+  serviceTemplate: {name: web-svc}
+  rollout:
+    blueGreen: {scaleDownDelaySeconds: 8, abortScaleDownDelaySeconds: 0}
+`
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	framework.Kubectl(t, "apply", "-f", manifest("nginx:1"))
 	c.waitReady(t, ns, "web")
 	c.waitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
 	mark := m.waitQuiet(t, ns)
 	stableRS := c.replicaSetsOf(t, ns, "web")
 
 	start := time.Now()
-	c.update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	framework.Kubectl(t, "apply", "-f", manifest("nginx:2"))
 	app := c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
 	t.Logf("the preview up, waiting for the switch %.1fs after the change: %s", time.Since(start).Seconds(), app.Status.Rollout.Message)
 	m.waitQuiet(t, ns)
@@ -111,6 +133,9 @@ func TestBlueGreen(t *testing.T) {
 		t.Errorf("the preview Service selects %v, want the preview's pods", sel)
 	}
 	quiet(t, m, ns, "three resyncs at the switch's gate", 3*time.Second)
+	framework.Kubectl(t, "apply", "-f", manifest("nginx:2"))
+	framework.Kubectl(t, "apply", "--server-side", "--force-conflicts", "--field-manager", "flux", "-f", manifest("nginx:2"))
+	quiet(t, m, ns, "the manifest re-applied twice (client-side, server-side) at the switch's gate", 3*time.Second)
 
 	if err := m.run.Stop(t); err != nil {
 		t.Fatal(err)
@@ -147,6 +172,9 @@ func TestBlueGreen(t *testing.T) {
 		t.Errorf("the stable's ReplicaSets %v, were %v: the way back started pods", got, stableRS)
 	}
 	framework.WaitEvent(t, c.kube, ns, "App", "web", "Warning RolloutAborted Blue-green rollout to revision", converge)
+	framework.Kubectl(t, "apply", "--server-side", "--force-conflicts", "--field-manager", "flux", "-f", manifest("nginx:2"))
+	quiet(t, m, ns, "the manifest re-applied while aborted", 3*time.Second)
+	c.waitRollout(t, ns, "web", appv1.RolloutAborted, 3)
 
 	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
 	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
