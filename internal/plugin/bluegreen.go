@@ -3,7 +3,6 @@ package plugin
 import (
 	"fmt"
 	"io"
-	"strings"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
@@ -51,17 +50,7 @@ func printBlueGreen(w io.Writer, app *appv1.App, v *RolloutView) {
 		fmt.Fprintf(w, "Aborted:\t%s\n", oneLine(r.AbortReason+": "+r.AbortMessage))
 	}
 	if r.Canary != nil {
-		parts := make([]string, len(blueGreenStages))
-		for i, s := range blueGreenStages {
-			parts[i] = fmt.Sprintf("%d %s", i+1, s)
-			switch {
-			case int32(i) < r.CurrentStepIndex:
-				parts[i] += " (done)"
-			case int32(i) == r.CurrentStepIndex:
-				parts[i] += " (current)"
-			}
-		}
-		fmt.Fprintf(w, "Stages:\t%s\n", strings.Join(parts, ", "))
+		fmt.Fprintf(w, "Stages:\t%s\n", progressLine(blueGreenStages, r))
 	}
 	service := app.Spec.ServiceTemplate
 	preview := versionLine(r.Canary, v.Canary, v.CanaryNote)
