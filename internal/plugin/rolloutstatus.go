@@ -179,6 +179,10 @@ func printRollout(w io.Writer, app *appv1.App, v *RolloutView) {
 		fmt.Fprintf(w, "Rollout:\tnot reported by the controller yet\n")
 		return
 	}
+	if s := app.Spec.Rollout; s != nil && s.BlueGreen != nil {
+		printBlueGreen(w, app, v)
+		return
+	}
 	var steps []appv1.CanaryStep
 	if s := app.Spec.Rollout; s != nil && s.Canary != nil {
 		steps = s.Canary.Steps
@@ -246,9 +250,19 @@ func checkLine(c appv1.CheckStatus) string {
 
 // stepsLine lists the steps, marking those done and the current one.
 func stepsLine(steps []appv1.CanaryStep, r *appv1.RolloutStatus) string {
-	parts := make([]string, len(steps))
+	names := make([]string, len(steps))
 	for i, s := range steps {
-		parts[i] = fmt.Sprintf("%d %s", i+1, s.String())
+		names[i] = s.String()
+	}
+	return progressLine(names, r)
+}
+
+// progressLine lists the steps (or a blue-green rollout's stages) named names, marking
+// those done and the current one of rollout r.
+func progressLine(names []string, r *appv1.RolloutStatus) string {
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = fmt.Sprintf("%d %s", i+1, name)
 		if r.Canary == nil {
 			continue
 		}

@@ -91,6 +91,11 @@ func TestNext(t *testing.T) {
 			want: "Aborted 1 h1 h2", wantReasons: []string{appv1.ReasonRolloutAborted}},
 		{name: "pause", cur: at(appv1.RolloutProgressing, 0), o: req(appv1.RolloutActionPause, "h2", 0),
 			want: "Paused 0 h1 h2", wantReasons: []string{appv1.EventReasonRolloutPaused}},
+		{name: "resume ends a pause by request", cur: func() *appv1.RolloutStatus {
+			r := at(appv1.RolloutPaused, 0)
+			r.PausedByRequest = true
+			return r
+		}(), o: req(appv1.RolloutActionResume, "h2", 0), want: "Progressing 0 h1 h2", wantReasons: []string{appv1.EventReasonRolloutResumed}},
 		{name: "promote retries an aborted rollout", cur: at(appv1.RolloutAborted, 1), o: req(appv1.RolloutActionPromote, "h2", 1),
 			want: "Progressing 0 h1 h2", wantReasons: []string{appv1.EventReasonRolloutStarted}},
 		{name: "a request handled once", cur: func() *appv1.RolloutStatus {

@@ -29,6 +29,10 @@ type Plan struct {
 	Routing Routing
 	// StableHash is the pod-template-hash the stable Service selects.
 	StableHash string
+	// Active is what the App's Service selects during a blue-green rollout (bluegreen.go);
+	// PreviewService: the preview Service exists.
+	Active         Active
+	PreviewService bool
 	// StepDone: the children are where the state wants them (Observation.StepDone);
 	// when StableMustRun, only once the stable Deployment runs the stable version's
 	// template, rolled out (the promotion's last stage): the caller looks.
@@ -66,6 +70,9 @@ type Live struct {
 	// not list the feature); "": it can, or nobody says it cannot. A mirror is then
 	// never planned, and the observation aborts the rollout.
 	MirrorUnsupported string
+	// ActiveOnPreview: the App's Service selects the preview's pods (a blue-green
+	// rollout's switch is in effect).
+	ActiveOnPreview bool
 }
 
 // canaryReady reports whether the canary Deployment runs c available pods of its

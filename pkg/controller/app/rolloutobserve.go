@@ -22,12 +22,16 @@ import (
 // observeRollout returns what the sync observed of app's rollout in its recorded state
 // cur (nil: none yet) under strategy s, the versions being vs; the children as they
 // are, which the plan reads; and when a canary pod reaches its ready deadline (0: none).
-func (c *Controller) observeRollout(ctx context.Context, app *appv1.App, in *syncInput, s *appv1.CanaryStrategy, cur *appv1.RolloutStatus,
+// bg is the blue-green strategy whose stages s is, nil for a canary.
+func (c *Controller) observeRollout(ctx context.Context, app *appv1.App, in *syncInput, s *appv1.CanaryStrategy, bg *appv1.BlueGreenStrategy, cur *appv1.RolloutStatus,
 	vs rolloutVersions) (*rollout.Observation, rollout.Live, time.Duration, error) {
 	o := &rollout.Observation{Now: c.clock.Now(), Desired: vs.desired}
 	o.StableSettled, o.StableHash = stableSettled(in.live)
 	canary := c.liveCanary(app)
 	live := c.rolloutLive(app, in, canary)
+	if bg != nil {
+		live.ActiveOnPreview = c.activeOnPreview(app)
+	}
 	o.Weighted = live.Gateway
 	o.RequestID, o.Request, o.RequestErr = rolloutRequest(app)
 	var err error
@@ -37,7 +41,7 @@ func (c *Controller) observeRollout(ctx context.Context, app *appv1.App, in *syn
 	}
 	// A mirror the Gateway cannot do is never written; the rollout aborts instead.
 	live.MirrorUnsupported = c.mirrorCheck(ctx, app, s, cur, live)
-	plan := rolloutPlan{Plan: rollout.NewPlan(s, cur, live, o.Now)}
+	plan := rolloutPlan{Plan: newPlan(s, bg, cur, live, o.Now)}
 	if plan.StableMustRun {
 		if plan.StepDone, err = c.stableRuns(ctx, app, in, cur, &plan, vs); err != nil {
 			return nil, live, 0, err

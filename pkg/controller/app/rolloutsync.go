@@ -35,10 +35,10 @@ const rolloutRecheck = time.Second
 // next state (rollout.Next), written at once or left to the sync's status write, and
 // the plan of that state with the pod templates it runs.
 func (c *Controller) syncRollout(ctx context.Context, key cache.ObjectName, app *appv1.App, in *syncInput, revision string) (*appv1.App, *rolloutPlan, time.Duration, error) {
-	if app.Spec.Rollout == nil || app.Spec.Rollout.Canary == nil || app.Spec.DeploymentTemplate == nil {
+	s, bg := rollout.Strategy(app.Spec.Rollout)
+	if s == nil || app.Spec.DeploymentTemplate == nil {
 		return app, nil, 0, nil
 	}
-	s := app.Spec.Rollout.Canary
 	cur := app.Status.Rollout
 	if cur != nil && cur.Stable == nil {
 		cur = nil // not one this controller wrote: start afresh
@@ -47,12 +47,12 @@ func (c *Controller) syncRollout(ctx context.Context, key cache.ObjectName, app 
 	if err != nil {
 		return app, nil, 0, err
 	}
-	o, live, recheck, err := c.observeRollout(ctx, app, in, s, cur, vs)
+	o, live, recheck, err := c.observeRollout(ctx, app, in, s, bg, cur, vs)
 	if err != nil {
 		return app, nil, 0, err
 	}
 
-	next, notes := rollout.Next(s, cur, o)
+	next, notes := nextRollout(s, bg, cur, o)
 	var deferred []rollout.Note
 	switch {
 	case next == cur:
@@ -75,7 +75,7 @@ func (c *Controller) syncRollout(ctx context.Context, key cache.ObjectName, app 
 		// the route is written (child_routerouting.go).
 		live.MirrorUnsupported = c.mirrorCheck(ctx, app, s, next, live)
 	}
-	plan := rolloutPlan{Plan: rollout.NewPlan(s, next, live, o.Now), state: next, notes: deferred}
+	plan := rolloutPlan{Plan: newPlan(s, bg, next, live, o.Now), state: next, notes: deferred}
 	if err := c.buildRolloutPlan(ctx, app, next, &plan, vs); err != nil {
 		return app, nil, 0, err
 	}

@@ -349,7 +349,7 @@ func setRolloutConditions(status *appv1.AppStatus, app *appv1.App, now metav1.Ti
 	switch {
 	case r.Phase == appv1.RolloutPaused:
 		reason = appv1.ReasonRolloutPaused
-	case app.Spec.Rollout != nil && app.Spec.Rollout.Canary != nil && r.CurrentStepIndex >= int32(len(app.Spec.Rollout.Canary.Steps)):
+	case promoting(app, r):
 		reason = appv1.ReasonRolloutPromoting
 	}
 	set(appv1.ConditionReady, metav1.ConditionFalse, reason)

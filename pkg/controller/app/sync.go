@@ -30,6 +30,7 @@ var appChildren = []func(c *Controller, inf Informers, opts Options) (appChild, 
 	newCanaryChild,
 	newStableServiceChild,
 	newCanaryServiceChild,
+	newPreviewServiceChild,
 	newAutoscalerChild,
 }
 

@@ -48,6 +48,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &appcontrollerv1.AutoscalingStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("BackgroundAnalysis"):
 		return &appcontrollerv1.BackgroundAnalysisApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("BlueGreenStrategy"):
+		return &appcontrollerv1.BlueGreenStrategyApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("CanaryPause"):
 		return &appcontrollerv1.CanaryPauseApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("CanaryStep"):

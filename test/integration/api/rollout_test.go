@@ -44,7 +44,7 @@ func TestRolloutValidation(t *testing.T) {
 			[]string{"spec.rollout", "set deploymentTemplate.replicas"}},
 		{"no replicas and an Ingress route (CEL)", "deploymentTemplate: {name: web, image: nginx}\nserviceTemplate: {name: web}\nroute: {hosts: [web.example.com]}\nrollout: {canary: {steps: [{setWeight: 20}]}}",
 			[]string{"spec.rollout", "splits the traffic by replicas"}},
-		{"no canary", pods + "rollout: {}", []string{"spec.rollout.canary: Required value"}},
+		{"no strategy (CEL)", pods + "rollout: {}", []string{"spec.rollout", "set exactly one of canary and blueGreen"}},
 		{"no steps", pods + "rollout: {canary: {}}", []string{"spec.rollout.canary.steps: Required value"}},
 		{"empty steps", steps(""), []string{"spec.rollout.canary.steps", "at least 1 items"}},
 		{"too many steps", steps(tooMany), []string{"spec.rollout.canary.steps", "at most 32 items"}},

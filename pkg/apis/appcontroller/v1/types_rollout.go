@@ -18,7 +18,9 @@ import (
 // HTTPRoute when its route is one (route.parentRefs), else a share of the replicas
 // behind the App's Service (10 replicas at 20%: 2 canary pods, 8 stable).
 // `kubectl app status` shows where a rollout is; `kubectl app promote`, `abort`,
-// `pause` and `resume` act on it. docs/progressive-delivery.md tells the whole story.
+// `pause` and `resume` act on it. With blueGreen instead, the new template runs in full
+// beside the old one and the App's Service switches to it at once. Exactly one of canary
+// and blueGreen. docs/progressive-delivery.md tells the whole story.
 //
 // Example: 25% of the traffic for five minutes, then 50% until promoted, then all.
 //
@@ -29,10 +31,17 @@ import (
 //	    - pause: {duration: 5m}
 //	    - setWeight: 50
 //	    - pause: {}
+//
+// +kubebuilder:validation:XValidation:rule="has(self.canary) != has(self.blueGreen)",message="rollout: set exactly one of canary and blueGreen"
 type Rollout struct {
 	// Canary rolls a new pod template out in steps beside the stable one.
-	// +required
-	Canary *CanaryStrategy `json:"canary"`
+	// +optional
+	Canary *CanaryStrategy `json:"canary,omitempty"`
+
+	// BlueGreen runs a new pod template in full beside the active one, behind a preview
+	// Service, and switches all the traffic to it at once (types_bluegreen.go).
+	// +optional
+	BlueGreen *BlueGreenStrategy `json:"blueGreen,omitempty"`
 }
 
 // CanaryStrategy is the steps of a canary rollout and its thresholds.
