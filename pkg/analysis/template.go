@@ -17,7 +17,8 @@ import (
 // it. The API checks each object alone and cannot know either.
 
 // Templates finds the templates checks refer to: the spec of the template of kind and
-// name (namespace: the App's, for an AnalysisTemplate), nil when there is none.
+// name (namespace: the App's, for an AnalysisTemplate), nil when there is none. A nil
+// Templates: the cluster serves neither kind.
 type Templates interface {
 	Template(kind appv1.AnalysisTemplateKind, namespace, name string) (*appv1.AnalysisTemplateSpec, error)
 }
@@ -48,11 +49,11 @@ func Resolve(c *appv1.AnalysisCheck, t Target, templates Templates) (*appv1.Anal
 	if kind == appv1.AnalysisTemplateKindNamespaced {
 		where = " in namespace " + t.Namespace
 	}
-	var spec *appv1.AnalysisTemplateSpec
-	var err error
-	if templates != nil {
-		spec, err = templates.Template(kind, t.Namespace, ref.Name)
+	if templates == nil {
+		return nil, &TemplateError{Reason: appv1.ReasonAnalysisTemplateNotFound, Message: fmt.Sprintf(
+			"check %s: %s %s: the controller found no %s CRD at its start (install the release's crds.yaml, then restart it)", c.Name, kind, ref.Name, kind)}
 	}
+	spec, err := templates.Template(kind, t.Namespace, ref.Name)
 	if err != nil {
 		return nil, &TemplateError{Reason: appv1.ReasonAnalysisTemplateNotFound,
 			Message: fmt.Sprintf("check %s: reading %s %s%s: %v", c.Name, kind, ref.Name, where, err)}

@@ -131,8 +131,9 @@ func TestResolve(t *testing.T) {
 			t.Errorf("Resolve = %v, %v; want the check itself", got, terr)
 		}
 	})
-	t.Run("no template informers: not found", func(t *testing.T) {
-		if _, terr := Resolve(check("", "error-ratio"), target, nil); terr == nil || terr.Reason != appv1.ReasonAnalysisTemplateNotFound {
+	t.Run("no template informers (no CRD): not found, saying so", func(t *testing.T) {
+		if _, terr := Resolve(check("", "error-ratio"), target, nil); terr == nil || terr.Reason != appv1.ReasonAnalysisTemplateNotFound ||
+			!strings.Contains(terr.Message, "found no AnalysisTemplate CRD") {
 			t.Errorf("Resolve = %+v; want AnalysisTemplateNotFound", terr)
 		}
 	})

@@ -166,8 +166,20 @@ func NewControllerContext(ctx context.Context, cfg *rest.Config, opts *Options, 
 // templateInformers returns the informers of the checks' templates, from the App
 // factory (started, synced and shut down with it) but without its --app-selector: an
 // App of the shard refers to any template. AnalysisTemplates of the watched namespace,
-// ClusterAnalysisTemplates of the cluster.
-func (cc *ControllerContext) templateInformers() (namespaced, cluster cache.SharedIndexInformer) {
+// ClusterAnalysisTemplates of the cluster. Both nil when the API server serves no
+// AnalysisTemplate or ClusterAnalysisTemplate (their CRDs not installed yet: an upgrade
+// with crds.enabled=false before the release's crds.yaml), so that the controller still
+// starts: a check that refers to a template then waits (AnalysisTemplateNotFound).
+func (cc *ControllerContext) templateInformers(ctx context.Context) (namespaced, cluster cache.SharedIndexInformer) {
+	resources, err := cc.KubeClient.Discovery().ServerResourcesForGroupVersion(appv1.SchemeGroupVersion.String())
+	served := func(name string) bool {
+		return err == nil && slices.ContainsFunc(resources.APIResources, func(r metav1.APIResource) bool { return r.Name == name })
+	}
+	if !served("analysistemplates") || !served("clusteranalysistemplates") {
+		klog.FromContext(ctx).Info("The cluster serves no AnalysisTemplates or ClusterAnalysisTemplates: checks that refer to one wait (AnalysisTemplateNotFound); "+
+			"install the CRDs (crds.yaml) and restart the controller", "groupVersion", appv1.SchemeGroupVersion, "err", err)
+		return nil, nil
+	}
 	namespaced = cc.AppInformers.InformerFor(&appv1.AnalysisTemplate{}, func(c appclientset.Interface, resync time.Duration) cache.SharedIndexInformer {
 		return appv1informers.NewAnalysisTemplateInformer(c, cc.namespace, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	})

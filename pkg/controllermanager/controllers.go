@@ -105,7 +105,7 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 	if analyzer.Prometheus == nil {
 		klog.FromContext(ctx).Info("No Prometheus (--prometheus-url): a rollout that asks for a metric check is aborted as it starts (PrometheusNotConfigured)")
 	}
-	analysisTemplates, clusterAnalysisTemplates := cc.templateInformers()
+	analysisTemplates, clusterAnalysisTemplates := cc.templateInformers(ctx)
 	return app.NewController(ctx, cc.KubeClient, cc.AppClient, app.Informers{
 		Apps:                       cc.AppInformers.Appcontroller().V1().Apps(),
 		Deployments:                deployments,

@@ -117,8 +117,8 @@ type Informers struct {
 	UnmanagedAutoscalers informers.GenericInformer
 	// AnalysisTemplates and ClusterAnalysisTemplates watch the templates of the
 	// rollouts' checks (templateRef), every one of the watched namespaces (not only the
-	// Apps' shard: an App's check refers to any). Nil: none is known, and a check that
-	// refers to one waits for it (AnalysisTemplateNotFound).
+	// Apps' shard: an App's check refers to any). Nil (the cluster serves no such CRD):
+	// none is known, and a check that refers to one waits (AnalysisTemplateNotFound).
 	AnalysisTemplates, ClusterAnalysisTemplates cache.SharedIndexInformer
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -197,11 +198,10 @@ func TestAnalysisResumeWrites(t *testing.T) {
 	if r.AbortReason != appv1.ReasonAnalysisFailed || len(r.Analysis) != 1 || r.Analysis[0].Passed != 4 || r.Analysis[0].Failed != 1 {
 		t.Errorf("abort %s %q, analysis %+v; want AnalysisFailed after 4 passes and 1 failure", r.AbortReason, r.AbortMessage, r.Analysis)
 	}
-	// Settled: the canary's Deployment goes (scaleDownDelaySeconds 0) and controller 3
-	// writes no more.
-	waitGone(t, "canary Deployment", func() error {
-		_, err := c.kube.AppsV1().Deployments(ns).Get(context.Background(), "resume-deploy-canary", metav1.GetOptions{})
-		return err
+	// Settled: the canary's Deployment is scaled to zero (scaleDownDelaySeconds 0) and
+	// controller 3 writes no more.
+	c.waitDeployment(t, ns, "resume-deploy-canary", func(d *appsv1.Deployment) bool {
+		return d.Spec.Replicas != nil && *d.Spec.Replicas == 0 && d.Status.Replicas == 0
 	})
 	framework.Eventually(t, converge, func() (bool, error) {
 		n := len(m3.writesIn(ns))
