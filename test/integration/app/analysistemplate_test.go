@@ -114,7 +114,9 @@ func TestAnalysisTemplates(t *testing.T) {
 		metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.app.AppcontrollerV1().ClusterAnalysisTemplates().Delete(context.Background(), cluster, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = c.app.AppcontrollerV1().ClusterAnalysisTemplates().Delete(context.Background(), cluster, metav1.DeleteOptions{})
+	})
 	if _, err := c.app.AppcontrollerV1().AnalysisTemplates(ns).Create(ctx, &appv1.AnalysisTemplate{ObjectMeta: metav1.ObjectMeta{Name: "error-ratio"}, Spec: errorRatio(ptr.To("5.."))},
 		metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
