@@ -171,13 +171,13 @@ func NewControllerContext(ctx context.Context, cfg *rest.Config, opts *Options, 
 // with crds.enabled=false before the release's crds.yaml), so that the controller still
 // starts: a check that refers to a template then waits (AnalysisTemplateNotFound).
 func (cc *ControllerContext) templateInformers(ctx context.Context) (namespaced, cluster cache.SharedIndexInformer) {
-	resources, err := cc.KubeClient.Discovery().ServerResourcesForGroupVersion(appv1.SchemeGroupVersion.String())
+	resources, err := cc.KubeClient.Discovery().ServerResourcesForGroupVersion(appv1.GroupVersion.String())
 	served := func(name string) bool {
 		return err == nil && slices.ContainsFunc(resources.APIResources, func(r metav1.APIResource) bool { return r.Name == name })
 	}
 	if !served("analysistemplates") || !served("clusteranalysistemplates") {
 		klog.FromContext(ctx).Info("The cluster serves no AnalysisTemplates or ClusterAnalysisTemplates: checks that refer to one wait (AnalysisTemplateNotFound); "+
-			"install the CRDs (crds.yaml) and restart the controller", "groupVersion", appv1.SchemeGroupVersion, "err", err)
+			"install the CRDs (crds.yaml) and restart the controller", "groupVersion", appv1.GroupVersion, "err", err)
 		return nil, nil
 	}
 	namespaced = cc.AppInformers.InformerFor(&appv1.AnalysisTemplate{}, func(c appclientset.Interface, resync time.Duration) cache.SharedIndexInformer {

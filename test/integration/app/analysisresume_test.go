@@ -84,7 +84,7 @@ func (l *statusLog) aborts(reason string) (int, []int) {
 func applyApp(t *testing.T, c clients, app *appv1.App) *appv1.App {
 	t.Helper()
 	obj := app.DeepCopy()
-	obj.APIVersion, obj.Kind = appv1.SchemeGroupVersion.String(), "App"
+	obj.APIVersion, obj.Kind = appv1.GroupVersion.String(), "App"
 	data, err := json.Marshal(obj)
 	if err != nil {
 		t.Fatal(err)
