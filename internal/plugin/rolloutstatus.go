@@ -223,14 +223,24 @@ func printRollout(w io.Writer, app *appv1.App, v *RolloutView) {
 	}
 }
 
-// checkLine says where a check of the rollout's analysis stands: its last measurement
-// (value, threshold, when), its counts, and what the measurement said.
+// checkLine says where a check of the rollout's analysis stands: the template its query
+// came from, its last measurement (value, threshold, when), its counts, and what the
+// measurement said; or why it was not measured (its template missing).
 func checkLine(c appv1.CheckStatus) string {
 	where := fmt.Sprintf("step %d", c.Step+1)
 	if c.Step < 0 {
 		where = "background"
 	}
+	if c.Template != "" {
+		where += ", " + c.Template
+	}
 	line := fmt.Sprintf("%s (%s): ", c.Name, where)
+	if c.Reason != "" {
+		if c.Passed+c.Failed+c.Inconclusive > 0 {
+			line += fmt.Sprintf("%d passed, %d failed, %d inconclusive; ", c.Passed, c.Failed, c.Inconclusive)
+		}
+		return line + "not measured now: " + strings.TrimPrefix(c.Message, "check "+c.Name+": ")
+	}
 	if c.MeasuredAt == nil {
 		return line + "not measured yet"
 	}

@@ -85,12 +85,12 @@ func TestQueries(t *testing.T) {
 			}
 		})
 	}
-	q, err := CustomQuery(&appv1.QueryCheck{PromQL: `sum(rate(x{namespace="{{.Namespace}}",service="{{.CanaryService}}",app="{{.App}}",d="{{.CanaryDeployment}}",s="{{.StableService}}",sd="{{.StableDeployment}}"}[{{.Interval}}]))`}, target, time.Minute)
+	q, err := CustomQuery(&appv1.QueryCheck{PromQL: `sum(rate(x{namespace="{{.Namespace}}",service="{{.CanaryService}}",app="{{.App}}",d="{{.CanaryDeployment}}",s="{{.StableService}}",sd="{{.StableDeployment}}"}[{{.Interval}}]))`}, nil, target, time.Minute)
 	want := `sum(rate(x{namespace="shop",service="web-canary",app="web",d="web-canary",s="web-stable",sd="web"}[60s]))`
 	if err != nil || q != want {
 		t.Errorf("CustomQuery = %q, %v; want %q", q, err, want)
 	}
-	if _, err := CustomQuery(&appv1.QueryCheck{PromQL: `x{a="{{.Nope}}"}`}, target, time.Minute); err == nil {
+	if _, err := CustomQuery(&appv1.QueryCheck{PromQL: `x{a="{{.Nope}}"}`}, nil, target, time.Minute); err == nil {
 		t.Error("CustomQuery of an unknown variable: no error")
 	}
 }

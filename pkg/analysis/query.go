@@ -124,8 +124,9 @@ func quantile(p int32) string {
 }
 
 // CustomQuery returns the PromQL of a query check, its template's variables replaced
-// by the App's.
-func CustomQuery(q *appv1.QueryCheck, t Target, interval time.Duration) (string, error) {
+// by the App's, and {{.Args.NAME}} by args (the arguments of an AnalysisTemplate's
+// query; nil for a check's own query, which has none).
+func CustomQuery(q *appv1.QueryCheck, args map[string]string, t Target, interval time.Duration) (string, error) {
 	tmpl, err := template.New("promql").Option("missingkey=error").Parse(q.PromQL)
 	if err != nil {
 		return "", fmt.Errorf("parsing the query's template: %w", err)
@@ -135,7 +136,7 @@ func CustomQuery(q *appv1.QueryCheck, t Target, interval time.Duration) (string,
 		Namespace: t.Namespace, App: t.App,
 		CanaryService: t.CanaryService, StableService: t.StableService,
 		CanaryDeployment: t.CanaryDeployment, StableDeployment: t.StableDeployment,
-		Interval: promDuration(interval),
+		Interval: promDuration(interval), Args: args,
 	})
 	if err != nil {
 		return "", fmt.Errorf("filling in the query's template: %w", err)

@@ -99,6 +99,9 @@ func NextDue(active []Active, sts []appv1.CheckStatus) time.Time {
 		if i >= len(sts) {
 			break
 		}
+		if sts[i].Reason != "" {
+			continue // unresolved: measured once its template resolves (a template's event)
+		}
 		at := time.Time{}
 		if sts[i].MeasuredAt != nil {
 			at = sts[i].MeasuredAt.Add(Interval(a.Check))
@@ -113,6 +116,7 @@ func NextDue(active []Active, sts []appv1.CheckStatus) time.Time {
 // Record returns st with measurement m made at now: its result, and its counts.
 func Record(st appv1.CheckStatus, m Measurement, now time.Time) appv1.CheckStatus {
 	st.Phase, st.Value, st.Threshold, st.Message = m.Phase, m.Value, m.Threshold, m.Message
+	st.Reason = ""
 	st.MeasuredAt = &metav1.Time{Time: now.Truncate(time.Second)}
 	switch m.Phase {
 	case appv1.AnalysisPassed:
@@ -123,6 +127,26 @@ func Record(st appv1.CheckStatus, m Measurement, now time.Time) appv1.CheckStatu
 		st.Inconclusive++
 	}
 	return st
+}
+
+// Unresolved returns st of a check whose template ref cannot be used (e): no
+// measurement; its counts stay, and MeasuredAt goes, so that the check is measured as
+// soon as its template resolves.
+func Unresolved(st appv1.CheckStatus, ref *appv1.AnalysisTemplateRef, e *TemplateError) appv1.CheckStatus {
+	st.Template = ref.String()
+	st.Phase, st.Reason, st.Message = appv1.AnalysisError, e.Reason, e.Message
+	st.Value, st.Threshold, st.MeasuredAt = "", "", nil
+	return st
+}
+
+// FirstUnresolved returns the first of sts whose template cannot be used; nil: none.
+func FirstUnresolved(sts []appv1.CheckStatus) *appv1.CheckStatus {
+	for i := range sts {
+		if sts[i].Reason != "" {
+			return &sts[i]
+		}
+	}
+	return nil
 }
 
 // Verdict is what the state of the active checks says.

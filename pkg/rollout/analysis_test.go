@@ -64,6 +64,12 @@ func TestAnalysisStep(t *testing.T) {
 		{name: "a failed background check aborts a setWeight step", cur: at(0, time.Second, nil), checks: []CheckResult{result("bg", CheckFailed)},
 			want: "Aborted 0", abort: appv1.ReasonAnalysisFailed},
 		{name: "no checks: an analysis step holds", cur: at(1, time.Minute, nil), want: "Progressing 1"},
+		// A background check whose template is missing (the only inconclusive one a
+		// step of another kind sees) holds it, and aborts it at the deadline.
+		{name: "an inconclusive background check holds a setWeight step", cur: at(2, 599*time.Second, nil), checks: []CheckResult{result("bg", CheckInconclusive)},
+			want: "Progressing 2", message: `"bg" inconclusive`},
+		{name: "an inconclusive background check aborts a setWeight step at the deadline", cur: at(2, 600*time.Second, nil), checks: []CheckResult{result("bg", CheckInconclusive)},
+			want: "Aborted 2", abort: appv1.ReasonAnalysisInconclusive, message: "step 3 (setWeight 50) stayed inconclusive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

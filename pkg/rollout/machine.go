@@ -435,7 +435,10 @@ func (m *machine) advance() {
 				r.CurrentStepIndex+1, step.String(), ptr.Deref(m.s.ProgressDeadlineSeconds, 600))})
 			return
 		}
-		if step.Analysis != nil && since >= time.Duration(ptr.Deref(m.s.ProgressDeadlineSeconds, 600))*time.Second {
+		// An inconclusive check holds an analysis step, and, at a step of any kind, a
+		// check whose template is missing (the only way a background check holds one):
+		// both end at the progress deadline.
+		if since >= time.Duration(ptr.Deref(m.s.ProgressDeadlineSeconds, 600))*time.Second {
 			if c := inconclusive(holding); c != nil {
 				m.abort(Abort{Reason: appv1.ReasonAnalysisInconclusive, Message: fmt.Sprintf(
 					"step %d (%s) stayed inconclusive for progressDeadlineSeconds (%ds): %s", r.CurrentStepIndex+1, step.String(),

@@ -115,6 +115,11 @@ type Informers struct {
 	// other one.
 	Autoscalers          autoscalinginformers.HorizontalPodAutoscalerInformer
 	UnmanagedAutoscalers informers.GenericInformer
+	// AnalysisTemplates and ClusterAnalysisTemplates watch the templates of the
+	// rollouts' checks (templateRef), every one of the watched namespaces (not only the
+	// Apps' shard: an App's check refers to any). Nil (the cluster serves no such CRD):
+	// none is known, and a check that refers to one waits (AnalysisTemplateNotFound).
+	AnalysisTemplates, ClusterAnalysisTemplates cache.SharedIndexInformer
 }
 
 // Controller reconciles Apps.
@@ -164,6 +169,8 @@ type Controller struct {
 	// none). rolloutanalysis.go.
 	analyzer *analysis.Analyzer
 	notifier *analysis.Notifier
+	// templates finds the checks' templates in the template informers' caches.
+	templates analysis.Templates
 	// logger logs the event handlers; synced are the HasSynced of every informer read.
 	logger klog.Logger
 	synced []cache.InformerSynced
@@ -236,9 +243,12 @@ type Options struct {
 // changes; their data is never requested. ControllerRevisions, the revisions of Apps'
 // specs, are listed and watched (the managed ones), created, read after a create that
 // found the name taken (get), patched (an older revision made current again) and
-// deleted beyond the history limit.
+// deleted beyond the history limit. AnalysisTemplates and ClusterAnalysisTemplates, the
+// templates of the rollouts' checks, are only read (listed and watched; get with them,
+// as for Apps); they are never written.
 //
 // +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=apps,verbs=get;list;watch
+// +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=analysistemplates;clusteranalysistemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=apps/status,verbs=patch
 // +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=apps/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
@@ -314,7 +324,8 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		}
 		c.children = append(c.children, child)
 	}
-	if err := appInformer.AddIndexers(cache.Indexers{claimIndex: c.indexByClaim, configIndex: indexByConfig, routeIndex: indexAppByRouteHost}); err != nil {
+	if err := appInformer.AddIndexers(cache.Indexers{claimIndex: c.indexByClaim, configIndex: indexByConfig, routeIndex: indexAppByRouteHost,
+		templateIndex: indexByTemplate}); err != nil {
 		return nil, fmt.Errorf("adding the claimed-name index to the App informer: %w", err)
 	}
 	if err := inf.Revisions.Informer().AddIndexers(cache.Indexers{controllerIndex: indexByControllerUID}); err != nil {
@@ -330,6 +341,13 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 			return nil, fmt.Errorf("adding the pod index to the probe Event informer: %w", err)
 		}
 		c.synced = append(c.synced, eventInformer.HasSynced)
+	}
+	if inf.AnalysisTemplates != nil && inf.ClusterAnalysisTemplates != nil {
+		c.templates = templates{
+			namespaced: applisters.NewAnalysisTemplateLister(inf.AnalysisTemplates.GetIndexer()),
+			cluster:    applisters.NewClusterAnalysisTemplateLister(inf.ClusterAnalysisTemplates.GetIndexer()),
+		}
+		c.synced = append(c.synced, inf.AnalysisTemplates.HasSynced, inf.ClusterAnalysisTemplates.HasSynced)
 	}
 	c.loop = controller.NewLoop(controller.LoopConfig{
 		Name:      ControllerName,
@@ -369,6 +387,11 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 	if eventInformer != nil {
 		c.probeEvents = eventInformer.GetIndexer()
 		handlers = append(handlers, watched{eventInformer, "probe Event", c.probeEventHandler(logger)})
+	}
+	if c.templates != nil {
+		handlers = append(handlers,
+			watched{inf.AnalysisTemplates, "AnalysisTemplate", c.templateHandler(logger, appv1.AnalysisTemplateKindNamespaced)},
+			watched{inf.ClusterAnalysisTemplates, "ClusterAnalysisTemplate", c.templateHandler(logger, appv1.AnalysisTemplateKindCluster)})
 	}
 	for _, h := range handlers {
 		if err := c.watch(h.informer, h.what, h.handler); err != nil {

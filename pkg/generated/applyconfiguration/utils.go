@@ -32,10 +32,20 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=appcontroller.k8s.io, Version=v1
+	case v1.SchemeGroupVersion.WithKind("AnalysisArg"):
+		return &appcontrollerv1.AnalysisArgApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("AnalysisCheck"):
 		return &appcontrollerv1.AnalysisCheckApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("AnalysisStep"):
 		return &appcontrollerv1.AnalysisStepApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("AnalysisTemplate"):
+		return &appcontrollerv1.AnalysisTemplateApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("AnalysisTemplateArg"):
+		return &appcontrollerv1.AnalysisTemplateArgApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("AnalysisTemplateRef"):
+		return &appcontrollerv1.AnalysisTemplateRefApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("AnalysisTemplateSpec"):
+		return &appcontrollerv1.AnalysisTemplateSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("App"):
 		return &appcontrollerv1.AppApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("AppSpec"):
@@ -58,6 +68,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &appcontrollerv1.CanaryStrategyApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("CheckStatus"):
 		return &appcontrollerv1.CheckStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("ClusterAnalysisTemplate"):
+		return &appcontrollerv1.ClusterAnalysisTemplateApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("Container"):
 		return &appcontrollerv1.ContainerApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ContainerPort"):
