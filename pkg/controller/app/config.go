@@ -53,42 +53,11 @@ func configRefs(t *appv1.DeploymentTemplate) []configRef {
 		return nil
 	}
 	var refs []configRef
-	add := func(kind, name string, optional *bool) {
-		if name != "" {
-			refs = append(refs, configRef{kind: kind, name: name, optional: ptr.Deref(optional, false)})
+	visitConfigRefs(t, func(kind string, name *string, optional *bool) {
+		if *name != "" {
+			refs = append(refs, configRef{kind: kind, name: *name, optional: ptr.Deref(optional, false)})
 		}
-	}
-	// The App's container, then its sidecars and init containers.
-	envs, envFroms := [][]corev1.EnvVar{t.Env}, [][]corev1.EnvFromSource{t.EnvFrom}
-	for _, c := range slices.Concat(t.Sidecars, t.InitContainers) {
-		envs, envFroms = append(envs, c.Env), append(envFroms, c.EnvFrom)
-	}
-	for _, e := range slices.Concat(envs...) {
-		if v := e.ValueFrom; v != nil {
-			if r := v.ConfigMapKeyRef; r != nil {
-				add("ConfigMap", r.Name, r.Optional)
-			}
-			if r := v.SecretKeyRef; r != nil {
-				add("Secret", r.Name, r.Optional)
-			}
-		}
-	}
-	for _, e := range slices.Concat(envFroms...) {
-		if r := e.ConfigMapRef; r != nil {
-			add("ConfigMap", r.Name, r.Optional)
-		}
-		if r := e.SecretRef; r != nil {
-			add("Secret", r.Name, r.Optional)
-		}
-	}
-	for _, v := range t.Volumes {
-		if s := v.ConfigMap; s != nil {
-			add("ConfigMap", s.Name, s.Optional)
-		}
-		if s := v.Secret; s != nil {
-			add("Secret", s.SecretName, s.Optional)
-		}
-	}
+	})
 	slices.SortFunc(refs, func(a, b configRef) int {
 		if c := strings.Compare(a.kind, b.kind); c != 0 {
 			return c
@@ -105,6 +74,47 @@ func configRefs(t *appv1.DeploymentTemplate) []configRef {
 		out = append(out, r)
 	}
 	return out
+}
+
+// visitConfigRefs calls visit with each reference to a ConfigMap or Secret of t's pods:
+// the App's container's env and envFrom, then its sidecars' and init containers', then
+// the volumes. name points into t: versioned config renames the references to copies
+// (configcopy.go).
+func visitConfigRefs(t *appv1.DeploymentTemplate, visit func(kind string, name *string, optional *bool)) {
+	envs, envFroms := [][]corev1.EnvVar{t.Env}, [][]corev1.EnvFromSource{t.EnvFrom}
+	for _, c := range slices.Concat(t.Sidecars, t.InitContainers) {
+		envs, envFroms = append(envs, c.Env), append(envFroms, c.EnvFrom)
+	}
+	for _, env := range envs {
+		for i := range env {
+			if v := env[i].ValueFrom; v != nil {
+				if r := v.ConfigMapKeyRef; r != nil {
+					visit("ConfigMap", &r.Name, r.Optional)
+				}
+				if r := v.SecretKeyRef; r != nil {
+					visit("Secret", &r.Name, r.Optional)
+				}
+			}
+		}
+	}
+	for _, envFrom := range envFroms {
+		for i := range envFrom {
+			if r := envFrom[i].ConfigMapRef; r != nil {
+				visit("ConfigMap", &r.Name, r.Optional)
+			}
+			if r := envFrom[i].SecretRef; r != nil {
+				visit("Secret", &r.Name, r.Optional)
+			}
+		}
+	}
+	for i := range t.Volumes {
+		if s := t.Volumes[i].ConfigMap; s != nil {
+			visit("ConfigMap", &s.Name, s.Optional)
+		}
+		if s := t.Volumes[i].Secret; s != nil {
+			visit("Secret", &s.SecretName, s.Optional)
+		}
+	}
 }
 
 // indexByConfig is the configIndex function.
@@ -145,16 +155,33 @@ func (c *Controller) configHandler(logger klog.Logger, kind string) cache.Resour
 			}
 		}
 	}
+	copies := c.configStore(kind)
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj interface{}) { changed("added", controller.ObjectFromTombstone(obj)) },
+		AddFunc: func(obj interface{}) {
+			copies.Observed(obj)
+			changed("added", controller.ObjectFromTombstone(obj))
+		},
 		UpdateFunc: func(old, cur interface{}) {
 			o, n := controller.ObjectFromTombstone(old), controller.ObjectFromTombstone(cur)
 			if o == nil || n == nil || o.GetResourceVersion() == n.GetResourceVersion() {
 				return // periodic resync
 			}
+			copies.Observed(cur)
 			changed("changed", n)
 		},
-		DeleteFunc: func(obj interface{}) { changed("deleted", controller.ObjectFromTombstone(obj)) },
+		DeleteFunc: func(obj interface{}) {
+			copies.Deleted(obj)
+			o := controller.ObjectFromTombstone(obj)
+			changed("deleted", o)
+			if o == nil {
+				return
+			}
+			if ref := controller.ControllerOfKind(o, appKind); ref != nil {
+				// A copy of an App's config (configcopy.go): the App makes it again if a
+				// version still reads it.
+				c.loop.Enqueue(cache.ObjectName{Namespace: o.GetNamespace(), Name: ref.Name})
+			}
+		},
 	}
 }
 
@@ -224,6 +251,11 @@ func rolloutHashes(current string, live *appsv1.Deployment) configHashes {
 	livePods := ""
 	if live != nil {
 		livePods = live.Spec.Template.Annotations[appv1.ConfigHashAnnotation]
+	}
+	if strings.HasPrefix(livePods, copiesPrefix) {
+		// Copies of a version of spec.rollout.versionedConfig, which the App no longer
+		// has: the pods read the objects again (configcopy.go).
+		return configHashes{seen: current, pods: current}
 	}
 	switch {
 	case current == "":

@@ -146,8 +146,12 @@ type Controller struct {
 	// probeEvents is the cache of the kubelet's Unhealthy Events, indexed by pod
 	// (podEventIndex); nil without Informers.ProbeEvents.
 	probeEvents cache.Indexer
-	// configMaps and secrets are the metadata caches of ConfigMaps and Secrets.
-	configMaps, secrets cache.Indexer
+	// configMaps and secrets are the metadata caches of ConfigMaps and Secrets;
+	// configMapCopies and secretCopies the same with the copies the controller created
+	// (configcopy.go), and copyHashes the copy hash of each object read for a copy.
+	configMaps, secrets           cache.Indexer
+	configMapCopies, secretCopies *controller.WriteCache
+	copyHashes                    *lru.Cache
 	// revisions records the revisions of Apps' specs.
 	revisions *revisions
 
@@ -230,7 +234,10 @@ type Options struct {
 //
 // ConfigMaps and Secrets are listed and watched as metadata only (the metadata API
 // still needs list and watch), to roll the pods of the Apps that reference one when it
-// changes; their data is never requested. ControllerRevisions, the revisions of Apps'
+// changes. Only for an App with spec.rollout.versionedConfig is one read (get) to be
+// copied, and are its copies created and deleted (configcopy.go); a Secret only when
+// Secrets are watched (the chart drops "secrets" from every rule otherwise).
+// ControllerRevisions, the revisions of Apps'
 // specs, are listed and watched (the managed ones), created, read after a create that
 // found the name taken (get), patched (an older revision made current again) and
 // deleted beyond the history limit.
@@ -242,7 +249,7 @@ type Options struct {
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
-// +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=list;watch
+// +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;patch;delete
@@ -268,17 +275,19 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 	appInformer := inf.Apps.Informer()
 	podInformer := inf.Pods.Informer()
 	c := &Controller{
-		kubeClient:    kubeClient,
-		appClient:     appClient,
-		appLister:     inf.Apps.Lister(),
-		appSynced:     appInformer.HasSynced,
-		appIndexer:    appInformer.GetIndexer(),
-		apps:          controller.NewWriteCache(appInformer.GetIndexer(), 0, opts.Clock),
-		statusPending: newPendingWrites(),
-		analyzer:      opts.Analyzer,
-		notifier:      opts.Notifier,
-		pods:          podInformer.GetIndexer(),
-		configMaps:    inf.ConfigMaps.Informer().GetIndexer(),
+		kubeClient:      kubeClient,
+		appClient:       appClient,
+		appLister:       inf.Apps.Lister(),
+		appSynced:       appInformer.HasSynced,
+		appIndexer:      appInformer.GetIndexer(),
+		apps:            controller.NewWriteCache(appInformer.GetIndexer(), 0, opts.Clock),
+		statusPending:   newPendingWrites(),
+		analyzer:        opts.Analyzer,
+		notifier:        opts.Notifier,
+		pods:            podInformer.GetIndexer(),
+		configMaps:      inf.ConfigMaps.Informer().GetIndexer(),
+		configMapCopies: controller.NewWriteCache(inf.ConfigMaps.Informer().GetIndexer(), 0, opts.Clock),
+		copyHashes:      lru.New(rolloutSpecCacheSize),
 		revisions: &revisions{
 			client:  kubeClient,
 			cache:   controller.NewWriteCache(inf.Revisions.Informer().GetIndexer(), 0, opts.Clock),
@@ -299,6 +308,10 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 	}
 	if inf.Secrets != nil {
 		c.secrets = inf.Secrets.Informer().GetIndexer()
+		c.secretCopies = controller.NewWriteCache(c.secrets, 0, opts.Clock)
+		if err := inf.Secrets.Informer().AddIndexers(cache.Indexers{controllerIndex: indexByControllerUID}); err != nil {
+			return nil, fmt.Errorf("adding the controller index to the Secret informer: %w", err)
+		}
 		c.synced = append(c.synced, inf.Secrets.Informer().HasSynced)
 	}
 	// Each kind of child wires its informers: indexes, event handlers, synced.
@@ -314,6 +327,9 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 	}
 	if err := inf.Revisions.Informer().AddIndexers(cache.Indexers{controllerIndex: indexByControllerUID}); err != nil {
 		return nil, fmt.Errorf("adding the controller index to the ControllerRevision informer: %w", err)
+	}
+	if err := inf.ConfigMaps.Informer().AddIndexers(cache.Indexers{controllerIndex: indexByControllerUID}); err != nil {
+		return nil, fmt.Errorf("adding the controller index to the ConfigMap informer: %w", err)
 	}
 	if err := podInformer.AddIndexers(cache.Indexers{podAppIndex: indexPodByApp}); err != nil {
 		return nil, fmt.Errorf("adding the App index to the pod informer: %w", err)

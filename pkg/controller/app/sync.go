@@ -31,6 +31,7 @@ var appChildren = []func(c *Controller, inf Informers, opts Options) (appChild, 
 	newStableServiceChild,
 	newCanaryServiceChild,
 	newAutoscalerChild,
+	newConfigCopyChild,
 }
 
 // syncApp makes the children of the App named key match its spec and writes what it

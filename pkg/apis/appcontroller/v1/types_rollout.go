@@ -33,6 +33,16 @@ type Rollout struct {
 	// Canary rolls a new pod template out in steps beside the stable one.
 	// +required
 	Canary *CanaryStrategy `json:"canary"`
+
+	// VersionedConfig gives each version of the pods its own immutable copy of every
+	// ConfigMap and Secret they reference, named NAME-HASH after the data, owned by the
+	// App: a config change rolls out through the steps while the stable pods keep
+	// reading the old copy, an abort leaves them untouched, and a rollback brings the
+	// config back with the code. Copies no kept revision needs are deleted with the
+	// revisions. Requires configChangePolicy Rollout (the default).
+	// docs/progressive-delivery.md, "Config that belongs to a version".
+	// +optional
+	VersionedConfig bool `json:"versionedConfig,omitempty"`
 }
 
 // CanaryStrategy is the steps of a canary rollout and its thresholds.

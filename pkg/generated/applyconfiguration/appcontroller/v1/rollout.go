@@ -45,6 +45,14 @@ package v1
 type RolloutApplyConfiguration struct {
 	// Canary rolls a new pod template out in steps beside the stable one.
 	Canary *CanaryStrategyApplyConfiguration `json:"canary,omitempty"`
+	// VersionedConfig gives each version of the pods its own immutable copy of every
+	// ConfigMap and Secret they reference, named NAME-HASH after the data, owned by the
+	// App: a config change rolls out through the steps while the stable pods keep
+	// reading the old copy, an abort leaves them untouched, and a rollback brings the
+	// config back with the code. Copies no kept revision needs are deleted with the
+	// revisions. Requires configChangePolicy Rollout (the default).
+	// docs/progressive-delivery.md, "Config that belongs to a version".
+	VersionedConfig *bool `json:"versionedConfig,omitempty"`
 }
 
 // RolloutApplyConfiguration constructs a declarative configuration of the Rollout type for use with
@@ -58,5 +66,13 @@ func Rollout() *RolloutApplyConfiguration {
 // If called multiple times, the Canary field is set to the value of the last call.
 func (b *RolloutApplyConfiguration) WithCanary(value *CanaryStrategyApplyConfiguration) *RolloutApplyConfiguration {
 	b.Canary = value
+	return b
+}
+
+// WithVersionedConfig sets the VersionedConfig field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the VersionedConfig field is set to the value of the last call.
+func (b *RolloutApplyConfiguration) WithVersionedConfig(value bool) *RolloutApplyConfiguration {
+	b.VersionedConfig = &value
 	return b
 }
