@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -278,7 +279,6 @@ func (f *fixture) configCatchUp() {
 	}
 }
 
-
 // copiesWorld returns a world of a new App web of 4 replicas with a canary strategy and
 // versionedConfig, reading copiesApp's objects.
 func copiesWorld(t *testing.T) *world {
@@ -427,5 +427,148 @@ func TestVersionedConfigRollout(t *testing.T) {
 	w.step("at rest", nil, "Healthy 0")
 	if got := w.configMaps(); !sameMultiset(got, []string{"files", "settings", "files-5a606591c5", "settings-0c1c0e36d6"}) {
 		t.Errorf("ConfigMaps %q", got)
+	}
+	// The Secret's data is in no Event and no condition.
+	for _, e := range w.events {
+		if strings.Contains(e, "s3cret") {
+			t.Errorf("Event %q", e)
+		}
+	}
+	for _, c := range w.app().Status.Conditions {
+		if strings.Contains(c.Message, "s3cret") {
+			t.Errorf("condition %+v", c)
+		}
+	}
+}
+
+// drive syncs the App until its rollout is Healthy with no canary left, the Deployments
+// settling after each sync, and fails after ten syncs.
+func (w *world) drive(what string) {
+	w.t.Helper()
+	for range 10 {
+		if err := w.f.syncOnce(w.key.Namespace, w.key.Name); err != nil {
+			w.t.Fatalf("%s: %v", what, err)
+		}
+		w.events = append(w.events, w.f.events()...)
+		w.f.catchUp()
+		w.f.configCatchUp()
+		if err := w.f.inf.Apps.Informer().GetIndexer().Update(w.app()); err != nil {
+			w.t.Fatal(err)
+		}
+		for _, name := range []string{"web-deploy", "web-deploy-canary"} {
+			if w.deploymentReplicas(name) >= 0 {
+				w.deploymentSettles(name, "bbbb")
+			}
+		}
+		if r := w.app().Status.Rollout; r != nil && r.Phase == appv1.RolloutHealthy && r.Canary == nil {
+			return
+		}
+	}
+	w.t.Fatalf("%s: rollout %+v after ten syncs", what, w.app().Status.Rollout)
+}
+
+// TestVersionedConfigRollback changes the image and a ConfigMap at once, promotes, and
+// rolls the spec back: the old code comes back with the old copies, at once (the
+// version is in the rollback window), and both versions' copies are kept while their
+// revisions are.
+func TestVersionedConfigRollback(t *testing.T) {
+	w := copiesWorld(t)
+	w.drive("a new App")
+	oldSpec := w.app().Spec.DeepCopy()
+	w.setData("files", "20", map[string]string{"level": "debug"})
+	w.edit(true, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	w.step("image and files changed: a rollout", []string{
+		"create controllerrevisions web-<rev>", "create configmaps files-6bb9f3321d", "patch apps/status web",
+		"patch deployments web-deploy-canary", "patch deployments web-deploy",
+	}, "Progressing 0")
+	w.request(appv1.RolloutActionPromoteFull, "promote-1")
+	w.drive("promoted")
+	if w.image("web-deploy") != "nginx:2" || w.volumeOf("web-deploy") != "files-6bb9f3321d" {
+		t.Fatalf("promoted stable: %s reading %s", w.image("web-deploy"), w.volumeOf("web-deploy"))
+	}
+	w.f.configCatchUp()
+	w.step("at rest", nil, "Healthy 0")
+	if got := w.configMaps(); !sameMultiset(got, []string{"files", "settings", "files-5a606591c5", "files-6bb9f3321d", "settings-0c1c0e36d6"}) {
+		t.Errorf("ConfigMaps %q: want both versions' copies, as both revisions are kept", got)
+	}
+
+	w.edit(true, func(a *appv1.App) { a.Spec = *oldSpec })
+	w.step("the spec rolled back: the old code and its copies to the stable at once", []string{
+		"patch controllerrevisions web-<rev>", "patch apps/status web", "patch deployments web-deploy",
+	}, "Healthy 0")
+	if w.image("web-deploy") != "nginx" || w.volumeOf("web-deploy") != "files-5a606591c5" {
+		t.Errorf("rolled back stable: %s reading %s, want nginx reading files-5a606591c5", w.image("web-deploy"), w.volumeOf("web-deploy"))
+	}
+
+	// Revisions pruned to one: the copies only the pruned one names go with it, once the
+	// canary Deployment that ran them is gone too (scaleDownDelaySeconds).
+	w.edit(true, func(a *appv1.App) { a.Spec.RevisionHistoryLimit = ptr.To[int32](1) })
+	w.drive("history limit 1")
+	w.f.configCatchUp()
+	w.drive("history limit 1")
+	if got := w.configMaps(); !slices.Contains(got, "files-6bb9f3321d") {
+		t.Errorf("ConfigMaps %q: the copy the canary Deployment still reads was deleted", got)
+	}
+	w.at(time.Hour)
+	w.drive("the canary deleted")
+	w.f.configCatchUp()
+	w.drive("the canary deleted")
+	if got := w.configMaps(); !sameMultiset(got, []string{"files", "settings", "files-5a606591c5", "settings-0c1c0e36d6"}) {
+		t.Errorf("ConfigMaps %q after the pruning of the other revision", got)
+	}
+}
+
+// TestVersionedConfigSecretsNotWatched: with --config-rollout-secrets=false the
+// ConfigMaps are copied, the Secret is read directly, and the App says so (a True
+// condition and a Warning Event once).
+func TestVersionedConfigSecretsNotWatched(t *testing.T) {
+	w := copiesWorld(t)
+	w.f.c.secrets, w.f.c.secretCopies = nil, nil
+	w.drive("a new App")
+	if w.copyOf("Secret", "creds-77b68fcbb8") != nil {
+		t.Error("the Secret was copied")
+	}
+	d := w.f.liveDeploymentOf("web-deploy")
+	if got := d.Spec.Template.Spec.Containers[0].Env[0].ValueFrom.SecretKeyRef.Name; got != "creds" {
+		t.Errorf("the pods read Secret %s, want creds", got)
+	}
+	if v := w.volumeOf("web-deploy"); v != "files-5a606591c5" {
+		t.Errorf("the pods read ConfigMap %s", v)
+	}
+	c := meta.FindStatusCondition(w.app().Status.Conditions, appv1.ConditionConfigVersioned)
+	want := `the controller is installed without access to Secrets (--config-rollout-secrets=false): the pods read Secret "creds" directly, shared by every version; each version of the pods reads its own copy of 2 ConfigMap(s) and 0 Secret(s)`
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != appv1.ReasonSecretsNotCopied || c.Message != want {
+		t.Errorf("ConfigVersioned = %+v", c)
+	}
+	if n := slices.IndexFunc(w.events, func(e string) bool { return strings.HasPrefix(e, "Warning SecretsNotCopied ") }); n < 0 {
+		t.Errorf("events %q: want the Warning SecretsNotCopied", w.events)
+	}
+	if ready := meta.FindStatusCondition(w.app().Status.Conditions, appv1.ConditionReady); ready == nil || ready.Status != metav1.ConditionTrue {
+		t.Errorf("Ready = %+v", ready)
+	}
+}
+
+// TestVersionedConfigNameClash: a copy's name held by a ConfigMap the App does not
+// control is never written; the pods read the object itself, and the App says so.
+func TestVersionedConfigNameClash(t *testing.T) {
+	w := copiesWorld(t)
+	if err := w.f.kubeClient.Tracker().Add(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "tcs", Name: "files-5a606591c5", UID: "theirs"},
+		Data: map[string]string{"level": "theirs"}}); err != nil {
+		t.Fatal(err)
+	}
+	w.f.configCatchUp()
+	w.drive("a new App")
+	if v := w.volumeOf("web-deploy"); v != "files" {
+		t.Errorf("the pods read %s, want files itself", v)
+	}
+	if cm := w.copyOf("ConfigMap", "files-5a606591c5").(*corev1.ConfigMap); cm.Data["level"] != "theirs" || len(cm.OwnerReferences) != 0 {
+		t.Errorf("the ConfigMap of the clash was written: %+v", cm)
+	}
+	c := meta.FindStatusCondition(w.app().Status.Conditions, appv1.ConditionNamesAccepted)
+	if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, `ConfigMap "files-5a606591c5" already exists and is not managed by this App`) {
+		t.Errorf("NamesAccepted = %+v", c)
+	}
+	if n := slices.IndexFunc(w.events, func(e string) bool { return strings.HasPrefix(e, "Warning ErrResourceExists") }); n < 0 {
+		t.Errorf("events %q: want ErrResourceExists", w.events)
 	}
 }
