@@ -356,12 +356,15 @@ func TestServiceAccountPermissions(t *testing.T) {
 
 	dryRun := []string{metav1.DryRunAll}
 	for what, try := range map[string]func() error{
-		"get a secret in kube-system": func() error {
-			_, err := sa.CoreV1().Secrets("kube-system").Get(ctx, "anything", metav1.GetOptions{})
+		// A Secret is read (versionedConfig copies it), never changed.
+		"update a secret in kube-system": func() error {
+			_, err := sa.CoreV1().Secrets("kube-system").Update(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "anything"}},
+				metav1.UpdateOptions{DryRun: dryRun})
 			return err
 		},
-		"get a secret in its own namespace": func() error {
-			_, err := sa.CoreV1().Secrets(controllerNamespace).Get(ctx, "anything", metav1.GetOptions{})
+		"patch a secret in its own namespace": func() error {
+			_, err := sa.CoreV1().Secrets(controllerNamespace).Patch(ctx, "anything", types.MergePatchType, []byte(`{}`),
+				metav1.PatchOptions{DryRun: dryRun})
 			return err
 		},
 		"delete node " + localcluster.DefaultNodeName: func() error {
