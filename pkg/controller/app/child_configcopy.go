@@ -123,7 +123,7 @@ func (k *configCopyChild) prune(ctx context.Context, app *appv1.App, in *syncInp
 		obj  metav1.Object
 	}
 	var owned []ownedCopy
-	for _, kind := range []string{"ConfigMap", "Secret"} {
+	for _, kind := range []string{kindConfigMap, kindSecret} {
 		store := k.c.configStore(kind)
 		if store == nil {
 			continue
@@ -154,7 +154,7 @@ func (k *configCopyChild) prune(ctx context.Context, app *appv1.App, in *syncInp
 		uid := m.GetUID()
 		opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
 		var err error
-		if kind == "Secret" {
+		if kind == kindSecret {
 			err = k.c.kubeClient.CoreV1().Secrets(app.Namespace).Delete(ctx, m.GetName(), opts)
 		} else {
 			err = k.c.kubeClient.CoreV1().ConfigMaps(app.Namespace).Delete(ctx, m.GetName(), opts)

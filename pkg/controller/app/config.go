@@ -38,6 +38,12 @@ import (
 // "ConfigMap/namespace/name" and "Secret/namespace/name".
 const configIndex = "app.appcontroller.k8s.io/config"
 
+// The kinds of the objects an App's pods read their config from.
+const (
+	kindConfigMap = "ConfigMap"
+	kindSecret    = "Secret"
+)
+
 // configRef is a ConfigMap or Secret an App's pods reference.
 type configRef struct {
 	kind, name string
@@ -81,7 +87,9 @@ func configRefs(t *appv1.DeploymentTemplate) []configRef {
 // the volumes. name points into t: versioned config renames the references to copies
 // (configcopy.go).
 func visitConfigRefs(t *appv1.DeploymentTemplate, visit func(kind string, name *string, optional *bool)) {
-	envs, envFroms := [][]corev1.EnvVar{t.Env}, [][]corev1.EnvFromSource{t.EnvFrom}
+	n := 1 + len(t.Sidecars) + len(t.InitContainers)
+	envs, envFroms := make([][]corev1.EnvVar, 0, n), make([][]corev1.EnvFromSource, 0, n)
+	envs, envFroms = append(envs, t.Env), append(envFroms, t.EnvFrom)
 	for _, c := range slices.Concat(t.Sidecars, t.InitContainers) {
 		envs, envFroms = append(envs, c.Env), append(envFroms, c.EnvFrom)
 	}
@@ -89,10 +97,10 @@ func visitConfigRefs(t *appv1.DeploymentTemplate, visit func(kind string, name *
 		for i := range env {
 			if v := env[i].ValueFrom; v != nil {
 				if r := v.ConfigMapKeyRef; r != nil {
-					visit("ConfigMap", &r.Name, r.Optional)
+					visit(kindConfigMap, &r.Name, r.Optional)
 				}
 				if r := v.SecretKeyRef; r != nil {
-					visit("Secret", &r.Name, r.Optional)
+					visit(kindSecret, &r.Name, r.Optional)
 				}
 			}
 		}
@@ -100,19 +108,19 @@ func visitConfigRefs(t *appv1.DeploymentTemplate, visit func(kind string, name *
 	for _, envFrom := range envFroms {
 		for i := range envFrom {
 			if r := envFrom[i].ConfigMapRef; r != nil {
-				visit("ConfigMap", &r.Name, r.Optional)
+				visit(kindConfigMap, &r.Name, r.Optional)
 			}
 			if r := envFrom[i].SecretRef; r != nil {
-				visit("Secret", &r.Name, r.Optional)
+				visit(kindSecret, &r.Name, r.Optional)
 			}
 		}
 	}
 	for i := range t.Volumes {
 		if s := t.Volumes[i].ConfigMap; s != nil {
-			visit("ConfigMap", &s.Name, s.Optional)
+			visit(kindConfigMap, &s.Name, s.Optional)
 		}
 		if s := t.Volumes[i].Secret; s != nil {
-			visit("Secret", &s.SecretName, s.Optional)
+			visit(kindSecret, &s.SecretName, s.Optional)
 		}
 	}
 }
@@ -209,7 +217,7 @@ func (c *Controller) podConfig(app *appv1.App) (podConfig, error) {
 	h := sha256.New()
 	for _, r := range refs {
 		store := c.configMaps
-		if r.kind == "Secret" {
+		if r.kind == kindSecret {
 			if c.secrets == nil {
 				continue // Secrets not followed (Informers.Secrets nil)
 			}

@@ -169,7 +169,7 @@ type copyHashEntry struct {
 func (c *Controller) readCopies(ctx context.Context, app *appv1.App, revision string) (*configCopies, error) {
 	cc := &configCopies{refs: configRefs(app.Spec.DeploymentTemplate), current: versionCopies{}}
 	for _, r := range cc.refs {
-		if r.kind == "Secret" && c.secrets == nil {
+		if r.kind == kindSecret && c.secrets == nil {
 			cc.secretsShared = append(cc.secretsShared, r.name)
 			continue
 		}
@@ -224,7 +224,7 @@ func (c *Controller) canHave(app *appv1.App, want, current versionCopies) bool {
 
 // configStore returns the metadata cache of kind; nil for Secrets that are not watched.
 func (c *Controller) configStore(kind string) *controller.WriteCache {
-	if kind == "Secret" {
+	if kind == kindSecret {
 		return c.secretCopies
 	}
 	return c.configMapCopies
@@ -294,7 +294,7 @@ func (c *Controller) readSource(ctx context.Context, app *appv1.App, r configRef
 		src *source
 		err error
 	)
-	if r.kind == "Secret" {
+	if r.kind == kindSecret {
 		var s *corev1.Secret
 		if s, err = c.kubeClient.CoreV1().Secrets(app.Namespace).Get(ctx, r.name, metav1.GetOptions{}); err == nil {
 			src = &source{Object: s, secret: s}

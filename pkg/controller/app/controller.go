@@ -371,11 +371,11 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 			DeleteFunc: func(obj interface{}) { c.deleteApp(logger, obj) },
 		}},
 		{podInformer, "pod", c.podHandler(logger)},
-		{inf.ConfigMaps.Informer(), "ConfigMap", c.configHandler(logger, "ConfigMap")},
+		{inf.ConfigMaps.Informer(), kindConfigMap, c.configHandler(logger, kindConfigMap)},
 		{inf.Revisions.Informer(), "ControllerRevision", c.revisionHandler(logger)},
 	}
 	if inf.Secrets != nil {
-		handlers = append(handlers, watched{inf.Secrets.Informer(), "Secret", c.configHandler(logger, "Secret")})
+		handlers = append(handlers, watched{inf.Secrets.Informer(), kindSecret, c.configHandler(logger, kindSecret)})
 	}
 	if eventInformer != nil {
 		c.probeEvents = eventInformer.GetIndexer()
