@@ -21,11 +21,13 @@ import (
 
 // The ConfigMaps and Secrets an App's pods reference roll the pods when they change
 // (spec.deploymentTemplate.configChangePolicy). The controller needs to know that their
-// data changed, not the data: it watches their metadata only, trimmed to identity and
-// resourceVersion (controller.StripToVersion), and a new resourceVersion is a change.
-// (So a change of only a label or an annotation of the object rolls the pods too.) It
-// never reads the data of a ConfigMap or Secret, and the names and versions it reads
-// appear in no log, Event or status: the status names a missing object by kind and name.
+// data changed, not the data: it watches their metadata only, trimmed to identity,
+// resourceVersion and controller reference (controller.StripToVersion), and a new
+// resourceVersion is a change. (So a change of only a label or an annotation of the
+// object rolls the pods too.) It reads the data of a ConfigMap or Secret only to copy it
+// for an App with spec.rollout.versionedConfig (configcopy.go), and the names and versions
+// it reads appear in no log, Event or status: the status names a missing object by kind
+// and name.
 //
 // The versions of the referenced objects hash to a config hash. The Deployment carries,
 // under appv1.ConfigHashAnnotation, the hash the controller last saw (on the Deployment)

@@ -11,7 +11,7 @@
 //
 //  1. the App (controller.go: getApp), and what the children read (sync.go: input),
 //     with the ConfigMaps and Secrets the pods reference (config.go: a change rolls
-//     them);
+//     them; configcopy.go: with versionedConfig, each version's copies of them);
 //  2. the revision of the spec (revisions.go: for history and rollback), in parallel
 //     with the children, or before them with spec.rollout;
 //  3. with spec.rollout, the canary rollout, whose engine is pkg/rollout:
@@ -24,7 +24,8 @@
 //     table: child_deployment.go, child_service.go, child_budget.go, child_route.go
 //     (one child of two shapes) with routehosts.go (which namespace holds a host),
 //     child_canary.go and child_splitservice.go (a rollout's canary Deployment and the
-//     Services an HTTPRoute splits its traffic between), child_autoscaler.go; each
+//     Services an HTTPRoute splits its traffic between), child_autoscaler.go,
+//     child_configcopy.go (the copies of versioned config: reported, pruned); each
 //     writes through children.go (one child: prune, lookup, yield, write; before a
 //     create, confirmLive: the App still exists), with claims.go (which App wins a
 //     contested child name) and contest.go (pacing the repairs of a child another
@@ -88,9 +89,11 @@ type Informers struct {
 	// probe's output to ContainerNotReady (pods.go). Optional.
 	ProbeEvents coreinformers.EventInformer
 	// ConfigMaps and Secrets are metadata-only informers of every ConfigMap and Secret,
-	// trimmed to identity and resourceVersion (controller.StripToVersion), to roll the
-	// pods of the Apps that reference one when it changes (config.go). Secrets nil: a
-	// Secret's change rolls no pods (--config-rollout-secrets=false).
+	// trimmed to identity, resourceVersion and controller reference
+	// (controller.StripToVersion), to roll the pods of the Apps that reference one when
+	// it changes (config.go) and to know the copies of versioned config
+	// (configcopy.go). Secrets nil: a Secret's change rolls no pods and no Secret is
+	// copied (--config-rollout-secrets=false).
 	ConfigMaps, Secrets informers.GenericInformer
 	// DisruptionBudgets watches the PodDisruptionBudgets labelled as managed by
 	// app-controller; UnmanagedDisruptionBudgets the metadata of every other one.
