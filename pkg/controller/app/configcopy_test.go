@@ -420,6 +420,7 @@ func TestVersionedConfigRollout(t *testing.T) {
 	}, "Healthy 0")
 	w.f.configCatchUp()
 	w.step("the copy no version reads is deleted", []string{"delete configmaps files-6bb9f3321d"}, "Healthy 0")
+	w.step("the informer has not seen the deletion yet: not deleted again", nil, "Healthy 0")
 	if !apiequality.Semantic.DeepEqual(w.f.liveDeploymentOf("web-deploy").Spec.Template, stable) {
 		t.Error("the stable Deployment's pod template changed")
 	}
