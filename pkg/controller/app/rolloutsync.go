@@ -43,9 +43,22 @@ func (c *Controller) syncRollout(ctx context.Context, key cache.ObjectName, app 
 	if cur != nil && cur.Stable == nil {
 		cur = nil // not one this controller wrote: start afresh
 	}
+	if copiesEnabled(app) {
+		var err error
+		if in.copies, err = c.readCopies(ctx, app, revision); err != nil {
+			return app, nil, 0, err
+		}
+	}
 	vs, err := desiredVersion(app, in, revision, cur)
 	if err != nil {
 		return app, nil, 0, err
+	}
+	if in.copies != nil {
+		// The copies the version reads exist before any Deployment names them.
+		in.copies.desired = vs.desired.ConfigHash
+		if _, err := c.ensureCopies(ctx, app, vs.desired.ConfigHash, in.copies); err != nil {
+			return app, nil, 0, err
+		}
 	}
 	o, live, recheck, err := c.observeRollout(ctx, app, in, s, bg, cur, vs)
 	if err != nil {

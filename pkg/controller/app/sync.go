@@ -32,6 +32,7 @@ var appChildren = []func(c *Controller, inf Informers, opts Options) (appChild, 
 	newCanaryServiceChild,
 	newPreviewServiceChild,
 	newAutoscalerChild,
+	newConfigCopyChild,
 }
 
 // syncApp makes the children of the App named key match its spec and writes what it

@@ -78,6 +78,8 @@ func TestRolloutValidation(t *testing.T) {
 			[]string{"spec.rollout.canary.readyDeadlineSeconds", "greater than or equal to 10"}},
 		{"rollback window too wide", pods + "rollout: {canary: {steps: [{setWeight: 20}], rollbackWindow: 11}}",
 			[]string{"spec.rollout.canary.rollbackWindow", "less than or equal to 10"}},
+		{"versionedConfig with configChangePolicy Ignore (CEL)", "deploymentTemplate: {name: web, image: nginx, replicas: 4, configChangePolicy: Ignore}\nrollout: {versionedConfig: true, canary: {steps: [{setWeight: 20}]}}",
+			[]string{"spec.rollout.versionedConfig", "configChangePolicy Ignore turns off"}},
 	}
 	for i, tc := range invalid {
 		t.Run(tc.name, func(t *testing.T) {
@@ -105,6 +107,8 @@ func TestRolloutValidation(t *testing.T) {
 		{"32 steps and every option", pods + "rollout: {canary: {steps: [" + strings.TrimSuffix(strings.Repeat("{setWeight: 1}, ", 32), ", ") +
 			"], scaleDownDelaySeconds: 0, abortScaleDownDelaySeconds: 86400, progressDeadlineSeconds: 10, readyDeadlineSeconds: 3600, rollbackWindow: 0}}"},
 		{"no replicas and no HTTPRoute, autoscaled: the autoscaler's count is split", "deploymentTemplate: {name: web, image: nginx, resources: {requests: {cpu: 100m}}}\nautoscaling: {maxReplicas: 5, cpu: {averageUtilization: 50}}\nrollout: {canary: {steps: [{setWeight: 20}]}}"},
+		{"versionedConfig, configChangePolicy Rollout", "deploymentTemplate: {name: web, image: nginx, replicas: 4, configChangePolicy: Rollout}\nrollout: {versionedConfig: true, canary: {steps: [{setWeight: 20}]}}"},
+		{"versionedConfig false with Ignore", "deploymentTemplate: {name: web, image: nginx, replicas: 4, configChangePolicy: Ignore}\nrollout: {versionedConfig: false, canary: {steps: [{setWeight: 20}]}}"},
 		{"a Service name of 56 characters", "deploymentTemplate: {name: web, image: nginx, replicas: 2}\nserviceTemplate: {name: " + strings.Repeat("s", 56) + "}\nrollout: {canary: {steps: [{setWeight: 20}]}}"},
 	}
 	assertAccepted(t, dyn, ns, "valid-rollout", valid)

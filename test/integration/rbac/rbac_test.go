@@ -94,6 +94,12 @@ var grants = []grant{
 	{permission{"watch", "", "configmaps"}, "ConfigMap informer, metadata only: roll the pods of the Apps that reference one when it changes", true, everywhere},
 	{permission{"list", "", "secrets"}, "Secret informer, metadata only (the data is never requested): roll the pods of the Apps that reference one when it changes", false, everywhere},
 	{permission{"watch", "", "secrets"}, "Secret informer, metadata only (the data is never requested): roll the pods of the Apps that reference one when it changes", true, everywhere},
+	{permission{"get", "", "configmaps"}, "spec.rollout.versionedConfig: a referenced ConfigMap read to be copied", false, everywhere},
+	{permission{"create", "", "configmaps"}, "spec.rollout.versionedConfig: the immutable copy of a referenced ConfigMap", false, everywhere},
+	{permission{"delete", "", "configmaps"}, "spec.rollout.versionedConfig: a copy no version, Deployment or kept revision reads", false, everywhere},
+	{permission{"get", "", "secrets"}, "spec.rollout.versionedConfig: a referenced Secret read to be copied", false, everywhere},
+	{permission{"create", "", "secrets"}, "spec.rollout.versionedConfig: the immutable copy of a referenced Secret", false, everywhere},
+	{permission{"delete", "", "secrets"}, "spec.rollout.versionedConfig: a copy no version, Deployment or kept revision reads", false, everywhere},
 	{permission{"list", "apps", "controllerrevisions"}, "revision informer (managed revisions only): the revisions of Apps' specs", false, everywhere},
 	{permission{"watch", "apps", "controllerrevisions"}, "revision informer (managed revisions only): the revisions of Apps' specs", true, everywhere},
 	{permission{"create", "apps", "controllerrevisions"}, "a new revision of an App's spec", true, everywhere},
@@ -277,12 +283,12 @@ func TestServiceAccountPermissions(t *testing.T) {
 	}
 
 	denied := []authorizationv1.ResourceAttributes{
-		// Secrets are listed and watched as metadata only; never read one by one.
-		{Verb: "get", Resource: "secrets"},
-		{Verb: "get", Resource: "secrets", Namespace: controllerNamespace},
-		{Verb: "create", Resource: "secrets"},
+		// ConfigMaps and Secrets are read one by one and created only to be copied
+		// (versionedConfig), never changed: a copy is immutable, a source is not ours.
 		{Verb: "update", Resource: "secrets"},
-		{Verb: "get", Resource: "configmaps", Namespace: controllerNamespace},
+		{Verb: "patch", Resource: "secrets"},
+		{Verb: "update", Resource: "configmaps"},
+		{Verb: "patch", Resource: "configmaps"},
 		// Pods are listed and watched (the pod informer), never read one by one, read
 		// from (logs, exec) or written.
 		{Verb: "get", Resource: "pods"},
@@ -352,12 +358,15 @@ func TestServiceAccountPermissions(t *testing.T) {
 
 	dryRun := []string{metav1.DryRunAll}
 	for what, try := range map[string]func() error{
-		"get a secret in kube-system": func() error {
-			_, err := sa.CoreV1().Secrets("kube-system").Get(ctx, "anything", metav1.GetOptions{})
+		// A Secret is read (versionedConfig copies it), never changed.
+		"update a secret in kube-system": func() error {
+			_, err := sa.CoreV1().Secrets("kube-system").Update(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "anything"}},
+				metav1.UpdateOptions{DryRun: dryRun})
 			return err
 		},
-		"get a secret in its own namespace": func() error {
-			_, err := sa.CoreV1().Secrets(controllerNamespace).Get(ctx, "anything", metav1.GetOptions{})
+		"patch a secret in its own namespace": func() error {
+			_, err := sa.CoreV1().Secrets(controllerNamespace).Patch(ctx, "anything", types.MergePatchType, []byte(`{}`),
+				metav1.PatchOptions{DryRun: dryRun})
 			return err
 		},
 		"delete node " + localcluster.DefaultNodeName: func() error {

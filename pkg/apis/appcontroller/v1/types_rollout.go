@@ -42,6 +42,16 @@ type Rollout struct {
 	// Service, and switches all the traffic to it at once (types_bluegreen.go).
 	// +optional
 	BlueGreen *BlueGreenStrategy `json:"blueGreen,omitempty"`
+
+	// VersionedConfig gives each version of the pods its own immutable copy of every
+	// ConfigMap and Secret they reference, named NAME-HASH after the data, owned by the
+	// App: a config change rolls out through the steps while the stable pods keep
+	// reading the old copy, an abort leaves them untouched, and a rollback brings the
+	// config back with the code. Copies no kept revision needs are deleted with the
+	// revisions. Requires configChangePolicy Rollout (the default).
+	// docs/progressive-delivery.md, "Config that belongs to a version".
+	// +optional
+	VersionedConfig bool `json:"versionedConfig,omitempty"`
 }
 
 // CanaryStrategy is the steps of a canary rollout and its thresholds.

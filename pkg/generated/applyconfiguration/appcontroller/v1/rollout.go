@@ -50,6 +50,14 @@ type RolloutApplyConfiguration struct {
 	// BlueGreen runs a new pod template in full beside the active one, behind a preview
 	// Service, and switches all the traffic to it at once (types_bluegreen.go).
 	BlueGreen *BlueGreenStrategyApplyConfiguration `json:"blueGreen,omitempty"`
+	// VersionedConfig gives each version of the pods its own immutable copy of every
+	// ConfigMap and Secret they reference, named NAME-HASH after the data, owned by the
+	// App: a config change rolls out through the steps while the stable pods keep
+	// reading the old copy, an abort leaves them untouched, and a rollback brings the
+	// config back with the code. Copies no kept revision needs are deleted with the
+	// revisions. Requires configChangePolicy Rollout (the default).
+	// docs/progressive-delivery.md, "Config that belongs to a version".
+	VersionedConfig *bool `json:"versionedConfig,omitempty"`
 }
 
 // RolloutApplyConfiguration constructs a declarative configuration of the Rollout type for use with
@@ -71,5 +79,13 @@ func (b *RolloutApplyConfiguration) WithCanary(value *CanaryStrategyApplyConfigu
 // If called multiple times, the BlueGreen field is set to the value of the last call.
 func (b *RolloutApplyConfiguration) WithBlueGreen(value *BlueGreenStrategyApplyConfiguration) *RolloutApplyConfiguration {
 	b.BlueGreen = value
+	return b
+}
+
+// WithVersionedConfig sets the VersionedConfig field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the VersionedConfig field is set to the value of the last call.
+func (b *RolloutApplyConfiguration) WithVersionedConfig(value bool) *RolloutApplyConfiguration {
+	b.VersionedConfig = &value
 	return b
 }
