@@ -55,6 +55,8 @@ type Live struct {
 	// CanaryWeight is the canary's weight on the live HTTPRoute; -1 when it does not
 	// split.
 	CanaryWeight int32
+	// SplitServicesExist: the stable and canary Services of the split both exist.
+	SplitServicesExist bool
 	// StableReplicas is the live stable Deployment's spec count.
 	StableReplicas int32
 }
@@ -156,7 +158,28 @@ func NewPlan(s *appv1.CanaryStrategy, r *appv1.RolloutStatus, l Live, now time.T
 		p.StableReplicas = &stable
 		p.StepDone = ready && l.StableReplicas == stableShare(l.N, w)
 	}
+	if l.Gateway {
+		orderSplit(&p, l)
+	}
 	return p
+}
+
+// orderSplit orders the HTTPRoute's and the split Services' writes, which a sync makes
+// at once: the route names the stable and canary Services only once both exist, and
+// they go only once the live route no longer names them. A Gateway that reads a route
+// naming a Service it cannot find answers 500 to the requests for it (the Gateway
+// API's rule for an unresolved backend): Traefik did, for a second or two of a
+// rollout's requests, when the route and the Services were written in the same sync.
+// Until the Services exist the route stays on the App's Service (the canary is not
+// ready yet: its Deployment is written in the same sync; the step is not done while the
+// live route does not split).
+func orderSplit(p *Plan, l Live) {
+	if p.Split != nil && l.CanaryWeight < 0 && !l.SplitServicesExist {
+		p.Split, p.SplitServices = nil, true
+	}
+	if l.CanaryWeight >= 0 && p.StableHash != "" {
+		p.SplitServices = true
+	}
 }
 
 // canaryShare is the canary's replicas at weight w of n: rounded up, at least one when

@@ -37,6 +37,47 @@ func TestCanaryPodShare(t *testing.T) {
 	}
 }
 
+// TestOrderSplit checks the order of the HTTPRoute's and the split Services' writes: the
+// route names the stable and canary Services only once both exist, and they stay while
+// the live route names them.
+func TestOrderSplit(t *testing.T) {
+	s := appfixture.CanaryStrategy()
+	v1 := &appv1.RolloutVersion{PodTemplateHash: "h1", ReplicaSetHash: "rs1"}
+	v2 := &appv1.RolloutVersion{PodTemplateHash: "h2", ReplicaSetHash: "rs2"}
+	starting := &appv1.RolloutStatus{Phase: appv1.RolloutProgressing, Stable: v1, Canary: v2}
+	tests := []struct {
+		name     string
+		r        *appv1.RolloutStatus
+		l        Live
+		split    string
+		services bool
+	}{
+		{"a rollout starts: the Services first, the route on the App's Service", starting,
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryWeight: -1}, "-", true},
+		{"the Services exist: the route splits", starting,
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryWeight: -1, SplitServicesExist: true}, "100/0", true},
+		{"aborted before the route split: the Services first", &appv1.RolloutStatus{Phase: appv1.RolloutAborted, Stable: v1, Canary: v2},
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 1, CanaryWeight: -1}, "-", true},
+		{"promoted, the canary gone: the route back on the App's Service, the Services kept while it names them",
+			&appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: v2},
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryWeight: 0, SplitServicesExist: true}, "-", true},
+		{"then the route no longer names them: they go", &appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: v2},
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryWeight: -1, SplitServicesExist: true}, "-", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := NewPlan(s, tt.r, tt.l, testNow)
+			split := "-"
+			if p.Split != nil {
+				split = fmt.Sprintf("%d/%d", p.Split.Stable, p.Split.Canary)
+			}
+			if split != tt.split || p.SplitServices != tt.services {
+				t.Errorf("split %s, Services %t; want %s, %t", split, p.SplitServices, tt.split, tt.services)
+			}
+		})
+	}
+}
+
 // TestNewPlan checks what the children are in each state: by replicas and by
 // HTTPRoute weights, the canary scaled up before the stable down or the weight moves.
 func TestNewPlan(t *testing.T) {
@@ -61,7 +102,7 @@ func TestNewPlan(t *testing.T) {
 		{"step 0 by replicas, done", state(appv1.RolloutProgressing, 0, v1),
 			Live{N: 4, StableReplicas: 3, CanaryExists: true, CanaryReplicas: 1, CanaryAvailable: 1, CanaryWeight: -1}, "3 1 - true"},
 		{"step 0 by weight, canary not up: no weight yet", state(appv1.RolloutProgressing, 0, v1),
-			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryWeight: -1}, "- 1 100/0 false"},
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryWeight: -1, SplitServicesExist: true}, "- 1 100/0 false"},
 		{"step 0 by weight, canary up: 25%", state(appv1.RolloutProgressing, 0, v1),
 			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 1, CanaryAvailable: 1, CanaryWeight: 0}, "- 1 75/25 false"},
 		{"step 0 by weight, in effect", state(appv1.RolloutProgressing, 0, v1),

@@ -27,13 +27,13 @@ func (c *Controller) observeRollout(ctx context.Context, app *appv1.App, in *syn
 	o := &rollout.Observation{Now: c.clock.Now(), Desired: vs.desired}
 	o.StableSettled, o.StableHash = stableSettled(in.live)
 	canary := c.liveCanary(app)
-	live := c.rolloutLive(app, in, canary)
+	live, settle := c.rolloutLive(app, in, canary, o.Now)
 	o.Weighted = live.Gateway
 	o.RequestID, o.Request, o.RequestErr = rolloutRequest(app)
 	var err error
 	if cur == nil {
 		o.Initial, err = c.initialVersion(ctx, app, in, vs)
-		return o, live, 0, err
+		return o, live, settle, err
 	}
 	plan := rolloutPlan{Plan: rollout.NewPlan(s, cur, live, o.Now)}
 	if plan.StableMustRun {
@@ -55,7 +55,7 @@ func (c *Controller) observeRollout(ctx context.Context, app *appv1.App, in *syn
 	if o.Failure.Reason == "" {
 		o.Failure = refuse
 	}
-	recheck = controller.RequeueAfter(recheck, measure).RequeueAfter
+	recheck = controller.RequeueAfter(controller.RequeueAfter(recheck, measure).RequeueAfter, settle).RequeueAfter
 	return o, live, recheck, nil
 }
 
@@ -85,9 +85,10 @@ func stableSettled(d *appsv1.Deployment) (bool, string) {
 	return hash != "", hash
 }
 
-// rolloutLive reads what the plan needs of app's children as they are, canary being
-// its canary Deployment as cached (nil: none).
-func (c *Controller) rolloutLive(app *appv1.App, in *syncInput, canary *appsv1.Deployment) rollout.Live {
+// rolloutLive reads what the plan needs of app's children as they are at now, canary
+// being its canary Deployment as cached (nil: none); and, while the split Services are
+// too young for the HTTPRoute to name them (splitSettle), how long until they are not.
+func (c *Controller) rolloutLive(app *appv1.App, in *syncInput, canary *appsv1.Deployment, now time.Time) (rollout.Live, time.Duration) {
 	t := app.Spec.DeploymentTemplate
 	l := rollout.Live{Gateway: c.route.splits(app), Autoscaled: app.Spec.Autoscaling != nil, CanaryWeight: -1}
 	if in.live != nil {
@@ -106,10 +107,41 @@ func (c *Controller) rolloutLive(app *appv1.App, in *syncInput, canary *appsv1.D
 			l.CanaryAvailable = canary.Status.AvailableReplicas
 		}
 	}
+	var settle time.Duration
 	if l.Gateway {
 		l.CanaryWeight = c.route.canaryWeight(app)
+		l.SplitServicesExist, settle = c.splitServicesSettled(app, now)
 	}
-	return l
+	return l, settle
+}
+
+// splitSettle is how long the stable and canary Services of a rollout's split exist
+// before the HTTPRoute names them: the time for the Gateway's controller to see them,
+// and the EndpointSlices the cluster makes for them. Traefik answered 500 to two
+// seconds of requests (its Gateway provider's throttle) for a route that named Services
+// written 20 ms before it, which it had not seen yet (test/e2e/analysis, on the real
+// node).
+const splitSettle = 2 * time.Second
+
+// splitServicesSettled reports whether app's stable and canary Services (the split of
+// its HTTPRoute) both exist, as cached (own writes included), since splitSettle at now;
+// when they exist but are younger, how long until they are not.
+func (c *Controller) splitServicesSettled(app *appv1.App, now time.Time) (bool, time.Duration) {
+	name := serviceName(app)
+	if name == "" {
+		return false, 0
+	}
+	var wait time.Duration
+	for _, suffix := range []string{appv1.StableSuffix, appv1.CanarySuffix} {
+		h, err := c.services.lookup(app, name+suffix)
+		if err != nil || !h.exists || !h.ours {
+			return false, 0
+		}
+		if h.managed != nil {
+			wait = max(wait, h.managed.CreationTimestamp.Add(splitSettle).Sub(now))
+		}
+	}
+	return wait <= 0, max(wait, 0)
 }
 
 // stableRuns reports whether the live stable Deployment runs the plan's stable template
