@@ -170,12 +170,17 @@ func NewPlan(s *appv1.CanaryStrategy, r *appv1.RolloutStatus, l Live, now time.T
 // naming a Service it cannot find answers 500 to the requests for it (the Gateway
 // API's rule for an unresolved backend): Traefik did, for a second or two of a
 // rollout's requests, when the route and the Services were written in the same sync.
-// Until the Services exist the route stays on the App's Service (the canary is not
-// ready yet: its Deployment is written in the same sync; the step is not done while the
-// live route does not split).
+// Until the Services exist the route stays on the App's Service, which selects every
+// pod of the App: no canary pod starts until the route splits (one that runs stays as
+// it is, unless the plan scales it to 0), else it would take its share of the App's
+// Service's requests, unweighted (the step is not done while the live route does not
+// split).
 func orderSplit(p *Plan, l Live) {
 	if p.Split != nil && l.CanaryWeight < 0 && !l.SplitServicesExist {
 		p.Split, p.SplitServices = nil, true
+		if p.CanaryReplicas == nil || *p.CanaryReplicas != 0 {
+			p.CanaryReplicas, p.KeepCanary = nil, l.CanaryExists
+		}
 	}
 	if l.CanaryWeight >= 0 && p.StableHash != "" {
 		p.SplitServices = true

@@ -51,18 +51,22 @@ func TestOrderSplit(t *testing.T) {
 		l        Live
 		split    string
 		services bool
+		// canary: its replicas ("-": none, "keep": as it is).
+		canary string
 	}{
-		{"a rollout starts: the Services first, the route on the App's Service", starting,
-			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryWeight: -1}, "-", true},
-		{"the Services exist: the route splits", starting,
-			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryWeight: -1, SplitServicesExist: true}, "100/0", true},
-		{"aborted before the route split: the Services first", &appv1.RolloutStatus{Phase: appv1.RolloutAborted, Stable: v1, Canary: v2},
-			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 1, CanaryWeight: -1}, "-", true},
+		{"a rollout starts: the Services first, the route on the App's Service, no canary yet", starting,
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryWeight: -1}, "-", true, "-"},
+		{"the Services exist: the route splits, the canary starts", starting,
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryWeight: -1, SplitServicesExist: true}, "100/0", true, "1"},
+		{"a canary that runs while the route does not split stays as it is", starting,
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 1, CanaryWeight: -1}, "-", true, "keep"},
+		{"aborted before the route split: the canary to 0, the Services first", &appv1.RolloutStatus{Phase: appv1.RolloutAborted, Stable: v1, Canary: v2},
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 1, CanaryWeight: -1}, "-", true, "0"},
 		{"promoted, the canary gone: the route back on the App's Service, the Services kept while it names them",
 			&appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: v2},
-			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryWeight: 0, SplitServicesExist: true}, "-", true},
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryWeight: 0, SplitServicesExist: true}, "-", true, "-"},
 		{"then the route no longer names them: they go", &appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: v2},
-			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryWeight: -1, SplitServicesExist: true}, "-", false},
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryWeight: -1, SplitServicesExist: true}, "-", false, "-"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,8 +75,15 @@ func TestOrderSplit(t *testing.T) {
 			if p.Split != nil {
 				split = fmt.Sprintf("%d/%d", p.Split.Stable, p.Split.Canary)
 			}
-			if split != tt.split || p.SplitServices != tt.services {
-				t.Errorf("split %s, Services %t; want %s, %t", split, p.SplitServices, tt.split, tt.services)
+			canary := "-"
+			switch {
+			case p.CanaryReplicas != nil:
+				canary = fmt.Sprint(*p.CanaryReplicas)
+			case p.KeepCanary:
+				canary = "keep"
+			}
+			if split != tt.split || p.SplitServices != tt.services || canary != tt.canary {
+				t.Errorf("split %s, Services %t, canary %s; want %s, %t, %s", split, p.SplitServices, canary, tt.split, tt.services, tt.canary)
 			}
 		})
 	}

@@ -401,8 +401,9 @@ func (w *world) selectorOf(name string) string {
 
 // TestRolloutGateway: with an HTTPRoute, the weights split the traffic between a stable
 // Service (the stable pods by their pod-template-hash) and a canary Service; the stable
-// keeps its 4 replicas; the route names the split Services only once they exist, and
-// they go only once it no longer names them; the weight moves once the canary's pods are
+// keeps its 4 replicas; the route names the split Services only once they exist (the
+// canary starts then: the App's Service would send it requests), and they go only once
+// it no longer names them; the weight moves once the canary's pods are
 // available; an abort moves it back in one write and keeps the canary pods for
 // abortScaleDownDelaySeconds.
 func TestRolloutGateway(t *testing.T) {
@@ -412,14 +413,14 @@ func TestRolloutGateway(t *testing.T) {
 		t.Errorf("route %q, want the App's Service", got)
 	}
 	w.edit(true, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
-	w.step("a new image: the canary, the split Services; the route stays until they exist", []string{
-		"create controllerrevisions web-<rev>", "patch apps/status web", "patch deployments web-deploy-canary",
+	w.step("a new image: the split Services; the route, and no canary yet, until they exist", []string{
+		"create controllerrevisions web-<rev>", "patch apps/status web",
 		"patch services web-service-stable", "patch services web-service-canary",
 	}, "Progressing 0")
 	if got := w.route(); !slices.Equal(got, []string{"web-service"}) {
 		t.Errorf("route %q, want the App's Service until the split Services exist", got)
 	}
-	w.step("the split Services there: the route split at 100/0", []string{"patch httproutes web"}, "Progressing 0")
+	w.step("the split Services there: the canary, the route split at 100/0", []string{"patch deployments web-deploy-canary", "patch httproutes web"}, "Progressing 0")
 	if got := w.route(); !slices.Equal(got, []string{"web-service-stable:100", "web-service-canary:0"}) {
 		t.Errorf("route %q, want stable 100, canary 0 until the canary is up", got)
 	}
