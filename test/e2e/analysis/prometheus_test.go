@@ -1,11 +1,3 @@
-// Package analysis_test proves, on a real node, what the canary analysis reads: a real
-// Prometheus (realnode.InstallPrometheus, Debian's 2.42) scraping Traefik as the Gateway
-// and the pods of an App that runs test/images/demoapp, while demoapp's load generator
-// sends requests through the Gateway from inside the cluster. make e2e (so make test)
-// builds Traefik's image and names it in TRAEFIK_IMAGE_LAYOUT; without it (go test
-// alone) the package says in one line that it skipped. Traefik names the App's Services
-// NAMESPACE-SERVICE-PORTNAME-PORT@kubernetesgateway in its metrics' label "service"
-// (pkg/analysis's Gateway queries select them so); the test logs them.
 package analysis_test
 
 import (
@@ -29,19 +21,14 @@ import (
 
 	"github.com/app-controller/app-controller/internal/localcluster"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	"github.com/app-controller/app-controller/pkg/controllermanager"
 	"github.com/app-controller/app-controller/test/e2e/realnode"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
-// TestMain starts a cluster with a real node, the App CRD and the Gateway API CRDs, when
-// Traefik's image is there.
-func TestMain(m *testing.M) { realnode.MainWithTraefik(m, "analysis") }
-
-// appManifest is the App web in namespace %[1]s: demoapp (image %[2]s) answering 500 to
+// pausedManifest is the App web in namespace %[1]s: demoapp (image %[2]s) answering 500 to
 // one request in ten, its pods annotated for Prometheus, published as web.example.com
 // through the Gateway of namespace %[3]s, rolled out in a canary step of 50%% and a pause.
-const appManifest = `apiVersion: appcontroller.k8s.io/v1
+const pausedManifest = `apiVersion: appcontroller.k8s.io/v1
 kind: App
 metadata: {name: web, namespace: %[1]s}
 spec:
@@ -73,30 +60,24 @@ const (
 	loadTotal   = loadRPS * loadSeconds
 )
 
-// TestPrometheusSeesTheCanary pauses the App web's canary rollout at 50%, both versions
+// prometheusSeesTheCanary pauses the App web's canary rollout at 50%, both versions
 // answering 500 to one request in ten, sends a bounded load through Traefik from a pod,
-// and reads through a port-forward to Prometheus what the analysis will read: Traefik's
+// and reads through the port-forward to Prometheus what the analysis reads: Traefik's
 // traefik_service_requests_total for the stable and the canary Services (the exact
 // service labels are logged) and the pods' own http_requests_total, each about 10% 5xx,
-// the two counting the same requests.
-func TestPrometheusSeesTheCanary(t *testing.T) {
+// the two counting the same requests. (It was the package's first test,
+// TestPrometheusSeesTheCanary, with a Traefik and a Prometheus of its own; it now shares
+// TestAnalysis's.)
+func prometheusSeesTheCanary(t *testing.T, e *env) {
 	ctx := context.Background()
 	client := framework.Client(t)
 	apps := framework.AppClient(t)
-	tns, pns, ns := framework.Namespace(t), framework.Namespace(t), framework.Namespace(t)
-	realnode.InstallTraefik(t, tns)
-	promURL := realnode.InstallPrometheus(t, pns)
-	t.Logf("Prometheus: %s from this machine, %s from the cluster", promURL, realnode.PrometheusServiceURL(t, pns))
-	traefik := realnode.PortForward(t, tns, "pod/traefik", realnode.TraefikWebPort)
-
-	opts := controllermanager.NewOptions()
-	opts.Controllers = []string{"app"}
-	opts.ShutdownTimeout = 5 * time.Second
-	framework.StartManager(t, framework.Config(t), opts)
+	ns := framework.Namespace(t)
+	tns, promURL, traefik := e.tns, e.promURL, e.traefikFwd
 
 	demoapp := realnode.Registry(t) + "/" + localcluster.DemoappImage
 	kubectl := filepath.Join(realnode.BinDir(t), "kubectl")
-	realnode.RunStdin(t, fmt.Appendf(nil, appManifest, ns, demoapp, tns, realnode.TraefikGateway), kubectl,
+	realnode.RunStdin(t, fmt.Appendf(nil, pausedManifest, ns, demoapp, tns, realnode.TraefikGateway), kubectl,
 		"--kubeconfig", framework.Cluster().Kubeconfig, "apply", "--server-side", "-f", "-")
 	waitApp := func(what string, done func(app *appv1.App) bool) {
 		t.Helper()
@@ -217,6 +198,12 @@ func TestPrometheusSeesTheCanary(t *testing.T) {
 	// The App's Services, as Traefik names them: <namespace>-<Service>-<port>@kubernetesgateway.
 	services := fmt.Sprintf(`service=~"%s-web-.*"`, ns)
 	pods := fmt.Sprintf(`namespace=%q, app_kubernetes_io_instance="web"`, ns)
+	// Each series's count as it last was (max_over_time of a counter): Traefik drops the
+	// series of a service its configuration no longer has (the App's Service, once the
+	// route splits), and the requests it counted stay counted.
+	total := func(metric, sel string) string {
+		return fmt.Sprintf(`sum(max_over_time(%s{%s}[5m]))`, metric, sel)
+	}
 	var traefikTotal, podsTotal float64
 	defer func() {
 		if t.Failed() {
@@ -224,16 +211,16 @@ func TestPrometheusSeesTheCanary(t *testing.T) {
 		}
 	}()
 	framework.Eventually(t, time.Minute, func() (bool, error) {
-		traefikTotal = scalar(`sum(traefik_service_requests_total{` + services + `})`)
-		podsTotal = scalar(`sum(http_requests_total{` + pods + `})`)
+		traefikTotal = scalar(total("traefik_service_requests_total", services))
+		podsTotal = scalar(total("http_requests_total", pods))
 		return traefikTotal >= loadTotal && traefikTotal == podsTotal, nil
 	})
 	for _, s := range query(`sum by (pod, appcontroller_k8s_io_track, code) (http_requests_total{` + pods + `})`) {
 		t.Logf("http_requests_total{pod=%q, appcontroller_k8s_io_track=%q, code=%q} = %v", s.Metric["pod"], s.Metric["appcontroller_k8s_io_track"], s.Metric["code"], s.Value)
 	}
-	traefik5xx := scalar(`sum(traefik_service_requests_total{` + services + `, code=~"5.."})`)
-	pods5xx := scalar(`sum(http_requests_total{` + pods + `, code=~"5.."})`)
-	canaryShare := scalar(`sum(http_requests_total{`+pods+`, appcontroller_k8s_io_track="canary"})`) / podsTotal
+	traefik5xx := scalar(total("traefik_service_requests_total", services+`, code=~"5.."`))
+	pods5xx := scalar(total("http_requests_total", pods+`, code=~"5.."`))
+	canaryShare := scalar(total("http_requests_total", pods+`, appcontroller_k8s_io_track="canary"`)) / podsTotal
 	t.Logf("Traefik counted %v requests to the App's Services, %v answered 5xx (%.1f%%); the pods %v, %v 5xx; the canary's pods had %.1f%% of them",
 		traefikTotal, traefik5xx, 100*traefik5xx/traefikTotal, podsTotal, pods5xx, 100*canaryShare)
 	// Each of the two pods answers 500 to floor(n/10) of its n requests.
