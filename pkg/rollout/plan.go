@@ -57,8 +57,27 @@ type Live struct {
 	CanaryWeight int32
 	// SplitServicesExist: the stable and canary Services of the split both exist.
 	SplitServicesExist bool
+	// CanaryAvailableSince is when the canary Deployment became available (its
+	// Available condition); zero: unknown. The route gives the canary its first weight
+	// only GatewaySettle after it (gatewaySees).
+	CanaryAvailableSince time.Time
 	// StableReplicas is the live stable Deployment's spec count.
 	StableReplicas int32
+}
+
+// GatewaySettle is how long a change the Gateway must see before the HTTPRoute relies on
+// it (the split Services created, the canary's first pods available) is given: the time
+// for the Gateway's controller to see it, and the EndpointSlices the cluster makes of
+// it. Traefik answered 500 to two seconds of requests (its Gateway provider's throttle)
+// for a route that named Services written 20 ms before it, and 503 to the canary's
+// share for two seconds when its first weight came as its pods became available, before
+// it had their endpoints (test/e2e/analysis, on the real node).
+const GatewaySettle = 2 * time.Second
+
+// gatewaySees reports whether the Gateway has had GatewaySettle to see the canary's pods
+// available at now (true when when is unknown).
+func (l Live) gatewaySees(now time.Time) bool {
+	return l.CanaryAvailableSince.IsZero() || !now.Before(l.CanaryAvailableSince.Add(GatewaySettle))
 }
 
 // canaryReady reports whether the canary Deployment runs c available pods of its
@@ -142,7 +161,7 @@ func NewPlan(s *appv1.CanaryStrategy, r *appv1.RolloutStatus, l Live, now time.T
 		}
 		if l.Gateway {
 			applied := w
-			if !ready {
+			if !ready || l.CanaryWeight <= 0 && !l.gatewaySees(now) {
 				applied = min(w, max(l.CanaryWeight, 0))
 			}
 			p.Split, p.SplitServices = &Split{Stable: 100 - applied, Canary: applied}, true

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
@@ -86,8 +87,9 @@ func stableSettled(d *appsv1.Deployment) (bool, string) {
 }
 
 // rolloutLive reads what the plan needs of app's children as they are at now, canary
-// being its canary Deployment as cached (nil: none); and, while the split Services are
-// too young for the HTTPRoute to name them (splitSettle), how long until they are not.
+// being its canary Deployment as cached (nil: none); and, while the split Services or
+// the canary's availability are too young for the HTTPRoute to rely on them
+// (rollout.GatewaySettle), how long until they are not.
 func (c *Controller) rolloutLive(app *appv1.App, in *syncInput, canary *appsv1.Deployment, now time.Time) (rollout.Live, time.Duration) {
 	t := app.Spec.DeploymentTemplate
 	l := rollout.Live{Gateway: c.route.splits(app), Autoscaled: app.Spec.Autoscaling != nil, CanaryWeight: -1}
@@ -111,20 +113,21 @@ func (c *Controller) rolloutLive(app *appv1.App, in *syncInput, canary *appsv1.D
 	if l.Gateway {
 		l.CanaryWeight = c.route.canaryWeight(app)
 		l.SplitServicesExist, settle = c.splitServicesSettled(app, now)
+		if canary != nil {
+			if a := deploymentCondition(canary, appsv1.DeploymentAvailable); a != nil && a.Status == corev1.ConditionTrue {
+				l.CanaryAvailableSince = a.LastTransitionTime.Time
+				if l.CanaryWeight <= 0 {
+					settle = max(settle, l.CanaryAvailableSince.Add(rollout.GatewaySettle).Sub(now))
+				}
+			}
+		}
 	}
-	return l, settle
+	return l, max(settle, 0)
 }
 
-// splitSettle is how long the stable and canary Services of a rollout's split exist
-// before the HTTPRoute names them: the time for the Gateway's controller to see them,
-// and the EndpointSlices the cluster makes for them. Traefik answered 500 to two
-// seconds of requests (its Gateway provider's throttle) for a route that named Services
-// written 20 ms before it, which it had not seen yet (test/e2e/analysis, on the real
-// node).
-const splitSettle = 2 * time.Second
-
 // splitServicesSettled reports whether app's stable and canary Services (the split of
-// its HTTPRoute) both exist, as cached (own writes included), since splitSettle at now;
+// its HTTPRoute) both exist, as cached (own writes included), since
+// rollout.GatewaySettle at now;
 // when they exist but are younger, how long until they are not.
 func (c *Controller) splitServicesSettled(app *appv1.App, now time.Time) (bool, time.Duration) {
 	name := serviceName(app)
@@ -138,7 +141,7 @@ func (c *Controller) splitServicesSettled(app *appv1.App, now time.Time) (bool, 
 			return false, 0
 		}
 		if h.managed != nil {
-			wait = max(wait, h.managed.CreationTimestamp.Add(splitSettle).Sub(now))
+			wait = max(wait, h.managed.CreationTimestamp.Add(rollout.GatewaySettle).Sub(now))
 		}
 	}
 	return wait <= 0, max(wait, 0)
