@@ -80,6 +80,16 @@ func (l Live) gatewaySees(now time.Time) bool {
 	return l.CanaryAvailableSince.IsZero() || !now.Before(l.CanaryAvailableSince.Add(GatewaySettle))
 }
 
+// appliedWeight is the canary's weight on the route at a step of weight w: w once the
+// canary's pods are ready (its first weight once the Gateway has seen them:
+// gatewaySees), else at most what the live route gives it.
+func (l Live) appliedWeight(w int32, ready bool, now time.Time) int32 {
+	if ready && (l.CanaryWeight > 0 || l.gatewaySees(now)) {
+		return w
+	}
+	return min(w, max(l.CanaryWeight, 0))
+}
+
 // canaryReady reports whether the canary Deployment runs c available pods of its
 // template (none wanted: it has none).
 func (l Live) canaryReady(c int32) bool {
@@ -160,10 +170,7 @@ func NewPlan(s *appv1.CanaryStrategy, r *appv1.RolloutStatus, l Live, now time.T
 			break
 		}
 		if l.Gateway {
-			applied := w
-			if !ready || l.CanaryWeight <= 0 && !l.gatewaySees(now) {
-				applied = min(w, max(l.CanaryWeight, 0))
-			}
+			applied := l.appliedWeight(w, ready, now)
 			p.Split, p.SplitServices = &Split{Stable: 100 - applied, Canary: applied}, true
 			p.StepDone = ready && l.CanaryWeight == w
 			break
