@@ -296,8 +296,21 @@ func TestCounts(t *testing.T) {
 	c := &appv1.AnalysisCheck{Name: "sr", Interval: &metav1.Duration{Duration: 30 * time.Second}}
 	now := time.Unix(10000, 0)
 	st := appv1.CheckStatus{Name: "sr"}
-	if !Due(c, &st, now) {
-		t.Error("a check never measured is not due")
+	// A metric check's first measurement is an interval after its step started (its
+	// window then holds the step's requests only); a webhook's at once.
+	started := now.Add(-30 * time.Second)
+	if Due(c, &st, now.Add(-time.Second), now.Add(-time.Second)) || Due(c, &st, started, now.Add(-time.Second)) || !Due(c, &st, started, now) {
+		t.Error("a metric check never measured is due before an interval of its step, or not after it")
+	}
+	gate := &appv1.AnalysisCheck{Name: "gate", Interval: c.Interval, Webhook: &appv1.WebhookCheck{URL: "http://x"}}
+	if !Due(gate, &st, now, now) {
+		t.Error("a webhook never called is not due at its step's start")
+	}
+	if got := NextDue([]Active{{Check: c}, {Check: gate}}, []appv1.CheckStatus{{}, {}}, now); !got.Equal(now) {
+		t.Errorf("NextDue of a metric check and a webhook at a step's start = %v, want the webhook's, at once", got)
+	}
+	if got := NextDue([]Active{{Check: c}}, []appv1.CheckStatus{{}}, now); !got.Equal(now.Add(30 * time.Second)) {
+		t.Errorf("NextDue of a metric check at a step's start = %v, want an interval later", got)
 	}
 	st = Record(st, Measurement{Phase: appv1.AnalysisPassed, Value: "99.5%"}, now)
 	st = Record(st, Measurement{Phase: appv1.AnalysisFailed}, now)
@@ -306,11 +319,11 @@ func TestCounts(t *testing.T) {
 	if st.Passed != 1 || st.Failed != 1 || st.Inconclusive != 2 {
 		t.Errorf("counts %d/%d/%d, want 1/1/2", st.Passed, st.Failed, st.Inconclusive)
 	}
-	if Due(c, &st, now.Add(29*time.Second)) || !Due(c, &st, now.Add(30*time.Second)) {
+	if Due(c, &st, started, now.Add(29*time.Second)) || !Due(c, &st, started, now.Add(30*time.Second)) {
 		t.Error("due before its interval, or not after it")
 	}
 	active := []Active{{Check: c, Step: 0}}
-	if got := NextDue(active, []appv1.CheckStatus{st}); !got.Equal(now.Add(30 * time.Second)) {
+	if got := NextDue(active, []appv1.CheckStatus{st}, started); !got.Equal(now.Add(30 * time.Second)) {
 		t.Errorf("NextDue = %v", got)
 	}
 	// Statuses carries the counts of a check that stays active, and starts the others.

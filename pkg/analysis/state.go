@@ -86,14 +86,36 @@ func Statuses(active []Active, cur []appv1.CheckStatus) []appv1.CheckStatus {
 	return out
 }
 
-// Due reports whether check c, whose state is st, is due for a measurement at now: never
-// measured, or its last measurement an interval old.
-func Due(c *appv1.AnalysisCheck, st *appv1.CheckStatus, now time.Time) bool {
-	return st.MeasuredAt == nil || !now.Before(st.MeasuredAt.Add(Interval(c)))
+// Due reports whether check c, whose state is st, is due for a measurement at now, its
+// step having started at started: its first measurement once FirstDue, then an interval
+// after the last.
+func Due(c *appv1.AnalysisCheck, st *appv1.CheckStatus, started, now time.Time) bool {
+	return !now.Before(dueAt(c, st, started))
 }
 
-// NextDue returns when the next of the active checks is due (zero: none).
-func NextDue(active []Active, sts []appv1.CheckStatus) time.Time {
+// FirstDue is when check c, whose step started at started, makes its first measurement:
+// a metric check an interval after started, so that the window it measures holds the
+// requests of its step only (at its weight; measured at once, it would judge the
+// previous step's, or a canary that had no traffic yet); a webhook at once.
+func FirstDue(c *appv1.AnalysisCheck, started time.Time) time.Time {
+	if !IsMetric(c) || started.IsZero() {
+		return started
+	}
+	return started.Add(Interval(c))
+}
+
+// dueAt is when check c, whose state is st, is due: FirstDue, or an interval after its
+// last measurement.
+func dueAt(c *appv1.AnalysisCheck, st *appv1.CheckStatus, started time.Time) time.Time {
+	if st.MeasuredAt == nil {
+		return FirstDue(c, started)
+	}
+	return st.MeasuredAt.Add(Interval(c))
+}
+
+// NextDue returns when the next of the active checks is due, their step having started
+// at started (zero: none).
+func NextDue(active []Active, sts []appv1.CheckStatus, started time.Time) time.Time {
 	var next time.Time
 	for i, a := range active {
 		if i >= len(sts) {
@@ -102,10 +124,7 @@ func NextDue(active []Active, sts []appv1.CheckStatus) time.Time {
 		if sts[i].Reason != "" {
 			continue // unresolved: measured once its template resolves (a template's event)
 		}
-		at := time.Time{}
-		if sts[i].MeasuredAt != nil {
-			at = sts[i].MeasuredAt.Add(Interval(a.Check))
-		}
+		at := dueAt(a.Check, &sts[i], started)
 		if next.IsZero() || at.Before(next) {
 			next = at
 		}

@@ -192,13 +192,15 @@ func TestUnresolved(t *testing.T) {
 		t.Errorf("Unresolved (-want +got):\n%s", diff)
 	}
 	check := &appv1.AnalysisCheck{Name: "c", TemplateRef: ref}
-	if got := NextDue([]Active{{Check: check, Step: 1}}, []appv1.CheckStatus{st}); !got.IsZero() {
+	// Its step started long before: a resolved check is due at once.
+	started := at.Add(-time.Hour)
+	if got := NextDue([]Active{{Check: check, Step: 1}}, []appv1.CheckStatus{st}, started); !got.IsZero() {
 		t.Errorf("NextDue = %v; want none", got)
 	}
 	if got := FirstUnresolved([]appv1.CheckStatus{{Name: "a"}, st}); got == nil || got.Name != "c" {
 		t.Errorf("FirstUnresolved = %v; want c", got)
 	}
-	if !Due(check, &st, at.Time) {
+	if !Due(check, &st, started, at.Time) {
 		t.Error("Due = false; want true (measured at once once resolved)")
 	}
 	st = Record(st, Measurement{Phase: appv1.AnalysisPassed, Value: "0.1"}, at.Time)

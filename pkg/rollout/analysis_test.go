@@ -93,6 +93,14 @@ func TestAnalysisStep(t *testing.T) {
 			}
 		})
 	}
+	// The step's Event says what its checks measured (the next step drops their states):
+	// those measured, with their values and thresholds.
+	passed := []CheckResult{{Name: "sr", Phase: CheckPassed, Value: "99.5%", Threshold: ">= 99%"}, {Name: "bg", Phase: CheckPassed}}
+	_, notes := Next(s, at(1, time.Minute, nil), &Observation{Now: testNow, Desired: v2, StableSettled: true, StableHash: "rs1", StepDone: true, Weighted: true, Checks: passed})
+	if len(notes) != 1 || notes[0].Reason != appv1.EventReasonRolloutStep ||
+		!strings.HasSuffix(notes[0].Message, "ended with its checks passed: sr 99.5% (>= 99%)") {
+		t.Errorf("notes %+v, want the step's Event naming the checks' values", notes)
+	}
 	// A recorded state that did not change is no change: the caller writes nothing.
 	same := []appv1.CheckStatus{recorded[0], recorded[1]}
 	o := &Observation{Now: testNow, Desired: v2, StableSettled: true, StableHash: "rs1", Weighted: true,

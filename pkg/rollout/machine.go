@@ -451,7 +451,7 @@ func (m *machine) advance() {
 		}
 		switch {
 		case step.Analysis != nil && len(o.Checks) > 0:
-			m.stepEnded("with its checks passed")
+			m.stepEnded(passedMessage(o.Checks))
 		case step.SetWeight != nil && o.StepDone:
 			m.stepEnded("with its weight in effect")
 		case routingStep(step) && o.StepDone:

@@ -62,6 +62,12 @@ type Live struct {
 	// CanaryWeight is the canary's weight on the live HTTPRoute; -1 when it does not
 	// split.
 	CanaryWeight int32
+	// SplitServicesExist: the stable and canary Services of the split both exist.
+	SplitServicesExist bool
+	// CanaryAvailableSince is when the canary Deployment became available (its
+	// Available condition); zero: unknown. The route gives the canary its first weight
+	// only GatewaySettle after it (gatewaySees).
+	CanaryAvailableSince time.Time
 	// StableReplicas is the live stable Deployment's spec count.
 	StableReplicas int32
 	// Routing is the live HTTPRoute's header route and mirror to the canary.
@@ -73,6 +79,31 @@ type Live struct {
 	// ActiveOnPreview: the App's Service selects the preview's pods (a blue-green
 	// rollout's switch is in effect).
 	ActiveOnPreview bool
+}
+
+// GatewaySettle is how long a change the Gateway must see before the HTTPRoute relies on
+// it (the split Services created, the canary's first pods available) is given: the time
+// for the Gateway's controller to see it, and the EndpointSlices the cluster makes of
+// it. Traefik answered 500 to two seconds of requests (its Gateway provider's throttle)
+// for a route that named Services written 20 ms before it, and 503 to the canary's
+// share for two seconds when its first weight came as its pods became available, before
+// it had their endpoints (test/e2e/analysis, on the real node).
+const GatewaySettle = 2 * time.Second
+
+// gatewaySees reports whether the Gateway has had GatewaySettle to see the canary's pods
+// available at now (true when when is unknown).
+func (l Live) gatewaySees(now time.Time) bool {
+	return l.CanaryAvailableSince.IsZero() || !now.Before(l.CanaryAvailableSince.Add(GatewaySettle))
+}
+
+// appliedWeight is the canary's weight on the route at a step of weight w: w once the
+// canary's pods are ready (its first weight once the Gateway has seen them:
+// gatewaySees), else at most what the live route gives it.
+func (l Live) appliedWeight(w int32, ready bool, now time.Time) int32 {
+	if ready && (l.CanaryWeight > 0 || l.gatewaySees(now)) {
+		return w
+	}
+	return min(w, max(l.CanaryWeight, 0))
 }
 
 // canaryReady reports whether the canary Deployment runs c available pods of its
@@ -165,10 +196,9 @@ func NewPlan(s *appv1.CanaryStrategy, r *appv1.RolloutStatus, l Live, now time.T
 			c = max(c, routedShare(l.N, w, routing))
 			ready = l.canaryReady(c)
 			p.CanaryReplicas = &c
-			applied := w
+			applied := l.appliedWeight(w, ready, now)
 			p.Routing = routing
 			if !ready {
-				applied = min(w, max(l.CanaryWeight, 0))
 				p.Routing = l.Routing
 			}
 			p.Split, p.SplitServices = &Split{Stable: 100 - applied, Canary: applied}, true
@@ -184,7 +214,33 @@ func NewPlan(s *appv1.CanaryStrategy, r *appv1.RolloutStatus, l Live, now time.T
 		p.StableReplicas = &stable
 		p.StepDone = ready && l.StableReplicas == stableShare(l.N, w)
 	}
+	if l.Gateway {
+		orderSplit(&p, l)
+	}
 	return p
+}
+
+// orderSplit orders the HTTPRoute's and the split Services' writes, which a sync makes
+// at once: the route names the stable and canary Services only once both exist, and
+// they go only once the live route no longer names them. A Gateway that reads a route
+// naming a Service it cannot find answers 500 to the requests for it (the Gateway
+// API's rule for an unresolved backend): Traefik did, for a second or two of a
+// rollout's requests, when the route and the Services were written in the same sync.
+// Until the Services exist the route stays on the App's Service, which selects every
+// pod of the App: no canary pod starts until the route splits (one that runs stays as
+// it is, unless the plan scales it to 0), else it would take its share of the App's
+// Service's requests, unweighted (the step is not done while the live route does not
+// split).
+func orderSplit(p *Plan, l Live) {
+	if p.Split != nil && l.CanaryWeight < 0 && !l.SplitServicesExist {
+		p.Split, p.SplitServices = nil, true
+		if p.CanaryReplicas == nil || *p.CanaryReplicas != 0 {
+			p.CanaryReplicas, p.KeepCanary = nil, l.CanaryExists
+		}
+	}
+	if l.CanaryWeight >= 0 && p.StableHash != "" {
+		p.SplitServices = true
+	}
 }
 
 // canaryShare is the canary's replicas at weight w of n: rounded up, at least one when

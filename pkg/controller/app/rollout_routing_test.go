@@ -36,9 +36,12 @@ func routingWorld(t *testing.T, gatewayObjects ...func(*world)) *world {
 	w.edit(true, func(a *appv1.App) { a.Spec.Rollout.Canary.Steps = routingSteps() })
 	w.step("the strategy added", []string{"create controllerrevisions web-<rev>", "patch apps/status web"}, "Healthy 0")
 	w.edit(true, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
-	w.step("a new image: one canary pod for the header route, the split at 100/0, no header route yet", []string{
-		"create controllerrevisions web-<rev>", "patch apps/status web", "patch deployments web-deploy-canary",
-		"patch services web-service-stable", "patch services web-service-canary", "patch httproutes web",
+	w.step("a new image: the split Services first (the route names them once they exist)", []string{
+		"create controllerrevisions web-<rev>", "patch apps/status web",
+		"patch services web-service-stable", "patch services web-service-canary",
+	}, "Progressing 0")
+	w.step("the split Services there: one canary pod for the header route, the split at 100/0, no header route yet", []string{
+		"patch deployments web-deploy-canary", "patch httproutes web",
 	}, "Progressing 0")
 	if got := w.routeRules(); got != "stable:100 canary:0" {
 		t.Errorf("route %s, want no header route before the canary's pod is up", got)

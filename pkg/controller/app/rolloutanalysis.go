@@ -19,8 +19,10 @@ import (
 )
 
 // The canary's analysis in a sync (docs/progressive-delivery.md): the checks that run at
-// the rollout's step are measured when due (one measurement per check per interval per
-// App; none when no rollout runs its steps), their counts and last results go to
+// the rollout's step are measured when due (analysis.Due: a metric check's first
+// measurement an interval after its step started, so that its window holds the step's
+// requests only; one measurement per check per interval per App; none when no rollout
+// runs its steps), their counts and last results go to
 // status.rollout.analysis through the state machine (rollout.Observation.Analysis), and
 // what they add up to is the machine's rollout.Observation.Checks. A restarted
 // controller reads the counts and the time of the last measurement from the status: it
@@ -65,6 +67,10 @@ func (c *Controller) rolloutChecks(ctx context.Context, app *appv1.App, s *appv1
 	}
 	sts := analysis.Statuses(active, cur.Analysis)
 	target := analysisTarget(app, cur, gateway)
+	var started time.Time
+	if cur.StepStartedAt != nil {
+		started = cur.StepStartedAt.Time
+	}
 	logger := klog.FromContext(ctx)
 	for i, a := range active {
 		check := a.Check
@@ -85,7 +91,7 @@ func (c *Controller) rolloutChecks(ctx context.Context, app *appv1.App, s *appv1
 			check = resolved
 			sts[i].Template = ref.String()
 		}
-		if !analysis.Due(check, &sts[i], now) {
+		if !analysis.Due(check, &sts[i], started, now) {
 			continue
 		}
 		m := c.analyzer.Measure(ctx, check, target, now)
@@ -99,7 +105,7 @@ func (c *Controller) rolloutChecks(ctx context.Context, app *appv1.App, s *appv1
 		results[i] = checkResult(a, &sts[i])
 	}
 	var next time.Duration
-	if at := analysis.NextDue(active, sts); !at.IsZero() {
+	if at := analysis.NextDue(active, sts, started); !at.IsZero() {
 		// A second late: the status stores times to the second.
 		next = max(at.Sub(now)+time.Second, time.Second)
 	}
