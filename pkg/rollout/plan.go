@@ -186,23 +186,7 @@ func NewPlan(s *appv1.CanaryStrategy, r *appv1.RolloutStatus, l Live, now time.T
 			break
 		}
 		if l.Gateway {
-			// A header route and a mirror (routing.go) may want more canary pods than the
-			// weight; like the weight, each goes live once they are available, and one in
-			// effect stays while a canary pod restarts.
-			routing := RoutingAt(s, r.CurrentStepIndex)
-			if l.MirrorUnsupported != "" {
-				routing.MirrorPercent = 0
-			}
-			c = max(c, routedShare(l.N, w, routing))
-			ready = l.canaryReady(c)
-			p.CanaryReplicas = &c
-			applied := l.appliedWeight(w, ready, now)
-			p.Routing = routing
-			if !ready {
-				p.Routing = l.Routing
-			}
-			p.Split, p.SplitServices = &Split{Stable: 100 - applied, Canary: applied}, true
-			p.StepDone = ready && l.CanaryWeight == w && l.Routing.Equal(routing)
+			p.gatewayStep(s, r.CurrentStepIndex, w, c, l, now)
 			break
 		}
 		// The stable side is scaled down to its share only once the canary's pods are
@@ -218,6 +202,28 @@ func NewPlan(s *appv1.CanaryStrategy, r *appv1.RolloutStatus, l Live, now time.T
 		orderSplit(&p, l)
 	}
 	return p
+}
+
+// gatewayStep plans step k of strategy s, of weight w and c canary pods by the weight,
+// through the HTTPRoute. A header route and a mirror (routing.go) may want more canary
+// pods than the weight; like the weight, each goes live once they are available (the
+// weight first once the Gateway has seen them: appliedWeight), and one in effect stays
+// while a canary pod restarts.
+func (p *Plan) gatewayStep(s *appv1.CanaryStrategy, k, w, c int32, l Live, now time.Time) {
+	routing := RoutingAt(s, k)
+	if l.MirrorUnsupported != "" {
+		routing.MirrorPercent = 0
+	}
+	c = max(c, routedShare(l.N, w, routing))
+	ready := l.canaryReady(c)
+	p.CanaryReplicas = &c
+	applied := l.appliedWeight(w, ready, now)
+	p.Routing = routing
+	if !ready {
+		p.Routing = l.Routing
+	}
+	p.Split, p.SplitServices = &Split{Stable: 100 - applied, Canary: applied}, true
+	p.StepDone = ready && l.CanaryWeight == w && l.Routing.Equal(routing)
 }
 
 // orderSplit orders the HTTPRoute's and the split Services' writes, which a sync makes

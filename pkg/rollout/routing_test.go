@@ -113,8 +113,10 @@ func TestPlanRouting(t *testing.T) {
 		// want: canary replicas, split, routing ("header", "mirror N", "-"), stepDone.
 		want string
 	}{
+		{"setHeaderRoute, no split Services yet: neither the canary nor the split (orderSplit)", state(appv1.RolloutProgressing, 0),
+			Live{Gateway: true, N: 10, StableReplicas: 10, CanaryWeight: -1}, "- - - false"},
 		{"setHeaderRoute at weight 0, no canary pod yet: one, and no route to it yet", state(appv1.RolloutProgressing, 0),
-			Live{Gateway: true, N: 10, StableReplicas: 10, CanaryWeight: -1}, "1 100/0 - false"},
+			Live{Gateway: true, N: 10, StableReplicas: 10, CanaryWeight: -1, SplitServicesExist: true}, "1 100/0 - false"},
 		{"setHeaderRoute, the canary pod available: the header route", state(appv1.RolloutProgressing, 0),
 			up(1, 0, Routing{}), "1 100/0 header false"},
 		{"setHeaderRoute in effect: done", state(appv1.RolloutProgressing, 0), up(1, 0, header), "1 100/0 header true"},
