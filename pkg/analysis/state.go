@@ -158,6 +158,16 @@ func Unresolved(st appv1.CheckStatus, ref *appv1.AnalysisTemplateRef, e *Templat
 	return st
 }
 
+// Resolved returns st, a check whose template was missing or did not fit (Unresolved),
+// once its template resolves: as a check not measured yet, keeping its counts, so that
+// it is due (NextDue) and measured as any other.
+func Resolved(st appv1.CheckStatus) appv1.CheckStatus {
+	if st.Reason != "" {
+		st.Phase, st.Reason, st.Message = "", "", ""
+	}
+	return st
+}
+
 // FirstUnresolved returns the first of sts whose template cannot be used; nil: none.
 func FirstUnresolved(sts []appv1.CheckStatus) *appv1.CheckStatus {
 	for i := range sts {

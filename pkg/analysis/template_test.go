@@ -200,6 +200,12 @@ func TestUnresolved(t *testing.T) {
 	if got := FirstUnresolved([]appv1.CheckStatus{{Name: "a"}, st}); got == nil || got.Name != "c" {
 		t.Errorf("FirstUnresolved = %v; want c", got)
 	}
+	// Resolved again: a check not measured yet, its counts kept, due as the others.
+	if r := Resolved(st); r.Reason != "" || r.Phase != "" || r.Message != "" || r.Passed != 2 || r.Inconclusive != 1 {
+		t.Errorf("Resolved = %+v; want no reason, no phase, the counts kept", r)
+	} else if got := NextDue([]Active{{Check: check, Step: 1}}, []appv1.CheckStatus{r}, started); got.IsZero() {
+		t.Error("NextDue of the resolved check = none; want one")
+	}
 	if !Due(check, &st, started, at.Time) {
 		t.Error("Due = false; want true (measured at once once resolved)")
 	}

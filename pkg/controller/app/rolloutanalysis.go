@@ -89,6 +89,7 @@ func (c *Controller) rolloutChecks(ctx context.Context, app *appv1.App, s *appv1
 				continue
 			}
 			check = resolved
+			sts[i] = analysis.Resolved(sts[i])
 			sts[i].Template = ref.String()
 		}
 		if !analysis.Due(check, &sts[i], started, now) {

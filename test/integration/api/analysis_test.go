@@ -34,7 +34,7 @@ func TestAnalysisValidation(t *testing.T) {
 		spec string
 		want []string
 	}{
-		{"a check with no kind (CEL)", step("{name: sr}"), []string{at, "each check sets exactly one of successRate, latency, query and webhook"}},
+		{"a check with no kind (CEL)", step("{name: sr}"), []string{at, "each check sets exactly one of successRate, latency, query, templateRef and webhook"}},
 		{"a check of two kinds (CEL)", step(`{name: sr, successRate: {min: "99"}, latency: {maxMs: 100}}`), []string{at, "exactly one of"}},
 		{"a success rate with no threshold (CEL)", step("{name: sr, successRate: {}}"), []string{at + ".successRate", "sets min, stableMargin or both"}},
 		{"a success rate above 100 (CEL)", step(`{name: sr, successRate: {min: "101"}}`), []string{at + ".successRate.min", "is a percent: from 0 to 100"}},
