@@ -91,10 +91,6 @@ func cniConfig(ipamDir string) string {
 //   - resolvConf "": pods get no nameserver (there is no cluster DNS and no way out).
 //   - eviction thresholds low and image GC off: a test machine's disk is no reason to
 //     evict the pods under test.
-//   - syncFrequency 10s (the default is 1m): the kubelet syncs each pod that often, so a
-//     ConfigMap's or Secret's new data reaches the files of the pods that mount it
-//     within about 10 s instead of a minute (the e2e that checks a stable pod never reads
-//     a canary's config waits for a control pod to read it first).
 func kubeletConfig(c nodeConfig) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -137,7 +133,6 @@ evictionHard:
 evictionPressureTransitionPeriod: %[11]s
 maxPods: 110
 registerNode: true
-syncFrequency: 10s
 `, c.nodeIP, kubeletPort, c.servingCert, c.servingKey, c.caCert, c.cgroupRoot, c.containerdSocket, c.podLogsDir, c.volumePluginDir,
 		c.nodefsAvailable(), c.pressurePeriod())
 }
