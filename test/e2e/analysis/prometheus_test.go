@@ -1,3 +1,5 @@
+//go:build e2e_analysis
+
 package analysis_test
 
 import (
