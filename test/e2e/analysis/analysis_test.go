@@ -384,22 +384,7 @@ func (c *rolloutCase) startLoad(seconds int) {
 		return inARow == 10, nil
 	})
 	c.loadPod = "load-" + c.name
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: c.loadPod, Namespace: c.ns},
-		Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{
-				Name: "load", Image: c.e.demoapp,
-				Args: []string{"load", "--url", c.e.traefikWeb, "--rps", strconv.Itoa(rps), "--duration", fmt.Sprintf("%ds", seconds), "--header", "Host:" + c.host},
-			}},
-			TerminationGracePeriodSeconds: new(int64),
-		},
-	}
-	ctx := context.Background()
-	client := framework.Client(t)
-	if _, err := client.CoreV1().Pods(c.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating the load pod: %v", err)
-	}
+	realnode.StartLoad(t, c.ns, c.loadPod, c.e.demoapp, c.e.traefikWeb, c.host, rps, seconds)
 	// The stable has its share of the load in Prometheus before the rollout starts.
 	framework.Eventually(t, 2*time.Minute, func() (bool, error) {
 		return c.e.scalar(t, fmt.Sprintf(`sum(increase(traefik_service_requests_total{service=~"%s-%s-.*"}[10s]))`, c.ns, c.name)) >= rps, nil
@@ -408,30 +393,11 @@ func (c *rolloutCase) startLoad(seconds int) {
 }
 
 // loadSummary waits until the load pod has ended and returns its summary.
-func (c *rolloutCase) loadSummary() loadSummary {
+func (c *rolloutCase) loadSummary() realnode.LoadSummary {
 	t := c.t
 	t.Helper()
-	ctx := context.Background()
-	client := framework.Client(t)
-	framework.Eventually(t, 3*time.Minute, func() (bool, error) {
-		p, err := client.CoreV1().Pods(c.ns).Get(ctx, c.loadPod, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		if p.Status.Phase == corev1.PodFailed {
-			return false, fmt.Errorf("the load pod failed: %+v", p.Status)
-		}
-		return p.Status.Phase == corev1.PodSucceeded, nil
-	})
-	logs, err := client.CoreV1().Pods(c.ns).GetLogs(c.loadPod, &corev1.PodLogOptions{}).DoRaw(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s loadSummary
-	if err := json.Unmarshal([]byte(strings.TrimSpace(string(logs))), &s); err != nil {
-		t.Fatalf("the load's summary %q: %v", logs, err)
-	}
-	t.Logf("%s: the load: %s", c.name, strings.TrimSpace(string(logs)))
+	s, line := realnode.LoadResult(t, c.ns, c.loadPod, 3*time.Minute)
+	t.Logf("%s: the load: %s", c.name, line)
 	c.traffic()
 	return s
 }
@@ -460,15 +426,6 @@ func (c *rolloutCase) traffic() {
 		t.Logf("%s: Traefik: service %s code %s: %v (first seen %s) %s", c.name, series.Metric["service"], series.Metric["code"], last.Value,
 			series.Values[0].Timestamp.Time().Format("15:04:05"), strings.Join(changes, " "))
 	}
-}
-
-// loadSummary is what demoapp load prints.
-type loadSummary struct {
-	Requests int            `json:"requests"`
-	Codes    map[string]int `json:"codes"`
-	Errors   int            `json:"errors"`
-	P50Ms    float64        `json:"p50Ms"`
-	P99Ms    float64        `json:"p99Ms"`
 }
 
 // rollTo gives the App the pod environment env: a new version, rolled out.

@@ -4,7 +4,6 @@ package analysis_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -116,45 +114,9 @@ func prometheusSeesTheCanary(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	load := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "load", Namespace: ns},
-		Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{
-				Name: "load", Image: demoapp,
-				Args: []string{"load", "--url", fmt.Sprintf("http://%s:%d/", svc.Spec.ClusterIP, realnode.TraefikWebPort),
-					"--rps", fmt.Sprint(loadRPS), "--duration", fmt.Sprintf("%ds", loadSeconds), "--header", "Host:web.example.com"},
-			}},
-			TerminationGracePeriodSeconds: new(int64),
-		},
-	}
-	if _, err := client.CoreV1().Pods(ns).Create(ctx, load, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	framework.Eventually(t, 2*time.Minute, func() (bool, error) {
-		p, err := client.CoreV1().Pods(ns).Get(ctx, "load", metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		if p.Status.Phase == corev1.PodFailed {
-			return false, fmt.Errorf("the load pod failed: %+v", p.Status)
-		}
-		return p.Status.Phase == corev1.PodSucceeded, nil
-	})
-	logs, err := client.CoreV1().Pods(ns).GetLogs("load", &corev1.PodLogOptions{}).DoRaw(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var summary struct {
-		Requests int            `json:"requests"`
-		Codes    map[string]int `json:"codes"`
-		Errors   int            `json:"errors"`
-		P99Ms    float64        `json:"p99Ms"`
-	}
-	if err := json.Unmarshal([]byte(strings.TrimSpace(string(logs))), &summary); err != nil {
-		t.Fatalf("the load's summary %q: %v", logs, err)
-	}
-	t.Logf("the load: %s", strings.TrimSpace(string(logs)))
+	realnode.StartLoad(t, ns, "load", demoapp, fmt.Sprintf("http://%s:%d/", svc.Spec.ClusterIP, realnode.TraefikWebPort), "web.example.com", loadRPS, loadSeconds)
+	summary, line := realnode.LoadResult(t, ns, "load", 2*time.Minute)
+	t.Logf("the load: %s", line)
 	// Each pod answers 500 to exactly floor(n/10) of its n requests: the load's 500s are
 	// a tenth of its requests, give or take one a pod (the two pods' counts started
 	// with the warm-up's requests).

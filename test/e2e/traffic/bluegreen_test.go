@@ -2,7 +2,6 @@ package traffic_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -117,21 +116,7 @@ func TestBlueGreenSwitchThroughTraefik(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	load := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "load", Namespace: ns},
-		Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{
-				Name: "load", Image: demoapp,
-				Args: []string{"load", "--url", fmt.Sprintf("http://%s:%d/", svc.Spec.ClusterIP, realnode.TraefikWebPort),
-					"--rps", fmt.Sprint(switchRPS), "--duration", fmt.Sprintf("%ds", switchSeconds), "--header", "Host:web.example.com"},
-			}},
-			TerminationGracePeriodSeconds: new(int64),
-		},
-	}
-	if _, err := client.CoreV1().Pods(ns).Create(ctx, load, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	realnode.StartLoad(t, ns, "load", demoapp, fmt.Sprintf("http://%s:%d/", svc.Spec.ClusterIP, realnode.TraefikWebPort), "web.example.com", switchRPS, switchSeconds)
 	var started time.Time
 	framework.Eventually(t, 2*time.Minute, func() (bool, error) {
 		p, err := client.CoreV1().Pods(ns).Get(ctx, "load", metav1.GetOptions{})
@@ -151,30 +136,8 @@ func TestBlueGreenSwitchThroughTraefik(t *testing.T) {
 		r := app.Status.Rollout
 		return r != nil && r.Phase == appv1.RolloutProgressing && r.CurrentStepIndex == 3
 	})
-	framework.Eventually(t, 2*time.Minute, func() (bool, error) {
-		p, err := client.CoreV1().Pods(ns).Get(ctx, "load", metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		if p.Status.Phase == corev1.PodFailed {
-			return false, fmt.Errorf("the load pod failed: %+v", p.Status)
-		}
-		return p.Status.Phase == corev1.PodSucceeded, nil
-	})
-	logs, err := client.CoreV1().Pods(ns).GetLogs("load", &corev1.PodLogOptions{}).DoRaw(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var summary struct {
-		Requests  int            `json:"requests"`
-		Codes     map[string]int `json:"codes"`
-		Errors    int            `json:"errors"`
-		LastError string         `json:"lastError"`
-	}
-	if err := json.Unmarshal([]byte(strings.TrimSpace(string(logs))), &summary); err != nil {
-		t.Fatalf("the load's summary %q: %v", logs, err)
-	}
-	t.Logf("the load across the switch: %s", strings.TrimSpace(string(logs)))
+	summary, line := realnode.LoadResult(t, ns, "load", 2*time.Minute)
+	t.Logf("the load across the switch: %s", line)
 	if summary.Requests != switchTotal || summary.Errors != 0 || summary.Codes["200"] != switchTotal {
 		t.Errorf("the load across the switch: %+v; want %d requests, every one answered 200", summary, switchTotal)
 	}
