@@ -378,8 +378,26 @@ func TestNotifier(t *testing.T) {
 			}
 		})
 	}
+	// What is queued when Run's context ends is sent before Run returns: the notes of the
+	// syncs in flight at a stop are not lost.
+	mu.Lock()
+	got = nil
+	mu.Unlock()
+	n, _ := NewNotifier(srv.URL, FormatJSON, nil)
+	for _, event := range []string{"step", "promoted"} {
+		n.Notify(Notification{Event: event, Namespace: "shop", App: "web"})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	n.Run(ctx)
+	mu.Lock()
+	if n.Sent.Load() != 2 || len(got) != 2 || !strings.Contains(got[1], `"event":"promoted"`) {
+		t.Errorf("after a stop: sent %d, bodies %q; want both queued notifications sent in order", n.Sent.Load(), got)
+	}
+	mu.Unlock()
+
 	// A receiver that is down never blocks Notify: the queue drops beyond its bound.
-	n, _ := NewNotifier("http://127.0.0.1:1", FormatJSON, nil)
+	n, _ = NewNotifier("http://127.0.0.1:1", FormatJSON, nil)
 	for range notifyQueue + 5 {
 		n.Notify(Notification{Event: "step"})
 	}

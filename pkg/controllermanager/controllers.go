@@ -99,9 +99,6 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 	if err != nil {
 		return nil, err
 	}
-	if notifier != nil {
-		go notifier.Run(ctx)
-	}
 	if analyzer.Prometheus == nil {
 		klog.FromContext(ctx).Info("No Prometheus (--prometheus-url): a rollout that asks for a metric check is aborted as it starts (PrometheusNotConfigured)")
 	}

@@ -431,9 +431,24 @@ func (c *Controller) watch(informer cache.SharedIndexInformer, what string, h ca
 
 // Run waits for the caches to sync, then runs workers until ctx ends. It then stops
 // taking work and lets in-flight syncs finish within the shutdown timeout (see
-// controller.RunWorkers). While it runs, app_controller_apps is computed from its cache.
+// controller.RunWorkers), and sends their rollout notifications. While it runs,
+// app_controller_apps is computed from its cache.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	defer appGauges.track(c.appLister, c.appSynced)()
+	if c.notifier != nil {
+		// The notifier outlives the workers: a transition that a sync in flight at the
+		// stop writes is notified, and then what is queued (within its drain timeout).
+		nctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.notifier.Run(nctx)
+		}()
+		defer func() {
+			stop()
+			<-done
+		}()
+	}
 	c.loop.Run(ctx, workers)
 }
 
