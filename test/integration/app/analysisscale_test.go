@@ -31,8 +31,12 @@ import (
 )
 
 // scaleAppsEnv sets the number of Apps of TestAnalysisScale (default 10, what make
-// integration runs); docs/performance.md has its figures at 100 and 300.
+// integration runs); docs/performance.md has its figures at 100, 300 and 1000.
 const scaleAppsEnv = "APP_CONTROLLER_ANALYSIS_APPS"
+
+// scaleIntervalEnv sets the interval of its checks (default 10s, the floor; 1m is the
+// checks' default).
+const scaleIntervalEnv = "APP_CONTROLLER_ANALYSIS_INTERVAL"
 
 // queryCounter is a reverse proxy on loopback in front of Prometheus that records when
 // each query was asked, by the App and check it is of.
@@ -143,7 +147,8 @@ func selfCPU(t *testing.T) time.Duration {
 }
 
 // TestAnalysisScale puts N Apps (APP_CONTROLLER_ANALYSIS_APPS, default 10) at an
-// analysis step of two checks at the 10 s floor, a built-in success rate and an
+// analysis step of two checks at the 10 s floor (APP_CONTROLLER_ANALYSIS_INTERVAL, 10s
+// or more), a built-in success rate and an
 // AnalysisTemplate's query, against the real Prometheus behind a counting proxy, and
 // measures over three intervals: the queries (each App's checks ask at most one query
 // each per interval, never two within an interval, and none is left out), the
@@ -158,7 +163,13 @@ func TestAnalysisScale(t *testing.T) {
 			t.Fatalf("%s=%q: want a positive number", scaleAppsEnv, v)
 		}
 	}
-	const interval = 10 * time.Second
+	interval := 10 * time.Second
+	if v := os.Getenv(scaleIntervalEnv); v != "" {
+		var err error
+		if interval, err = time.ParseDuration(v); err != nil || interval < 10*time.Second {
+			t.Fatalf("%s=%q: want a duration of 10s or more", scaleIntervalEnv, v)
+		}
+	}
 	c := newClients(t)
 	ctx := context.Background()
 	ns := framework.Namespace(t)
