@@ -1,5 +1,3 @@
-//go:build e2e_analysis
-
 package analysis_test
 
 import (

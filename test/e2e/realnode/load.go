@@ -15,9 +15,15 @@ import (
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
+// loadTimeout is each request's timeout in StartLoad's load.
+const loadTimeout = 30 * time.Second
+
 // StartLoad creates the pod name in namespace that runs test/images/demoapp's load
 // generator (image): rps requests a second for seconds to url, with Host host, from
-// inside the cluster. LoadResult waits for its summary.
+// inside the cluster. LoadResult waits for its summary. Each request may take
+// loadTimeout: the tests count a request lost when it is not answered, and a 2-core
+// machine busy with a whole make test has stalled the path for more than the
+// generator's default 5 s (8 of 3200 requests timed out, every other answered).
 func StartLoad(t testing.TB, namespace, name, image, url, host string, rps, seconds int) {
 	t.Helper()
 	pod := &corev1.Pod{
@@ -26,7 +32,8 @@ func StartLoad(t testing.TB, namespace, name, image, url, host string, rps, seco
 			RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{
 				Name: "load", Image: image,
-				Args: []string{"load", "--url", url, "--rps", strconv.Itoa(rps), "--duration", fmt.Sprintf("%ds", seconds), "--header", "Host:" + host},
+				Args: []string{"load", "--url", url, "--rps", strconv.Itoa(rps), "--duration", fmt.Sprintf("%ds", seconds),
+					"--timeout", loadTimeout.String(), "--header", "Host:" + host},
 			}},
 			TerminationGracePeriodSeconds: new(int64),
 		},
