@@ -271,6 +271,12 @@ func TestBlueGreenProgressView(t *testing.T) {
 	if strings.Contains(html, "weight 0%") || strings.Contains(html, "<dt>Canary</dt>") {
 		t.Errorf("the page shows a canary's weight or name:\n%s", html)
 	}
+	// The restart button says how the new pods come.
+	a := app(nil)
+	a.Namespace, a.Name = "shop", "web"
+	if got, want := restartQuestion(a), "Restart the pods of App shop/web? They roll out through the blue-green stages: a preview, then the switch."; got != want {
+		t.Errorf("restart asks %q, want %q", got, want)
+	}
 }
 
 // TestAnalysisTables renders the lists of objects of status.rollout as tables, whatever

@@ -279,10 +279,7 @@ func newDetailView(d *dashCache, app *cachedApp, now time.Time) detailView {
 		restart.Why = fmt.Sprintf("App %s has no Deployment to restart", id)
 	} else {
 		restart.Enabled = true
-		restart.Confirm = fmt.Sprintf("Restart the pods of App %s?", id)
-		if app.Spec.Rollout != nil {
-			restart.Confirm += " They roll out through the canary steps."
-		}
+		restart.Confirm = restartQuestion(&app.App)
 	}
 	v.Actions = append(v.Actions, restart)
 
@@ -335,6 +332,19 @@ func newDetailView(d *dashCache, app *cachedApp, now time.Time) detailView {
 		}
 	}
 	return v
+}
+
+// restartQuestion is the confirmation of the restart button of app, which has a
+// Deployment: how the new pods come.
+func restartQuestion(app *appv1.App) string {
+	q := fmt.Sprintf("Restart the pods of App %s/%s?", app.Namespace, app.Name)
+	switch r := app.Spec.Rollout; {
+	case r != nil && r.BlueGreen != nil:
+		q += " They roll out through the blue-green stages: a preview, then the switch."
+	case r != nil:
+		q += " They roll out through the canary steps."
+	}
+	return q
 }
 
 // newRolloutView returns the rollout section of app, nil without a rollout strategy.
