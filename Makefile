@@ -575,8 +575,10 @@ unit: ## Unit tests with the race detector and the cache mutation detector.
 # plus its setup, about 2.5 minutes. The benchmark harness's smokes (test/integration/bench:
 # 5 Apps through every scenario, the canary phases' writes pinned exactly, about 45 s; the
 # peer scenario, Argo Rollouts side by side at 5 objects, about 90 s) run among the short
-# ones.
-INTEGRATION_PKGS := ./test/integration/reliability ./test/integration/app ./test/integration/soak ./test/integration/...
+# ones. The canary analysis's tests (test/integration/analysis, 3-4.5 minutes) were
+# test/integration/app's until that package took 9 minutes, the longest of make test: apart,
+# each on its own control plane, they start fourth, as one of the three longest ends.
+INTEGRATION_PKGS := ./test/integration/reliability ./test/integration/app ./test/integration/soak ./test/integration/analysis ./test/integration/...
 
 # Argo Rollouts' controller and its CRDs, when INTEGRATION_PKGS has the benchmark harness's
 # smoke (test/integration/bench: its peer smoke; without them it skips).
