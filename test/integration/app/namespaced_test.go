@@ -176,7 +176,7 @@ func TestWatchNamespaceWithoutClusterTemplates(t *testing.T) {
 	cfg := namespacedInstall(t, c, mine, []string{mine}, false)
 	name := mine + "-error-ratio"
 	if _, err := c.app.AppcontrollerV1().ClusterAnalysisTemplates().Create(ctx, &appv1.ClusterAnalysisTemplate{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: errorRatio(ptr.To("5.."))}, metav1.CreateOptions{}); err != nil {
+		Spec: appv1.AnalysisTemplateSpec{Query: appv1.QueryCheck{PromQL: "vector(0)", SuccessCondition: &appv1.ValueRange{Max: ptr.To("0.05")}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
