@@ -125,7 +125,13 @@ func TestRolloutSteps(t *testing.T) {
 		t.Errorf("promoted: kstatus %s, want Current", ks)
 	}
 	t.Logf("promoted and Ready %.1fs after the change", time.Since(start).Seconds())
+	// The promotion's Event is posted once the status that ends the rollout is written
+	// (the broadcaster posts it from its own goroutine): wait for it.
 	events := strings.Join(c.events(t, ns, "App", "web"), "\n")
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(events, "RolloutPromoted") && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		events = strings.Join(c.events(t, ns, "App", "web"), "\n")
+	}
 	for _, want := range []string{"RolloutStarted", "RolloutStep", "RolloutPromoted"} {
 		if !strings.Contains(events, want) {
 			t.Errorf("no %s Event among\n%s", want, events)
