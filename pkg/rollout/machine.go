@@ -218,6 +218,7 @@ func (m *machine) request() {
 		}
 		m.note(Note{EventType: corev1.EventTypeNormal, Reason: appv1.EventReasonRolloutResumed,
 			Message: fmt.Sprintf("kubectl app resume: the rollout goes on from step %d of %d", r.CurrentStepIndex+1, m.steps())})
+		r.PausedByRequest = false
 		m.toStep(r.CurrentStepIndex)
 	}
 }
