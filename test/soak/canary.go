@@ -133,8 +133,11 @@ func rolloutOf(r *appRecord) (*appv1.RolloutStatus, bool) {
 	return r.latest.Status.Rollout, r.latest.Status.ObservedGeneration == r.latest.Generation
 }
 
-// nextImage gives a the next good image.
+// nextImage gives a the next good image and its env var's next value: a pod template
+// it never ran (an image alone cycles through three, and a template among the last
+// rollbackWindow stable ones goes to the stable Deployment at once, without steps).
 func (d *driver) nextImage(a *appv1.App) {
+	setEnv(a, 1)
 	t := a.Spec.DeploymentTemplate
 	i := slices.Index(d.images.good, t.Image)
 	t.Image = d.images.good[(i+1)%len(d.images.good)]
@@ -153,7 +156,7 @@ func (d *driver) opCanary(ctx context.Context) error {
 		return err
 	}
 	if r.kind == kindGate {
-		return d.walk(ctx, r, d.turn(opCanary+"-pause")%2 == 0)
+		return d.walk(ctx, r, d.turn(opCanary+"-pause")%2 == 0, "")
 	}
 	return nil
 }
@@ -220,6 +223,10 @@ func (d *driver) opCanaryFix(ctx context.Context) error {
 	defer d.release(r)
 	d.w.mu.Lock()
 	broken := d.broken(r)
+	aborted := ""
+	if ro, _ := rolloutOf(r); ro != nil {
+		aborted = canaryHash(ro)
+	}
 	d.w.mu.Unlock()
 	switch {
 	case d.turn(opCanaryFix)%2 == 0:
@@ -236,7 +243,7 @@ func (d *driver) opCanaryFix(ctx context.Context) error {
 		}
 	}
 	if r.kind == kindGate {
-		return d.walk(ctx, r, false)
+		return d.walk(ctx, r, false, aborted)
 	}
 	return nil
 }
@@ -264,7 +271,7 @@ func (d *driver) rollback(ctx context.Context, r *appRecord, op string) error {
 	}
 	d.w.wrote(r, a, op, d.expect(&a.Spec), at)
 	if r.kind == kindGate {
-		return d.walk(ctx, r, false) // a template that never ran is a new rollout
+		return d.walk(ctx, r, false, "") // a template that never ran is a new rollout
 	}
 	return d.waitConverged(ctx, r)
 }
@@ -321,8 +328,10 @@ func (d *driver) opAutoscale(ctx context.Context) error {
 // walk drives a gate canary's rollout to its end: at each pause until promoted it
 // lingers a moment (a person reading kubectl app status) and promotes; with
 // pauseResume, at its last pause it first pauses and resumes it (kubectl app pause,
-// resume). It returns once the App converged.
-func (d *driver) walk(ctx context.Context, r *appRecord, pauseResume bool) error {
+// resume). It returns once the App converged. An abort of the rollout whose canary is
+// stale (the one aborted before the change or request that started this walk: a status
+// of the new generation may still show it) is not this rollout's.
+func (d *driver) walk(ctx context.Context, r *appRecord, pauseResume bool, stale string) error {
 	for {
 		d.w.mu.Lock()
 		done := r.convergedNow()
@@ -335,7 +344,7 @@ func (d *driver) walk(ctx context.Context, r *appRecord, pauseResume bool) error
 		switch {
 		case done:
 			return nil
-		case ro != nil && current && ro.Phase == appv1.RolloutAborted:
+		case ro != nil && current && ro.Phase == appv1.RolloutAborted && (stale == "" || canaryHash(ro) != stale):
 			return fmt.Errorf("walking the rollout of App %s: aborted (%s: %s)", r.key(), ro.AbortReason, ro.AbortMessage)
 		case ro != nil && current && ro.Phase == appv1.RolloutPaused && ro.Canary != nil && ro.CurrentStepIndex < steps:
 			d.linger()

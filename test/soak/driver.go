@@ -173,7 +173,7 @@ func (d *driver) fillHistories(ctx context.Context) error {
 			return err
 		}
 		if r.kind == kindGate {
-			return d.walk(ctx, r, false) // a canary's rollout, promoted at its pauses
+			return d.walk(ctx, r, false, "") // a canary's rollout, promoted at its pauses
 		}
 		return nil
 	})
