@@ -160,14 +160,14 @@ func listChildren(ctx context.Context, kube kubernetes.Interface, ns string) ([]
 		return nil, nil, fmt.Errorf("listing the Deployments of %s: %w", ns, err)
 	}
 	for i := range deployments.Items {
-		objects = append(objects, childObject{"Deployment", &deployments.Items[i]})
+		objects = append(objects, childObject{kindDeployment, &deployments.Items[i]})
 	}
 	services, err := kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing the Services of %s: %w", ns, err)
 	}
 	for i := range services.Items {
-		objects = append(objects, childObject{"Service", &services.Items[i]})
+		objects = append(objects, childObject{kindService, &services.Items[i]})
 	}
 	ingresses, err := kube.NetworkingV1().Ingresses(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -258,12 +258,12 @@ func (s *StateCheck) checkAtRest(r *appRecord, spec *appv1.AppSpec, rollout *app
 	}
 	stable := spec.DeploymentTemplate.Name
 	canary := stable + appv1.CanarySuffix
-	for _, kind := range []string{"Deployment", "Service"} {
+	for _, kind := range []string{kindDeployment, kindService} {
 		var kept []string
 		for _, name := range controlled[kind] {
 			switch {
-			case kind == "Deployment" && name == canary && phase == appv1.RolloutAborted && replicas[key(r.namespace, name)] == 0:
-			case kind == "Deployment" && name == canary, kind == "Service" && spec.ServiceTemplate != nil &&
+			case kind == kindDeployment && name == canary && phase == appv1.RolloutAborted && replicas[key(r.namespace, name)] == 0:
+			case kind == kindDeployment && name == canary, kind == kindService && spec.ServiceTemplate != nil &&
 				(name == spec.ServiceTemplate.Name+appv1.CanarySuffix || name == spec.ServiceTemplate.Name+appv1.StableSuffix):
 				s.NotAtRest = append(s.NotAtRest, fmt.Sprintf("%s: %s %s left, rollout %s", r.key(), kind, name, describeRollout(rollout)))
 			default:
@@ -283,10 +283,10 @@ func (s *StateCheck) checkAtRest(r *appRecord, spec *appv1.AppSpec, rollout *app
 func (s *StateCheck) checkChildren(r *appRecord, spec *appv1.AppSpec, conflict bool, controlled map[string][]string) {
 	want := map[string]string{}
 	if spec.DeploymentTemplate != nil && !conflict {
-		want["Deployment"] = spec.DeploymentTemplate.Name
+		want[kindDeployment] = spec.DeploymentTemplate.Name
 	}
 	if spec.ServiceTemplate != nil {
-		want["Service"] = spec.ServiceTemplate.Name
+		want[kindService] = spec.ServiceTemplate.Name
 	}
 	if spec.Route != nil && len(spec.Route.ParentRefs) == 0 {
 		want["Ingress"] = r.name
@@ -294,7 +294,7 @@ func (s *StateCheck) checkChildren(r *appRecord, spec *appv1.AppSpec, conflict b
 	if spec.Autoscaling != nil && spec.DeploymentTemplate != nil && !conflict {
 		want["HorizontalPodAutoscaler"] = spec.DeploymentTemplate.Name
 	}
-	for _, kind := range []string{"Deployment", "Service", "Ingress", "HorizontalPodAutoscaler"} {
+	for _, kind := range []string{kindDeployment, kindService, "Ingress", "HorizontalPodAutoscaler"} {
 		names := controlled[kind]
 		switch {
 		case want[kind] == "" && len(names) > 0:

@@ -25,9 +25,6 @@ const (
 	abortingWithin = 2 * time.Second
 )
 
-// rolloutKillFaults are the faults of rollout phases.
-var rolloutKillFaults = []string{FaultRolloutKillStep, FaultRolloutKillPause, FaultRolloutKillPromoting, FaultRolloutKillAborting}
-
 // inPhase returns a live canary App whose rollout is in the phase of fault kind now
 // (nil if none), and where its rollout is.
 func (w *world) inPhase(kind string, now time.Time) (*appRecord, string) {

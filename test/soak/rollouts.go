@@ -25,8 +25,8 @@ import (
 // A cluster passed in Config.Cluster must be started with them.
 func AuditBodies() []localcluster.AuditBody {
 	return []localcluster.AuditBody{
-		{Group: appv1.GroupVersion.Group, Resources: []string{"apps/status"}, Level: localcluster.AuditLevelRequestResponse},
-		{Group: "apps", Resources: []string{"deployments"}, Level: localcluster.AuditLevelRequest},
+		{Group: appv1.GroupVersion.Group, Resources: []string{resourceAppStatus}, Level: localcluster.AuditLevelRequestResponse},
+		{Group: groupApps, Resources: []string{"deployments"}, Level: localcluster.AuditLevelRequest},
 	}
 }
 
@@ -69,7 +69,7 @@ func (b *bodies) add(ev harness.AuditEvent, user string, controller bool) error 
 	}
 	ref := ev.ObjectRef
 	switch {
-	case controller && ev.Resource() == "apps/status" && ref.APIGroup == appv1.GroupVersion.Group && len(ev.ResponseObject) > 0:
+	case controller && ev.Resource() == resourceAppStatus && ref.APIGroup == appv1.GroupVersion.Group && len(ev.ResponseObject) > 0:
 		var a appv1.App
 		if err := json.Unmarshal(ev.ResponseObject, &a); err != nil {
 			return fmt.Errorf("decoding the App written by %s at %s: %w", user, ev.StageTimestamp, err)
@@ -83,7 +83,7 @@ func (b *bodies) add(ev harness.AuditEvent, user string, controller bool) error 
 			sw.deployment = a.Spec.DeploymentTemplate.Name
 		}
 		b.status = append(b.status, sw)
-	case controller && ev.Resource() == "deployments" && ref.APIGroup == "apps" && len(ev.RequestObject) > 0:
+	case controller && ev.Resource() == resourceDeployments && ref.APIGroup == groupApps && len(ev.RequestObject) > 0:
 		var body struct {
 			Spec struct {
 				Replicas *int64          `json:"replicas"`
@@ -103,7 +103,7 @@ func (b *bodies) add(ev harness.AuditEvent, user string, controller bool) error 
 			dw.template = string(canonical)
 		}
 		b.deployments = append(b.deployments, dw)
-	case !controller && ev.Resource() == "deployments/scale" && ref.APIGroup == "apps" && (ev.Verb == "update" || ev.Verb == "patch"):
+	case !controller && ev.Resource() == resourceDeployments+"/scale" && ref.APIGroup == groupApps && (ev.Verb == "update" || ev.Verb == "patch"):
 		b.deployments = append(b.deployments, deploymentWrite{at: ev.StageTimestamp, namespace: ref.Namespace, name: ref.Name, user: user, scale: true})
 	}
 	return nil

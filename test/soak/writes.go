@@ -45,7 +45,7 @@ func readWrites(path string, users []string) ([]write, map[string]time.Time, *bo
 		if !ev.IsWrite() || ev.Stage != "ResponseComplete" || ev.ObjectRef == nil {
 			return nil
 		}
-		if ev.Verb == "delete" && ev.Resource() == "apps" && ev.ObjectRef.APIGroup == appv1.GroupVersion.Group && ev.Code() < 300 {
+		if ev.Verb == "delete" && ev.Resource() == resourceApps && ev.ObjectRef.APIGroup == appv1.GroupVersion.Group && ev.Code() < 300 {
 			deleted[key(ev.ObjectRef.Namespace, ev.ObjectRef.Name)] = ev.StageTimestamp
 		}
 		if err := b.add(ev, user, slices.Contains(users, user)); err != nil {
@@ -61,8 +61,18 @@ func readWrites(path string, users []string) ([]write, map[string]time.Time, *bo
 	return out, deleted, b, err
 }
 
+// Names of kinds, resources and groups the checks compare.
+const (
+	kindDeployment      = "Deployment"
+	kindService         = "Service"
+	groupApps           = "apps"
+	resourceApps        = "apps" // the App's, in its own group
+	resourceAppStatus   = "apps/status"
+	resourceDeployments = "deployments"
+)
+
 // childResources are the kinds of an App's children (and its revisions).
-var childResources = []string{"deployments", "services", "ingresses", "httproutes", "poddisruptionbudgets", "controllerrevisions", "horizontalpodautoscalers"}
+var childResources = []string{resourceDeployments, "services", "ingresses", "httproutes", "poddisruptionbudgets", "controllerrevisions", "horizontalpodautoscalers"}
 
 // ownerOf returns the App of the run that the object namespace/name belongs to by its
 // name (the App itself, NAME-..., or an Event NAME.<id>), "" if none.
@@ -105,7 +115,7 @@ func (w *world) classify(writes []write, soakNamespaces []string, deleted map[st
 			wr.classification = "event"
 		case wr.resource == "tokenreviews" || wr.resource == "subjectaccessreviews":
 			wr.classification = "auth"
-		case wr.resource == "apps/status" && wr.owner != "":
+		case wr.resource == resourceAppStatus && wr.owner != "":
 			wr.classification = "status"
 		case inSoak && slices.Contains(childResources, wr.resource) && wr.owner != "":
 			wr.classification = "child"
