@@ -133,14 +133,15 @@ build-installer: $(KUBECTL) ## Write dist/install.yaml: CRD, namespace, RBAC and
 ##@ Deploy to the cluster of $KUBECONFIG
 
 .PHONY: install
-install: $(KUBECTL) ## Apply the CRD to the cluster of $KUBECONFIG and wait until it is established.
+install: $(KUBECTL) ## Apply the CRDs (App, AnalysisTemplate, ClusterAnalysisTemplate) to the cluster of $KUBECONFIG and wait until they are established.
 	$(KUBECTL) apply --server-side --force-conflicts -f config/crd/bases
 	@# A jsonpath, not --for condition=Established: on a CRD just created, before it has
 	@# any condition, kubectl wait --for condition fails instead of waiting.
-	$(KUBECTL) wait --for 'jsonpath={.status.conditions[?(@.type=="Established")].status}=True' --timeout 60s crd/apps.appcontroller.k8s.io
+	$(KUBECTL) wait --for 'jsonpath={.status.conditions[?(@.type=="Established")].status}=True' --timeout 60s \
+		crd/apps.appcontroller.k8s.io crd/analysistemplates.appcontroller.k8s.io crd/clusteranalysistemplates.appcontroller.k8s.io
 
 .PHONY: uninstall
-uninstall: $(KUBECTL) ## Delete the CRD, and with it every App, from the cluster of $KUBECONFIG.
+uninstall: $(KUBECTL) ## Delete the CRDs, and with them every App and template, from the cluster of $KUBECONFIG.
 	$(KUBECTL) delete --ignore-not-found -f config/crd/bases
 
 .PHONY: deploy

@@ -398,7 +398,7 @@ release_notes() {
     else
         printf -- '- Helm chart: `app-controller-%s.tgz`.\n' "${chart_version}"
     fi
-    printf -- '- `install.yaml` (everything, the image pinned by digest: `kubectl apply --server-side -f install.yaml`) and `crds.yaml` (the CRD alone).\n'
+    printf -- '- `install.yaml` (everything, the image pinned by digest: `kubectl apply --server-side -f install.yaml`) and `crds.yaml` (the CRDs alone).\n'
     printf -- '- kubectl plugin: `kubectl-app_%s_<os>_<arch>.tar.gz` and the krew manifest `app.yaml`.\n' "${version}"
     printf -- '- `checksums.txt`: the sha256 of every file (`sha256sum -c checksums.txt`); its cosign signature `checksums.txt.sigstore.json` when the release is signed (docs/release.md).\n'
 }

@@ -139,14 +139,18 @@ func (c *command) rolloutCommands() []*cobra.Command {
 			`End the current step of the App's canary rollout (spec.rollout): a pause, or a setWeight
 step still waiting for its pods. After the last step the rollout is promoted: the stable
 Deployment gets the new pod template. With --full the remaining steps are skipped. An
-aborted rollout starts its steps again (with --full: is promoted).`,
+aborted rollout starts its steps again (with --full: is promoted). A blue-green rollout
+(spec.rollout.blueGreen) waiting for its switch switches the App's Service to the preview;
+after the switch, promote ends the delay the old pods are kept for.`,
 			"  kubectl app promote web\n  kubectl app promote web --full", appv1.RolloutActionPromote),
 		c.rolloutCommand("abort NAME", "Abort an App's canary rollout: all traffic back to the stable pods",
 			`Abort the App's canary rollout: all traffic goes back to the stable pods at once, the
 canary pods are scaled to 0 (through an HTTPRoute, after abortScaleDownDelaySeconds),
 and the App reports Ready=False, reason RolloutAborted, until a new change of its pods or
 kubectl app promote (which starts the steps again). A rollout being promoted (past its
-last step) can no longer be aborted: kubectl app rollback goes back.`,
+last step) can no longer be aborted: kubectl app rollback goes back. A blue-green
+rollout aborted after its switch, within scaleDownDelaySeconds, switches the App's
+Service back to the old pods, which still run.`,
 			"  kubectl app abort web", appv1.RolloutActionAbort),
 		c.rolloutCommand("pause NAME", "Hold an App's canary rollout at its current step",
 			`Hold the App's canary rollout where it is: no step ends, not even a timed pause, until

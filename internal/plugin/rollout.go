@@ -73,7 +73,7 @@ func RequestRollout(ctx context.Context, clients Clients, namespace, name string
 // requestEffect says what action will do to app's rollout, or why it cannot.
 func requestEffect(app *appv1.App, action appv1.RolloutAction) (string, error) {
 	id := app.Namespace + "/" + app.Name
-	if app.Spec.Rollout == nil || app.Spec.Rollout.Canary == nil {
+	if app.Spec.Rollout == nil || app.Spec.Rollout.Canary == nil && app.Spec.Rollout.BlueGreen == nil {
 		return "", fmt.Errorf("App %s has no rollout strategy (spec.rollout): its changes roll out at once", id)
 	}
 	r := app.Status.Rollout
@@ -85,6 +85,9 @@ func requestEffect(app *appv1.App, action appv1.RolloutAction) (string, error) {
 			id, app.Generation, app.Status.ObservedGeneration)
 	case r.Canary == nil || r.Phase == appv1.RolloutHealthy || r.Phase == "":
 		return "", fmt.Errorf("App %s has no rollout in progress (phase %s): nothing to %s", id, orNone(string(r.Phase)), action)
+	}
+	if app.Spec.Rollout.BlueGreen != nil {
+		return blueGreenEffect(app, r, action)
 	}
 	steps := app.Spec.Rollout.Canary.Steps
 	n := int32(len(steps))

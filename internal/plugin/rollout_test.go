@@ -332,6 +332,31 @@ Traffic:      canary 25% by ready pods behind the App's Service: 1 canary, 3 sta
 Stable:       revision web-1111111111: Deployment web (image nginx:1): 3 desired, 3 updated, 3 ready
 Canary:       revision web-2222222222: Deployment web-canary (image nginx:2): 1 desired, 1 updated, 1 ready
 `},
+		{name: "checks of templates, one missing",
+			mutate: func(a *appv1.App) {
+				r := a.Status.Rollout
+				r.CurrentStepIndex = 1
+				r.Message = `Rollout to revision web-2222222222, step 2 of 3 (pause until promoted), canary at 25%: waiting for its checks: "errors" inconclusive`
+				at := metav1.NewTime(time.Date(2026, 11, 28, 2, 0, 0, 0, time.UTC))
+				r.Analysis = []appv1.CheckStatus{
+					{Name: "errors", Step: -1, Template: "AnalysisTemplate/error-ratio", Phase: appv1.AnalysisError, Reason: appv1.ReasonAnalysisTemplateNotFound,
+						Message: "check errors: AnalysisTemplate error-ratio not found in namespace ns: the check waits for it until progressDeadlineSeconds"},
+					{Name: "p95", Step: 1, Template: "ClusterAnalysisTemplate/p95", Phase: appv1.AnalysisPassed, Value: "0.12", Threshold: "[0, 0.3]", MeasuredAt: &at, Passed: 2},
+				}
+			},
+			want: `
+App:          ns/web
+Ready:        Unknown: the controller has not reported a Ready condition yet
+Deployment:   web (image nginx:2): 4 desired, no status reported
+Service:      web: ClusterIP 10.0.0.10, ports http 8080/TCP -> 8080
+Rollout:      Paused at step 2 of 3: Rollout to revision web-2222222222, step 2 of 3 (pause until promoted), canary at 25%: waiting for its checks: "errors" inconclusive
+Steps:        1 setWeight 25 (done), 2 pause until promoted (current), 3 setWeight 100
+Check:        errors (background, AnalysisTemplate/error-ratio): not measured now: AnalysisTemplate error-ratio not found in namespace ns: the check waits for it until progressDeadlineSeconds
+Check:        p95 (step 2, ClusterAnalysisTemplate/p95): Passed 0.12 (threshold [0, 0.3]) at 2026-11-28T02:00:00Z; 2 passed, 0 failed, 0 inconclusive
+Traffic:      canary 25% by ready pods behind the App's Service: 1 canary, 3 stable (the step asks for 25%)
+Stable:       revision web-1111111111: Deployment web (image nginx:1): 3 desired, 3 updated, 3 ready
+Canary:       revision web-2222222222: Deployment web-canary (image nginx:2): 1 desired, 1 updated, 1 ready
+`},
 		{name: "healthy: no canary",
 			mutate: func(a *appv1.App) {
 				a.Status.Rollout.Phase, a.Status.Rollout.Canary, a.Status.Rollout.Message = appv1.RolloutHealthy, nil, "web-1111111111 serves"

@@ -31,6 +31,11 @@ type RolloutView struct {
 	// Backends are the Services the App's HTTPRoute sends its traffic to, with their
 	// weights; none without an HTTPRoute.
 	Backends []Backend
+	// HeaderRoute: the App's HTTPRoute has a rule whose one backend is the canary's
+	// Service (a setHeaderRoute step's); Mirror is the percent of the requests its first
+	// rule mirrors to the canary's Service (a setMirrorRoute step's), 0: none.
+	HeaderRoute bool
+	Mirror      int64
 }
 
 // Backend is a Service an HTTPRoute sends traffic to, and its weight.
@@ -56,6 +61,7 @@ func getRolloutView(ctx context.Context, c Clients, app *appv1.App) *RolloutView
 		// An Ingress of the same name is not found here: it has no weights.
 		if u, err := c.Dynamic.Resource(httpRouteResource).Namespace(app.Namespace).Get(ctx, app.Status.Route, metav1.GetOptions{}); err == nil {
 			v.Backends = routeBackends(u)
+			v.HeaderRoute, v.Mirror = routeRouting(u)
 		}
 	}
 	return v
@@ -83,6 +89,87 @@ func routeBackends(route *unstructured.Unstructured) []Backend {
 	return out
 }
 
+// routeRouting reads the canary's header route and mirror on an HTTPRoute: a rule after
+// the first whose one backend is a canary Service, and the percent of a RequestMirror
+// filter of the first rule to a canary Service (100 when unset, as the Gateway API
+// defaults it).
+func routeRouting(route *unstructured.Unstructured) (header bool, mirror int64) {
+	rules, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules")
+	for i, r := range rules {
+		rule, _ := r.(map[string]any)
+		if i == 0 {
+			filters, _, _ := unstructured.NestedSlice(rule, "filters")
+			for _, f := range filters {
+				filter, _ := f.(map[string]any)
+				name, _, _ := unstructured.NestedString(filter, "requestMirror", "backendRef", "name")
+				if !strings.HasSuffix(name, appv1.CanarySuffix) {
+					continue
+				}
+				mirror = 100
+				if p, found, _ := unstructured.NestedInt64(filter, "requestMirror", "percent"); found {
+					mirror = p
+				}
+			}
+			continue
+		}
+		refs, _, _ := unstructured.NestedSlice(rule, "backendRefs")
+		if len(refs) == 1 {
+			ref, _ := refs[0].(map[string]any)
+			if name, _, _ := unstructured.NestedString(ref, "name"); strings.HasSuffix(name, appv1.CanarySuffix) {
+				header = true
+			}
+		}
+	}
+	return header, mirror
+}
+
+// routingLine says what the current step asks of the HTTPRoute beside the weights (the
+// last setHeaderRoute and setMirrorRoute at or before it) and whether the live route
+// has it; "" when neither asks nor the route has any.
+func routingLine(steps []appv1.CanaryStep, r *appv1.RolloutStatus, v *RolloutView) string {
+	var header *appv1.HeaderRoute
+	var mirror int32
+	if r.Phase != appv1.RolloutAborted && int(r.CurrentStepIndex) < len(steps) {
+		for _, s := range steps[:r.CurrentStepIndex+1] {
+			if s.SetHeaderRoute != nil {
+				header = s.SetHeaderRoute
+			}
+			if s.SetMirrorRoute != nil {
+				mirror = ptr.Deref(s.SetMirrorRoute.Percent, 0)
+			}
+		}
+	}
+	if header != nil && len(header.Match) == 0 {
+		header = nil
+	}
+	if header == nil && mirror == 0 && !v.HeaderRoute && v.Mirror == 0 {
+		return ""
+	}
+	state := func(want, live bool) string {
+		switch {
+		case want && live:
+			return " (in effect)"
+		case want:
+			return " (not on the HTTPRoute yet)"
+		}
+		return " (still on the HTTPRoute)"
+	}
+	var parts []string
+	switch {
+	case header != nil:
+		parts = append(parts, "requests matching "+strings.TrimPrefix(header.String(), "header route ")+" to the canary"+state(true, v.HeaderRoute))
+	case v.HeaderRoute:
+		parts = append(parts, "a header route to the canary"+state(false, true))
+	}
+	switch {
+	case mirror > 0:
+		parts = append(parts, fmt.Sprintf("%d%% mirrored to the canary, its answers dropped", mirror)+state(true, int64(mirror) == v.Mirror))
+	case v.Mirror > 0:
+		parts = append(parts, fmt.Sprintf("%d%% mirrored to the canary", v.Mirror)+state(false, true))
+	}
+	return strings.Join(parts, "; ")
+}
+
 // printRollout writes the rollout lines of `kubectl app status`: the phase and step
 // with status.rollout's message, the steps, the traffic split as it is, and the stable
 // and canary versions with their Deployments.
@@ -90,6 +177,10 @@ func printRollout(w io.Writer, app *appv1.App, v *RolloutView) {
 	r := app.Status.Rollout
 	if r == nil {
 		fmt.Fprintf(w, "Rollout:\tnot reported by the controller yet\n")
+		return
+	}
+	if s := app.Spec.Rollout; s != nil && s.BlueGreen != nil {
+		printBlueGreen(w, app, v)
 		return
 	}
 	var steps []appv1.CanaryStep
@@ -122,6 +213,9 @@ func printRollout(w io.Writer, app *appv1.App, v *RolloutView) {
 	}
 	if r.Canary != nil {
 		fmt.Fprintf(w, "Traffic:\t%s\n", trafficLine(app, v))
+		if line := routingLine(steps, r, v); line != "" {
+			fmt.Fprintf(w, "Routing:\t%s\n", oneLine(line))
+		}
 	}
 	fmt.Fprintf(w, "Stable:\t%s\n", versionLine(r.Stable, v.Stable, v.StableNote))
 	if r.Canary != nil || v.Canary != nil {
@@ -129,14 +223,24 @@ func printRollout(w io.Writer, app *appv1.App, v *RolloutView) {
 	}
 }
 
-// checkLine says where a check of the rollout's analysis stands: its last measurement
-// (value, threshold, when), its counts, and what the measurement said.
+// checkLine says where a check of the rollout's analysis stands: the template its query
+// came from, its last measurement (value, threshold, when), its counts, and what the
+// measurement said; or why it was not measured (its template missing).
 func checkLine(c appv1.CheckStatus) string {
 	where := fmt.Sprintf("step %d", c.Step+1)
 	if c.Step < 0 {
 		where = "background"
 	}
+	if c.Template != "" {
+		where += ", " + c.Template
+	}
 	line := fmt.Sprintf("%s (%s): ", c.Name, where)
+	if c.Reason != "" {
+		if c.Passed+c.Failed+c.Inconclusive > 0 {
+			line += fmt.Sprintf("%d passed, %d failed, %d inconclusive; ", c.Passed, c.Failed, c.Inconclusive)
+		}
+		return line + "not measured now: " + strings.TrimPrefix(c.Message, "check "+c.Name+": ")
+	}
 	if c.MeasuredAt == nil {
 		return line + "not measured yet"
 	}
@@ -156,9 +260,19 @@ func checkLine(c appv1.CheckStatus) string {
 
 // stepsLine lists the steps, marking those done and the current one.
 func stepsLine(steps []appv1.CanaryStep, r *appv1.RolloutStatus) string {
-	parts := make([]string, len(steps))
+	names := make([]string, len(steps))
 	for i, s := range steps {
-		parts[i] = fmt.Sprintf("%d %s", i+1, s.String())
+		names[i] = s.String()
+	}
+	return progressLine(names, r)
+}
+
+// progressLine lists the steps (or a blue-green rollout's stages) named names, marking
+// those done and the current one of rollout r.
+func progressLine(names []string, r *appv1.RolloutStatus) string {
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = fmt.Sprintf("%d %s", i+1, name)
 		if r.Canary == nil {
 			continue
 		}

@@ -62,21 +62,21 @@ func TestQueries(t *testing.T) {
 		name, got, want string
 	}{
 		{"success rate, gateway", SuccessRateQuery(appv1.AnalysisSourceGateway, target, time.Minute, false),
-			`label_replace(label_replace(sum(increase(traefik_service_requests_total{service=~"shop-web-canary(-[a-z0-9]([-a-z0-9]*[a-z0-9])?)?-[0-9]+(@.+)?"}[60s])), "m", "requests", "", ""), "track", "canary", "", "")` +
-				` or label_replace(label_replace(sum(increase(traefik_service_requests_total{service=~"shop-web-canary(-[a-z0-9]([-a-z0-9]*[a-z0-9])?)?-[0-9]+(@.+)?",code=~"5.."}[60s])), "m", "errors", "", ""), "track", "canary", "", "")`},
+			`label_replace(label_replace(sum(increase(traefik_service_requests_total{service=~"shop-web-canary(-[a-z0-9]([-a-z0-9]*[a-z0-9])?)?-[0-9]+(@.+)?"}[60s]) and traefik_service_requests_total{service=~"shop-web-canary(-[a-z0-9]([-a-z0-9]*[a-z0-9])?)?-[0-9]+(@.+)?"} offset 60s or traefik_service_requests_total{service=~"shop-web-canary(-[a-z0-9]([-a-z0-9]*[a-z0-9])?)?-[0-9]+(@.+)?"}), "m", "requests", "", ""), "track", "canary", "", "")` +
+				` or label_replace(label_replace(sum(increase(traefik_service_requests_total{service=~"shop-web-canary(-[a-z0-9]([-a-z0-9]*[a-z0-9])?)?-[0-9]+(@.+)?",code=~"5.."}[60s]) and traefik_service_requests_total{service=~"shop-web-canary(-[a-z0-9]([-a-z0-9]*[a-z0-9])?)?-[0-9]+(@.+)?",code=~"5.."} offset 60s or traefik_service_requests_total{service=~"shop-web-canary(-[a-z0-9]([-a-z0-9]*[a-z0-9])?)?-[0-9]+(@.+)?",code=~"5.."}), "m", "errors", "", ""), "track", "canary", "", "")`},
 		{"success rate, pods, relative", SuccessRateQuery(appv1.AnalysisSourcePods, pods, 30*time.Second, true),
-			`label_replace(label_replace(sum(increase(http_requests_total{namespace="shop",pod=~"web-canary-[a-z0-9]+-[a-z0-9]{5}"}[30s])), "m", "requests", "", ""), "track", "canary", "", "")` +
-				` or label_replace(label_replace(sum(increase(http_requests_total{namespace="shop",pod=~"web-canary-[a-z0-9]+-[a-z0-9]{5}",code=~"5.."}[30s])), "m", "errors", "", ""), "track", "canary", "", "")` +
-				` or label_replace(label_replace(sum(increase(http_requests_total{namespace="shop",pod=~"web-[a-z0-9]+-[a-z0-9]{5}"}[30s])), "m", "requests", "", ""), "track", "stable", "", "")` +
-				` or label_replace(label_replace(sum(increase(http_requests_total{namespace="shop",pod=~"web-[a-z0-9]+-[a-z0-9]{5}",code=~"5.."}[30s])), "m", "errors", "", ""), "track", "stable", "", "")`},
+			`label_replace(label_replace(sum(increase(http_requests_total{namespace="shop",pod=~"web-canary-[a-z0-9]+-[a-z0-9]{5}"}[30s]) and http_requests_total{namespace="shop",pod=~"web-canary-[a-z0-9]+-[a-z0-9]{5}"} offset 30s or http_requests_total{namespace="shop",pod=~"web-canary-[a-z0-9]+-[a-z0-9]{5}"}), "m", "requests", "", ""), "track", "canary", "", "")` +
+				` or label_replace(label_replace(sum(increase(http_requests_total{namespace="shop",pod=~"web-canary-[a-z0-9]+-[a-z0-9]{5}",code=~"5.."}[30s]) and http_requests_total{namespace="shop",pod=~"web-canary-[a-z0-9]+-[a-z0-9]{5}",code=~"5.."} offset 30s or http_requests_total{namespace="shop",pod=~"web-canary-[a-z0-9]+-[a-z0-9]{5}",code=~"5.."}), "m", "errors", "", ""), "track", "canary", "", "")` +
+				` or label_replace(label_replace(sum(increase(http_requests_total{namespace="shop",pod=~"web-[a-z0-9]+-[a-z0-9]{5}"}[30s]) and http_requests_total{namespace="shop",pod=~"web-[a-z0-9]+-[a-z0-9]{5}"} offset 30s or http_requests_total{namespace="shop",pod=~"web-[a-z0-9]+-[a-z0-9]{5}"}), "m", "requests", "", ""), "track", "stable", "", "")` +
+				` or label_replace(label_replace(sum(increase(http_requests_total{namespace="shop",pod=~"web-[a-z0-9]+-[a-z0-9]{5}",code=~"5.."}[30s]) and http_requests_total{namespace="shop",pod=~"web-[a-z0-9]+-[a-z0-9]{5}",code=~"5.."} offset 30s or http_requests_total{namespace="shop",pod=~"web-[a-z0-9]+-[a-z0-9]{5}",code=~"5.."}), "m", "errors", "", ""), "track", "stable", "", "")`},
 		{"latency p99, gateway", LatencyQuery(appv1.AnalysisSourceGateway, target, time.Minute, 99, false),
-			`label_replace(label_replace(histogram_quantile(0.99, sum by (le) (rate(traefik_service_request_duration_seconds_bucket{service=~"shop-web-canary(-[a-z0-9]([-a-z0-9]*[a-z0-9])?)?-[0-9]+(@.+)?"}[60s]))), "m", "latency", "", ""), "track", "canary", "", "")` +
-				` or label_replace(label_replace(sum(increase(traefik_service_request_duration_seconds_count{service=~"shop-web-canary(-[a-z0-9]([-a-z0-9]*[a-z0-9])?)?-[0-9]+(@.+)?"}[60s])), "m", "requests", "", ""), "track", "canary", "", "")`},
+			`label_replace(label_replace(histogram_quantile(0.99, sum by (le) (increase(traefik_service_request_duration_seconds_bucket{service=~"shop-web-canary(-[a-z0-9]([-a-z0-9]*[a-z0-9])?)?-[0-9]+(@.+)?"}[60s]) and traefik_service_request_duration_seconds_bucket{service=~"shop-web-canary(-[a-z0-9]([-a-z0-9]*[a-z0-9])?)?-[0-9]+(@.+)?"} offset 60s or traefik_service_request_duration_seconds_bucket{service=~"shop-web-canary(-[a-z0-9]([-a-z0-9]*[a-z0-9])?)?-[0-9]+(@.+)?"})), "m", "latency", "", ""), "track", "canary", "", "")` +
+				` or label_replace(label_replace(sum(increase(traefik_service_request_duration_seconds_count{service=~"shop-web-canary(-[a-z0-9]([-a-z0-9]*[a-z0-9])?)?-[0-9]+(@.+)?"}[60s]) and traefik_service_request_duration_seconds_count{service=~"shop-web-canary(-[a-z0-9]([-a-z0-9]*[a-z0-9])?)?-[0-9]+(@.+)?"} offset 60s or traefik_service_request_duration_seconds_count{service=~"shop-web-canary(-[a-z0-9]([-a-z0-9]*[a-z0-9])?)?-[0-9]+(@.+)?"}), "m", "requests", "", ""), "track", "canary", "", "")`},
 		{"latency p50, pods, relative", LatencyQuery(appv1.AnalysisSourcePods, pods, 2*time.Minute, 50, true),
-			`label_replace(label_replace(histogram_quantile(0.5, sum by (le) (rate(http_request_duration_seconds_bucket{namespace="shop",pod=~"web-canary-[a-z0-9]+-[a-z0-9]{5}"}[120s]))), "m", "latency", "", ""), "track", "canary", "", "")` +
-				` or label_replace(label_replace(sum(increase(http_request_duration_seconds_count{namespace="shop",pod=~"web-canary-[a-z0-9]+-[a-z0-9]{5}"}[120s])), "m", "requests", "", ""), "track", "canary", "", "")` +
-				` or label_replace(label_replace(histogram_quantile(0.5, sum by (le) (rate(http_request_duration_seconds_bucket{namespace="shop",pod=~"web-[a-z0-9]+-[a-z0-9]{5}"}[120s]))), "m", "latency", "", ""), "track", "stable", "", "")` +
-				` or label_replace(label_replace(sum(increase(http_request_duration_seconds_count{namespace="shop",pod=~"web-[a-z0-9]+-[a-z0-9]{5}"}[120s])), "m", "requests", "", ""), "track", "stable", "", "")`},
+			`label_replace(label_replace(histogram_quantile(0.5, sum by (le) (increase(http_request_duration_seconds_bucket{namespace="shop",pod=~"web-canary-[a-z0-9]+-[a-z0-9]{5}"}[120s]) and http_request_duration_seconds_bucket{namespace="shop",pod=~"web-canary-[a-z0-9]+-[a-z0-9]{5}"} offset 120s or http_request_duration_seconds_bucket{namespace="shop",pod=~"web-canary-[a-z0-9]+-[a-z0-9]{5}"})), "m", "latency", "", ""), "track", "canary", "", "")` +
+				` or label_replace(label_replace(sum(increase(http_request_duration_seconds_count{namespace="shop",pod=~"web-canary-[a-z0-9]+-[a-z0-9]{5}"}[120s]) and http_request_duration_seconds_count{namespace="shop",pod=~"web-canary-[a-z0-9]+-[a-z0-9]{5}"} offset 120s or http_request_duration_seconds_count{namespace="shop",pod=~"web-canary-[a-z0-9]+-[a-z0-9]{5}"}), "m", "requests", "", ""), "track", "canary", "", "")` +
+				` or label_replace(label_replace(histogram_quantile(0.5, sum by (le) (increase(http_request_duration_seconds_bucket{namespace="shop",pod=~"web-[a-z0-9]+-[a-z0-9]{5}"}[120s]) and http_request_duration_seconds_bucket{namespace="shop",pod=~"web-[a-z0-9]+-[a-z0-9]{5}"} offset 120s or http_request_duration_seconds_bucket{namespace="shop",pod=~"web-[a-z0-9]+-[a-z0-9]{5}"})), "m", "latency", "", ""), "track", "stable", "", "")` +
+				` or label_replace(label_replace(sum(increase(http_request_duration_seconds_count{namespace="shop",pod=~"web-[a-z0-9]+-[a-z0-9]{5}"}[120s]) and http_request_duration_seconds_count{namespace="shop",pod=~"web-[a-z0-9]+-[a-z0-9]{5}"} offset 120s or http_request_duration_seconds_count{namespace="shop",pod=~"web-[a-z0-9]+-[a-z0-9]{5}"}), "m", "requests", "", ""), "track", "stable", "", "")`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,12 +85,12 @@ func TestQueries(t *testing.T) {
 			}
 		})
 	}
-	q, err := CustomQuery(&appv1.QueryCheck{PromQL: `sum(rate(x{namespace="{{.Namespace}}",service="{{.CanaryService}}",app="{{.App}}",d="{{.CanaryDeployment}}",s="{{.StableService}}",sd="{{.StableDeployment}}"}[{{.Interval}}]))`}, target, time.Minute)
+	q, err := CustomQuery(&appv1.QueryCheck{PromQL: `sum(rate(x{namespace="{{.Namespace}}",service="{{.CanaryService}}",app="{{.App}}",d="{{.CanaryDeployment}}",s="{{.StableService}}",sd="{{.StableDeployment}}"}[{{.Interval}}]))`}, nil, target, time.Minute)
 	want := `sum(rate(x{namespace="shop",service="web-canary",app="web",d="web-canary",s="web-stable",sd="web"}[60s]))`
 	if err != nil || q != want {
 		t.Errorf("CustomQuery = %q, %v; want %q", q, err, want)
 	}
-	if _, err := CustomQuery(&appv1.QueryCheck{PromQL: `x{a="{{.Nope}}"}`}, target, time.Minute); err == nil {
+	if _, err := CustomQuery(&appv1.QueryCheck{PromQL: `x{a="{{.Nope}}"}`}, nil, target, time.Minute); err == nil {
 		t.Error("CustomQuery of an unknown variable: no error")
 	}
 }
@@ -296,8 +296,21 @@ func TestCounts(t *testing.T) {
 	c := &appv1.AnalysisCheck{Name: "sr", Interval: &metav1.Duration{Duration: 30 * time.Second}}
 	now := time.Unix(10000, 0)
 	st := appv1.CheckStatus{Name: "sr"}
-	if !Due(c, &st, now) {
-		t.Error("a check never measured is not due")
+	// A metric check's first measurement is an interval after its step started (its
+	// window then holds the step's requests only); a webhook's at once.
+	started := now.Add(-30 * time.Second)
+	if Due(c, &st, now.Add(-time.Second), now.Add(-time.Second)) || Due(c, &st, started, now.Add(-time.Second)) || !Due(c, &st, started, now) {
+		t.Error("a metric check never measured is due before an interval of its step, or not after it")
+	}
+	gate := &appv1.AnalysisCheck{Name: "gate", Interval: c.Interval, Webhook: &appv1.WebhookCheck{URL: "http://x"}}
+	if !Due(gate, &st, now, now) {
+		t.Error("a webhook never called is not due at its step's start")
+	}
+	if got := NextDue([]Active{{Check: c}, {Check: gate}}, []appv1.CheckStatus{{}, {}}, now); !got.Equal(now) {
+		t.Errorf("NextDue of a metric check and a webhook at a step's start = %v, want the webhook's, at once", got)
+	}
+	if got := NextDue([]Active{{Check: c}}, []appv1.CheckStatus{{}}, now); !got.Equal(now.Add(30 * time.Second)) {
+		t.Errorf("NextDue of a metric check at a step's start = %v, want an interval later", got)
 	}
 	st = Record(st, Measurement{Phase: appv1.AnalysisPassed, Value: "99.5%"}, now)
 	st = Record(st, Measurement{Phase: appv1.AnalysisFailed}, now)
@@ -306,11 +319,11 @@ func TestCounts(t *testing.T) {
 	if st.Passed != 1 || st.Failed != 1 || st.Inconclusive != 2 {
 		t.Errorf("counts %d/%d/%d, want 1/1/2", st.Passed, st.Failed, st.Inconclusive)
 	}
-	if Due(c, &st, now.Add(29*time.Second)) || !Due(c, &st, now.Add(30*time.Second)) {
+	if Due(c, &st, started, now.Add(29*time.Second)) || !Due(c, &st, started, now.Add(30*time.Second)) {
 		t.Error("due before its interval, or not after it")
 	}
 	active := []Active{{Check: c, Step: 0}}
-	if got := NextDue(active, []appv1.CheckStatus{st}); !got.Equal(now.Add(30 * time.Second)) {
+	if got := NextDue(active, []appv1.CheckStatus{st}, started); !got.Equal(now.Add(30 * time.Second)) {
 		t.Errorf("NextDue = %v", got)
 	}
 	// Statuses carries the counts of a check that stays active, and starts the others.
@@ -365,8 +378,26 @@ func TestNotifier(t *testing.T) {
 			}
 		})
 	}
+	// What is queued when Run's context ends is sent before Run returns: the notes of the
+	// syncs in flight at a stop are not lost.
+	mu.Lock()
+	got = nil
+	mu.Unlock()
+	n, _ := NewNotifier(srv.URL, FormatJSON, nil)
+	for _, event := range []string{"step", "promoted"} {
+		n.Notify(Notification{Event: event, Namespace: "shop", App: "web"})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	n.Run(ctx)
+	mu.Lock()
+	if n.Sent.Load() != 2 || len(got) != 2 || !strings.Contains(got[1], `"event":"promoted"`) {
+		t.Errorf("after a stop: sent %d, bodies %q; want both queued notifications sent in order", n.Sent.Load(), got)
+	}
+	mu.Unlock()
+
 	// A receiver that is down never blocks Notify: the queue drops beyond its bound.
-	n, _ := NewNotifier("http://127.0.0.1:1", FormatJSON, nil)
+	n, _ = NewNotifier("http://127.0.0.1:1", FormatJSON, nil)
 	for range notifyQueue + 5 {
 		n.Notify(Notification{Event: "step"})
 	}

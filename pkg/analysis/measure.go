@@ -49,7 +49,8 @@ type Measurement struct {
 	Query string
 }
 
-// Measure makes one measurement of check c of t at now.
+// Measure makes one measurement of check c of t at now; a check with templateRef must
+// have been resolved first (Resolve).
 func (a *Analyzer) Measure(ctx context.Context, c *appv1.AnalysisCheck, t Target, now time.Time) Measurement {
 	if c.Webhook != nil {
 		return a.callWebhook(ctx, c, t)
@@ -67,11 +68,13 @@ func (a *Analyzer) Measure(ctx context.Context, c *appv1.AnalysisCheck, t Target
 		q = LatencyQuery(source, t, interval, ptr.Deref(c.Latency.Percentile, 99), c.Latency.StableFactor != nil)
 	case c.Query != nil:
 		var err error
-		if q, err = CustomQuery(c.Query, t, interval); err != nil {
+		if q, err = CustomQuery(c.Query, argsOf(c), t, interval); err != nil {
 			return Measurement{Phase: appv1.AnalysisError, Message: fmt.Sprintf("check %s: %v", c.Name, err)}
 		}
+	case c.TemplateRef != nil:
+		return Measurement{Phase: appv1.AnalysisError, Message: fmt.Sprintf("check %s: its template %s was not resolved", c.Name, c.TemplateRef)}
 	default:
-		return Measurement{Phase: appv1.AnalysisError, Message: fmt.Sprintf("check %s sets no successRate, latency, query or webhook", c.Name)}
+		return Measurement{Phase: appv1.AnalysisError, Message: fmt.Sprintf("check %s sets no successRate, latency, query, templateRef or webhook", c.Name)}
 	}
 	timeout := a.QueryTimeout
 	if timeout == 0 {

@@ -99,22 +99,57 @@ func (n *Notifier) Notify(nt Notification) {
 	}
 }
 
-// Run sends the queued notifications until ctx is done.
+// DrainTimeout bounds how long Run goes on sending what is queued once its context is
+// done: the notifications of the last syncs before a stop are sent, not dropped, unless
+// the webhook is too slow for them.
+const DrainTimeout = NotifyTimeout
+
+// Run sends the queued notifications until ctx is done, and then what is still queued,
+// within DrainTimeout. The App controller runs it until its workers have stopped, so
+// that a transition written by a sync in flight at a stop is notified.
 func (n *Notifier) Run(ctx context.Context) {
-	logger := klog.FromContext(ctx)
 	for {
 		select {
 		case <-ctx.Done():
+			n.drain(ctx, nil)
 			return
 		case nt := <-n.queue:
-			if err := n.send(ctx, nt); err != nil {
-				n.Failed.Add(1)
-				logger.Info("Rollout notification not sent", "app", klog.KRef(nt.Namespace, nt.App), "event", nt.Event, "err", err)
-				continue
+			if ctx.Err() != nil {
+				// Both were ready and the queue was picked.
+				n.drain(ctx, &nt)
+				return
 			}
-			n.Sent.Add(1)
+			n.deliver(ctx, nt)
 		}
 	}
+}
+
+// drain sends first (when there is one) and what is queued, within DrainTimeout of
+// ctx's end.
+func (n *Notifier) drain(ctx context.Context, first *Notification) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DrainTimeout)
+	defer cancel()
+	if first != nil {
+		n.deliver(ctx, *first)
+	}
+	for {
+		select {
+		case nt := <-n.queue:
+			n.deliver(ctx, nt)
+		default:
+			return
+		}
+	}
+}
+
+// deliver sends nt and counts it as sent or failed.
+func (n *Notifier) deliver(ctx context.Context, nt Notification) {
+	if err := n.send(ctx, nt); err != nil {
+		n.Failed.Add(1)
+		klog.FromContext(ctx).Info("Rollout notification not sent", "app", klog.KRef(nt.Namespace, nt.App), "event", nt.Event, "err", err)
+		return
+	}
+	n.Sent.Add(1)
 }
 
 // Body returns the body nt is POSTed with in format.

@@ -71,6 +71,18 @@ func tag(expr, m, track string) string {
 	return fmt.Sprintf(`label_replace(label_replace(%s, "m", "%s", "", ""), "track", "%s", "", "")`, expr, m, track)
 }
 
+// windowIncrease returns the PromQL of the increase of each series of series (a metric
+// and its matchers) over window w, counting whole a series that appeared within it.
+// increase() reads a counter from its first sample, so it misses the increments that
+// sample already holds: a series that exporters make at its first increment, as
+// Traefik and most HTTP middleware make their code="500" series at the first error,
+// would hide a new canary's first error (a 10%-error canary with a dozen requests in the
+// window seen at 100%). A series with no sample w ago started within the window, from
+// zero, and counts its current value.
+func windowIncrease(series, w string) string {
+	return fmt.Sprintf(`(increase(%[1]s[%[2]s]) and %[1]s offset %[2]s or %[1]s)`, series, w)
+}
+
 // SuccessRateQuery returns the query of a successRate check of source: the canary's
 // requests and 5xx answers over interval, and the stable's when relative.
 func SuccessRateQuery(source appv1.AnalysisSource, t Target, interval time.Duration, relative bool) string {
@@ -81,8 +93,8 @@ func SuccessRateQuery(source appv1.AnalysisSource, t Target, interval time.Durat
 	w := promDuration(interval)
 	return perTrack(source, t, relative, func(sel, track string) []string {
 		return []string{
-			tag(fmt.Sprintf(`sum(increase(%s{%s}[%s]))`, metric, sel, w), mRequests, track),
-			tag(fmt.Sprintf(`sum(increase(%s{%s,code=~"5.."}[%s]))`, metric, sel, w), mErrors, track),
+			tag("sum"+windowIncrease(fmt.Sprintf(`%s{%s}`, metric, sel), w), mRequests, track),
+			tag("sum"+windowIncrease(fmt.Sprintf(`%s{%s,code=~"5.."}`, metric, sel), w), mErrors, track),
 		}
 	})
 }
@@ -98,8 +110,8 @@ func LatencyQuery(source appv1.AnalysisSource, t Target, interval time.Duration,
 	w := promDuration(interval)
 	return perTrack(source, t, relative, func(sel, track string) []string {
 		return []string{
-			tag(fmt.Sprintf(`histogram_quantile(%s, sum by (le) (rate(%s_bucket{%s}[%s])))`, quantile(percentile), metric, sel, w), mLatency, track),
-			tag(fmt.Sprintf(`sum(increase(%s_count{%s}[%s]))`, metric, sel, w), mRequests, track),
+			tag(fmt.Sprintf(`histogram_quantile(%s, sum by (le) %s)`, quantile(percentile), windowIncrease(fmt.Sprintf(`%s_bucket{%s}`, metric, sel), w)), mLatency, track),
+			tag("sum"+windowIncrease(fmt.Sprintf(`%s_count{%s}`, metric, sel), w), mRequests, track),
 		}
 	})
 }
@@ -124,8 +136,9 @@ func quantile(p int32) string {
 }
 
 // CustomQuery returns the PromQL of a query check, its template's variables replaced
-// by the App's.
-func CustomQuery(q *appv1.QueryCheck, t Target, interval time.Duration) (string, error) {
+// by the App's, and {{.Args.NAME}} by args (the arguments of an AnalysisTemplate's
+// query; nil for a check's own query, which has none).
+func CustomQuery(q *appv1.QueryCheck, args map[string]string, t Target, interval time.Duration) (string, error) {
 	tmpl, err := template.New("promql").Option("missingkey=error").Parse(q.PromQL)
 	if err != nil {
 		return "", fmt.Errorf("parsing the query's template: %w", err)
@@ -135,7 +148,7 @@ func CustomQuery(q *appv1.QueryCheck, t Target, interval time.Duration) (string,
 		Namespace: t.Namespace, App: t.App,
 		CanaryService: t.CanaryService, StableService: t.StableService,
 		CanaryDeployment: t.CanaryDeployment, StableDeployment: t.StableDeployment,
-		Interval: promDuration(interval),
+		Interval: promDuration(interval), Args: args,
 	})
 	if err != nil {
 		return "", fmt.Errorf("filling in the query's template: %w", err)

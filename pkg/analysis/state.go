@@ -86,23 +86,45 @@ func Statuses(active []Active, cur []appv1.CheckStatus) []appv1.CheckStatus {
 	return out
 }
 
-// Due reports whether check c, whose state is st, is due for a measurement at now: never
-// measured, or its last measurement an interval old.
-func Due(c *appv1.AnalysisCheck, st *appv1.CheckStatus, now time.Time) bool {
-	return st.MeasuredAt == nil || !now.Before(st.MeasuredAt.Add(Interval(c)))
+// Due reports whether check c, whose state is st, is due for a measurement at now, its
+// step having started at started: its first measurement once FirstDue, then an interval
+// after the last.
+func Due(c *appv1.AnalysisCheck, st *appv1.CheckStatus, started, now time.Time) bool {
+	return !now.Before(dueAt(c, st, started))
 }
 
-// NextDue returns when the next of the active checks is due (zero: none).
-func NextDue(active []Active, sts []appv1.CheckStatus) time.Time {
+// FirstDue is when check c, whose step started at started, makes its first measurement:
+// a metric check an interval after started, so that the window it measures holds the
+// requests of its step only (at its weight; measured at once, it would judge the
+// previous step's, or a canary that had no traffic yet); a webhook at once.
+func FirstDue(c *appv1.AnalysisCheck, started time.Time) time.Time {
+	if !IsMetric(c) || started.IsZero() {
+		return started
+	}
+	return started.Add(Interval(c))
+}
+
+// dueAt is when check c, whose state is st, is due: FirstDue, or an interval after its
+// last measurement.
+func dueAt(c *appv1.AnalysisCheck, st *appv1.CheckStatus, started time.Time) time.Time {
+	if st.MeasuredAt == nil {
+		return FirstDue(c, started)
+	}
+	return st.MeasuredAt.Add(Interval(c))
+}
+
+// NextDue returns when the next of the active checks is due, their step having started
+// at started (zero: none).
+func NextDue(active []Active, sts []appv1.CheckStatus, started time.Time) time.Time {
 	var next time.Time
 	for i, a := range active {
 		if i >= len(sts) {
 			break
 		}
-		at := time.Time{}
-		if sts[i].MeasuredAt != nil {
-			at = sts[i].MeasuredAt.Add(Interval(a.Check))
+		if sts[i].Reason != "" {
+			continue // unresolved: measured once its template resolves (a template's event)
 		}
+		at := dueAt(a.Check, &sts[i], started)
 		if next.IsZero() || at.Before(next) {
 			next = at
 		}
@@ -113,6 +135,7 @@ func NextDue(active []Active, sts []appv1.CheckStatus) time.Time {
 // Record returns st with measurement m made at now: its result, and its counts.
 func Record(st appv1.CheckStatus, m Measurement, now time.Time) appv1.CheckStatus {
 	st.Phase, st.Value, st.Threshold, st.Message = m.Phase, m.Value, m.Threshold, m.Message
+	st.Reason = ""
 	st.MeasuredAt = &metav1.Time{Time: now.Truncate(time.Second)}
 	switch m.Phase {
 	case appv1.AnalysisPassed:
@@ -123,6 +146,36 @@ func Record(st appv1.CheckStatus, m Measurement, now time.Time) appv1.CheckStatu
 		st.Inconclusive++
 	}
 	return st
+}
+
+// Unresolved returns st of a check whose template ref cannot be used (e): no
+// measurement; its counts stay, and MeasuredAt goes, so that the check is measured as
+// soon as its template resolves.
+func Unresolved(st appv1.CheckStatus, ref *appv1.AnalysisTemplateRef, e *TemplateError) appv1.CheckStatus {
+	st.Template = ref.String()
+	st.Phase, st.Reason, st.Message = appv1.AnalysisError, e.Reason, e.Message
+	st.Value, st.Threshold, st.MeasuredAt = "", "", nil
+	return st
+}
+
+// Resolved returns st, a check whose template was missing or did not fit (Unresolved),
+// once its template resolves: as a check not measured yet, keeping its counts, so that
+// it is due (NextDue) and measured as any other.
+func Resolved(st appv1.CheckStatus) appv1.CheckStatus {
+	if st.Reason != "" {
+		st.Phase, st.Reason, st.Message = "", "", ""
+	}
+	return st
+}
+
+// FirstUnresolved returns the first of sts whose template cannot be used; nil: none.
+func FirstUnresolved(sts []appv1.CheckStatus) *appv1.CheckStatus {
+	for i := range sts {
+		if sts[i].Reason != "" {
+			return &sts[i]
+		}
+	}
+	return nil
 }
 
 // Verdict is what the state of the active checks says.

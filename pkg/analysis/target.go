@@ -32,6 +32,8 @@ type queryVars struct {
 	CanaryDeployment, StableDeployment string
 	// Interval is the check's interval as a PromQL duration ("60s").
 	Interval string
+	// Args are the arguments of a template's query (AnalysisTemplate.spec.args).
+	Args map[string]string
 }
 
 // Source returns where check c's built-in measurement reads: its source, else the

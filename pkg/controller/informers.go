@@ -153,16 +153,21 @@ func StripToIdentity(obj interface{}) (interface{}, error) {
 }
 
 // StripToVersion is an informer transform for metadata-only informers that are used to
-// know whether an object exists and when it changes: it keeps name, namespace, UID and
-// resourceVersion, and drops the rest of the metadata.
+// know whether an object exists and when it changes: it keeps name, namespace, UID,
+// resourceVersion and the controller reference (whether a controller made it: the
+// copies of ConfigMaps and Secrets an App owns), and drops the rest of the metadata.
 func StripToVersion(obj interface{}) (interface{}, error) {
 	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-		return &metav1.PartialObjectMetadata{
+		out := &metav1.PartialObjectMetadata{
 			TypeMeta: m.TypeMeta,
 			ObjectMeta: metav1.ObjectMeta{
 				Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
 			},
-		}, nil
+		}
+		if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
+			out.OwnerReferences = []metav1.OwnerReference{*ref}
+		}
+		return out, nil
 	}
 	return obj, nil
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -32,6 +33,7 @@ import (
 	"github.com/app-controller/app-controller/pkg/controller"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	appinformers "github.com/app-controller/app-controller/pkg/generated/informers/externalversions"
+	appv1informers "github.com/app-controller/app-controller/pkg/generated/informers/externalversions/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/podhealth"
 )
 
@@ -159,6 +161,32 @@ func NewControllerContext(ctx context.Context, cfg *rest.Config, opts *Options, 
 		Options:       opts,
 		namespace:     ns,
 	}, nil
+}
+
+// templateInformers returns the informers of the checks' templates, from the App
+// factory (started, synced and shut down with it) but without its --app-selector: an
+// App of the shard refers to any template. AnalysisTemplates of the watched namespace,
+// ClusterAnalysisTemplates of the cluster. Both nil when the API server serves no
+// AnalysisTemplate or ClusterAnalysisTemplate (their CRDs not installed yet: an upgrade
+// with crds.enabled=false before the release's crds.yaml), so that the controller still
+// starts: a check that refers to a template then waits (AnalysisTemplateNotFound).
+func (cc *ControllerContext) templateInformers(ctx context.Context) (namespaced, cluster cache.SharedIndexInformer) {
+	resources, err := cc.KubeClient.Discovery().ServerResourcesForGroupVersion(appv1.GroupVersion.String())
+	served := func(name string) bool {
+		return err == nil && slices.ContainsFunc(resources.APIResources, func(r metav1.APIResource) bool { return r.Name == name })
+	}
+	if !served("analysistemplates") || !served("clusteranalysistemplates") {
+		klog.FromContext(ctx).Info("The cluster serves no AnalysisTemplates or ClusterAnalysisTemplates: checks that refer to one wait (AnalysisTemplateNotFound); "+
+			"install the CRDs (crds.yaml) and restart the controller", "groupVersion", appv1.GroupVersion, "err", err)
+		return nil, nil
+	}
+	namespaced = cc.AppInformers.InformerFor(&appv1.AnalysisTemplate{}, func(c appclientset.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return appv1informers.NewAnalysisTemplateInformer(c, cc.namespace, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	})
+	cluster = cc.AppInformers.InformerFor(&appv1.ClusterAnalysisTemplate{}, func(c appclientset.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return appv1informers.NewClusterAnalysisTemplateInformer(c, resync, cache.Indexers{})
+	})
+	return namespaced, cluster
 }
 
 // discoverHTTPRoutes tells whether the API server serves gateway.networking.k8s.io/v1

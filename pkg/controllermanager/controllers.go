@@ -99,12 +99,10 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 	if err != nil {
 		return nil, err
 	}
-	if notifier != nil {
-		go notifier.Run(ctx)
-	}
 	if analyzer.Prometheus == nil {
 		klog.FromContext(ctx).Info("No Prometheus (--prometheus-url): a rollout that asks for a metric check is aborted as it starts (PrometheusNotConfigured)")
 	}
+	analysisTemplates, clusterAnalysisTemplates := cc.templateInformers(ctx)
 	return app.NewController(ctx, cc.KubeClient, cc.AppClient, app.Informers{
 		Apps:                       cc.AppInformers.Appcontroller().V1().Apps(),
 		Deployments:                deployments,
@@ -124,6 +122,8 @@ func startAppController(ctx context.Context, cc *ControllerContext) (Runnable, e
 		UnmanagedHTTPRoutes:        unmanagedHTTPRoutes,
 		Autoscalers:                cc.ManagedInformers.Autoscaling().V2().HorizontalPodAutoscalers(),
 		UnmanagedAutoscalers:       unmanagedAutoscalers,
+		AnalysisTemplates:          analysisTemplates,
+		ClusterAnalysisTemplates:   clusterAnalysisTemplates,
 	}, cc.EventRecorder, app.Options{ShutdownTimeout: cc.Options.ShutdownTimeout, Contest: cc.Options.AppContest,
 		OwnServiceAccount: ownServiceAccount(cc.Options), SharedNamespaces: cc.Options.IngressSharedNamespaces,
 		GatewayClient: cc.GatewayClient, DefaultGateway: defaultGateway, QueueName: cc.queueName(app.ControllerName),

@@ -64,6 +64,12 @@ func TestAnalysisStep(t *testing.T) {
 		{name: "a failed background check aborts a setWeight step", cur: at(0, time.Second, nil), checks: []CheckResult{result("bg", CheckFailed)},
 			want: "Aborted 0", abort: appv1.ReasonAnalysisFailed},
 		{name: "no checks: an analysis step holds", cur: at(1, time.Minute, nil), want: "Progressing 1"},
+		// A background check whose template is missing (the only inconclusive one a
+		// step of another kind sees) holds it, and aborts it at the deadline.
+		{name: "an inconclusive background check holds a setWeight step", cur: at(2, 599*time.Second, nil), checks: []CheckResult{result("bg", CheckInconclusive)},
+			want: "Progressing 2", message: `"bg" inconclusive`},
+		{name: "an inconclusive background check aborts a setWeight step at the deadline", cur: at(2, 600*time.Second, nil), checks: []CheckResult{result("bg", CheckInconclusive)},
+			want: "Aborted 2", abort: appv1.ReasonAnalysisInconclusive, message: "step 3 (setWeight 50) stayed inconclusive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,6 +92,14 @@ func TestAnalysisStep(t *testing.T) {
 				t.Errorf("status.rollout.analysis has %v, want %s", kept, tt.kept)
 			}
 		})
+	}
+	// The step's Event says what its checks measured (the next step drops their states):
+	// those measured, with their values and thresholds.
+	passed := []CheckResult{{Name: "sr", Phase: CheckPassed, Value: "99.5%", Threshold: ">= 99%"}, {Name: "bg", Phase: CheckPassed}}
+	_, notes := Next(s, at(1, time.Minute, nil), &Observation{Now: testNow, Desired: v2, StableSettled: true, StableHash: "rs1", StepDone: true, Weighted: true, Checks: passed})
+	if len(notes) != 1 || notes[0].Reason != appv1.EventReasonRolloutStep ||
+		!strings.HasSuffix(notes[0].Message, "ended with its checks passed: sr 99.5% (>= 99%)") {
+		t.Errorf("notes %+v, want the step's Event naming the checks' values", notes)
 	}
 	// A recorded state that did not change is no change: the caller writes nothing.
 	same := []appv1.CheckStatus{recorded[0], recorded[1]}

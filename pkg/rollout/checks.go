@@ -97,6 +97,28 @@ func holdingMessage(holding []CheckResult) string {
 	return "waiting for its checks: " + strings.Join(names, ", ")
 }
 
+// passedMessage says how an analysis step ended, with what its checks measured last
+// ("with its checks passed: success-rate 100% (>= 99%), latency 4.9ms (<= 200ms)"): the
+// next step drops their states from the status, so the step's Event (and its
+// notification) keeps them.
+func passedMessage(checks []CheckResult) string {
+	var parts []string
+	for _, c := range checks {
+		if c.Value == "" {
+			continue
+		}
+		p := c.Name + " " + c.Value
+		if c.Threshold != "" {
+			p += " (" + c.Threshold + ")"
+		}
+		parts = append(parts, p)
+	}
+	if len(parts) == 0 {
+		return "with its checks passed"
+	}
+	return "with its checks passed: " + strings.Join(parts, ", ")
+}
+
 // inconclusive returns the first of holding that is Inconclusive (no data, too few
 // requests, an error of the measurement), nil: none.
 func inconclusive(holding []CheckResult) *CheckResult {

@@ -96,7 +96,12 @@ type Note struct {
 // what the sync observed, and what the transition tells. It returns cur itself (the
 // same pointer) when nothing changes, so that the caller writes nothing.
 func Next(strategy *appv1.CanaryStrategy, cur *appv1.RolloutStatus, o *Observation) (*appv1.RolloutStatus, []Note) {
-	m := &machine{s: strategy, o: o}
+	return next(&machine{s: strategy, o: o}, cur)
+}
+
+// next runs machine m from state cur (Next, NextBlueGreen).
+func next(m *machine, cur *appv1.RolloutStatus) (*appv1.RolloutStatus, []Note) {
+	o := m.o
 	if cur == nil {
 		initial := o.Initial
 		m.next = &appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: &initial}
@@ -115,7 +120,9 @@ func Next(strategy *appv1.CanaryStrategy, cur *appv1.RolloutStatus, o *Observati
 
 // machine computes one transition.
 type machine struct {
-	s     *appv1.CanaryStrategy
+	s *appv1.CanaryStrategy
+	// bg is the blue-green strategy whose stages s is (bluegreen.go); nil for a canary.
+	bg    *appv1.BlueGreenStrategy
 	o     *Observation
 	next  *appv1.RolloutStatus
 	notes []Note
@@ -189,6 +196,12 @@ func (m *machine) request() {
 		m.note(Note{EventType: corev1.EventTypeNormal, Reason: appv1.EventReasonRolloutStep,
 			Message: fmt.Sprintf("kubectl app promote --full: the remaining steps of the rollout to revision %s are skipped", r.Canary.Revision)})
 		r.PausedByRequest = false
+		if m.bg != nil && r.CurrentStepIndex < StageSwitched && !aborted {
+			// Blue-green: the switch now (once the preview is available), then the delay
+			// the old pods are kept for is skipped by a second promote --full.
+			m.toStep(StageSwitched)
+			return
+		}
 		m.toStep(m.steps())
 	case appv1.RolloutActionAbort:
 		switch {
@@ -265,6 +278,10 @@ func (m *machine) follow() {
 	r.Stable.ReplicaSetHash = o.StableHash
 	r.AbortReason, r.AbortMessage, r.PausedByRequest = "", "", false
 	msg := fmt.Sprintf("Rollout to revision %s (pod template %s) started: %d steps from revision %s", want.Revision, want.PodTemplateHash, m.steps(), r.Stable.Revision)
+	if m.bg != nil {
+		msg = fmt.Sprintf("Blue-green rollout to revision %s (pod template %s) started: its preview runs beside revision %s, which stays active until the switch",
+			want.Revision, want.PodTemplateHash, r.Stable.Revision)
+	}
 	if restarted {
 		msg = fmt.Sprintf("A newer change (revision %s, pod template %s) restarts the rollout's %d steps", want.Revision, want.PodTemplateHash, m.steps())
 	}
@@ -320,6 +337,14 @@ func (m *machine) abort(cause Abort) {
 // abortedMessage says why the rollout was aborted, and what serves.
 func (m *machine) abortedMessage() string {
 	r := m.next
+	if m.bg != nil {
+		when := "before the switch"
+		if r.CurrentStepIndex >= StageSwitched {
+			when = "after the switch, within its scale-down delay"
+		}
+		return fmt.Sprintf("Blue-green rollout to revision %s aborted %s: %s; all traffic is on the stable pods (revision %s)",
+			r.Canary.Revision, when, r.AbortMessage, r.Stable.Revision)
+	}
 	return fmt.Sprintf("Rollout to revision %s aborted at step %d of %d: %s; all traffic is on the stable pods (revision %s)",
 		r.Canary.Revision, min(r.CurrentStepIndex, m.steps()-1)+1, m.steps(), r.AbortMessage, r.Stable.Revision)
 }
@@ -344,7 +369,9 @@ func (m *machine) toStep(k int32) {
 		if !m.o.Weighted {
 			m.stableTakesCanary()
 		}
-	case r.PausedByRequest || m.s.Steps[k].Pause != nil:
+	case r.PausedByRequest || m.s.Steps[k].Pause != nil && (m.bg == nil || k == StageSwitch):
+		// A blue-green rollout waits at its switch; its scale-down delay is a pause of
+		// the machine's, not of the rollout's.
 		r.Phase = appv1.RolloutPaused
 	default:
 		r.Phase = appv1.RolloutProgressing
@@ -361,14 +388,20 @@ func (m *machine) stepEnded(how string) {
 		kind = "pause"
 	case m.s.Steps[k].Analysis != nil:
 		kind = "analysis"
+	case m.s.Steps[k].SetHeaderRoute != nil:
+		kind = "setHeaderRoute"
+	case m.s.Steps[k].SetMirrorRoute != nil:
+		kind = "setMirrorRoute"
 	}
 	var took float64
 	if r.StepStartedAt != nil {
 		took = m.o.Now.Sub(r.StepStartedAt.Time).Seconds()
 	}
-	m.note(Note{EventType: corev1.EventTypeNormal, Reason: appv1.EventReasonRolloutStep,
-		Message: fmt.Sprintf("Step %d of %d (%s) of the rollout to revision %s ended %s", k+1, m.steps(), m.s.Steps[k].String(), r.Canary.Revision, how),
-		Step:    kind, Seconds: took})
+	msg := fmt.Sprintf("Step %d of %d (%s) of the rollout to revision %s ended %s", k+1, m.steps(), m.s.Steps[k].String(), r.Canary.Revision, how)
+	if m.bg != nil {
+		msg = fmt.Sprintf("Stage %q of the blue-green rollout to revision %s ended %s", stageName(k), r.Canary.Revision, how)
+	}
+	m.note(Note{EventType: corev1.EventTypeNormal, Reason: appv1.EventReasonRolloutStep, Message: msg, Step: kind, Seconds: took})
 	r.PausedByRequest = false
 	m.toStep(k + 1)
 }
@@ -396,13 +429,16 @@ func (m *machine) advance() {
 		}
 		step := m.s.Steps[r.CurrentStepIndex]
 		since := o.Now.Sub(r.StepStartedAt.Time)
-		if step.SetWeight != nil && !o.StepDone && since >= time.Duration(ptr.Deref(m.s.ProgressDeadlineSeconds, 600))*time.Second {
+		if (step.SetWeight != nil || routingStep(step)) && !o.StepDone && since >= time.Duration(ptr.Deref(m.s.ProgressDeadlineSeconds, 600))*time.Second {
 			m.abort(Abort{Reason: appv1.ReasonProgressDeadlineExceeded, Message: fmt.Sprintf(
 				"step %d (%s) did not complete within progressDeadlineSeconds (%ds): the canary's pods were not available, or the weight not in effect",
 				r.CurrentStepIndex+1, step.String(), ptr.Deref(m.s.ProgressDeadlineSeconds, 600))})
 			return
 		}
-		if step.Analysis != nil && since >= time.Duration(ptr.Deref(m.s.ProgressDeadlineSeconds, 600))*time.Second {
+		// An inconclusive check holds an analysis step, and, at a step of any kind, a
+		// check whose template is missing (the only way a background check holds one):
+		// both end at the progress deadline.
+		if since >= time.Duration(ptr.Deref(m.s.ProgressDeadlineSeconds, 600))*time.Second {
 			if c := inconclusive(holding); c != nil {
 				m.abort(Abort{Reason: appv1.ReasonAnalysisInconclusive, Message: fmt.Sprintf(
 					"step %d (%s) stayed inconclusive for progressDeadlineSeconds (%ds): %s", r.CurrentStepIndex+1, step.String(),
@@ -415,9 +451,11 @@ func (m *machine) advance() {
 		}
 		switch {
 		case step.Analysis != nil && len(o.Checks) > 0:
-			m.stepEnded("with its checks passed")
+			m.stepEnded(passedMessage(o.Checks))
 		case step.SetWeight != nil && o.StepDone:
 			m.stepEnded("with its weight in effect")
+		case routingStep(step) && o.StepDone:
+			m.stepEnded("with its route in effect")
 		case step.Pause != nil && step.Pause.Duration != nil && since >= step.Pause.Duration.Duration:
 			m.stepEnded("after its duration")
 		}
@@ -477,6 +515,9 @@ func (m *machine) message() string {
 	if r.Canary == nil {
 		return fmt.Sprintf("Revision %s is stable", r.Stable.Revision)
 	}
+	if m.bg != nil {
+		return m.blueGreenMessage()
+	}
 	n := m.steps()
 	switch {
 	case r.Phase == appv1.RolloutAborted:
@@ -489,6 +530,9 @@ func (m *machine) message() string {
 	k := r.CurrentStepIndex
 	step := m.s.Steps[k]
 	at := fmt.Sprintf("Rollout to revision %s, step %d of %d (%s), canary at %d%%", r.Canary.Revision, k+1, n, step.String(), r.CanaryWeight)
+	if d := RoutingDescription(m.s, k); d != "" {
+		at += " and " + d
+	}
 	_, holding := judge(m.o.Checks)
 	switch {
 	case r.PausedByRequest:
@@ -501,6 +545,9 @@ func (m *machine) message() string {
 		return at + fmt.Sprintf(": paused until %s", r.StepStartedAt.Add(step.Pause.Duration.Duration).UTC().Format(time.RFC3339))
 	case step.Analysis != nil:
 		return at + ": running its checks"
+	}
+	if routingStep(step) {
+		return at + ": waiting for the canary's pods and the route"
 	}
 	return at + ": waiting for the canary's pods and the weight"
 }

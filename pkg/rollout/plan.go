@@ -24,8 +24,15 @@ type Plan struct {
 	// Services exist (also while the HTTPRoute may still send to them).
 	Split         *Split
 	SplitServices bool
+	// Routing is what the HTTPRoute does for the canary beside Split: a header route,
+	// a mirror (routing.go); only while a step that asks for it runs.
+	Routing Routing
 	// StableHash is the pod-template-hash the stable Service selects.
 	StableHash string
+	// Active is what the App's Service selects during a blue-green rollout (bluegreen.go);
+	// PreviewService: the preview Service exists.
+	Active         Active
+	PreviewService bool
 	// StepDone: the children are where the state wants them (Observation.StepDone);
 	// when StableMustRun, only once the stable Deployment runs the stable version's
 	// template, rolled out (the promotion's last stage): the caller looks.
@@ -55,8 +62,48 @@ type Live struct {
 	// CanaryWeight is the canary's weight on the live HTTPRoute; -1 when it does not
 	// split.
 	CanaryWeight int32
+	// SplitServicesExist: the stable and canary Services of the split both exist.
+	SplitServicesExist bool
+	// CanaryAvailableSince is when the canary Deployment became available (its
+	// Available condition); zero: unknown. The route gives the canary its first weight
+	// only GatewaySettle after it (gatewaySees).
+	CanaryAvailableSince time.Time
 	// StableReplicas is the live stable Deployment's spec count.
 	StableReplicas int32
+	// Routing is the live HTTPRoute's header route and mirror to the canary.
+	Routing Routing
+	// MirrorUnsupported says why the App's Gateway cannot mirror (its GatewayClass does
+	// not list the feature); "": it can, or nobody says it cannot. A mirror is then
+	// never planned, and the observation aborts the rollout.
+	MirrorUnsupported string
+	// ActiveOnPreview: the App's Service selects the preview's pods (a blue-green
+	// rollout's switch is in effect).
+	ActiveOnPreview bool
+}
+
+// GatewaySettle is how long a change the Gateway must see before the HTTPRoute relies on
+// it (the split Services created, the canary's first pods available) is given: the time
+// for the Gateway's controller to see it, and the EndpointSlices the cluster makes of
+// it. Traefik answered 500 to two seconds of requests (its Gateway provider's throttle)
+// for a route that named Services written 20 ms before it, and 503 to the canary's
+// share for two seconds when its first weight came as its pods became available, before
+// it had their endpoints (test/e2e/analysis, on the real node).
+const GatewaySettle = 2 * time.Second
+
+// gatewaySees reports whether the Gateway has had GatewaySettle to see the canary's pods
+// available at now (true when when is unknown).
+func (l Live) gatewaySees(now time.Time) bool {
+	return l.CanaryAvailableSince.IsZero() || !now.Before(l.CanaryAvailableSince.Add(GatewaySettle))
+}
+
+// appliedWeight is the canary's weight on the route at a step of weight w: w once the
+// canary's pods are ready (its first weight once the Gateway has seen them:
+// gatewaySees), else at most what the live route gives it.
+func (l Live) appliedWeight(w int32, ready bool, now time.Time) int32 {
+	if ready && (l.CanaryWeight > 0 || l.gatewaySees(now)) {
+		return w
+	}
+	return min(w, max(l.CanaryWeight, 0))
 }
 
 // canaryReady reports whether the canary Deployment runs c available pods of its
@@ -139,12 +186,7 @@ func NewPlan(s *appv1.CanaryStrategy, r *appv1.RolloutStatus, l Live, now time.T
 			break
 		}
 		if l.Gateway {
-			applied := w
-			if !ready {
-				applied = min(w, max(l.CanaryWeight, 0))
-			}
-			p.Split, p.SplitServices = &Split{Stable: 100 - applied, Canary: applied}, true
-			p.StepDone = ready && l.CanaryWeight == w
+			p.gatewayStep(s, r.CurrentStepIndex, w, c, l, now)
 			break
 		}
 		// The stable side is scaled down to its share only once the canary's pods are
@@ -156,7 +198,55 @@ func NewPlan(s *appv1.CanaryStrategy, r *appv1.RolloutStatus, l Live, now time.T
 		p.StableReplicas = &stable
 		p.StepDone = ready && l.StableReplicas == stableShare(l.N, w)
 	}
+	if l.Gateway {
+		orderSplit(&p, l)
+	}
 	return p
+}
+
+// gatewayStep plans step k of strategy s, of weight w and c canary pods by the weight,
+// through the HTTPRoute. A header route and a mirror (routing.go) may want more canary
+// pods than the weight; like the weight, each goes live once they are available (the
+// weight first once the Gateway has seen them: appliedWeight), and one in effect stays
+// while a canary pod restarts.
+func (p *Plan) gatewayStep(s *appv1.CanaryStrategy, k, w, c int32, l Live, now time.Time) {
+	routing := RoutingAt(s, k)
+	if l.MirrorUnsupported != "" {
+		routing.MirrorPercent = 0
+	}
+	c = max(c, routedShare(l.N, w, routing))
+	ready := l.canaryReady(c)
+	p.CanaryReplicas = &c
+	applied := l.appliedWeight(w, ready, now)
+	p.Routing = routing
+	if !ready {
+		p.Routing = l.Routing
+	}
+	p.Split, p.SplitServices = &Split{Stable: 100 - applied, Canary: applied}, true
+	p.StepDone = ready && l.CanaryWeight == w && l.Routing.Equal(routing)
+}
+
+// orderSplit orders the HTTPRoute's and the split Services' writes, which a sync makes
+// at once: the route names the stable and canary Services only once both exist, and
+// they go only once the live route no longer names them. A Gateway that reads a route
+// naming a Service it cannot find answers 500 to the requests for it (the Gateway
+// API's rule for an unresolved backend): Traefik did, for a second or two of a
+// rollout's requests, when the route and the Services were written in the same sync.
+// Until the Services exist the route stays on the App's Service, which selects every
+// pod of the App: no canary pod starts until the route splits (one that runs stays as
+// it is, unless the plan scales it to 0), else it would take its share of the App's
+// Service's requests, unweighted (the step is not done while the live route does not
+// split).
+func orderSplit(p *Plan, l Live) {
+	if p.Split != nil && l.CanaryWeight < 0 && !l.SplitServicesExist {
+		p.Split, p.SplitServices = nil, true
+		if p.CanaryReplicas == nil || *p.CanaryReplicas != 0 {
+			p.CanaryReplicas, p.KeepCanary = nil, l.CanaryExists
+		}
+	}
+	if l.CanaryWeight >= 0 && p.StableHash != "" {
+		p.SplitServices = true
+	}
 }
 
 // canaryShare is the canary's replicas at weight w of n: rounded up, at least one when
@@ -201,7 +291,7 @@ func Due(s *appv1.CanaryStrategy, r *appv1.RolloutStatus, now time.Time) time.Du
 	if r.Canary != nil && r.Phase != appv1.RolloutAborted && r.CurrentStepIndex < int32(len(s.Steps)) && r.StepStartedAt != nil {
 		step := s.Steps[r.CurrentStepIndex]
 		switch {
-		case step.SetWeight != nil, step.Analysis != nil:
+		case step.SetWeight != nil, step.Analysis != nil, routingStep(step):
 			// An analysis step's deadline ends one that stays inconclusive; its
 			// measurements are due by their own intervals (pkg/analysis.NextDue).
 			due = append(due, r.StepStartedAt.Add(time.Duration(ptr.Deref(s.ProgressDeadlineSeconds, 600))*time.Second))

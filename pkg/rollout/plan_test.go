@@ -37,6 +37,58 @@ func TestCanaryPodShare(t *testing.T) {
 	}
 }
 
+// TestOrderSplit checks the order of the HTTPRoute's and the split Services' writes: the
+// route names the stable and canary Services only once both exist, and they stay while
+// the live route names them.
+func TestOrderSplit(t *testing.T) {
+	s := appfixture.CanaryStrategy()
+	v1 := &appv1.RolloutVersion{PodTemplateHash: "h1", ReplicaSetHash: "rs1"}
+	v2 := &appv1.RolloutVersion{PodTemplateHash: "h2", ReplicaSetHash: "rs2"}
+	starting := &appv1.RolloutStatus{Phase: appv1.RolloutProgressing, Stable: v1, Canary: v2}
+	tests := []struct {
+		name     string
+		r        *appv1.RolloutStatus
+		l        Live
+		split    string
+		services bool
+		// canary: its replicas ("-": none, "keep": as it is).
+		canary string
+	}{
+		{"a rollout starts: the Services first, the route on the App's Service, no canary yet", starting,
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryWeight: -1}, "-", true, "-"},
+		{"the Services exist: the route splits, the canary starts", starting,
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryWeight: -1, SplitServicesExist: true}, "100/0", true, "1"},
+		{"a canary that runs while the route does not split stays as it is", starting,
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 1, CanaryWeight: -1}, "-", true, "keep"},
+		{"aborted before the route split: the canary to 0, the Services first", &appv1.RolloutStatus{Phase: appv1.RolloutAborted, Stable: v1, Canary: v2},
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 1, CanaryWeight: -1}, "-", true, "0"},
+		{"promoted, the canary gone: the route back on the App's Service, the Services kept while it names them",
+			&appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: v2},
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryWeight: 0, SplitServicesExist: true}, "-", true, "-"},
+		{"then the route no longer names them: they go", &appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: v2},
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryWeight: -1, SplitServicesExist: true}, "-", false, "-"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := NewPlan(s, tt.r, tt.l, testNow)
+			split := "-"
+			if p.Split != nil {
+				split = fmt.Sprintf("%d/%d", p.Split.Stable, p.Split.Canary)
+			}
+			canary := "-"
+			switch {
+			case p.CanaryReplicas != nil:
+				canary = fmt.Sprint(*p.CanaryReplicas)
+			case p.KeepCanary:
+				canary = "keep"
+			}
+			if split != tt.split || p.SplitServices != tt.services || canary != tt.canary {
+				t.Errorf("split %s, Services %t, canary %s; want %s, %t, %s", split, p.SplitServices, canary, tt.split, tt.services, tt.canary)
+			}
+		})
+	}
+}
+
 // TestNewPlan checks what the children are in each state: by replicas and by
 // HTTPRoute weights, the canary scaled up before the stable down or the weight moves.
 func TestNewPlan(t *testing.T) {
@@ -61,9 +113,18 @@ func TestNewPlan(t *testing.T) {
 		{"step 0 by replicas, done", state(appv1.RolloutProgressing, 0, v1),
 			Live{N: 4, StableReplicas: 3, CanaryExists: true, CanaryReplicas: 1, CanaryAvailable: 1, CanaryWeight: -1}, "3 1 - true"},
 		{"step 0 by weight, canary not up: no weight yet", state(appv1.RolloutProgressing, 0, v1),
-			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryWeight: -1}, "- 1 100/0 false"},
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryWeight: -1, SplitServicesExist: true}, "- 1 100/0 false"},
 		{"step 0 by weight, canary up: 25%", state(appv1.RolloutProgressing, 0, v1),
 			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 1, CanaryAvailable: 1, CanaryWeight: 0}, "- 1 75/25 false"},
+		{"step 0 by weight, canary available a second ago: its first weight waits for the Gateway to see its pods", state(appv1.RolloutProgressing, 0, v1),
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 1, CanaryAvailable: 1, CanaryWeight: 0,
+				CanaryAvailableSince: testNow.Add(-time.Second)}, "- 1 100/0 false"},
+		{"step 0 by weight, canary available GatewaySettle ago: 25%", state(appv1.RolloutProgressing, 0, v1),
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 1, CanaryAvailable: 1, CanaryWeight: 0,
+				CanaryAvailableSince: testNow.Add(-GatewaySettle)}, "- 1 75/25 false"},
+		{"a canary that has a weight takes the next at once", state(appv1.RolloutProgressing, 2, v1),
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 4, CanaryAvailable: 4, CanaryWeight: 25,
+				CanaryAvailableSince: testNow}, "- 4 0/100 false"},
 		{"step 0 by weight, in effect", state(appv1.RolloutProgressing, 0, v1),
 			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 1, CanaryAvailable: 1, CanaryWeight: 25}, "- 1 75/25 true"},
 		{"a weight in effect stays while a canary pod restarts", state(appv1.RolloutPaused, 1, v1),

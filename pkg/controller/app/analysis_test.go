@@ -83,6 +83,16 @@ func (w *world) toAnalysis(s *appv1.CanaryStrategy) {
 	w.events = nil
 }
 
+// sinceStepStarted moves the fake clock to d after the rollout's current step started.
+func (w *world) sinceStepStarted(d time.Duration) {
+	w.t.Helper()
+	r := w.app().Status.Rollout
+	if r == nil || r.StepStartedAt == nil {
+		w.t.Fatalf("no step started in %+v", r)
+	}
+	w.f.clock.SetTime(r.StepStartedAt.Add(d))
+}
+
 // sinceMeasured moves the fake clock to d after the last measurement of the App's first
 // check.
 func (w *world) sinceMeasured(d time.Duration) {
@@ -94,8 +104,9 @@ func (w *world) sinceMeasured(d time.Duration) {
 	w.f.clock.SetTime(st[0].MeasuredAt.Add(d))
 }
 
-// TestAnalysisWrites pins the writes of an analysis step: one query and one status
-// write per measurement, none between two; too little traffic waits; a failed success
+// TestAnalysisWrites pins the writes of an analysis step: no query until an interval
+// after the step started (the window then holds the step's requests only), then one
+// query and one status write per measurement, none between two; too little traffic waits; a failed success
 // rate aborts the rollout (AnalysisFailed, the message naming the check, the value and
 // the threshold; a Warning Event; the abort metric) in the status write and the
 // children's; the syncs after the abort, and a restarted controller's, neither query nor
@@ -109,6 +120,17 @@ func TestAnalysisWrites(t *testing.T) {
 		t.Fatalf("%d queries before the analysis step, want none", prom.count())
 	}
 
+	w.stepRequeued("the step's start: the check listed, not measured", []string{"patch apps/status web"}, "Progressing 1", rolloutRecheck)
+	if st := w.app().Status.Rollout.Analysis; len(st) != 1 || st[0].MeasuredAt != nil || st[0].Name != "success-rate" {
+		t.Errorf("status.rollout.analysis at the step's start: %+v, want the check, not measured", st)
+	}
+	w.stepRequeued("no query, no write until an interval of the step's requests", nil, "Progressing 1", 61*time.Second)
+	if prom.count() != 0 {
+		t.Errorf("%d queries at the analysis step's start, want none", prom.count())
+	}
+	w.sinceStepStarted(59 * time.Second)
+	w.stepRequeued("within the step's first interval: no query, no write", nil, "Progressing 1", 2*time.Second)
+	w.sinceStepStarted(60 * time.Second)
 	w.stepRequeued("no data: inconclusive, recorded", []string{"patch apps/status web"}, "Progressing 1", rolloutRecheck)
 	st := w.app().Status.Rollout.Analysis
 	if len(st) != 1 || st[0].Phase != appv1.AnalysisInconclusive || st[0].Inconclusive != 1 || prom.count() != 1 {
@@ -172,6 +194,7 @@ func TestAnalysisPasses(t *testing.T) {
 	s.Steps[1].Analysis.Checks[0].Count = ptr.To[int32](2)
 	w.toAnalysis(s)
 	prom.answer(500, 1)
+	w.sinceStepStarted(60 * time.Second)
 	w.step("a first pass of two", []string{"patch apps/status web"}, "Progressing 1")
 	w.f.c.analyzer = &analysis.Analyzer{Prometheus: prom}
 	w.sinceMeasured(30 * time.Second)

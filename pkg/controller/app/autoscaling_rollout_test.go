@@ -173,9 +173,11 @@ func TestAutoscaledRolloutGateway(t *testing.T) {
 		func(w *world) { w.autoscalerScales("web-deploy", 8) })
 	w.step("the strategy added", []string{"create controllerrevisions web-<rev>", "patch apps/status web"}, "Healthy 0")
 	w.edit(true, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
-	w.step("a new image: the canary at 2 (25% of 8), the split Services, the route at 100/0",
-		[]string{"create controllerrevisions web-<rev>", "patch apps/status web", "patch deployments web-deploy-canary",
-			"patch services web-service-stable", "patch services web-service-canary", "patch httproutes web"}, "Progressing 0")
+	w.step("a new image: the split Services",
+		[]string{"create controllerrevisions web-<rev>", "patch apps/status web",
+			"patch services web-service-stable", "patch services web-service-canary"}, "Progressing 0")
+	w.step("the split Services there: the canary at 2 (25% of 8), the route at 100/0",
+		[]string{"patch deployments web-deploy-canary", "patch httproutes web"}, "Progressing 0")
 	w.expectReplicas("rollout started", 8, 2)
 	w.deploymentSettles("web-deploy-canary", "cccc")
 	w.step("the canary up: 75/25", []string{"patch httproutes web"}, "Progressing 0")

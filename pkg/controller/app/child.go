@@ -45,6 +45,9 @@ type syncInput struct {
 	live *appsv1.Deployment
 	// hashes are the config hashes the App's Deployment carries (config.go).
 	hashes configHashes
+	// copies is what the sync knows of the copies of the pods' config, with
+	// spec.rollout.versionedConfig (configcopy.go); nil without.
+	copies *configCopies
 	// rollout is the plan of the App's canary rollout (rolloutsync.go): the stable
 	// Deployment's template and replicas, the canary Deployment's, the HTTPRoute's
 	// weights; nil when the App has none.

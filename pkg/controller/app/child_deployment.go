@@ -226,6 +226,9 @@ func buildDeployment(app *appv1.App, name string, template *corev1ac.PodTemplate
 // builds the stable's template from the stable revision's spec with its own hash and
 // restart (pkg/rollout).
 func desiredPodTemplate(app *appv1.App, podsHash, restartedAt string) (*corev1ac.PodTemplateSpecApplyConfiguration, error) {
+	if copies, ok := decodeCopies(podsHash); ok {
+		app = withCopies(app, copies) // versioned config: the pods read their copies (configcopy.go)
+	}
 	t := app.Spec.DeploymentTemplate
 	container := corev1ac.Container().
 		WithName(appv1.ContainerName).

@@ -100,7 +100,7 @@ func (r *routeChild) sync(ctx context.Context, app *appv1.App, in *syncInput) (c
 			if ingress, err = DesiredRoute(app); err != nil {
 				return childOutcome{}, fmt.Errorf("building the route of App %s/%s: %w", app.Namespace, app.Name, err)
 			}
-		} else if httpRoute, err = desiredHTTPRoute(app, parents, in.rollout.routeSplit()); err != nil {
+		} else if httpRoute, err = desiredHTTPRoute(app, parents, in.rollout.routeSplit(), in.rollout.routing()); err != nil {
 			invalid = err.Error()
 		}
 	}
@@ -219,13 +219,15 @@ func (r *routeChild) parents(app *appv1.App) []appv1.GatewayRef {
 // attached to parents, or nil when app has no route; an error when the App's Service
 // has no such port (routePort). An HTTPRoute names its backend's port by number.
 func DesiredHTTPRoute(app *appv1.App, parents []appv1.GatewayRef) (*gatewayv1ac.HTTPRouteApplyConfiguration, error) {
-	return desiredHTTPRoute(app, parents, nil)
+	return desiredHTTPRoute(app, parents, nil, rollout.Routing{})
 }
 
 // desiredHTTPRoute is DesiredHTTPRoute during a canary rollout: with split, the route
 // sends the traffic to the rollout's stable and canary Services by their weights
-// (rollout.Plan) instead of to the App's Service.
-func desiredHTTPRoute(app *appv1.App, parents []appv1.GatewayRef, split *rollout.Split) (*gatewayv1ac.HTTPRouteApplyConfiguration, error) {
+// (rollout.Plan) instead of to the App's Service; with routing (and a split), it also
+// sends the requests of a header route to the canary and mirrors a share of them to it
+// (child_routerouting.go).
+func desiredHTTPRoute(app *appv1.App, parents []appv1.GatewayRef, split *rollout.Split, routing rollout.Routing) (*gatewayv1ac.HTTPRouteApplyConfiguration, error) {
 	r, svc := app.Spec.Route, app.Spec.ServiceTemplate
 	if r == nil || svc == nil || len(parents) == 0 {
 		return nil, nil
@@ -272,10 +274,18 @@ func desiredHTTPRoute(app *appv1.App, parents []appv1.GatewayRef, split *rollout
 		}
 		rule.WithMatches(gatewayv1ac.HTTPRouteMatch().WithPath(gatewayv1ac.HTTPPathMatch().WithType(match).WithValue(p.Path)))
 	}
+	var headerRule *gatewayv1ac.HTTPRouteRuleApplyConfiguration
+	if split != nil {
+		headerRule = canaryRouting(rule, svc.Name+appv1.CanarySuffix, port.port, paths, routing)
+	}
+	spec.WithRules(rule)
+	if headerRule != nil {
+		spec.WithRules(headerRule)
+	}
 	route := gatewayv1ac.HTTPRoute(app.Name, app.Namespace).
 		WithLabels(childLabels(app)).
 		WithOwnerReferences(controller.OwnerReference(app, appKind)).
-		WithSpec(spec.WithRules(rule))
+		WithSpec(spec)
 	return controller.WithAppliedHash(route)
 }
 

@@ -48,12 +48,21 @@ func (s *serviceChild) claim(app *appv1.App) string {
 
 // sync writes the Service app asks for and reports it: its status in
 // status.serviceStatus, and in Ready's message that it selects the App's pods.
-func (s *serviceChild) sync(ctx context.Context, app *appv1.App, _ *syncInput) (childOutcome, error) {
+// During a blue-green rollout it selects the pods the plan makes active
+// (rolloutbluegreen.go).
+func (s *serviceChild) sync(ctx context.Context, app *appv1.App, in *syncInput) (childOutcome, error) {
 	desired, err := DesiredService(app)
 	if err != nil {
 		return childOutcome{}, fmt.Errorf("building the Service of App %s/%s: %w", app.Namespace, app.Name, err)
 	}
-	res, err := s.reconcile(ctx, app, serviceName(app), desired, s.claim(app))
+	desired, planned, err := withActiveSelector(desired, in.rollout)
+	if err != nil {
+		return childOutcome{}, fmt.Errorf("building the Service of App %s/%s: %w", app.Namespace, app.Name, err)
+	}
+	if !planned && in.rollout != nil && app.Spec.Rollout.BlueGreen != nil {
+		planned = s.activeNarrowed(app)
+	}
+	res, err := s.reconcileWith(ctx, app, serviceName(app), desired, s.claim(app), reconcileOptions{planned: planned})
 	return serviceOutcome(res), err
 }
 

@@ -255,7 +255,10 @@ func (k *childReconciler[T, A]) write(ctx context.Context, app *appv1.App, name 
 			return none, false, "", fmt.Errorf("comparing %s %s/%s with the desired state: %w", k.kind, app.Namespace, name, err)
 		}
 		var exclusive []byte
-		if k.exclusivePatch != nil {
+		// A planned write that applies anyway takes back the fields it owns alone by
+		// itself (server-side apply drops what it no longer sends); what someone else
+		// added goes at the next sync, when the apply has nothing left to change.
+		if k.exclusivePatch != nil && (upToDate || !planned) {
 			if exclusive, err = k.exclusivePatch(current, desired); err != nil {
 				return none, false, "", fmt.Errorf("comparing %s %s/%s with the desired state: %w", k.kind, app.Namespace, name, err)
 			}

@@ -21,11 +21,13 @@ import (
 
 // The ConfigMaps and Secrets an App's pods reference roll the pods when they change
 // (spec.deploymentTemplate.configChangePolicy). The controller needs to know that their
-// data changed, not the data: it watches their metadata only, trimmed to identity and
-// resourceVersion (controller.StripToVersion), and a new resourceVersion is a change.
-// (So a change of only a label or an annotation of the object rolls the pods too.) It
-// never reads the data of a ConfigMap or Secret, and the names and versions it reads
-// appear in no log, Event or status: the status names a missing object by kind and name.
+// data changed, not the data: it watches their metadata only, trimmed to identity,
+// resourceVersion and controller reference (controller.StripToVersion), and a new
+// resourceVersion is a change. (So a change of only a label or an annotation of the
+// object rolls the pods too.) It reads the data of a ConfigMap or Secret only to copy it
+// for an App with spec.rollout.versionedConfig (configcopy.go), and the names and versions
+// it reads appear in no log, Event or status: the status names a missing object by kind
+// and name.
 //
 // The versions of the referenced objects hash to a config hash. The Deployment carries,
 // under appv1.ConfigHashAnnotation, the hash the controller last saw (on the Deployment)
@@ -37,6 +39,12 @@ import (
 // configIndex indexes Apps by the ConfigMaps and Secrets their pods reference:
 // "ConfigMap/namespace/name" and "Secret/namespace/name".
 const configIndex = "app.appcontroller.k8s.io/config"
+
+// The kinds of the objects an App's pods read their config from.
+const (
+	kindConfigMap = "ConfigMap"
+	kindSecret    = "Secret"
+)
 
 // configRef is a ConfigMap or Secret an App's pods reference.
 type configRef struct {
@@ -53,42 +61,11 @@ func configRefs(t *appv1.DeploymentTemplate) []configRef {
 		return nil
 	}
 	var refs []configRef
-	add := func(kind, name string, optional *bool) {
-		if name != "" {
-			refs = append(refs, configRef{kind: kind, name: name, optional: ptr.Deref(optional, false)})
+	visitConfigRefs(t, func(kind string, name *string, optional *bool) {
+		if *name != "" {
+			refs = append(refs, configRef{kind: kind, name: *name, optional: ptr.Deref(optional, false)})
 		}
-	}
-	// The App's container, then its sidecars and init containers.
-	envs, envFroms := [][]corev1.EnvVar{t.Env}, [][]corev1.EnvFromSource{t.EnvFrom}
-	for _, c := range slices.Concat(t.Sidecars, t.InitContainers) {
-		envs, envFroms = append(envs, c.Env), append(envFroms, c.EnvFrom)
-	}
-	for _, e := range slices.Concat(envs...) {
-		if v := e.ValueFrom; v != nil {
-			if r := v.ConfigMapKeyRef; r != nil {
-				add("ConfigMap", r.Name, r.Optional)
-			}
-			if r := v.SecretKeyRef; r != nil {
-				add("Secret", r.Name, r.Optional)
-			}
-		}
-	}
-	for _, e := range slices.Concat(envFroms...) {
-		if r := e.ConfigMapRef; r != nil {
-			add("ConfigMap", r.Name, r.Optional)
-		}
-		if r := e.SecretRef; r != nil {
-			add("Secret", r.Name, r.Optional)
-		}
-	}
-	for _, v := range t.Volumes {
-		if s := v.ConfigMap; s != nil {
-			add("ConfigMap", s.Name, s.Optional)
-		}
-		if s := v.Secret; s != nil {
-			add("Secret", s.SecretName, s.Optional)
-		}
-	}
+	})
 	slices.SortFunc(refs, func(a, b configRef) int {
 		if c := strings.Compare(a.kind, b.kind); c != 0 {
 			return c
@@ -105,6 +82,49 @@ func configRefs(t *appv1.DeploymentTemplate) []configRef {
 		out = append(out, r)
 	}
 	return out
+}
+
+// visitConfigRefs calls visit with each reference to a ConfigMap or Secret of t's pods:
+// the App's container's env and envFrom, then its sidecars' and init containers', then
+// the volumes. name points into t: versioned config renames the references to copies
+// (configcopy.go).
+func visitConfigRefs(t *appv1.DeploymentTemplate, visit func(kind string, name *string, optional *bool)) {
+	n := 1 + len(t.Sidecars) + len(t.InitContainers)
+	envs, envFroms := make([][]corev1.EnvVar, 0, n), make([][]corev1.EnvFromSource, 0, n)
+	envs, envFroms = append(envs, t.Env), append(envFroms, t.EnvFrom)
+	for _, c := range slices.Concat(t.Sidecars, t.InitContainers) {
+		envs, envFroms = append(envs, c.Env), append(envFroms, c.EnvFrom)
+	}
+	for _, env := range envs {
+		for i := range env {
+			if v := env[i].ValueFrom; v != nil {
+				if r := v.ConfigMapKeyRef; r != nil {
+					visit(kindConfigMap, &r.Name, r.Optional)
+				}
+				if r := v.SecretKeyRef; r != nil {
+					visit(kindSecret, &r.Name, r.Optional)
+				}
+			}
+		}
+	}
+	for _, envFrom := range envFroms {
+		for i := range envFrom {
+			if r := envFrom[i].ConfigMapRef; r != nil {
+				visit(kindConfigMap, &r.Name, r.Optional)
+			}
+			if r := envFrom[i].SecretRef; r != nil {
+				visit(kindSecret, &r.Name, r.Optional)
+			}
+		}
+	}
+	for i := range t.Volumes {
+		if s := t.Volumes[i].ConfigMap; s != nil {
+			visit(kindConfigMap, &s.Name, s.Optional)
+		}
+		if s := t.Volumes[i].Secret; s != nil {
+			visit(kindSecret, &s.SecretName, s.Optional)
+		}
+	}
 }
 
 // indexByConfig is the configIndex function.
@@ -145,16 +165,33 @@ func (c *Controller) configHandler(logger klog.Logger, kind string) cache.Resour
 			}
 		}
 	}
+	copies := c.configStore(kind)
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj interface{}) { changed("added", controller.ObjectFromTombstone(obj)) },
+		AddFunc: func(obj interface{}) {
+			copies.Observed(obj)
+			changed("added", controller.ObjectFromTombstone(obj))
+		},
 		UpdateFunc: func(old, cur interface{}) {
 			o, n := controller.ObjectFromTombstone(old), controller.ObjectFromTombstone(cur)
 			if o == nil || n == nil || o.GetResourceVersion() == n.GetResourceVersion() {
 				return // periodic resync
 			}
+			copies.Observed(cur)
 			changed("changed", n)
 		},
-		DeleteFunc: func(obj interface{}) { changed("deleted", controller.ObjectFromTombstone(obj)) },
+		DeleteFunc: func(obj interface{}) {
+			copies.Deleted(obj)
+			o := controller.ObjectFromTombstone(obj)
+			changed("deleted", o)
+			if o == nil {
+				return
+			}
+			if ref := controller.ControllerOfKind(o, appKind); ref != nil {
+				// A copy of an App's config (configcopy.go): the App makes it again if a
+				// version still reads it.
+				c.loop.Enqueue(cache.ObjectName{Namespace: o.GetNamespace(), Name: ref.Name})
+			}
+		},
 	}
 }
 
@@ -182,7 +219,7 @@ func (c *Controller) podConfig(app *appv1.App) (podConfig, error) {
 	h := sha256.New()
 	for _, r := range refs {
 		store := c.configMaps
-		if r.kind == "Secret" {
+		if r.kind == kindSecret {
 			if c.secrets == nil {
 				continue // Secrets not followed (Informers.Secrets nil)
 			}
@@ -224,6 +261,11 @@ func rolloutHashes(current string, live *appsv1.Deployment) configHashes {
 	livePods := ""
 	if live != nil {
 		livePods = live.Spec.Template.Annotations[appv1.ConfigHashAnnotation]
+	}
+	if strings.HasPrefix(livePods, copiesPrefix) {
+		// Copies of a version of spec.rollout.versionedConfig, which the App no longer
+		// has: the pods read the objects again (configcopy.go).
+		return configHashes{seen: current, pods: current}
 	}
 	switch {
 	case current == "":

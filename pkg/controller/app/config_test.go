@@ -358,6 +358,8 @@ func TestStripToVersion(t *testing.T) {
 		Namespace: "ns", Name: "n", UID: "u", ResourceVersion: "7",
 		Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{...}"},
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+		OwnerReferences: []metav1.OwnerReference{{Kind: "Other", Name: "o", UID: "o"},
+			{APIVersion: "appcontroller.k8s.io/v1", Kind: "App", Name: "web", UID: "w", Controller: ptr.To(true)}},
 	}}
 	out, err := controller.StripToVersion(in)
 	if err != nil {
@@ -366,6 +368,10 @@ func TestStripToVersion(t *testing.T) {
 	m := out.(*metav1.PartialObjectMetadata)
 	if m.Labels != nil || m.Annotations != nil || m.ManagedFields != nil || m.Name != "n" || m.ResourceVersion != "7" || m.UID != "u" {
 		t.Errorf("StripToVersion kept %+v", m.ObjectMeta)
+	}
+	// The controller reference only: a copy of an App's config is known by it.
+	if len(m.OwnerReferences) != 1 || m.OwnerReferences[0].UID != "w" {
+		t.Errorf("StripToVersion kept the owners %+v", m.OwnerReferences)
 	}
 	controllertest.Seed(t, newFixture(t).inf.ConfigMaps.Informer().GetIndexer(), nil, m)
 }

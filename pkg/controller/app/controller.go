@@ -11,7 +11,7 @@
 //
 //  1. the App (controller.go: getApp), and what the children read (sync.go: input),
 //     with the ConfigMaps and Secrets the pods reference (config.go: a change rolls
-//     them);
+//     them; configcopy.go: with versionedConfig, each version's copies of them);
 //  2. the revision of the spec (revisions.go: for history and rollback), in parallel
 //     with the children, or before them with spec.rollout;
 //  3. with spec.rollout, the canary rollout, whose engine is pkg/rollout:
@@ -24,7 +24,8 @@
 //     table: child_deployment.go, child_service.go, child_budget.go, child_route.go
 //     (one child of two shapes) with routehosts.go (which namespace holds a host),
 //     child_canary.go and child_splitservice.go (a rollout's canary Deployment and the
-//     Services an HTTPRoute splits its traffic between), child_autoscaler.go; each
+//     Services an HTTPRoute splits its traffic between), child_autoscaler.go,
+//     child_configcopy.go (the copies of versioned config: reported, pruned); each
 //     writes through children.go (one child: prune, lookup, yield, write; before a
 //     create, confirmLive: the App still exists), with claims.go (which App wins a
 //     contested child name) and contest.go (pacing the repairs of a child another
@@ -88,9 +89,11 @@ type Informers struct {
 	// probe's output to ContainerNotReady (pods.go). Optional.
 	ProbeEvents coreinformers.EventInformer
 	// ConfigMaps and Secrets are metadata-only informers of every ConfigMap and Secret,
-	// trimmed to identity and resourceVersion (controller.StripToVersion), to roll the
-	// pods of the Apps that reference one when it changes (config.go). Secrets nil: a
-	// Secret's change rolls no pods (--config-rollout-secrets=false).
+	// trimmed to identity, resourceVersion and controller reference
+	// (controller.StripToVersion), to roll the pods of the Apps that reference one when
+	// it changes (config.go) and to know the copies of versioned config
+	// (configcopy.go). Secrets nil: a Secret's change rolls no pods and no Secret is
+	// copied (--config-rollout-secrets=false).
 	ConfigMaps, Secrets informers.GenericInformer
 	// DisruptionBudgets watches the PodDisruptionBudgets labelled as managed by
 	// app-controller; UnmanagedDisruptionBudgets the metadata of every other one.
@@ -115,6 +118,11 @@ type Informers struct {
 	// other one.
 	Autoscalers          autoscalinginformers.HorizontalPodAutoscalerInformer
 	UnmanagedAutoscalers informers.GenericInformer
+	// AnalysisTemplates and ClusterAnalysisTemplates watch the templates of the
+	// rollouts' checks (templateRef), every one of the watched namespaces (not only the
+	// Apps' shard: an App's check refers to any). Nil (the cluster serves no such CRD):
+	// none is known, and a check that refers to one waits (AnalysisTemplateNotFound).
+	AnalysisTemplates, ClusterAnalysisTemplates cache.SharedIndexInformer
 }
 
 // Controller reconciles Apps.
@@ -139,6 +147,9 @@ type Controller struct {
 	// weights use them (rolloutsync.go).
 	services *serviceChild
 	route    *routeChild
+	// gatewayClient reads the Gateways and GatewayClasses of a canary's mirror
+	// (child_routerouting.go); nil without the Gateway API.
+	gatewayClient gatewayclientset.Interface
 	// rolloutSpecs holds the specs of the stable revisions of rollouts (rolloutversion.go).
 	rolloutSpecs *lru.Cache
 	// pods is the pod cache, indexed by App (podAppIndex).
@@ -146,8 +157,12 @@ type Controller struct {
 	// probeEvents is the cache of the kubelet's Unhealthy Events, indexed by pod
 	// (podEventIndex); nil without Informers.ProbeEvents.
 	probeEvents cache.Indexer
-	// configMaps and secrets are the metadata caches of ConfigMaps and Secrets.
-	configMaps, secrets cache.Indexer
+	// configMaps and secrets are the metadata caches of ConfigMaps and Secrets;
+	// configMapCopies and secretCopies the same with the copies the controller created
+	// (configcopy.go), and copyHashes the copy hash of each object read for a copy.
+	configMaps, secrets           cache.Indexer
+	configMapCopies, secretCopies *controller.WriteCache
+	copyHashes                    *lru.Cache
 	// revisions records the revisions of Apps' specs.
 	revisions *revisions
 
@@ -161,6 +176,8 @@ type Controller struct {
 	// none). rolloutanalysis.go.
 	analyzer *analysis.Analyzer
 	notifier *analysis.Notifier
+	// templates finds the checks' templates in the template informers' caches.
+	templates analysis.Templates
 	// logger logs the event handlers; synced are the HasSynced of every informer read.
 	logger klog.Logger
 	synced []cache.InformerSynced
@@ -230,23 +247,30 @@ type Options struct {
 //
 // ConfigMaps and Secrets are listed and watched as metadata only (the metadata API
 // still needs list and watch), to roll the pods of the Apps that reference one when it
-// changes; their data is never requested. ControllerRevisions, the revisions of Apps'
+// changes. Only for an App with spec.rollout.versionedConfig is one read (get) to be
+// copied, and are its copies created and deleted (configcopy.go); a Secret only when
+// Secrets are watched (the chart drops "secrets" from every rule otherwise).
+// ControllerRevisions, the revisions of Apps'
 // specs, are listed and watched (the managed ones), created, read after a create that
 // found the name taken (get), patched (an older revision made current again) and
-// deleted beyond the history limit.
+// deleted beyond the history limit. AnalysisTemplates and ClusterAnalysisTemplates, the
+// templates of the rollouts' checks, are only read (listed and watched; get with them,
+// as for Apps); they are never written.
 //
 // +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=apps,verbs=get;list;watch
+// +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=analysistemplates;clusteranalysistemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=apps/status,verbs=patch
 // +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=apps/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
-// +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=list;watch
+// +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways;gatewayclasses,verbs=get
 // +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;patch;delete
 
 // NewController wires a Controller to its clients and informers and registers its event
@@ -268,17 +292,19 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 	appInformer := inf.Apps.Informer()
 	podInformer := inf.Pods.Informer()
 	c := &Controller{
-		kubeClient:    kubeClient,
-		appClient:     appClient,
-		appLister:     inf.Apps.Lister(),
-		appSynced:     appInformer.HasSynced,
-		appIndexer:    appInformer.GetIndexer(),
-		apps:          controller.NewWriteCache(appInformer.GetIndexer(), 0, opts.Clock),
-		statusPending: newPendingWrites(),
-		analyzer:      opts.Analyzer,
-		notifier:      opts.Notifier,
-		pods:          podInformer.GetIndexer(),
-		configMaps:    inf.ConfigMaps.Informer().GetIndexer(),
+		kubeClient:      kubeClient,
+		appClient:       appClient,
+		appLister:       inf.Apps.Lister(),
+		appSynced:       appInformer.HasSynced,
+		appIndexer:      appInformer.GetIndexer(),
+		apps:            controller.NewWriteCache(appInformer.GetIndexer(), 0, opts.Clock),
+		statusPending:   newPendingWrites(),
+		analyzer:        opts.Analyzer,
+		notifier:        opts.Notifier,
+		pods:            podInformer.GetIndexer(),
+		configMaps:      inf.ConfigMaps.Informer().GetIndexer(),
+		configMapCopies: controller.NewWriteCache(inf.ConfigMaps.Informer().GetIndexer(), 0, opts.Clock),
+		copyHashes:      lru.New(rolloutSpecCacheSize),
 		revisions: &revisions{
 			client:  kubeClient,
 			cache:   controller.NewWriteCache(inf.Revisions.Informer().GetIndexer(), 0, opts.Clock),
@@ -290,6 +316,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		contest:           newContestTracker(opts.Contest, opts.Clock),
 		ownServiceAccount: opts.OwnServiceAccount,
 		logger:            logger,
+		gatewayClient:     opts.GatewayClient,
 		synced: []cache.InformerSynced{
 			appInformer.HasSynced,
 			podInformer.HasSynced,
@@ -299,6 +326,10 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 	}
 	if inf.Secrets != nil {
 		c.secrets = inf.Secrets.Informer().GetIndexer()
+		c.secretCopies = controller.NewWriteCache(c.secrets, 0, opts.Clock)
+		if err := inf.Secrets.Informer().AddIndexers(cache.Indexers{controllerIndex: indexByControllerUID}); err != nil {
+			return nil, fmt.Errorf("adding the controller index to the Secret informer: %w", err)
+		}
 		c.synced = append(c.synced, inf.Secrets.Informer().HasSynced)
 	}
 	// Each kind of child wires its informers: indexes, event handlers, synced.
@@ -309,11 +340,15 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		}
 		c.children = append(c.children, child)
 	}
-	if err := appInformer.AddIndexers(cache.Indexers{claimIndex: c.indexByClaim, configIndex: indexByConfig, routeIndex: indexAppByRouteHost}); err != nil {
+	if err := appInformer.AddIndexers(cache.Indexers{claimIndex: c.indexByClaim, configIndex: indexByConfig, routeIndex: indexAppByRouteHost,
+		templateIndex: indexByTemplate}); err != nil {
 		return nil, fmt.Errorf("adding the claimed-name index to the App informer: %w", err)
 	}
 	if err := inf.Revisions.Informer().AddIndexers(cache.Indexers{controllerIndex: indexByControllerUID}); err != nil {
 		return nil, fmt.Errorf("adding the controller index to the ControllerRevision informer: %w", err)
+	}
+	if err := inf.ConfigMaps.Informer().AddIndexers(cache.Indexers{controllerIndex: indexByControllerUID}); err != nil {
+		return nil, fmt.Errorf("adding the controller index to the ConfigMap informer: %w", err)
 	}
 	if err := podInformer.AddIndexers(cache.Indexers{podAppIndex: indexPodByApp}); err != nil {
 		return nil, fmt.Errorf("adding the App index to the pod informer: %w", err)
@@ -325,6 +360,13 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 			return nil, fmt.Errorf("adding the pod index to the probe Event informer: %w", err)
 		}
 		c.synced = append(c.synced, eventInformer.HasSynced)
+	}
+	if inf.AnalysisTemplates != nil && inf.ClusterAnalysisTemplates != nil {
+		c.templates = templates{
+			namespaced: applisters.NewAnalysisTemplateLister(inf.AnalysisTemplates.GetIndexer()),
+			cluster:    applisters.NewClusterAnalysisTemplateLister(inf.ClusterAnalysisTemplates.GetIndexer()),
+		}
+		c.synced = append(c.synced, inf.AnalysisTemplates.HasSynced, inf.ClusterAnalysisTemplates.HasSynced)
 	}
 	c.loop = controller.NewLoop(controller.LoopConfig{
 		Name:      ControllerName,
@@ -355,15 +397,20 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 			DeleteFunc: func(obj interface{}) { c.deleteApp(logger, obj) },
 		}},
 		{podInformer, "pod", c.podHandler(logger)},
-		{inf.ConfigMaps.Informer(), "ConfigMap", c.configHandler(logger, "ConfigMap")},
+		{inf.ConfigMaps.Informer(), kindConfigMap, c.configHandler(logger, kindConfigMap)},
 		{inf.Revisions.Informer(), "ControllerRevision", c.revisionHandler(logger)},
 	}
 	if inf.Secrets != nil {
-		handlers = append(handlers, watched{inf.Secrets.Informer(), "Secret", c.configHandler(logger, "Secret")})
+		handlers = append(handlers, watched{inf.Secrets.Informer(), kindSecret, c.configHandler(logger, kindSecret)})
 	}
 	if eventInformer != nil {
 		c.probeEvents = eventInformer.GetIndexer()
 		handlers = append(handlers, watched{eventInformer, "probe Event", c.probeEventHandler(logger)})
+	}
+	if c.templates != nil {
+		handlers = append(handlers,
+			watched{inf.AnalysisTemplates, "AnalysisTemplate", c.templateHandler(logger, appv1.AnalysisTemplateKindNamespaced)},
+			watched{inf.ClusterAnalysisTemplates, "ClusterAnalysisTemplate", c.templateHandler(logger, appv1.AnalysisTemplateKindCluster)})
 	}
 	for _, h := range handlers {
 		if err := c.watch(h.informer, h.what, h.handler); err != nil {
@@ -384,9 +431,24 @@ func (c *Controller) watch(informer cache.SharedIndexInformer, what string, h ca
 
 // Run waits for the caches to sync, then runs workers until ctx ends. It then stops
 // taking work and lets in-flight syncs finish within the shutdown timeout (see
-// controller.RunWorkers). While it runs, app_controller_apps is computed from its cache.
+// controller.RunWorkers), and sends their rollout notifications. While it runs,
+// app_controller_apps is computed from its cache.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	defer appGauges.track(c.appLister, c.appSynced)()
+	if c.notifier != nil {
+		// The notifier outlives the workers: a transition that a sync in flight at the
+		// stop writes is notified, and then what is queued (within its drain timeout).
+		nctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.notifier.Run(nctx)
+		}()
+		defer func() {
+			stop()
+			<-done
+		}()
+	}
 	c.loop.Run(ctx, workers)
 }
 

@@ -401,8 +401,11 @@ func (w *world) selectorOf(name string) string {
 
 // TestRolloutGateway: with an HTTPRoute, the weights split the traffic between a stable
 // Service (the stable pods by their pod-template-hash) and a canary Service; the stable
-// keeps its 4 replicas; the weight moves once the canary's pods are available; an abort
-// moves it back in one write and keeps the canary pods for abortScaleDownDelaySeconds.
+// keeps its 4 replicas; the route names the split Services only once they exist (the
+// canary starts then: the App's Service would send it requests), and they go only once
+// it no longer names them; the weight moves once the canary's pods are
+// available; an abort moves it back in one write and keeps the canary pods for
+// abortScaleDownDelaySeconds.
 func TestRolloutGateway(t *testing.T) {
 	w := canaryWorld(t, true)
 	w.step("the strategy added", []string{"create controllerrevisions web-<rev>", "patch apps/status web"}, "Healthy 0")
@@ -410,10 +413,14 @@ func TestRolloutGateway(t *testing.T) {
 		t.Errorf("route %q, want the App's Service", got)
 	}
 	w.edit(true, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
-	w.step("a new image: the canary, the split Services, the route split at 100/0", []string{
-		"create controllerrevisions web-<rev>", "patch apps/status web", "patch deployments web-deploy-canary",
-		"patch services web-service-stable", "patch services web-service-canary", "patch httproutes web",
+	w.step("a new image: the split Services; the route, and no canary yet, until they exist", []string{
+		"create controllerrevisions web-<rev>", "patch apps/status web",
+		"patch services web-service-stable", "patch services web-service-canary",
 	}, "Progressing 0")
+	if got := w.route(); !slices.Equal(got, []string{"web-service"}) {
+		t.Errorf("route %q, want the App's Service until the split Services exist", got)
+	}
+	w.step("the split Services there: the canary, the route split at 100/0", []string{"patch deployments web-deploy-canary", "patch httproutes web"}, "Progressing 0")
 	if got := w.route(); !slices.Equal(got, []string{"web-service-stable:100", "web-service-canary:0"}) {
 		t.Errorf("route %q, want stable 100, canary 0 until the canary is up", got)
 	}
@@ -447,12 +454,13 @@ func TestRolloutGateway(t *testing.T) {
 	w.step("back to the stable image: the rollout ends, the canary goes", []string{
 		"patch controllerrevisions web-<rev>", "patch apps/status web", "patch apps/status web", "delete deployments web-deploy-canary",
 	}, "Healthy 0")
-	w.step("the canary gone: the route back on the App's Service, the split Services go", []string{
-		"patch httproutes web", "delete services web-service-stable", "delete services web-service-canary",
-	}, "Healthy 0")
+	w.step("the canary gone: the route back on the App's Service", []string{"patch httproutes web"}, "Healthy 0")
 	if got := w.route(); !slices.Equal(got, []string{"web-service"}) {
 		t.Errorf("route %q, want the App's Service", got)
 	}
+	w.step("the route no longer names the split Services: they go", []string{
+		"delete services web-service-stable", "delete services web-service-canary",
+	}, "Healthy 0")
 	w.step("at rest", nil, "Healthy 0")
 }
 

@@ -6,21 +6,29 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/app-controller/app-controller/pkg/analysis"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller"
+	applisters "github.com/app-controller/app-controller/pkg/generated/listers/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/rollout"
 )
 
 // The canary's analysis in a sync (docs/progressive-delivery.md): the checks that run at
-// the rollout's step are measured when due (one measurement per check per interval per
-// App; none when no rollout runs its steps), their counts and last results go to
+// the rollout's step are measured when due (analysis.Due: a metric check's first
+// measurement an interval after its step started, so that its window holds the step's
+// requests only; one measurement per check per interval per App; none when no rollout
+// runs its steps), their counts and last results go to
 // status.rollout.analysis through the state machine (rollout.Observation.Analysis), and
 // what they add up to is the machine's rollout.Observation.Checks. A restarted
 // controller reads the counts and the time of the last measurement from the status: it
-// neither measures again before the interval nor counts afresh.
+// neither measures again before the interval nor counts afresh. A check of a template
+// (templateRef) is resolved from the template informers' caches at each sync; an App
+// in a rollout is queued when a template it refers to changes (templateIndex).
 
 // analysisTarget returns what app's checks measure at step of its rollout.
 func analysisTarget(app *appv1.App, r *appv1.RolloutStatus, gateway bool) analysis.Target {
@@ -59,15 +67,38 @@ func (c *Controller) rolloutChecks(ctx context.Context, app *appv1.App, s *appv1
 	}
 	sts := analysis.Statuses(active, cur.Analysis)
 	target := analysisTarget(app, cur, gateway)
+	var started time.Time
+	if cur.StepStartedAt != nil {
+		started = cur.StepStartedAt.Time
+	}
 	logger := klog.FromContext(ctx)
 	for i, a := range active {
-		if !analysis.Due(a.Check, &sts[i], now) {
+		check := a.Check
+		if ref := check.TemplateRef; ref != nil {
+			// Resolved at each sync (a lister's read): a template's change applies from
+			// the next measurement, a deleted one holds the check at once.
+			resolved, terr := analysis.Resolve(check, target, c.templates)
+			if terr != nil {
+				prev := sts[i]
+				sts[i] = analysis.Unresolved(sts[i], ref, terr)
+				if prev.Reason != terr.Reason || prev.Message != terr.Message {
+					// Once per new problem: the status keeps the last one, across restarts.
+					c.recorder.Event(app, corev1.EventTypeWarning, terr.Reason, controller.TruncateMessage(terr.Message))
+				}
+				logger.V(2).Info("Analysis check not measured", "check", check.Name, "template", ref.String(), "reason", terr.Reason)
+				continue
+			}
+			check = resolved
+			sts[i] = analysis.Resolved(sts[i])
+			sts[i].Template = ref.String()
+		}
+		if !analysis.Due(check, &sts[i], started, now) {
 			continue
 		}
-		m := c.analyzer.Measure(ctx, a.Check, target, now)
+		m := c.analyzer.Measure(ctx, check, target, now)
 		analysisMeasurements.WithLabelValues(string(m.Phase)).Inc()
-		logger.V(2).Info("Analysis measurement", "check", a.Check.Name, "phase", m.Phase, "value", m.Value, "threshold", m.Threshold, "message", m.Message)
-		logger.V(4).Info("Analysis query", "check", a.Check.Name, "query", m.Query)
+		logger.V(2).Info("Analysis measurement", "check", check.Name, "phase", m.Phase, "value", m.Value, "threshold", m.Threshold, "message", m.Message)
+		logger.V(4).Info("Analysis query", "check", check.Name, "query", m.Query)
 		sts[i] = analysis.Record(sts[i], m, now)
 	}
 	results := make([]rollout.CheckResult, len(active))
@@ -75,15 +106,56 @@ func (c *Controller) rolloutChecks(ctx context.Context, app *appv1.App, s *appv1
 		results[i] = checkResult(a, &sts[i])
 	}
 	var next time.Duration
-	if at := analysis.NextDue(active, sts); !at.IsZero() {
+	if at := analysis.NextDue(active, sts, started); !at.IsZero() {
 		// A second late: the status stores times to the second.
 		next = max(at.Sub(now)+time.Second, time.Second)
+	}
+	if analysis.FirstUnresolved(sts) != nil && cur.StepStartedAt != nil {
+		// A check whose template is missing holds the step until the progress deadline
+		// (pkg/rollout aborts it then, AnalysisInconclusive): a sync is due then, at a
+		// step of any kind. The template's creation queues one before.
+		at := cur.StepStartedAt.Add(time.Duration(ptr.Deref(s.ProgressDeadlineSeconds, 600))*time.Second + time.Second)
+		if d := at.Sub(now); d > 0 && (next == 0 || d < next) {
+			next = d
+		}
 	}
 	return results, sts, next, rollout.Abort{}
 }
 
+// templates finds the AnalysisTemplates and ClusterAnalysisTemplates of checks in the
+// informers' caches.
+type templates struct {
+	namespaced applisters.AnalysisTemplateLister
+	cluster    applisters.ClusterAnalysisTemplateLister
+}
+
+var _ analysis.Templates = templates{}
+
+// Template returns the spec of the template of kind and name, nil when the cache has
+// none.
+func (t templates) Template(kind appv1.AnalysisTemplateKind, namespace, name string) (*appv1.AnalysisTemplateSpec, error) {
+	var spec *appv1.AnalysisTemplateSpec
+	var err error
+	switch kind {
+	case appv1.AnalysisTemplateKindCluster:
+		var tmpl *appv1.ClusterAnalysisTemplate
+		if tmpl, err = t.cluster.Get(name); err == nil {
+			spec = &tmpl.Spec
+		}
+	default:
+		var tmpl *appv1.AnalysisTemplate
+		if tmpl, err = t.namespaced.AnalysisTemplates(namespace).Get(name); err == nil {
+			spec = &tmpl.Spec
+		}
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return spec, err
+}
+
 // checkResult is what check a, whose state is st, says to the state machine: Failed
-// beyond its failureLimit; a check of canary.analysis otherwise never holds a step; one
+// beyond its failureLimit; Inconclusive while its template cannot be used; a check of canary.analysis otherwise never holds a step; one
 // of an analysis step has Passed once it passed its count, is Inconclusive while its
 // last measurement was, and Running until then.
 func checkResult(a analysis.Active, st *appv1.CheckStatus) rollout.CheckResult {
@@ -94,6 +166,10 @@ func checkResult(a analysis.Active, st *appv1.CheckStatus) rollout.CheckResult {
 	switch {
 	case st.Failed > a.Check.FailureLimit:
 		r.Phase = rollout.CheckFailed
+	case st.Reason != "":
+		// Its template is missing or does not fit: it holds the step, even a
+		// background check's, which would otherwise guard nothing.
+		r.Phase = rollout.CheckInconclusive
 	case a.Step == analysis.BackgroundStep, st.Passed >= ptr.Deref(a.Check.Count, 1):
 		r.Phase = rollout.CheckPassed
 	case st.Phase == appv1.AnalysisInconclusive, st.Phase == appv1.AnalysisError:

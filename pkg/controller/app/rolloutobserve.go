@@ -5,6 +5,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
@@ -22,20 +23,26 @@ import (
 // observeRollout returns what the sync observed of app's rollout in its recorded state
 // cur (nil: none yet) under strategy s, the versions being vs; the children as they
 // are, which the plan reads; and when a canary pod reaches its ready deadline (0: none).
-func (c *Controller) observeRollout(ctx context.Context, app *appv1.App, in *syncInput, s *appv1.CanaryStrategy, cur *appv1.RolloutStatus,
+// bg is the blue-green strategy whose stages s is, nil for a canary.
+func (c *Controller) observeRollout(ctx context.Context, app *appv1.App, in *syncInput, s *appv1.CanaryStrategy, bg *appv1.BlueGreenStrategy, cur *appv1.RolloutStatus,
 	vs rolloutVersions) (*rollout.Observation, rollout.Live, time.Duration, error) {
 	o := &rollout.Observation{Now: c.clock.Now(), Desired: vs.desired}
 	o.StableSettled, o.StableHash = stableSettled(in.live)
 	canary := c.liveCanary(app)
-	live := c.rolloutLive(app, in, canary)
+	live, settle := c.rolloutLive(app, in, canary, o.Now)
+	if bg != nil {
+		live.ActiveOnPreview = c.activeOnPreview(app)
+	}
 	o.Weighted = live.Gateway
 	o.RequestID, o.Request, o.RequestErr = rolloutRequest(app)
 	var err error
 	if cur == nil {
 		o.Initial, err = c.initialVersion(ctx, app, in, vs)
-		return o, live, 0, err
+		return o, live, settle, err
 	}
-	plan := rolloutPlan{Plan: rollout.NewPlan(s, cur, live, o.Now)}
+	// A mirror the Gateway cannot do is never written; the rollout aborts instead.
+	live.MirrorUnsupported = c.mirrorCheck(ctx, app, s, cur, live)
+	plan := rolloutPlan{Plan: newPlan(s, bg, cur, live, o.Now)}
 	if plan.StableMustRun {
 		if plan.StepDone, err = c.stableRuns(ctx, app, in, cur, &plan, vs); err != nil {
 			return nil, live, 0, err
@@ -45,6 +52,9 @@ func (c *Controller) observeRollout(ctx context.Context, app *appv1.App, in *syn
 	var recheck time.Duration
 	if cur.Canary != nil && cur.CurrentStepIndex < int32(len(s.Steps)) && cur.Phase != appv1.RolloutAborted {
 		o.Failure, recheck = c.canaryFailure(app, canary, s, o.Now)
+		if o.Failure.Reason == "" && live.MirrorUnsupported != "" {
+			o.Failure = rollout.Abort{Reason: appv1.ReasonMirrorUnsupported, Message: live.MirrorUnsupported}
+		}
 	}
 	// The canary's analysis (rolloutanalysis.go): the checks due are measured, their
 	// results and state go to the machine; a rollout that asks for metric checks of a
@@ -55,7 +65,7 @@ func (c *Controller) observeRollout(ctx context.Context, app *appv1.App, in *syn
 	if o.Failure.Reason == "" {
 		o.Failure = refuse
 	}
-	recheck = controller.RequeueAfter(recheck, measure).RequeueAfter
+	recheck = controller.RequeueAfter(controller.RequeueAfter(recheck, measure).RequeueAfter, settle).RequeueAfter
 	return o, live, recheck, nil
 }
 
@@ -85,9 +95,11 @@ func stableSettled(d *appsv1.Deployment) (bool, string) {
 	return hash != "", hash
 }
 
-// rolloutLive reads what the plan needs of app's children as they are, canary being
-// its canary Deployment as cached (nil: none).
-func (c *Controller) rolloutLive(app *appv1.App, in *syncInput, canary *appsv1.Deployment) rollout.Live {
+// rolloutLive reads what the plan needs of app's children as they are at now, canary
+// being its canary Deployment as cached (nil: none); and, while the split Services or
+// the canary's availability are too young for the HTTPRoute to rely on them
+// (rollout.GatewaySettle), how long until they are not.
+func (c *Controller) rolloutLive(app *appv1.App, in *syncInput, canary *appsv1.Deployment, now time.Time) (rollout.Live, time.Duration) {
 	t := app.Spec.DeploymentTemplate
 	l := rollout.Live{Gateway: c.route.splits(app), Autoscaled: app.Spec.Autoscaling != nil, CanaryWeight: -1}
 	if in.live != nil {
@@ -106,10 +118,43 @@ func (c *Controller) rolloutLive(app *appv1.App, in *syncInput, canary *appsv1.D
 			l.CanaryAvailable = canary.Status.AvailableReplicas
 		}
 	}
+	var settle time.Duration
 	if l.Gateway {
 		l.CanaryWeight = c.route.canaryWeight(app)
+		l.Routing = c.route.liveRouting(app)
+		l.SplitServicesExist, settle = c.splitServicesSettled(app, now)
+		if canary != nil {
+			if a := deploymentCondition(canary, appsv1.DeploymentAvailable); a != nil && a.Status == corev1.ConditionTrue {
+				l.CanaryAvailableSince = a.LastTransitionTime.Time
+				if l.CanaryWeight <= 0 {
+					settle = max(settle, l.CanaryAvailableSince.Add(rollout.GatewaySettle).Sub(now))
+				}
+			}
+		}
 	}
-	return l
+	return l, max(settle, 0)
+}
+
+// splitServicesSettled reports whether app's stable and canary Services (the split of
+// its HTTPRoute) both exist, as cached (own writes included), since
+// rollout.GatewaySettle at now;
+// when they exist but are younger, how long until they are not.
+func (c *Controller) splitServicesSettled(app *appv1.App, now time.Time) (bool, time.Duration) {
+	name := serviceName(app)
+	if name == "" {
+		return false, 0
+	}
+	var wait time.Duration
+	for _, suffix := range []string{appv1.StableSuffix, appv1.CanarySuffix} {
+		h, err := c.services.lookup(app, name+suffix)
+		if err != nil || !h.exists || !h.ours {
+			return false, 0
+		}
+		if h.managed != nil {
+			wait = max(wait, h.managed.CreationTimestamp.Add(rollout.GatewaySettle).Sub(now))
+		}
+	}
+	return wait <= 0, max(wait, 0)
 }
 
 // stableRuns reports whether the live stable Deployment runs the plan's stable template

@@ -35,24 +35,37 @@ const rolloutRecheck = time.Second
 // next state (rollout.Next), written at once or left to the sync's status write, and
 // the plan of that state with the pod templates it runs.
 func (c *Controller) syncRollout(ctx context.Context, key cache.ObjectName, app *appv1.App, in *syncInput, revision string) (*appv1.App, *rolloutPlan, time.Duration, error) {
-	if app.Spec.Rollout == nil || app.Spec.Rollout.Canary == nil || app.Spec.DeploymentTemplate == nil {
+	s, bg := rollout.Strategy(app.Spec.Rollout)
+	if s == nil || app.Spec.DeploymentTemplate == nil {
 		return app, nil, 0, nil
 	}
-	s := app.Spec.Rollout.Canary
 	cur := app.Status.Rollout
 	if cur != nil && cur.Stable == nil {
 		cur = nil // not one this controller wrote: start afresh
+	}
+	if copiesEnabled(app) {
+		var err error
+		if in.copies, err = c.readCopies(ctx, app, revision); err != nil {
+			return app, nil, 0, err
+		}
 	}
 	vs, err := desiredVersion(app, in, revision, cur)
 	if err != nil {
 		return app, nil, 0, err
 	}
-	o, live, recheck, err := c.observeRollout(ctx, app, in, s, cur, vs)
+	if in.copies != nil {
+		// The copies the version reads exist before any Deployment names them.
+		in.copies.desired = vs.desired.ConfigHash
+		if _, err := c.ensureCopies(ctx, app, vs.desired.ConfigHash, in.copies); err != nil {
+			return app, nil, 0, err
+		}
+	}
+	o, live, recheck, err := c.observeRollout(ctx, app, in, s, bg, cur, vs)
 	if err != nil {
 		return app, nil, 0, err
 	}
 
-	next, notes := rollout.Next(s, cur, o)
+	next, notes := nextRollout(s, bg, cur, o)
 	var deferred []rollout.Note
 	switch {
 	case next == cur:
@@ -70,7 +83,12 @@ func (c *Controller) syncRollout(ctx context.Context, key cache.ObjectName, app 
 		recheck = controller.RequeueAfter(recheck, rolloutRecheck).RequeueAfter
 	}
 
-	plan := rolloutPlan{Plan: rollout.NewPlan(s, next, live, o.Now), state: next, notes: deferred}
+	if next != cur && (cur == nil || rollout.RoutingAt(s, next.CurrentStepIndex).MirrorPercent != rollout.RoutingAt(s, cur.CurrentStepIndex).MirrorPercent) {
+		// The new state's step mirrors another share: its mirror is checked before
+		// the route is written (child_routerouting.go).
+		live.MirrorUnsupported = c.mirrorCheck(ctx, app, s, next, live)
+	}
+	plan := rolloutPlan{Plan: newPlan(s, bg, next, live, o.Now), state: next, notes: deferred}
 	if err := c.buildRolloutPlan(ctx, app, next, &plan, vs); err != nil {
 		return app, nil, 0, err
 	}

@@ -1,11 +1,13 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,6 +41,8 @@ func desiredVersion(app *appv1.App, in *syncInput, revision string, cur *appv1.R
 		seen, known = live.Annotations[appv1.ConfigHashAnnotation]
 	}
 	switch {
+	case in.copies != nil:
+		v.ConfigHash = copiesVersion(in.copies, revision, cur, live == nil || current != "" && known && seen != current)
 	case live == nil, current != "" && known && seen != current:
 		v.ConfigHash = current
 	case cur != nil && cur.Canary != nil:
@@ -48,6 +52,9 @@ func desiredVersion(app *appv1.App, in *syncInput, revision string, cur *appv1.R
 	default:
 		v.ConfigHash = live.Spec.Template.Annotations[appv1.ConfigHashAnnotation]
 	}
+	if in.copies == nil && strings.HasPrefix(v.ConfigHash, copiesPrefix) {
+		v.ConfigHash = current // versionedConfig turned off: the pods read the objects again
+	}
 	template, err := desiredPodTemplate(app, v.ConfigHash, v.RestartedAt)
 	if err != nil {
 		return rolloutVersions{}, fmt.Errorf("building the pod template of App %s/%s: %w", app.Namespace, app.Name, err)
@@ -56,6 +63,28 @@ func desiredVersion(app *appv1.App, in *syncInput, revision string, cur *appv1.R
 		return rolloutVersions{}, err
 	}
 	return rolloutVersions{desired: v, template: template}, nil
+}
+
+// copiesVersion returns the config hash of the version an App with versionedConfig asks
+// for, revision being its current revision and cur its recorded state: the copies of its
+// objects as they are now when they changed since the stable Deployment last saw them
+// (changed) or the App is new; the latest version's (the canary's, else the stable's)
+// when it is of the same revision (a change that is not of the config keeps the pods'
+// copies); the copies the revision last ran with as stable (a rollback brings the config
+// back with the code); else the copies as they are now.
+func copiesVersion(cc *configCopies, revision string, cur *appv1.RolloutStatus, changed bool) string {
+	var latest *appv1.RolloutVersion
+	if cur != nil {
+		latest = cmp.Or(cur.Canary, cur.Stable)
+	}
+	switch {
+	case changed:
+	case latest != nil && latest.Revision == revision && strings.HasPrefix(latest.ConfigHash, copiesPrefix):
+		return latest.ConfigHash
+	case cc.recorded != nil:
+		return cc.recorded.encode(cc.refs)
+	}
+	return cc.current.encode(cc.refs)
 }
 
 // podTemplateHash identifies a pod template the controller builds.

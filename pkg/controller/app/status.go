@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
+	"github.com/app-controller/app-controller/pkg/analysis"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
 	"github.com/app-controller/app-controller/pkg/podhealth"
@@ -347,9 +348,14 @@ func setRolloutConditions(status *appv1.AppStatus, app *appv1.App, now metav1.Ti
 	}
 	reason := appv1.ReasonRolloutProgressing
 	switch {
+	case analysis.FirstUnresolved(r.Analysis) != nil:
+		// A check's template is missing or does not fit: the user must act (the Warning
+		// Event was emitted as the check found it, rolloutanalysis.go).
+		st := analysis.FirstUnresolved(r.Analysis)
+		reason, msg = st.Reason, controller.TruncateMessage(r.Message+"; "+st.Message)
 	case r.Phase == appv1.RolloutPaused:
 		reason = appv1.ReasonRolloutPaused
-	case app.Spec.Rollout != nil && app.Spec.Rollout.Canary != nil && r.CurrentStepIndex >= int32(len(app.Spec.Rollout.Canary.Steps)):
+	case promoting(app, r):
 		reason = appv1.ReasonRolloutPromoting
 	}
 	set(appv1.ConditionReady, metav1.ConditionFalse, reason)

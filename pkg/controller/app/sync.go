@@ -30,7 +30,9 @@ var appChildren = []func(c *Controller, inf Informers, opts Options) (appChild, 
 	newCanaryChild,
 	newStableServiceChild,
 	newCanaryServiceChild,
+	newPreviewServiceChild,
 	newAutoscalerChild,
+	newConfigCopyChild,
 }
 
 // syncApp makes the children of the App named key match its spec and writes what it

@@ -32,10 +32,20 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=appcontroller.k8s.io, Version=v1
+	case v1.SchemeGroupVersion.WithKind("AnalysisArg"):
+		return &appcontrollerv1.AnalysisArgApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("AnalysisCheck"):
 		return &appcontrollerv1.AnalysisCheckApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("AnalysisStep"):
 		return &appcontrollerv1.AnalysisStepApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("AnalysisTemplate"):
+		return &appcontrollerv1.AnalysisTemplateApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("AnalysisTemplateArg"):
+		return &appcontrollerv1.AnalysisTemplateArgApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("AnalysisTemplateRef"):
+		return &appcontrollerv1.AnalysisTemplateRefApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("AnalysisTemplateSpec"):
+		return &appcontrollerv1.AnalysisTemplateSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("App"):
 		return &appcontrollerv1.AppApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("AppSpec"):
@@ -48,6 +58,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &appcontrollerv1.AutoscalingStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("BackgroundAnalysis"):
 		return &appcontrollerv1.BackgroundAnalysisApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("BlueGreenStrategy"):
+		return &appcontrollerv1.BlueGreenStrategyApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("CanaryPause"):
 		return &appcontrollerv1.CanaryPauseApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("CanaryStep"):
@@ -56,6 +68,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &appcontrollerv1.CanaryStrategyApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("CheckStatus"):
 		return &appcontrollerv1.CheckStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("ClusterAnalysisTemplate"):
+		return &appcontrollerv1.ClusterAnalysisTemplateApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("Container"):
 		return &appcontrollerv1.ContainerApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ContainerPort"):
@@ -66,8 +80,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &appcontrollerv1.DisruptionBudgetApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GatewayRef"):
 		return &appcontrollerv1.GatewayRefApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("HeaderRoute"):
+		return &appcontrollerv1.HeaderRouteApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("LatencyCheck"):
 		return &appcontrollerv1.LatencyCheckApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("MirrorRoute"):
+		return &appcontrollerv1.MirrorRouteApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("QueryCheck"):
 		return &appcontrollerv1.QueryCheckApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ResourceRequirements"):
@@ -82,6 +100,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &appcontrollerv1.RolloutVersionApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("Route"):
 		return &appcontrollerv1.RouteApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("RouteMatch"):
+		return &appcontrollerv1.RouteMatchApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("RoutePath"):
 		return &appcontrollerv1.RoutePathApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("RouteTLS"):

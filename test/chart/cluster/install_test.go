@@ -28,7 +28,6 @@ import (
 
 const (
 	releaseName = "app-controller"
-	crdName     = "apps.appcontroller.k8s.io"
 	// labelKey and labelValue are what the node label rule of the install gives kwok nodes.
 	labelKey   = "chart-test.example.com/labelled"
 	labelValue = "yes"
@@ -48,24 +47,28 @@ func helmConfig(t *testing.T, ns string) *action.Configuration {
 	return cfg
 }
 
-// adoptCRD lets the release take over the App CRD that the test framework installed
-// (as make install would have): Helm adopts an object that carries its ownership
-// metadata.
+// crdNames are the CRDs the chart installs (config/crd/bases).
+var crdNames = []string{"apps.appcontroller.k8s.io", "analysistemplates.appcontroller.k8s.io", "clusteranalysistemplates.appcontroller.k8s.io"}
+
+// adoptCRD lets the release take over the CRDs that the test framework installed (as
+// make install would have): Helm adopts an object that carries its ownership metadata.
 func adoptCRD(t *testing.T, ns string) {
 	t.Helper()
 	a := newApplier(t)
-	crd := &unstructured.Unstructured{}
-	crd.SetAPIVersion("apiextensions.k8s.io/v1")
-	crd.SetKind("CustomResourceDefinition")
-	crd.SetName(crdName)
-	res, err := a.resource(crd, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	patch := `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"Helm"},"annotations":{"meta.helm.sh/release-name":"` +
-		releaseName + `","meta.helm.sh/release-namespace":"` + ns + `"}}}`
-	if _, err := res.Patch(context.Background(), crdName, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatalf("adopting the CRD: %v", err)
+	for _, name := range crdNames {
+		crd := &unstructured.Unstructured{}
+		crd.SetAPIVersion("apiextensions.k8s.io/v1")
+		crd.SetKind("CustomResourceDefinition")
+		crd.SetName(name)
+		res, err := a.resource(crd, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		patch := `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"Helm"},"annotations":{"meta.helm.sh/release-name":"` +
+			releaseName + `","meta.helm.sh/release-namespace":"` + ns + `"}}}`
+		if _, err := res.Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatalf("adopting the CRD %s: %v", name, err)
+		}
 	}
 }
 

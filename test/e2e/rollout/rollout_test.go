@@ -3,8 +3,10 @@
 // 100%, requests through its Service from a pod reach both versions in about that share at
 // the pause, and `kubectl app promote` completes it; then rollouts to an image that does
 // not exist and to a container that exits abort on their own within a minute, while
-// every request to the Service is answered by a stable pod. The controller runs in the
-// test process (framework.StartManager) against the cluster's API server.
+// every request to the Service is answered by a stable pod; and with versionedConfig, a
+// ConfigMap change to a value the app exits on aborts while the stable pods, never
+// restarted, still read the old value from their copy (config_test.go). The controller
+// runs in the test process (framework.StartManager) against the cluster's API server.
 package rollout_test
 
 import (
@@ -71,6 +73,7 @@ func TestCanaryOnRealNode(t *testing.T) {
 
 	t.Run("steps, pause, promote", e.steps)
 	t.Run("aborts on its own", e.aborts)
+	t.Run("versioned config: a bad value aborts, the stable never reads it", e.versionedConfig)
 	t.Logf("the whole test took %.1fs (the cluster's start not counted)", time.Since(start).Seconds())
 }
 

@@ -1,7 +1,9 @@
 // Package traffic_test sends requests by Host header through a real ingress and Gateway
 // API controller, Traefik v3 (built from hack/tools/traefik), to the pods of Apps whose
 // routes are an Ingress and an HTTPRoute, on a real node, and through the weights of a
-// canary rollout's HTTPRoute. make e2e (so make test) and make e2e-traffic build Traefik's
+// canary rollout's HTTPRoute, its header and cookie routes and a mirror Traefik cannot
+// do (routing_test.go), and across a blue-green rollout's switch under a steady load
+// (bluegreen_test.go). make e2e (so make test) and make e2e-traffic build Traefik's
 // image and name it in TRAEFIK_IMAGE_LAYOUT; without it (go test alone) the package says
 // in one line that it skipped.
 package traffic_test
@@ -95,6 +97,7 @@ func TestTrafficThroughTraefik(t *testing.T) {
 	}
 
 	canaryThroughTraefik(t, apps, ns, "shop", traefik)
+	routingThroughTraefik(t, apps, ns, "shop", traefik)
 }
 
 // canaryThroughTraefik rolls the App name (its route an HTTPRoute) to a new version with

@@ -26,10 +26,11 @@ func TestParseConfig(t *testing.T) {
 		want    config
 		wantErr string
 	}{
-		{"defaults", nil, config{port: 8080}, ""},
-		{"all set", map[string]string{"ERROR_RATE": "0.1", "LATENCY_MS": "500", "PORT": "9000", "VERSION": "2"},
+		{"defaults", nil, config{port: 8080, drain: 5 * time.Second}, ""},
+		{"all set", map[string]string{"ERROR_RATE": "0.1", "LATENCY_MS": "500", "PORT": "9000", "VERSION": "2", "DRAIN_SECONDS": "0"},
 			config{errorRate: 0.1, errorPPM: 100000, latency: 500 * time.Millisecond, port: 9000, version: "2"}, ""},
-		{"every request fails", map[string]string{"ERROR_RATE": "1"}, config{errorRate: 1, errorPPM: 1e6, port: 8080}, ""},
+		{"every request fails", map[string]string{"ERROR_RATE": "1"}, config{errorRate: 1, errorPPM: 1e6, port: 8080, drain: 5 * time.Second}, ""},
+		{"drain too long", map[string]string{"DRAIN_SECONDS": "301"}, config{}, "DRAIN_SECONDS"},
 		{"rate above 1", map[string]string{"ERROR_RATE": "1.5"}, config{}, "ERROR_RATE"},
 		{"negative rate", map[string]string{"ERROR_RATE": "-0.1"}, config{}, "ERROR_RATE"},
 		{"rate not a number", map[string]string{"ERROR_RATE": "10%"}, config{}, "ERROR_RATE"},
@@ -180,6 +181,9 @@ func TestLoadIsBounded(t *testing.T) {
 	if hosts["web.example.com yes"] != 30 {
 		t.Errorf("requests by Host and header: %v, want all 30 with Host web.example.com and X-Test yes", hosts)
 	}
+	if sp, ok := s.Times["500"]; !ok || len(s.Times) != 1 || sp.First == "" || sp.First > sp.Last {
+		t.Errorf("times %+v, want the first and last of the 500s only", s.Times)
+	}
 	if s.P50Ms <= 0 || s.P50Ms > s.P90Ms || s.P90Ms > s.P99Ms {
 		t.Errorf("latency quantiles %v, %v, %v: want 0 < p50 <= p90 <= p99", s.P50Ms, s.P90Ms, s.P99Ms)
 	}
@@ -204,7 +208,7 @@ func TestLoadEndsWhenNoOneAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := sendLoad(context.Background(), c, &http.Client{Timeout: c.timeout})
-	if s.Requests != 5 || s.Errors != 5 || len(s.Codes) != 0 || received.Load() != 5 {
+	if s.Requests != 5 || s.Errors != 5 || len(s.Codes) != 0 || received.Load() != 5 || s.Times["error"].First == "" {
 		t.Errorf("summary %+v, server received %d; want 5 requests, 5 errors", s, received.Load())
 	}
 }

@@ -92,6 +92,35 @@ type summary struct {
 	P90Ms     float64        `json:"p90Ms"`
 	P99Ms     float64        `json:"p99Ms"`
 	Seconds   float64        `json:"seconds"`
+	// Times says when the requests of each answer but 200 (a status code, or "error")
+	// were sent: the first and the last, UTC, to the millisecond, so that a test can
+	// tell when they happened.
+	Times map[string]span `json:"times,omitempty"`
+}
+
+// span is the first and last time of an answer, as 15:04:05.000.
+type span struct {
+	First string `json:"first"`
+	Last  string `json:"last"`
+}
+
+// at records that a request sent at t got the answer key.
+func (s *summary) at(key string, t time.Time) {
+	if key == "200" {
+		return
+	}
+	if s.Times == nil {
+		s.Times = map[string]span{}
+	}
+	at := t.UTC().Format("15:04:05.000")
+	sp, ok := s.Times[key]
+	if !ok || at < sp.First {
+		sp.First = at
+	}
+	if at > sp.Last {
+		sp.Last = at
+	}
+	s.Times[key] = sp
 }
 
 // runLoad parses args, sends the load and writes its summary to out.
@@ -132,9 +161,11 @@ func sendLoad(ctx context.Context, c loadConfig, client *http.Client) summary {
 		if err != nil {
 			s.Errors++
 			s.LastError = err.Error()
+			s.at("error", t)
 			return
 		}
 		s.Codes[strconv.Itoa(code)]++
+		s.at(strconv.Itoa(code), t)
 		latencies = append(latencies, took)
 	}
 	ticker := time.NewTicker(time.Duration(float64(time.Second) / float64(c.rps)))

@@ -2,7 +2,7 @@
 // error rate and latency come from its environment, and the load generator that sends it
 // requests from inside the cluster.
 //
-//	demoapp                      serve (ERROR_RATE, LATENCY_MS, PORT, VERSION)
+//	demoapp                      serve (ERROR_RATE, LATENCY_MS, PORT, VERSION, DRAIN_SECONDS)
 //	demoapp load --url URL --rps N --duration D [--header K:V]... [--timeout T]
 //	demoapp pods-sd [--listen 127.0.0.1:9091]
 //
@@ -11,11 +11,14 @@
 // grows, so exactly floor(n*ERROR_RATE) of the first n fail), after LATENCY_MS
 // milliseconds, with its VERSION in the body. /healthz answers 200 at once (probes);
 // /metrics exposes http_requests_total{code,method} and
-// http_request_duration_seconds{code,method} of those answers.
+// http_request_duration_seconds{code,method} of those answers. On SIGTERM it goes on
+// answering for DRAIN_SECONDS (default 5) before it stops listening, as a pod must for
+// its removal from its Services to reach the proxies first.
 //
 // The load generator sends N requests a second for D (so N*D requests, no more), each
 // with a timeout, and prints a one-line JSON summary: the count of each status code, the
-// errors and latency quantiles.
+// errors, latency quantiles, and when the answers other than 200 came (the first and the
+// last of each).
 //
 // pods-sd serves the cluster's pods as Prometheus's http_sd_configs targets, for the
 // Prometheus of the end-to-end tests, whose Debian build has no kubernetes_sd_configs

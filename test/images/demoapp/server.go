@@ -40,12 +40,21 @@ type config struct {
 	latency time.Duration
 	port    int
 	version string
+	// drain is how long the server goes on answering after SIGTERM before it stops
+	// listening: the time for the pod's removal from its Services' EndpointSlices to
+	// reach the proxies (a Gateway reloads its configuration a second or two later), so
+	// that a pod that goes loses no request.
+	drain time.Duration
 }
 
-// parseConfig reads ERROR_RATE (default 0), LATENCY_MS (default 0), PORT (default 8080)
-// and VERSION with getenv; an error names the variable and what it wants.
+// defaultDrain is the drain of a server without DRAIN_SECONDS.
+const defaultDrain = 5 * time.Second
+
+// parseConfig reads ERROR_RATE (default 0), LATENCY_MS (default 0), PORT (default 8080),
+// DRAIN_SECONDS (default 5) and VERSION with getenv; an error names the variable and
+// what it wants.
 func parseConfig(getenv func(string) string) (config, error) {
-	c := config{port: 8080, version: getenv("VERSION")}
+	c := config{port: 8080, version: getenv("VERSION"), drain: defaultDrain}
 	if v := getenv("ERROR_RATE"); v != "" {
 		rate, err := strconv.ParseFloat(v, 64)
 		if err != nil || rate < 0 || rate > 1 {
@@ -60,6 +69,13 @@ func parseConfig(getenv func(string) string) (config, error) {
 			return c, fmt.Errorf("LATENCY_MS=%q: want a whole number of milliseconds, 0 or more", v)
 		}
 		c.latency = time.Duration(ms) * time.Millisecond
+	}
+	if v := getenv("DRAIN_SECONDS"); v != "" {
+		sec, err := strconv.Atoi(v)
+		if err != nil || sec < 0 || sec > 300 {
+			return c, fmt.Errorf("DRAIN_SECONDS=%q: want a whole number of seconds from 0 to 300", v)
+		}
+		c.drain = time.Duration(sec) * time.Second
 	}
 	if v := getenv("PORT"); v != "" {
 		port, err := strconv.Atoi(v)
@@ -148,7 +164,8 @@ func (a *app) serveApp(w http.ResponseWriter, r *http.Request) {
 	a.duration.WithLabelValues(strconv.Itoa(code), r.Method).Observe(time.Since(start).Seconds())
 }
 
-// serve runs the server on every address of PORT until ctx is done.
+// serve runs the server on every address of PORT until ctx is done, and for its drain
+// after that.
 func serve(ctx context.Context, getenv func(string) string) error {
 	cfg, err := parseConfig(getenv)
 	if err != nil {
@@ -166,6 +183,14 @@ func serve(ctx context.Context, getenv func(string) string) error {
 	case err := <-served:
 		return fmt.Errorf("serving: %w", err)
 	case <-ctx.Done():
+		if cfg.drain > 0 {
+			fmt.Printf("demoapp %s: stopping: answering for %s more (DRAIN_SECONDS)\n", cfg.version, cfg.drain)
+			select {
+			case err := <-served:
+				return fmt.Errorf("serving: %w", err)
+			case <-time.After(cfg.drain):
+			}
+		}
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {

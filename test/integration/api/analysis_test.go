@@ -34,7 +34,7 @@ func TestAnalysisValidation(t *testing.T) {
 		spec string
 		want []string
 	}{
-		{"a check with no kind (CEL)", step("{name: sr}"), []string{at, "each check sets exactly one of successRate, latency, query and webhook"}},
+		{"a check with no kind (CEL)", step("{name: sr}"), []string{at, "each check sets exactly one of successRate, latency, query, templateRef and webhook"}},
 		{"a check of two kinds (CEL)", step(`{name: sr, successRate: {min: "99"}, latency: {maxMs: 100}}`), []string{at, "exactly one of"}},
 		{"a success rate with no threshold (CEL)", step("{name: sr, successRate: {}}"), []string{at + ".successRate", "sets min, stableMargin or both"}},
 		{"a success rate above 100 (CEL)", step(`{name: sr, successRate: {min: "101"}}`), []string{at + ".successRate.min", "is a percent: from 0 to 100"}},
@@ -53,7 +53,7 @@ func TestAnalysisValidation(t *testing.T) {
 		{"two checks of one name", step(`{name: sr, successRate: {min: "99"}}, {name: sr, latency: {maxMs: 100}}`), []string{"spec.rollout.canary.steps[1].analysis.checks[1]", "Duplicate value"}},
 		{"no checks", step(""), []string{"spec.rollout.canary.steps[1].analysis.checks", "at least 1 items"}},
 		{"a step with a weight and an analysis (CEL)", pods + `rollout: {canary: {steps: [{setWeight: 10, analysis: {checks: [{name: sr, successRate: {min: "99"}}]}}]}}`,
-			[]string{"spec.rollout.canary.steps[0]", "each step sets exactly one of setWeight, pause and analysis"}},
+			[]string{"spec.rollout.canary.steps[0]", "each step sets exactly one of setWeight, pause, analysis, setHeaderRoute and setMirrorRoute"}},
 		{"a starting step past the last (CEL)", background(`{startingStep: 2, checks: [{name: sr, successRate: {min: "99"}}]}`),
 			[]string{"spec.rollout.canary.analysis.startingStep", "must be the index of one of the steps"}},
 	}

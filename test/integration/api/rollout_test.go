@@ -44,7 +44,7 @@ func TestRolloutValidation(t *testing.T) {
 			[]string{"spec.rollout", "set deploymentTemplate.replicas"}},
 		{"no replicas and an Ingress route (CEL)", "deploymentTemplate: {name: web, image: nginx}\nserviceTemplate: {name: web}\nroute: {hosts: [web.example.com]}\nrollout: {canary: {steps: [{setWeight: 20}]}}",
 			[]string{"spec.rollout", "splits the traffic by replicas"}},
-		{"no canary", pods + "rollout: {}", []string{"spec.rollout.canary: Required value"}},
+		{"no strategy (CEL)", pods + "rollout: {}", []string{"spec.rollout", "set exactly one of canary and blueGreen"}},
 		{"no steps", pods + "rollout: {canary: {}}", []string{"spec.rollout.canary.steps: Required value"}},
 		{"empty steps", steps(""), []string{"spec.rollout.canary.steps", "at least 1 items"}},
 		{"too many steps", steps(tooMany), []string{"spec.rollout.canary.steps", "at most 32 items"}},
@@ -53,9 +53,9 @@ func TestRolloutValidation(t *testing.T) {
 		{"weights that go down (CEL)", steps("{setWeight: 50}, {pause: {}}, {setWeight: 20}"),
 			[]string{"spec.rollout.canary.steps", "the setWeight values must not go down"}},
 		{"a step with both (CEL)", steps("{setWeight: 10, pause: {duration: 1m}}"),
-			[]string{"spec.rollout.canary.steps[0]", "each step sets exactly one of setWeight, pause and analysis"}},
+			[]string{"spec.rollout.canary.steps[0]", "each step sets exactly one of setWeight, pause, analysis, setHeaderRoute and setMirrorRoute"}},
 		{"an empty step (CEL)", steps("{setWeight: 10}, {}"),
-			[]string{"spec.rollout.canary.steps[1]", "each step sets exactly one of setWeight, pause and analysis"}},
+			[]string{"spec.rollout.canary.steps[1]", "each step sets exactly one of setWeight, pause, analysis, setHeaderRoute and setMirrorRoute"}},
 		{"a pause of 0s: no way out but promote, by accident (CEL)", steps("{setWeight: 10}, {pause: {duration: 0s}}"),
 			[]string{"spec.rollout.canary.steps[1].pause.duration", "must be from 1s to 24h", "leave duration out"}},
 		{"a pause longer than a day (CEL)", steps("{pause: {duration: 25h}}"),
@@ -78,6 +78,8 @@ func TestRolloutValidation(t *testing.T) {
 			[]string{"spec.rollout.canary.readyDeadlineSeconds", "greater than or equal to 10"}},
 		{"rollback window too wide", pods + "rollout: {canary: {steps: [{setWeight: 20}], rollbackWindow: 11}}",
 			[]string{"spec.rollout.canary.rollbackWindow", "less than or equal to 10"}},
+		{"versionedConfig with configChangePolicy Ignore (CEL)", "deploymentTemplate: {name: web, image: nginx, replicas: 4, configChangePolicy: Ignore}\nrollout: {versionedConfig: true, canary: {steps: [{setWeight: 20}]}}",
+			[]string{"spec.rollout.versionedConfig", "configChangePolicy Ignore turns off"}},
 	}
 	for i, tc := range invalid {
 		t.Run(tc.name, func(t *testing.T) {
@@ -105,6 +107,8 @@ func TestRolloutValidation(t *testing.T) {
 		{"32 steps and every option", pods + "rollout: {canary: {steps: [" + strings.TrimSuffix(strings.Repeat("{setWeight: 1}, ", 32), ", ") +
 			"], scaleDownDelaySeconds: 0, abortScaleDownDelaySeconds: 86400, progressDeadlineSeconds: 10, readyDeadlineSeconds: 3600, rollbackWindow: 0}}"},
 		{"no replicas and no HTTPRoute, autoscaled: the autoscaler's count is split", "deploymentTemplate: {name: web, image: nginx, resources: {requests: {cpu: 100m}}}\nautoscaling: {maxReplicas: 5, cpu: {averageUtilization: 50}}\nrollout: {canary: {steps: [{setWeight: 20}]}}"},
+		{"versionedConfig, configChangePolicy Rollout", "deploymentTemplate: {name: web, image: nginx, replicas: 4, configChangePolicy: Rollout}\nrollout: {versionedConfig: true, canary: {steps: [{setWeight: 20}]}}"},
+		{"versionedConfig false with Ignore", "deploymentTemplate: {name: web, image: nginx, replicas: 4, configChangePolicy: Ignore}\nrollout: {versionedConfig: false, canary: {steps: [{setWeight: 20}]}}"},
 		{"a Service name of 56 characters", "deploymentTemplate: {name: web, image: nginx, replicas: 2}\nserviceTemplate: {name: " + strings.Repeat("s", 56) + "}\nrollout: {canary: {steps: [{setWeight: 20}]}}"},
 	}
 	assertAccepted(t, dyn, ns, "valid-rollout", valid)

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
@@ -293,9 +294,15 @@ func TestAnalysis(t *testing.T) {
 		"quiet": "started,step,aborted",
 		"gated": "started,step,aborted",
 	}
-	for name, events := range want {
-		framework.Eventually(t, 10*time.Second, func() (bool, error) { return hooks.events(name) == events, nil })
-	}
+	// Waited for, then each App's list is compared (a wrong one is named below).
+	_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		for name, events := range want {
+			if hooks.events(name) != events {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 	time.Sleep(time.Second)
 	for name, events := range want {
 		if got := hooks.events(name); got != events {

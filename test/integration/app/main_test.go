@@ -6,6 +6,8 @@ package app
 import (
 	"context"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -31,7 +33,13 @@ import (
 
 // The Gateway API CRDs are installed: App routes with parentRefs become HTTPRoutes.
 func TestMain(m *testing.M) {
-	framework.MainWithOptions(m, func(o *localcluster.Options) { o.GatewayAPI = true })
+	framework.MainWithOptions(m, func(o *localcluster.Options) {
+		o.GatewayAPI = true
+		// TestAnalysisScale's N Apps run two pods each (stable and canary).
+		if n, err := strconv.Atoi(os.Getenv(scaleAppsEnv)); err == nil && n > 0 {
+			o.PodCapacity = 2*n + 200
+		}
+	})
 }
 
 // converge bounds how long the controller and the cluster may take to converge.

@@ -22,8 +22,8 @@ import (
 
 // TestWatchNamespace runs the App controller with --watch-namespace, given twice, as a
 // ServiceAccount whose only rights are a Role in each of those namespaces, made of the
-// shipped ClusterRole's rules on namespaced resources (as the chart's watchNamespaces
-// renders it): the Apps of both namespaces converge, and a Service annotated ingress/http
+// shipped ClusterRole's rules on namespaced resources, and the read of
+// ClusterAnalysisTemplates in a ClusterRole (as the chart's watchNamespaces renders it): the Apps of both namespaces converge, and a Service annotated ingress/http
 // in the second gets its Ingress; those of another namespace are left alone (no child, no
 // status). Each namespace's controllers have their own work queues, named
 // controller/namespace in the workqueue_* metrics.
@@ -40,14 +40,40 @@ func TestWatchNamespace(t *testing.T) {
 	if _, err := c.kube.CoreV1().ServiceAccounts(mine).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var namespaced []rbacv1.PolicyRule // the shipped rules on namespaced resources
+	// The shipped rules on namespaced resources in a Role; those on the cluster-wide
+	// ClusterAnalysisTemplates in a ClusterRole, as the chart renders them.
+	var namespaced, clusterWide []rbacv1.PolicyRule
 	for _, r := range shipped.Rules {
-		if !slices.ContainsFunc(r.Resources, func(res string) bool {
+		switch {
+		case slices.ContainsFunc(r.Resources, func(res string) bool {
 			return res == "nodes" || res == "tokenreviews" || res == "subjectaccessreviews"
-		}) {
+		}):
+		case slices.Contains(r.Resources, "clusteranalysistemplates"):
+			c := *r.DeepCopy()
+			c.Resources = []string{"clusteranalysistemplates"}
+			clusterWide = append(clusterWide, c)
+			r.Resources = slices.DeleteFunc(slices.Clone(r.Resources), func(res string) bool { return res == "clusteranalysistemplates" })
+			namespaced = append(namespaced, r)
+		default:
 			namespaced = append(namespaced, r)
 		}
 	}
+	clusterRole := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: mine + "-app-controller"}, Rules: clusterWide}
+	if _, err := c.kube.RbacV1().ClusterRoles().Create(ctx, clusterRole, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	clusterBinding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: mine + "-app-controller"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole.Name},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "app-controller", Namespace: mine}},
+	}
+	if _, err := c.kube.RbacV1().ClusterRoleBindings().Create(ctx, clusterBinding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), clusterBinding.Name, metav1.DeleteOptions{})
+		_ = c.kube.RbacV1().ClusterRoles().Delete(context.Background(), clusterRole.Name, metav1.DeleteOptions{})
+	})
 	for _, ns := range []string{mine, second} {
 		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "app-controller", Namespace: ns}, Rules: namespaced}
 		binding := &rbacv1.RoleBinding{

@@ -122,7 +122,19 @@ func TestHarnessSmoke(t *testing.T) {
 			{"promote", c.Promote, map[string]float64{"patch apps/status": 2, "patch deployments": 1, "delete deployments": 1,
 				"create events": 3, "patch events": 2}},
 		} {
-			if p.phase.Seconds <= 0 || !maps.Equal(p.phase.WritesPerApp.ByVerbResource, p.want) {
+			got := p.phase.WritesPerApp.ByVerbResource
+			if p.name == "created" {
+				// A new App's first status is held back StatusCoalesceWindow (1 s) for its
+				// Deployment to become available: on a loaded machine some are not by then,
+				// and their status is written Progressing, then Ready (the window is the
+				// product's; TestWritesCreateToReady and TestWritesSlowRollout pin both
+				// cases on a fake clock). 1 to 2 each.
+				if w := got["patch apps/status"]; w >= 1 && w <= 2 {
+					got = maps.Clone(got)
+					got["patch apps/status"] = 1
+				}
+			}
+			if p.phase.Seconds <= 0 || !maps.Equal(got, p.want) {
 				t.Errorf("canary, %s: %vs, writes per App %v; want > 0 s, %v", p.name, p.phase.Seconds, p.phase.WritesPerApp.ByVerbResource, p.want)
 			}
 			// 5 Apps never wait StatusProgressWindow: no status write for progress only.

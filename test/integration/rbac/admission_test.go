@@ -152,8 +152,8 @@ func TestFinalizersGrantsAreNeeded(t *testing.T) {
 
 // TestAggregatedRoles binds the built-in view, edit and admin ClusterRoles to three users
 // in a namespace and checks, through access reviews, what the aggregated roles of
-// aggregate_roles.yaml give them on Apps: view reads, edit and admin read and write, and
-// nobody writes the status, which is the controller's.
+// aggregate_roles.yaml give them on Apps and AnalysisTemplates: view reads, edit and
+// admin read and write, and nobody writes the status, which is the controller's.
 func TestAggregatedRoles(t *testing.T) {
 	installRBAC(t)
 	ns := framework.Namespace(t)
@@ -187,14 +187,16 @@ func TestAggregatedRoles(t *testing.T) {
 	write := []string{"create", "update", "patch", "delete", "deletecollection"}
 	for role, user := range users {
 		t.Run(role, func(t *testing.T) {
-			for _, verb := range append(read, write...) {
-				want := role != "view" || !strings.Contains(strings.Join(write, ","), verb)
-				got, err := allowed(user, authorizationv1.ResourceAttributes{Verb: verb, Resource: "apps"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got != want {
-					t.Errorf("%s (bound to %s): %s apps allowed = %v, want %v", user, role, verb, got, want)
+			for _, resource := range []string{"apps", "analysistemplates"} {
+				for _, verb := range append(read, write...) {
+					want := role != "view" || !strings.Contains(strings.Join(write, ","), verb)
+					got, err := allowed(user, authorizationv1.ResourceAttributes{Verb: verb, Resource: resource})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got != want {
+						t.Errorf("%s (bound to %s): %s %s allowed = %v, want %v", user, role, verb, resource, got, want)
+					}
 				}
 			}
 			for _, verb := range []string{"update", "patch"} {

@@ -96,8 +96,8 @@ func TestDeployableManifests(t *testing.T) {
 		}
 	}
 	slices.Sort(kinds)
-	// Three ClusterRoles: the controller's and the aggregated view and edit roles.
-	if want := []string{"ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Deployment", "FlowSchema", "Namespace",
+	// Three ClusterRoles: the controller's and the aggregated view and edit roles; the CRDs of App, AnalysisTemplate and ClusterAnalysisTemplate.
+	if want := []string{"ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "Deployment", "FlowSchema", "Namespace",
 		"PodDisruptionBudget", "Role", "RoleBinding", "Service", "ServiceAccount",
 		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}; !slices.Equal(kinds, want) {
 		t.Fatalf("config/default renders %v, want %v", kinds, want)

@@ -73,6 +73,12 @@ var grants = []grant{
 	{permission{"watch", "appcontroller.k8s.io", "apps"}, "App informer", true, everywhere},
 	{permission{"get", "appcontroller.k8s.io", "apps"}, "a sync about to create a child or a revision reads the App from the API server first: one deleted since the cache saw it gets nothing made", true, everywhere},
 	{permission{"patch", "appcontroller.k8s.io", "apps/status"}, "writeStatus: the whole status written with one JSON patch", true, everywhere},
+	{permission{"list", "appcontroller.k8s.io", "analysistemplates"}, "AnalysisTemplate informer (a check's templateRef): initial list, relists", false, everywhere},
+	{permission{"watch", "appcontroller.k8s.io", "analysistemplates"}, "AnalysisTemplate informer: a template's change re-syncs the Apps that use it", true, everywhere},
+	{permission{"get", "appcontroller.k8s.io", "analysistemplates"}, "kubebuilder's get;list;watch of an informer's kind (no code path reads one by GET)", false, everywhere},
+	{permission{"list", "appcontroller.k8s.io", "clusteranalysistemplates"}, "ClusterAnalysisTemplate informer: initial list, relists", false, everywhere},
+	{permission{"watch", "appcontroller.k8s.io", "clusteranalysistemplates"}, "ClusterAnalysisTemplate informer: a template's change re-syncs the Apps that use it", true, everywhere},
+	{permission{"get", "appcontroller.k8s.io", "clusteranalysistemplates"}, "kubebuilder's get;list;watch of an informer's kind (no code path reads one by GET)", false, everywhere},
 	{permission{"update", "appcontroller.k8s.io", "apps/finalizers"}, "OwnerReferencesPermissionEnforcement: children's owner reference has blockOwnerDeletion=true", false, everywhere},
 	{permission{"list", "apps", "deployments"}, "managed and unmanaged (metadata-only) Deployment informers", false, everywhere},
 	{permission{"watch", "apps", "deployments"}, "managed and unmanaged (metadata-only) Deployment informers", true, everywhere},
@@ -94,6 +100,12 @@ var grants = []grant{
 	{permission{"watch", "", "configmaps"}, "ConfigMap informer, metadata only: roll the pods of the Apps that reference one when it changes", true, everywhere},
 	{permission{"list", "", "secrets"}, "Secret informer, metadata only (the data is never requested): roll the pods of the Apps that reference one when it changes", false, everywhere},
 	{permission{"watch", "", "secrets"}, "Secret informer, metadata only (the data is never requested): roll the pods of the Apps that reference one when it changes", true, everywhere},
+	{permission{"get", "", "configmaps"}, "spec.rollout.versionedConfig: a referenced ConfigMap read to be copied", false, everywhere},
+	{permission{"create", "", "configmaps"}, "spec.rollout.versionedConfig: the immutable copy of a referenced ConfigMap", false, everywhere},
+	{permission{"delete", "", "configmaps"}, "spec.rollout.versionedConfig: a copy no version, Deployment or kept revision reads", false, everywhere},
+	{permission{"get", "", "secrets"}, "spec.rollout.versionedConfig: a referenced Secret read to be copied", false, everywhere},
+	{permission{"create", "", "secrets"}, "spec.rollout.versionedConfig: the immutable copy of a referenced Secret", false, everywhere},
+	{permission{"delete", "", "secrets"}, "spec.rollout.versionedConfig: a copy no version, Deployment or kept revision reads", false, everywhere},
 	{permission{"list", "apps", "controllerrevisions"}, "revision informer (managed revisions only): the revisions of Apps' specs", false, everywhere},
 	{permission{"watch", "apps", "controllerrevisions"}, "revision informer (managed revisions only): the revisions of Apps' specs", true, everywhere},
 	{permission{"create", "apps", "controllerrevisions"}, "a new revision of an App's spec", true, everywhere},
@@ -115,6 +127,8 @@ var grants = []grant{
 	{permission{"create", "gateway.networking.k8s.io", "httproutes"}, "server-side apply that creates an App's HTTPRoute: authorized as create too", false, everywhere},
 	{permission{"patch", "gateway.networking.k8s.io", "httproutes"}, "server-side apply of an App's HTTPRoute", false, everywhere},
 	{permission{"delete", "gateway.networking.k8s.io", "httproutes"}, "prune of an HTTPRoute the route no longer wants (no route, or an Ingress instead)", false, everywhere},
+	{permission{"get", "gateway.networking.k8s.io", "gateways"}, "mirrorUnsupported: the class of the Gateway a canary's setMirrorRoute step would mirror through", false, everywhere},
+	{permission{"get", "gateway.networking.k8s.io", "gatewayclasses"}, "mirrorUnsupported: whether the GatewayClass lists HTTPRouteRequestMirror in its supportedFeatures", false, everywhere},
 	{permission{"list", "autoscaling", "horizontalpodautoscalers"}, "managed and unmanaged (metadata-only) HorizontalPodAutoscaler informers", false, everywhere},
 	{permission{"watch", "autoscaling", "horizontalpodautoscalers"}, "managed and unmanaged (metadata-only) HorizontalPodAutoscaler informers", true, everywhere},
 	{permission{"get", "autoscaling", "horizontalpodautoscalers"}, "liveHolder: who holds the name after a create that conflicted", false, everywhere},
@@ -275,12 +289,12 @@ func TestServiceAccountPermissions(t *testing.T) {
 	}
 
 	denied := []authorizationv1.ResourceAttributes{
-		// Secrets are listed and watched as metadata only; never read one by one.
-		{Verb: "get", Resource: "secrets"},
-		{Verb: "get", Resource: "secrets", Namespace: controllerNamespace},
-		{Verb: "create", Resource: "secrets"},
+		// ConfigMaps and Secrets are read one by one and created only to be copied
+		// (versionedConfig), never changed: a copy is immutable, a source is not ours.
 		{Verb: "update", Resource: "secrets"},
-		{Verb: "get", Resource: "configmaps", Namespace: controllerNamespace},
+		{Verb: "patch", Resource: "secrets"},
+		{Verb: "update", Resource: "configmaps"},
+		{Verb: "patch", Resource: "configmaps"},
 		// Pods are listed and watched (the pod informer), never read one by one, read
 		// from (logs, exec) or written.
 		{Verb: "get", Resource: "pods"},
@@ -350,12 +364,15 @@ func TestServiceAccountPermissions(t *testing.T) {
 
 	dryRun := []string{metav1.DryRunAll}
 	for what, try := range map[string]func() error{
-		"get a secret in kube-system": func() error {
-			_, err := sa.CoreV1().Secrets("kube-system").Get(ctx, "anything", metav1.GetOptions{})
+		// A Secret is read (versionedConfig copies it), never changed.
+		"update a secret in kube-system": func() error {
+			_, err := sa.CoreV1().Secrets("kube-system").Update(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "anything"}},
+				metav1.UpdateOptions{DryRun: dryRun})
 			return err
 		},
-		"get a secret in its own namespace": func() error {
-			_, err := sa.CoreV1().Secrets(controllerNamespace).Get(ctx, "anything", metav1.GetOptions{})
+		"patch a secret in its own namespace": func() error {
+			_, err := sa.CoreV1().Secrets(controllerNamespace).Patch(ctx, "anything", types.MergePatchType, []byte(`{}`),
+				metav1.PatchOptions{DryRun: dryRun})
 			return err
 		},
 		"delete node " + localcluster.DefaultNodeName: func() error {

@@ -42,8 +42,8 @@ func withoutSecrets(rules []rbacv1.PolicyRule) (kept []rbacv1.PolicyRule, droppe
 }
 
 // TestAppsWithoutSecretRights runs the App controller with --config-rollout-secrets=false
-// as a user bound to the shipped ClusterRole without its grant on Secrets (list and
-// watch, nothing else): the API server refuses none of its requests, none of them is
+// as a user bound to the shipped ClusterRole without its grant on Secrets (list, watch,
+// and get, create and delete for the copies of versionedConfig; nothing else): the API server refuses none of its requests, none of them is
 // about Secrets, an App whose pods read a Secret and a ConfigMap becomes Ready, and a
 // change of the ConfigMap still rolls its pods.
 func TestAppsWithoutSecretRights(t *testing.T) {
@@ -57,7 +57,7 @@ func TestAppsWithoutSecretRights(t *testing.T) {
 
 	rules, dropped := withoutSecrets(rb.clusterRole.Rules)
 	slices.Sort(dropped)
-	if want := []string{"list", "watch"}; !slices.Equal(dropped, want) {
+	if want := []string{"create", "delete", "get", "list", "watch"}; !slices.Equal(dropped, want) {
 		t.Fatalf("the ClusterRole grants %q on Secrets, want %q (what --config-rollout-secrets=false does without)", dropped, want)
 	}
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "app-controller-no-secrets"}, Rules: rules}

@@ -7,7 +7,9 @@ import (
 // Canary analysis: checks that judge a canary by what its users get (docs/progressive-delivery.md).
 // A step {analysis: {checks: [...]}} passes on evidence instead of time; canary.analysis
 // runs checks in the background from a step to the promotion. A check is a built-in
-// (successRate, latency: no query to write), a PromQL query, or a webhook gate.
+// (successRate, latency: no query to write), a PromQL query, a template's query
+// (templateRef: an AnalysisTemplate or ClusterAnalysisTemplate, types_analysistemplate.go),
+// or a webhook gate.
 
 // AnalysisIntervalFloor is the shortest interval of a check: the controller makes one
 // query per check per interval per App, and Prometheus scrapes every 15 s by default.
@@ -61,9 +63,10 @@ const (
 	AnalysisSourcePods AnalysisSource = "Pods"
 )
 
-// AnalysisCheck is one check: exactly one of successRate, latency, query and webhook.
+// AnalysisCheck is one check: exactly one of successRate, latency, query, templateRef and
+// webhook.
 //
-// +kubebuilder:validation:XValidation:rule="[has(self.successRate), has(self.latency), has(self.query), has(self.webhook)].filter(x, x).size() == 1",message="each check sets exactly one of successRate, latency, query and webhook"
+// +kubebuilder:validation:XValidation:rule="[has(self.successRate), has(self.latency), has(self.query), has(self.templateRef), has(self.webhook)].filter(x, x).size() == 1",message="each check sets exactly one of successRate, latency, query, templateRef and webhook"
 // +kubebuilder:validation:XValidation:rule="!has(self.source) || has(self.successRate) || has(self.latency)",message="source applies to the built-in checks successRate and latency only",fieldPath=".source"
 // +kubebuilder:validation:XValidation:rule="!has(self.minRequests) || has(self.successRate) || has(self.latency)",message="minRequests applies to the built-in checks successRate and latency only",fieldPath=".minRequests"
 type AnalysisCheck struct {
@@ -88,6 +91,14 @@ type AnalysisCheck struct {
 	// value passes or fails in.
 	// +optional
 	Query *QueryCheck `json:"query,omitempty"`
+
+	// TemplateRef: the query of an AnalysisTemplate of the App's namespace or of a
+	// ClusterAnalysisTemplate, with the values of its arguments. The API cannot know
+	// whether the template exists: a check whose template is missing holds its step,
+	// says so (reason AnalysisTemplateNotFound) and aborts the rollout at the progress
+	// deadline.
+	// +optional
+	TemplateRef *AnalysisTemplateRef `json:"templateRef,omitempty"`
 
 	// Webhook: an HTTP call (a load or acceptance test, a manual gate) that passes on a
 	// 2xx answer.
@@ -268,6 +279,15 @@ const (
 type CheckStatus struct {
 	// Name of the check.
 	Name string `json:"name"`
+	// Template the check's query came from ("AnalysisTemplate/error-rate",
+	// "ClusterAnalysisTemplate/p95"); empty for a check of its own.
+	// +optional
+	Template string `json:"template,omitempty"`
+	// Reason says why a check was not measured: AnalysisTemplateNotFound (its template
+	// does not exist) or AnalysisTemplateInvalid (its arguments do not fit the
+	// template); empty when it was.
+	// +optional
+	Reason string `json:"reason,omitempty"`
 	// Step is the index of the analysis step the check belongs to; -1 for
 	// canary.analysis.
 	Step int32 `json:"step"`

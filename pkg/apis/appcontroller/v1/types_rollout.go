@@ -18,7 +18,9 @@ import (
 // HTTPRoute when its route is one (route.parentRefs), else a share of the replicas
 // behind the App's Service (10 replicas at 20%: 2 canary pods, 8 stable).
 // `kubectl app status` shows where a rollout is; `kubectl app promote`, `abort`,
-// `pause` and `resume` act on it. docs/progressive-delivery.md tells the whole story.
+// `pause` and `resume` act on it. With blueGreen instead, the new template runs in full
+// beside the old one and the App's Service switches to it at once. Exactly one of canary
+// and blueGreen. docs/progressive-delivery.md tells the whole story.
 //
 // Example: 25% of the traffic for five minutes, then 50% until promoted, then all.
 //
@@ -29,10 +31,27 @@ import (
 //	    - pause: {duration: 5m}
 //	    - setWeight: 50
 //	    - pause: {}
+//
+// +kubebuilder:validation:XValidation:rule="has(self.canary) != has(self.blueGreen)",message="rollout: set exactly one of canary and blueGreen"
 type Rollout struct {
 	// Canary rolls a new pod template out in steps beside the stable one.
-	// +required
-	Canary *CanaryStrategy `json:"canary"`
+	// +optional
+	Canary *CanaryStrategy `json:"canary,omitempty"`
+
+	// BlueGreen runs a new pod template in full beside the active one, behind a preview
+	// Service, and switches all the traffic to it at once (types_bluegreen.go).
+	// +optional
+	BlueGreen *BlueGreenStrategy `json:"blueGreen,omitempty"`
+
+	// VersionedConfig gives each version of the pods its own immutable copy of every
+	// ConfigMap and Secret they reference, named NAME-HASH after the data, owned by the
+	// App: a config change rolls out through the steps while the stable pods keep
+	// reading the old copy, an abort leaves them untouched, and a rollback brings the
+	// config back with the code. Copies no kept revision needs are deleted with the
+	// revisions. Requires configChangePolicy Rollout (the default).
+	// docs/progressive-delivery.md, "Config that belongs to a version".
+	// +optional
+	VersionedConfig bool `json:"versionedConfig,omitempty"`
 }
 
 // CanaryStrategy is the steps of a canary rollout and its thresholds.
@@ -106,10 +125,10 @@ type CanaryStrategy struct {
 	Analysis *BackgroundAnalysis `json:"analysis,omitempty"`
 }
 
-// CanaryStep is one step of a canary rollout: exactly one of setWeight, pause and
-// analysis.
+// CanaryStep is one step of a canary rollout: exactly one of setWeight, pause,
+// analysis, setHeaderRoute and setMirrorRoute.
 //
-// +kubebuilder:validation:XValidation:rule="[has(self.setWeight), has(self.pause), has(self.analysis)].filter(x, x).size() == 1",message="rollout.canary.steps: each step sets exactly one of setWeight, pause and analysis"
+// +kubebuilder:validation:XValidation:rule="[has(self.setWeight), has(self.pause), has(self.analysis), has(self.setHeaderRoute), has(self.setMirrorRoute)].filter(x, x).size() == 1",message="rollout.canary.steps: each step sets exactly one of setWeight, pause, analysis, setHeaderRoute and setMirrorRoute"
 type CanaryStep struct {
 	// SetWeight is the percent of the traffic the canary takes from this step on, from
 	// 0 to 100: through the App's HTTPRoute, its weight (the canary first runs enough
@@ -133,6 +152,16 @@ type CanaryStep struct {
 	// progressDeadlineSeconds.
 	// +optional
 	Analysis *AnalysisStep `json:"analysis,omitempty"`
+
+	// SetHeaderRoute sends the requests that match a header or a cookie to the canary
+	// from this step on, the others by weight (types_routing.go). HTTPRoute only.
+	// +optional
+	SetHeaderRoute *HeaderRoute `json:"setHeaderRoute,omitempty"`
+
+	// SetMirrorRoute copies a percentage of the requests to the canary from this step
+	// on, its answers dropped (types_routing.go). HTTPRoute only.
+	// +optional
+	SetMirrorRoute *MirrorRoute `json:"setMirrorRoute,omitempty"`
 }
 
 // String describes the step as users read it: "setWeight 25", "pause 5m0s", "pause
@@ -149,6 +178,10 @@ func (s CanaryStep) String() string {
 			names[i] = c.Name
 		}
 		return "analysis " + strings.Join(names, ", ")
+	case s.SetHeaderRoute != nil:
+		return "setHeaderRoute: " + s.SetHeaderRoute.String()
+	case s.SetMirrorRoute != nil:
+		return "setMirrorRoute: " + s.SetMirrorRoute.String()
 	}
 	return "pause until promoted"
 }

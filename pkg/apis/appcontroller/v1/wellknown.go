@@ -147,6 +147,17 @@ const (
 	// --prometheus-url: it is aborted as it starts (Ready=False, Stalled, a Warning
 	// Event), and the message says so.
 	ReasonPrometheusNotConfigured = "PrometheusNotConfigured"
+	// ReasonAnalysisTemplateNotFound: a check of the rollout's current step refers to an
+	// AnalysisTemplate or ClusterAnalysisTemplate that does not exist (Ready=False and
+	// Progressing=True with this reason, the message naming the template; also the
+	// reason of the Warning Event and of the check's status). The step holds until the
+	// template is created, and the rollout aborts at progressDeadlineSeconds
+	// (AnalysisInconclusive) if it is not.
+	ReasonAnalysisTemplateNotFound = "AnalysisTemplateNotFound"
+	// ReasonAnalysisTemplateInvalid: a check gives its template an argument the template
+	// does not declare, or none to one without a default, or the template's query cannot
+	// be filled in; held and reported as ReasonAnalysisTemplateNotFound is.
+	ReasonAnalysisTemplateInvalid = "AnalysisTemplateInvalid"
 )
 
 // Reasons of Ready=False (and of Reconciling or Stalled) that name a problem of the App's

@@ -62,8 +62,12 @@ func init() {
 // Adds the list of known types to Scheme.
 func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
+		&AnalysisTemplate{},
+		&AnalysisTemplateList{},
 		&App{},
 		&AppList{},
+		&ClusterAnalysisTemplate{},
+		&ClusterAnalysisTemplateList{},
 	)
 	// AddToGroupVersion allows the serialization of client types like ListOptions.
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)

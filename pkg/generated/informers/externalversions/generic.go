@@ -53,8 +53,12 @@ func (f *genericInformer) Lister() cache.GenericLister {
 func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource) (GenericInformer, error) {
 	switch resource {
 	// Group=appcontroller.k8s.io, Version=v1
+	case v1.SchemeGroupVersion.WithResource("analysistemplates"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Appcontroller().V1().AnalysisTemplates().Informer()}, nil
 	case v1.SchemeGroupVersion.WithResource("apps"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Appcontroller().V1().Apps().Informer()}, nil
+	case v1.SchemeGroupVersion.WithResource("clusteranalysistemplates"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Appcontroller().V1().ClusterAnalysisTemplates().Informer()}, nil
 
 	}
 

@@ -26,7 +26,8 @@ import (
 // AnalysisCheckApplyConfiguration represents a declarative configuration of the AnalysisCheck type for use
 // with apply.
 //
-// AnalysisCheck is one check: exactly one of successRate, latency, query and webhook.
+// AnalysisCheck is one check: exactly one of successRate, latency, query, templateRef and
+// webhook.
 type AnalysisCheckApplyConfiguration struct {
 	// Name of the check, unique in its list: status, Events and the abort message name it.
 	Name *string `json:"name,omitempty"`
@@ -39,6 +40,12 @@ type AnalysisCheckApplyConfiguration struct {
 	// Query: a PromQL query of your own, with the App's variables, and the ranges its
 	// value passes or fails in.
 	Query *QueryCheckApplyConfiguration `json:"query,omitempty"`
+	// TemplateRef: the query of an AnalysisTemplate of the App's namespace or of a
+	// ClusterAnalysisTemplate, with the values of its arguments. The API cannot know
+	// whether the template exists: a check whose template is missing holds its step,
+	// says so (reason AnalysisTemplateNotFound) and aborts the rollout at the progress
+	// deadline.
+	TemplateRef *AnalysisTemplateRefApplyConfiguration `json:"templateRef,omitempty"`
 	// Webhook: an HTTP call (a load or acceptance test, a manual gate) that passes on a
 	// 2xx answer.
 	Webhook *WebhookCheckApplyConfiguration `json:"webhook,omitempty"`
@@ -98,6 +105,14 @@ func (b *AnalysisCheckApplyConfiguration) WithLatency(value *LatencyCheckApplyCo
 // If called multiple times, the Query field is set to the value of the last call.
 func (b *AnalysisCheckApplyConfiguration) WithQuery(value *QueryCheckApplyConfiguration) *AnalysisCheckApplyConfiguration {
 	b.Query = value
+	return b
+}
+
+// WithTemplateRef sets the TemplateRef field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TemplateRef field is set to the value of the last call.
+func (b *AnalysisCheckApplyConfiguration) WithTemplateRef(value *AnalysisTemplateRefApplyConfiguration) *AnalysisCheckApplyConfiguration {
+	b.TemplateRef = value
 	return b
 }
 

@@ -21,8 +21,8 @@ package v1
 // CanaryStepApplyConfiguration represents a declarative configuration of the CanaryStep type for use
 // with apply.
 //
-// CanaryStep is one step of a canary rollout: exactly one of setWeight, pause and
-// analysis.
+// CanaryStep is one step of a canary rollout: exactly one of setWeight, pause,
+// analysis, setHeaderRoute and setMirrorRoute.
 type CanaryStepApplyConfiguration struct {
 	// SetWeight is the percent of the traffic the canary takes from this step on, from
 	// 0 to 100: through the App's HTTPRoute, its weight (the canary first runs enough
@@ -39,6 +39,12 @@ type CanaryStepApplyConfiguration struct {
 	// AnalysisFailed), and one that stays inconclusive (too little traffic) aborts it at
 	// progressDeadlineSeconds.
 	Analysis *AnalysisStepApplyConfiguration `json:"analysis,omitempty"`
+	// SetHeaderRoute sends the requests that match a header or a cookie to the canary
+	// from this step on, the others by weight (types_routing.go). HTTPRoute only.
+	SetHeaderRoute *HeaderRouteApplyConfiguration `json:"setHeaderRoute,omitempty"`
+	// SetMirrorRoute copies a percentage of the requests to the canary from this step
+	// on, its answers dropped (types_routing.go). HTTPRoute only.
+	SetMirrorRoute *MirrorRouteApplyConfiguration `json:"setMirrorRoute,omitempty"`
 }
 
 // CanaryStepApplyConfiguration constructs a declarative configuration of the CanaryStep type for use with
@@ -68,5 +74,21 @@ func (b *CanaryStepApplyConfiguration) WithPause(value *CanaryPauseApplyConfigur
 // If called multiple times, the Analysis field is set to the value of the last call.
 func (b *CanaryStepApplyConfiguration) WithAnalysis(value *AnalysisStepApplyConfiguration) *CanaryStepApplyConfiguration {
 	b.Analysis = value
+	return b
+}
+
+// WithSetHeaderRoute sets the SetHeaderRoute field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the SetHeaderRoute field is set to the value of the last call.
+func (b *CanaryStepApplyConfiguration) WithSetHeaderRoute(value *HeaderRouteApplyConfiguration) *CanaryStepApplyConfiguration {
+	b.SetHeaderRoute = value
+	return b
+}
+
+// WithSetMirrorRoute sets the SetMirrorRoute field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the SetMirrorRoute field is set to the value of the last call.
+func (b *CanaryStepApplyConfiguration) WithSetMirrorRoute(value *MirrorRouteApplyConfiguration) *CanaryStepApplyConfiguration {
+	b.SetMirrorRoute = value
 	return b
 }

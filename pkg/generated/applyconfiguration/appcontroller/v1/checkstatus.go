@@ -31,6 +31,13 @@ import (
 type CheckStatusApplyConfiguration struct {
 	// Name of the check.
 	Name *string `json:"name,omitempty"`
+	// Template the check's query came from ("AnalysisTemplate/error-rate",
+	// "ClusterAnalysisTemplate/p95"); empty for a check of its own.
+	Template *string `json:"template,omitempty"`
+	// Reason says why a check was not measured: AnalysisTemplateNotFound (its template
+	// does not exist) or AnalysisTemplateInvalid (its arguments do not fit the
+	// template); empty when it was.
+	Reason *string `json:"reason,omitempty"`
 	// Step is the index of the analysis step the check belongs to; -1 for
 	// canary.analysis.
 	Step *int32 `json:"step,omitempty"`
@@ -62,6 +69,22 @@ func CheckStatus() *CheckStatusApplyConfiguration {
 // If called multiple times, the Name field is set to the value of the last call.
 func (b *CheckStatusApplyConfiguration) WithName(value string) *CheckStatusApplyConfiguration {
 	b.Name = &value
+	return b
+}
+
+// WithTemplate sets the Template field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Template field is set to the value of the last call.
+func (b *CheckStatusApplyConfiguration) WithTemplate(value string) *CheckStatusApplyConfiguration {
+	b.Template = &value
+	return b
+}
+
+// WithReason sets the Reason field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Reason field is set to the value of the last call.
+func (b *CheckStatusApplyConfiguration) WithReason(value string) *CheckStatusApplyConfiguration {
+	b.Reason = &value
 	return b
 }
 

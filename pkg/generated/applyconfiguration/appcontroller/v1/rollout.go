@@ -31,7 +31,9 @@ package v1
 // HTTPRoute when its route is one (route.parentRefs), else a share of the replicas
 // behind the App's Service (10 replicas at 20%: 2 canary pods, 8 stable).
 // `kubectl app status` shows where a rollout is; `kubectl app promote`, `abort`,
-// `pause` and `resume` act on it. docs/progressive-delivery.md tells the whole story.
+// `pause` and `resume` act on it. With blueGreen instead, the new template runs in full
+// beside the old one and the App's Service switches to it at once. Exactly one of canary
+// and blueGreen. docs/progressive-delivery.md tells the whole story.
 //
 // Example: 25% of the traffic for five minutes, then 50% until promoted, then all.
 //
@@ -45,6 +47,17 @@ package v1
 type RolloutApplyConfiguration struct {
 	// Canary rolls a new pod template out in steps beside the stable one.
 	Canary *CanaryStrategyApplyConfiguration `json:"canary,omitempty"`
+	// BlueGreen runs a new pod template in full beside the active one, behind a preview
+	// Service, and switches all the traffic to it at once (types_bluegreen.go).
+	BlueGreen *BlueGreenStrategyApplyConfiguration `json:"blueGreen,omitempty"`
+	// VersionedConfig gives each version of the pods its own immutable copy of every
+	// ConfigMap and Secret they reference, named NAME-HASH after the data, owned by the
+	// App: a config change rolls out through the steps while the stable pods keep
+	// reading the old copy, an abort leaves them untouched, and a rollback brings the
+	// config back with the code. Copies no kept revision needs are deleted with the
+	// revisions. Requires configChangePolicy Rollout (the default).
+	// docs/progressive-delivery.md, "Config that belongs to a version".
+	VersionedConfig *bool `json:"versionedConfig,omitempty"`
 }
 
 // RolloutApplyConfiguration constructs a declarative configuration of the Rollout type for use with
@@ -58,5 +71,21 @@ func Rollout() *RolloutApplyConfiguration {
 // If called multiple times, the Canary field is set to the value of the last call.
 func (b *RolloutApplyConfiguration) WithCanary(value *CanaryStrategyApplyConfiguration) *RolloutApplyConfiguration {
 	b.Canary = value
+	return b
+}
+
+// WithBlueGreen sets the BlueGreen field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the BlueGreen field is set to the value of the last call.
+func (b *RolloutApplyConfiguration) WithBlueGreen(value *BlueGreenStrategyApplyConfiguration) *RolloutApplyConfiguration {
+	b.BlueGreen = value
+	return b
+}
+
+// WithVersionedConfig sets the VersionedConfig field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the VersionedConfig field is set to the value of the last call.
+func (b *RolloutApplyConfiguration) WithVersionedConfig(value bool) *RolloutApplyConfiguration {
+	b.VersionedConfig = &value
 	return b
 }

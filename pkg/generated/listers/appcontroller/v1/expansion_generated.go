@@ -18,6 +18,14 @@ limitations under the License.
 
 package v1
 
+// AnalysisTemplateListerExpansion allows custom methods to be added to
+// AnalysisTemplateLister.
+type AnalysisTemplateListerExpansion interface{}
+
+// AnalysisTemplateNamespaceListerExpansion allows custom methods to be added to
+// AnalysisTemplateNamespaceLister.
+type AnalysisTemplateNamespaceListerExpansion interface{}
+
 // AppListerExpansion allows custom methods to be added to
 // AppLister.
 type AppListerExpansion interface{}
@@ -25,3 +33,7 @@ type AppListerExpansion interface{}
 // AppNamespaceListerExpansion allows custom methods to be added to
 // AppNamespaceLister.
 type AppNamespaceListerExpansion interface{}
+
+// ClusterAnalysisTemplateListerExpansion allows custom methods to be added to
+// ClusterAnalysisTemplateLister.
+type ClusterAnalysisTemplateListerExpansion interface{}

@@ -24,8 +24,12 @@ import (
 
 // Interface provides access to all the informers in this group version.
 type Interface interface {
+	// AnalysisTemplates returns a AnalysisTemplateInformer.
+	AnalysisTemplates() TypedAnalysisTemplateInformer
 	// Apps returns a AppInformer.
 	Apps() TypedAppInformer
+	// ClusterAnalysisTemplates returns a ClusterAnalysisTemplateInformer.
+	ClusterAnalysisTemplates() TypedClusterAnalysisTemplateInformer
 }
 
 type version struct {
@@ -39,7 +43,17 @@ func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakList
 	return &version{factory: f, namespace: namespace, tweakListOptions: tweakListOptions}
 }
 
+// AnalysisTemplates returns a TypedAnalysisTemplateInformer.
+func (v *version) AnalysisTemplates() TypedAnalysisTemplateInformer {
+	return &analysisTemplateInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
 // Apps returns a TypedAppInformer.
 func (v *version) Apps() TypedAppInformer {
 	return &appInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// ClusterAnalysisTemplates returns a TypedClusterAnalysisTemplateInformer.
+func (v *version) ClusterAnalysisTemplates() TypedClusterAnalysisTemplateInformer {
+	return &clusterAnalysisTemplateInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }

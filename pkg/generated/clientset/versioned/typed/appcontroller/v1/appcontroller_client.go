@@ -28,7 +28,9 @@ import (
 
 type AppcontrollerV1Interface interface {
 	RESTClient() rest.Interface
+	AnalysisTemplatesGetter
 	AppsGetter
+	ClusterAnalysisTemplatesGetter
 }
 
 // AppcontrollerV1Client is used to interact with features provided by the appcontroller.k8s.io group.
@@ -36,8 +38,16 @@ type AppcontrollerV1Client struct {
 	restClient rest.Interface
 }
 
+func (c *AppcontrollerV1Client) AnalysisTemplates(namespace string) AnalysisTemplateInterface {
+	return newAnalysisTemplates(c, namespace)
+}
+
 func (c *AppcontrollerV1Client) Apps(namespace string) AppInterface {
 	return newApps(c, namespace)
+}
+
+func (c *AppcontrollerV1Client) ClusterAnalysisTemplates() ClusterAnalysisTemplateInterface {
+	return newClusterAnalysisTemplates(c)
 }
 
 // NewForConfig creates a new AppcontrollerV1Client for the given config.

@@ -18,4 +18,8 @@ limitations under the License.
 
 package v1
 
+type AnalysisTemplateExpansion interface{}
+
 type AppExpansion interface{}
+
+type ClusterAnalysisTemplateExpansion interface{}

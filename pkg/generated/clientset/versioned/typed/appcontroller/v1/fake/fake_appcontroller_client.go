@@ -28,8 +28,16 @@ type FakeAppcontrollerV1 struct {
 	*testing.Fake
 }
 
+func (c *FakeAppcontrollerV1) AnalysisTemplates(namespace string) v1.AnalysisTemplateInterface {
+	return newFakeAnalysisTemplates(c, namespace)
+}
+
 func (c *FakeAppcontrollerV1) Apps(namespace string) v1.AppInterface {
 	return newFakeApps(c, namespace)
+}
+
+func (c *FakeAppcontrollerV1) ClusterAnalysisTemplates() v1.ClusterAnalysisTemplateInterface {
+	return newFakeClusterAnalysisTemplates(c)
 }
 
 // RESTClient returns a RESTClient that is used to communicate

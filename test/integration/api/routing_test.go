@@ -1,0 +1,87 @@
+package api
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/app-controller/app-controller/test/integration/framework"
+)
+
+// TestRoutingValidation checks that the API server refuses bad setHeaderRoute and
+// setMirrorRoute steps with a message that names the field, and accepts the valid
+// shapes (strictly: no field dropped).
+func TestRoutingValidation(t *testing.T) {
+	ns := framework.Namespace(t)
+	dyn, err := dynamic.NewForConfig(framework.Config(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		gateway = "deploymentTemplate: {name: web, image: nginx}\nserviceTemplate: {name: web}\nroute: {hosts: [web.example.com], parentRefs: [{name: public}]}\n"
+		ingress = "deploymentTemplate: {name: web, image: nginx, replicas: 4}\nserviceTemplate: {name: web}\nroute: {hosts: [web.example.com]}\n"
+	)
+	steps := func(s string) string { return gateway + "rollout: {canary: {steps: [" + s + "]}}" }
+
+	invalid := []struct {
+		name string
+		spec string
+		want []string
+	}{
+		{"a header route without an HTTPRoute (CEL)", ingress + "rollout: {canary: {steps: [{setHeaderRoute: {match: [{header: X-Canary, exact: always}]}}, {setWeight: 20}]}}",
+			[]string{"spec.rollout.canary.steps", "setHeaderRoute and setMirrorRoute need an HTTPRoute (route.parentRefs)"}},
+		{"a mirror without a route (CEL)", "deploymentTemplate: {name: web, image: nginx, replicas: 4}\nrollout: {canary: {steps: [{setMirrorRoute: {percent: 10}}]}}",
+			[]string{"spec.rollout.canary.steps", "need an HTTPRoute"}},
+		{"a mirror above 100%", steps("{setMirrorRoute: {percent: 101}}"),
+			[]string{"spec.rollout.canary.steps[0].setMirrorRoute.percent", "less than or equal to 100"}},
+		{"a negative mirror", steps("{setMirrorRoute: {percent: -1}}"),
+			[]string{"spec.rollout.canary.steps[0].setMirrorRoute.percent", "greater than or equal to 0"}},
+		{"a mirror without its percent", steps("{setMirrorRoute: {}}"),
+			[]string{"spec.rollout.canary.steps[0].setMirrorRoute.percent: Required value"}},
+		{"a step with a weight and a header route (CEL)", steps("{setWeight: 10, setHeaderRoute: {}}"),
+			[]string{"spec.rollout.canary.steps[0]", "exactly one of setWeight, pause, analysis, setHeaderRoute and setMirrorRoute"}},
+		{"a match without a value (CEL)", steps("{setHeaderRoute: {match: [{header: X-Canary}]}}"),
+			[]string{"spec.rollout.canary.steps[0].setHeaderRoute.match[0]", "exactly one of exact and regex"}},
+		{"a match without a name (CEL)", steps("{setHeaderRoute: {match: [{exact: always}]}}"),
+			[]string{"spec.rollout.canary.steps[0].setHeaderRoute.match[0]", "exactly one of header and cookie"}},
+		{"a match with a header and a cookie (CEL)", steps("{setHeaderRoute: {match: [{header: X-Canary, cookie: canary, exact: always}]}}"),
+			[]string{"spec.rollout.canary.steps[0].setHeaderRoute.match[0]", "exactly one of header and cookie"}},
+		{"an empty value", steps("{setHeaderRoute: {match: [{header: X-Canary, exact: ''}]}}"),
+			[]string{"spec.rollout.canary.steps[0].setHeaderRoute.match[0].exact", "at least 1 chars"}},
+		{"a header name that is not a token", steps("{setHeaderRoute: {match: [{header: 'X Canary', exact: always}]}}"),
+			[]string{"spec.rollout.canary.steps[0].setHeaderRoute.match[0].header", "should match"}},
+		{"the Cookie header by name (CEL)", steps("{setHeaderRoute: {match: [{header: cookie, exact: a=b}]}}"),
+			[]string{"spec.rollout.canary.steps[0].setHeaderRoute.match[0].header", "set cookie (its name) instead"}},
+		{"two cookies (CEL)", steps("{setHeaderRoute: {match: [{cookie: a, exact: '1'}, {cookie: b, exact: '2'}]}}"),
+			[]string{"spec.rollout.canary.steps[0].setHeaderRoute.match", "at most one cookie"}},
+		{"a header twice, in two cases (CEL)", steps("{setHeaderRoute: {match: [{header: X-Canary, exact: a}, {header: x-canary, exact: b}]}}"),
+			[]string{"spec.rollout.canary.steps[0].setHeaderRoute.match", "each header may be named once"}},
+	}
+	for i, tc := range invalid {
+		t.Run(tc.name, func(t *testing.T) {
+			err := createSpec(t, dyn, ns, fmt.Sprintf("invalid-routing-%d", i), tc.spec)
+			if err == nil {
+				t.Fatalf("created an invalid App:\n%s", tc.spec)
+			}
+			t.Logf("refused: %v", err)
+			if !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
+				t.Errorf("error %v is neither Invalid nor BadRequest", err)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not contain %q", err, want)
+				}
+			}
+		})
+	}
+
+	valid := []struct{ name, spec string }{
+		{"a header route, weights, a mirror, the header route removed", steps("{setHeaderRoute: {match: [{header: X-Canary, exact: always}, {cookie: canary, regex: 'y.*'}]}}, " +
+			"{setWeight: 10}, {setMirrorRoute: {percent: 0}}, {setMirrorRoute: {percent: 100}}, {pause: {}}, {setHeaderRoute: {}}, {setWeight: 50}")},
+		{"a header route by regex first", steps("{setHeaderRoute: {match: [{header: User-Agent, regex: '.*Firefox.*'}]}}, {pause: {duration: 5m}}")},
+	}
+	assertAccepted(t, dyn, ns, "valid-routing", valid)
+}

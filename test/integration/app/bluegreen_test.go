@@ -1,0 +1,233 @@
+package app
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/test/integration/framework"
+)
+
+// Blue-green rollouts (spec.rollout.blueGreen) on the real API server, pods run by kwok:
+// the preview beside the active pods, the switch by kubectl app promote and by
+// autoPromotionSeconds, an abort within the scale-down delay that switches back without
+// a Deployment write, the end of the delay, a controller restarted before and after the
+// switch, the manifest re-applied (kubectl apply, client- and server-side); each phase's
+// writes to the children pinned.
+
+// blueGreenApp returns an App of replicas with a Service web-svc and a blue-green
+// strategy bg.
+func blueGreenApp(ns, name string, replicas int32, bg *appv1.BlueGreenStrategy) *appv1.App {
+	app := newApp(ns, name, "nginx:1", replicas)
+	app.Spec.Rollout = &appv1.Rollout{BlueGreen: bg}
+	return app
+}
+
+// childWrites returns the controller's writes to the children in ns since mark
+// ("METHOD kind/name"), and the new mark: the App's status and the Events aside.
+func (m *manager) childWrites(ns string, mark int) ([]string, int) {
+	all := m.writesIn(ns)
+	var out []string
+	for _, w := range all[mark:] {
+		method, path, _ := strings.Cut(w, " ")
+		parts := strings.Split(path, "/")
+		if len(parts) < 2 {
+			continue
+		}
+		kind, name := parts[len(parts)-2], parts[len(parts)-1]
+		switch {
+		case kind == "deployments", kind == "services", kind == "httproutes":
+			out = append(out, method+" "+kind+"/"+name)
+		case name == "controllerrevisions": // a create: POST .../namespaces/NS/controllerrevisions
+			out = append(out, method+" controllerrevisions")
+		}
+	}
+	slices.Sort(out)
+	return out, len(all)
+}
+
+// expectChildWrites checks the child writes since *mark and moves it on.
+func (m *manager) expectChildWrites(t *testing.T, ns, what string, mark *int, want ...string) {
+	t.Helper()
+	got, next := m.childWrites(ns, *mark)
+	*mark = next
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: writes to the children %q, want %q", what, got, want)
+	}
+}
+
+// serviceSelector returns the selector of Service name in ns.
+func (c clients) serviceSelector(t *testing.T, ns, name string) map[string]string {
+	t.Helper()
+	s, err := c.kube.CoreV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("getting Service %s: %v", name, err)
+	}
+	return s.Spec.Selector
+}
+
+// TestBlueGreen walks an App of 3 replicas through a blue-green rollout: the preview at
+// 3 pods beside the stable 3 while the App's Service selects only the stable pods;
+// nothing written at the switch's gate, nor by a re-apply of the manifest (client- and
+// server-side) or a controller restarted there; kubectl app
+// promote switches the Service's selector (one write); a restart after the switch
+// switches nothing again; kubectl app abort within the scale-down delay switches back
+// (one write, the stable Deployment never written: its pods never stopped), and a
+// re-apply then changes nothing; promote
+// retries; after the delay the stable Deployment takes the new template, then the
+// Service selects all the pods again and the preview goes.
+func TestBlueGreen(t *testing.T) {
+	c := newClients(t)
+	m := startManager(t, time.Second)
+	ns := framework.Namespace(t)
+	dir := t.TempDir()
+	manifest := func(image string) string {
+		path := filepath.Join(dir, image+".yaml")
+		doc := `apiVersion: appcontroller.k8s.io/v1
+kind: App
+metadata: {name: web, namespace: ` + ns + `}
+spec:
+  deploymentTemplate: {name: web-deploy, image: "` + image + `", replicas: 3}
+  serviceTemplate: {name: web-svc}
+  rollout:
+    blueGreen: {scaleDownDelaySeconds: 8, abortScaleDownDelaySeconds: 0}
+`
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	framework.Kubectl(t, "apply", "-f", manifest("nginx:1"))
+	c.waitReady(t, ns, "web")
+	c.waitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
+	mark := m.waitQuiet(t, ns)
+	stableRS := c.replicaSetsOf(t, ns, "web")
+
+	start := time.Now()
+	framework.Kubectl(t, "apply", "-f", manifest("nginx:2"))
+	app := c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
+	t.Logf("the preview up, waiting for the switch %.1fs after the change: %s", time.Since(start).Seconds(), app.Status.Rollout.Message)
+	m.waitQuiet(t, ns)
+	m.expectChildWrites(t, ns, "a new image: the preview", &mark, "POST controllerrevisions", "PATCH deployments/web-deploy-canary",
+		"PATCH services/web-svc-preview", "PATCH services/web-svc")
+	if n, image := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy-canary"); n != 3 || image != "nginx:2" {
+		t.Errorf("preview %d %s, want 3 nginx:2", n, image)
+	}
+	if n, image := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy"); n != 3 || image != "nginx:1" {
+		t.Errorf("stable %d %s, want 3 nginx:1", n, image)
+	}
+	stableHash := app.Status.Rollout.Stable.ReplicaSetHash
+	if sel := c.serviceSelector(t, ns, "web-svc"); sel["pod-template-hash"] != stableHash || sel[appv1.TrackLabel] != "" {
+		t.Errorf("the App's Service selects %v, want the stable pods (pod-template-hash %s)", sel, stableHash)
+	}
+	if sel := c.serviceSelector(t, ns, "web-svc-preview"); sel[appv1.TrackLabel] != appv1.TrackCanary {
+		t.Errorf("the preview Service selects %v, want the preview's pods", sel)
+	}
+	quiet(t, m, ns, "three resyncs at the switch's gate", 3*time.Second)
+	framework.Kubectl(t, "apply", "-f", manifest("nginx:2"))
+	framework.Kubectl(t, "apply", "--server-side", "--force-conflicts", "--field-manager", "flux", "-f", manifest("nginx:2"))
+	quiet(t, m, ns, "the manifest re-applied twice (client-side, server-side) at the switch's gate", 3*time.Second)
+
+	if err := m.run.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+	m = startManager(t, time.Second)
+	quiet(t, m, ns, "a restarted controller at the switch's gate", 3*time.Second)
+	mark = len(m.writesIn(ns))
+
+	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
+	c.waitRollout(t, ns, "web", appv1.RolloutProgressing, 3)
+	m.expectChildWrites(t, ns, "kubectl app promote: the switch", &mark, "PATCH services/web-svc")
+	if sel := c.serviceSelector(t, ns, "web-svc"); sel[appv1.TrackLabel] != appv1.TrackCanary || sel["pod-template-hash"] != "" {
+		t.Errorf("after the switch the App's Service selects %v, want the preview's pods", sel)
+	}
+	if err := m.run.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+	m = startManager(t, time.Second)
+	mark = len(m.writesIn(ns))
+	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionAbort)
+	app = c.waitRollout(t, ns, "web", appv1.RolloutAborted, 3)
+	t.Logf("aborted after the switch: %s", app.Status.Rollout.AbortMessage)
+	framework.Eventually(t, converge, func() (bool, error) {
+		n, _ := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy-canary")
+		return n == 0, nil
+	})
+	m.waitQuiet(t, ns)
+	m.expectChildWrites(t, ns, "a restarted controller, then kubectl app abort: switched back, the preview to 0", &mark,
+		"PATCH services/web-svc", "PATCH deployments/web-deploy-canary")
+	if sel := c.serviceSelector(t, ns, "web-svc"); sel["pod-template-hash"] != stableHash {
+		t.Errorf("after the abort the App's Service selects %v, want the stable pods", sel)
+	}
+	if got := c.replicaSetsOf(t, ns, "web"); !slices.Equal(withoutPreview(got), stableRS) {
+		t.Errorf("the stable's ReplicaSets %v, were %v: the way back started pods", got, stableRS)
+	}
+	framework.WaitEvent(t, c.kube, ns, "App", "web", "Warning RolloutAborted Blue-green rollout to revision", converge)
+	framework.Kubectl(t, "apply", "--server-side", "--force-conflicts", "--field-manager", "flux", "-f", manifest("nginx:2"))
+	quiet(t, m, ns, "the manifest re-applied while aborted", 3*time.Second)
+	c.waitRollout(t, ns, "web", appv1.RolloutAborted, 3)
+
+	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
+	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
+	mark = m.waitQuiet(t, ns)
+	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
+	framework.Eventually(t, converge, func() (bool, error) {
+		app := c.getApp(t, ns, "web")
+		gone, _ := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy-canary")
+		n, image := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy")
+		return app.Status.Rollout.Phase == appv1.RolloutHealthy && gone == -1 && n == 3 && image == "nginx:2", nil
+	})
+	c.waitReady(t, ns, "web")
+	m.waitQuiet(t, ns)
+	m.expectChildWrites(t, ns, "promoted: the switch, the stable's template after the delay, the Service on all the pods, the preview gone", &mark,
+		"PATCH services/web-svc", "PATCH deployments/web-deploy", "PATCH services/web-svc", "DELETE services/web-svc-preview",
+		"DELETE deployments/web-deploy-canary")
+	if sel := c.serviceSelector(t, ns, "web-svc"); sel["pod-template-hash"] != "" || sel[appv1.TrackLabel] != "" {
+		t.Errorf("at rest the App's Service selects %v, want all the App's pods", sel)
+	}
+	events := strings.Join(c.events(t, ns, "App", "web"), "\n")
+	for _, want := range []string{"RolloutStarted", `Stage "switch" of the blue-green rollout`, "RolloutPromoted"} {
+		if !strings.Contains(events, want) {
+			t.Errorf("no %s Event among\n%s", want, events)
+		}
+	}
+}
+
+// withoutPreview drops the preview's ReplicaSets from names.
+func withoutPreview(names []string) []string {
+	return slices.DeleteFunc(slices.Clone(names), func(n string) bool { return strings.HasPrefix(n, "web-deploy-canary-") })
+}
+
+// TestBlueGreenAutoPromotion: with autoPromotionSeconds the switch comes on its own once
+// the preview is up, and without a scale-down delay the rollout ends.
+func TestBlueGreenAutoPromotion(t *testing.T) {
+	c := newClients(t)
+	startManager(t, time.Second)
+	ns := framework.Namespace(t)
+	c.create(t, blueGreenApp(ns, "web", 2, &appv1.BlueGreenStrategy{AutoPromotionSeconds: ptr.To[int32](1), ScaleDownDelaySeconds: ptr.To[int32](0)}))
+	c.waitReady(t, ns, "web")
+	c.waitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
+	start := time.Now()
+	c.update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	framework.Eventually(t, converge, func() (bool, error) {
+		app := c.getApp(t, ns, "web")
+		gone, _ := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy-canary")
+		_, image := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy")
+		return app.Status.Rollout.Phase == appv1.RolloutHealthy && gone == -1 && image == "nginx:2", nil
+	})
+	t.Logf("promoted on its own %.1fs after the change", time.Since(start).Seconds())
+	c.waitReady(t, ns, "web")
+	events := strings.Join(c.events(t, ns, "App", "web"), "\n")
+	if !strings.Contains(events, `Stage "switch" of the blue-green rollout`) || !strings.Contains(events, "after its duration") {
+		t.Errorf("no switch after its duration among\n%s", events)
+	}
+}
