@@ -203,6 +203,12 @@ test-image: image ## Build the image, then check it: index, config, static binar
 	cd hack/tools && IMAGE_LAYOUT=$(IMAGE_LAYOUT) IMAGE_BINARIES=$(IMAGE_DIR) IMAGE_PLATFORMS=$(PLATFORMS) IMAGE_SBOM=$(IMAGE_DIR)/sbom.cdx.json \
 		$(GO) test -count=1 ./imagebuild/...
 
+# make test's check of the image: test-image with the image in bin/test-image instead of
+# bin/image, so that it runs beside make e2e, whose make image writes bin/image.
+.PHONY: test-image-beside
+test-image-beside:
+	@$(MAKE) --no-print-directory test-image IMAGE_DIR=$(BIN)/test-image
+
 # The image builder (go-containerregistry), from the tools module.
 $(IMAGEBUILD): hack/tools/go.mod hack/tools/go.sum $(shell find hack/tools/imagebuild -name '*.go' -not -name '*_test.go')
 	cd hack/tools && $(GO) build -o $@ ./imagebuild
@@ -533,15 +539,16 @@ TEST_TOOLS = tools $(HELM) $(COMPAT_BIN)/$(COMPAT_OLDEST)/kube-apiserver chromiu
 # The steps of make test, in order (hack/make.sh test: the control plane binaries build
 # in the background until the first step that needs them). verify first, alone: a stale
 # file or a vet error fails the run within a minute. Then the unit tests, the image's
-# check followed by the end-to-end tests (test-image,e2e: they build the same bin/image),
-# the integration tests, the chart's tests and the smoke on the oldest supported
-# Kubernetes minor (test-compat-oldest) run at the same time (A+B+C+D+E), those with a
+# check (test-image-beside: in its own bin/test-image, since make e2e writes bin/image),
+# the end-to-end tests, the integration tests, the chart's tests and the smoke on the
+# oldest supported Kubernetes minor (test-compat-oldest) run at the same time (A+B+C...:
+# the end-to-end tests no longer wait the 75-100 s of the image's check), those with a
 # cluster each on its own control planes: they mostly wait on them (one after the other,
 # integration, test-chart and e2e took 7 minutes and the machine's 2 cores were busy about
 # half of it; together about 4.5), and the unit tests' compiles and links fill the idle
 # core rather than hold them back for 2 minutes. Each package's result line is printed
 # as it comes, and each lane's output whole when it ends.
-TEST_STEPS = verify unit+test-image,e2e+integration+test-chart+test-compat-oldest
+TEST_STEPS = verify unit+test-image-beside+e2e+integration+test-chart+test-compat-oldest
 
 .PHONY: clean
 clean: ## Remove bin/ and .local/ (stops nothing: run cluster-down first).
@@ -550,7 +557,7 @@ clean: ## Remove bin/ and .local/ (stops nothing: run cluster-down first).
 ##@ Test
 
 .PHONY: test
-test: ## Everything CI runs: verify, then unit, test-image and e2e, integration, test-chart and test-compat-oldest at the same time.
+test: ## Everything CI runs: verify, then unit, test-image, e2e, integration, test-chart and test-compat-oldest at the same time.
 	@TEST_TOOLS='$(TEST_TOOLS)' PREFETCH_EXTRA='hack/tools/compat/$(COMPAT_OLDEST)' $(MAKE_SH) test $(TEST_STEPS)
 
 # Unit tests are hermetic (no cluster, no network), so go test's cache may replay the
@@ -568,8 +575,10 @@ unit: ## Unit tests with the race detector and the cache mutation detector.
 # plus its setup, about 2.5 minutes. The benchmark harness's smokes (test/integration/bench:
 # 5 Apps through every scenario, the canary phases' writes pinned exactly, about 45 s; the
 # peer scenario, Argo Rollouts side by side at 5 objects, about 90 s) run among the short
-# ones.
-INTEGRATION_PKGS := ./test/integration/reliability ./test/integration/app ./test/integration/soak ./test/integration/...
+# ones. The canary analysis's tests (test/integration/analysis, 3-4.5 minutes) were
+# test/integration/app's until that package took 9 minutes, the longest of make test: apart,
+# each on its own control plane, they start fourth, as one of the three longest ends.
+INTEGRATION_PKGS := ./test/integration/reliability ./test/integration/app ./test/integration/soak ./test/integration/analysis ./test/integration/...
 
 # Argo Rollouts' controller and its CRDs, when INTEGRATION_PKGS has the benchmark harness's
 # smoke (test/integration/bench: its peer smoke; without them it skips).

@@ -34,7 +34,7 @@ BIN="${BIN:-${ROOT}/bin}"
 
 # The steps of `make test` that do not need the control plane binaries: they run while
 # the binaries build. Every other step waits for them.
-OFFLINE_STEPS=" verify unit test-image "
+OFFLINE_STEPS=" verify unit test-image test-image-beside "
 
 # failures repeats, after a failed step, the lines of its log (bin/test-STEP.log) that say
 # which tests failed and why: a failing test's assertions are buried in its controller's

@@ -208,6 +208,77 @@ func TestProgressView(t *testing.T) {
 	}
 }
 
+// TestBlueGreenProgressView shows a blue-green rollout by its stages and the side the
+// App's Service selects, instead of a canary's steps and weight.
+func TestBlueGreenProgressView(t *testing.T) {
+	app := func(r *appv1.RolloutStatus) *appv1.App {
+		return &appv1.App{Spec: appv1.AppSpec{Rollout: &appv1.Rollout{BlueGreen: &appv1.BlueGreenStrategy{}}}, Status: appv1.AppStatus{Rollout: r}}
+	}
+	canary := &appv1.RolloutVersion{PodTemplateHash: "abc"}
+	tests := []struct {
+		name                   string
+		r                      *appv1.RolloutStatus
+		wantSegments, wantText string
+		wantLabels             string
+	}{
+		{name: "healthy", r: &appv1.RolloutStatus{Phase: appv1.RolloutHealthy},
+			wantSegments: "done done done done", wantText: "Healthy, no rollout in progress", wantLabels: "Active Preview"},
+		{name: "waiting for the switch", r: &appv1.RolloutStatus{Phase: appv1.RolloutPaused, CurrentStepIndex: 1, Canary: canary},
+			wantSegments: "done current todo todo", wantText: "Paused, blue-green stage switch (2 of 5), the old version active, the new one waiting for the switch",
+			wantLabels: "Active Preview"},
+		{name: "switched", r: &appv1.RolloutStatus{Phase: appv1.RolloutProgressing, CurrentStepIndex: 3, CanaryWeight: 100, Canary: canary},
+			wantSegments: "done done done current", wantText: "Progressing, blue-green stage scale-down delay (4 of 5), the new version active",
+			wantLabels: "Previous Active"},
+		{name: "aborted at the switch", r: &appv1.RolloutStatus{Phase: appv1.RolloutAborted, CurrentStepIndex: 1, Canary: canary},
+			wantSegments: "done current todo todo", wantText: "Aborted, blue-green stage switch (2 of 5), the old version active", wantLabels: "Active Preview"},
+		{name: "promoting", r: &appv1.RolloutStatus{Phase: appv1.RolloutProgressing, CurrentStepIndex: 4, CanaryWeight: 100, Canary: canary},
+			wantSegments: "done done done done", wantText: "Progressing, blue-green stage promotion (5 of 5), the new version active", wantLabels: "Previous Active"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := newRolloutView(&dashCache{}, app(tt.r))
+			if v == nil {
+				t.Fatal("no rollout section")
+			}
+			p := v.Progress
+			if got := strings.Join(p.Segments, " "); got != tt.wantSegments || p.Text != tt.wantText {
+				t.Errorf("segments %q, text %q; want %q, %q", got, p.Text, tt.wantSegments, tt.wantText)
+			}
+			if got := v.StableLabel + " " + v.CanaryLabel; got != tt.wantLabels {
+				t.Errorf("labels %q, want %q", got, tt.wantLabels)
+			}
+			if len(v.Steps) != 4 || v.Steps[1].Text != "switch" {
+				t.Errorf("steps %+v, want the four stages", v.Steps)
+			}
+		})
+	}
+	// The page: the stage and the active side instead of a step and a weight, the two
+	// versions under their blue-green names.
+	srv, err := newDashServer(Clients{}, &dashCache{}, "token", 1, nil, "", time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := newRolloutView(&dashCache{}, app(tests[1].r))
+	html, err := srv.render("detail", detailView{Rollout: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`<span class="step">stage switch</span> <span class="weight">old version active</span>`, "<dt>Active</dt>"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("the page does not contain %q:\n%s", want, html)
+		}
+	}
+	if strings.Contains(html, "weight 0%") || strings.Contains(html, "<dt>Canary</dt>") {
+		t.Errorf("the page shows a canary's weight or name:\n%s", html)
+	}
+	// The restart button says how the new pods come.
+	a := app(nil)
+	a.Namespace, a.Name = "shop", "web"
+	if got, want := restartQuestion(a), "Restart the pods of App shop/web? They roll out through the blue-green stages: a preview, then the switch."; got != want {
+		t.Errorf("restart asks %q, want %q", got, want)
+	}
+}
+
 // TestAnalysisTables renders the lists of objects of status.rollout as tables, whatever
 // their fields: the analysis results of a controller newer than this plugin.
 func TestAnalysisTables(t *testing.T) {

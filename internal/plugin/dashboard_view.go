@@ -33,9 +33,14 @@ type rowView struct {
 	State string
 }
 
-// progressView is a rollout's progress: its phase, the steps done and the weight.
+// progressView is a rollout's progress: its phase, the steps done and the weight; for a
+// blue-green rollout its stages instead of steps, and which side is active instead of
+// the weight.
 type progressView struct {
 	Phase string
+	// Stage names the current stage of a blue-green rollout ("" for a canary's steps);
+	// Active says which side the App's Service selects.
+	Stage, Active string
 	// Step is the current step (1-based; Steps+1 past the last: promoting), Steps their
 	// number.
 	Step, Steps int
@@ -85,10 +90,11 @@ func newRowView(app *appv1.App) rowView {
 // newProgressView returns the progress of app's rollout, nil for an App without a
 // rollout strategy.
 func newProgressView(app *appv1.App) *progressView {
-	if app.Spec.Rollout == nil || app.Spec.Rollout.Canary == nil {
+	steps := rolloutSteps(app)
+	if steps == nil {
 		return nil
 	}
-	steps := app.Spec.Rollout.Canary.Steps
+	blueGreen := app.Spec.Rollout.BlueGreen != nil
 	p := &progressView{Steps: len(steps), Phase: "not reported"}
 	r := app.Status.Rollout
 	if r == nil {
@@ -120,12 +126,44 @@ func newProgressView(app *appv1.App) *progressView {
 	switch {
 	case current < 0:
 		p.Text = fmt.Sprintf("%s, no rollout in progress", p.Phase)
+	case blueGreen:
+		p.Stage, p.Active = blueGreenStage(r.CurrentStepIndex), "old version"
+		if switched(r) {
+			p.Active = "new version"
+		}
+		p.Text = fmt.Sprintf("%s, blue-green stage %s (%d of %d), the %s active", p.Phase, p.Stage, min(p.Step, len(steps)+1), len(steps)+1, p.Active)
+		if r.Phase != appv1.RolloutAborted && r.CurrentStepIndex == stageSwitch {
+			p.Text += ", the new one waiting for the switch"
+		}
 	case current >= len(steps):
 		p.Text = fmt.Sprintf("%s, past the last of %d steps: promoting", p.Phase, len(steps))
 	default:
 		p.Text = fmt.Sprintf("%s, step %d of %d (%s), canary weight %d%%", p.Phase, p.Step, len(steps), steps[current], p.Weight)
 	}
 	return p
+}
+
+// stageSwitch is the blue-green stage that waits for the switch (pkg/rollout's
+// StageSwitch).
+const stageSwitch = 1
+
+// rolloutSteps returns the words of app's rollout steps: a canary's steps, or a
+// blue-green rollout's stages (the promotion, past them, is not one); nil without a
+// rollout strategy.
+func rolloutSteps(app *appv1.App) []string {
+	switch r := app.Spec.Rollout; {
+	case r == nil:
+		return nil
+	case r.BlueGreen != nil:
+		return blueGreenStages
+	case r.Canary != nil:
+		steps := make([]string, 0, len(r.Canary.Steps))
+		for _, s := range r.Canary.Steps {
+			steps = append(steps, s.String())
+		}
+		return steps
+	}
+	return nil
 }
 
 // detailView is an App's page.
@@ -153,6 +191,9 @@ type rolloutView struct {
 	Steps                  []stepView
 	Stable, Canary         string
 	StableNote, CanaryNote string
+	// StableLabel and CanaryLabel name the two lines: Stable and Canary, or a blue-green
+	// rollout's Active and Preview (Previous and Active once switched).
+	StableLabel, CanaryLabel string
 }
 
 // stepView is a step of the rollout: its words and whether it is done, current or to do.
@@ -238,10 +279,7 @@ func newDetailView(d *dashCache, app *cachedApp, now time.Time) detailView {
 		restart.Why = fmt.Sprintf("App %s has no Deployment to restart", id)
 	} else {
 		restart.Enabled = true
-		restart.Confirm = fmt.Sprintf("Restart the pods of App %s?", id)
-		if app.Spec.Rollout != nil {
-			restart.Confirm += " They roll out through the canary steps."
-		}
+		restart.Confirm = restartQuestion(&app.App)
 	}
 	v.Actions = append(v.Actions, restart)
 
@@ -296,21 +334,40 @@ func newDetailView(d *dashCache, app *cachedApp, now time.Time) detailView {
 	return v
 }
 
+// restartQuestion is the confirmation of the restart button of app, which has a
+// Deployment: how the new pods come.
+func restartQuestion(app *appv1.App) string {
+	q := fmt.Sprintf("Restart the pods of App %s/%s?", app.Namespace, app.Name)
+	switch r := app.Spec.Rollout; {
+	case r != nil && r.BlueGreen != nil:
+		q += " They roll out through the blue-green stages: a preview, then the switch."
+	case r != nil:
+		q += " They roll out through the canary steps."
+	}
+	return q
+}
+
 // newRolloutView returns the rollout section of app, nil without a rollout strategy.
 func newRolloutView(d *dashCache, app *appv1.App) *rolloutView {
 	p := newProgressView(app)
 	if p == nil {
 		return nil
 	}
-	v := &rolloutView{Progress: p}
-	for i, s := range app.Spec.Rollout.Canary.Steps {
+	v := &rolloutView{Progress: p, StableLabel: "Stable", CanaryLabel: "Canary"}
+	for i, s := range rolloutSteps(app) {
 		state := "todo"
 		if i < len(p.Segments) {
 			state = p.Segments[i]
 		}
-		v.Steps = append(v.Steps, stepView{Number: i + 1, Text: s.String(), State: state})
+		v.Steps = append(v.Steps, stepView{Number: i + 1, Text: s, State: state})
 	}
 	r := app.Status.Rollout
+	if app.Spec.Rollout.BlueGreen != nil {
+		v.StableLabel, v.CanaryLabel = "Active", "Preview"
+		if r != nil && switched(r) {
+			v.StableLabel, v.CanaryLabel = "Previous", "Active"
+		}
+	}
 	if r == nil {
 		return v
 	}
@@ -322,6 +379,9 @@ func newRolloutView(d *dashCache, app *appv1.App) *rolloutView {
 		v.Stable = versionLine(r.Stable, d.deployment(app, t.Name), "not found")
 		if r.Canary != nil {
 			v.Canary = versionLine(r.Canary, d.deployment(app, t.Name+appv1.CanarySuffix), "not found")
+			if svc := app.Spec.ServiceTemplate; svc != nil && v.CanaryLabel == "Preview" {
+				v.Canary += fmt.Sprintf(" (Service %s%s)", svc.Name, appv1.PreviewSuffix)
+			}
 		}
 	}
 	return v

@@ -78,9 +78,11 @@ func tag(expr, m, track string) string {
 // Traefik and most HTTP middleware make their code="500" series at the first error,
 // would hide a new canary's first error (a 10%-error canary with a dozen requests in the
 // window seen at 100%). A series with no sample w ago started within the window, from
-// zero, and counts its current value.
+// zero, and counts its current value; one that had a sample then counts its increase
+// only (never its whole value: with one sample in the window, as when the scrape
+// interval is the window's, it has none, as with increase() alone).
 func windowIncrease(series, w string) string {
-	return fmt.Sprintf(`(increase(%[1]s[%[2]s]) and %[1]s offset %[2]s or %[1]s)`, series, w)
+	return fmt.Sprintf(`(increase(%[1]s[%[2]s]) and %[1]s offset %[2]s or (%[1]s unless %[1]s offset %[2]s))`, series, w)
 }
 
 // SuccessRateQuery returns the query of a successRate check of source: the canary's

@@ -169,7 +169,8 @@ func NewControllerContext(ctx context.Context, cfg *rest.Config, opts *Options, 
 // ClusterAnalysisTemplates of the cluster. Both nil when the API server serves no
 // AnalysisTemplate or ClusterAnalysisTemplate (their CRDs not installed yet: an upgrade
 // with crds.enabled=false before the release's crds.yaml), so that the controller still
-// starts: a check that refers to a template then waits (AnalysisTemplateNotFound).
+// starts: a check that refers to a template then waits (AnalysisTemplateNotFound). The
+// cluster one alone nil when the controller may not list and watch ClusterAnalysisTemplates.
 func (cc *ControllerContext) templateInformers(ctx context.Context) (namespaced, cluster cache.SharedIndexInformer) {
 	resources, err := cc.KubeClient.Discovery().ServerResourcesForGroupVersion(appv1.GroupVersion.String())
 	served := func(name string) bool {
@@ -183,10 +184,35 @@ func (cc *ControllerContext) templateInformers(ctx context.Context) (namespaced,
 	namespaced = cc.AppInformers.InformerFor(&appv1.AnalysisTemplate{}, func(c appclientset.Interface, resync time.Duration) cache.SharedIndexInformer {
 		return appv1informers.NewAnalysisTemplateInformer(c, cc.namespace, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	})
+	// A namespaced install (watchNamespaces: Roles) may not have the ClusterRole that
+	// reads ClusterAnalysisTemplates: its informer would never sync, and the controller
+	// never start. Without the right, the controller runs without it, and a check that
+	// refers to one says why it waits.
+	if denied := cc.mayNotListClusterTemplates(ctx); denied != "" {
+		klog.FromContext(ctx).Info("Not watching ClusterAnalysisTemplates: checks that refer to one wait (AnalysisTemplateNotFound); "+
+			"grant list and watch on clusteranalysistemplates.appcontroller.k8s.io in a ClusterRole (the chart does) and restart the controller", "reason", denied)
+		return namespaced, nil
+	}
 	cluster = cc.AppInformers.InformerFor(&appv1.ClusterAnalysisTemplate{}, func(c appclientset.Interface, resync time.Duration) cache.SharedIndexInformer {
 		return appv1informers.NewClusterAnalysisTemplateInformer(c, resync, cache.Indexers{})
 	})
 	return namespaced, cluster
+}
+
+// mayNotListClusterTemplates tries a list of one ClusterAnalysisTemplate, and returns
+// why the controller may not read them ("" when it may, or when the API
+// server answers another error: the informer then retries as it would anyway). A read,
+// not a SelfSubjectAccessReview: the controller writes nothing at its start.
+func (cc *ControllerContext) mayNotListClusterTemplates(ctx context.Context) string {
+	const resource = "clusteranalysistemplates"
+	_, err := cc.AppClient.AppcontrollerV1().ClusterAnalysisTemplates().List(ctx, metav1.ListOptions{Limit: 1})
+	switch {
+	case apierrors.IsForbidden(err):
+		return fmt.Sprintf("listing %s.%s: %v", resource, appv1.GroupVersion.Group, err)
+	case err != nil:
+		klog.FromContext(ctx).Info("Could not try a list of "+resource+"; watching them", "err", err)
+	}
+	return ""
 }
 
 // discoverHTTPRoutes tells whether the API server serves gateway.networking.k8s.io/v1

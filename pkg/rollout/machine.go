@@ -37,7 +37,10 @@ type Observation struct {
 	// or the App is new: then Desired).
 	Desired, Initial appv1.RolloutVersion
 	// StableSettled: the stable Deployment's pods are all of one template, whose
-	// pod-template-hash is StableHash; false while it rolls, or when it does not exist.
+	// pod-template-hash is StableHash; false while it rolls, when it does not exist, or
+	// while the deployment controller has not observed its last spec change (a scale
+	// too). Without a canary, a new version goes to an unsettled stable Deployment
+	// directly; during a canary the recorded stable pods stay the stable side.
 	StableSettled bool
 	StableHash    string
 	// StepDone: the children are where the current step (or promotion stage) wants them
@@ -268,14 +271,21 @@ func (m *machine) follow() {
 	case slices.Contains(r.RecentStable, want.PodTemplateHash):
 		m.direct(want, "a change back to a pod template that was stable recently (rollbackWindow)")
 		return
-	case !o.StableSettled:
+	case !o.StableSettled && r.Canary == nil:
 		m.direct(want, "the stable Deployment is rolling (its pods run two templates): there is no one stable version to keep")
 		return
 	}
+	// While a canary runs (or stands aborted), the stable Deployment keeps the template
+	// it had when the rollout started, whose pods' hash the state recorded: the rollout
+	// only scales it, and a scale the deployment controller has not observed yet
+	// (StableSettled false) does not make it roll. A newer change then restarts the
+	// steps from the recorded stable pods; it must never reach them directly.
 	// A new rollout, or the steps again toward the newest.
 	restarted := r.Canary != nil
 	r.Canary = &want
-	r.Stable.ReplicaSetHash = o.StableHash
+	if o.StableSettled {
+		r.Stable.ReplicaSetHash = o.StableHash
+	}
 	r.AbortReason, r.AbortMessage, r.PausedByRequest = "", "", false
 	msg := fmt.Sprintf("Rollout to revision %s (pod template %s) started: %d steps from revision %s", want.Revision, want.PodTemplateHash, m.steps(), r.Stable.Revision)
 	if m.bg != nil {

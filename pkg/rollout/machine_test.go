@@ -56,6 +56,8 @@ func TestNext(t *testing.T) {
 		{name: "a pause until promoted waits, whatever the time", cur: at(appv1.RolloutPaused, 1), o: &Observation{Desired: v2, StableSettled: true, StepDone: true}, same: true},
 		{name: "a newer template restarts the steps", cur: at(appv1.RolloutPaused, 1), o: &Observation{Desired: v3, StableSettled: true, StableHash: "rs1"},
 			want: "Progressing 0 h1 h3", wantReasons: []string{appv1.EventReasonRolloutStarted}},
+		{name: "a newer template while the stable Deployment's scale is not observed yet restarts the steps", cur: at(appv1.RolloutPaused, 1),
+			o: &Observation{Desired: v3}, want: "Progressing 0 h1 h3", wantReasons: []string{appv1.EventReasonRolloutStarted}},
 		{name: "back to the stable template: the rollout ends at once", cur: at(appv1.RolloutPaused, 1), o: &Observation{Desired: v1, StableSettled: true},
 			want: "Healthy 0 h1 -", wantReasons: []string{appv1.EventReasonRolloutRolledBack}},
 		{name: "a failing canary pod aborts", cur: at(appv1.RolloutProgressing, 0),
@@ -234,5 +236,26 @@ func TestChecks(t *testing.T) {
 				t.Errorf("message %q, want it to say %q", next.Message, tt.message)
 			}
 		})
+	}
+}
+
+// TestNextNewerChangeWhileStableScales: a newer change during a canary, or after its
+// abort, while the deployment controller has not observed the stable Deployment's
+// scale yet, restarts the steps with the stable pods recorded at the rollout's start: it
+// never goes to the stable Deployment directly.
+func TestNextNewerChangeWhileStableScales(t *testing.T) {
+	v2 := appv1.RolloutVersion{Revision: "web-2", PodTemplateHash: "h2"}
+	v3 := appv1.RolloutVersion{Revision: "web-3", PodTemplateHash: "h3"}
+	for _, phase := range []appv1.RolloutPhase{appv1.RolloutPaused, appv1.RolloutAborted} {
+		cur := &appv1.RolloutStatus{Phase: phase, CurrentStepIndex: 1, CanaryWeight: 25,
+			Stable: &appv1.RolloutVersion{Revision: "web-1", PodTemplateHash: "h1", ReplicaSetHash: "rs1"}, Canary: &v2}
+		next, notes := Next(appfixture.CanaryStrategy(), cur, &Observation{Now: testNow, Desired: v3})
+		if next.Canary == nil || next.Canary.PodTemplateHash != "h3" || next.Stable.PodTemplateHash != "h1" || next.Stable.ReplicaSetHash != "rs1" ||
+			next.Phase != appv1.RolloutProgressing || next.CurrentStepIndex != 0 {
+			t.Errorf("%s: next %+v (stable %+v, canary %+v); want the steps again toward h3 from the stable h1 of rs1", phase, next, next.Stable, next.Canary)
+		}
+		if len(notes) != 1 || notes[0].Reason != appv1.EventReasonRolloutStarted {
+			t.Errorf("%s: notes %+v; want one %s", phase, notes, appv1.EventReasonRolloutStarted)
+		}
 	}
 }

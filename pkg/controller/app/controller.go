@@ -121,7 +121,9 @@ type Informers struct {
 	// AnalysisTemplates and ClusterAnalysisTemplates watch the templates of the
 	// rollouts' checks (templateRef), every one of the watched namespaces (not only the
 	// Apps' shard: an App's check refers to any). Nil (the cluster serves no such CRD):
-	// none is known, and a check that refers to one waits (AnalysisTemplateNotFound).
+	// none is known, and a check that refers to one waits (AnalysisTemplateNotFound);
+	// ClusterAnalysisTemplates alone nil (the controller may not watch them): a check
+	// that refers to one waits, saying so.
 	AnalysisTemplates, ClusterAnalysisTemplates cache.SharedIndexInformer
 }
 
@@ -361,12 +363,14 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		}
 		c.synced = append(c.synced, eventInformer.HasSynced)
 	}
-	if inf.AnalysisTemplates != nil && inf.ClusterAnalysisTemplates != nil {
-		c.templates = templates{
-			namespaced: applisters.NewAnalysisTemplateLister(inf.AnalysisTemplates.GetIndexer()),
-			cluster:    applisters.NewClusterAnalysisTemplateLister(inf.ClusterAnalysisTemplates.GetIndexer()),
+	if inf.AnalysisTemplates != nil {
+		t := templates{namespaced: applisters.NewAnalysisTemplateLister(inf.AnalysisTemplates.GetIndexer())}
+		c.synced = append(c.synced, inf.AnalysisTemplates.HasSynced)
+		if inf.ClusterAnalysisTemplates != nil {
+			t.cluster = applisters.NewClusterAnalysisTemplateLister(inf.ClusterAnalysisTemplates.GetIndexer())
+			c.synced = append(c.synced, inf.ClusterAnalysisTemplates.HasSynced)
 		}
-		c.synced = append(c.synced, inf.AnalysisTemplates.HasSynced, inf.ClusterAnalysisTemplates.HasSynced)
+		c.templates = t
 	}
 	c.loop = controller.NewLoop(controller.LoopConfig{
 		Name:      ControllerName,
@@ -408,9 +412,10 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, appClie
 		handlers = append(handlers, watched{eventInformer, "probe Event", c.probeEventHandler(logger)})
 	}
 	if c.templates != nil {
-		handlers = append(handlers,
-			watched{inf.AnalysisTemplates, "AnalysisTemplate", c.templateHandler(logger, appv1.AnalysisTemplateKindNamespaced)},
-			watched{inf.ClusterAnalysisTemplates, "ClusterAnalysisTemplate", c.templateHandler(logger, appv1.AnalysisTemplateKindCluster)})
+		handlers = append(handlers, watched{inf.AnalysisTemplates, "AnalysisTemplate", c.templateHandler(logger, appv1.AnalysisTemplateKindNamespaced)})
+		if inf.ClusterAnalysisTemplates != nil {
+			handlers = append(handlers, watched{inf.ClusterAnalysisTemplates, "ClusterAnalysisTemplate", c.templateHandler(logger, appv1.AnalysisTemplateKindCluster)})
+		}
 	}
 	for _, h := range handlers {
 		if err := c.watch(h.informer, h.what, h.handler); err != nil {

@@ -559,3 +559,33 @@ func TestRolloutControllerRestart(t *testing.T) {
 		t.Errorf("canary at %d, want 4", restarted.deploymentReplicas("web-deploy-canary"))
 	}
 }
+
+// TestRolloutChangeWhileStableScales: a newer image while the deployment controller has
+// not yet observed the stable Deployment's scale to the canary's share (its
+// observedGeneration behind) restarts the steps with the canary; the stable Deployment
+// keeps its template (a CI run saw such a change go to the stable pods at once).
+func TestRolloutChangeWhileStableScales(t *testing.T) {
+	w := canaryWorld(t, false)
+	w.step("the strategy added", []string{"create controllerrevisions web-<rev>", "patch apps/status web"}, "Healthy 0")
+	w.edit(true, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	w.step("a new image", []string{"create controllerrevisions web-<rev>", "patch apps/status web", "patch deployments web-deploy-canary"}, "Progressing 0")
+	w.deploymentSettles("web-deploy-canary", "cccc")
+	w.step("the canary up, the stable scaled", []string{"patch deployments web-deploy"}, "Progressing 0")
+	// The API server's new generation for the scale (the fake client keeps it), which
+	// the deployment controller has not observed.
+	d := w.trackedDeployment("web-deploy")
+	d.Generation++
+	w.deploymentStatus(d, d.Status)
+	w.f.catchUp()
+	w.edit(true, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:3" })
+	w.step("a newer image before the stable's scale is observed", []string{"create controllerrevisions web-<rev>", "patch apps/status web", "patch deployments web-deploy-canary"}, "Progressing 0")
+	if got, want := w.image("web-deploy"), "nginx"; got != want {
+		t.Errorf("the stable Deployment's image %q, want %q kept", got, want)
+	}
+	if got, want := w.image("web-deploy-canary"), "nginx:3"; got != want {
+		t.Errorf("the canary Deployment's image %q, want %q", got, want)
+	}
+	if r := w.app().Status.Rollout; r.Stable.ReplicaSetHash != "aaaa" {
+		t.Errorf("the stable pods' hash %q, want aaaa recorded at the rollout's start", r.Stable.ReplicaSetHash)
+	}
+}

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -131,6 +132,11 @@ type templates struct {
 
 var _ analysis.Templates = templates{}
 
+// errNoClusterTemplates is why a ClusterAnalysisTemplate cannot be read when the
+// controller does not watch them.
+var errNoClusterTemplates = errors.New("the controller does not watch ClusterAnalysisTemplates: at its start it could not list and watch them " +
+	"(grant list and watch on clusteranalysistemplates.appcontroller.k8s.io in a ClusterRole, as the chart does, then restart it)")
+
 // Template returns the spec of the template of kind and name, nil when the cache has
 // none.
 func (t templates) Template(kind appv1.AnalysisTemplateKind, namespace, name string) (*appv1.AnalysisTemplateSpec, error) {
@@ -138,6 +144,9 @@ func (t templates) Template(kind appv1.AnalysisTemplateKind, namespace, name str
 	var err error
 	switch kind {
 	case appv1.AnalysisTemplateKindCluster:
+		if t.cluster == nil {
+			return nil, errNoClusterTemplates
+		}
 		var tmpl *appv1.ClusterAnalysisTemplate
 		if tmpl, err = t.cluster.Get(name); err == nil {
 			spec = &tmpl.Spec

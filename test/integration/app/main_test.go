@@ -6,8 +6,6 @@ package app
 import (
 	"context"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -35,10 +33,6 @@ import (
 func TestMain(m *testing.M) {
 	framework.MainWithOptions(m, func(o *localcluster.Options) {
 		o.GatewayAPI = true
-		// TestAnalysisScale's N Apps run two pods each (stable and canary).
-		if n, err := strconv.Atoi(os.Getenv(scaleAppsEnv)); err == nil && n > 0 {
-			o.PodCapacity = 2*n + 200
-		}
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,12 +69,19 @@ func (c clients) waitRollout(t *testing.T, ns, name string, phase appv1.RolloutP
 	}
 }
 
-// quiet checks that the controller writes nothing to ns for d, resyncs included.
+// quiet checks that the controller writes nothing to ns for d, resyncs included. A
+// PATCH of an Event is left out: the recorder's broadcaster sends from its own goroutine
+// and folds a repeat into the first Event's count, so on a loaded machine it may post
+// one recorded before d began (make test at 2d567d2: the abort's folded Event patched
+// inside the window). Created Events are counted: a new one means a new sync's finding.
 func quiet(t *testing.T, m *manager, ns, what string, d time.Duration) {
 	t.Helper()
 	before := len(m.writesIn(ns))
 	time.Sleep(d)
-	if w := m.writesIn(ns)[before:]; len(w) != 0 {
+	w := slices.DeleteFunc(slices.Clone(m.writesIn(ns)[before:]), func(w string) bool {
+		return strings.HasPrefix(w, "PATCH ") && strings.Contains(w, "/events/")
+	})
+	if len(w) != 0 {
 		t.Errorf("%s: %d writes, want 0: %q", what, len(w), w)
 	}
 }
