@@ -125,12 +125,16 @@ func shape(app *appv1.App, kind string) {
 func (r *appRecord) isCanary() bool { return r.kind == kindGate || r.kind == kindTimed }
 
 // rolloutOf is r's status.rollout as last delivered (nil if none), and whether that
-// status is of r's latest generation.
+// status is of r's latest generation: the App delivered is of the generation the driver
+// wrote last (or a later one), and its status observed it. (Right after the driver's
+// write the informer still holds the App before it, whose status is of its own
+// generation: an abort there is the rollout before, not this one.)
 func rolloutOf(r *appRecord) (*appv1.RolloutStatus, bool) {
 	if r.latest == nil {
 		return nil, false
 	}
-	return r.latest.Status.Rollout, r.latest.Status.ObservedGeneration == r.latest.Generation
+	written := len(r.gens) == 0 || r.latest.Generation >= r.lastGen().generation
+	return r.latest.Status.Rollout, written && r.latest.Status.ObservedGeneration == r.latest.Generation
 }
 
 // nextImage gives a the next good image and its env var's next value: a pod template
