@@ -5,6 +5,7 @@ package soak_test
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,6 +34,9 @@ func TestSoakSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
+	if keep := os.Getenv("APP_CONTROLLER_SOAK_KEEP"); keep != "" {
+		dir = keep // the run's logs and audit log kept for a look after a failure
+	}
 	report, err := soak.Run(t.Context(), soak.Config{
 		Duration:      2 * time.Minute,
 		Node:          localcluster.NodeKwok,
