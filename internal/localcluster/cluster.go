@@ -60,6 +60,12 @@ type Options struct {
 	// (nothing else is recorded). Give each client to attribute its own user with
 	// Cluster.UserConfig.
 	AuditUsers []string
+	// AuditBodies, if set, logs the writes of these resources with their bodies (the
+	// soak reads each status.rollout the controller wrote, and each Deployment's
+	// template and replicas): at level Request or RequestResponse, for AuditUsers only
+	// when that is set. Every other write stays at Metadata: a body is a few KB, so
+	// list only what a test reads.
+	AuditBodies []AuditBody
 	// NoAutoscalerController runs kube-controller-manager without its
 	// HorizontalPodAutoscaler controller: a benchmark of Apps with spec.autoscaling on a
 	// cluster without a metrics API measures the App controller's writes, not the

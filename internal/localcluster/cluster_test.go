@@ -237,30 +237,43 @@ func TestAuditPolicy(t *testing.T) {
 		Verbs     []string `json:"verbs"`
 		Users     []string `json:"users"`
 		Resources []struct {
-			Group string `json:"group"`
+			Group     string   `json:"group"`
+			Resources []string `json:"resources"`
 		} `json:"resources"`
 	}
 	writes := []string{"create", "update", "patch", "delete", "deletecollection"}
 	for _, tc := range []struct {
-		name  string
-		users []string
-		check func(rules []rule) bool
+		name   string
+		users  []string
+		bodies []AuditBody
+		check  func(rules []rule) bool
 	}{
-		{"every user", nil, func(r []rule) bool {
+		{"every user", nil, nil, func(r []rule) bool {
 			return len(r) == 3 && r[0].Level == "Metadata" && slices.Equal(r[0].Verbs, writes) && len(r[0].Users) == 0 &&
 				r[1].Level == "Metadata" && slices.Equal(r[1].Verbs, []string{"list", "watch"}) &&
 				len(r[1].Resources) == 1 && r[1].Resources[0].Group == "appcontroller.k8s.io" &&
 				r[2].Level == "None"
 		}},
-		{"some users", []string{"bench:app-controller", "bench:floor"}, func(r []rule) bool {
+		{"some users", []string{"bench:app-controller", "bench:floor"}, nil, func(r []rule) bool {
 			return len(r) == 2 && r[0].Level == "Metadata" && slices.Equal(r[0].Verbs, writes) &&
 				slices.Equal(r[0].Users, []string{"bench:app-controller", "bench:floor"}) &&
 				r[1].Level == "None" && len(r[1].Users) == 0
 		}},
+		// The soak's: the Apps' status as written, the Deployments' requests, before the
+		// rule of every write (rules match in order).
+		{"bodies", []string{"soak:a"}, []AuditBody{
+			{Group: "appcontroller.k8s.io", Resources: []string{"apps/status"}, Level: AuditLevelRequestResponse},
+			{Group: "apps", Resources: []string{"deployments"}, Level: AuditLevelRequest},
+		}, func(r []rule) bool {
+			return len(r) == 4 && r[0].Level == "RequestResponse" && slices.Equal(r[0].Verbs, writes) && slices.Equal(r[0].Users, []string{"soak:a"}) &&
+				len(r[0].Resources) == 1 && r[0].Resources[0].Group == "appcontroller.k8s.io" && slices.Equal(r[0].Resources[0].Resources, []string{"apps/status"}) &&
+				r[1].Level == "Request" && len(r[1].Resources) == 1 && r[1].Resources[0].Group == "apps" && slices.Equal(r[1].Resources[0].Resources, []string{"deployments"}) &&
+				r[2].Level == "Metadata" && len(r[2].Resources) == 0 && slices.Equal(r[2].Users, []string{"soak:a"}) && r[3].Level == "None"
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			c := &Cluster{StateDir: dir, AuditLogPath: filepath.Join(dir, "logs", auditLogFile), opts: Options{AuditUsers: tc.users}}
+			c := &Cluster{StateDir: dir, AuditLogPath: filepath.Join(dir, "logs", auditLogFile), opts: Options{AuditUsers: tc.users, AuditBodies: tc.bodies}}
 			args, err := c.auditArgs()
 			if err != nil {
 				t.Fatal(err)

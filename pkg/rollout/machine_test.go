@@ -93,11 +93,18 @@ func TestNext(t *testing.T) {
 			want: "Aborted 1 h1 h2", wantReasons: []string{appv1.ReasonRolloutAborted}},
 		{name: "pause", cur: at(appv1.RolloutProgressing, 0), o: req(appv1.RolloutActionPause, "h2", 0),
 			want: "Paused 0 h1 h2", wantReasons: []string{appv1.EventReasonRolloutPaused}},
-		{name: "resume ends a pause by request", cur: func() *appv1.RolloutStatus {
+		// The soak found resume leaving pausedByRequest set: the rollout stayed Paused, and
+		// every resume was accepted again.
+		{name: "resume: a setWeight step goes on", cur: func() *appv1.RolloutStatus {
 			r := at(appv1.RolloutPaused, 0)
 			r.PausedByRequest = true
 			return r
 		}(), o: req(appv1.RolloutActionResume, "h2", 0), want: "Progressing 0 h1 h2", wantReasons: []string{appv1.EventReasonRolloutResumed}},
+		{name: "resume at a pause step: it waits for promote again, not for resume", cur: func() *appv1.RolloutStatus {
+			r := at(appv1.RolloutPaused, 1)
+			r.PausedByRequest = true
+			return r
+		}(), o: req(appv1.RolloutActionResume, "h2", 1), want: "Paused 1 h1 h2", wantReasons: []string{appv1.EventReasonRolloutResumed}},
 		{name: "promote retries an aborted rollout", cur: at(appv1.RolloutAborted, 1), o: req(appv1.RolloutActionPromote, "h2", 1),
 			want: "Progressing 0 h1 h2", wantReasons: []string{appv1.EventReasonRolloutStarted}},
 		{name: "a request handled once", cur: func() *appv1.RolloutStatus {
@@ -141,6 +148,9 @@ func TestNext(t *testing.T) {
 			}
 			if got := fmt.Sprintf("%s %d %s %s", next.Phase, next.CurrentStepIndex, next.Stable.PodTemplateHash, canary); got != tt.want {
 				t.Errorf("next = %s, want %s (message %q)", got, tt.want, next.Message)
+			}
+			if tt.o.Request != nil && tt.o.Request.Action == appv1.RolloutActionResume && next.PausedByRequest {
+				t.Errorf("still paused by request after a resume: %+v", next)
 			}
 			var reasons []string
 			for _, n := range notes {

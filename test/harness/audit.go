@@ -35,8 +35,12 @@ type AuditEvent struct {
 		Code    int    `json:"code"`
 		Message string `json:"message"`
 	} `json:"responseStatus"`
-	RequestReceived time.Time `json:"requestReceivedTimestamp"`
-	StageTimestamp  time.Time `json:"stageTimestamp"`
+	// RequestObject and ResponseObject are the bodies, logged at level Request and
+	// RequestResponse only (localcluster.Options.AuditBodies).
+	RequestObject   json.RawMessage `json:"requestObject,omitempty"`
+	ResponseObject  json.RawMessage `json:"responseObject,omitempty"`
+	RequestReceived time.Time       `json:"requestReceivedTimestamp"`
+	StageTimestamp  time.Time       `json:"stageTimestamp"`
 }
 
 // ParseAuditEvent parses one line of the audit log.

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/app-controller/app-controller/internal/plugin"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
@@ -51,6 +52,14 @@ type StateCheck struct {
 	DecoysWritten []string `json:"decoys_written"`
 	// NotConverged: live Apps not reporting what the driver expects at the end.
 	NotConverged []string `json:"not_converged"`
+	// NotAtRest: a canary App at rest at the end (its rollout promoted, rolled back or
+	// aborted, and its canary's scale-down delay over) whose children are not those of
+	// an App without a strategy: a canary Deployment or split Service left (an aborted
+	// rollout keeps its canary Deployment, at 0 replicas: that alone is allowed), a
+	// stable Deployment not at the App's replicas.
+	NotAtRest []string `json:"not_at_rest"`
+	// Canaries is the number of canary Apps checked at rest.
+	Canaries int `json:"canaries"`
 }
 
 // checkState lists the objects of the soak's namespaces and compares them with w.
@@ -74,6 +83,7 @@ func checkState(ctx context.Context, w *world, kube kubernetes.Interface, apps a
 	w.mu.Unlock()
 
 	controlled := map[types.UID]map[string][]string{} // App UID -> kind -> names
+	replicas := map[string]int32{}                    // namespace/name of each Deployment -> spec.replicas
 	for _, ns := range namespaces {
 		if err := s.checkApps(ctx, apps, ns, records); err != nil {
 			return nil, err
@@ -84,22 +94,29 @@ func checkState(ctx context.Context, w *world, kube kubernetes.Interface, apps a
 		}
 		s.checkOwners(ns, objects, live, controlled)
 		s.checkConfigRolled(w, deployments, live)
+		for _, d := range deployments {
+			replicas[key(d.Namespace, d.Name)] = ptr.Deref(d.Spec.Replicas, 1)
+		}
 	}
 
 	pc := plugin.Clients{Apps: apps, Kube: kube}
 	for uid, r := range live {
 		w.mu.Lock()
 		spec := r.latest.Spec.DeepCopy()
+		rollout := r.latest.Status.Rollout.DeepCopy()
 		conflict := r.conflict
 		expected := slices.Clone(r.expectedRevisions(w.historyLimit))
 		w.mu.Unlock()
+		if spec.Rollout != nil {
+			s.checkAtRest(r, spec, rollout, controlled[uid], replicas)
+		}
 		s.checkChildren(r, spec, conflict, controlled[uid])
 		if err := s.checkRevisions(ctx, pc, r, expected); err != nil {
 			return nil, err
 		}
 	}
 	for _, l := range [][]string{s.AppsLost, s.AppsUnexpected, s.ChildrenMissing, s.ChildrenDuplicated, s.Orphans, s.RevisionsMissing,
-		s.RevisionsUnexpected, s.RevisionsDuplicated, s.RevisionsOverLimit, s.ConfigNotRolled, s.DecoysWritten, s.NotConverged} {
+		s.RevisionsUnexpected, s.RevisionsDuplicated, s.RevisionsOverLimit, s.ConfigNotRolled, s.DecoysWritten, s.NotConverged, s.NotAtRest} {
 		sort.Strings(l)
 	}
 	return s, nil
@@ -143,14 +160,14 @@ func listChildren(ctx context.Context, kube kubernetes.Interface, ns string) ([]
 		return nil, nil, fmt.Errorf("listing the Deployments of %s: %w", ns, err)
 	}
 	for i := range deployments.Items {
-		objects = append(objects, childObject{"Deployment", &deployments.Items[i]})
+		objects = append(objects, childObject{kindDeployment, &deployments.Items[i]})
 	}
 	services, err := kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing the Services of %s: %w", ns, err)
 	}
 	for i := range services.Items {
-		objects = append(objects, childObject{"Service", &services.Items[i]})
+		objects = append(objects, childObject{kindService, &services.Items[i]})
 	}
 	ingresses, err := kube.NetworkingV1().Ingresses(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -158,6 +175,13 @@ func listChildren(ctx context.Context, kube kubernetes.Interface, ns string) ([]
 	}
 	for i := range ingresses.Items {
 		objects = append(objects, childObject{"Ingress", &ingresses.Items[i]})
+	}
+	hpas, err := kube.AutoscalingV2().HorizontalPodAutoscalers(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing the HorizontalPodAutoscalers of %s: %w", ns, err)
+	}
+	for i := range hpas.Items {
+		objects = append(objects, childObject{"HorizontalPodAutoscaler", &hpas.Items[i]})
 	}
 	revisions, err := kube.AppsV1().ControllerRevisions(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -208,7 +232,7 @@ func (s *StateCheck) checkConfigRolled(w *world, deployments []appsv1.Deployment
 		}
 		r := live[ref.UID]
 		w.mu.Lock()
-		ready := r.latest != nil && r.lastGen().expect == ""
+		ready := r.latest != nil && (r.lastGen().expect == "" || r.lastGen().expect == expectReadyOrInactive)
 		w.mu.Unlock()
 		if ready && d.Annotations[appv1.ConfigHashAnnotation] != d.Spec.Template.Annotations[appv1.ConfigHashAnnotation] {
 			s.ConfigNotRolled = append(s.ConfigNotRolled, fmt.Sprintf("%s: Deployment %s saw %q, its pods were rolled for %q", r.key(), d.Name,
@@ -217,20 +241,60 @@ func (s *StateCheck) checkConfigRolled(w *world, deployments []appsv1.Deployment
 	}
 }
 
+// checkAtRest checks the children of canary App r at the end (controlled: kind ->
+// names, which it leaves with those of an App without a strategy; replicas: each
+// Deployment's): at rest, a canary's children are an App's without a strategy, but for
+// an aborted rollout's canary Deployment at 0 replicas.
+func (s *StateCheck) checkAtRest(r *appRecord, spec *appv1.AppSpec, rollout *appv1.RolloutStatus, controlled map[string][]string, replicas map[string]int32) {
+	s.Canaries++
+	if spec.DeploymentTemplate == nil || rollout == nil {
+		s.NotAtRest = append(s.NotAtRest, fmt.Sprintf("%s: no status.rollout", r.key()))
+		return
+	}
+	phase := rollout.Phase
+	if phase != appv1.RolloutHealthy && phase != appv1.RolloutAborted {
+		s.NotAtRest = append(s.NotAtRest, fmt.Sprintf("%s: rollout %s at the end", r.key(), describeRollout(rollout)))
+		return
+	}
+	stable := spec.DeploymentTemplate.Name
+	canary := stable + appv1.CanarySuffix
+	for _, kind := range []string{kindDeployment, kindService} {
+		var kept []string
+		for _, name := range controlled[kind] {
+			switch {
+			case kind == kindDeployment && name == canary && phase == appv1.RolloutAborted && replicas[key(r.namespace, name)] == 0:
+			case kind == kindDeployment && name == canary, kind == kindService && spec.ServiceTemplate != nil &&
+				(name == spec.ServiceTemplate.Name+appv1.CanarySuffix || name == spec.ServiceTemplate.Name+appv1.StableSuffix):
+				s.NotAtRest = append(s.NotAtRest, fmt.Sprintf("%s: %s %s left, rollout %s", r.key(), kind, name, describeRollout(rollout)))
+			default:
+				kept = append(kept, name)
+			}
+		}
+		controlled[kind] = kept
+	}
+	if want := ptr.Deref(spec.DeploymentTemplate.Replicas, 1); spec.Autoscaling == nil && replicas[key(r.namespace, stable)] != want {
+		s.NotAtRest = append(s.NotAtRest, fmt.Sprintf("%s: stable Deployment %s at %d replicas, want %d; rollout %s", r.key(), stable,
+			replicas[key(r.namespace, stable)], want, describeRollout(rollout)))
+	}
+}
+
 // checkChildren compares the children App r controls (kind -> names) with those its
 // spec asks for.
 func (s *StateCheck) checkChildren(r *appRecord, spec *appv1.AppSpec, conflict bool, controlled map[string][]string) {
 	want := map[string]string{}
 	if spec.DeploymentTemplate != nil && !conflict {
-		want["Deployment"] = spec.DeploymentTemplate.Name
+		want[kindDeployment] = spec.DeploymentTemplate.Name
 	}
 	if spec.ServiceTemplate != nil {
-		want["Service"] = spec.ServiceTemplate.Name
+		want[kindService] = spec.ServiceTemplate.Name
 	}
 	if spec.Route != nil && len(spec.Route.ParentRefs) == 0 {
 		want["Ingress"] = r.name
 	}
-	for _, kind := range []string{"Deployment", "Service", "Ingress"} {
+	if spec.Autoscaling != nil && spec.DeploymentTemplate != nil && !conflict {
+		want["HorizontalPodAutoscaler"] = spec.DeploymentTemplate.Name
+	}
+	for _, kind := range []string{kindDeployment, kindService, "Ingress", "HorizontalPodAutoscaler"} {
 		names := controlled[kind]
 		switch {
 		case want[kind] == "" && len(names) > 0:
@@ -296,7 +360,9 @@ func describeState(r *appRecord) string {
 		state = fmt.Sprintf("Ready=%s/%s at generation %d (status of generation %d)", st.ready, st.reason, st.generation, r.latest.Status.ObservedGeneration)
 	}
 	want := "Ready=True"
-	if g.expect != "" {
+	if g.expect == expectReadyOrInactive {
+		want = "Ready=True or Ready=False/" + appv1.ReasonAutoscalerInactive
+	} else if g.expect != "" {
 		want = "Ready=False/" + g.expect
 	}
 	return fmt.Sprintf("says %s; want %s at generation %d", state, want, g.generation)

@@ -83,11 +83,14 @@ const (
 	realNodeAppsDefault = 90
 )
 
-// DefaultFaults returns the faults injected on a node of kind node, in this order.
+// DefaultFaults returns the faults injected on a node of kind node, in this order: a
+// leader killed in a phase of a rollout between two of the others.
 func DefaultFaults(node string) []string {
-	faults := []string{FaultLeaderA, FaultAPIServer, FaultEtcd, FaultWatchCut, FaultLeaderB}
+	faults := []string{FaultLeaderA, FaultRolloutKillPause, FaultAPIServer, FaultRolloutKillStep, FaultEtcd, FaultRolloutKillPromoting,
+		FaultWatchCut, FaultRolloutKillAborting, FaultLeaderB}
 	if node == localcluster.NodeReal {
-		faults = []string{FaultLeaderA, FaultAPIServer, FaultKubelet, FaultEtcd, FaultContainerd, FaultWatchCut, FaultNodePressure, FaultLeaderB}
+		faults = []string{FaultLeaderA, FaultRolloutKillPause, FaultAPIServer, FaultKubelet, FaultRolloutKillStep, FaultEtcd, FaultContainerd,
+			FaultRolloutKillPromoting, FaultWatchCut, FaultNodePressure, FaultRolloutKillAborting, FaultLeaderB}
 	}
 	return faults
 }

@@ -15,18 +15,26 @@
 //     referenced ConfigMaps changed, routes added, moved and removed, Apps moved between
 //     the shards, rollbacks (`kubectl app rollback`), pods that fail and recover (an
 //     image that does not exist, then fixed; on a real node a container that exits), the
-//     same mix every minute;
+//     same mix every minute; canaries (canary.go) given healthy versions walked and
+//     promoted through the plugin's promote, pause and resume, versions that crash and
+//     abort, aborts, fast rollbacks, ConfigMap changes during a rollout; autoscaled Apps
+//     whose autoscaling is turned off and on;
 //   - faults at intervals (faults.go): the leader killed, the API server restarted, etcd
-//     paused, every connection to the API server cut, and on a real node the kubelet and
-//     containerd restarted;
+//     paused, every connection to the API server cut, the leader killed while a canary
+//     is at a step, at a pause, promoting or aborting (rolloutkill.go), and on a real
+//     node the kubelet and containerd restarted;
 //   - the controller's /metrics read every 10 s (sampler.go): resident memory, heap,
 //     goroutines, informer caches, the App queue;
 //   - the invariants (check.go, writes.go, slope.go): every App converges within a bound
 //     after each change and each fault; no App, child or revision lost or duplicated;
 //     no write to an object no App controls (the API server's audit log); writes per
-//     change as the exact-write tests pin them and not growing; no upward trend of
-//     memory, goroutines, caches or queue over the last two thirds of the run; no panic
-//     and no restart of the controller but the injected ones.
+//     change as the exact-write tests pin them and not growing; every status.rollout
+//     written checked for a step jumped and a weight lowered, an abort that rewrote the
+//     stable pods' template, the controller writing a count an autoscaler took
+//     (rollouts.go, from the audit log's bodies); canaries at rest with the children of
+//     an App without a strategy; no upward trend of memory, goroutines, caches or queue
+//     over the last two thirds of the run; no panic and no restart of the controller but
+//     the injected ones.
 //
 // The result is a JSON report (report.go) that hack/tools/soakplot draws.
 package soak

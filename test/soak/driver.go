@@ -152,7 +152,9 @@ func (d *driver) setup(ctx context.Context) error {
 	}
 	// A fifth of the first Apps have a route, so that routes can move and go; the churn
 	// then adds and removes them at the same pace, and creates and deletes Apps without.
-	return harness.Parallel(ctx, d.cfg.Apps, 5, func(ctx context.Context, i int) error { return d.createApp(ctx, i%5 == 0) })
+	// A tenth of them are canaries walked by hand, a tenth timed canaries, a tenth
+	// autoscaled (appKind).
+	return harness.Parallel(ctx, d.cfg.Apps, 5, func(ctx context.Context, i int) error { return d.createApp(ctx, i%5 == 0, appKind(i)) })
 }
 
 // fillHistories changes the env of every App once, so that each holds as many
@@ -167,7 +169,13 @@ func (d *driver) fillHistories(ctx context.Context) error {
 		if r.conflict {
 			return nil
 		}
-		return d.update(ctx, r, opEnv, func(_ *appRecord, a *appv1.App) { setEnv(a, 1) })
+		if err := d.update(ctx, r, opEnv, func(_ *appRecord, a *appv1.App) { setEnv(a, 1) }); err != nil {
+			return err
+		}
+		if r.kind == kindGate {
+			return d.walk(ctx, r, false, "") // a canary's rollout, promoted at its pauses
+		}
+		return nil
 	})
 }
 
@@ -272,6 +280,20 @@ func (d *driver) do(op string) {
 		err = d.opShardMove(ctx)
 	case opRollback:
 		err = d.opRollback(ctx)
+	case opCanary:
+		err = d.opCanary(ctx)
+	case opCanaryCrash:
+		err = d.opCanaryCrash(ctx)
+	case opCanaryAbort:
+		err = d.opCanaryAbort(ctx)
+	case opCanaryFix:
+		err = d.opCanaryFix(ctx)
+	case opCanaryRollback:
+		err = d.opCanaryRollback(ctx)
+	case opCanaryConfig:
+		err = d.opCanaryConfig(ctx)
+	case opAutoscale:
+		err = d.opAutoscale(ctx)
 	default:
 		err = d.opSpec(ctx, op)
 	}
@@ -299,14 +321,18 @@ func (d *driver) count(op string, f func(*OpStats)) {
 	f(d.stats[op])
 }
 
-// pick marks as pending and returns a live App that converged since its last change,
-// takes part in the churn and satisfies ok, chosen at random; nil if none does.
-func (d *driver) pick(ok func(*appRecord) bool) *appRecord {
+// pick marks as pending and returns a live App without a strategy or autoscaling that
+// converged since its last change, takes part in the churn and satisfies ok, chosen at
+// random; nil if none does.
+func (d *driver) pick(ok func(*appRecord) bool) *appRecord { return d.pickKind([]string{""}, ok) }
+
+// pickKind is pick among the Apps of kinds.
+func (d *driver) pickKind(kinds []string, ok func(*appRecord) bool) *appRecord {
 	d.w.mu.Lock()
 	defer d.w.mu.Unlock()
 	var candidates []*appRecord
 	for _, r := range d.w.apps {
-		if r.deleted.IsZero() && !r.pending && !r.conflict && r.convergedNow() && (ok == nil || ok(r)) {
+		if r.deleted.IsZero() && !r.pending && !r.conflict && slices.Contains(kinds, r.kind) && r.convergedNow() && (ok == nil || ok(r)) {
 			candidates = append(candidates, r)
 		}
 	}
@@ -337,11 +363,17 @@ func (d *driver) release(r *appRecord) {
 }
 
 // expect is what an App with spec must report: the reason of a broken pod, "" for Ready.
+// A canary whose new pods cannot run aborts its rollout: RolloutAborted.
 func (d *driver) expect(spec *appv1.AppSpec) string {
 	t := spec.DeploymentTemplate
+	broken := t != nil && (t.Image == d.images.bad || d.images.crashArgs != nil && slices.Equal(t.Args, d.images.crashArgs))
 	switch {
 	case t == nil:
 		return ""
+	case broken && spec.Rollout != nil:
+		return appv1.ReasonRolloutAborted
+	case !broken && spec.Autoscaling != nil && d.images.kwok:
+		return expectReadyOrInactive
 	case t.Image == d.images.bad:
 		return appv1.ReasonImagePullFailed
 	case d.images.crashArgs != nil && slices.Equal(t.Args, d.images.crashArgs):
@@ -362,10 +394,12 @@ func hostOf(a *appv1.App) appv1.Hostname {
 
 // opCreate creates a new App: in the next namespace, in the shards in turn, referencing
 // a ConfigMap half of the time.
-func (d *driver) opCreate(ctx context.Context) error { return d.createApp(ctx, false) }
+func (d *driver) opCreate(ctx context.Context) error { return d.createApp(ctx, false, "") }
 
-// createApp creates an App as opCreate does, with a route if withRoute.
-func (d *driver) createApp(ctx context.Context, withRoute bool) error {
+// createApp creates an App as opCreate does, with a route if withRoute, of kind (a
+// canary's ConfigMap: a timed one always, a gate never, whose pause a ConfigMap change
+// would leave waiting for a promote; an autoscaled one none).
+func (d *driver) createApp(ctx context.Context, withRoute bool, kind string) error {
 	d.mu.Lock()
 	id := d.nextID
 	d.nextID++
@@ -375,7 +409,8 @@ func (d *driver) createApp(ctx context.Context, withRoute bool) error {
 	if withRoute {
 		app.Spec.Route = &appv1.Route{Hosts: []appv1.Hostname{hostOf(app)}}
 	}
-	if d.intn(2) == 0 {
+	shape(app, kind)
+	if kind == kindTimed || kind == "" && d.intn(2) == 0 {
 		cm := fmt.Sprintf("cfg-%d", d.intn(d.configMapsPerNamespace()))
 		app.Spec.DeploymentTemplate.EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}}
 	}
@@ -404,6 +439,14 @@ func (d *driver) turn(op string) int {
 // create creates app (retrying through faults) and records it.
 func (d *driver) create(ctx context.Context, app *appv1.App, conflict bool) error {
 	r := &appRecord{namespace: app.Namespace, name: app.Name, shard: app.Labels[shardLabel], created: time.Now(), conflict: conflict, pending: true}
+	switch {
+	case app.Spec.Rollout != nil && len(app.Spec.Rollout.Canary.Steps) == len(timedSteps()):
+		r.kind = kindTimed
+	case app.Spec.Rollout != nil:
+		r.kind = kindGate
+	case app.Spec.Autoscaling != nil:
+		r.kind = kindAutoscaled
+	}
 	d.w.mu.Lock()
 	d.w.apps[r.key()] = r
 	d.w.mu.Unlock()
@@ -556,7 +599,13 @@ func (d *driver) opConfigMap(ctx context.Context) error {
 	}
 	d.w.mu.Unlock()
 	slices.Sort(names)
-	name := names[d.intn(len(names))]
+	return d.changeConfigMap(ctx, names[d.intn(len(names))])
+}
+
+// changeConfigMap changes the ConfigMap name (namespace/name) and records the change on
+// every live App that references it: opConfigMap on an App without a strategy,
+// opConfigMapCanary on a canary (a rollout), opConfigMapAutoscaled on an autoscaled one.
+func (d *driver) changeConfigMap(ctx context.Context, name string) error {
 	var ns, cm string
 	for i := range name {
 		if name[i] == '/' {
@@ -587,7 +636,14 @@ func (d *driver) opConfigMap(ctx context.Context) error {
 	}
 	d.w.mu.Unlock()
 	for _, r := range referencing {
-		d.w.record(r, opConfigMap, now)
+		switch {
+		case r.isCanary():
+			d.w.record(r, opConfigMapCanary, now)
+		case r.kind == kindAutoscaled:
+			d.w.record(r, opConfigMapAutoscaled, now)
+		default:
+			d.w.record(r, opConfigMap, now)
+		}
 	}
 	return nil
 }

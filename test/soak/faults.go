@@ -43,6 +43,7 @@ type injector struct {
 	cluster *localcluster.Cluster
 	kube    kubernetes.Interface
 	fleet   fleet
+	world   *world
 	start   time.Time
 }
 
@@ -180,6 +181,8 @@ func (j *injector) inject(ctx context.Context, kind string) FaultRecord {
 		rec.Detail = "the real node's containerd stopped (SIGTERM) and started again; the containers run on"
 	case FaultNodePressure:
 		rec.Detail, err = j.nodePressure(ctx)
+	case FaultRolloutKillStep, FaultRolloutKillPause, FaultRolloutKillPromoting, FaultRolloutKillAborting:
+		err = j.rolloutKill(ctx, kind, &rec)
 	default:
 		err = fmt.Errorf("unknown fault %q", kind)
 	}

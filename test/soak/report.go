@@ -28,10 +28,12 @@ type Report struct {
 	Convergence  Convergence         `json:"convergence"`
 	State        *StateCheck         `json:"state"`
 	Writes       Writes              `json:"writes"`
-	Trends       []Trend             `json:"trends"`
-	Restarts     []Restart           `json:"restarts"`
-	Panics       []string            `json:"panics"`
-	Invariants   []Invariant         `json:"invariants"`
+	// Rollouts are the canaries' and the autoscalers' checks (audit log).
+	Rollouts   *RolloutChecks `json:"rollouts"`
+	Trends     []Trend        `json:"trends"`
+	Restarts   []Restart      `json:"restarts"`
+	Panics     []string       `json:"panics"`
+	Invariants []Invariant    `json:"invariants"`
 	// Samples are every instance's /metrics samples; WriteRate the controller's writes
 	// per second in 10 s bins.
 	Samples     []Sample  `json:"samples"`
@@ -127,9 +129,16 @@ func (r *Report) invariants() {
 		zero("Apps over their revision history limit", s.RevisionsOverLimit)
 		zero("Apps whose pods were not rolled for their ConfigMap", s.ConfigNotRolled)
 		zero("foreign objects with the controller's field manager", s.DecoysWritten)
+		zero("canary Apps at rest whose children are not an App's without a strategy", s.NotAtRest)
 	}
 	zero("writes to objects no App controls (audit log)", r.Writes.Foreign)
 	zero("writes to the objects of an App after its deletion (audit log)", r.Writes.AfterDelete)
+	if c := r.Rollouts; c != nil {
+		zero("rollout steps written without a request or a transition of the state machine (audit log)", c.Jumps)
+		zero("canary weights written below the one before within a rollout (audit log)", c.WeightDecreases)
+		zero("aborted rollouts whose stable pod template was written (audit log)", c.AbortsRestartedStable)
+		zero("Deployments whose replicas the controller wrote after an autoscaler did (audit log)", c.ReplicaFights)
+	}
 	var badChanges []string
 	for _, c := range r.Writes.Changes {
 		if !c.OK {
@@ -195,6 +204,11 @@ func (r *Report) Print(out io.Writer) {
 		}
 	}
 	fmt.Fprintln(out)
+	for _, k := range sortedKeys(r.Ops) {
+		for _, e := range r.Ops[k].Errors {
+			fmt.Fprintf(out, "  %s failed: %s\n", k, e)
+		}
+	}
 	for _, f := range r.Faults {
 		status := fmt.Sprintf("all Apps converged %.1fs after", f.ConvergedAfterS)
 		if len(f.NotConverged) > 0 {
@@ -209,6 +223,12 @@ func (r *Report) Print(out io.Writer) {
 	fmt.Fprintf(out, "spec changes: %d converged, p50 %.1fs, p99 %.1fs, max %.1fs (%s); bound %.0fs\n", c.Changes, c.P50S, c.P99S, c.MaxS, c.MaxApp, c.BoundS)
 	if st := r.State; st != nil {
 		fmt.Fprintf(out, "at the end: %d Apps live, %d deleted, %d revisions\n", st.Apps, st.Deleted, st.Revisions)
+	}
+	if c := r.Rollouts; c != nil {
+		fmt.Fprintf(out, "rollouts (audit log, %d status writes, %d of canaries): %d started, %d promoted, %d aborted, %d ended at once (fast rollback), %d requests handled\n",
+			c.StatusWrites, c.RolloutWrites, c.Started, c.Promoted, c.Aborted, c.RolledBack, c.Requests)
+		fmt.Fprintf(out, "autoscaling: %d Apps autoscaled, %d writes of a scale by an autoscaler, %d writes of replicas by the controller\n",
+			c.AutoscaledApps, c.ScaleWrites, c.ReplicaWrites)
 	}
 	fmt.Fprintf(out, "controller writes: %d\n", r.Writes.Total)
 	for _, cw := range r.Writes.Changes {

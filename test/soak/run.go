@@ -48,8 +48,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cluster, err = localcluster.Start(ctx, localcluster.Options{
 			BinDir: cfg.BinDir, StateDir: filepath.Join(cfg.WorkDir, "cluster"), CRDDir: crds, Node: cfg.Node, NodeFS: cfg.nodeFS(),
 			// The driver's own writes (the admin's) too: when each App was deleted.
+			// The admin's also for the HorizontalPodAutoscaler controller's writes of a
+			// scale (kube-controller-manager runs as the admin).
 			PodCapacity: 2*cfg.Apps + 100, AuditUsers: append(controllerUsers(cfg.Node), localcluster.AdminUser), KeepState: true,
-			Out: harness.PrefixWriter{W: cfg.Out, Prefix: "  cluster: "},
+			AuditBodies: AuditBodies(),
+			Out:         harness.PrefixWriter{W: cfg.Out, Prefix: "  cluster: "},
 		})
 		if err != nil {
 			return nil, err
@@ -154,7 +157,7 @@ func (r *run) run(ctx context.Context, logDir string) (*Report, error) {
 	wg.Go(func() { r.sampler.run(sampleCtx, cfg.SampleInterval) })
 	churnCtx, stopChurn := context.WithTimeout(ctx, cfg.Duration)
 	defer stopChurn()
-	inj := &injector{cluster: r.cluster, kube: r.kube, fleet: r.fleet, start: start}
+	inj := &injector{cluster: r.cluster, kube: r.kube, fleet: r.fleet, world: r.world, start: start}
 	var faults []FaultRecord
 	wg.Go(func() {
 		faults = inj.schedule(churnCtx, cfg.Faults, cfg.FirstFault, cfg.FaultInterval, cfg.Duration-cfg.ConvergeBound, func(f FaultRecord) {
@@ -173,6 +176,7 @@ func (r *run) run(ctx context.Context, logDir string) (*Report, error) {
 	if len(stuck) > 0 {
 		r.printf("%d Apps not converged: %s\n", len(stuck), strings.Join(stuck[:min(len(stuck), 5)], "; "))
 	}
+	r.waitCanariesSettled(ctx, cfg.ConvergeBound)
 	stopSampling()
 	wg.Wait()
 	end := time.Now()
@@ -190,11 +194,12 @@ func (r *run) run(ctx context.Context, logDir string) (*Report, error) {
 	}
 	r.driver.mu.Unlock()
 	report.OpsPerMinute = round2(float64(done) / churnEnded.Sub(start).Minutes())
-	writes, deleted, err := readWrites(r.cluster.AuditLogPath, r.fleet.users())
+	writes, deleted, b, err := readWrites(r.cluster.AuditLogPath, r.fleet.users())
 	if err != nil {
 		return nil, fmt.Errorf("reading the audit log: %w", err)
 	}
 	r.world.classify(writes, r.driver.namespaces, deleted)
+	report.Rollouts = r.world.checkRollouts(b)
 	report.Writes = Writes{Total: len(writes), ByKind: writeKinds(writes), Foreign: writesClassified(writes, writeForeign),
 		AfterDelete: writesClassified(writes, writeAfterDelete),
 		Changes:     r.world.changeWrites(writes, faults, cfg.ConvergeBound, start, churnEnded)}
@@ -305,6 +310,42 @@ func (r *run) waitConverged(ctx context.Context, timeout time.Duration) []string
 			return stuck
 		}
 		time.Sleep(time.Second)
+	}
+}
+
+// resyncPeriod is the controller's --resync-period (the chart's): every App is synced
+// again at most this long after its last sync.
+const resyncPeriod = 30 * time.Second
+
+// waitCanariesSettled waits, at most timeout, until every live canary is at rest: the
+// scale-down delay of its last rollout over (its canary Deployment deleted), and, if
+// its rollout ended lately, a resync period since (the revision the rollout kept beyond
+// revisionHistoryLimit goes at the App's next sync after the rollout ended: the sync that
+// ends it still reads the rollout that needs it), 3 s more each for the controller.
+func (r *run) waitCanariesSettled(ctx context.Context, timeout time.Duration) {
+	var last time.Time
+	r.world.mu.Lock()
+	for _, a := range r.world.live() {
+		ro, _ := rolloutOf(a)
+		if !a.isCanary() || ro == nil {
+			continue
+		}
+		if ro.CanaryScaleDownAt != nil && ro.CanaryScaleDownAt.After(last) {
+			last = ro.CanaryScaleDownAt.Time
+		}
+		if n := len(a.states); n > 0 && a.states[n-1].at.Add(resyncPeriod).After(last) {
+			last = a.states[n-1].at.Add(resyncPeriod)
+		}
+	}
+	r.world.mu.Unlock()
+	wait := min(timeout, time.Until(last.Add(3*time.Second)))
+	if wait <= 0 {
+		return
+	}
+	r.printf("waiting %s for the canaries to be at rest (their scale-down delays, the resync after their last rollout)\n", wait.Round(time.Second))
+	select {
+	case <-ctx.Done():
+	case <-time.After(wait):
 	}
 }
 

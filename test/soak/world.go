@@ -38,6 +38,9 @@ type appRecord struct {
 	// conflict: an App whose Deployment name is held by a foreign Deployment, which
 	// must say so (NameConflict) and never write it.
 	conflict bool
+	// kind is the App's kind: "" (no strategy, no autoscaling), kindGate, kindTimed or
+	// kindAutoscaled.
+	kind string
 	// gens is what the driver wrote, in order: each generation, when, and what it
 	// expects the App to say at it.
 	gens []genRecord
@@ -113,6 +116,12 @@ func (r *appRecord) expectation(gen int64) (string, bool) {
 // lastGen is the generation the driver wrote last.
 func (r *appRecord) lastGen() genRecord { return r.gens[len(r.gens)-1] }
 
+// expectReadyOrInactive is what an autoscaled App must report on kwok: no metric
+// exists there, so its HorizontalPodAutoscaler cannot compute a count (ScalingActive
+// False) and, after a grace of a minute, the App says Ready=False AutoscalerInactive;
+// before that Ready=True.
+const expectReadyOrInactive = "Ready|" + appv1.ReasonAutoscalerInactive
+
 // reports tells whether a reports, at its generation, what expect asks: Ready=True
 // (expect ""), or Ready=False with reason expect; both the status and the condition
 // observed at the App's generation.
@@ -123,6 +132,9 @@ func reports(a *appv1.App, expect string) bool {
 	}
 	if expect == "" {
 		return c.Status == metav1.ConditionTrue
+	}
+	if expect == expectReadyOrInactive {
+		return c.Status == metav1.ConditionTrue || c.Status == metav1.ConditionFalse && c.Reason == appv1.ReasonAutoscalerInactive
 	}
 	return c.Status == metav1.ConditionFalse && c.Reason == expect
 }
@@ -182,6 +194,19 @@ func (w *world) wrote(r *appRecord, a *appv1.App, kind, expect string, at time.T
 	}
 	w.ops = append(w.ops, op)
 	w.updateState(r, at)
+}
+
+// expectNow changes what r must report at the generation the driver wrote last: a
+// rollout request changes it without a new generation (kubectl app abort: the App says
+// RolloutAborted; kubectl app promote of an aborted rollout: Ready again).
+func (w *world) expectNow(r *appRecord, expect string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(r.gens) == 0 {
+		return
+	}
+	r.gens[len(r.gens)-1].expect = expect
+	w.updateState(r, time.Now())
 }
 
 // record records an operation that did not change r's spec.

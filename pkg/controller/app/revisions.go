@@ -78,8 +78,16 @@ type revisions struct {
 // prunes the oldest beyond the history limit, and returns its name.
 func (r *revisions) ensure(ctx context.Context, app *appv1.App) (string, error) {
 	if name := app.Status.CurrentRevision; name != "" && app.Status.ObservedGeneration == app.Generation {
-		if _, exists, err := r.cache.GetByKey(app.Namespace + "/" + name); err == nil && exists {
-			return name, nil // recorded at this generation
+		if obj, exists, err := r.cache.GetByKey(app.Namespace + "/" + name); err == nil && exists {
+			// Recorded at this generation. A revision beyond the limit may be left: one a
+			// canary rollout needed when its last sync read it (prune keeps those). It
+			// goes now, as the rollout is over or still needs it.
+			owned, err := r.owned(app)
+			if err != nil || len(owned) <= int(ptr.Deref(app.Spec.RevisionHistoryLimit, DefaultRevisionHistoryLimit)) {
+				return name, err
+			}
+			current, _ := obj.(*appsv1.ControllerRevision)
+			return name, r.prune(ctx, app, owned, current)
 		}
 	}
 	data, hash, err := RevisionData(&app.Spec)

@@ -158,6 +158,28 @@ func TestRevisionHistoryLimit(t *testing.T) {
 		t.Fatalf("revisions %v, want 3 and 4", revs)
 	}
 
+	// A revision beyond the limit at rest, as one a canary rollout kept (the sync that
+	// ends a rollout still reads the rollout that needs it), goes at the next sync,
+	// without a change of the spec (the soak found Apps over their limit for good).
+	extra := revs[3].DeepCopy()
+	extra.Name, extra.Revision, extra.ResourceVersion = "web-kept", 2, ""
+	if err := f.kubeClient.Tracker().Add(extra); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp()
+	f.mustSync("web")
+	if w := f.writeNames(); !slices.Equal(w, []string{"delete controllerrevisions"}) {
+		t.Errorf("with a revision beyond the limit at rest: wrote %q, want it deleted", w)
+	}
+	f.catchUp()
+	if revs := f.revisionsInAPI(); len(revs) != 2 || revs[2] != nil {
+		t.Errorf("revisions %v, want 3 and 4", revs)
+	}
+	f.mustSync("web")
+	if w := f.writeNames(); len(w) != 0 {
+		t.Errorf("then at rest: wrote %q, want nothing", w)
+	}
+
 	// The current revision deleted by hand: recorded again.
 	cur := revs[4]
 	if err := f.kubeClient.Tracker().Delete(appsv1.SchemeGroupVersion.WithResource("controllerrevisions"), "tcs", cur.Name); err != nil {

@@ -5,6 +5,7 @@ package soak_test
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,7 +17,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	framework.MainWithOptions(m, func(o *localcluster.Options) { o.AuditLog = true })
+	framework.MainWithOptions(m, func(o *localcluster.Options) { o.AuditLog = true; o.AuditBodies = soak.AuditBodies() })
 }
 
 // TestSoakSmoke runs the soak for 2 minutes on kwok: 30 Apps, the default mix at twice
@@ -33,13 +34,16 @@ func TestSoakSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
+	if keep := os.Getenv("APP_CONTROLLER_SOAK_KEEP"); keep != "" {
+		dir = keep // the run's logs and audit log kept for a look after a failure
+	}
 	report, err := soak.Run(t.Context(), soak.Config{
 		Duration:      2 * time.Minute,
 		Node:          localcluster.NodeKwok,
 		Apps:          30,
 		Namespaces:    2,
 		Rate:          2,
-		Faults:        []string{soak.FaultLeaderA, soak.FaultAPIServer},
+		Faults:        []string{soak.FaultRolloutKillPause, soak.FaultAPIServer},
 		FirstFault:    30 * time.Second,
 		FaultInterval: 30 * time.Second,
 		ConvergeBound: time.Minute,
@@ -57,6 +61,11 @@ func TestSoakSmoke(t *testing.T) {
 	}
 	if len(report.Faults) != 2 {
 		t.Errorf("%d faults injected, want 2", len(report.Faults))
+	}
+	// The canaries and the autoscalers took part: a rollout promoted and one aborted,
+	// an App autoscaled whose scale an autoscaler wrote.
+	if c := report.Rollouts; c == nil || c.Promoted == 0 || c.Aborted == 0 || c.AutoscaledApps == 0 || c.ScaleWrites == 0 {
+		t.Errorf("the canaries or the autoscalers did not take part: %+v", c)
 	}
 	if len(report.Samples) == 0 || len(report.Trends) == 0 {
 		t.Errorf("%d samples of /metrics, %d trends: the sampler or the trends do not work", len(report.Samples), len(report.Trends))
