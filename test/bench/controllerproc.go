@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -31,15 +32,15 @@ type controllerProc struct {
 }
 
 // startController starts the controller with its stderr and stdout appended to logPath,
-// adding extraFlags to its command line.
+// adding extraFlags to its command line and extraEnv (NAME=VALUE) to its environment.
 // With memoryLimit (bytes, 0: none) it runs as under the chart's limit (memlimit.go).
-func startController(bin, kubeconfig, logPath string, extraFlags []string, memoryLimit int64) (*controllerProc, error) {
+func startController(bin, kubeconfig, logPath string, extraFlags, extraEnv []string, memoryLimit int64) (*controllerProc, error) {
 	addr, err := harness.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
 	args := append([]string{"--kubeconfig=" + kubeconfig, "--metrics-bind-address=" + addr}, extraFlags...)
-	var env []string
+	env := slices.Clone(extraEnv)
 	var cgroup *memoryCgroup
 	if memoryLimit > 0 {
 		env = append(env, "MEMORY_LIMIT="+strconv.FormatInt(memoryLimit, 10))
@@ -122,7 +123,7 @@ func (p *controllerProc) kill(sig syscall.Signal) error {
 // Apps of ns. stop kills the process and ends the watch.
 func (e *env) scenarioController(ctx context.Context, round int, scenario, ns string) (proc *controllerProc, watch *appWatch, stop func(), err error) {
 	logPath := filepath.Join(e.logDir, fmt.Sprintf("app-controller-round%d-%s.log", round, scenario))
-	if proc, err = startController(e.cfg.Controller, e.controllerKubeconfig, logPath, e.cfg.ControllerFlags, e.cfg.ControllerMemoryLimit); err != nil {
+	if proc, err = startController(e.cfg.Controller, e.controllerKubeconfig, logPath, e.cfg.ControllerFlags, e.cfg.ControllerEnv, e.cfg.ControllerMemoryLimit); err != nil {
 		return nil, nil, nil, err
 	}
 	kill := func() { _ = proc.kill(syscall.SIGKILL) }

@@ -230,7 +230,7 @@ func (e *env) peerRun(ctx context.Context, round, index int, run *PeerRun) error
 	switch run.Controller {
 	case peerOurs:
 		user = controllerUser
-		proc, err = startController(e.cfg.Controller, e.controllerKubeconfig, logPath, run.Flags, 0)
+		proc, err = startController(e.cfg.Controller, e.controllerKubeconfig, logPath, run.Flags, nil, 0)
 		if err != nil {
 			return err
 		}

@@ -38,7 +38,7 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 	if e.cfg.Breakdown {
 		flags = append(slices.Clone(flags), "--profiling") // the heap profile at convergence
 	}
-	proc, err := startController(e.cfg.Controller, e.controllerKubeconfig, logPath, flags, e.cfg.ControllerMemoryLimit)
+	proc, err := startController(e.cfg.Controller, e.controllerKubeconfig, logPath, flags, e.cfg.ControllerEnv, e.cfg.ControllerMemoryLimit)
 	if err != nil {
 		return err
 	}
@@ -228,7 +228,7 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 			return err
 		}
 		from := time.Now()
-		if proc, err = startController(e.cfg.Controller, e.controllerKubeconfig, logPath, e.cfg.ControllerFlags, e.cfg.ControllerMemoryLimit); err != nil {
+		if proc, err = startController(e.cfg.Controller, e.controllerKubeconfig, logPath, e.cfg.ControllerFlags, e.cfg.ControllerEnv, e.cfg.ControllerMemoryLimit); err != nil {
 			return err
 		}
 		procs = append(procs, proc)

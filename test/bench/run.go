@@ -43,6 +43,13 @@ type Config struct {
 	// --metrics-bind-address; empty (the default, and what the targets are measured
 	// with) runs it with its default flags. For studies such as --workers.
 	ControllerFlags []string
+	// ControllerEnv (NAME=VALUE) is added to the controller's environment: client-go's
+	// feature gates (KUBE_FEATURE_ClientsAllowCBOR=true) for a study of the CBOR wire
+	// format, with APIServerFeatureGates CBORServingAndStorage=true.
+	ControllerEnv []string
+	// APIServerFeatureGates is kube-apiserver's --feature-gates (NAME=BOOL,...); empty:
+	// its defaults.
+	APIServerFeatureGates string
 	// ControllerMemoryLimit (bytes, 0: none) runs the controller as the chart does under
 	// a memory limit: MEMORY_LIMIT set, in a memory cgroup with that hard limit.
 	ControllerMemoryLimit int64
@@ -138,12 +145,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	e.printf("starting a control plane with room for %d pods\n", cfg.Apps*int(cfg.Replicas))
 	cluster, err := localcluster.Start(ctx, localcluster.Options{
-		BinDir:      cfg.BinDir,
-		StateDir:    filepath.Join(cfg.WorkDir, "cluster"),
-		CRDDir:      cfg.CRDDir,
-		PodCapacity: cfg.Apps*int(cfg.Replicas) + 100,
-		AuditUsers:  auditUsers(cfg.Breakdown, slices.Contains(cfg.Scenarios, scenarioPeer)),
-		Profiling:   cfg.Breakdown,
+		BinDir:       cfg.BinDir,
+		StateDir:     filepath.Join(cfg.WorkDir, "cluster"),
+		CRDDir:       cfg.CRDDir,
+		PodCapacity:  cfg.Apps*int(cfg.Replicas) + 100,
+		FeatureGates: cfg.APIServerFeatureGates,
+		AuditUsers:   auditUsers(cfg.Breakdown, slices.Contains(cfg.Scenarios, scenarioPeer)),
+		Profiling:    cfg.Breakdown,
 		// No metrics API here: autoscalers that cannot read one would turn the Apps
 		// not Ready after a minute (autoscaled.go).
 		NoAutoscalerController: slices.Contains(cfg.Scenarios, scenarioAutoscaled),

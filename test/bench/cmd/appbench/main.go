@@ -21,7 +21,7 @@ func main() {
 	cfg := bench.Config{Out: os.Stdout}
 	var replicas int
 	var concurrencies, batched, scenarios, out string
-	var controllerFlags multiFlag
+	var controllerFlags, controllerEnv multiFlag
 	flag.IntVar(&cfg.Apps, "apps", 1000, "number of Apps of every phase")
 	flag.IntVar(&replicas, "replicas", 1, "replicas of each App")
 	flag.IntVar(&cfg.Rounds, "rounds", 1, "rounds of the whole sequence on the same control plane")
@@ -34,6 +34,8 @@ func main() {
 	flag.Var(&controllerFlags, "controller-flag", "a flag added to the controller's defaults, e.g. --workers=10 (repeatable; the targets are measured without)")
 	var memoryLimit string
 	flag.StringVar(&memoryLimit, "controller-memory-limit", "", "run the controller under this memory limit (a quantity, e.g. 512Mi, the chart's default): MEMORY_LIMIT set and a memory cgroup with that hard limit (root)")
+	flag.Var(&controllerEnv, "controller-env", "NAME=VALUE added to the controller's environment, e.g. KUBE_FEATURE_ClientsAllowCBOR=true (repeatable; the targets are measured without)")
+	flag.StringVar(&cfg.APIServerFeatureGates, "apiserver-feature-gates", "", "kube-apiserver's --feature-gates, e.g. CBORServingAndStorage=true (the targets are measured with its defaults)")
 	flag.StringVar(&cfg.CRDDir, "crd-dir", "config/crd/bases", "CRDs to install")
 	flag.StringVar(&cfg.PeerController, "peer-controller", "bin/rollouts-controller", "Argo Rollouts' controller, for the peer scenario")
 	flag.StringVar(&cfg.PeerCRDDir, "peer-crd-dir", "", "Argo Rollouts' CRDs (its module's manifests/crds), for the peer scenario")
@@ -54,6 +56,7 @@ func main() {
 		cfg.ControllerMemoryLimit = q.Value()
 	}
 	cfg.ControllerFlags = controllerFlags
+	cfg.ControllerEnv = controllerEnv
 	cfg.PeerFlagSets = strings.Split(peerSets, ",")
 	cfg.Concurrencies = concurrencyList(concurrencies)
 	cfg.BatchedConcurrencies = concurrencyList(batched)
