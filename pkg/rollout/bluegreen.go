@@ -16,7 +16,8 @@ import (
 // stage behave as a canary's do; the plan (NewBlueGreenPlan) and the messages are its
 // own. The new version runs in the canary Deployment (the preview), in full; the App's
 // Service, the active one, selects the stable pods until the switch and the preview's
-// after it, and the preview Service selects the preview's pods throughout.
+// after it, and the preview Service selects the preview's pods throughout (and the
+// HTTPRoute of the preview's hosts sends to it while the preview has pods).
 //
 //	stage 0 (Progressing)  the preview scales to the App's replicas: done once they are available
 //	stage 1 (Paused)       the preview is available: until kubectl app promote, or autoPromotionSeconds
@@ -104,20 +105,21 @@ func NewBlueGreenPlan(bg *appv1.BlueGreenStrategy, r *appv1.RolloutStatus, l Liv
 		p.KeepCanary = !scaleDownDue
 		p.StepDone = true
 	case r.Phase == appv1.RolloutAborted:
-		// Switched back: the preview pods stay for the abort's delay, taking no traffic.
+		// Switched back: the preview pods stay for the abort's delay, taking no traffic
+		// but the preview's hosts' (to look at them); then the preview's route goes.
 		p.Active, p.PreviewService = ActiveStable, true
 		p.CanaryReplicas = ptr.To[int32](0)
 		if !scaleDownDue {
-			p.CanaryReplicas, p.KeepCanary = nil, true
+			p.CanaryReplicas, p.KeepCanary, p.PreviewRoute = nil, true, true
 		}
 	case r.CurrentStepIndex >= blueGreenSteps:
 		// The promotion: the App's Deployment rolls to the new version while the preview
 		// serves; the Service selects both again once it runs it (Healthy).
-		p.Active, p.PreviewService = ActivePreview, true
+		p.Active, p.PreviewService, p.PreviewRoute = ActivePreview, true, true
 		p.CanaryReplicas = ptr.To(l.CanaryReplicas)
 		p.StableMustRun = true
 	default:
-		p.CanaryReplicas, p.PreviewService = ptr.To(l.N), true
+		p.CanaryReplicas, p.PreviewService, p.PreviewRoute = ptr.To(l.N), true, true
 		p.Active = ActiveStable
 		// The switch, never to a preview that is not available (a promote --full before
 		// it was), and never back once made.

@@ -168,7 +168,7 @@ func roundTimes(r *appv1.RolloutStatus) *appv1.RolloutStatus {
 // TestBlueGreenPlan checks what the children are at each stage: the preview at the
 // App's replicas from the start, the App's Service on the stable pods until the switch
 // (which waits for the preview's pods) and on the preview's after it, the preview kept
-// after an abort for its delay.
+// after an abort for its delay; the preview's route while the preview has pods.
 func TestBlueGreenPlan(t *testing.T) {
 	bg := &appv1.BlueGreenStrategy{}
 	v1 := &appv1.RolloutVersion{PodTemplateHash: "h1", ReplicaSetHash: "rs1"}
@@ -183,30 +183,30 @@ func TestBlueGreenPlan(t *testing.T) {
 		r    *appv1.RolloutStatus
 		l    Live
 		// want: preview replicas ("-": none, "keep": left as it is), active, preview
-		// Service, stepDone, stableMustRun.
+		// Service, preview route, stepDone, stableMustRun.
 		want string
 	}{
 		{"the preview starts: the App's replicas, the Service on the stable pods", state(appv1.RolloutProgressing, StagePreview, v1),
-			Live{N: 4, StableReplicas: 4, CanaryWeight: -1}, "4 stable true false false"},
-		{"the preview up", state(appv1.RolloutProgressing, StagePreview, v1), up, "4 stable true true false"},
-		{"waiting for the switch", state(appv1.RolloutPaused, StageSwitch, v1), up, "4 stable true true false"},
-		{"the switch", state(appv1.RolloutProgressing, StageSwitched, v1), up, "4 preview true false false"},
+			Live{N: 4, StableReplicas: 4, CanaryWeight: -1}, "4 stable true true false false"},
+		{"the preview up", state(appv1.RolloutProgressing, StagePreview, v1), up, "4 stable true true true false"},
+		{"waiting for the switch", state(appv1.RolloutPaused, StageSwitch, v1), up, "4 stable true true true false"},
+		{"the switch", state(appv1.RolloutProgressing, StageSwitched, v1), up, "4 preview true true false false"},
 		{"the switch in effect", state(appv1.RolloutProgressing, StageSwitched, v1), func() Live { l := up; l.ActiveOnPreview = true; return l }(),
-			"4 preview true true false"},
+			"4 preview true true true false"},
 		{"the switch waits for a preview not available", state(appv1.RolloutProgressing, StageSwitched, v1),
-			Live{N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 4, CanaryAvailable: 3}, "4 stable true false false"},
+			Live{N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 4, CanaryAvailable: 3}, "4 stable true true false false"},
 		{"the old pods kept", state(appv1.RolloutProgressing, StageScaleDown, v1), func() Live { l := up; l.ActiveOnPreview = true; return l }(),
-			"4 preview true true false"},
-		{"the promotion: the stable rolls while the preview serves", state(appv1.RolloutProgressing, 4, v2), up, "4 preview true false true"},
+			"4 preview true true true false"},
+		{"the promotion: the stable rolls while the preview serves", state(appv1.RolloutProgressing, 4, v2), up, "4 preview true true false true"},
 		{"aborted, within the abort's delay: the preview kept, no traffic", func() *appv1.RolloutStatus {
 			r := state(appv1.RolloutAborted, StageScaleDown, v1)
 			r.CanaryScaleDownAt = &later
 			return r
-		}(), up, "keep stable true false false"},
-		{"aborted, the delay passed: the preview to 0", state(appv1.RolloutAborted, StageScaleDown, v1), up, "0 stable true false false"},
+		}(), up, "keep stable true true false false"},
+		{"aborted, the delay passed: the preview to 0, its route gone", state(appv1.RolloutAborted, StageScaleDown, v1), up, "0 stable true false false false"},
 		{"promoted: the preview kept its delay, the Service on all the pods", &appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: v2, CanaryScaleDownAt: &later},
-			up, "keep  false true false"},
-		{"at rest", &appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: v2}, Live{N: 4, StableReplicas: 4}, "-  false true false"},
+			up, "keep  false false true false"},
+		{"at rest", &appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: v2}, Live{N: 4, StableReplicas: 4}, "-  false false true false"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -218,7 +218,7 @@ func TestBlueGreenPlan(t *testing.T) {
 			case p.CanaryReplicas != nil:
 				preview = fmt.Sprint(*p.CanaryReplicas)
 			}
-			if got := fmt.Sprintf("%s %s %t %t %t", preview, p.Active, p.PreviewService, p.StepDone, p.StableMustRun); got != tt.want {
+			if got := fmt.Sprintf("%s %s %t %t %t %t", preview, p.Active, p.PreviewService, p.PreviewRoute, p.StepDone, p.StableMustRun); got != tt.want {
 				t.Errorf("plan = %q, want %q", got, tt.want)
 			}
 			if p.Split != nil {

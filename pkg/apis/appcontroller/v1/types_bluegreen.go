@@ -9,13 +9,17 @@ package v1
 // or after autoPromotionSeconds. The old pods are kept scaleDownDelaySeconds after the
 // switch: `kubectl app abort` (or a change back, or a failing new pod) switches back
 // within it, without starting a pod. A new pod that fails before the switch aborts the
-// rollout, as a canary pod does. docs/progressive-delivery.md tells the whole story.
+// rollout, as a canary pod does. With previewHosts, the preview is also reachable
+// through the App's Gateway under those hosts before the switch (an HTTPRoute NAME-preview
+// beside the App's). docs/progressive-delivery.md tells the whole story.
 //
-// Example: the switch by hand, the old pods kept a minute after it.
+// Example: the switch by hand, the old pods kept a minute after it, the preview under
+// preview.example.com on the App's Gateway until then.
 //
 //	rollout:
 //	  blueGreen:
 //	    scaleDownDelaySeconds: 60
+//	    previewHosts: [preview.example.com]
 type BlueGreenStrategy struct {
 	// AutoPromotionSeconds is how long the switch waits once every preview pod is
 	// available; then it switches on its own. Unset, the rollout waits for `kubectl app
@@ -72,8 +76,25 @@ type BlueGreenStrategy struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10
 	RollbackWindow *int32 `json:"rollbackWindow,omitempty"`
+
+	// PreviewHosts are hosts under which the App's Gateway sends requests to the
+	// preview while the rollout runs: an HTTPRoute named as the App + "-preview", owned
+	// by it, attached to the route's parentRefs, with the route's paths and these hosts,
+	// to the preview Service. It exists while the preview Service does and the preview
+	// has pods: from the rollout's start to the end of its promotion, or until the
+	// preview is scaled to 0 after an abort. It needs an HTTPRoute (route.parentRefs)
+	// and hosts that route.hosts does not have; a host held by another namespace keeps
+	// the preview's HTTPRoute from being written (RouteAccepted=False, reason
+	// HostConflict), never the App's.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	PreviewHosts []Hostname `json:"previewHosts,omitempty"`
 }
 
 // PreviewSuffix is added to the name of the App's Service to name the preview Service
 // of a blue-green rollout, which selects the new version's pods before the switch.
+// It is also added to the App's name to name the HTTPRoute of the preview's hosts
+// (BlueGreenStrategy.PreviewHosts).
 const PreviewSuffix = "-preview"

@@ -518,6 +518,11 @@ func (in *BlueGreenStrategy) DeepCopyInto(out *BlueGreenStrategy) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.PreviewHosts != nil {
+		in, out := &in.PreviewHosts, &out.PreviewHosts
+		*out = make([]Hostname, len(*in))
+		copy(*out, *in)
+	}
 	return
 }
 
