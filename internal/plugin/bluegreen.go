@@ -3,6 +3,7 @@ package plugin
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
@@ -65,10 +66,25 @@ func printBlueGreen(w io.Writer, app *appv1.App, v *RolloutView) {
 	if r.Canary != nil || v.Canary != nil {
 		where := ""
 		if service != nil && r.Canary != nil {
-			where = fmt.Sprintf(" (Service %s%s)", service.Name, appv1.PreviewSuffix)
+			where = previewWhere(app, r)
 		}
 		fmt.Fprintf(w, "Preview:\t%s%s\n", preview, where)
 	}
+}
+
+// previewWhere says where the preview of app's blue-green rollout r is reached: its
+// Service and, with rollout.blueGreen.previewHosts on an HTTPRoute, its hosts through the
+// Gateway (not once aborted: the preview's route goes with its pods).
+func previewWhere(app *appv1.App, r *appv1.RolloutStatus) string {
+	where := " (Service " + app.Spec.ServiceTemplate.Name + appv1.PreviewSuffix
+	if bg := previewStrategy(app); bg != nil && len(bg.PreviewHosts) > 0 && app.Spec.Route != nil && r.Phase != appv1.RolloutAborted {
+		hosts := make([]string, 0, len(bg.PreviewHosts))
+		for _, h := range bg.PreviewHosts {
+			hosts = append(hosts, string(h))
+		}
+		where += ", hosts " + strings.Join(hosts, ", ")
+	}
+	return where + ")"
 }
 
 // blueGreenEffect says what action will do to app's blue-green rollout r, or why it
@@ -119,4 +135,12 @@ func blueGreenEffect(app *appv1.App, r *appv1.RolloutStatus, action appv1.Rollou
 		return "the rollout goes on from " + at, nil
 	}
 	return "", fmt.Errorf("unknown action %q", action)
+}
+
+// previewStrategy returns app's blue-green strategy; nil without.
+func previewStrategy(app *appv1.App) *appv1.BlueGreenStrategy {
+	if app.Spec.Rollout == nil {
+		return nil
+	}
+	return app.Spec.Rollout.BlueGreen
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // TestPrintStatusBlueGreen shows a blue-green rollout waiting for its switch (the old
-// version active, the new one the preview) and after it (the new version active, the
+// version active, the new one the preview, with its hosts when it has some) and after it (the new version active, the
 // old one kept), and what a request would do at each.
 func TestPrintStatusBlueGreen(t *testing.T) {
 	blueGreen := func(phase appv1.RolloutPhase, stage int32, message string) func(*appv1.App) {
@@ -33,6 +33,17 @@ Rollout:      Paused, blue-green stage switch: the preview is available; kubectl
 Stages:       1 preview (done), 2 switch (current), 3 switched, 4 scale-down delay
 Active:       revision web-1111111111: Deployment web (image nginx:1): 3 desired, 3 updated, 3 ready
 Preview:      revision web-2222222222: Deployment web-canary (image nginx:2): 1 desired, 1 updated, 1 ready (Service web-preview)
+`, promote: "the traffic switches to the preview", abort: "the preview goes; the traffic never left the stable pods"},
+		{name: "waiting for the switch, the preview on a host of the Gateway",
+			mutate: func(a *appv1.App) {
+				blueGreen(appv1.RolloutPaused, 1, "the preview is available")(a)
+				a.Spec.Route = &appv1.Route{Hosts: []appv1.Hostname{"web.example.com"}, ParentRefs: []appv1.GatewayRef{{Name: "public"}}}
+				a.Spec.Rollout.BlueGreen.PreviewHosts = []appv1.Hostname{"preview.example.com", "beta.example.com"}
+			}, want: `
+Rollout:      Paused, blue-green stage switch: the preview is available
+Stages:       1 preview (done), 2 switch (current), 3 switched, 4 scale-down delay
+Active:       revision web-1111111111: Deployment web (image nginx:1): 3 desired, 3 updated, 3 ready
+Preview:      revision web-2222222222: Deployment web-canary (image nginx:2): 1 desired, 1 updated, 1 ready (Service web-preview, hosts preview.example.com, beta.example.com)
 `, promote: "the traffic switches to the preview", abort: "the preview goes; the traffic never left the stable pods"},
 		{name: "switched, the old pods kept",
 			mutate: blueGreen(appv1.RolloutProgressing, 3, "Revision web-2222222222 is active"), want: `

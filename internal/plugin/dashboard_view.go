@@ -380,7 +380,7 @@ func newRolloutView(d *dashCache, app *appv1.App) *rolloutView {
 		if r.Canary != nil {
 			v.Canary = versionLine(r.Canary, d.deployment(app, t.Name+appv1.CanarySuffix), "not found")
 			if svc := app.Spec.ServiceTemplate; svc != nil && v.CanaryLabel == "Preview" {
-				v.Canary += fmt.Sprintf(" (Service %s%s)", svc.Name, appv1.PreviewSuffix)
+				v.Canary += previewWhere(app, r)
 			}
 		}
 	}
