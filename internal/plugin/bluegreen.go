@@ -3,6 +3,7 @@ package plugin
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
@@ -52,6 +53,10 @@ func printBlueGreen(w io.Writer, app *appv1.App, v *RolloutView) {
 	}
 	if r.Canary != nil {
 		fmt.Fprintf(w, "Stages:\t%s\n", progressLine(blueGreenStages, r))
+	}
+	for _, c := range r.Analysis {
+		// The checks of prePromotionAnalysis, at the switch's stage.
+		fmt.Fprintf(w, "Check:\t%s\n", oneLine(checkLineAt(c, "before the switch")))
 	}
 	service := app.Spec.ServiceTemplate
 	preview := versionLine(r.Canary, v.Canary, v.CanaryNote)
@@ -104,8 +109,13 @@ func blueGreenEffect(app *appv1.App, r *appv1.RolloutStatus, action appv1.Rollou
 			return "the aborted blue-green rollout starts again: its preview scales up", nil
 		case k < 2 && action == appv1.RolloutActionPromoteFull:
 			return "the traffic switches to the preview once it is available", nil
+		case k == 1 && len(checksBeforeSwitch(app, r)) > 0 && action == appv1.RolloutActionPromote:
+			return "", fmt.Errorf("the switch of App %s waits for the checks of prePromotionAnalysis (%s): promote again once they passed, or kubectl app promote --full %s switches without them",
+				id, strings.Join(checksBeforeSwitch(app, r), ", "), app.Name)
 		case k == 1:
 			return "the traffic switches to the preview", nil
+		case k == 0 && previewStrategy(app).PrePromotionAnalysis != nil:
+			return "the preview stage ends: the checks before the switch run, then the switch follows (kubectl app promote again once they passed)", nil
 		case k == 0:
 			return "the preview stage ends: the switch follows (at once with kubectl app promote again)", nil
 		}
@@ -143,4 +153,26 @@ func previewStrategy(app *appv1.App) *appv1.BlueGreenStrategy {
 		return nil
 	}
 	return app.Spec.Rollout.BlueGreen
+}
+
+// checksBeforeSwitch names the checks of app's prePromotionAnalysis that have not passed
+// their count at blue-green rollout r's switch stage, as status.rollout.analysis says:
+// a promote is refused until none is left.
+func checksBeforeSwitch(app *appv1.App, r *appv1.RolloutStatus) []string {
+	bg := previewStrategy(app)
+	if bg == nil || bg.PrePromotionAnalysis == nil {
+		return nil
+	}
+	var out []string
+	for _, c := range bg.PrePromotionAnalysis.Checks {
+		count := int32(1)
+		if c.Count != nil {
+			count = *c.Count
+		}
+		i := slices.IndexFunc(r.Analysis, func(s appv1.CheckStatus) bool { return s.Name == c.Name })
+		if i < 0 || r.Analysis[i].Passed < count {
+			out = append(out, c.Name)
+		}
+	}
+	return out
 }

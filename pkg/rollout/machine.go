@@ -186,6 +186,12 @@ func (m *machine) request() {
 		case req.Step != r.CurrentStepIndex:
 			ignore(fmt.Sprintf("%s ignored: it ends step %d, the rollout is at step %d", what, req.Step+1, r.CurrentStepIndex+1))
 		default:
+			if checks, wait := m.checksBeforeSwitch(); wait {
+				// Blue-green: the checks before the switch gate it, by hand too.
+				ignore(fmt.Sprintf("%s ignored: the switch waits for the checks of prePromotionAnalysis (%s); promote again once they passed, "+
+					"or kubectl app promote --full switches without them", what, checks))
+				return
+			}
 			m.stepEnded("by kubectl app promote")
 		}
 	case appv1.RolloutActionPromoteFull:
@@ -450,12 +456,15 @@ func (m *machine) advance() {
 			return
 		}
 		switch {
-		case step.Analysis != nil && len(o.Checks) > 0:
+		case step.Analysis != nil && step.Pause == nil && len(o.Checks) > 0:
 			m.stepEnded(passedMessage(o.Checks))
 		case step.SetWeight != nil && o.StepDone:
 			m.stepEnded("with its weight in effect")
 		case routingStep(step) && o.StepDone:
 			m.stepEnded("with its route in effect")
+		case step.Pause != nil && step.Pause.Duration != nil && since >= step.Pause.Duration.Duration && step.Analysis != nil && len(o.Checks) > 0:
+			// Blue-green's switch after autoPromotionSeconds, its checks passed.
+			m.stepEnded("after its duration, " + passedMessage(o.Checks))
 		case step.Pause != nil && step.Pause.Duration != nil && since >= step.Pause.Duration.Duration:
 			m.stepEnded("after its duration")
 		}

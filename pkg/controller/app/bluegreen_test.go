@@ -14,6 +14,7 @@ import (
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/app-controller/app-controller/pkg/analysis"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller/controllertest"
 )
@@ -326,5 +327,86 @@ func TestBlueGreenPreviewHostHeld(t *testing.T) {
 	w.step("a resync: nothing", nil, "Progressing 0")
 	if len(warnings) != 1 || slices.ContainsFunc(w.events[len(w.events)-1:], func(e string) bool { return strings.HasPrefix(e, "Warning HostConflict") }) {
 		t.Errorf("HostConflict Warnings %q, want one, not repeated", warnings)
+	}
+}
+
+// prePromotionStrategy is a blue-green strategy switched by hand whose switch waits for
+// a success rate of the preview's pods >= 99% over 1m.
+func prePromotionStrategy() *appv1.BlueGreenStrategy {
+	return &appv1.BlueGreenStrategy{PrePromotionAnalysis: &appv1.AnalysisStep{Checks: []appv1.AnalysisCheck{{Name: "success-rate",
+		SuccessRate: &appv1.SuccessRateCheck{Min: ptr.To("99")}, Source: appv1.AnalysisSourcePods,
+		Interval: &metav1.Duration{Duration: time.Minute}, Count: ptr.To[int32](1), MinRequests: ptr.To[int32](10)}}}}
+}
+
+// TestBlueGreenPrePromotionAnalysisFails: the checks before the switch start with the
+// switch's stage (the status lists them, one write), are measured an interval later
+// (one query), and a failed one aborts the rollout in one status write, before the
+// switch: the App's Service never left the stable pods, kubectl app promote before the
+// measurement was refused, AnalysisFailed names the check, with a Warning Event.
+func TestBlueGreenPrePromotionAnalysisFails(t *testing.T) {
+	w := blueGreenWorld(t, false, prePromotionStrategy())
+	prom := &fakeProm{}
+	w.f.c.analyzer = &analysis.Analyzer{Prometheus: prom}
+	w.toPreview()
+	w.stepRequeued("the switch's stage: its check listed, not measured", []string{"patch apps/status web"}, "Paused 1", rolloutRecheck)
+	r := w.app().Status.Rollout
+	if len(r.Analysis) != 1 || r.Analysis[0].Step != 1 || r.Analysis[0].MeasuredAt != nil ||
+		!strings.Contains(r.Message, `the switch from revision web-`) || !strings.Contains(r.Message, `waits for its checks: "success-rate" running`) {
+		t.Errorf("rollout at the switch's stage: %q, analysis %+v", r.Message, r.Analysis)
+	}
+	w.request(appv1.RolloutActionPromote, "promote-1")
+	w.step("kubectl app promote before the check passed: refused", []string{"patch apps/status web"}, "Paused 1")
+	if w.selectorOf("web-service") != selectsStable || !slices.ContainsFunc(w.events, func(e string) bool {
+		return strings.HasPrefix(e, "Warning RolloutRequestIgnored") && strings.Contains(e, "the switch waits for the checks of prePromotionAnalysis")
+	}) {
+		t.Errorf("the Service selects %s, events %q: want the stable pods and the promote refused", w.selectorOf("web-service"), w.events)
+	}
+	prom.answer(100, 50)
+	w.sinceStepStarted(60 * time.Second)
+	w.step("the preview's success rate 50%: aborted before the switch", []string{"patch apps/status web"}, "Aborted 1")
+	r = w.app().Status.Rollout
+	if r.AbortReason != appv1.ReasonAnalysisFailed || !strings.Contains(r.AbortMessage, `check "success-rate" failed: 50%`) ||
+		!strings.Contains(r.Message, "aborted before the switch") || prom.count() != 1 {
+		t.Errorf("rollout %s %q (%q), %d queries: want AnalysisFailed naming the check, one query", r.AbortReason, r.AbortMessage, r.Message, prom.count())
+	}
+	if w.selectorOf("web-service") != selectsStable || w.deploymentReplicas("web-deploy") != 4 || w.image("web-deploy") != "nginx" {
+		t.Errorf("the active side moved: Service %s, stable %d %s", w.selectorOf("web-service"), w.deploymentReplicas("web-deploy"), w.image("web-deploy"))
+	}
+	if c := meta.FindStatusCondition(w.app().Status.Conditions, appv1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("Ready = %+v, want False", c)
+	}
+	if !slices.ContainsFunc(w.events, func(e string) bool {
+		return strings.HasPrefix(e, "Warning RolloutAborted Blue-green rollout to revision")
+	}) {
+		t.Errorf("no RolloutAborted Warning among %q", w.events)
+	}
+	w.sinceStepStarted(70 * time.Second)
+	w.step("a resync within the abort's delay: no query, nothing", nil, "Aborted 1")
+	if prom.count() != 1 {
+		t.Errorf("%d queries after the abort, want 1", prom.count())
+	}
+}
+
+// TestBlueGreenPrePromotionAnalysisPasses: a passed check lets kubectl app promote
+// switch, in the writes of a switch without checks (the status and the Service).
+func TestBlueGreenPrePromotionAnalysisPasses(t *testing.T) {
+	w := blueGreenWorld(t, false, prePromotionStrategy())
+	prom := &fakeProm{}
+	w.f.c.analyzer = &analysis.Analyzer{Prometheus: prom}
+	w.toPreview()
+	w.stepRequeued("the switch's stage: its check listed", []string{"patch apps/status web"}, "Paused 1", rolloutRecheck)
+	prom.answer(100, 0)
+	w.sinceStepStarted(60 * time.Second)
+	w.step("the preview's success rate 100%: passed, waiting for promote", []string{"patch apps/status web"}, "Paused 1")
+	if r := w.app().Status.Rollout; !strings.Contains(r.Message, "kubectl app promote switches the traffic to it") || len(r.Analysis) != 1 || r.Analysis[0].Passed != 1 {
+		t.Errorf("rollout %q, analysis %+v: want the check passed, waiting for promote", r.Message, r.Analysis)
+	}
+	w.request(appv1.RolloutActionPromote, "promote-1")
+	w.step("kubectl app promote: the switch", []string{"patch apps/status web", "patch services web-service"}, "Progressing 2")
+	if got := w.selectorOf("web-service"); got != selectsPreview {
+		t.Errorf("the App's Service selects %s, want the preview's pods", got)
+	}
+	if r := w.app().Status.Rollout; r.Analysis != nil {
+		t.Errorf("the checks before the switch outlived their stage: %+v", r.Analysis)
 	}
 }

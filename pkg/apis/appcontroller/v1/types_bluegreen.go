@@ -9,7 +9,8 @@ package v1
 // or after autoPromotionSeconds. The old pods are kept scaleDownDelaySeconds after the
 // switch: `kubectl app abort` (or a change back, or a failing new pod) switches back
 // within it, without starting a pod. A new pod that fails before the switch aborts the
-// rollout, as a canary pod does. With previewHosts, the preview is also reachable
+// rollout, as a canary pod does, and so does a failing check of prePromotionAnalysis,
+// which the switch waits for. With previewHosts, the preview is also reachable
 // through the App's Gateway under those hosts before the switch (an HTTPRoute NAME-preview
 // beside the App's). docs/progressive-delivery.md tells the whole story.
 //
@@ -91,6 +92,19 @@ type BlueGreenStrategy struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
 	PreviewHosts []Hostname `json:"previewHosts,omitempty"`
+
+	// PrePromotionAnalysis runs checks against the preview before the switch (Argo
+	// Rollouts' prePromotionAnalysis), the canary's checks (successRate and latency read
+	// the preview's pods, or, with source Gateway, the Gateway's requests to the preview
+	// Service, which previewHosts sends it), from the moment the preview is available.
+	// The switch, by autoPromotionSeconds or by `kubectl app promote`, waits until every
+	// check has passed its count (a promote before then is refused; `promote --full`
+	// switches without them); a check that fails beyond its failureLimit aborts the
+	// rollout before the switch (reason AnalysisFailed), and one that stays inconclusive
+	// aborts it at progressDeadlineSeconds (AnalysisInconclusive). The stage's index
+	// stays the switch's (status.rollout.currentStepIndex 1).
+	// +optional
+	PrePromotionAnalysis *AnalysisStep `json:"prePromotionAnalysis,omitempty"`
 }
 
 // PreviewSuffix is added to the name of the App's Service to name the preview Service

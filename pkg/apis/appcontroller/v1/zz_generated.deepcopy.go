@@ -523,6 +523,11 @@ func (in *BlueGreenStrategy) DeepCopyInto(out *BlueGreenStrategy) {
 		*out = make([]Hostname, len(*in))
 		copy(*out, *in)
 	}
+	if in.PrePromotionAnalysis != nil {
+		in, out := &in.PrePromotionAnalysis, &out.PrePromotionAnalysis
+		*out = new(AnalysisStep)
+		(*in).DeepCopyInto(*out)
+	}
 	return
 }
 

@@ -34,7 +34,8 @@ import (
 // or after autoPromotionSeconds. The old pods are kept scaleDownDelaySeconds after the
 // switch: `kubectl app abort` (or a change back, or a failing new pod) switches back
 // within it, without starting a pod. A new pod that fails before the switch aborts the
-// rollout, as a canary pod does. With previewHosts, the preview is also reachable
+// rollout, as a canary pod does, and so does a failing check of prePromotionAnalysis,
+// which the switch waits for. With previewHosts, the preview is also reachable
 // through the App's Gateway under those hosts before the switch (an HTTPRoute NAME-preview
 // beside the App's). docs/progressive-delivery.md tells the whole story.
 //
@@ -83,6 +84,17 @@ type BlueGreenStrategyApplyConfiguration struct {
 	// the preview's HTTPRoute from being written (RouteAccepted=False, reason
 	// HostConflict), never the App's.
 	PreviewHosts []appcontrollerv1.Hostname `json:"previewHosts,omitempty"`
+	// PrePromotionAnalysis runs checks against the preview before the switch (Argo
+	// Rollouts' prePromotionAnalysis), the canary's checks (successRate and latency read
+	// the preview's pods, or, with source Gateway, the Gateway's requests to the preview
+	// Service, which previewHosts sends it), from the moment the preview is available.
+	// The switch, by autoPromotionSeconds or by `kubectl app promote`, waits until every
+	// check has passed its count (a promote before then is refused; `promote --full`
+	// switches without them); a check that fails beyond its failureLimit aborts the
+	// rollout before the switch (reason AnalysisFailed), and one that stays inconclusive
+	// aborts it at progressDeadlineSeconds (AnalysisInconclusive). The stage's index
+	// stays the switch's (status.rollout.currentStepIndex 1).
+	PrePromotionAnalysis *AnalysisStepApplyConfiguration `json:"prePromotionAnalysis,omitempty"`
 }
 
 // BlueGreenStrategyApplyConfiguration constructs a declarative configuration of the BlueGreenStrategy type for use with
@@ -146,5 +158,13 @@ func (b *BlueGreenStrategyApplyConfiguration) WithPreviewHosts(values ...appcont
 	for i := range values {
 		b.PreviewHosts = append(b.PreviewHosts, values[i])
 	}
+	return b
+}
+
+// WithPrePromotionAnalysis sets the PrePromotionAnalysis field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PrePromotionAnalysis field is set to the value of the last call.
+func (b *BlueGreenStrategyApplyConfiguration) WithPrePromotionAnalysis(value *AnalysisStepApplyConfiguration) *BlueGreenStrategyApplyConfiguration {
+	b.PrePromotionAnalysis = value
 	return b
 }
