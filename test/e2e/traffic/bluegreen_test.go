@@ -114,8 +114,12 @@ func TestBlueGreenSwitchThroughTraefik(t *testing.T) {
 		return err == nil && strings.Contains(body, "version=2"), nil
 	})
 	for i := range 50 {
-		if body, err := getHost(traefik, "preview.web.example.com", "/"); err != nil || !strings.Contains(body, "version=2") {
+		body, err := getHost(traefik, "preview.web.example.com", "/")
+		if err != nil || !strings.Contains(body, "version=2") {
 			t.Errorf("before the switch, request %d through the Gateway to the preview host: %q, %v; want version 2", i, body, err)
+		}
+		if i == 0 {
+			t.Logf("before the switch, Traefik answers preview.web.example.com with %q", body)
 		}
 	}
 	for i := range 50 {
