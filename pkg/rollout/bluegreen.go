@@ -196,6 +196,9 @@ func (m *machine) checksBeforeSwitch() (string, bool) {
 	if m.bg == nil || m.next.CurrentStepIndex != StageSwitch {
 		return "", false
 	}
+	if m.s.Steps[StageSwitch].Analysis != nil && len(m.o.Checks) == 0 {
+		return "not measured yet", true // never without their results
+	}
 	holding := m.holding()
 	if len(holding) == 0 {
 		return "", false

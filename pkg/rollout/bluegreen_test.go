@@ -149,6 +149,11 @@ func TestBlueGreen(t *testing.T) {
 			{at: 620 * time.Second, o: Observation{Desired: v2, StableSettled: true, StepDone: true, Checks: []CheckResult{unsure}}, want: "Aborted 1 h1 h2",
 				reasons: []string{appv1.ReasonRolloutAborted}, message: "stayed inconclusive for progressDeadlineSeconds (600s)"},
 		}},
+		{name: "checks before the switch: no results (none reported) hold the switch, by the clock and by hand", bg: checked(ptr.To[int32](0)), steps: []step{
+			start, upChecked,
+			{at: time.Hour, o: Observation{Desired: v2, StableSettled: true, StepDone: true}, same: true},
+			{at: time.Hour, req: appv1.RolloutActionPromote, want: "Paused 1 h1 h2", reasons: []string{appv1.EventReasonRolloutRequestIgnored}},
+		}},
 		{name: "checks before the switch: promote --full switches without them", bg: checked(nil), steps: []step{
 			start, upChecked,
 			{at: time.Minute, req: appv1.RolloutActionPromoteFull, o: Observation{Checks: []CheckResult{running}}, want: "Progressing 2 h1 h2",
