@@ -3,6 +3,8 @@ package plugin
 import (
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
@@ -52,6 +54,10 @@ func printBlueGreen(w io.Writer, app *appv1.App, v *RolloutView) {
 	if r.Canary != nil {
 		fmt.Fprintf(w, "Stages:\t%s\n", progressLine(blueGreenStages, r))
 	}
+	for _, c := range r.Analysis {
+		// The checks of prePromotionAnalysis, at the switch's stage.
+		fmt.Fprintf(w, "Check:\t%s\n", oneLine(checkLineAt(c, "before the switch")))
+	}
 	service := app.Spec.ServiceTemplate
 	preview := versionLine(r.Canary, v.Canary, v.CanaryNote)
 	active := versionLine(r.Stable, v.Stable, v.StableNote)
@@ -65,10 +71,25 @@ func printBlueGreen(w io.Writer, app *appv1.App, v *RolloutView) {
 	if r.Canary != nil || v.Canary != nil {
 		where := ""
 		if service != nil && r.Canary != nil {
-			where = fmt.Sprintf(" (Service %s%s)", service.Name, appv1.PreviewSuffix)
+			where = previewWhere(app, r)
 		}
 		fmt.Fprintf(w, "Preview:\t%s%s\n", preview, where)
 	}
+}
+
+// previewWhere says where the preview of app's blue-green rollout r is reached: its
+// Service and, with rollout.blueGreen.previewHosts on an HTTPRoute, its hosts through the
+// Gateway (not once aborted: the preview's route goes with its pods).
+func previewWhere(app *appv1.App, r *appv1.RolloutStatus) string {
+	where := " (Service " + app.Spec.ServiceTemplate.Name + appv1.PreviewSuffix
+	if bg := previewStrategy(app); bg != nil && len(bg.PreviewHosts) > 0 && app.Spec.Route != nil && r.Phase != appv1.RolloutAborted {
+		hosts := make([]string, 0, len(bg.PreviewHosts))
+		for _, h := range bg.PreviewHosts {
+			hosts = append(hosts, string(h))
+		}
+		where += ", hosts " + strings.Join(hosts, ", ")
+	}
+	return where + ")"
 }
 
 // blueGreenEffect says what action will do to app's blue-green rollout r, or why it
@@ -88,8 +109,13 @@ func blueGreenEffect(app *appv1.App, r *appv1.RolloutStatus, action appv1.Rollou
 			return "the aborted blue-green rollout starts again: its preview scales up", nil
 		case k < 2 && action == appv1.RolloutActionPromoteFull:
 			return "the traffic switches to the preview once it is available", nil
+		case k == 1 && len(checksBeforeSwitch(app, r)) > 0 && action == appv1.RolloutActionPromote:
+			return "", fmt.Errorf("the switch of App %s waits for the checks of prePromotionAnalysis (%s): promote again once they passed, or kubectl app promote --full %s switches without them",
+				id, strings.Join(checksBeforeSwitch(app, r), ", "), app.Name)
 		case k == 1:
 			return "the traffic switches to the preview", nil
+		case k == 0 && previewStrategy(app).PrePromotionAnalysis != nil:
+			return "the preview stage ends: the checks before the switch run, then the switch follows (kubectl app promote again once they passed)", nil
 		case k == 0:
 			return "the preview stage ends: the switch follows (at once with kubectl app promote again)", nil
 		}
@@ -119,4 +145,34 @@ func blueGreenEffect(app *appv1.App, r *appv1.RolloutStatus, action appv1.Rollou
 		return "the rollout goes on from " + at, nil
 	}
 	return "", fmt.Errorf("unknown action %q", action)
+}
+
+// previewStrategy returns app's blue-green strategy; nil without.
+func previewStrategy(app *appv1.App) *appv1.BlueGreenStrategy {
+	if app.Spec.Rollout == nil {
+		return nil
+	}
+	return app.Spec.Rollout.BlueGreen
+}
+
+// checksBeforeSwitch names the checks of app's prePromotionAnalysis that have not passed
+// their count at blue-green rollout r's switch stage, as status.rollout.analysis says:
+// a promote is refused until none is left.
+func checksBeforeSwitch(app *appv1.App, r *appv1.RolloutStatus) []string {
+	bg := previewStrategy(app)
+	if bg == nil || bg.PrePromotionAnalysis == nil {
+		return nil
+	}
+	var out []string
+	for _, c := range bg.PrePromotionAnalysis.Checks {
+		count := int32(1)
+		if c.Count != nil {
+			count = *c.Count
+		}
+		i := slices.IndexFunc(r.Analysis, func(s appv1.CheckStatus) bool { return s.Name == c.Name })
+		if i < 0 || r.Analysis[i].Passed < count {
+			out = append(out, c.Name)
+		}
+	}
+	return out
 }

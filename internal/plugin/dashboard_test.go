@@ -220,12 +220,21 @@ func TestBlueGreenProgressView(t *testing.T) {
 		r                      *appv1.RolloutStatus
 		wantSegments, wantText string
 		wantLabels             string
+		// checks: with prePromotionAnalysis (smoke, load), at the same stages.
+		checks bool
 	}{
 		{name: "healthy", r: &appv1.RolloutStatus{Phase: appv1.RolloutHealthy},
 			wantSegments: "done done done done", wantText: "Healthy, no rollout in progress", wantLabels: "Active Preview"},
 		{name: "waiting for the switch", r: &appv1.RolloutStatus{Phase: appv1.RolloutPaused, CurrentStepIndex: 1, Canary: canary},
 			wantSegments: "done current todo todo", wantText: "Paused, blue-green stage switch (2 of 5), the old version active, the new one waiting for the switch",
 			wantLabels: "Active Preview"},
+		{name: "waiting for the switch and its checks, one passed", r: &appv1.RolloutStatus{Phase: appv1.RolloutPaused, CurrentStepIndex: 1, Canary: canary,
+			Analysis: []appv1.CheckStatus{{Name: "smoke", Step: 1, Passed: 1}, {Name: "load", Step: 1}}}, checks: true, wantSegments: "done current todo todo",
+			wantText:   "Paused, blue-green stage switch (2 of 5), the old version active, the new one waiting for the switch and its checks before it (load)",
+			wantLabels: "Active Preview"},
+		{name: "switched, with checks before it", r: &appv1.RolloutStatus{Phase: appv1.RolloutProgressing, CurrentStepIndex: 3, CanaryWeight: 100, Canary: canary},
+			checks: true, wantSegments: "done done done current", wantText: "Progressing, blue-green stage scale-down delay (4 of 5), the new version active",
+			wantLabels: "Previous Active"},
 		{name: "switched", r: &appv1.RolloutStatus{Phase: appv1.RolloutProgressing, CurrentStepIndex: 3, CanaryWeight: 100, Canary: canary},
 			wantSegments: "done done done current", wantText: "Progressing, blue-green stage scale-down delay (4 of 5), the new version active",
 			wantLabels: "Previous Active"},
@@ -236,7 +245,11 @@ func TestBlueGreenProgressView(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v := newRolloutView(&dashCache{}, app(tt.r))
+			a := app(tt.r)
+			if tt.checks {
+				a.Spec.Rollout.BlueGreen.PrePromotionAnalysis = &appv1.AnalysisStep{Checks: []appv1.AnalysisCheck{{Name: "smoke"}, {Name: "load"}}}
+			}
+			v := newRolloutView(&dashCache{}, a)
 			if v == nil {
 				t.Fatal("no rollout section")
 			}

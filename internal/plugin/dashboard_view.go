@@ -134,6 +134,9 @@ func newProgressView(app *appv1.App) *progressView {
 		p.Text = fmt.Sprintf("%s, blue-green stage %s (%d of %d), the %s active", p.Phase, p.Stage, min(p.Step, len(steps)+1), len(steps)+1, p.Active)
 		if r.Phase != appv1.RolloutAborted && r.CurrentStepIndex == stageSwitch {
 			p.Text += ", the new one waiting for the switch"
+			if checks := checksBeforeSwitch(app, r); len(checks) > 0 {
+				p.Text += " and its checks before it (" + strings.Join(checks, ", ") + ")"
+			}
 		}
 	case current >= len(steps):
 		p.Text = fmt.Sprintf("%s, past the last of %d steps: promoting", p.Phase, len(steps))
@@ -380,7 +383,7 @@ func newRolloutView(d *dashCache, app *appv1.App) *rolloutView {
 		if r.Canary != nil {
 			v.Canary = versionLine(r.Canary, d.deployment(app, t.Name+appv1.CanarySuffix), "not found")
 			if svc := app.Spec.ServiceTemplate; svc != nil && v.CanaryLabel == "Preview" {
-				v.Canary += fmt.Sprintf(" (Service %s%s)", svc.Name, appv1.PreviewSuffix)
+				v.Canary += previewWhere(app, r)
 			}
 		}
 	}

@@ -231,6 +231,12 @@ func checkLine(c appv1.CheckStatus) string {
 	if c.Step < 0 {
 		where = "background"
 	}
+	return checkLineAt(c, where)
+}
+
+// checkLineAt is checkLine for a check that runs where ("step 2", "background", "before
+// the switch").
+func checkLineAt(c appv1.CheckStatus, where string) string {
 	if c.Template != "" {
 		where += ", " + c.Template
 	}

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,10 +17,12 @@ import (
 // stage behave as a canary's do; the plan (NewBlueGreenPlan) and the messages are its
 // own. The new version runs in the canary Deployment (the preview), in full; the App's
 // Service, the active one, selects the stable pods until the switch and the preview's
-// after it, and the preview Service selects the preview's pods throughout.
+// after it, and the preview Service selects the preview's pods throughout (and the
+// HTTPRoute of the preview's hosts sends to it while the preview has pods).
 //
 //	stage 0 (Progressing)  the preview scales to the App's replicas: done once they are available
-//	stage 1 (Paused)       the preview is available: until kubectl app promote, or autoPromotionSeconds
+//	stage 1 (Paused)       the preview is available: until kubectl app promote, or autoPromotionSeconds,
+//	                       and the checks of prePromotionAnalysis, if any, passed (a failed one aborts)
 //	stage 2 (Progressing)  the switch: done once the App's Service selects the preview's pods
 //	stage 3 (Progressing)  the old pods kept scaleDownDelaySeconds: kubectl app abort switches back
 //	promotion              the App's Deployment rolls to the new version, then the preview goes
@@ -33,8 +36,12 @@ const (
 
 // BlueGreenStages returns the strategy the canary's machine runs a blue-green rollout
 // by: its four stages as steps (a setWeight 0 that ends when the preview is up, a pause
-// of autoPromotionSeconds or until promoted, a setWeight 100 that ends when the switch
-// is in effect, a pause of scaleDownDelaySeconds), and its deadlines and windows.
+// of autoPromotionSeconds or until promoted, with the checks of prePromotionAnalysis as
+// its analysis, a setWeight 100 that ends when the switch is in effect, a pause of
+// scaleDownDelaySeconds), and its deadlines and windows. The checks before the switch
+// are part of the switch's stage, not a stage of their own: the stages' indices (which
+// the status, kubectl app status and the dashboard read) are the same with or without
+// them.
 func BlueGreenStages(bg *appv1.BlueGreenStrategy) *appv1.CanaryStrategy {
 	gate := &appv1.CanaryPause{}
 	if bg.AutoPromotionSeconds != nil {
@@ -44,7 +51,7 @@ func BlueGreenStages(bg *appv1.BlueGreenStrategy) *appv1.CanaryStrategy {
 	return &appv1.CanaryStrategy{
 		Steps: []appv1.CanaryStep{
 			{SetWeight: ptr.To[int32](0)},
-			{Pause: gate},
+			{Pause: gate, Analysis: bg.PrePromotionAnalysis},
 			{SetWeight: ptr.To[int32](100)},
 			{Pause: &appv1.CanaryPause{Duration: &metav1.Duration{Duration: delay}}},
 		},
@@ -104,20 +111,21 @@ func NewBlueGreenPlan(bg *appv1.BlueGreenStrategy, r *appv1.RolloutStatus, l Liv
 		p.KeepCanary = !scaleDownDue
 		p.StepDone = true
 	case r.Phase == appv1.RolloutAborted:
-		// Switched back: the preview pods stay for the abort's delay, taking no traffic.
+		// Switched back: the preview pods stay for the abort's delay, taking no traffic
+		// but the preview's hosts' (to look at them); then the preview's route goes.
 		p.Active, p.PreviewService = ActiveStable, true
 		p.CanaryReplicas = ptr.To[int32](0)
 		if !scaleDownDue {
-			p.CanaryReplicas, p.KeepCanary = nil, true
+			p.CanaryReplicas, p.KeepCanary, p.PreviewRoute = nil, true, true
 		}
 	case r.CurrentStepIndex >= blueGreenSteps:
 		// The promotion: the App's Deployment rolls to the new version while the preview
 		// serves; the Service selects both again once it runs it (Healthy).
-		p.Active, p.PreviewService = ActivePreview, true
+		p.Active, p.PreviewService, p.PreviewRoute = ActivePreview, true, true
 		p.CanaryReplicas = ptr.To(l.CanaryReplicas)
 		p.StableMustRun = true
 	default:
-		p.CanaryReplicas, p.PreviewService = ptr.To(l.N), true
+		p.CanaryReplicas, p.PreviewService, p.PreviewRoute = ptr.To(l.N), true, true
 		p.Active = ActiveStable
 		// The switch, never to a preview that is not available (a promote --full before
 		// it was), and never back once made.
@@ -160,6 +168,9 @@ func (m *machine) blueGreenMessage() string {
 		return fmt.Sprintf("%s (%s): paused by kubectl app pause until kubectl app resume or promote", at, stageName(k))
 	case k == StagePreview:
 		return fmt.Sprintf("%s: waiting for the preview's pods; revision %s is active", at, r.Stable.Revision)
+	case k == StageSwitch && len(m.holding()) > 0:
+		return fmt.Sprintf("%s: the preview is available; the switch from revision %s waits for its checks: %s", at, r.Stable.Revision,
+			strings.TrimPrefix(holdingMessage(m.holding()), "waiting for its checks: "))
 	case k == StageSwitch && m.bg.AutoPromotionSeconds == nil:
 		return fmt.Sprintf("%s: the preview is available; kubectl app promote switches the traffic to it from revision %s", at, r.Stable.Revision)
 	case k == StageSwitch:
@@ -170,4 +181,27 @@ func (m *machine) blueGreenMessage() string {
 	}
 	return fmt.Sprintf("Revision %s is active; the pods of revision %s are kept until %s for kubectl app abort", r.Canary.Revision, r.Stable.Revision,
 		r.StepStartedAt.Add(time.Duration(ptr.Deref(m.bg.ScaleDownDelaySeconds, 30))*time.Second).UTC().Format(time.RFC3339))
+}
+
+// holding returns the checks of the observation that hold the current stage: neither
+// passed nor failed.
+func (m *machine) holding() []CheckResult {
+	_, holding := judge(m.o.Checks)
+	return holding
+}
+
+// checksBeforeSwitch reports whether a blue-green rollout's switch waits for checks of
+// prePromotionAnalysis that have not all passed, and which.
+func (m *machine) checksBeforeSwitch() (string, bool) {
+	if m.bg == nil || m.next.CurrentStepIndex != StageSwitch {
+		return "", false
+	}
+	if m.s.Steps[StageSwitch].Analysis != nil && len(m.o.Checks) == 0 {
+		return "not measured yet", true // never without their results
+	}
+	holding := m.holding()
+	if len(holding) == 0 {
+		return "", false
+	}
+	return strings.TrimPrefix(holdingMessage(holding), "waiting for its checks: "), true
 }

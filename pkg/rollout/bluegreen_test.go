@@ -16,7 +16,9 @@ import (
 // TestBlueGreen walks blue-green rollouts through their stages, one transition a sync:
 // each line is what the sync observes (at a time after the start), the state it leads
 // to (phase, stage, stable and preview template hashes), the Events, and a part of the
-// message. A line marked same changes nothing.
+// message. A line marked same changes nothing. The checks of prePromotionAnalysis run at
+// the switch's stage (its index stays 1): they hold it, by hand or by the clock, and a
+// failed one aborts before the switch.
 func TestBlueGreen(t *testing.T) {
 	v1 := appv1.RolloutVersion{Revision: "web-1", PodTemplateHash: "h1"}
 	v2 := appv1.RolloutVersion{Revision: "web-2", PodTemplateHash: "h2"}
@@ -35,6 +37,18 @@ func TestBlueGreen(t *testing.T) {
 	up := step{at: 20 * time.Second, o: Observation{Desired: v2, StableSettled: true, StepDone: true}, want: "Paused 1 h1 h2",
 		reasons: []string{appv1.EventReasonRolloutStep}, message: "kubectl app promote switches the traffic to it from revision web-1"}
 	manual := &appv1.BlueGreenStrategy{ScaleDownDelaySeconds: ptr.To[int32](60)}
+	// checked is a strategy with a check before the switch, switched after auto seconds
+	// (nil: by hand); the checks' results as the App controller reports them.
+	checked := func(auto *int32) *appv1.BlueGreenStrategy {
+		return &appv1.BlueGreenStrategy{AutoPromotionSeconds: auto, PrePromotionAnalysis: &appv1.AnalysisStep{Checks: []appv1.AnalysisCheck{
+			{Name: "smoke", Query: &appv1.QueryCheck{PromQL: "x", FailureCondition: &appv1.ValueRange{Min: ptr.To("0.01")}}}}}}
+	}
+	running := CheckResult{Name: "smoke", Phase: CheckRunning}
+	passed := CheckResult{Name: "smoke", Phase: CheckPassed, Value: "0", Threshold: "<= 0.01"}
+	failed := CheckResult{Name: "smoke", Phase: CheckFailed, Value: "0.5", Threshold: "<= 0.01"}
+	unsure := CheckResult{Name: "smoke", Phase: CheckInconclusive, Message: "no data"}
+	upChecked := step{at: 20 * time.Second, o: Observation{Desired: v2, StableSettled: true, StepDone: true}, want: "Paused 1 h1 h2",
+		reasons: []string{appv1.EventReasonRolloutStep}}
 	tests := []struct {
 		name  string
 		bg    *appv1.BlueGreenStrategy
@@ -101,6 +115,50 @@ func TestBlueGreen(t *testing.T) {
 			{at: 600 * time.Second, o: Observation{Desired: v2, StableSettled: true}, want: "Aborted 0 h1 h2",
 				reasons: []string{appv1.ReasonRolloutAborted}, message: "did not complete within progressDeadlineSeconds (600s)"},
 		}},
+		{name: "checks before the switch: a promote while one runs is refused, a failed one aborts with the active untouched", bg: checked(nil), steps: []step{
+			start, upChecked,
+			{at: time.Minute, o: Observation{Desired: v2, StableSettled: true, StepDone: true, Checks: []CheckResult{running}}, want: "Paused 1 h1 h2",
+				message: `the switch from revision web-1 waits for its checks: "smoke" running`},
+			{at: time.Minute, o: Observation{Desired: v2, StableSettled: true, StepDone: true, Checks: []CheckResult{running}}, same: true},
+			{at: time.Minute, req: appv1.RolloutActionPromote, o: Observation{Checks: []CheckResult{running}}, want: "Paused 1 h1 h2",
+				reasons: []string{appv1.EventReasonRolloutRequestIgnored}, message: `the switch from revision web-1 waits for its checks: "smoke" running`},
+			{at: 2 * time.Minute, o: Observation{Desired: v2, StableSettled: true, StepDone: true, Checks: []CheckResult{failed}}, want: "Aborted 1 h1 h2",
+				reasons: []string{appv1.ReasonRolloutAborted},
+				message: `Blue-green rollout to revision web-2 aborted before the switch: check "smoke" failed: 0.5, threshold <= 0.01; all traffic is on the stable pods (revision web-1)`},
+		}},
+		{name: "checks before the switch: passed, kubectl app promote switches", bg: checked(nil), steps: []step{
+			start, upChecked,
+			{at: 2 * time.Minute, o: Observation{Desired: v2, StableSettled: true, StepDone: true, Checks: []CheckResult{passed}}, want: "Paused 1 h1 h2",
+				message: "kubectl app promote switches the traffic to it"},
+			{at: 2 * time.Minute, req: appv1.RolloutActionPromote, o: Observation{Checks: []CheckResult{passed}}, want: "Progressing 2 h1 h2",
+				reasons: []string{appv1.EventReasonRolloutStep}, message: "switching the traffic to it"},
+		}},
+		{name: "checks before the switch: autoPromotionSeconds waits for them", bg: checked(ptr.To[int32](30)), steps: []step{
+			start, upChecked,
+			{at: time.Minute, o: Observation{Desired: v2, StableSettled: true, StepDone: true, Checks: []CheckResult{running}}, want: "Paused 1 h1 h2",
+				message: `waits for its checks: "smoke" running`},
+			{at: 90 * time.Second, o: Observation{Desired: v2, StableSettled: true, StepDone: true, Checks: []CheckResult{running}}, same: true},
+			{at: 2 * time.Minute, o: Observation{Desired: v2, StableSettled: true, StepDone: true, Checks: []CheckResult{passed}}, want: "Progressing 2 h1 h2",
+				reasons: []string{appv1.EventReasonRolloutStep}},
+		}},
+		{name: "checks before the switch: inconclusive until the progress deadline aborts", bg: checked(ptr.To[int32](0)), steps: []step{
+			start, upChecked,
+			{at: time.Minute, o: Observation{Desired: v2, StableSettled: true, StepDone: true, Checks: []CheckResult{unsure}}, want: "Paused 1 h1 h2",
+				message: `waits for its checks: "smoke" inconclusive`},
+			{at: 619 * time.Second, o: Observation{Desired: v2, StableSettled: true, StepDone: true, Checks: []CheckResult{unsure}}, same: true},
+			{at: 620 * time.Second, o: Observation{Desired: v2, StableSettled: true, StepDone: true, Checks: []CheckResult{unsure}}, want: "Aborted 1 h1 h2",
+				reasons: []string{appv1.ReasonRolloutAborted}, message: "stayed inconclusive for progressDeadlineSeconds (600s)"},
+		}},
+		{name: "checks before the switch: no results (none reported) hold the switch, by the clock and by hand", bg: checked(ptr.To[int32](0)), steps: []step{
+			start, upChecked,
+			{at: time.Hour, o: Observation{Desired: v2, StableSettled: true, StepDone: true}, same: true},
+			{at: time.Hour, req: appv1.RolloutActionPromote, want: "Paused 1 h1 h2", reasons: []string{appv1.EventReasonRolloutRequestIgnored}},
+		}},
+		{name: "checks before the switch: promote --full switches without them", bg: checked(nil), steps: []step{
+			start, upChecked,
+			{at: time.Minute, req: appv1.RolloutActionPromoteFull, o: Observation{Checks: []CheckResult{running}}, want: "Progressing 2 h1 h2",
+				reasons: []string{appv1.EventReasonRolloutStep}},
+		}},
 		{name: "kubectl app pause holds the switch, resume lets it go", bg: &appv1.BlueGreenStrategy{AutoPromotionSeconds: ptr.To[int32](0)}, steps: []step{
 			start,
 			{at: time.Second, req: appv1.RolloutActionPause, want: "Paused 0 h1 h2", reasons: []string{appv1.EventReasonRolloutPaused}},
@@ -115,7 +173,7 @@ func TestBlueGreen(t *testing.T) {
 				o := s.o
 				o.Now = testNow.Add(s.at)
 				if s.req != "" {
-					o.Desired, o.StableSettled = v2, true
+					o.Desired, o.StableSettled, o.StepDone = v2, true, o.StepDone || len(o.Checks) > 0
 					step := int32(0)
 					if cur.Canary != nil {
 						step = cur.CurrentStepIndex
@@ -168,7 +226,7 @@ func roundTimes(r *appv1.RolloutStatus) *appv1.RolloutStatus {
 // TestBlueGreenPlan checks what the children are at each stage: the preview at the
 // App's replicas from the start, the App's Service on the stable pods until the switch
 // (which waits for the preview's pods) and on the preview's after it, the preview kept
-// after an abort for its delay.
+// after an abort for its delay; the preview's route while the preview has pods.
 func TestBlueGreenPlan(t *testing.T) {
 	bg := &appv1.BlueGreenStrategy{}
 	v1 := &appv1.RolloutVersion{PodTemplateHash: "h1", ReplicaSetHash: "rs1"}
@@ -183,30 +241,30 @@ func TestBlueGreenPlan(t *testing.T) {
 		r    *appv1.RolloutStatus
 		l    Live
 		// want: preview replicas ("-": none, "keep": left as it is), active, preview
-		// Service, stepDone, stableMustRun.
+		// Service, preview route, stepDone, stableMustRun.
 		want string
 	}{
 		{"the preview starts: the App's replicas, the Service on the stable pods", state(appv1.RolloutProgressing, StagePreview, v1),
-			Live{N: 4, StableReplicas: 4, CanaryWeight: -1}, "4 stable true false false"},
-		{"the preview up", state(appv1.RolloutProgressing, StagePreview, v1), up, "4 stable true true false"},
-		{"waiting for the switch", state(appv1.RolloutPaused, StageSwitch, v1), up, "4 stable true true false"},
-		{"the switch", state(appv1.RolloutProgressing, StageSwitched, v1), up, "4 preview true false false"},
+			Live{N: 4, StableReplicas: 4, CanaryWeight: -1}, "4 stable true true false false"},
+		{"the preview up", state(appv1.RolloutProgressing, StagePreview, v1), up, "4 stable true true true false"},
+		{"waiting for the switch", state(appv1.RolloutPaused, StageSwitch, v1), up, "4 stable true true true false"},
+		{"the switch", state(appv1.RolloutProgressing, StageSwitched, v1), up, "4 preview true true false false"},
 		{"the switch in effect", state(appv1.RolloutProgressing, StageSwitched, v1), func() Live { l := up; l.ActiveOnPreview = true; return l }(),
-			"4 preview true true false"},
+			"4 preview true true true false"},
 		{"the switch waits for a preview not available", state(appv1.RolloutProgressing, StageSwitched, v1),
-			Live{N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 4, CanaryAvailable: 3}, "4 stable true false false"},
+			Live{N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 4, CanaryAvailable: 3}, "4 stable true true false false"},
 		{"the old pods kept", state(appv1.RolloutProgressing, StageScaleDown, v1), func() Live { l := up; l.ActiveOnPreview = true; return l }(),
-			"4 preview true true false"},
-		{"the promotion: the stable rolls while the preview serves", state(appv1.RolloutProgressing, 4, v2), up, "4 preview true false true"},
+			"4 preview true true true false"},
+		{"the promotion: the stable rolls while the preview serves", state(appv1.RolloutProgressing, 4, v2), up, "4 preview true true false true"},
 		{"aborted, within the abort's delay: the preview kept, no traffic", func() *appv1.RolloutStatus {
 			r := state(appv1.RolloutAborted, StageScaleDown, v1)
 			r.CanaryScaleDownAt = &later
 			return r
-		}(), up, "keep stable true false false"},
-		{"aborted, the delay passed: the preview to 0", state(appv1.RolloutAborted, StageScaleDown, v1), up, "0 stable true false false"},
+		}(), up, "keep stable true true false false"},
+		{"aborted, the delay passed: the preview to 0, its route gone", state(appv1.RolloutAborted, StageScaleDown, v1), up, "0 stable true false false false"},
 		{"promoted: the preview kept its delay, the Service on all the pods", &appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: v2, CanaryScaleDownAt: &later},
-			up, "keep  false true false"},
-		{"at rest", &appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: v2}, Live{N: 4, StableReplicas: 4}, "-  false true false"},
+			up, "keep  false false true false"},
+		{"at rest", &appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: v2}, Live{N: 4, StableReplicas: 4}, "-  false false true false"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -218,7 +276,7 @@ func TestBlueGreenPlan(t *testing.T) {
 			case p.CanaryReplicas != nil:
 				preview = fmt.Sprint(*p.CanaryReplicas)
 			}
-			if got := fmt.Sprintf("%s %s %t %t %t", preview, p.Active, p.PreviewService, p.StepDone, p.StableMustRun); got != tt.want {
+			if got := fmt.Sprintf("%s %s %t %t %t %t", preview, p.Active, p.PreviewService, p.PreviewRoute, p.StepDone, p.StableMustRun); got != tt.want {
 				t.Errorf("plan = %q, want %q", got, tt.want)
 			}
 			if p.Split != nil {

@@ -189,6 +189,12 @@ func (m *machine) request() {
 		case req.Step != r.CurrentStepIndex:
 			ignore(fmt.Sprintf("%s ignored: it ends step %d, the rollout is at step %d", what, req.Step+1, r.CurrentStepIndex+1))
 		default:
+			if checks, wait := m.checksBeforeSwitch(); wait {
+				// Blue-green: the checks before the switch gate it, by hand too.
+				ignore(fmt.Sprintf("%s ignored: the switch waits for the checks of prePromotionAnalysis (%s); promote again once they passed, "+
+					"or kubectl app promote --full switches without them", what, checks))
+				return
+			}
 			m.stepEnded("by kubectl app promote")
 		}
 	case appv1.RolloutActionPromoteFull:
@@ -459,18 +465,9 @@ func (m *machine) advance() {
 		if r.PausedByRequest || len(holding) > 0 {
 			return
 		}
-		switch {
-		case step.Analysis != nil && len(o.Checks) > 0:
-			m.stepEnded(passedMessage(o.Checks))
-		case step.SetWeight != nil && o.StepDone:
-			m.stepEnded("with its weight in effect")
-		case routingStep(step) && o.StepDone:
-			m.stepEnded("with its route in effect")
-		case step.Pause != nil && step.Pause.Duration != nil && since >= step.Pause.Duration.Duration:
-			m.stepEnded("after its duration")
-		}
 		// One step a sync: o.StepDone was the ended step's; the next step's children
 		// come first.
+		m.endStepIfDone(step, since)
 		return
 	}
 	if !o.StepDone {
@@ -490,6 +487,30 @@ func (m *machine) advance() {
 		Message: fmt.Sprintf("Revision %s (pod template %s) is promoted: the stable Deployment runs it", r.Canary.Revision, r.Canary.PodTemplateHash),
 		Metric:  MetricPromoted, Step: "promotion", Seconds: took})
 	m.end("", true)
+}
+
+// endStepIfDone ends step, which started since ago and whose checks passed (or has
+// none), when it is done: an analysis step by its checks, a setWeight or routing step
+// once its children are in effect, a pause after its duration (a blue-green switch's,
+// autoPromotionSeconds, after its checks too).
+func (m *machine) endStepIfDone(step appv1.CanaryStep, since time.Duration) {
+	o := m.o
+	elapsed := step.Pause != nil && step.Pause.Duration != nil && since >= step.Pause.Duration.Duration
+	switch {
+	case step.Analysis != nil && step.Pause == nil && len(o.Checks) > 0:
+		m.stepEnded(passedMessage(o.Checks))
+	case step.SetWeight != nil && o.StepDone:
+		m.stepEnded("with its weight in effect")
+	case routingStep(step) && o.StepDone:
+		m.stepEnded("with its route in effect")
+	case elapsed && step.Analysis != nil:
+		// Blue-green's switch by autoPromotionSeconds: never without its checks' results.
+		if len(o.Checks) > 0 {
+			m.stepEnded("after its duration, " + passedMessage(o.Checks))
+		}
+	case elapsed:
+		m.stepEnded("after its duration")
+	}
 }
 
 // stableTakesCanary is a promotion's point of no return: the stable Deployment gets the

@@ -30,9 +30,10 @@ type Plan struct {
 	// StableHash is the pod-template-hash the stable Service selects.
 	StableHash string
 	// Active is what the App's Service selects during a blue-green rollout (bluegreen.go);
-	// PreviewService: the preview Service exists.
-	Active         Active
-	PreviewService bool
+	// PreviewService: the preview Service exists; PreviewRoute: the HTTPRoute of the
+	// preview's hosts too (with previewHosts), while the preview has pods.
+	Active                       Active
+	PreviewService, PreviewRoute bool
 	// StepDone: the children are where the state wants them (Observation.StepDone);
 	// when StableMustRun, only once the stable Deployment runs the stable version's
 	// template, rolled out (the promotion's last stage): the caller looks.

@@ -138,6 +138,19 @@ func (r *routeChild) sync(ctx context.Context, app *appv1.App, in *syncInput) (c
 	out.changed = ing.changed || hr.changed
 	out.conflict = ing.conflict + hr.conflict // one of them at most: the other is not wanted
 	status, routed := r.accepted(app, parents, refused, invalid, ing, hr)
+	if status != nil && status.status == metav1.ConditionTrue && in.rollout != nil && in.rollout.PreviewRoute && previewRouteName(app) != "" {
+		// The preview's HTTPRoute (child_previewroute.go) is not written while another
+		// namespace holds one of its hosts: the App's route is, and says so.
+		held, err := r.heldHost(app, previewRouteName(app), previewHosts(app))
+		if err != nil {
+			return childOutcome{}, err
+		}
+		if held != "" {
+			status = &childCondition{conditionType: appv1.ConditionRouteAccepted, status: metav1.ConditionFalse, reason: appv1.ReasonHostConflict, warn: true,
+				message: fmt.Sprintf("%s, one of rollout.blueGreen.previewHosts: HTTPRoute %q of the preview is not written until that namespace lets it go (the App's %s)",
+					held, previewRouteName(app), strings.TrimPrefix(status.message, "HTTPRoute "))}
+		}
+	}
 	if status != nil {
 		out.conditions = []childCondition{*status}
 	}
@@ -236,6 +249,37 @@ func desiredHTTPRoute(app *appv1.App, parents []appv1.GatewayRef, split *rollout
 	if err != nil {
 		return nil, err
 	}
+	spec := httpRouteSpec(parents, r.Hosts)
+	paths := routePaths(r)
+	rule := gatewayv1ac.HTTPRouteRule()
+	if split == nil {
+		rule.WithBackendRefs(gatewayv1ac.HTTPBackendRef().
+			WithName(gatewayv1.ObjectName(svc.Name)).
+			WithPort(port.port))
+	} else {
+		rule.WithBackendRefs(
+			gatewayv1ac.HTTPBackendRef().WithName(gatewayv1.ObjectName(svc.Name+appv1.StableSuffix)).WithPort(port.port).WithWeight(split.Stable),
+			gatewayv1ac.HTTPBackendRef().WithName(gatewayv1.ObjectName(svc.Name+appv1.CanarySuffix)).WithPort(port.port).WithWeight(split.Canary))
+	}
+	withPathMatches(rule, paths)
+	var headerRule *gatewayv1ac.HTTPRouteRuleApplyConfiguration
+	if split != nil {
+		headerRule = canaryRouting(rule, svc.Name+appv1.CanarySuffix, port.port, paths, routing)
+	}
+	spec.WithRules(rule)
+	if headerRule != nil {
+		spec.WithRules(headerRule)
+	}
+	route := gatewayv1ac.HTTPRoute(app.Name, app.Namespace).
+		WithLabels(childLabels(app)).
+		WithOwnerReferences(controller.OwnerReference(app, appKind)).
+		WithSpec(spec)
+	return controller.WithAppliedHash(route)
+}
+
+// httpRouteSpec returns the spec of an HTTPRoute attached to parents, for hosts, without
+// rules.
+func httpRouteSpec(parents []appv1.GatewayRef, hosts []appv1.Hostname) *gatewayv1ac.HTTPRouteSpecApplyConfiguration {
 	spec := gatewayv1ac.HTTPRouteSpec()
 	for _, p := range parents {
 		ref := gatewayv1ac.ParentReference().
@@ -250,23 +294,22 @@ func desiredHTTPRoute(app *appv1.App, parents []appv1.GatewayRef, split *rollout
 		}
 		spec.WithParentRefs(ref)
 	}
-	for _, h := range r.Hosts {
+	for _, h := range hosts {
 		spec.WithHostnames(gatewayv1.Hostname(h))
 	}
-	paths := r.Paths
-	if len(paths) == 0 {
-		paths = []appv1.RoutePath{{Path: "/"}}
+	return spec
+}
+
+// routePaths returns the paths of route r: "/" when it names none.
+func routePaths(r *appv1.Route) []appv1.RoutePath {
+	if len(r.Paths) == 0 {
+		return []appv1.RoutePath{{Path: "/"}}
 	}
-	rule := gatewayv1ac.HTTPRouteRule()
-	if split == nil {
-		rule.WithBackendRefs(gatewayv1ac.HTTPBackendRef().
-			WithName(gatewayv1.ObjectName(svc.Name)).
-			WithPort(port.port))
-	} else {
-		rule.WithBackendRefs(
-			gatewayv1ac.HTTPBackendRef().WithName(gatewayv1.ObjectName(svc.Name+appv1.StableSuffix)).WithPort(port.port).WithWeight(split.Stable),
-			gatewayv1ac.HTTPBackendRef().WithName(gatewayv1.ObjectName(svc.Name+appv1.CanarySuffix)).WithPort(port.port).WithWeight(split.Canary))
-	}
+	return r.Paths
+}
+
+// withPathMatches adds to rule a match of each of paths: by prefix, or exact.
+func withPathMatches(rule *gatewayv1ac.HTTPRouteRuleApplyConfiguration, paths []appv1.RoutePath) {
 	for _, p := range paths {
 		match := gatewayv1.PathMatchPathPrefix
 		if p.Type == "Exact" {
@@ -274,19 +317,6 @@ func desiredHTTPRoute(app *appv1.App, parents []appv1.GatewayRef, split *rollout
 		}
 		rule.WithMatches(gatewayv1ac.HTTPRouteMatch().WithPath(gatewayv1ac.HTTPPathMatch().WithType(match).WithValue(p.Path)))
 	}
-	var headerRule *gatewayv1ac.HTTPRouteRuleApplyConfiguration
-	if split != nil {
-		headerRule = canaryRouting(rule, svc.Name+appv1.CanarySuffix, port.port, paths, routing)
-	}
-	spec.WithRules(rule)
-	if headerRule != nil {
-		spec.WithRules(headerRule)
-	}
-	route := gatewayv1ac.HTTPRoute(app.Name, app.Namespace).
-		WithLabels(childLabels(app)).
-		WithOwnerReferences(controller.OwnerReference(app, appKind)).
-		WithSpec(spec)
-	return controller.WithAppliedHash(route)
 }
 
 // splits reports whether app's route is an HTTPRoute, which shares the traffic of a

@@ -31,7 +31,8 @@ import (
 // (templateRef) is resolved from the template informers' caches at each sync; an App
 // in a rollout is queued when a template it refers to changes (templateIndex).
 
-// analysisTarget returns what app's checks measure at step of its rollout.
+// analysisTarget returns what app's checks measure at step of its rollout: the canary's
+// (a blue-green rollout's preview's) and the stable's Deployments and Services.
 func analysisTarget(app *appv1.App, r *appv1.RolloutStatus, gateway bool) analysis.Target {
 	t := analysis.Target{Namespace: app.Namespace, App: app.Name, Gateway: gateway, Step: r.CurrentStepIndex}
 	if d := app.Spec.DeploymentTemplate; d != nil {
@@ -39,6 +40,11 @@ func analysisTarget(app *appv1.App, r *appv1.RolloutStatus, gateway bool) analys
 	}
 	if s := app.Spec.ServiceTemplate; s != nil {
 		t.StableService, t.CanaryService = s.Name+appv1.StableSuffix, s.Name+appv1.CanarySuffix
+		if app.Spec.Rollout != nil && app.Spec.Rollout.BlueGreen != nil {
+			// Blue-green: the Gateway sends the App's hosts to the App's Service and the
+			// preview's hosts (previewHosts) to the preview Service.
+			t.StableService, t.CanaryService = s.Name, s.Name+appv1.PreviewSuffix
+		}
 	}
 	if r.Canary != nil {
 		t.Revision = r.Canary.Revision

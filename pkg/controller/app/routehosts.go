@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,10 +40,20 @@ func (r *routeChild) refusal(app *appv1.App) (string, error) {
 	if spec == nil {
 		return "", nil
 	}
+	held, err := r.heldHost(app, app.Name, spec.Hosts)
+	if held == "" || err != nil {
+		return "", err
+	}
+	return held + "; the route gets no Ingress or HTTPRoute until that namespace lets it go", nil
+}
+
+// heldHost says which of hosts, routed by app's object named own (its route, or the
+// preview's HTTPRoute), another namespace holds, as refusal decides; "" when none.
+func (r *routeChild) heldHost(app *appv1.App, own string, hosts []appv1.Hostname) (string, error) {
 	var since time.Time // of app's own route object; zero: none yet
-	for _, own := range r.objects(app.Namespace + "/" + app.Name) {
-		if controller.IsControlledBy(own, app) && (since.IsZero() || own.GetCreationTimestamp().Time.Before(since)) {
-			since = own.GetCreationTimestamp().Time
+	for _, o := range r.objects(app.Namespace + "/" + own) {
+		if controller.IsControlledBy(o, app) && (since.IsZero() || o.GetCreationTimestamp().Time.Before(since)) {
+			since = o.GetCreationTimestamp().Time
 		}
 	}
 	holds := func(other metav1.Object, ref *metav1.OwnerReference) bool {
@@ -56,7 +67,7 @@ func (r *routeChild) refusal(app *appv1.App) (string, error) {
 		return ref != nil && ref.Kind == appKind.Kind &&
 			(other.GetNamespace() < app.Namespace || other.GetNamespace() == app.Namespace && ref.Name < app.Name)
 	}
-	for _, h := range spec.Hosts {
+	for _, h := range hosts {
 		host := strings.ToLower(string(h))
 		objs, err := r.byHost(controller.HostBucket(host))
 		if err != nil {
@@ -73,7 +84,7 @@ func (r *routeChild) refusal(app *appv1.App) (string, error) {
 					if ref != nil {
 						holder = ref.Kind + " " + ref.Name
 					}
-					return fmt.Sprintf("host %q is held by namespace %q (%s, routing %q since %s); the route gets no Ingress or HTTPRoute until that namespace lets it go",
+					return fmt.Sprintf("host %q is held by namespace %q (%s, routing %q since %s)",
 						host, obj.GetNamespace(), holder, other, obj.GetCreationTimestamp().UTC().Format(time.RFC3339)), nil
 				}
 			}
@@ -153,7 +164,8 @@ func (c *Controller) routeHostHandler() cache.ResourceEventHandler {
 	}
 }
 
-// routeIndex indexes Apps by the buckets of their route's hosts.
+// routeIndex indexes Apps by the buckets of their route's hosts and their preview's
+// (rollout.blueGreen.previewHosts).
 const routeIndex = "app.appcontroller.k8s.io/route-host"
 
 // indexAppByRouteHost is the routeIndex function.
@@ -163,7 +175,7 @@ func indexAppByRouteHost(obj interface{}) ([]string, error) {
 		return nil, nil
 	}
 	hosts := make([]string, 0, len(app.Spec.Route.Hosts))
-	for _, h := range app.Spec.Route.Hosts {
+	for _, h := range append(slices.Clip(app.Spec.Route.Hosts), previewHosts(app)...) {
 		hosts = append(hosts, string(h))
 	}
 	return controller.HostBuckets(hosts...), nil

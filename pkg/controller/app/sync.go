@@ -31,6 +31,7 @@ var appChildren = []func(c *Controller, inf Informers, opts Options) (appChild, 
 	newStableServiceChild,
 	newCanaryServiceChild,
 	newPreviewServiceChild,
+	newPreviewRouteChild,
 	newAutoscalerChild,
 	newConfigCopyChild,
 }

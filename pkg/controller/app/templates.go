@@ -7,6 +7,7 @@ import (
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
+	"github.com/app-controller/app-controller/pkg/rollout"
 )
 
 // The templates of the rollouts' checks (AnalysisTemplate, ClusterAnalysisTemplate:
@@ -25,13 +26,17 @@ const templateIndex = "app.appcontroller.k8s.io/analysis-template"
 // indexByTemplate is the templateIndex function.
 func indexByTemplate(obj interface{}) ([]string, error) {
 	app, ok := obj.(*appv1.App)
-	if !ok || app.Spec.Rollout == nil || app.Spec.Rollout.Canary == nil {
+	if !ok {
+		return nil, nil
+	}
+	// A blue-green rollout's checks before the switch are its switch stage's.
+	s, _ := rollout.Strategy(app.Spec.Rollout)
+	if s == nil {
 		return nil, nil
 	}
 	if r := app.Status.Rollout; r == nil || r.Canary == nil || r.Phase == appv1.RolloutAborted {
 		return nil, nil
 	}
-	s := app.Spec.Rollout.Canary
 	var keys []string
 	add := func(checks []appv1.AnalysisCheck) {
 		for i := range checks {

@@ -23,7 +23,8 @@ import (
 
 // blueGreenManifest is the App web in namespace %[1]s: demoapp (image %[2]s) version 1,
 // two replicas, published as web.example.com through the Gateway of namespace %[3]s
-// (%[4]s), rolled out blue-green, switched by kubectl app promote.
+// (%[4]s), rolled out blue-green, switched by kubectl app promote, its preview published
+// as preview.web.example.com through the same Gateway.
 const blueGreenManifest = `apiVersion: appcontroller.k8s.io/v1
 kind: App
 metadata: {name: web, namespace: %[1]s}
@@ -43,7 +44,7 @@ spec:
     hosts: [web.example.com]
     parentRefs: [{name: %[4]s, namespace: %[3]s}]
   rollout:
-    blueGreen: {scaleDownDelaySeconds: 600}
+    blueGreen: {scaleDownDelaySeconds: 600, previewHosts: [preview.web.example.com]}
 `
 
 // The load across the switch: rps requests a second for seconds, from a pod, through
@@ -55,8 +56,9 @@ const (
 )
 
 // TestBlueGreenSwitchThroughTraefik rolls the App web out blue-green through Traefik: its
-// preview (version 2) answers on the preview Service while the Gateway still sends every
-// request to version 1; a steady load from a pod through the Gateway runs across kubectl
+// preview (version 2) answers on the preview Service and through the Gateway under its
+// preview host while the Gateway still sends every request of the App's host to version
+// 1; a steady load from a pod through the Gateway runs across kubectl
 // app promote and none of its requests fails; after the switch the Gateway's requests
 // are answered by version 2.
 func TestBlueGreenSwitchThroughTraefik(t *testing.T) {
@@ -104,6 +106,21 @@ func TestBlueGreenSwitchThroughTraefik(t *testing.T) {
 	preview := realnode.PortForward(t, ns, "svc/web"+appv1.PreviewSuffix, 80)
 	if body, err := getHost(preview, "web.example.com", "/"); err != nil || !strings.Contains(body, "version=2") {
 		t.Errorf("the preview Service answers %q, %v; want version 2", body, err)
+	}
+	// Traefik reads the preview's HTTPRoute within a few seconds; then every request of
+	// the preview host is version 2's, and every other still version 1's.
+	framework.Eventually(t, time.Minute, func() (bool, error) {
+		body, err := getHost(traefik, "preview.web.example.com", "/")
+		return err == nil && strings.Contains(body, "version=2"), nil
+	})
+	for i := range 50 {
+		body, err := getHost(traefik, "preview.web.example.com", "/")
+		if err != nil || !strings.Contains(body, "version=2") {
+			t.Errorf("before the switch, request %d through the Gateway to the preview host: %q, %v; want version 2", i, body, err)
+		}
+		if i == 0 {
+			t.Logf("before the switch, Traefik answers preview.web.example.com with %q", body)
+		}
 	}
 	for i := range 50 {
 		if body, err := getHost(traefik, "web.example.com", "/"); err != nil || !strings.Contains(body, "version=1") {

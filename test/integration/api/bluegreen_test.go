@@ -23,6 +23,7 @@ func TestBlueGreenValidation(t *testing.T) {
 	}
 	const pods = "deploymentTemplate: {name: web, image: nginx, replicas: 4}\nserviceTemplate: {name: web}\n"
 	bg := func(s string) string { return pods + "rollout: {blueGreen: {" + s + "}}" }
+	const gateway = "route: {hosts: [web.example.com], parentRefs: [{name: public}]}\n"
 	invalid := []struct {
 		name string
 		spec string
@@ -38,6 +39,20 @@ func TestBlueGreenValidation(t *testing.T) {
 		{"no deploymentTemplate (CEL)", "serviceTemplate: {name: web}\nrollout: {blueGreen: {}}", []string{"spec.rollout", "rollout requires deploymentTemplate"}},
 		{"a Service name too long for its preview's (CEL)", "deploymentTemplate: {name: web, image: nginx}\nserviceTemplate: {name: " + strings.Repeat("s", 56) + "}\nrollout: {blueGreen: {}}",
 			[]string{"spec.serviceTemplate.name", "at most 55 characters with rollout.blueGreen"}},
+		{"previewHosts without a route (CEL)", bg("previewHosts: [preview.example.com]"),
+			[]string{"spec.rollout.blueGreen.previewHosts", "needs an HTTPRoute (route.parentRefs)"}},
+		{"previewHosts with an Ingress route (CEL)", pods + "route: {hosts: [web.example.com]}\nrollout: {blueGreen: {previewHosts: [preview.example.com]}}",
+			[]string{"spec.rollout.blueGreen.previewHosts", "needs an HTTPRoute (route.parentRefs)"}},
+		{"a preview host that the route has (CEL)", pods + gateway + "rollout: {blueGreen: {previewHosts: [preview.example.com, web.example.com]}}",
+			[]string{"spec.rollout.blueGreen.previewHosts", "must not repeat a host of route.hosts"}},
+		{"a preview host that is no DNS name", pods + gateway + "rollout: {blueGreen: {previewHosts: [Preview_Example]}}",
+			[]string{"spec.rollout.blueGreen.previewHosts[0]", "should match"}},
+		{"a check before the switch of two kinds (CEL)", bg(`prePromotionAnalysis: {checks: [{name: smoke, successRate: {min: "99"}, webhook: {url: "http://t/run"}}]}`),
+			[]string{"spec.rollout.blueGreen.prePromotionAnalysis.checks[0]", "each check sets exactly one of successRate, latency, query, templateRef and webhook"}},
+		{"no check before the switch", bg("prePromotionAnalysis: {checks: []}"),
+			[]string{"spec.rollout.blueGreen.prePromotionAnalysis.checks", "at least 1 item"}},
+		{"an empty previewHosts", pods + gateway + "rollout: {blueGreen: {previewHosts: []}}",
+			[]string{"spec.rollout.blueGreen.previewHosts", "at least 1 item"}},
 	}
 	for i, tc := range invalid {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,6 +76,8 @@ func TestBlueGreenValidation(t *testing.T) {
 		{"no replicas: the preview takes the Deployment's count", "deploymentTemplate: {name: web, image: nginx}\nserviceTemplate: {name: web}\nrollout: {blueGreen: {}}"},
 		{"every option", bg("autoPromotionSeconds: 0, scaleDownDelaySeconds: 0, abortScaleDownDelaySeconds: 86400, progressDeadlineSeconds: 10, readyDeadlineSeconds: 3600, rollbackWindow: 0")},
 		{"a Service name of 55 characters", "deploymentTemplate: {name: web, image: nginx}\nserviceTemplate: {name: " + strings.Repeat("s", 55) + "}\nrollout: {blueGreen: {}}"},
+		{"checks before the switch", bg(`autoPromotionSeconds: 0, prePromotionAnalysis: {checks: [{name: smoke, webhook: {url: "http://tests.example/run"}}, {name: success-rate, successRate: {min: "99"}, source: Pods, interval: 30s, count: 2}]}`)},
+		{"preview hosts on an HTTPRoute", pods + gateway + "rollout: {blueGreen: {previewHosts: [preview.example.com, \"*.preview.example.com\"]}}"},
 	}
 	assertAccepted(t, dyn, ns, "valid-bluegreen", valid)
 

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/test/integration/framework"
@@ -20,8 +23,8 @@ import (
 // the preview beside the active pods, the switch by kubectl app promote and by
 // autoPromotionSeconds, an abort within the scale-down delay that switches back without
 // a Deployment write, the end of the delay, a controller restarted before and after the
-// switch, the manifest re-applied (kubectl apply, client- and server-side); each phase's
-// writes to the children pinned.
+// switch, the manifest re-applied (kubectl apply, client- and server-side), the preview's
+// HTTPRoute of previewHosts; each phase's writes to the children pinned.
 
 // blueGreenApp returns an App of replicas with a Service web-svc and a blue-green
 // strategy bg.
@@ -229,5 +232,110 @@ func TestBlueGreenAutoPromotion(t *testing.T) {
 	events := strings.Join(c.events(t, ns, "App", "web"), "\n")
 	if !strings.Contains(events, `Stage "switch" of the blue-green rollout`) || !strings.Contains(events, "after its duration") {
 		t.Errorf("no switch after its duration among\n%s", events)
+	}
+}
+
+// TestBlueGreenPreviewRoute: an App with an HTTPRoute and previewHosts. CEL refuses a
+// preview host that the route has. A new image writes the preview's HTTPRoute
+// (web-preview: the App's Gateway, the preview host, the preview Service) with the
+// preview, once, and never the App's HTTPRoute; an abort before the switch (no abort
+// delay) scales the preview to 0 and deletes its route; promote starts the preview and
+// its route again; promote switches, and at the promotion's end the preview's route
+// goes with the preview Service, the App's HTTPRoute untouched throughout.
+func TestBlueGreenPreviewRoute(t *testing.T) {
+	c := newClients(t)
+	gw, err := gatewayclientset.NewForConfig(c.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := startManager(t, time.Second)
+	ns := framework.Namespace(t)
+	ctx := context.Background()
+	app := blueGreenApp(ns, "web", 2, &appv1.BlueGreenStrategy{ScaleDownDelaySeconds: ptr.To[int32](0), AbortScaleDownDelaySeconds: ptr.To[int32](0)})
+	app.Spec.Route = &appv1.Route{Hosts: []appv1.Hostname{"web.example.com"}, ParentRefs: []appv1.GatewayRef{{Name: "public"}}}
+	c.create(t, app)
+	c.waitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
+
+	bad := c.getApp(t, ns, "web")
+	bad.Spec.Rollout.BlueGreen.PreviewHosts = []appv1.Hostname{"web.example.com"}
+	_, err = c.app.AppcontrollerV1().Apps(ns).Update(ctx, bad, metav1.UpdateOptions{})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.rollout.blueGreen.previewHosts: Invalid value") ||
+		!strings.Contains(err.Error(), "must not repeat a host of route.hosts") {
+		t.Errorf("a preview host of the route's hosts: %v, want Invalid naming spec.rollout.blueGreen.previewHosts", err)
+	}
+	mark := m.waitQuiet(t, ns)
+	c.update(t, ns, "web", func(a *appv1.App) { a.Spec.Rollout.BlueGreen.PreviewHosts = []appv1.Hostname{"preview.example.com"} })
+	m.waitQuiet(t, ns)
+	m.expectChildWrites(t, ns, "previewHosts added at rest", &mark, "POST controllerrevisions")
+	if _, err := gw.GatewayV1().HTTPRoutes(ns).Get(ctx, "web-preview", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("HTTPRoute web-preview at rest: %v, want NotFound", err)
+	}
+	appRoute, err := gw.GatewayV1().HTTPRoutes(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := c.kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPreviewRoute := func(what string) {
+		t.Helper()
+		r, err := gw.GatewayV1().HTTPRoutes(ns).Get(ctx, "web-preview", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s: HTTPRoute web-preview: %v", what, err)
+		}
+		got := fmt.Sprintf("parent %s hosts %v rules %d backends %d %s:%d path %s owner %s track %s", r.Spec.ParentRefs[0].Name, r.Spec.Hostnames, len(r.Spec.Rules),
+			len(r.Spec.Rules[0].BackendRefs), r.Spec.Rules[0].BackendRefs[0].Name, ptr.Deref(r.Spec.Rules[0].BackendRefs[0].Port, 0),
+			ptr.Deref(r.Spec.Rules[0].Matches[0].Path.Value, ""), metav1.GetControllerOf(r).Name, r.Labels[appv1.TrackLabel])
+		want := fmt.Sprintf("parent public hosts [preview.example.com] rules 1 backends 1 web-svc-preview:%d path / owner web track preview", svc.Spec.Ports[0].Port)
+		if got != want {
+			t.Errorf("%s: HTTPRoute web-preview %s, want %s", what, got, want)
+		}
+	}
+	previewRouteGone := func() {
+		t.Helper()
+		framework.Eventually(t, converge, func() (bool, error) {
+			_, err := gw.GatewayV1().HTTPRoutes(ns).Get(ctx, "web-preview", metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+	}
+
+	c.update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
+	m.waitQuiet(t, ns)
+	m.expectChildWrites(t, ns, "a new image: the preview and its route", &mark, "POST controllerrevisions", "PATCH deployments/web-deploy-canary",
+		"PATCH services/web-svc-preview", "PATCH services/web-svc", "PATCH httproutes/web-preview")
+	checkPreviewRoute("the preview up")
+
+	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionAbort)
+	c.waitRollout(t, ns, "web", appv1.RolloutAborted, 1)
+	previewRouteGone()
+	m.waitQuiet(t, ns)
+	m.expectChildWrites(t, ns, "aborted before the switch: the preview to 0, its route deleted", &mark,
+		"PATCH deployments/web-deploy-canary", "DELETE httproutes/web-preview")
+	framework.WaitEvent(t, c.kube, ns, "App", "web", `Normal Pruned Deleted HTTPRoute "web-preview": no blue-green rollout runs`, converge)
+
+	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
+	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
+	m.waitQuiet(t, ns)
+	m.expectChildWrites(t, ns, "promote after the abort: the preview and its route again", &mark,
+		"PATCH deployments/web-deploy-canary", "PATCH httproutes/web-preview")
+	checkPreviewRoute("the preview up again")
+
+	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
+	framework.Eventually(t, converge, func() (bool, error) {
+		app := c.getApp(t, ns, "web")
+		gone, _ := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy-canary")
+		_, image := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy")
+		return app.Status.Rollout.Phase == appv1.RolloutHealthy && gone == -1 && image == "nginx:2", nil
+	})
+	previewRouteGone()
+	m.waitQuiet(t, ns)
+	m.expectChildWrites(t, ns, "promoted: the switch, the stable's template, the Service on all the pods, the preview, its Service and route gone", &mark,
+		"PATCH services/web-svc", "PATCH deployments/web-deploy", "PATCH services/web-svc", "DELETE services/web-svc-preview",
+		"DELETE httproutes/web-preview", "DELETE deployments/web-deploy-canary")
+	after, err := gw.GatewayV1().HTTPRoutes(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil || after.Generation != appRoute.Generation {
+		t.Errorf("the App's HTTPRoute: generation %d, was %d (%v): written during the rollout", after.Generation, appRoute.Generation, err)
 	}
 }

@@ -518,6 +518,16 @@ func (in *BlueGreenStrategy) DeepCopyInto(out *BlueGreenStrategy) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.PreviewHosts != nil {
+		in, out := &in.PreviewHosts, &out.PreviewHosts
+		*out = make([]Hostname, len(*in))
+		copy(*out, *in)
+	}
+	if in.PrePromotionAnalysis != nil {
+		in, out := &in.PrePromotionAnalysis, &out.PrePromotionAnalysis
+		*out = new(AnalysisStep)
+		(*in).DeepCopyInto(*out)
+	}
 	return
 }
 

@@ -18,6 +18,10 @@ limitations under the License.
 
 package v1
 
+import (
+	appcontrollerv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+)
+
 // BlueGreenStrategyApplyConfiguration represents a declarative configuration of the BlueGreenStrategy type for use
 // with apply.
 //
@@ -30,13 +34,18 @@ package v1
 // or after autoPromotionSeconds. The old pods are kept scaleDownDelaySeconds after the
 // switch: `kubectl app abort` (or a change back, or a failing new pod) switches back
 // within it, without starting a pod. A new pod that fails before the switch aborts the
-// rollout, as a canary pod does. docs/progressive-delivery.md tells the whole story.
+// rollout, as a canary pod does, and so does a failing check of prePromotionAnalysis,
+// which the switch waits for. With previewHosts, the preview is also reachable
+// through the App's Gateway under those hosts before the switch (an HTTPRoute NAME-preview
+// beside the App's). docs/progressive-delivery.md tells the whole story.
 //
-// Example: the switch by hand, the old pods kept a minute after it.
+// Example: the switch by hand, the old pods kept a minute after it, the preview under
+// preview.example.com on the App's Gateway until then.
 //
 // rollout:
 // blueGreen:
 // scaleDownDelaySeconds: 60
+// previewHosts: [preview.example.com]
 type BlueGreenStrategyApplyConfiguration struct {
 	// AutoPromotionSeconds is how long the switch waits once every preview pod is
 	// available; then it switches on its own. Unset, the rollout waits for `kubectl app
@@ -65,6 +74,27 @@ type BlueGreenStrategyApplyConfiguration struct {
 	// go back to at once, without a preview (a `kubectl app rollback`, a revert in Git).
 	// 0 turns the window off. Defaults to 3.
 	RollbackWindow *int32 `json:"rollbackWindow,omitempty"`
+	// PreviewHosts are hosts under which the App's Gateway sends requests to the
+	// preview while the rollout runs: an HTTPRoute named as the App + "-preview", owned
+	// by it, attached to the route's parentRefs, with the route's paths and these hosts,
+	// to the preview Service. It exists while the preview Service does and the preview
+	// has pods: from the rollout's start to the end of its promotion, or until the
+	// preview is scaled to 0 after an abort. It needs an HTTPRoute (route.parentRefs)
+	// and hosts that route.hosts does not have; a host held by another namespace keeps
+	// the preview's HTTPRoute from being written (RouteAccepted=False, reason
+	// HostConflict), never the App's.
+	PreviewHosts []appcontrollerv1.Hostname `json:"previewHosts,omitempty"`
+	// PrePromotionAnalysis runs checks against the preview before the switch (Argo
+	// Rollouts' prePromotionAnalysis), the canary's checks (successRate and latency read
+	// the preview's pods, or, with source Gateway, the Gateway's requests to the preview
+	// Service, which previewHosts sends it), from the moment the preview is available.
+	// The switch, by autoPromotionSeconds or by `kubectl app promote`, waits until every
+	// check has passed its count (a promote before then is refused; `promote --full`
+	// switches without them); a check that fails beyond its failureLimit aborts the
+	// rollout before the switch (reason AnalysisFailed), and one that stays inconclusive
+	// aborts it at progressDeadlineSeconds (AnalysisInconclusive). The stage's index
+	// stays the switch's (status.rollout.currentStepIndex 1).
+	PrePromotionAnalysis *AnalysisStepApplyConfiguration `json:"prePromotionAnalysis,omitempty"`
 }
 
 // BlueGreenStrategyApplyConfiguration constructs a declarative configuration of the BlueGreenStrategy type for use with
@@ -118,5 +148,23 @@ func (b *BlueGreenStrategyApplyConfiguration) WithReadyDeadlineSeconds(value int
 // If called multiple times, the RollbackWindow field is set to the value of the last call.
 func (b *BlueGreenStrategyApplyConfiguration) WithRollbackWindow(value int32) *BlueGreenStrategyApplyConfiguration {
 	b.RollbackWindow = &value
+	return b
+}
+
+// WithPreviewHosts adds the given value to the PreviewHosts field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the PreviewHosts field.
+func (b *BlueGreenStrategyApplyConfiguration) WithPreviewHosts(values ...appcontrollerv1.Hostname) *BlueGreenStrategyApplyConfiguration {
+	for i := range values {
+		b.PreviewHosts = append(b.PreviewHosts, values[i])
+	}
+	return b
+}
+
+// WithPrePromotionAnalysis sets the PrePromotionAnalysis field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PrePromotionAnalysis field is set to the value of the last call.
+func (b *BlueGreenStrategyApplyConfiguration) WithPrePromotionAnalysis(value *AnalysisStepApplyConfiguration) *BlueGreenStrategyApplyConfiguration {
+	b.PrePromotionAnalysis = value
 	return b
 }
