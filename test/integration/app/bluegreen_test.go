@@ -34,7 +34,7 @@ func blueGreenApp(ns, name string, replicas int32, bg *appv1.BlueGreenStrategy) 
 // childWrites returns the controller's writes to the children in ns since mark
 // ("METHOD kind/name"), and the new mark: the App's status and the Events aside.
 func (m *manager) childWrites(ns string, mark int) ([]string, int) {
-	all := m.writesIn(ns)
+	all := m.WritesIn(ns)
 	var out []string
 	for _, w := range all[mark:] {
 		method, path, _ := strings.Cut(w, " ")
@@ -68,7 +68,7 @@ func (m *manager) expectChildWrites(t *testing.T, ns, what string, mark *int, wa
 // serviceSelector returns the selector of Service name in ns.
 func (c clients) serviceSelector(t *testing.T, ns, name string) map[string]string {
 	t.Helper()
-	s, err := c.kube.CoreV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
+	s, err := c.Kube.CoreV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("getting Service %s: %v", name, err)
 	}
@@ -107,22 +107,22 @@ spec:
 		return path
 	}
 	framework.Kubectl(t, "apply", "-f", manifest("nginx:1"))
-	c.waitReady(t, ns, "web")
-	c.waitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
+	c.WaitReady(t, ns, "web")
+	c.WaitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
 	mark := m.waitQuiet(t, ns)
 	stableRS := c.replicaSetsOf(t, ns, "web")
 
 	start := time.Now()
 	framework.Kubectl(t, "apply", "-f", manifest("nginx:2"))
-	app := c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
+	app := c.WaitRollout(t, ns, "web", appv1.RolloutPaused, 1)
 	t.Logf("the preview up, waiting for the switch %.1fs after the change: %s", time.Since(start).Seconds(), app.Status.Rollout.Message)
 	m.waitQuiet(t, ns)
 	m.expectChildWrites(t, ns, "a new image: the preview", &mark, "POST controllerrevisions", "PATCH deployments/web-deploy-canary",
 		"PATCH services/web-svc-preview", "PATCH services/web-svc")
-	if n, image := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy-canary"); n != 3 || image != "nginx:2" {
+	if n, image := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy-canary"); n != 3 || image != "nginx:2" {
 		t.Errorf("preview %d %s, want 3 nginx:2", n, image)
 	}
-	if n, image := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy"); n != 3 || image != "nginx:1" {
+	if n, image := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy"); n != 3 || image != "nginx:1" {
 		t.Errorf("stable %d %s, want 3 nginx:1", n, image)
 	}
 	stableHash := app.Status.Rollout.Stable.ReplicaSetHash
@@ -137,29 +137,29 @@ spec:
 	framework.Kubectl(t, "apply", "--server-side", "--force-conflicts", "--field-manager", "flux", "-f", manifest("nginx:2"))
 	quiet(t, m, ns, "the manifest re-applied twice (client-side, server-side) at the switch's gate", 3*time.Second)
 
-	if err := m.run.Stop(t); err != nil {
+	if err := m.Run.Stop(t); err != nil {
 		t.Fatal(err)
 	}
 	m = startManager(t, time.Second)
 	quiet(t, m, ns, "a restarted controller at the switch's gate", 3*time.Second)
-	mark = len(m.writesIn(ns))
+	mark = len(m.WritesIn(ns))
 
-	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
-	c.waitRollout(t, ns, "web", appv1.RolloutProgressing, 3)
+	framework.RequestRollout(t, c.App, c.Kube, ns, "web", appv1.RolloutActionPromote)
+	c.WaitRollout(t, ns, "web", appv1.RolloutProgressing, 3)
 	m.expectChildWrites(t, ns, "kubectl app promote: the switch", &mark, "PATCH services/web-svc")
 	if sel := c.serviceSelector(t, ns, "web-svc"); sel[appv1.TrackLabel] != appv1.TrackCanary || sel["pod-template-hash"] != "" {
 		t.Errorf("after the switch the App's Service selects %v, want the preview's pods", sel)
 	}
-	if err := m.run.Stop(t); err != nil {
+	if err := m.Run.Stop(t); err != nil {
 		t.Fatal(err)
 	}
 	m = startManager(t, time.Second)
-	mark = len(m.writesIn(ns))
-	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionAbort)
-	app = c.waitRollout(t, ns, "web", appv1.RolloutAborted, 3)
+	mark = len(m.WritesIn(ns))
+	framework.RequestRollout(t, c.App, c.Kube, ns, "web", appv1.RolloutActionAbort)
+	app = c.WaitRollout(t, ns, "web", appv1.RolloutAborted, 3)
 	t.Logf("aborted after the switch: %s", app.Status.Rollout.AbortMessage)
 	framework.Eventually(t, converge, func() (bool, error) {
-		n, _ := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy-canary")
+		n, _ := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy-canary")
 		return n == 0, nil
 	})
 	m.waitQuiet(t, ns)
@@ -171,22 +171,22 @@ spec:
 	if got := c.replicaSetsOf(t, ns, "web"); !slices.Equal(withoutPreview(got), stableRS) {
 		t.Errorf("the stable's ReplicaSets %v, were %v: the way back started pods", got, stableRS)
 	}
-	framework.WaitEvent(t, c.kube, ns, "App", "web", "Warning RolloutAborted Blue-green rollout to revision", converge)
+	framework.WaitEvent(t, c.Kube, ns, "App", "web", "Warning RolloutAborted Blue-green rollout to revision", converge)
 	framework.Kubectl(t, "apply", "--server-side", "--force-conflicts", "--field-manager", "flux", "-f", manifest("nginx:2"))
 	quiet(t, m, ns, "the manifest re-applied while aborted", 3*time.Second)
-	c.waitRollout(t, ns, "web", appv1.RolloutAborted, 3)
+	c.WaitRollout(t, ns, "web", appv1.RolloutAborted, 3)
 
-	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
-	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
+	framework.RequestRollout(t, c.App, c.Kube, ns, "web", appv1.RolloutActionPromote)
+	c.WaitRollout(t, ns, "web", appv1.RolloutPaused, 1)
 	mark = m.waitQuiet(t, ns)
-	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
+	framework.RequestRollout(t, c.App, c.Kube, ns, "web", appv1.RolloutActionPromote)
 	framework.Eventually(t, converge, func() (bool, error) {
-		app := c.getApp(t, ns, "web")
-		gone, _ := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy-canary")
-		n, image := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy")
+		app := c.GetApp(t, ns, "web")
+		gone, _ := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy-canary")
+		n, image := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy")
 		return app.Status.Rollout.Phase == appv1.RolloutHealthy && gone == -1 && n == 3 && image == "nginx:2", nil
 	})
-	c.waitReady(t, ns, "web")
+	c.WaitReady(t, ns, "web")
 	m.waitQuiet(t, ns)
 	m.expectChildWrites(t, ns, "promoted: the switch, the stable's template after the delay, the Service on all the pods, the preview gone", &mark,
 		"PATCH services/web-svc", "PATCH deployments/web-deploy", "PATCH services/web-svc", "DELETE services/web-svc-preview",
@@ -194,7 +194,7 @@ spec:
 	if sel := c.serviceSelector(t, ns, "web-svc"); sel["pod-template-hash"] != "" || sel[appv1.TrackLabel] != "" {
 		t.Errorf("at rest the App's Service selects %v, want all the App's pods", sel)
 	}
-	events := strings.Join(c.events(t, ns, "App", "web"), "\n")
+	events := strings.Join(c.Events(t, ns, "App", "web"), "\n")
 	for _, want := range []string{"RolloutStarted", `Stage "switch" of the blue-green rollout`, "RolloutPromoted"} {
 		if !strings.Contains(events, want) {
 			t.Errorf("no %s Event among\n%s", want, events)
@@ -213,20 +213,20 @@ func TestBlueGreenAutoPromotion(t *testing.T) {
 	c := newClients(t)
 	startManager(t, time.Second)
 	ns := framework.Namespace(t)
-	c.create(t, blueGreenApp(ns, "web", 2, &appv1.BlueGreenStrategy{AutoPromotionSeconds: ptr.To[int32](1), ScaleDownDelaySeconds: ptr.To[int32](0)}))
-	c.waitReady(t, ns, "web")
-	c.waitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
+	c.Create(t, blueGreenApp(ns, "web", 2, &appv1.BlueGreenStrategy{AutoPromotionSeconds: ptr.To[int32](1), ScaleDownDelaySeconds: ptr.To[int32](0)}))
+	c.WaitReady(t, ns, "web")
+	c.WaitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
 	start := time.Now()
-	c.update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	c.Update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
 	framework.Eventually(t, converge, func() (bool, error) {
-		app := c.getApp(t, ns, "web")
-		gone, _ := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy-canary")
-		_, image := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy")
+		app := c.GetApp(t, ns, "web")
+		gone, _ := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy-canary")
+		_, image := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy")
 		return app.Status.Rollout.Phase == appv1.RolloutHealthy && gone == -1 && image == "nginx:2", nil
 	})
 	t.Logf("promoted on its own %.1fs after the change", time.Since(start).Seconds())
-	c.waitReady(t, ns, "web")
-	events := strings.Join(c.events(t, ns, "App", "web"), "\n")
+	c.WaitReady(t, ns, "web")
+	events := strings.Join(c.Events(t, ns, "App", "web"), "\n")
 	if !strings.Contains(events, `Stage "switch" of the blue-green rollout`) || !strings.Contains(events, "after its duration") {
 		t.Errorf("no switch after its duration among\n%s", events)
 	}
