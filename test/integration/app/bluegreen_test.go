@@ -2,8 +2,6 @@ package app
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -89,23 +87,8 @@ func TestBlueGreen(t *testing.T) {
 	c := newClients(t)
 	m := startManager(t, time.Second)
 	ns := framework.Namespace(t)
-	dir := t.TempDir()
-	manifest := func(image string) string {
-		path := filepath.Join(dir, image+".yaml")
-		doc := `apiVersion: appcontroller.k8s.io/v1
-kind: App
-metadata: {name: web, namespace: ` + ns + `}
-spec:
-  deploymentTemplate: {name: web-deploy, image: "` + image + `", replicas: 3}
-  serviceTemplate: {name: web-svc}
-  rollout:
-    blueGreen: {scaleDownDelaySeconds: 8, abortScaleDownDelaySeconds: 0}
-`
-		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+	manifest := webManifest(t, ns, 3, `    blueGreen: {scaleDownDelaySeconds: 8, abortScaleDownDelaySeconds: 0}
+`)
 	framework.Kubectl(t, "apply", "-f", manifest("nginx:1"))
 	c.WaitReady(t, ns, "web")
 	c.WaitRollout(t, ns, "web", appv1.RolloutHealthy, 0)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -98,6 +99,30 @@ func TestRolloutSteps(t *testing.T) {
 	quiet(t, m, ns, "at rest after the rollout", 2*time.Second)
 }
 
+// webManifest returns a function that writes the manifest of App web in ns (its
+// Deployment web-deploy of replicas running the image, its Service web-svc and rollout,
+// the YAML of spec.rollout's fields indented by four spaces) to a file of the image's
+// own, as a GitOps tool would hold it, and returns the file's path.
+func webManifest(t *testing.T, ns string, replicas int, rollout string) func(image string) string {
+	t.Helper()
+	dir := t.TempDir()
+	return func(image string) string {
+		path := filepath.Join(dir, image+".yaml")
+		doc := `apiVersion: appcontroller.k8s.io/v1
+kind: App
+metadata: {name: web, namespace: ` + ns + `}
+spec:
+  deploymentTemplate: {name: web-deploy, image: "` + image + `", replicas: ` + strconv.Itoa(replicas) + `}
+  serviceTemplate: {name: web-svc}
+  rollout:
+` + rollout
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+}
+
 // crashCanary makes the App's canary pod report what a real node reports of a container
 // that keeps exiting (its status written through the API, as the kubelet does).
 func crashCanary(t *testing.T, c clients, ns, app string) string {
@@ -137,25 +162,10 @@ func TestRolloutAbortAndGitOps(t *testing.T) {
 	c := newClients(t)
 	m := startManager(t, time.Second)
 	ns := framework.Namespace(t)
-	dir := t.TempDir()
-	manifest := func(image string) string {
-		path := filepath.Join(dir, image+".yaml")
-		doc := `apiVersion: appcontroller.k8s.io/v1
-kind: App
-metadata: {name: web, namespace: ` + ns + `}
-spec:
-  deploymentTemplate: {name: web-deploy, image: "` + image + `", replicas: 2}
-  serviceTemplate: {name: web-svc}
-  rollout:
-    canary:
+	manifest := webManifest(t, ns, 2, `    canary:
       steps: [{setWeight: 50}, {pause: {}}, {setWeight: 75}, {pause: {}}]
       abortScaleDownDelaySeconds: 0
-`
-		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+`)
 	framework.Kubectl(t, "apply", "-f", manifest("nginx:1"))
 	c.WaitReady(t, ns, "web")
 
