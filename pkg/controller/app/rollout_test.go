@@ -283,6 +283,19 @@ func TestRolloutWrites(t *testing.T) {
 	w.expectEvents(wantEvents...)
 }
 
+// expectEvents checks the Events recorded in w, in order, each starting with its want.
+func (w *world) expectEvents(want ...string) {
+	w.t.Helper()
+	if len(w.events) != len(want) {
+		w.t.Fatalf("events %q, want %d", w.events, len(want))
+	}
+	for i, e := range w.events {
+		if !strings.HasPrefix(e, want[i]) {
+			w.t.Errorf("event %d %q, want %q...", i, e, want[i])
+		}
+	}
+}
+
 // stepRequeued runs step and checks that its sync asked to run again after d, and only
 // that: a state written with no child write queues no sync of its own (the App's
 // status-only update queues nothing).

@@ -3,7 +3,6 @@ package app
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -134,19 +133,6 @@ func (w *world) expectKStatus(step string, want kstatus.Status) {
 	w.t.Helper()
 	if got := w.kstatus(); got != want {
 		w.t.Errorf("%s: kstatus %s, want %s (conditions %+v)", step, got, want, w.app().Status.Conditions)
-	}
-}
-
-// expectEvents checks the Events recorded in w, in order, each starting with its want.
-func (w *world) expectEvents(want ...string) {
-	w.t.Helper()
-	if len(w.events) != len(want) {
-		w.t.Fatalf("events %q, want %d", w.events, len(want))
-	}
-	for i, e := range w.events {
-		if !strings.HasPrefix(e, want[i]) {
-			w.t.Errorf("event %d %q, want %q...", i, e, want[i])
-		}
 	}
 }
 
