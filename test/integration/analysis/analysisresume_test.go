@@ -31,8 +31,8 @@ type statusLog struct {
 	by []int
 }
 
-// hook returns the manager's beforeWrite that records the status writes of App name of
-// controller n.
+// hook returns a hook for the manager's writes (Manager.SetBeforeWrite) that records
+// the status writes of App name of controller n.
 func (l *statusLog) hook(t *testing.T, name string, n int) func(*http.Request) {
 	return func(req *http.Request) {
 		if !strings.HasSuffix(req.URL.Path, "/apps/"+name+"/status") || req.GetBody == nil {
