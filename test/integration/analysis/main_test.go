@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
-	"github.com/app-controller/app-controller/pkg/controller/appfixture"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
@@ -25,6 +24,3 @@ func TestMain(m *testing.M) {
 		}
 	})
 }
-
-// newApp returns an App with a Deployment NAME-deploy and a Service NAME-svc.
-var newApp = appfixture.NewApp
