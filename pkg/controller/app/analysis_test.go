@@ -73,12 +73,7 @@ func analysisStrategy() *appv1.CanaryStrategy {
 func (w *world) toAnalysis(s *appv1.CanaryStrategy) {
 	w.t.Helper()
 	w.edit(true, func(a *appv1.App) { a.Spec.Rollout = &appv1.Rollout{Canary: s} })
-	w.step("the strategy added", []string{"create controllerrevisions web-<rev>", "patch apps/status web"}, "Healthy 0")
-	w.edit(true, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
-	w.step("a new image", []string{"create controllerrevisions web-<rev>", "patch apps/status web", "patch deployments web-deploy-canary"}, "Progressing 0")
-	w.deploymentSettles("web-deploy-canary", "cccc")
-	w.step("the canary up", []string{"patch deployments web-deploy"}, "Progressing 0")
-	w.deploymentSettles("web-deploy", "aaaa")
+	w.toCanaryUp()
 	w.step("the analysis step starts", []string{"patch apps/status web"}, "Progressing 1")
 	w.events = nil
 }

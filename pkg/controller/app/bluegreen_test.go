@@ -121,14 +121,7 @@ func TestBlueGreenWrites(t *testing.T) {
 		"Normal Pruned Deleted Deployment \"web-deploy-canary\": the canary of a rollout that ended",
 		"Normal Synced App synced successfully",
 	}
-	if len(w.events) != len(wantEvents) {
-		t.Fatalf("events %q, want %d", w.events, len(wantEvents))
-	}
-	for i, e := range w.events {
-		if !strings.HasPrefix(e, wantEvents[i]) {
-			t.Errorf("event %d %q, want %q...", i, e, wantEvents[i])
-		}
-	}
+	w.expectEvents(wantEvents...)
 }
 
 // TestBlueGreenAbortAfterSwitch: kubectl app abort within the scale-down delay switches

@@ -280,12 +280,18 @@ func TestRolloutWrites(t *testing.T) {
 		"Normal Pruned Deleted Deployment \"web-deploy-canary\": the canary of a rollout that ended",
 		"Normal Synced App synced successfully",
 	}
-	if len(w.events) != len(wantEvents) {
-		t.Fatalf("events %q, want %d", w.events, len(wantEvents))
+	w.expectEvents(wantEvents...)
+}
+
+// expectEvents checks the Events recorded in w, in order, each starting with its want.
+func (w *world) expectEvents(want ...string) {
+	w.t.Helper()
+	if len(w.events) != len(want) {
+		w.t.Fatalf("events %q, want %d", w.events, len(want))
 	}
 	for i, e := range w.events {
-		if !strings.HasPrefix(e, wantEvents[i]) {
-			t.Errorf("event %d %q, want %q...", i, e, wantEvents[i])
+		if !strings.HasPrefix(e, want[i]) {
+			w.t.Errorf("event %d %q, want %q...", i, e, want[i])
 		}
 	}
 }
@@ -302,9 +308,9 @@ func (w *world) stepRequeued(what string, wantWrites []string, wantRollout strin
 	}
 }
 
-// toPause walks w's App from the strategy's addition to the pause of step 2, by
-// replicas (canary 1, stable 3), with a new image.
-func (w *world) toPause() {
+// toCanaryUp walks w's App from the strategy's addition to the first step's canary up
+// and the stable scaled down, by replicas (canary 1, stable 3), with a new image.
+func (w *world) toCanaryUp() {
 	w.t.Helper()
 	w.step("the strategy added", []string{"create controllerrevisions web-<rev>", "patch apps/status web"}, "Healthy 0")
 	w.edit(true, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
@@ -312,6 +318,13 @@ func (w *world) toPause() {
 	w.deploymentSettles("web-deploy-canary", "cccc")
 	w.step("the canary up", []string{"patch deployments web-deploy"}, "Progressing 0")
 	w.deploymentSettles("web-deploy", "aaaa")
+}
+
+// toPause walks w's App from the strategy's addition to the pause of step 2, by
+// replicas (canary 1, stable 3), with a new image.
+func (w *world) toPause() {
+	w.t.Helper()
+	w.toCanaryUp()
 	w.step("the pause", []string{"patch apps/status web"}, "Paused 1")
 	w.events = nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/app-controller/app-controller/pkg/analysis"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
+	"github.com/app-controller/app-controller/test/integration/apptest"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
@@ -86,7 +87,7 @@ func (f *fakePods) serve(ns, pod string, ok, errors int) {
 // analysisApp is an App of 2 replicas whose rollout is setWeight 50, then an analysis
 // step: success rate >= 99% over 10 s, count passes, by the pods' metrics.
 func analysisApp(ns, name string, count int32, deadline int32) *appv1.App {
-	app := rolloutApp(ns, name, 2, setWeight(50), appv1.CanaryStep{Analysis: &appv1.AnalysisStep{Checks: []appv1.AnalysisCheck{{
+	app := apptest.RolloutApp(ns, name, 2, apptest.SetWeight(50), appv1.CanaryStep{Analysis: &appv1.AnalysisStep{Checks: []appv1.AnalysisCheck{{
 		Name: "success-rate", SuccessRate: &appv1.SuccessRateCheck{Min: ptr.To("99")},
 		Interval: &metav1.Duration{Duration: 10 * time.Second}, Count: ptr.To(count), MinRequests: ptr.To[int32](10),
 	}}}})
@@ -95,21 +96,21 @@ func analysisApp(ns, name string, count int32, deadline int32) *appv1.App {
 }
 
 // printAppStatus logs `kubectl app status` of the App, with the plugin's code.
-func printAppStatus(t *testing.T, c clients, ns, name, when string) {
+func printAppStatus(t *testing.T, c apptest.Clients, ns, name, when string) {
 	t.Helper()
-	dyn, err := dynamic.NewForConfig(c.cfg)
+	dyn, err := dynamic.NewForConfig(c.Cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta, err := metadata.NewForConfig(c.cfg)
+	meta, err := metadata.NewForConfig(c.Cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	disc, err := discovery.NewDiscoveryClientForConfig(c.cfg)
+	disc, err := discovery.NewDiscoveryClientForConfig(c.Cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := plugin.GetStatus(context.Background(), plugin.Clients{Discovery: disc, Metadata: meta, Dynamic: dyn, Apps: c.app, Kube: c.kube}, ns, name)
+	s, err := plugin.GetStatus(context.Background(), plugin.Clients{Discovery: disc, Metadata: meta, Dynamic: dyn, Apps: c.App, Kube: c.Kube}, ns, name)
 	if err != nil {
 		t.Fatalf("kubectl app status %s: %v", name, err)
 	}
@@ -165,7 +166,7 @@ func (r *receiver) events(app string) string {
 // holds at its first failure, then aborts at the second (failureLimit 1). Rollout
 // notifications reach a webhook on loopback, once per event.
 func TestAnalysis(t *testing.T) {
-	c := newClients(t)
+	c := apptest.NewClients(t)
 	pods, target := startFakePods(t)
 	hooks, hookURL := startReceiver(t)
 	opts := controllermanager.NewOptions()
@@ -175,10 +176,10 @@ func TestAnalysis(t *testing.T) {
 	if err := os.WriteFile(opts.NotificationWebhookURLFile, []byte(hookURL+"/notify\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	m := startManagerWith(t, opts)
+	m := apptest.StartManagerWith(t, opts)
 	ns := framework.Namespace(t)
 
-	gated := rolloutApp(ns, "gated", 2, setWeight(50), appv1.CanaryStep{Analysis: &appv1.AnalysisStep{Checks: []appv1.AnalysisCheck{{
+	gated := apptest.RolloutApp(ns, "gated", 2, apptest.SetWeight(50), appv1.CanaryStep{Analysis: &appv1.AnalysisStep{Checks: []appv1.AnalysisCheck{{
 		Name: "acceptance", Webhook: &appv1.WebhookCheck{URL: hookURL + "/gate", TimeoutSeconds: ptr.To[int32](5), Retries: ptr.To[int32](0)},
 		Interval: &metav1.Duration{Duration: 10 * time.Second}, FailureLimit: 1,
 	}}}})
@@ -196,18 +197,18 @@ func TestAnalysis(t *testing.T) {
 	// The stable pods of bad answer well: only the canary is judged.
 	pods.serve(ns, "bad-deploy-6b7c8d-a1b2c", 20, 0)
 	for name, app := range apps {
-		c.create(t, app)
-		c.waitReady(t, ns, name)
+		c.Create(t, app)
+		c.WaitReady(t, ns, name)
 	}
 	start := time.Now()
 	for name := range apps {
-		c.update(t, ns, name, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+		c.Update(t, ns, name, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
 	}
 
 	// resume: its first pass, then a restart of the controller.
 	var first appv1.CheckStatus
-	framework.Eventually(t, converge, func() (bool, error) {
-		r := c.getApp(t, ns, "resume").Status.Rollout
+	framework.Eventually(t, apptest.Converge, func() (bool, error) {
+		r := c.GetApp(t, ns, "resume").Status.Rollout
 		if r != nil && len(r.Analysis) == 1 && r.Analysis[0].Passed == 1 {
 			first = r.Analysis[0]
 			return true, nil
@@ -215,13 +216,13 @@ func TestAnalysis(t *testing.T) {
 		return false, nil
 	})
 	printAppStatus(t, c, ns, "resume", "during the analysis step")
-	if err := m.run.Stop(t); err != nil {
+	if err := m.Run.Stop(t); err != nil {
 		t.Fatalf("stopping the controller: %v", err)
 	}
-	startManagerWith(t, opts)
+	apptest.StartManagerWith(t, opts)
 	var second appv1.CheckStatus
-	framework.Eventually(t, converge, func() (bool, error) {
-		r := c.getApp(t, ns, "resume").Status.Rollout
+	framework.Eventually(t, apptest.Converge, func() (bool, error) {
+		r := c.GetApp(t, ns, "resume").Status.Rollout
 		if r != nil && len(r.Analysis) == 1 && r.Analysis[0].MeasuredAt != nil && r.Analysis[0].MeasuredAt.After(first.MeasuredAt.Time) {
 			second = r.Analysis[0]
 			return true, nil
@@ -237,16 +238,16 @@ func TestAnalysis(t *testing.T) {
 
 	// good and resume: promoted, no person involved.
 	for _, name := range []string{"good", "resume"} {
-		framework.Eventually(t, converge, func() (bool, error) {
-			app := c.getApp(t, ns, name)
-			replicas, image := framework.DeploymentReplicas(t, c.kube, ns, name+"-deploy")
+		framework.Eventually(t, apptest.Converge, func() (bool, error) {
+			app := c.GetApp(t, ns, name)
+			replicas, image := framework.DeploymentReplicas(t, c.Kube, ns, name+"-deploy")
 			return app.Status.Rollout.Phase == appv1.RolloutHealthy && image == "nginx:2" && replicas == 2, nil
 		})
 		t.Logf("%s promoted %.1fs after the change", name, time.Since(start).Seconds())
 	}
 
 	// bad: aborted by the success rate.
-	app := c.waitRollout(t, ns, "bad", appv1.RolloutAborted, 1)
+	app := c.WaitRollout(t, ns, "bad", appv1.RolloutAborted, 1)
 	r := app.Status.Rollout
 	if r.AbortReason != appv1.ReasonAnalysisFailed || !strings.Contains(r.AbortMessage, "success rate 90% < 99% over 10s (canary bad-deploy-canary)") {
 		t.Errorf("bad: abort %s %q, want AnalysisFailed: success rate 90%% < 99%% over 10s (canary bad-deploy-canary)", r.AbortReason, r.AbortMessage)
@@ -264,7 +265,7 @@ func TestAnalysis(t *testing.T) {
 	}
 
 	// quiet: no traffic, inconclusive, aborted at the progress deadline.
-	app = c.waitRollout(t, ns, "quiet", appv1.RolloutAborted, 1)
+	app = c.WaitRollout(t, ns, "quiet", appv1.RolloutAborted, 1)
 	r = app.Status.Rollout
 	if r.AbortReason != appv1.ReasonAnalysisInconclusive || !strings.Contains(r.AbortMessage, "stayed inconclusive for progressDeadlineSeconds (30s)") ||
 		!strings.Contains(r.AbortMessage, "too little traffic to judge") {
@@ -275,7 +276,7 @@ func TestAnalysis(t *testing.T) {
 	}
 
 	// gated: held by its first failure (failureLimit 1), aborted at the second.
-	app = c.waitRollout(t, ns, "gated", appv1.RolloutAborted, 1)
+	app = c.WaitRollout(t, ns, "gated", appv1.RolloutAborted, 1)
 	r = app.Status.Rollout
 	if r.AbortReason != appv1.ReasonAnalysisFailed || !strings.Contains(r.AbortMessage, "webhook acceptance answered HTTP 500 (1 calls)") ||
 		len(r.Analysis) != 1 || r.Analysis[0].Failed != 2 {
@@ -313,9 +314,9 @@ func TestAnalysis(t *testing.T) {
 	// Re-applying the manifests changes nothing: the aborted stay aborted, the promoted
 	// promoted.
 	for name := range apps {
-		before := c.getApp(t, ns, name)
-		c.update(t, ns, name, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
-		if after := c.getApp(t, ns, name); after.Generation != before.Generation {
+		before := c.GetApp(t, ns, name)
+		c.Update(t, ns, name, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+		if after := c.GetApp(t, ns, name); after.Generation != before.Generation {
 			t.Errorf("%s: re-applying the same spec made generation %d", name, after.Generation)
 		}
 	}
@@ -325,16 +326,16 @@ func TestAnalysis(t *testing.T) {
 // rollout that asks for a metric check (PrometheusNotConfigured, Ready False, a Warning
 // Event), and rolls an App without checks as before.
 func TestAnalysisWithoutPrometheus(t *testing.T) {
-	c := newClients(t)
-	startManager(t, 5*time.Second)
+	c := apptest.NewClients(t)
+	apptest.StartManager(t, 5*time.Second)
 	ns := framework.Namespace(t)
-	c.create(t, analysisApp(ns, "checked", 1, 600))
-	c.create(t, rolloutApp(ns, "plain", 2, setWeight(50)))
-	c.waitReady(t, ns, "checked")
-	c.waitReady(t, ns, "plain")
-	c.update(t, ns, "checked", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
-	c.update(t, ns, "plain", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
-	app := c.waitRollout(t, ns, "checked", appv1.RolloutAborted, 0)
+	c.Create(t, analysisApp(ns, "checked", 1, 600))
+	c.Create(t, apptest.RolloutApp(ns, "plain", 2, apptest.SetWeight(50)))
+	c.WaitReady(t, ns, "checked")
+	c.WaitReady(t, ns, "plain")
+	c.Update(t, ns, "checked", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	c.Update(t, ns, "plain", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	app := c.WaitRollout(t, ns, "checked", appv1.RolloutAborted, 0)
 	r := app.Status.Rollout
 	if r.AbortReason != appv1.ReasonPrometheusNotConfigured || !strings.Contains(r.AbortMessage, "the controller has no Prometheus (--prometheus-url") {
 		t.Errorf("abort %s %q, want PrometheusNotConfigured", r.AbortReason, r.AbortMessage)
@@ -342,12 +343,12 @@ func TestAnalysisWithoutPrometheus(t *testing.T) {
 	if got := framework.AppCondition(app, appv1.ConditionReady); got != "False/"+appv1.ReasonRolloutAborted {
 		t.Errorf("Ready %s, want False/RolloutAborted", got)
 	}
-	framework.Eventually(t, converge, func() (bool, error) {
-		events, err := c.kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=checked,reason=" + appv1.ReasonRolloutAborted})
+	framework.Eventually(t, apptest.Converge, func() (bool, error) {
+		events, err := c.Kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=checked,reason=" + appv1.ReasonRolloutAborted})
 		return err == nil && len(events.Items) == 1 && events.Items[0].Type == "Warning" && strings.Contains(events.Items[0].Message, "--prometheus-url"), err
 	})
-	framework.Eventually(t, converge, func() (bool, error) {
-		_, image := framework.DeploymentReplicas(t, c.kube, ns, "plain-deploy")
-		return c.getApp(t, ns, "plain").Status.Rollout.Phase == appv1.RolloutHealthy && image == "nginx:2", nil
+	framework.Eventually(t, apptest.Converge, func() (bool, error) {
+		_, image := framework.DeploymentReplicas(t, c.Kube, ns, "plain-deploy")
+		return c.GetApp(t, ns, "plain").Status.Rollout.Phase == appv1.RolloutHealthy && image == "nginx:2", nil
 	})
 }

@@ -18,6 +18,7 @@ import (
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
+	"github.com/app-controller/app-controller/test/integration/apptest"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
@@ -30,8 +31,8 @@ type statusLog struct {
 	by []int
 }
 
-// hook returns the manager's beforeWrite that records the status writes of App name of
-// controller n.
+// hook returns a hook for the manager's writes (Manager.SetBeforeWrite) that records
+// the status writes of App name of controller n.
 func (l *statusLog) hook(t *testing.T, name string, n int) func(*http.Request) {
 	return func(req *http.Request) {
 		if !strings.HasSuffix(req.URL.Path, "/apps/"+name+"/status") || req.GetBody == nil {
@@ -81,7 +82,7 @@ func (l *statusLog) aborts(reason string) (int, []int) {
 
 // applyApp server-side applies app's manifest as field manager gitops (a GitOps tool's
 // sync), and returns the App the API server answered with.
-func applyApp(t *testing.T, c clients, app *appv1.App) *appv1.App {
+func applyApp(t *testing.T, c apptest.Clients, app *appv1.App) *appv1.App {
 	t.Helper()
 	obj := app.DeepCopy()
 	obj.APIVersion, obj.Kind = appv1.GroupVersion.String(), "App"
@@ -97,7 +98,7 @@ func applyApp(t *testing.T, c clients, app *appv1.App) *appv1.App {
 	if data, err = json.Marshal(manifest); err != nil {
 		t.Fatal(err)
 	}
-	applied, err := c.app.AppcontrollerV1().Apps(app.Namespace).Patch(context.Background(), app.Name, types.ApplyPatchType, data,
+	applied, err := c.App.AppcontrollerV1().Apps(app.Namespace).Patch(context.Background(), app.Name, types.ApplyPatchType, data,
 		metav1.PatchOptions{FieldManager: "gitops", Force: ptr.To(true)})
 	if err != nil {
 		t.Fatalf("applying App %s: %v", app.Name, err)
@@ -115,18 +116,16 @@ func applyApp(t *testing.T, c clients, app *appv1.App) *appv1.App {
 // aborts once: one status write into Aborted (AnalysisFailed), one Warning Event; a
 // fourth controller started after the abort writes nothing and aborts nothing again.
 func TestAnalysisResumeWrites(t *testing.T) {
-	c := newClients(t)
+	c := apptest.NewClients(t)
 	pods, target := startFakePods(t)
 	opts := controllermanager.NewOptions()
 	opts.ResyncPeriod = 10 * time.Minute // the syncs are the events' and the measurements'
 	opts.PrometheusURL = framework.StartPrometheus(t, target)
 	ns := framework.Namespace(t)
 	log := &statusLog{}
-	start := func(n int) *manager {
-		m := startManagerWith(t, opts)
-		m.mu.Lock()
-		m.beforeWrite = log.hook(t, "resume", n)
-		m.mu.Unlock()
+	start := func(n int) *apptest.Manager {
+		m := apptest.StartManagerWith(t, opts)
+		m.SetBeforeWrite(log.hook(t, "resume", n))
 		return m
 	}
 	m1 := start(1)
@@ -134,7 +133,7 @@ func TestAnalysisResumeWrites(t *testing.T) {
 	manifest := analysisApp(ns, "resume", 6, 600)
 	manifest.Spec.Rollout.Canary.Steps[1].Analysis.Checks[0].FailureLimit = 0
 	applyApp(t, c, manifest)
-	c.waitReady(t, ns, "resume")
+	c.WaitReady(t, ns, "resume")
 	canaryPod := "resume-deploy-canary-5d8f9c-x7k2p"
 	pods.serve(ns, canaryPod, 20, 0)
 	manifest.Spec.DeploymentTemplate.Image = "nginx:2"
@@ -143,8 +142,8 @@ func TestAnalysisResumeWrites(t *testing.T) {
 	passes := func(n int32) appv1.CheckStatus {
 		t.Helper()
 		var st appv1.CheckStatus
-		framework.Eventually(t, converge, func() (bool, error) {
-			r := c.getApp(t, ns, "resume").Status.Rollout
+		framework.Eventually(t, apptest.Converge, func() (bool, error) {
+			r := c.GetApp(t, ns, "resume").Status.Rollout
 			if r != nil && len(r.Analysis) == 1 && r.Analysis[0].Passed >= n {
 				st = r.Analysis[0]
 				return true, nil
@@ -159,7 +158,7 @@ func TestAnalysisResumeWrites(t *testing.T) {
 
 	// Two passes, then a restart: the third pass is counted 3.
 	second := passes(2)
-	if err := m1.run.Stop(t); err != nil {
+	if err := m1.Run.Stop(t); err != nil {
 		t.Fatalf("stopping controller 1: %v", err)
 	}
 	m2 := start(2)
@@ -170,15 +169,15 @@ func TestAnalysisResumeWrites(t *testing.T) {
 
 	// The GitOps tool applies the same manifest mid-step: no change at the API server,
 	// and until the fourth pass the controller writes exactly the measurement's status.
-	before := c.getApp(t, ns, "resume")
-	writesBefore := len(m2.writesIn(ns))
+	before := c.GetApp(t, ns, "resume")
+	writesBefore := len(m2.WritesIn(ns))
 	if applied := applyApp(t, c, manifest); applied.ResourceVersion != before.ResourceVersion || applied.Generation != before.Generation {
 		t.Errorf("re-applying the same manifest: resourceVersion %s -> %s, generation %d -> %d; want no change",
 			before.ResourceVersion, applied.ResourceVersion, before.Generation, applied.Generation)
 	}
 	fourth := passes(4)
 	time.Sleep(2 * time.Second) // any write that would trail the measurement's
-	if w := m2.writesIn(ns)[writesBefore:]; len(w) != 1 || w[0] != "PATCH /apis/appcontroller.k8s.io/v1/namespaces/"+ns+"/apps/resume/status" {
+	if w := m2.WritesIn(ns)[writesBefore:]; len(w) != 1 || w[0] != "PATCH /apis/appcontroller.k8s.io/v1/namespaces/"+ns+"/apps/resume/status" {
 		t.Errorf("from the re-apply to the fourth pass, controller 2 wrote %q; want exactly the measurement's status patch", w)
 	}
 	if fourth.Passed != 4 {
@@ -187,42 +186,42 @@ func TestAnalysisResumeWrites(t *testing.T) {
 
 	// The canary turns bad while no controller runs; controller 3 measures it and
 	// aborts once.
-	if err := m2.run.Stop(t); err != nil {
+	if err := m2.Run.Stop(t); err != nil {
 		t.Fatalf("stopping controller 2: %v", err)
 	}
 	pods.serve(ns, canaryPod, 18, 2)
 	time.Sleep(12 * time.Second) // the check's window (10s) holds only the bad requests
 	m3 := start(3)
-	app := c.waitRollout(t, ns, "resume", appv1.RolloutAborted, 1)
+	app := c.WaitRollout(t, ns, "resume", appv1.RolloutAborted, 1)
 	r := app.Status.Rollout
 	if r.AbortReason != appv1.ReasonAnalysisFailed || len(r.Analysis) != 1 || r.Analysis[0].Passed != 4 || r.Analysis[0].Failed != 1 {
 		t.Errorf("abort %s %q, analysis %+v; want AnalysisFailed after 4 passes and 1 failure", r.AbortReason, r.AbortMessage, r.Analysis)
 	}
 	// Settled: the canary's Deployment is scaled to zero (scaleDownDelaySeconds 0) and
 	// controller 3 writes no more.
-	c.waitDeployment(t, ns, "resume-deploy-canary", func(d *appsv1.Deployment) bool {
+	c.WaitDeployment(t, ns, "resume-deploy-canary", func(d *appsv1.Deployment) bool {
 		return d.Spec.Replicas != nil && *d.Spec.Replicas == 0 && d.Status.Replicas == 0
 	})
-	framework.Eventually(t, converge, func() (bool, error) {
-		n := len(m3.writesIn(ns))
+	framework.Eventually(t, apptest.Converge, func() (bool, error) {
+		n := len(m3.WritesIn(ns))
 		time.Sleep(3 * time.Second)
-		return len(m3.writesIn(ns)) == n, nil
+		return len(m3.WritesIn(ns)) == n, nil
 	})
-	if err := m3.run.Stop(t); err != nil {
+	if err := m3.Run.Stop(t); err != nil {
 		t.Fatalf("stopping controller 3: %v", err)
 	}
 	// Controller 4 syncs the aborted App at its start (its informer's list): nothing to
 	// write, nothing to abort again.
 	m4 := start(4)
 	time.Sleep(5 * time.Second)
-	if w := m4.writesIn(ns); len(w) != 0 {
+	if w := m4.WritesIn(ns); len(w) != 0 {
 		t.Errorf("controller 4 wrote %q about an App aborted before it started; want nothing", w)
 	}
 
 	if n, by := log.aborts(appv1.ReasonAnalysisFailed); n != 1 || by[0] != 3 {
 		t.Errorf("%d status writes moved the rollout into Aborted (AnalysisFailed), by controllers %v; want 1, by controller 3", n, by)
 	}
-	list, err := c.kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{
+	list, err := c.Kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{
 		FieldSelector: "involvedObject.kind=App,involvedObject.name=resume,reason=" + appv1.ReasonRolloutAborted})
 	if err != nil {
 		t.Fatal(err)

@@ -27,6 +27,7 @@ import (
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
 	"github.com/app-controller/app-controller/test/harness"
+	"github.com/app-controller/app-controller/test/integration/apptest"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
@@ -170,7 +171,7 @@ func TestAnalysisScale(t *testing.T) {
 			t.Fatalf("%s=%q: want a duration of 10s or more", scaleIntervalEnv, v)
 		}
 	}
-	c := newClients(t)
+	c := apptest.NewClients(t)
 	ctx := context.Background()
 	ns := framework.Namespace(t)
 	pods, target := startFakePods(t)
@@ -178,21 +179,21 @@ func TestAnalysisScale(t *testing.T) {
 	queries, proxied := startQueryCounter(t, promURL)
 	opts := controllermanager.NewOptions()
 	opts.PrometheusURL = proxied
-	m := startManagerWith(t, opts)
+	m := apptest.StartManagerWith(t, opts)
 
-	if _, err := c.app.AppcontrollerV1().AnalysisTemplates(ns).Create(ctx, &appv1.AnalysisTemplate{ObjectMeta: metav1.ObjectMeta{Name: "error-ratio"},
+	if _, err := c.App.AppcontrollerV1().AnalysisTemplates(ns).Create(ctx, &appv1.AnalysisTemplate{ObjectMeta: metav1.ObjectMeta{Name: "error-ratio"},
 		Spec: errorRatio(ptr.To("5.."))}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	name := func(i int) string { return fmt.Sprintf("a%04d", i) }
 	err := harness.Parallel(ctx, n, 10, func(ctx context.Context, i int) error {
-		app := rolloutApp(ns, name(i), 1, setWeight(50), appv1.CanaryStep{Analysis: &appv1.AnalysisStep{Checks: []appv1.AnalysisCheck{
+		app := apptest.RolloutApp(ns, name(i), 1, apptest.SetWeight(50), appv1.CanaryStep{Analysis: &appv1.AnalysisStep{Checks: []appv1.AnalysisCheck{
 			{Name: "success-rate", SuccessRate: &appv1.SuccessRateCheck{Min: ptr.To("99")}, Source: appv1.AnalysisSourcePods,
 				Interval: &metav1.Duration{Duration: interval}, Count: ptr.To[int32](100)},
 			{Name: "template", TemplateRef: &appv1.AnalysisTemplateRef{Name: "error-ratio"}, Interval: &metav1.Duration{Duration: interval}, Count: ptr.To[int32](100)},
 		}}})
 		pods.serve(ns, name(i)+"-deploy-canary-5d8f9c-x7k2p", 20, 0)
-		_, err := c.app.AppcontrollerV1().Apps(ns).Create(ctx, app, metav1.CreateOptions{})
+		_, err := c.App.AppcontrollerV1().Apps(ns).Create(ctx, app, metav1.CreateOptions{})
 		return err
 	})
 	if err != nil {
@@ -200,7 +201,7 @@ func TestAnalysisScale(t *testing.T) {
 	}
 	inStep := func(step int32) {
 		framework.Eventually(t, 2*time.Minute+time.Duration(n)*400*time.Millisecond, func() (bool, error) {
-			list, err := c.app.AppcontrollerV1().Apps(ns).List(ctx, metav1.ListOptions{})
+			list, err := c.App.AppcontrollerV1().Apps(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return false, err
 			}
@@ -221,12 +222,12 @@ func TestAnalysisScale(t *testing.T) {
 	inStep(-1)
 	start := time.Now()
 	err = harness.Parallel(ctx, n, 10, func(ctx context.Context, i int) error {
-		app, err := c.app.AppcontrollerV1().Apps(ns).Get(ctx, name(i), metav1.GetOptions{})
+		app, err := c.App.AppcontrollerV1().Apps(ns).Get(ctx, name(i), metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		app.Spec.DeploymentTemplate.Image = "nginx:2"
-		_, err = c.app.AppcontrollerV1().Apps(ns).Update(ctx, app, metav1.UpdateOptions{})
+		_, err = c.App.AppcontrollerV1().Apps(ns).Update(ctx, app, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
@@ -238,12 +239,12 @@ func TestAnalysisScale(t *testing.T) {
 	// Three intervals of the steady analysis.
 	const intervals = 3
 	from := time.Now()
-	writesFrom := len(m.writesIn(ns))
+	writesFrom := len(m.WritesIn(ns))
 	cpuFrom, promFrom := selfCPU(t), processCPU(t, promURL+"/metrics")
 	time.Sleep(intervals * interval)
 	to := time.Now()
 	cpu, prom := selfCPU(t)-cpuFrom, processCPU(t, promURL+"/metrics")-promFrom
-	writes := m.writesIn(ns)[writesFrom:]
+	writes := m.WritesIn(ns)[writesFrom:]
 	asked := queries.count(from, to)
 	window := to.Sub(from)
 

@@ -15,6 +15,7 @@ import (
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
+	"github.com/app-controller/app-controller/test/integration/apptest"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
@@ -35,7 +36,7 @@ func errorRatio(def *string) appv1.AnalysisTemplateSpec {
 // templateApp is an App of 2 replicas whose rollout is setWeight 50, then an analysis
 // step of one check of template ref, count passes at interval.
 func templateApp(ns, name string, ref appv1.AnalysisTemplateRef, interval time.Duration, count, deadline int32) *appv1.App {
-	app := rolloutApp(ns, name, 2, setWeight(50), appv1.CanaryStep{Analysis: &appv1.AnalysisStep{Checks: []appv1.AnalysisCheck{{
+	app := apptest.RolloutApp(ns, name, 2, apptest.SetWeight(50), appv1.CanaryStep{Analysis: &appv1.AnalysisStep{Checks: []appv1.AnalysisCheck{{
 		Name: "errors", TemplateRef: &ref, Interval: &metav1.Duration{Duration: interval}, Count: ptr.To(count),
 	}}}})
 	app.Spec.Rollout.Canary.ProgressDeadlineSeconds = ptr.To(deadline)
@@ -51,7 +52,7 @@ func templateApp(ns, name string, ref appv1.AnalysisTemplateRef, interval time.D
 // as soon as it is deleted, keeping its count, and a rollout whose template never comes
 // aborts at its progress deadline (AnalysisInconclusive), saying so.
 func TestAnalysisTemplates(t *testing.T) {
-	c := newClients(t)
+	c := apptest.NewClients(t)
 	ctx := context.Background()
 	ns := framework.Namespace(t)
 
@@ -62,35 +63,35 @@ func TestAnalysisTemplates(t *testing.T) {
 		want   []string
 	}{
 		{"a template without a condition", func() error {
-			_, err := c.app.AppcontrollerV1().AnalysisTemplates(ns).Create(ctx, &appv1.AnalysisTemplate{ObjectMeta: metav1.ObjectMeta{Name: "no-condition"},
+			_, err := c.App.AppcontrollerV1().AnalysisTemplates(ns).Create(ctx, &appv1.AnalysisTemplate{ObjectMeta: metav1.ObjectMeta{Name: "no-condition"},
 				Spec: appv1.AnalysisTemplateSpec{Query: appv1.QueryCheck{PromQL: "1"}}}, metav1.CreateOptions{})
 			return err
 		}, []string{"spec.query", "query sets successCondition, failureCondition or both"}},
 		{"an argument name the query cannot write", func() error {
 			spec := errorRatio(nil)
 			spec.Args[0].Name = "1code"
-			_, err := c.app.AppcontrollerV1().AnalysisTemplates(ns).Create(ctx, &appv1.AnalysisTemplate{ObjectMeta: metav1.ObjectMeta{Name: "bad-arg"}, Spec: spec}, metav1.CreateOptions{})
+			_, err := c.App.AppcontrollerV1().AnalysisTemplates(ns).Create(ctx, &appv1.AnalysisTemplate{ObjectMeta: metav1.ObjectMeta{Name: "bad-arg"}, Spec: spec}, metav1.CreateOptions{})
 			return err
 		}, []string{"spec.args[0].name", "should match"}},
 		{"a cluster template whose range is upside down", func() error {
 			spec := errorRatio(nil)
 			spec.Query.SuccessCondition = &appv1.ValueRange{Min: ptr.To("1"), Max: ptr.To("0.5")}
-			_, err := c.app.AppcontrollerV1().ClusterAnalysisTemplates().Create(ctx, &appv1.ClusterAnalysisTemplate{ObjectMeta: metav1.ObjectMeta{Name: ns + "-upside-down"}, Spec: spec}, metav1.CreateOptions{})
+			_, err := c.App.AppcontrollerV1().ClusterAnalysisTemplates().Create(ctx, &appv1.ClusterAnalysisTemplate{ObjectMeta: metav1.ObjectMeta{Name: ns + "-upside-down"}, Spec: spec}, metav1.CreateOptions{})
 			return err
 		}, []string{"spec.query.successCondition", "a range's min must not be above its max"}},
 		{"a check with both a query and a template", func() error {
 			app := templateApp(ns, "both", appv1.AnalysisTemplateRef{Name: "x"}, 10*time.Second, 1, 600)
 			app.Spec.Rollout.Canary.Steps[1].Analysis.Checks[0].Query = &appv1.QueryCheck{PromQL: "1", SuccessCondition: &appv1.ValueRange{Max: ptr.To("1")}}
-			_, err := c.app.AppcontrollerV1().Apps(ns).Create(ctx, app, metav1.CreateOptions{})
+			_, err := c.App.AppcontrollerV1().Apps(ns).Create(ctx, app, metav1.CreateOptions{})
 			return err
 		}, []string{"spec.rollout.canary.steps[1].analysis.checks[0]", "each check sets exactly one of successRate, latency, query, templateRef and webhook"}},
 		{"a template of an unknown kind", func() error {
-			_, err := c.app.AppcontrollerV1().Apps(ns).Create(ctx, templateApp(ns, "kind", appv1.AnalysisTemplateRef{Kind: "MetricTemplate", Name: "x"}, 10*time.Second, 1, 600), metav1.CreateOptions{})
+			_, err := c.App.AppcontrollerV1().Apps(ns).Create(ctx, templateApp(ns, "kind", appv1.AnalysisTemplateRef{Kind: "MetricTemplate", Name: "x"}, 10*time.Second, 1, 600), metav1.CreateOptions{})
 			return err
 		}, []string{"spec.rollout.canary.steps[1].analysis.checks[0].templateRef.kind", `Unsupported value: "MetricTemplate"`}},
 		{"an argument given twice", func() error {
 			ref := appv1.AnalysisTemplateRef{Name: "x", Args: []appv1.AnalysisArg{{Name: "code", Value: "5.."}, {Name: "code", Value: "4.."}}}
-			_, err := c.app.AppcontrollerV1().Apps(ns).Create(ctx, templateApp(ns, "twice", ref, 10*time.Second, 1, 600), metav1.CreateOptions{})
+			_, err := c.App.AppcontrollerV1().Apps(ns).Create(ctx, templateApp(ns, "twice", ref, 10*time.Second, 1, 600), metav1.CreateOptions{})
 			return err
 		}, []string{"spec.rollout.canary.steps[1].analysis.checks[0].templateRef.args[1]", "Duplicate value"}},
 	}
@@ -110,14 +111,14 @@ func TestAnalysisTemplates(t *testing.T) {
 	// The templates: a ClusterAnalysisTemplate whose code the checks give, an
 	// AnalysisTemplate whose code defaults to 5xx.
 	cluster := ns + "-error-ratio"
-	if _, err := c.app.AppcontrollerV1().ClusterAnalysisTemplates().Create(ctx, &appv1.ClusterAnalysisTemplate{ObjectMeta: metav1.ObjectMeta{Name: cluster}, Spec: errorRatio(nil)},
+	if _, err := c.App.AppcontrollerV1().ClusterAnalysisTemplates().Create(ctx, &appv1.ClusterAnalysisTemplate{ObjectMeta: metav1.ObjectMeta{Name: cluster}, Spec: errorRatio(nil)},
 		metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = c.app.AppcontrollerV1().ClusterAnalysisTemplates().Delete(context.Background(), cluster, metav1.DeleteOptions{})
+		_ = c.App.AppcontrollerV1().ClusterAnalysisTemplates().Delete(context.Background(), cluster, metav1.DeleteOptions{})
 	})
-	if _, err := c.app.AppcontrollerV1().AnalysisTemplates(ns).Create(ctx, &appv1.AnalysisTemplate{ObjectMeta: metav1.ObjectMeta{Name: "error-ratio"}, Spec: errorRatio(ptr.To("5.."))},
+	if _, err := c.App.AppcontrollerV1().AnalysisTemplates(ns).Create(ctx, &appv1.AnalysisTemplate{ObjectMeta: metav1.ObjectMeta{Name: "error-ratio"}, Spec: errorRatio(ptr.To("5.."))},
 		metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func TestAnalysisTemplates(t *testing.T) {
 	opts := controllermanager.NewOptions()
 	opts.ResyncPeriod = 10 * time.Minute // what moves a waiting check is the template's event
 	opts.PrometheusURL = framework.StartPrometheus(t, target)
-	startManagerWith(t, opts)
+	apptest.StartManagerWith(t, opts)
 
 	code := []appv1.AnalysisArg{{Name: "code", Value: "5.."}}
 	apps := map[string]*appv1.App{
@@ -139,21 +140,21 @@ func TestAnalysisTemplates(t *testing.T) {
 	pods.serve(ns, "bad-deploy-canary-5d8f9c-x7k2p", 18, 2)
 	pods.serve(ns, "late-deploy-canary-5d8f9c-x7k2p", 20, 0)
 	for name, app := range apps {
-		c.create(t, app)
-		c.waitReady(t, ns, name)
+		c.Create(t, app)
+		c.WaitReady(t, ns, name)
 	}
 	for name := range apps {
-		c.update(t, ns, name, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+		c.Update(t, ns, name, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
 	}
 
 	// good (an AnalysisTemplate, its default argument): promoted.
-	framework.Eventually(t, converge, func() (bool, error) {
-		_, image := framework.DeploymentReplicas(t, c.kube, ns, "good-deploy")
-		return c.getApp(t, ns, "good").Status.Rollout.Phase == appv1.RolloutHealthy && image == "nginx:2", nil
+	framework.Eventually(t, apptest.Converge, func() (bool, error) {
+		_, image := framework.DeploymentReplicas(t, c.Kube, ns, "good-deploy")
+		return c.GetApp(t, ns, "good").Status.Rollout.Phase == appv1.RolloutHealthy && image == "nginx:2", nil
 	})
 	// bad (a ClusterAnalysisTemplate): 10% of 5xx is out of [-inf, 0.05]: aborted, the
 	// template named.
-	app := c.waitRollout(t, ns, "bad", appv1.RolloutAborted, 1)
+	app := c.WaitRollout(t, ns, "bad", appv1.RolloutAborted, 1)
 	r := app.Status.Rollout
 	if r.AbortReason != appv1.ReasonAnalysisFailed || !strings.Contains(r.AbortMessage, "is out of its success range [-inf, 0.05]") {
 		t.Errorf("bad: abort %s %q, want AnalysisFailed, out of [-inf, 0.05]", r.AbortReason, r.AbortMessage)
@@ -166,7 +167,7 @@ func TestAnalysisTemplates(t *testing.T) {
 	printAppStatus(t, c, ns, "bad", "aborted by a ClusterAnalysisTemplate's check")
 
 	// late: its template is missing: held, said in Ready and in one Warning Event.
-	app = c.waitCondition(t, ns, "late", appv1.ConditionReady, "False/"+appv1.ReasonAnalysisTemplateNotFound)
+	app = c.WaitCondition(t, ns, "late", appv1.ConditionReady, "False/"+appv1.ReasonAnalysisTemplateNotFound)
 	if ready := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionReady); !strings.Contains(ready.Message, "AnalysisTemplate late not found in namespace "+ns) {
 		t.Errorf("late: Ready message %q, want it to name the missing template", ready.Message)
 	}
@@ -178,7 +179,7 @@ func TestAnalysisTemplates(t *testing.T) {
 	// The recorder folds a repeated Event into one with a count: the count is what was
 	// emitted.
 	warnings := func() int {
-		list, err := c.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=App,involvedObject.name=late,reason=" + appv1.ReasonAnalysisTemplateNotFound})
+		list, err := c.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=App,involvedObject.name=late,reason=" + appv1.ReasonAnalysisTemplateNotFound})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,16 +191,16 @@ func TestAnalysisTemplates(t *testing.T) {
 		}
 		return n
 	}
-	framework.Eventually(t, converge, func() (bool, error) { return warnings() == 1, nil })
+	framework.Eventually(t, apptest.Converge, func() (bool, error) { return warnings() == 1, nil })
 
 	// The template is created: the check is measured at once (its event), and passes.
-	if _, err := c.app.AppcontrollerV1().AnalysisTemplates(ns).Create(ctx, &appv1.AnalysisTemplate{ObjectMeta: metav1.ObjectMeta{Name: "late"}, Spec: errorRatio(ptr.To("5.."))},
+	if _, err := c.App.AppcontrollerV1().AnalysisTemplates(ns).Create(ctx, &appv1.AnalysisTemplate{ObjectMeta: metav1.ObjectMeta{Name: "late"}, Spec: errorRatio(ptr.To("5.."))},
 		metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var first appv1.CheckStatus
-	framework.Eventually(t, converge, func() (bool, error) {
-		r := c.getApp(t, ns, "late").Status.Rollout
+	framework.Eventually(t, apptest.Converge, func() (bool, error) {
+		r := c.GetApp(t, ns, "late").Status.Rollout
 		if len(r.Analysis) == 1 && r.Analysis[0].Passed == 1 {
 			first = r.Analysis[0]
 			return true, nil
@@ -209,34 +210,34 @@ func TestAnalysisTemplates(t *testing.T) {
 	if first.Reason != "" || first.Template != "AnalysisTemplate/late" {
 		t.Errorf("late: after the template's creation %+v, want a measurement of AnalysisTemplate/late", first)
 	}
-	app = c.getApp(t, ns, "late")
+	app = c.GetApp(t, ns, "late")
 	if got := framework.AppCondition(app, appv1.ConditionReady); got != "False/"+appv1.ReasonRolloutProgressing {
 		t.Errorf("late: Ready %s once its template exists, want False/RolloutProgressing", got)
 	}
 	// Deleted: held again at once (the next measurement is a minute away), its count kept.
-	if err := c.app.AppcontrollerV1().AnalysisTemplates(ns).Delete(ctx, "late", metav1.DeleteOptions{}); err != nil {
+	if err := c.App.AppcontrollerV1().AnalysisTemplates(ns).Delete(ctx, "late", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	framework.Eventually(t, 30*time.Second, func() (bool, error) {
-		r := c.getApp(t, ns, "late").Status.Rollout
+		r := c.GetApp(t, ns, "late").Status.Rollout
 		return len(r.Analysis) == 1 && r.Analysis[0].Reason == appv1.ReasonAnalysisTemplateNotFound && r.Analysis[0].Passed == 1, nil
 	})
-	framework.Eventually(t, converge, func() (bool, error) { return warnings() == 2, nil })
+	framework.Eventually(t, apptest.Converge, func() (bool, error) { return warnings() == 2, nil })
 	// Created again: measured at once, the second pass ends the step; promoted.
-	if _, err := c.app.AppcontrollerV1().AnalysisTemplates(ns).Create(ctx, &appv1.AnalysisTemplate{ObjectMeta: metav1.ObjectMeta{Name: "late"}, Spec: errorRatio(ptr.To("5.."))},
+	if _, err := c.App.AppcontrollerV1().AnalysisTemplates(ns).Create(ctx, &appv1.AnalysisTemplate{ObjectMeta: metav1.ObjectMeta{Name: "late"}, Spec: errorRatio(ptr.To("5.."))},
 		metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	framework.Eventually(t, converge, func() (bool, error) {
-		_, image := framework.DeploymentReplicas(t, c.kube, ns, "late-deploy")
-		return c.getApp(t, ns, "late").Status.Rollout.Phase == appv1.RolloutHealthy && image == "nginx:2", nil
+	framework.Eventually(t, apptest.Converge, func() (bool, error) {
+		_, image := framework.DeploymentReplicas(t, c.Kube, ns, "late-deploy")
+		return c.GetApp(t, ns, "late").Status.Rollout.Phase == appv1.RolloutHealthy && image == "nginx:2", nil
 	})
 	if n := warnings(); n != 2 {
 		t.Errorf("late: %d AnalysisTemplateNotFound Warnings, want 2 (one each time the template went missing)", n)
 	}
 
 	// never: its template never comes: aborted at the progress deadline (20s), saying so.
-	app = c.waitRollout(t, ns, "never", appv1.RolloutAborted, 1)
+	app = c.WaitRollout(t, ns, "never", appv1.RolloutAborted, 1)
 	r = app.Status.Rollout
 	if r.AbortReason != appv1.ReasonAnalysisInconclusive || !strings.Contains(r.AbortMessage, "stayed inconclusive for progressDeadlineSeconds (20s)") ||
 		!strings.Contains(r.AbortMessage, "ClusterAnalysisTemplate "+ns+"-never not found") {

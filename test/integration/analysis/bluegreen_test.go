@@ -10,7 +10,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/pkg/controller/appfixture"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
+	"github.com/app-controller/app-controller/test/integration/apptest"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
@@ -19,7 +21,7 @@ import (
 // success rate >= 99% over 10 s, by their own metrics; no delay after the switch nor
 // after an abort.
 func prePromotionApp(ns, name string) *appv1.App {
-	app := newApp(ns, name, "nginx:1", 2)
+	app := appfixture.NewApp(ns, name, "nginx:1", 2)
 	app.Spec.Rollout = &appv1.Rollout{BlueGreen: &appv1.BlueGreenStrategy{
 		AutoPromotionSeconds: ptr.To[int32](0), ScaleDownDelaySeconds: ptr.To[int32](0), AbortScaleDownDelaySeconds: ptr.To[int32](0),
 		PrePromotionAnalysis: &appv1.AnalysisStep{Checks: []appv1.AnalysisCheck{{
@@ -38,41 +40,41 @@ func prePromotionApp(ns, name string) *appv1.App {
 // image); the other's preview passes, and the switch comes on its own, then the
 // promotion.
 func TestBlueGreenPrePromotionAnalysis(t *testing.T) {
-	c := newClients(t)
+	c := apptest.NewClients(t)
 	pods, target := startFakePods(t)
 	opts := controllermanager.NewOptions()
 	opts.ResyncPeriod = 5 * time.Second
 	opts.PrometheusURL = framework.StartPrometheus(t, target)
-	m := startManagerWith(t, opts)
+	m := apptest.StartManagerWith(t, opts)
 	ns := framework.Namespace(t)
 	// The preview pods' series (a name the pattern DEPLOYMENT-canary-HASH-XXXXX matches).
 	pods.serve(ns, "bad-deploy-canary-5d8f9c-x7k2p", 18, 2)
 	pods.serve(ns, "good-deploy-canary-5d8f9c-x7k2p", 20, 0)
 	for _, name := range []string{"bad", "good"} {
-		c.create(t, prePromotionApp(ns, name))
-		c.waitReady(t, ns, name)
-		c.waitRollout(t, ns, name, appv1.RolloutHealthy, 0)
+		c.Create(t, prePromotionApp(ns, name))
+		c.WaitReady(t, ns, name)
+		c.WaitRollout(t, ns, name, appv1.RolloutHealthy, 0)
 	}
 	start := time.Now()
 	for _, name := range []string{"bad", "good"} {
-		c.update(t, ns, name, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+		c.Update(t, ns, name, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
 	}
 
 	// bad: the preview up, its check running at the switch's stage; then aborted.
-	c.waitRollout(t, ns, "bad", appv1.RolloutPaused, 1)
+	c.WaitRollout(t, ns, "bad", appv1.RolloutPaused, 1)
 	var app *appv1.App
-	framework.Eventually(t, converge, func() (bool, error) {
-		app = c.getApp(t, ns, "bad")
+	framework.Eventually(t, apptest.Converge, func() (bool, error) {
+		app = c.GetApp(t, ns, "bad")
 		r := app.Status.Rollout
 		return r.Phase != appv1.RolloutPaused || len(r.Analysis) == 1, nil
 	})
 	stableHash := app.Status.Rollout.Stable.ReplicaSetHash
-	mark := len(m.writesIn(ns))
+	mark := len(m.WritesIn(ns))
 	if msg := app.Status.Rollout.Message; !strings.Contains(msg, `waits for its checks: "success-rate" running`) {
 		t.Errorf("bad at the switch's stage: %q, want it waiting for its check", msg)
 	}
 	printAppStatus(t, c, ns, "bad", "at the switch's stage, its check running")
-	app = c.waitRollout(t, ns, "bad", appv1.RolloutAborted, 1)
+	app = c.WaitRollout(t, ns, "bad", appv1.RolloutAborted, 1)
 	r := app.Status.Rollout
 	t.Logf("bad aborted %.1fs after the change: %s", time.Since(start).Seconds(), r.Message)
 	if r.AbortReason != appv1.ReasonAnalysisFailed || !strings.Contains(r.AbortMessage, `check "success-rate" failed: 90%`) ||
@@ -82,37 +84,37 @@ func TestBlueGreenPrePromotionAnalysis(t *testing.T) {
 	if got := framework.AppCondition(app, appv1.ConditionReady); got != "False/"+appv1.ReasonRolloutAborted {
 		t.Errorf("bad: Ready %s, want False/RolloutAborted", got)
 	}
-	framework.WaitEvent(t, c.kube, ns, "App", "bad", "Warning RolloutAborted Blue-green rollout to revision", converge)
-	framework.Eventually(t, converge, func() (bool, error) {
-		n, _ := framework.DeploymentReplicas(t, c.kube, ns, "bad-deploy-canary")
+	framework.WaitEvent(t, c.Kube, ns, "App", "bad", "Warning RolloutAborted Blue-green rollout to revision", apptest.Converge)
+	framework.Eventually(t, apptest.Converge, func() (bool, error) {
+		n, _ := framework.DeploymentReplicas(t, c.Kube, ns, "bad-deploy-canary")
 		return n == 0, nil
 	})
 	printAppStatus(t, c, ns, "bad", "after the abort")
-	for _, w := range m.writesIn(ns)[mark:] {
+	for _, w := range m.WritesIn(ns)[mark:] {
 		if strings.HasSuffix(w, "/services/bad-svc") || strings.HasSuffix(w, "/deployments/bad-deploy") {
 			t.Errorf("bad: %s after the preview came up: the active side was written", w)
 		}
 	}
-	svc, err := c.kube.CoreV1().Services(ns).Get(context.Background(), "bad-svc", metav1.GetOptions{})
+	svc, err := c.Kube.CoreV1().Services(ns).Get(context.Background(), "bad-svc", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if svc.Spec.Selector["pod-template-hash"] != stableHash || svc.Spec.Selector[appv1.TrackLabel] != "" {
 		t.Errorf("bad: the App's Service selects %v, want the old pods (pod-template-hash %s)", svc.Spec.Selector, stableHash)
 	}
-	if n, image := framework.DeploymentReplicas(t, c.kube, ns, "bad-deploy"); n != 2 || image != "nginx:1" {
+	if n, image := framework.DeploymentReplicas(t, c.Kube, ns, "bad-deploy"); n != 2 || image != "nginx:1" {
 		t.Errorf("bad: the App's Deployment %d %s, want 2 nginx:1", n, image)
 	}
 
 	// good: passed, switched on its own, promoted.
-	framework.Eventually(t, converge, func() (bool, error) {
-		app := c.getApp(t, ns, "good")
-		gone, _ := framework.DeploymentReplicas(t, c.kube, ns, "good-deploy-canary")
-		_, image := framework.DeploymentReplicas(t, c.kube, ns, "good-deploy")
+	framework.Eventually(t, apptest.Converge, func() (bool, error) {
+		app := c.GetApp(t, ns, "good")
+		gone, _ := framework.DeploymentReplicas(t, c.Kube, ns, "good-deploy-canary")
+		_, image := framework.DeploymentReplicas(t, c.Kube, ns, "good-deploy")
 		return app.Status.Rollout.Phase == appv1.RolloutHealthy && gone == -1 && image == "nginx:2", nil
 	})
 	t.Logf("good promoted %.1fs after the change", time.Since(start).Seconds())
-	framework.WaitEvent(t, c.kube, ns, "App", "good", `Normal RolloutStep Stage "switch" of the blue-green rollout`, converge)
+	framework.WaitEvent(t, c.Kube, ns, "App", "good", `Normal RolloutStep Stage "switch" of the blue-green rollout`, apptest.Converge)
 	events := strings.Join(eventsOf(t, c, ns, "good"), "\n")
 	if !strings.Contains(events, "after its duration, with its checks passed: success-rate 100% (>= 99%)") {
 		t.Errorf("good: no switch after its check passed among\n%s", events)
@@ -120,9 +122,9 @@ func TestBlueGreenPrePromotionAnalysis(t *testing.T) {
 }
 
 // eventsOf returns the Events of App name in ns, "type reason message".
-func eventsOf(t *testing.T, c clients, ns, name string) []string {
+func eventsOf(t *testing.T, c apptest.Clients, ns, name string) []string {
 	t.Helper()
-	list, err := c.kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	list, err := c.Kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
 	if err != nil {
 		t.Fatal(err)
 	}

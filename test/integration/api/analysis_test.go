@@ -1,11 +1,8 @@
 package api
 
 import (
-	"fmt"
-	"strings"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/app-controller/app-controller/test/integration/framework"
@@ -57,23 +54,7 @@ func TestAnalysisValidation(t *testing.T) {
 		{"a starting step past the last (CEL)", background(`{startingStep: 2, checks: [{name: sr, successRate: {min: "99"}}]}`),
 			[]string{"spec.rollout.canary.analysis.startingStep", "must be the index of one of the steps"}},
 	}
-	for i, tc := range invalid {
-		t.Run(tc.name, func(t *testing.T) {
-			err := createSpec(t, dyn, ns, fmt.Sprintf("invalid-analysis-%d", i), tc.spec)
-			if err == nil {
-				t.Fatalf("created an invalid App:\n%s", tc.spec)
-			}
-			t.Logf("refused: %v", err)
-			if !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
-				t.Errorf("error %v is neither Invalid nor BadRequest", err)
-			}
-			for _, want := range tc.want {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("error %q does not contain %q", err, want)
-				}
-			}
-		})
-	}
+	assertRefused(t, dyn, ns, "invalid-analysis", invalid)
 
 	valid := []struct{ name, spec string }{
 		{"the built-ins, absolute and relative", step(`{name: sr, successRate: {min: "99.5", stableMargin: "1"}, interval: 10s, count: 3, failureLimit: 1, minRequests: 50, source: Pods}, ` +

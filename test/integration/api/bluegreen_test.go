@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
@@ -54,23 +53,7 @@ func TestBlueGreenValidation(t *testing.T) {
 		{"an empty previewHosts", pods + gateway + "rollout: {blueGreen: {previewHosts: []}}",
 			[]string{"spec.rollout.blueGreen.previewHosts", "at least 1 item"}},
 	}
-	for i, tc := range invalid {
-		t.Run(tc.name, func(t *testing.T) {
-			err := createSpec(t, dyn, ns, fmt.Sprintf("invalid-bluegreen-%d", i), tc.spec)
-			if err == nil {
-				t.Fatalf("created an invalid App:\n%s", tc.spec)
-			}
-			t.Logf("refused: %v", err)
-			if !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
-				t.Errorf("error %v is neither Invalid nor BadRequest", err)
-			}
-			for _, want := range tc.want {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("error %q does not contain %q", err, want)
-				}
-			}
-		})
-	}
+	assertRefused(t, dyn, ns, "invalid-bluegreen", invalid)
 	valid := []struct{ name, spec string }{
 		{"by hand, the defaults", bg("")},
 		{"no replicas: the preview takes the Deployment's count", "deploymentTemplate: {name: web, image: nginx}\nserviceTemplate: {name: web}\nrollout: {blueGreen: {}}"},

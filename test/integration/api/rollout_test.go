@@ -81,23 +81,7 @@ func TestRolloutValidation(t *testing.T) {
 		{"versionedConfig with configChangePolicy Ignore (CEL)", "deploymentTemplate: {name: web, image: nginx, replicas: 4, configChangePolicy: Ignore}\nrollout: {versionedConfig: true, canary: {steps: [{setWeight: 20}]}}",
 			[]string{"spec.rollout.versionedConfig", "configChangePolicy Ignore turns off"}},
 	}
-	for i, tc := range invalid {
-		t.Run(tc.name, func(t *testing.T) {
-			err := createSpec(t, dyn, ns, fmt.Sprintf("invalid-rollout-%d", i), tc.spec)
-			if err == nil {
-				t.Fatalf("created an invalid App:\n%s", tc.spec)
-			}
-			t.Logf("refused: %v", err)
-			if !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
-				t.Errorf("error %v is neither Invalid nor BadRequest", err)
-			}
-			for _, want := range tc.want {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("error %q does not contain %q", err, want)
-				}
-			}
-		})
-	}
+	assertRefused(t, dyn, ns, "invalid-rollout", invalid)
 
 	valid := []struct{ name, spec string }{
 		{"the issue's steps, by replicas", steps("{setWeight: 25}, {pause: {}}, {setWeight: 100}")},
@@ -157,6 +141,34 @@ func TestRolloutDefaults(t *testing.T) {
 	_, err = apps.UpdateStatus(ctx, app, metav1.UpdateOptions{})
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "status.rollout.phase") {
 		t.Errorf("a status with an unknown rollout phase: %v, want Invalid naming status.rollout.phase", err)
+	}
+}
+
+// assertRefused creates an App of each spec (named prefix-INDEX) in ns, in a subtest
+// NAME, and fails the subtest unless the API server refuses it as Invalid or BadRequest
+// with an error that contains each of want.
+func assertRefused(t *testing.T, dyn dynamic.Interface, ns, prefix string, specs []struct {
+	name string
+	spec string
+	want []string
+}) {
+	t.Helper()
+	for i, tc := range specs {
+		t.Run(tc.name, func(t *testing.T) {
+			err := createSpec(t, dyn, ns, fmt.Sprintf("%s-%d", prefix, i), tc.spec)
+			if err == nil {
+				t.Fatalf("created an invalid App:\n%s", tc.spec)
+			}
+			t.Logf("refused: %v", err)
+			if !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
+				t.Errorf("error %v is neither Invalid nor BadRequest", err)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not contain %q", err, want)
+				}
+			}
+		})
 	}
 }
 

@@ -32,9 +32,9 @@ func TestNoAdoptionInCreateRace(t *testing.T) {
 	m := startManager(t, 10*time.Minute)
 
 	// The ports the controller gives an App's Service, read from a reference App's.
-	c.create(t, newApp(ns, "ref", "nginx", 1))
-	c.waitReady(t, ns, "ref")
-	ref, err := c.kube.CoreV1().Services(ns).Get(ctx, "ref-svc", metav1.GetOptions{})
+	c.Create(t, newApp(ns, "ref", "nginx", 1))
+	c.WaitReady(t, ns, "ref")
+	ref, err := c.Kube.CoreV1().Services(ns).Get(ctx, "ref-svc", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,8 +42,7 @@ func TestNoAdoptionInCreateRace(t *testing.T) {
 	applyPath := "/api/v1/namespaces/" + ns + "/services/race-svc"
 	var once sync.Once
 	raced := make(chan error, 1)
-	m.mu.Lock()
-	m.beforeWrite = func(req *http.Request) {
+	m.SetBeforeWrite(func(req *http.Request) {
 		if req.Method != http.MethodPatch || req.URL.Path != applyPath {
 			return
 		}
@@ -52,14 +51,13 @@ func TestNoAdoptionInCreateRace(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Name: "race-svc", Namespace: ns, Labels: map[string]string{"team": "other"}},
 				Spec:       corev1.ServiceSpec{Ports: ref.Spec.Ports},
 			}
-			_, err := c.kube.CoreV1().Services(ns).Create(req.Context(), foreign, metav1.CreateOptions{FieldManager: "kubectl-create"})
+			_, err := c.Kube.CoreV1().Services(ns).Create(req.Context(), foreign, metav1.CreateOptions{FieldManager: "kubectl-create"})
 			raced <- err
 		})
-	}
-	m.mu.Unlock()
+	})
 
 	app := newApp(ns, "race", "nginx", 1)
-	c.create(t, app)
+	c.Create(t, app)
 	select {
 	case err := <-raced:
 		if err != nil {
@@ -68,18 +66,18 @@ func TestNoAdoptionInCreateRace(t *testing.T) {
 	case <-time.After(converge):
 		t.Fatal("the controller never applied Service race-svc")
 	}
-	got := c.waitCondition(t, ns, "race", appv1.ConditionNamesAccepted, "False/NameConflict")
+	got := c.WaitCondition(t, ns, "race", appv1.ConditionNamesAccepted, "False/NameConflict")
 	if msg := conditionMessage(got, appv1.ConditionNamesAccepted); !strings.Contains(msg, `Service "race-svc" already exists and is not managed by this App`) {
 		t.Errorf("NamesAccepted message %q does not name the Service", msg)
 	}
 	framework.Eventually(t, converge, func() (bool, error) {
-		return slices.ContainsFunc(c.events(t, ns, "App", "race"), func(e string) bool {
+		return slices.ContainsFunc(c.Events(t, ns, "App", "race"), func(e string) bool {
 			return strings.HasPrefix(e, `Warning ErrResourceExists Resource "race-svc" already exists`)
 		}), nil
 	})
 	m.waitQuiet(t, ns)
 
-	svc, err := c.kube.CoreV1().Services(ns).Get(ctx, "race-svc", metav1.GetOptions{})
+	svc, err := c.Kube.CoreV1().Services(ns).Get(ctx, "race-svc", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +95,7 @@ func TestNoAdoptionInCreateRace(t *testing.T) {
 			t.Errorf("the controller still owns fields of the other writer's Service: %s", e.FieldsV1.GetRawString())
 		}
 	}
-	applies := len(m.writesTo("PATCH " + applyPath))
+	applies := len(m.WritesTo("PATCH " + applyPath))
 	t.Logf("the controller sent %d applies to Service race-svc (the one that merged and the give-back); its managers now: %s", applies, managers(svc.ManagedFields))
 	if applies != 2 {
 		t.Errorf("the controller applied Service race-svc %d times, want 2 (the apply that merged, the give-back)", applies)

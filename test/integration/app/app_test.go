@@ -30,16 +30,16 @@ func TestSeedExamplesConverge(t *testing.T) {
 	startManager(t, 30*time.Second)
 	ctx := context.Background()
 
-	if _, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tcs"}}, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tcs"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.kube.CoreV1().Namespaces().Delete(context.Background(), "tcs", metav1.DeleteOptions{}) })
+	t.Cleanup(func() { _ = c.Kube.CoreV1().Namespaces().Delete(context.Background(), "tcs", metav1.DeleteOptions{}) })
 	for _, file := range []string{"test_app.yaml", "test_app_2.yaml"} {
 		app := &appv1.App{}
 		if err := yaml.UnmarshalStrict(framework.RepoFile(t, "artifacts", "example", file), app); err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}
-		c.create(t, app)
+		c.Create(t, app)
 	}
 
 	for _, want := range []struct {
@@ -49,8 +49,8 @@ func TestSeedExamplesConverge(t *testing.T) {
 		{"test-app", "app-deploy", "nginx", "app-service", 2},
 		{"test-app-2", "app-deploy-test", "tomcat", "app-service-test", 3},
 	} {
-		app := c.waitReady(t, "tcs", want.app)
-		d := c.waitDeployment(t, "tcs", want.deploy, func(d *appsv1.Deployment) bool { return d.Status.AvailableReplicas == want.replicas })
+		app := c.WaitReady(t, "tcs", want.app)
+		d := c.WaitDeployment(t, "tcs", want.deploy, func(d *appsv1.Deployment) bool { return d.Status.AvailableReplicas == want.replicas })
 		if img := d.Spec.Template.Spec.Containers[0].Image; img != want.image || *d.Spec.Replicas != want.replicas {
 			t.Errorf("Deployment %s: image %s replicas %d, want %s %d", want.deploy, img, *d.Spec.Replicas, want.image, want.replicas)
 		}
@@ -65,7 +65,7 @@ func TestSeedExamplesConverge(t *testing.T) {
 		}
 
 		// The Service's endpoints are exactly the App's own pods.
-		pods, err := c.kube.CoreV1().Pods("tcs").List(ctx, metav1.ListOptions{LabelSelector: appv1.InstanceLabel + "=" + want.app})
+		pods, err := c.Kube.CoreV1().Pods("tcs").List(ctx, metav1.ListOptions{LabelSelector: appv1.InstanceLabel + "=" + want.app})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +80,7 @@ func TestSeedExamplesConverge(t *testing.T) {
 			t.Errorf("App %s has %d pod IPs, want %d", want.app, wantIPs.Len(), want.replicas)
 		}
 		framework.Eventually(t, converge, func() (bool, error) {
-			slices, err := c.kube.DiscoveryV1().EndpointSlices("tcs").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + want.service})
+			slices, err := c.Kube.DiscoveryV1().EndpointSlices("tcs").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + want.service})
 			if err != nil {
 				return false, err
 			}
@@ -96,7 +96,7 @@ func TestSeedExamplesConverge(t *testing.T) {
 
 	// kubectl wait works on the Ready condition.
 	framework.Kubectl(t, "wait", "--for=condition=Ready", "--timeout=30s", "-n", "tcs", "app/test-app", "app/test-app-2")
-	if events := c.events(t, "tcs", "App", "test-app"); !slices.Contains(events, "Normal Synced App synced successfully") {
+	if events := c.Events(t, "tcs", "App", "test-app"); !slices.Contains(events, "Normal Synced App synced successfully") {
 		t.Errorf("events of test-app = %q, want the Synced event", events)
 	}
 }
@@ -107,16 +107,16 @@ func TestRolloutAndDrift(t *testing.T) {
 	// A long resync: repairs must come from watch events, not from resyncs.
 	c, ns := eventDriven(t)
 	ctx := context.Background()
-	c.create(t, newApp(ns, "web", "nginx", 2))
-	c.waitReady(t, ns, "web")
+	c.Create(t, newApp(ns, "web", "nginx", 2))
+	c.WaitReady(t, ns, "web")
 
 	// Image and replica changes roll out.
-	c.update(t, ns, "web", func(a *appv1.App) {
+	c.Update(t, ns, "web", func(a *appv1.App) {
 		a.Spec.DeploymentTemplate.Image = "nginx:1.27"
 		a.Spec.DeploymentTemplate.Replicas = ptr.To[int32](3)
 	})
-	app := c.waitReady(t, ns, "web")
-	d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
+	app := c.WaitReady(t, ns, "web")
+	d, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestRolloutAndDrift(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("scaling and re-imaging the Deployment by hand: %v", err)
 	}
-	c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool {
+	c.WaitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool {
 		return *d.Spec.Replicas == 3 && d.Spec.Template.Spec.Containers[0].Image == "nginx:1.27"
 	})
 
@@ -144,7 +144,7 @@ func TestRolloutAndDrift(t *testing.T) {
 		s.Spec.Selector = map[string]string{"app": "something-else"}
 	})
 	framework.Eventually(t, converge, func() (bool, error) {
-		s, err := c.kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
+		s, err := c.Kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
@@ -153,18 +153,18 @@ func TestRolloutAndDrift(t *testing.T) {
 
 	// Deleted children come back.
 	oldDeployUID, oldSvcUID := d.UID, svc.UID
-	if err := c.kube.AppsV1().Deployments(ns).Delete(ctx, "web-deploy", metav1.DeleteOptions{}); err != nil {
+	if err := c.Kube.AppsV1().Deployments(ns).Delete(ctx, "web-deploy", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.kube.CoreV1().Services(ns).Delete(ctx, "web-svc", metav1.DeleteOptions{}); err != nil {
+	if err := c.Kube.CoreV1().Services(ns).Delete(ctx, "web-svc", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool { return d.UID != oldDeployUID })
+	c.WaitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool { return d.UID != oldDeployUID })
 	framework.Eventually(t, converge, func() (bool, error) {
-		s, err := c.kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
+		s, err := c.Kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
 		return err == nil && s.UID != oldSvcUID, nil
 	})
-	c.waitReady(t, ns, "web")
+	c.WaitReady(t, ns, "web")
 }
 
 // TestRenamePrunes renames the Deployment and removes the Service template: the children
@@ -172,27 +172,27 @@ func TestRolloutAndDrift(t *testing.T) {
 func TestRenamePrunes(t *testing.T) {
 	c, ns := eventDriven(t)
 	ctx := context.Background()
-	c.create(t, newApp(ns, "web", "nginx", 1))
-	c.waitReady(t, ns, "web")
+	c.Create(t, newApp(ns, "web", "nginx", 1))
+	c.WaitReady(t, ns, "web")
 
-	c.update(t, ns, "web", func(a *appv1.App) {
+	c.Update(t, ns, "web", func(a *appv1.App) {
 		a.Spec.DeploymentTemplate.Name = "web-renamed"
 		a.Spec.ServiceTemplate = nil
 	})
 	waitGone(t, "old Deployment", func() error {
-		_, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
+		_, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
 		return err
 	})
 	waitGone(t, "Service", func() error {
-		_, err := c.kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
+		_, err := c.Kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
 		return err
 	})
-	c.waitDeployment(t, ns, "web-renamed", func(d *appsv1.Deployment) bool { return d.Status.AvailableReplicas == 1 })
-	app := c.waitReady(t, ns, "web")
+	c.WaitDeployment(t, ns, "web-renamed", func(d *appsv1.Deployment) bool { return d.Status.AvailableReplicas == 1 })
+	app := c.WaitReady(t, ns, "web")
 	if app.Status.ServiceStatus != nil {
 		t.Errorf("serviceStatus = %+v after the Service template was removed", app.Status.ServiceStatus)
 	}
-	for _, e := range c.events(t, ns, "App", "web") {
+	for _, e := range c.Events(t, ns, "App", "web") {
 		if strings.HasPrefix(e, "Warning") {
 			t.Errorf("the rename caused a failure: %s", e)
 		}
@@ -207,16 +207,16 @@ func TestForeignDeploymentLeftAlone(t *testing.T) {
 	ctx := context.Background()
 
 	foreign := framework.ForeignDeployment(ns, "taken", 1, map[string]string{"team": "other"})
-	if _, err := c.kube.AppsV1().Deployments(ns).Create(ctx, foreign, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Kube.AppsV1().Deployments(ns).Create(ctx, foreign, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// Let the deployment controller settle, so that only the App controller could change it.
-	before := c.waitDeployment(t, ns, "taken", func(d *appsv1.Deployment) bool { return d.Status.AvailableReplicas == 1 })
+	before := c.WaitDeployment(t, ns, "taken", func(d *appsv1.Deployment) bool { return d.Status.AvailableReplicas == 1 })
 
 	app := newApp(ns, "web", "nginx", 1)
 	app.Spec.DeploymentTemplate.Name = "taken"
-	c.create(t, app)
-	got := c.waitCondition(t, ns, "web", appv1.ConditionNamesAccepted, "False/NameConflict")
+	c.Create(t, app)
+	got := c.WaitCondition(t, ns, "web", appv1.ConditionNamesAccepted, "False/NameConflict")
 	if msg := conditionMessage(got, appv1.ConditionNamesAccepted); !strings.Contains(msg, `Deployment "taken" already exists`) {
 		t.Errorf("NamesAccepted message %q does not name the holder", msg)
 	}
@@ -224,19 +224,19 @@ func TestForeignDeploymentLeftAlone(t *testing.T) {
 		t.Errorf("kstatus of a conflicting App = %s, want Failed", controllertest.KStatus(t, got))
 	}
 	framework.Eventually(t, converge, func() (bool, error) {
-		return slices.Contains(c.events(t, ns, "App", "web"),
+		return slices.Contains(c.Events(t, ns, "App", "web"),
 			`Warning ErrResourceExists Resource "taken" already exists and is not managed by App`), nil
 	})
 	// The Service, which has no conflict, is created meanwhile.
-	if _, err := c.kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{}); err != nil {
+	if _, err := c.Kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{}); err != nil {
 		t.Errorf("Service of the conflicting App: %v", err)
 	}
 	// Poke the App a few times: each sync sees the conflict again and must not write.
 	for i := range 3 {
-		c.update(t, ns, "web", func(a *appv1.App) { a.Annotations = map[string]string{"poke": string(rune('a' + i))} })
+		c.Update(t, ns, "web", func(a *appv1.App) { a.Annotations = map[string]string{"poke": string(rune('a' + i))} })
 	}
 	time.Sleep(2 * time.Second)
-	after, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "taken", metav1.GetOptions{})
+	after, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, "taken", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,13 +245,13 @@ func TestForeignDeploymentLeftAlone(t *testing.T) {
 	}
 
 	// Released: the App takes the name, within seconds rather than after a backoff.
-	if err := c.kube.AppsV1().Deployments(ns).Delete(ctx, "taken", metav1.DeleteOptions{}); err != nil {
+	if err := c.Kube.AppsV1().Deployments(ns).Delete(ctx, "taken", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	released := time.Now()
-	webApp := c.getApp(t, ns, "web")
+	webApp := c.GetApp(t, ns, "web")
 	framework.Eventually(t, 5*time.Second, func() (bool, error) {
-		d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "taken", metav1.GetOptions{})
+		d, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, "taken", metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
@@ -259,7 +259,7 @@ func TestForeignDeploymentLeftAlone(t *testing.T) {
 		return ref != nil && ref.UID == webApp.UID, nil
 	})
 	t.Logf("the App took the released name after %s", time.Since(released).Round(time.Millisecond))
-	c.waitReady(t, ns, "web")
+	c.WaitReady(t, ns, "web")
 }
 
 // TestContendedName has two Apps claim one Deployment name: the older wins, whichever
@@ -268,41 +268,41 @@ func TestContendedName(t *testing.T) {
 	c, ns := eventDriven(t)
 	ctx := context.Background()
 
-	older := c.create(t, newApp(ns, "older", "nginx", 1))
+	older := c.Create(t, newApp(ns, "older", "nginx", 1))
 	time.Sleep(1100 * time.Millisecond) // creation timestamps have a resolution of one second
 	younger := newApp(ns, "younger", "httpd", 1)
 	younger.Spec.DeploymentTemplate.Name = "shared"
-	younger = c.create(t, younger)
-	c.waitReady(t, ns, "younger")
-	c.waitReady(t, ns, "older")
+	younger = c.Create(t, younger)
+	c.WaitReady(t, ns, "younger")
+	c.WaitReady(t, ns, "older")
 
 	// The older App now claims the name the younger holds: the younger gives it up.
-	c.update(t, ns, "older", func(a *appv1.App) { a.Spec.DeploymentTemplate.Name = "shared" })
-	c.waitDeployment(t, ns, "shared", func(d *appsv1.Deployment) bool {
+	c.Update(t, ns, "older", func(a *appv1.App) { a.Spec.DeploymentTemplate.Name = "shared" })
+	c.WaitDeployment(t, ns, "shared", func(d *appsv1.Deployment) bool {
 		ref := metav1.GetControllerOf(d)
 		return ref != nil && ref.UID == older.UID && d.Spec.Template.Spec.Containers[0].Image == "nginx"
 	})
-	c.waitReady(t, ns, "older")
-	got := c.waitCondition(t, ns, "younger", appv1.ConditionNamesAccepted, "False/NameConflict")
+	c.WaitReady(t, ns, "older")
+	got := c.WaitCondition(t, ns, "younger", appv1.ConditionNamesAccepted, "False/NameConflict")
 	if msg := conditionMessage(got, appv1.ConditionNamesAccepted); !strings.Contains(msg, `claimed by App "older"`) {
 		t.Errorf("younger's NamesAccepted message = %q", msg)
 	}
-	if _, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "older-deploy", metav1.GetOptions{}); err == nil {
+	if _, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, "older-deploy", metav1.GetOptions{}); err == nil {
 		// The older App's previous Deployment is pruned.
 		waitGone(t, "older-deploy", func() error {
-			_, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "older-deploy", metav1.GetOptions{})
+			_, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, "older-deploy", metav1.GetOptions{})
 			return err
 		})
 	}
 
 	// The older App lets go: the younger gets the name.
-	c.update(t, ns, "older", func(a *appv1.App) { a.Spec.DeploymentTemplate.Name = "older-deploy" })
-	c.waitDeployment(t, ns, "shared", func(d *appsv1.Deployment) bool {
+	c.Update(t, ns, "older", func(a *appv1.App) { a.Spec.DeploymentTemplate.Name = "older-deploy" })
+	c.WaitDeployment(t, ns, "shared", func(d *appsv1.Deployment) bool {
 		ref := metav1.GetControllerOf(d)
 		return ref != nil && ref.UID == younger.UID && d.Spec.Template.Spec.Containers[0].Image == "httpd"
 	})
-	c.waitReady(t, ns, "younger")
-	c.waitReady(t, ns, "older")
+	c.WaitReady(t, ns, "younger")
+	c.WaitReady(t, ns, "older")
 }
 
 // TestGarbageCollection deletes an App: kube-controller-manager's garbage collector
@@ -310,15 +310,15 @@ func TestContendedName(t *testing.T) {
 func TestGarbageCollection(t *testing.T) {
 	c, ns := eventDriven(t)
 	ctx := context.Background()
-	c.create(t, newApp(ns, "web", "nginx", 1))
-	c.waitReady(t, ns, "web")
-	c.delete(t, ns, "web")
+	c.Create(t, newApp(ns, "web", "nginx", 1))
+	c.WaitReady(t, ns, "web")
+	c.Delete(t, ns, "web")
 	waitGone(t, "Deployment", func() error {
-		_, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
+		_, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
 		return err
 	})
 	waitGone(t, "Service", func() error {
-		_, err := c.kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
+		_, err := c.Kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
 		return err
 	})
 }
@@ -330,18 +330,18 @@ func TestIdleMakesNoWrites(t *testing.T) {
 	const resync = 2 * time.Second
 	m := startManager(t, resync)
 	ns := framework.Namespace(t)
-	c.create(t, newApp(ns, "web", "nginx", 2))
+	c.Create(t, newApp(ns, "web", "nginx", 2))
 	app := newApp(ns, "svc-only", "", 0)
 	app.Spec.DeploymentTemplate = nil
-	c.create(t, app)
-	c.waitReady(t, ns, "web")
-	c.waitReady(t, ns, "svc-only")
+	c.Create(t, app)
+	c.WaitReady(t, ns, "web")
+	c.WaitReady(t, ns, "svc-only")
 	time.Sleep(resync) // let the last status write's own watch event be processed
 
 	// Count only this namespace: earlier tests' namespaces may still be torn down.
-	before := m.writesIn(ns)
+	before := m.WritesIn(ns)
 	time.Sleep(2*resync + resync/2)
-	if after := m.writesIn(ns); len(after) != len(before) {
+	if after := m.WritesIn(ns); len(after) != len(before) {
 		t.Errorf("the controller made %d writes while nothing changed: %q", len(after)-len(before), after[len(before):])
 	}
 	if len(before) == 0 {
@@ -357,8 +357,8 @@ func TestRolloutInProgress(t *testing.T) {
 	// the App names the scheduler's reason (kstatus InProgress for 5 minutes: a cluster
 	// autoscaler may add a node).
 	app.Spec.DeploymentTemplate.Resources = &appv1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: mustQuantity(t, "1000")}}
-	c.create(t, app)
-	got := c.waitCondition(t, ns, "web", appv1.ConditionReconciling, "True/"+appv1.ReasonUnschedulable)
+	c.Create(t, app)
+	got := c.WaitCondition(t, ns, "web", appv1.ConditionReconciling, "True/"+appv1.ReasonUnschedulable)
 	if framework.AppCondition(got, appv1.ConditionReady) != "False/"+appv1.ReasonUnschedulable || controllertest.KStatus(t, got) != kstatus.InProgressStatus ||
 		!strings.Contains(conditionMessage(got, appv1.ConditionReady), "Insufficient cpu") {
 		t.Errorf("rolling out: Ready %s %q, kstatus %s; want False/Unschedulable naming Insufficient cpu, InProgress",

@@ -109,14 +109,14 @@ func TestWritesAudited(t *testing.T) {
 		var out []foreignObj
 		for _, ns := range []string{ns1, nsForeign} {
 			for _, name := range []string{"taken-deploy", "bystander"} {
-				d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+				d, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
 				out = append(out, foreignObj{ns, "Deployment", name, string(d.UID), d.ResourceVersion})
 			}
 			for _, name := range []string{"taken-svc", "bystander"} {
-				s, err := c.kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+				s, err := c.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -130,7 +130,7 @@ func TestWritesAudited(t *testing.T) {
 	framework.Eventually(t, converge, func() (bool, error) {
 		for _, ns := range []string{ns1, nsForeign} {
 			for _, name := range []string{"taken-deploy", "bystander"} {
-				d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+				d, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 				if err != nil || d.Status.ObservedGeneration != d.Generation || d.Status.AvailableReplicas != 1 {
 					return false, nil
 				}
@@ -145,7 +145,7 @@ func TestWritesAudited(t *testing.T) {
 	// makes is one of this scenario's (it would rightly also write the status of an App
 	// left by another test, and be refused in a namespace being deleted).
 	framework.Eventually(t, time.Minute, func() (bool, error) {
-		list, err := c.app.AppcontrollerV1().Apps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		list, err := c.App.AppcontrollerV1().Apps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -174,38 +174,38 @@ func TestWritesAudited(t *testing.T) {
 	taken.Spec.DeploymentTemplate.Name, taken.Spec.ServiceTemplate.Name = "taken-deploy", "taken-svc"
 	appB := newApp(ns2, "b", "nginx", 1)
 	for _, app := range []*appv1.App{appA, taken, appB} {
-		c.create(t, app)
+		c.Create(t, app)
 	}
-	c.waitReady(t, ns1, "a")
-	c.waitReady(t, ns2, "b")
-	c.waitCondition(t, ns1, "taken", appv1.ConditionNamesAccepted, "False/"+appv1.ReasonNameConflict)
+	c.WaitReady(t, ns1, "a")
+	c.WaitReady(t, ns2, "b")
+	c.WaitCondition(t, ns1, "taken", appv1.ConditionNamesAccepted, "False/"+appv1.ReasonNameConflict)
 	time.Sleep(time.Second) // App c must be younger than a (creation times have a 1s resolution)
 	younger := newApp(ns1, "c", "nginx", 1)
 	younger.Spec.DeploymentTemplate.Name = "a-deploy"
-	c.create(t, younger)
-	c.waitCondition(t, ns1, "c", appv1.ConditionNamesAccepted, "False/"+appv1.ReasonNameConflict)
+	c.Create(t, younger)
+	c.WaitCondition(t, ns1, "c", appv1.ConditionNamesAccepted, "False/"+appv1.ReasonNameConflict)
 
-	c.update(t, ns1, "a", func(app *appv1.App) {
+	c.Update(t, ns1, "a", func(app *appv1.App) {
 		app.Spec.DeploymentTemplate.Image = "nginx:1.27"
 		app.Spec.DeploymentTemplate.Replicas = ptr.To[int32](3)
 	})
-	c.waitReady(t, ns1, "a")
-	c.update(t, ns2, "b", func(app *appv1.App) {
+	c.WaitReady(t, ns1, "a")
+	c.Update(t, ns2, "b", func(app *appv1.App) {
 		app.Spec.DeploymentTemplate.Name = "b-renamed"
 		app.Spec.ServiceTemplate.Port = 9090
 	})
 	waitGone(t, "Deployment b-deploy", func() error {
-		_, err := c.kube.AppsV1().Deployments(ns2).Get(ctx, "b-deploy", metav1.GetOptions{})
+		_, err := c.Kube.AppsV1().Deployments(ns2).Get(ctx, "b-deploy", metav1.GetOptions{})
 		return err
 	})
-	c.waitReady(t, ns2, "b")
+	c.WaitReady(t, ns2, "b")
 	// A (contended) name freed: c takes a-deploy once a lets it go.
-	c.update(t, ns1, "a", func(app *appv1.App) { app.Spec.DeploymentTemplate.Name = "a-deploy-2" })
-	c.waitReady(t, ns1, "a")
-	c.waitReady(t, ns1, "c")
-	c.delete(t, ns2, "b")
+	c.Update(t, ns1, "a", func(app *appv1.App) { app.Spec.DeploymentTemplate.Name = "a-deploy-2" })
+	c.WaitReady(t, ns1, "a")
+	c.WaitReady(t, ns1, "c")
+	c.Delete(t, ns2, "b")
 	waitGone(t, "App b", func() error {
-		_, err := c.app.AppcontrollerV1().Apps(ns2).Get(ctx, "b", metav1.GetOptions{})
+		_, err := c.App.AppcontrollerV1().Apps(ns2).Get(ctx, "b", metav1.GetOptions{})
 		return err
 	})
 	time.Sleep(2 * time.Second) // let the controller react to the delete
@@ -213,7 +213,7 @@ func TestWritesAudited(t *testing.T) {
 	// The audit.
 	apps := map[string]map[string]bool{ns1: {"a": true, "taken": true, "c": true}, ns2: {"b": true}}
 	appUIDs := map[types.UID]bool{}
-	for _, app := range []*appv1.App{c.getApp(t, ns1, "a"), c.getApp(t, ns1, "taken"), c.getApp(t, ns1, "c")} {
+	for _, app := range []*appv1.App{c.GetApp(t, ns1, "a"), c.GetApp(t, ns1, "taken"), c.GetApp(t, ns1, "c")} {
 		appUIDs[app.UID] = true
 	}
 	foreignNames := map[string]bool{}

@@ -3,8 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -37,7 +35,7 @@ func blueGreenApp(ns, name string, replicas int32, bg *appv1.BlueGreenStrategy) 
 // childWrites returns the controller's writes to the children in ns since mark
 // ("METHOD kind/name"), and the new mark: the App's status and the Events aside.
 func (m *manager) childWrites(ns string, mark int) ([]string, int) {
-	all := m.writesIn(ns)
+	all := m.WritesIn(ns)
 	var out []string
 	for _, w := range all[mark:] {
 		method, path, _ := strings.Cut(w, " ")
@@ -71,7 +69,7 @@ func (m *manager) expectChildWrites(t *testing.T, ns, what string, mark *int, wa
 // serviceSelector returns the selector of Service name in ns.
 func (c clients) serviceSelector(t *testing.T, ns, name string) map[string]string {
 	t.Helper()
-	s, err := c.kube.CoreV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
+	s, err := c.Kube.CoreV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("getting Service %s: %v", name, err)
 	}
@@ -92,40 +90,25 @@ func TestBlueGreen(t *testing.T) {
 	c := newClients(t)
 	m := startManager(t, time.Second)
 	ns := framework.Namespace(t)
-	dir := t.TempDir()
-	manifest := func(image string) string {
-		path := filepath.Join(dir, image+".yaml")
-		doc := `apiVersion: appcontroller.k8s.io/v1
-kind: App
-metadata: {name: web, namespace: ` + ns + `}
-spec:
-  deploymentTemplate: {name: web-deploy, image: "` + image + `", replicas: 3}
-  serviceTemplate: {name: web-svc}
-  rollout:
-    blueGreen: {scaleDownDelaySeconds: 8, abortScaleDownDelaySeconds: 0}
-`
-		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+	manifest := webManifest(t, ns, 3, `    blueGreen: {scaleDownDelaySeconds: 8, abortScaleDownDelaySeconds: 0}
+`)
 	framework.Kubectl(t, "apply", "-f", manifest("nginx:1"))
-	c.waitReady(t, ns, "web")
-	c.waitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
+	c.WaitReady(t, ns, "web")
+	c.WaitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
 	mark := m.waitQuiet(t, ns)
 	stableRS := c.replicaSetsOf(t, ns, "web")
 
 	start := time.Now()
 	framework.Kubectl(t, "apply", "-f", manifest("nginx:2"))
-	app := c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
+	app := c.WaitRollout(t, ns, "web", appv1.RolloutPaused, 1)
 	t.Logf("the preview up, waiting for the switch %.1fs after the change: %s", time.Since(start).Seconds(), app.Status.Rollout.Message)
 	m.waitQuiet(t, ns)
 	m.expectChildWrites(t, ns, "a new image: the preview", &mark, "POST controllerrevisions", "PATCH deployments/web-deploy-canary",
 		"PATCH services/web-svc-preview", "PATCH services/web-svc")
-	if n, image := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy-canary"); n != 3 || image != "nginx:2" {
+	if n, image := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy-canary"); n != 3 || image != "nginx:2" {
 		t.Errorf("preview %d %s, want 3 nginx:2", n, image)
 	}
-	if n, image := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy"); n != 3 || image != "nginx:1" {
+	if n, image := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy"); n != 3 || image != "nginx:1" {
 		t.Errorf("stable %d %s, want 3 nginx:1", n, image)
 	}
 	stableHash := app.Status.Rollout.Stable.ReplicaSetHash
@@ -140,29 +123,29 @@ spec:
 	framework.Kubectl(t, "apply", "--server-side", "--force-conflicts", "--field-manager", "flux", "-f", manifest("nginx:2"))
 	quiet(t, m, ns, "the manifest re-applied twice (client-side, server-side) at the switch's gate", 3*time.Second)
 
-	if err := m.run.Stop(t); err != nil {
+	if err := m.Run.Stop(t); err != nil {
 		t.Fatal(err)
 	}
 	m = startManager(t, time.Second)
 	quiet(t, m, ns, "a restarted controller at the switch's gate", 3*time.Second)
-	mark = len(m.writesIn(ns))
+	mark = len(m.WritesIn(ns))
 
-	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
-	c.waitRollout(t, ns, "web", appv1.RolloutProgressing, 3)
+	framework.RequestRollout(t, c.App, c.Kube, ns, "web", appv1.RolloutActionPromote)
+	c.WaitRollout(t, ns, "web", appv1.RolloutProgressing, 3)
 	m.expectChildWrites(t, ns, "kubectl app promote: the switch", &mark, "PATCH services/web-svc")
 	if sel := c.serviceSelector(t, ns, "web-svc"); sel[appv1.TrackLabel] != appv1.TrackCanary || sel["pod-template-hash"] != "" {
 		t.Errorf("after the switch the App's Service selects %v, want the preview's pods", sel)
 	}
-	if err := m.run.Stop(t); err != nil {
+	if err := m.Run.Stop(t); err != nil {
 		t.Fatal(err)
 	}
 	m = startManager(t, time.Second)
-	mark = len(m.writesIn(ns))
-	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionAbort)
-	app = c.waitRollout(t, ns, "web", appv1.RolloutAborted, 3)
+	mark = len(m.WritesIn(ns))
+	framework.RequestRollout(t, c.App, c.Kube, ns, "web", appv1.RolloutActionAbort)
+	app = c.WaitRollout(t, ns, "web", appv1.RolloutAborted, 3)
 	t.Logf("aborted after the switch: %s", app.Status.Rollout.AbortMessage)
 	framework.Eventually(t, converge, func() (bool, error) {
-		n, _ := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy-canary")
+		n, _ := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy-canary")
 		return n == 0, nil
 	})
 	m.waitQuiet(t, ns)
@@ -174,22 +157,22 @@ spec:
 	if got := c.replicaSetsOf(t, ns, "web"); !slices.Equal(withoutPreview(got), stableRS) {
 		t.Errorf("the stable's ReplicaSets %v, were %v: the way back started pods", got, stableRS)
 	}
-	framework.WaitEvent(t, c.kube, ns, "App", "web", "Warning RolloutAborted Blue-green rollout to revision", converge)
+	framework.WaitEvent(t, c.Kube, ns, "App", "web", "Warning RolloutAborted Blue-green rollout to revision", converge)
 	framework.Kubectl(t, "apply", "--server-side", "--force-conflicts", "--field-manager", "flux", "-f", manifest("nginx:2"))
 	quiet(t, m, ns, "the manifest re-applied while aborted", 3*time.Second)
-	c.waitRollout(t, ns, "web", appv1.RolloutAborted, 3)
+	c.WaitRollout(t, ns, "web", appv1.RolloutAborted, 3)
 
-	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
-	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
+	framework.RequestRollout(t, c.App, c.Kube, ns, "web", appv1.RolloutActionPromote)
+	c.WaitRollout(t, ns, "web", appv1.RolloutPaused, 1)
 	mark = m.waitQuiet(t, ns)
-	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
+	framework.RequestRollout(t, c.App, c.Kube, ns, "web", appv1.RolloutActionPromote)
 	framework.Eventually(t, converge, func() (bool, error) {
-		app := c.getApp(t, ns, "web")
-		gone, _ := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy-canary")
-		n, image := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy")
+		app := c.GetApp(t, ns, "web")
+		gone, _ := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy-canary")
+		n, image := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy")
 		return app.Status.Rollout.Phase == appv1.RolloutHealthy && gone == -1 && n == 3 && image == "nginx:2", nil
 	})
-	c.waitReady(t, ns, "web")
+	c.WaitReady(t, ns, "web")
 	m.waitQuiet(t, ns)
 	m.expectChildWrites(t, ns, "promoted: the switch, the stable's template after the delay, the Service on all the pods, the preview gone", &mark,
 		"PATCH services/web-svc", "PATCH deployments/web-deploy", "PATCH services/web-svc", "DELETE services/web-svc-preview",
@@ -197,7 +180,7 @@ spec:
 	if sel := c.serviceSelector(t, ns, "web-svc"); sel["pod-template-hash"] != "" || sel[appv1.TrackLabel] != "" {
 		t.Errorf("at rest the App's Service selects %v, want all the App's pods", sel)
 	}
-	events := strings.Join(c.events(t, ns, "App", "web"), "\n")
+	events := strings.Join(c.Events(t, ns, "App", "web"), "\n")
 	for _, want := range []string{"RolloutStarted", `Stage "switch" of the blue-green rollout`, "RolloutPromoted"} {
 		if !strings.Contains(events, want) {
 			t.Errorf("no %s Event among\n%s", want, events)
@@ -216,20 +199,20 @@ func TestBlueGreenAutoPromotion(t *testing.T) {
 	c := newClients(t)
 	startManager(t, time.Second)
 	ns := framework.Namespace(t)
-	c.create(t, blueGreenApp(ns, "web", 2, &appv1.BlueGreenStrategy{AutoPromotionSeconds: ptr.To[int32](1), ScaleDownDelaySeconds: ptr.To[int32](0)}))
-	c.waitReady(t, ns, "web")
-	c.waitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
+	c.Create(t, blueGreenApp(ns, "web", 2, &appv1.BlueGreenStrategy{AutoPromotionSeconds: ptr.To[int32](1), ScaleDownDelaySeconds: ptr.To[int32](0)}))
+	c.WaitReady(t, ns, "web")
+	c.WaitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
 	start := time.Now()
-	c.update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	c.Update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
 	framework.Eventually(t, converge, func() (bool, error) {
-		app := c.getApp(t, ns, "web")
-		gone, _ := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy-canary")
-		_, image := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy")
+		app := c.GetApp(t, ns, "web")
+		gone, _ := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy-canary")
+		_, image := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy")
 		return app.Status.Rollout.Phase == appv1.RolloutHealthy && gone == -1 && image == "nginx:2", nil
 	})
 	t.Logf("promoted on its own %.1fs after the change", time.Since(start).Seconds())
-	c.waitReady(t, ns, "web")
-	events := strings.Join(c.events(t, ns, "App", "web"), "\n")
+	c.WaitReady(t, ns, "web")
+	events := strings.Join(c.Events(t, ns, "App", "web"), "\n")
 	if !strings.Contains(events, `Stage "switch" of the blue-green rollout`) || !strings.Contains(events, "after its duration") {
 		t.Errorf("no switch after its duration among\n%s", events)
 	}
@@ -244,7 +227,7 @@ func TestBlueGreenAutoPromotion(t *testing.T) {
 // goes with the preview Service, the App's HTTPRoute untouched throughout.
 func TestBlueGreenPreviewRoute(t *testing.T) {
 	c := newClients(t)
-	gw, err := gatewayclientset.NewForConfig(c.cfg)
+	gw, err := gatewayclientset.NewForConfig(c.Cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,18 +236,18 @@ func TestBlueGreenPreviewRoute(t *testing.T) {
 	ctx := context.Background()
 	app := blueGreenApp(ns, "web", 2, &appv1.BlueGreenStrategy{ScaleDownDelaySeconds: ptr.To[int32](0), AbortScaleDownDelaySeconds: ptr.To[int32](0)})
 	app.Spec.Route = &appv1.Route{Hosts: []appv1.Hostname{"web.example.com"}, ParentRefs: []appv1.GatewayRef{{Name: "public"}}}
-	c.create(t, app)
-	c.waitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
+	c.Create(t, app)
+	c.WaitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
 
-	bad := c.getApp(t, ns, "web")
+	bad := c.GetApp(t, ns, "web")
 	bad.Spec.Rollout.BlueGreen.PreviewHosts = []appv1.Hostname{"web.example.com"}
-	_, err = c.app.AppcontrollerV1().Apps(ns).Update(ctx, bad, metav1.UpdateOptions{})
+	_, err = c.App.AppcontrollerV1().Apps(ns).Update(ctx, bad, metav1.UpdateOptions{})
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.rollout.blueGreen.previewHosts: Invalid value") ||
 		!strings.Contains(err.Error(), "must not repeat a host of route.hosts") {
 		t.Errorf("a preview host of the route's hosts: %v, want Invalid naming spec.rollout.blueGreen.previewHosts", err)
 	}
 	mark := m.waitQuiet(t, ns)
-	c.update(t, ns, "web", func(a *appv1.App) { a.Spec.Rollout.BlueGreen.PreviewHosts = []appv1.Hostname{"preview.example.com"} })
+	c.Update(t, ns, "web", func(a *appv1.App) { a.Spec.Rollout.BlueGreen.PreviewHosts = []appv1.Hostname{"preview.example.com"} })
 	m.waitQuiet(t, ns)
 	m.expectChildWrites(t, ns, "previewHosts added at rest", &mark, "POST controllerrevisions")
 	if _, err := gw.GatewayV1().HTTPRoutes(ns).Get(ctx, "web-preview", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -274,7 +257,7 @@ func TestBlueGreenPreviewRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := c.kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
+	svc, err := c.Kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,33 +283,33 @@ func TestBlueGreenPreviewRoute(t *testing.T) {
 		})
 	}
 
-	c.update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
-	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
+	c.Update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	c.WaitRollout(t, ns, "web", appv1.RolloutPaused, 1)
 	m.waitQuiet(t, ns)
 	m.expectChildWrites(t, ns, "a new image: the preview and its route", &mark, "POST controllerrevisions", "PATCH deployments/web-deploy-canary",
 		"PATCH services/web-svc-preview", "PATCH services/web-svc", "PATCH httproutes/web-preview")
 	checkPreviewRoute("the preview up")
 
-	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionAbort)
-	c.waitRollout(t, ns, "web", appv1.RolloutAborted, 1)
+	framework.RequestRollout(t, c.App, c.Kube, ns, "web", appv1.RolloutActionAbort)
+	c.WaitRollout(t, ns, "web", appv1.RolloutAborted, 1)
 	previewRouteGone()
 	m.waitQuiet(t, ns)
 	m.expectChildWrites(t, ns, "aborted before the switch: the preview to 0, its route deleted", &mark,
 		"PATCH deployments/web-deploy-canary", "DELETE httproutes/web-preview")
-	framework.WaitEvent(t, c.kube, ns, "App", "web", `Normal Pruned Deleted HTTPRoute "web-preview": no blue-green rollout runs`, converge)
+	framework.WaitEvent(t, c.Kube, ns, "App", "web", `Normal Pruned Deleted HTTPRoute "web-preview": no blue-green rollout runs`, converge)
 
-	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
-	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
+	framework.RequestRollout(t, c.App, c.Kube, ns, "web", appv1.RolloutActionPromote)
+	c.WaitRollout(t, ns, "web", appv1.RolloutPaused, 1)
 	m.waitQuiet(t, ns)
 	m.expectChildWrites(t, ns, "promote after the abort: the preview and its route again", &mark,
 		"PATCH deployments/web-deploy-canary", "PATCH httproutes/web-preview")
 	checkPreviewRoute("the preview up again")
 
-	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
+	framework.RequestRollout(t, c.App, c.Kube, ns, "web", appv1.RolloutActionPromote)
 	framework.Eventually(t, converge, func() (bool, error) {
-		app := c.getApp(t, ns, "web")
-		gone, _ := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy-canary")
-		_, image := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy")
+		app := c.GetApp(t, ns, "web")
+		gone, _ := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy-canary")
+		_, image := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy")
 		return app.Status.Rollout.Phase == appv1.RolloutHealthy && gone == -1 && image == "nginx:2", nil
 	})
 	previewRouteGone()

@@ -47,13 +47,13 @@ func TestRealServiceShape(t *testing.T) {
 		{Name: "admin", Port: 9901, TargetPort: ptr.To(intstr.FromString("admin"))},
 	}
 	app.Spec.DisruptionBudget = &appv1.DisruptionBudget{MinAvailable: ptr.To(intstr.FromInt32(1))}
-	c.create(t, app)
-	ready := c.waitReady(t, ns, "web")
+	c.Create(t, app)
+	ready := c.WaitReady(t, ns, "web")
 	if ready.Status.DisruptionBudget != "web-deploy" {
 		t.Errorf("status.disruptionBudget = %q, want web-deploy", ready.Status.DisruptionBudget)
 	}
 
-	dep := c.waitDeployment(t, ns, "web-deploy", func(*appsv1.Deployment) bool { return true })
+	dep := c.WaitDeployment(t, ns, "web-deploy", func(*appsv1.Deployment) bool { return true })
 	var inits []string
 	for _, ic := range dep.Spec.Template.Spec.InitContainers {
 		inits = append(inits, ic.Name)
@@ -68,7 +68,7 @@ func TestRealServiceShape(t *testing.T) {
 	if p := dep.Spec.Template.Spec.Containers[0].Ports; len(p) != 2 || p[1].Name != "metrics" || p[1].ContainerPort != 9090 {
 		t.Errorf("app container ports %+v", p)
 	}
-	svc, err := c.kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
+	svc, err := c.Kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestRealServiceShape(t *testing.T) {
 	}
 	budget := func() *policyv1.PodDisruptionBudget {
 		t.Helper()
-		b, err := c.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
+		b, err := c.Kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("the PodDisruptionBudget: %v", err)
 		}
@@ -96,35 +96,35 @@ func TestRealServiceShape(t *testing.T) {
 
 	// Hand edits come back: a sidecar removed from the Deployment, the budget loosened.
 	patch := `[{"op":"remove","path":"/spec/template/spec/initContainers/0"}]`
-	if _, err := c.kube.AppsV1().Deployments(ns).Patch(ctx, "web-deploy", types.JSONPatchType, []byte(patch), metav1.PatchOptions{FieldManager: "someone"}); err != nil {
+	if _, err := c.Kube.AppsV1().Deployments(ns).Patch(ctx, "web-deploy", types.JSONPatchType, []byte(patch), metav1.PatchOptions{FieldManager: "someone"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.kube.PolicyV1().PodDisruptionBudgets(ns).Patch(ctx, "web-deploy", types.MergePatchType, []byte(`{"spec":{"minAvailable":0}}`), metav1.PatchOptions{FieldManager: "someone"}); err != nil {
+	if _, err := c.Kube.PolicyV1().PodDisruptionBudgets(ns).Patch(ctx, "web-deploy", types.MergePatchType, []byte(`{"spec":{"minAvailable":0}}`), metav1.PatchOptions{FieldManager: "someone"}); err != nil {
 		t.Fatal(err)
 	}
-	c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool { return len(d.Spec.Template.Spec.InitContainers) == 3 })
+	c.WaitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool { return len(d.Spec.Template.Spec.InitContainers) == 3 })
 	framework.Eventually(t, converge, func() (bool, error) { return budget().Spec.MinAvailable.IntValue() == 1, nil })
 
 	// Removed from the App: gone from the children, the budget deleted.
-	c.update(t, ns, "web", func(a *appv1.App) {
+	c.Update(t, ns, "web", func(a *appv1.App) {
 		a.Spec.DeploymentTemplate.Sidecars = nil
 		a.Spec.DeploymentTemplate.InitContainers = nil
 		a.Spec.DeploymentTemplate.Ports = nil
 		a.Spec.ServiceTemplate.Ports = nil
 		a.Spec.DisruptionBudget = nil
 	})
-	c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool {
+	c.WaitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool {
 		return len(d.Spec.Template.Spec.InitContainers) == 0 && len(d.Spec.Template.Spec.Containers[0].Ports) == 1
 	})
 	framework.Eventually(t, converge, func() (bool, error) {
-		s, err := c.kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
+		s, err := c.Kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
 		return err == nil && len(s.Spec.Ports) == 1, nil
 	})
 	framework.Eventually(t, converge, func() (bool, error) {
-		_, err := c.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
+		_, err := c.Kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
-	if got := c.waitReady(t, ns, "web").Status.DisruptionBudget; got != "" {
+	if got := c.WaitReady(t, ns, "web").Status.DisruptionBudget; got != "" {
 		t.Errorf("status.disruptionBudget = %q after the budget was removed", got)
 	}
 }
@@ -169,11 +169,11 @@ spec:
     ports:
     - {name: http, port: 80, targetPort: 8080}
     - {name: metrics, port: 9090}`)
-	ready := c.waitReady(t, ns, "web")
+	ready := c.WaitReady(t, ns, "web")
 	if framework.AppCondition(ready, appv1.ConditionRouteAccepted) != "True/"+appv1.ReasonRouted {
 		t.Errorf("RouteAccepted %s: %s", framework.AppCondition(ready, appv1.ConditionRouteAccepted), condMessage(ready, appv1.ConditionRouteAccepted))
 	}
-	svc, err := c.kube.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
+	svc, err := c.Kube.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ spec:
 	if want := []string{"http 80/TCP -> 8080", "metrics 9090/TCP -> 9090"}; !slices.Equal(ports, want) {
 		t.Errorf("Service ports %q, want %q", ports, want)
 	}
-	ing, err := c.kube.NetworkingV1().Ingresses(ns).Get(ctx, "web", metav1.GetOptions{})
+	ing, err := c.Kube.NetworkingV1().Ingresses(ns).Get(ctx, "web", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ spec:
 	}
 
 	// Converged: a sync (queued by a label on the App) writes nothing.
-	before := len(m.writesIn(ns))
+	before := len(m.WritesIn(ns))
 	framework.Kubectl(t, "-n", ns, "label", "app", "web", "touched=yes")
 	// The same Service written the other way: the App changes, the Service does not.
 	apply(`    name: web
@@ -202,10 +202,10 @@ spec:
     ports:
     - {name: metrics, port: 9090}`)
 	framework.Eventually(t, converge, func() (bool, error) {
-		app := c.getApp(t, ns, "web")
+		app := c.GetApp(t, ns, "web")
 		return app.Status.ObservedGeneration == app.Generation && framework.AppCondition(app, appv1.ConditionReady) == "True/"+appv1.ReasonAvailable, nil
 	})
-	for _, w := range m.writesIn(ns)[before:] {
+	for _, w := range m.WritesIn(ns)[before:] {
 		if strings.Contains(w, "/services/") || strings.Contains(w, "/deployments/") || strings.Contains(w, "/ingresses/") {
 			t.Errorf("a sync of the converged App, or the same Service written the other way, wrote %q", w)
 		}

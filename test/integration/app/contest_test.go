@@ -19,19 +19,6 @@ import (
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
-// writesTo returns the times of the controller's writes whose path ends with suffix.
-func (m *manager) writesTo(suffix string) []time.Time {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []time.Time
-	for i, w := range m.log {
-		if strings.HasSuffix(w, suffix) {
-			out = append(out, m.at[i])
-		}
-	}
-	return out
-}
-
 // maxPerSecond returns the largest number of times within any one second.
 func maxPerSecond(times []time.Time) int {
 	most := 0
@@ -52,7 +39,7 @@ func maxPerSecond(times []time.Time) int {
 func scaleAs(t *testing.T, c clients, ns, name string, replicas int32) {
 	t.Helper()
 	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)
-	if _, err := c.kube.AppsV1().Deployments(ns).Patch(context.Background(), name, types.MergePatchType, patch,
+	if _, err := c.Kube.AppsV1().Deployments(ns).Patch(context.Background(), name, types.MergePatchType, patch,
 		metav1.PatchOptions{FieldManager: "hpa-like"}); err != nil {
 		t.Fatalf("scaling Deployment %s: %v", name, err)
 	}
@@ -76,15 +63,15 @@ func TestCompetingWriter(t *testing.T) {
 	fought := newApp(ns, "fought", "nginx", 2)
 	free := newApp(ns, "free", "nginx", 2)
 	free.Spec.DeploymentTemplate.Replicas = nil
-	c.create(t, fought)
-	c.create(t, free)
-	c.waitReady(t, ns, "fought")
-	c.waitReady(t, ns, "free")
+	c.Create(t, fought)
+	c.Create(t, free)
+	c.WaitReady(t, ns, "fought")
+	c.WaitReady(t, ns, "free")
 
 	foughtPath := "/namespaces/" + ns + "/deployments/fought-deploy"
 	freePath := "/namespaces/" + ns + "/deployments/free-deploy"
-	before := len(m.writesTo(foughtPath))
-	freeBefore := len(m.writesTo(freePath))
+	before := len(m.WritesTo(foughtPath))
+	freeBefore := len(m.WritesTo(freePath))
 	start := time.Now()
 	const changes = 15
 	for i := range changes {
@@ -93,7 +80,7 @@ func TestCompetingWriter(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	fightEnd := time.Now()
-	repairs := m.writesTo(foughtPath)[before:]
+	repairs := m.WritesTo(foughtPath)[before:]
 	t.Logf("%d changes in %s: %d repairs at %v after the start, at most %d in one second",
 		changes, fightEnd.Sub(start).Round(time.Millisecond), len(repairs), offsets(repairs, start), maxPerSecond(repairs))
 	if len(repairs) > changes || maxPerSecond(repairs) > 2 {
@@ -105,27 +92,27 @@ func TestCompetingWriter(t *testing.T) {
 		t.Errorf("%d repairs in the fight, want 3 at once then backed off (3..9)", len(repairs))
 	}
 
-	app := c.waitCondition(t, ns, "fought", appv1.ConditionContested, "True/"+appv1.ReasonCompetingWriter)
+	app := c.WaitCondition(t, ns, "fought", appv1.ConditionContested, "True/"+appv1.ReasonCompetingWriter)
 	if cond := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionContested); !strings.Contains(cond.Message, `"hpa-like"`) {
 		t.Errorf("Contested message = %q, want the other field manager named", cond.Message)
 	}
-	ev := framework.WaitEvent(t, c.kube, ns, "App", "fought", "Warning "+appv1.EventReasonContested, converge)
+	ev := framework.WaitEvent(t, c.Kube, ns, "App", "fought", "Warning "+appv1.EventReasonContested, converge)
 	if !strings.Contains(ev, `field manager "hpa-like"`) {
 		t.Errorf("Contested Event = %q, want the other field manager named", ev)
 	}
 
 	// The other writer stopped: the last change is repaired after its backoff, then the
 	// condition clears after the quiet window.
-	c.waitDeployment(t, ns, "fought-deploy", func(d *appsv1.Deployment) bool { return ptr.Deref(d.Spec.Replicas, 0) == 2 })
+	c.WaitDeployment(t, ns, "fought-deploy", func(d *appsv1.Deployment) bool { return ptr.Deref(d.Spec.Replicas, 0) == 2 })
 	framework.Eventually(t, converge, func() (bool, error) {
-		return framework.AppCondition(c.getApp(t, ns, "fought"), appv1.ConditionContested) == "", nil
+		return framework.AppCondition(c.GetApp(t, ns, "fought"), appv1.ConditionContested) == "", nil
 	})
 	t.Logf("restored and uncontested %s after the fight", time.Since(fightEnd).Round(time.Millisecond))
 
-	if n := len(m.writesTo(freePath)) - freeBefore; n != 0 {
+	if n := len(m.WritesTo(freePath)) - freeBefore; n != 0 {
 		t.Errorf("the Deployment of the App without replicas was written %d times, want 0", n)
 	}
-	if got := framework.AppCondition(c.getApp(t, ns, "free"), appv1.ConditionContested); got != "" {
+	if got := framework.AppCondition(c.GetApp(t, ns, "free"), appv1.ConditionContested); got != "" {
 		t.Errorf("App without replicas: Contested = %s, want none", got)
 	}
 }

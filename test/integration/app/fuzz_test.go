@@ -286,7 +286,7 @@ func TestGeneratedApps(t *testing.T) {
 	c := newClients(t)
 	ns := framework.Namespace(t)
 	ctx := context.Background()
-	g := gen{r: rand.New(rand.NewPCG(*fuzzSeed, 0x5eed)), nodePort: func() int32 { return framework.FreeNodePort(t, c.kube) }}
+	g := gen{r: rand.New(rand.NewPCG(*fuzzSeed, 0x5eed)), nodePort: func() int32 { return framework.FreeNodePort(t, c.Kube) }}
 	apply := func(app *appv1.App, dryRun bool) (*appsv1.Deployment, *corev1.Service, error) {
 		opts := metav1.ApplyOptions{FieldManager: appv1.FieldManager, Force: true}
 		if dryRun {
@@ -294,14 +294,14 @@ func TestGeneratedApps(t *testing.T) {
 		}
 		desired, err := appctrl.DesiredDeployment(app)
 		d, err := applyUpToDate("Deployment", desired, err, func(desired *appsv1ac.DeploymentApplyConfiguration) (*appsv1.Deployment, error) {
-			return c.kube.AppsV1().Deployments(ns).Apply(ctx, desired, opts)
+			return c.Kube.AppsV1().Deployments(ns).Apply(ctx, desired, opts)
 		})
 		if err != nil {
 			return nil, nil, err
 		}
 		desiredService, err := appctrl.DesiredService(app)
 		s, err := applyUpToDate("Service", desiredService, err, func(desired *corev1ac.ServiceApplyConfiguration) (*corev1.Service, error) {
-			return c.kube.CoreV1().Services(ns).Apply(ctx, desired, opts)
+			return c.Kube.CoreV1().Services(ns).Apply(ctx, desired, opts)
 		})
 		return d, s, err
 	}
@@ -321,7 +321,7 @@ func TestGeneratedApps(t *testing.T) {
 			}
 		}
 		spec, _ := json.Marshal(app.Spec)
-		_, err := c.app.AppcontrollerV1().Apps(ns).Create(ctx, app, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		_, err := c.App.AppcontrollerV1().Apps(ns).Create(ctx, app, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			if !strings.Contains(err.Error(), "spec.") {
 				t.Errorf("App %d (spec %s): the schema refused it without naming the field: %v", i, spec, err)
@@ -329,7 +329,7 @@ func TestGeneratedApps(t *testing.T) {
 			refused[firstCause(err.Error())]++
 			continue
 		}
-		created, err := c.app.AppcontrollerV1().Apps(ns).Create(ctx, app, metav1.CreateOptions{})
+		created, err := c.App.AppcontrollerV1().Apps(ns).Create(ctx, app, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatalf("App %d: the dry run accepted it, the create did not: %v", i, err)
 		}

@@ -32,10 +32,10 @@ func TestHandEdits(t *testing.T) {
 	ctx := context.Background()
 	app := newApp(ns, "web", "nginx", 2)
 	app.Spec.DeploymentTemplate.ContainerPort = ptr.To[int32](8080)
-	c.create(t, app)
-	c.waitReady(t, ns, "web")
-	deployments := c.kube.AppsV1().Deployments(ns)
-	services := c.kube.CoreV1().Services(ns)
+	c.Create(t, app)
+	c.WaitReady(t, ns, "web")
+	deployments := c.Kube.AppsV1().Deployments(ns)
+	services := c.Kube.CoreV1().Services(ns)
 	editDeployment := func(t *testing.T, mutate func(*appsv1.Deployment)) error {
 		_, err := c.editDeployment(t, ns, "web-deploy", mutate)
 		return err
@@ -180,7 +180,7 @@ func TestHandEdits(t *testing.T) {
 				t.Errorf("the child was replaced, not restored")
 			}
 			t.Logf("restored in %s", time.Since(start).Round(time.Millisecond))
-			c.waitReady(t, ns, "web")
+			c.WaitReady(t, ns, "web")
 		})
 	}
 
@@ -188,7 +188,7 @@ func TestHandEdits(t *testing.T) {
 	// hand edits as a competing writer, naming its field manager, and paced the last
 	// repair (the NodePort one waited its backoff).
 	framework.Eventually(t, converge, func() (bool, error) {
-		for _, ev := range c.events(t, ns, "App", "web") {
+		for _, ev := range c.Events(t, ns, "App", "web") {
 			if strings.HasPrefix(ev, "Warning "+appv1.EventReasonContested+` Service "web-svc"`) && strings.Contains(ev, `"kubectl-edit"`) {
 				return true, nil
 			}
@@ -204,11 +204,11 @@ func TestHandEdits(t *testing.T) {
 			t.Fatal(err)
 		}
 		orphan := deployment(t)
-		app = c.waitCondition(t, ns, "web", appv1.ConditionNamesAccepted, "False/"+appv1.ReasonNameConflict)
+		app = c.WaitCondition(t, ns, "web", appv1.ConditionNamesAccepted, "False/"+appv1.ReasonNameConflict)
 		if got := framework.AppCondition(app, appv1.ConditionReady); got != "False/"+appv1.ReasonNameConflict {
 			t.Errorf("Ready = %s, want False/%s", got, appv1.ReasonNameConflict)
 		}
-		framework.WaitEvent(t, c.kube, ns, "App", "web", "Warning "+appv1.EventReasonResourceExists, converge)
+		framework.WaitEvent(t, c.Kube, ns, "App", "web", "Warning "+appv1.EventReasonResourceExists, converge)
 		time.Sleep(2 * time.Second)
 		if d := deployment(t); d.ResourceVersion != orphan.ResourceVersion && len(d.OwnerReferences) > 0 {
 			t.Errorf("the orphaned Deployment was written to: owners %v", d.OwnerReferences)
@@ -216,7 +216,7 @@ func TestHandEdits(t *testing.T) {
 		if err := deployments.Delete(ctx, "web-deploy", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool { return d.UID != orphan.UID })
-		c.waitReady(t, ns, "web")
+		c.WaitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool { return d.UID != orphan.UID })
+		c.WaitReady(t, ns, "web")
 	})
 }

@@ -29,7 +29,7 @@ import (
 // turns the HTTPRoute into an Ingress, and dropping the route prunes it.
 func TestHTTPRoutes(t *testing.T) {
 	c := newClients(t)
-	gw, err := gatewayclientset.NewForConfig(c.cfg)
+	gw, err := gatewayclientset.NewForConfig(c.Cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,10 +79,10 @@ spec:
 		metav1.GetControllerOf(route).Kind != "App" {
 		t.Errorf("HTTPRoute spec %+v, owner %+v", route.Spec, route.OwnerReferences)
 	}
-	if _, err := c.kube.NetworkingV1().Ingresses(ns).Get(ctx, "shop", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := c.Kube.NetworkingV1().Ingresses(ns).Get(ctx, "shop", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("a route to a Gateway has an Ingress: %v", err)
 	}
-	pending := c.waitCondition(t, ns, "shop", appv1.ConditionRouteAccepted, "Unknown/"+appv1.ReasonRoutePending)
+	pending := c.WaitCondition(t, ns, "shop", appv1.ConditionRouteAccepted, "Unknown/"+appv1.ReasonRoutePending)
 	if got := framework.AppCondition(pending, appv1.ConditionReady); got != "False/"+appv1.ReasonRoutePending {
 		t.Errorf("Ready %s while no Gateway answered", got)
 	}
@@ -109,31 +109,31 @@ spec:
 		}
 	}
 	answer(metav1.Condition{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted"})
-	ready := c.waitCondition(t, ns, "shop", appv1.ConditionReady, "True/"+appv1.ReasonAvailable)
+	ready := c.WaitCondition(t, ns, "shop", appv1.ConditionReady, "True/"+appv1.ReasonAvailable)
 	t.Logf("accepted: RouteAccepted %s: %s", framework.AppCondition(ready, appv1.ConditionRouteAccepted), condMessage(ready, appv1.ConditionRouteAccepted))
 	if ready.Status.Route != "shop" || framework.AppCondition(ready, appv1.ConditionRouteAccepted) != "True/"+appv1.ReasonRouted {
 		t.Errorf("status.route %q, RouteAccepted %s", ready.Status.Route, framework.AppCondition(ready, appv1.ConditionRouteAccepted))
 	}
 	// Up to date against the real schema and its defaults: a sync (queued by a label
 	// on the App) writes nothing to the HTTPRoute.
-	before := len(m.writesIn(ns))
+	before := len(m.WritesIn(ns))
 	framework.Kubectl(t, "-n", ns, "label", "app", "shop", "touched=yes")
 	time.Sleep(2 * time.Second)
-	if after := m.writesIn(ns)[before:]; slices.ContainsFunc(after, func(w string) bool { return strings.Contains(w, "httproutes") }) {
+	if after := m.WritesIn(ns)[before:]; slices.ContainsFunc(after, func(w string) bool { return strings.Contains(w, "httproutes") }) {
 		t.Errorf("a sync of an accepted route wrote %q", after)
 	}
 
 	answer(metav1.Condition{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "NotAllowedByListeners", Message: "listener https allows routes from namespace infra only"})
-	refused := c.waitCondition(t, ns, "shop", appv1.ConditionRouteAccepted, "False/"+appv1.ReasonGatewayRefused)
+	refused := c.WaitCondition(t, ns, "shop", appv1.ConditionRouteAccepted, "False/"+appv1.ReasonGatewayRefused)
 	msg := condMessage(refused, appv1.ConditionRouteAccepted)
 	t.Logf("refused: %s", msg)
 	if !strings.Contains(msg, `Gateway infra/public/https refused HTTPRoute "shop": Accepted=False (NotAllowedByListeners): listener https allows routes from namespace infra only`) ||
 		framework.AppCondition(refused, appv1.ConditionReady) != "False/"+appv1.ReasonGatewayRefused {
 		t.Errorf("RouteAccepted %q, Ready %s", msg, framework.AppCondition(refused, appv1.ConditionReady))
 	}
-	framework.WaitEvent(t, c.kube, ns, "App", "shop", "Warning "+appv1.ReasonGatewayRefused, converge)
+	framework.WaitEvent(t, c.Kube, ns, "App", "shop", "Warning "+appv1.ReasonGatewayRefused, converge)
 	answer(metav1.Condition{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted"})
-	c.waitCondition(t, ns, "shop", appv1.ConditionReady, "True/"+appv1.ReasonAvailable)
+	c.WaitCondition(t, ns, "shop", appv1.ConditionReady, "True/"+appv1.ReasonAvailable)
 
 	// A hand edit of the HTTPRoute is repaired.
 	framework.Kubectl(t, "-n", ns, "patch", "httproute", "shop", "--type=merge", "-p", `{"spec":{"hostnames":["evil.example.com"]}}`)
@@ -145,12 +145,12 @@ spec:
 	// Another namespace's route to the host: refused, naming the App that holds it.
 	rival := newApp(other, "rival", "nginx", 1)
 	rival.Spec.Route = &appv1.Route{Hosts: []appv1.Hostname{"shop.example.com"}}
-	c.create(t, rival)
-	conflict := c.waitCondition(t, other, "rival", appv1.ConditionRouteAccepted, "False/"+appv1.ReasonHostConflict)
+	c.Create(t, rival)
+	conflict := c.WaitCondition(t, other, "rival", appv1.ConditionRouteAccepted, "False/"+appv1.ReasonHostConflict)
 	if msg := condMessage(conflict, appv1.ConditionRouteAccepted); !strings.Contains(msg, fmt.Sprintf(`held by namespace %q (App shop`, ns)) {
 		t.Errorf("rival: %s", msg)
 	}
-	if _, err := c.kube.NetworkingV1().Ingresses(other).Get(ctx, "rival", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := c.Kube.NetworkingV1().Ingresses(other).Get(ctx, "rival", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the rival has an Ingress: %v", err)
 	}
 
@@ -158,18 +158,18 @@ spec:
 	framework.Kubectl(t, "-n", ns, "patch", "app", "shop", "--type=json", "-p", `[{"op":"remove","path":"/spec/route/parentRefs"}]`)
 	framework.Eventually(t, converge, func() (bool, error) {
 		_, err := gw.GatewayV1().HTTPRoutes(ns).Get(ctx, "shop", metav1.GetOptions{})
-		_, ingErr := c.kube.NetworkingV1().Ingresses(ns).Get(ctx, "shop", metav1.GetOptions{})
+		_, ingErr := c.Kube.NetworkingV1().Ingresses(ns).Get(ctx, "shop", metav1.GetOptions{})
 		return apierrors.IsNotFound(err) && ingErr == nil, nil
 	})
-	c.waitCondition(t, ns, "shop", appv1.ConditionRouteAccepted, "True/"+appv1.ReasonRouted)
+	c.WaitCondition(t, ns, "shop", appv1.ConditionRouteAccepted, "True/"+appv1.ReasonRouted)
 	// The route goes: the Ingress is pruned, and the rival gets the host.
 	framework.Kubectl(t, "-n", ns, "patch", "app", "shop", "--type=json", "-p", `[{"op":"remove","path":"/spec/route"}]`)
 	waitGone(t, "the route's Ingress", func() error {
-		_, err := c.kube.NetworkingV1().Ingresses(ns).Get(ctx, "shop", metav1.GetOptions{})
+		_, err := c.Kube.NetworkingV1().Ingresses(ns).Get(ctx, "shop", metav1.GetOptions{})
 		return err
 	})
 	gone := time.Now()
-	handed := c.waitCondition(t, other, "rival", appv1.ConditionRouteAccepted, "True/"+appv1.ReasonRouted)
+	handed := c.WaitCondition(t, other, "rival", appv1.ConditionRouteAccepted, "True/"+appv1.ReasonRouted)
 	t.Logf("the rival's route was accepted %s after the holder's Ingress was gone (its condition: %s)",
 		time.Since(gone).Round(time.Millisecond), condMessage(handed, appv1.ConditionRouteAccepted))
 }

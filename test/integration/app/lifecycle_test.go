@@ -26,7 +26,7 @@ const rollWithin = 5 * time.Second
 // replicaSetsOf returns the names of the ReplicaSets of the App's Deployment.
 func (c clients) replicaSetsOf(t *testing.T, ns, app string) []string {
 	t.Helper()
-	list, err := c.kube.AppsV1().ReplicaSets(ns).List(context.Background(), metav1.ListOptions{LabelSelector: appv1.InstanceLabel + "=" + app})
+	list, err := c.Kube.AppsV1().ReplicaSets(ns).List(context.Background(), metav1.ListOptions{LabelSelector: appv1.InstanceLabel + "=" + app})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestConfigRollouts(t *testing.T) {
 	m := startManager(t, 0)
 	ns := framework.Namespace(t)
 	ctx := context.Background()
-	cms, secrets := c.kube.CoreV1().ConfigMaps(ns), c.kube.CoreV1().Secrets(ns)
+	cms, secrets := c.Kube.CoreV1().ConfigMaps(ns), c.Kube.CoreV1().Secrets(ns)
 	for _, name := range []string{"settings", "unrelated"} {
 		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"MODE": "a"}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -78,14 +78,14 @@ func TestConfigRollouts(t *testing.T) {
 			LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "password"}}}}
 		return app
 	}
-	c.create(t, withConfig(newApp(ns, "web", "nginx", 1)))
+	c.Create(t, withConfig(newApp(ns, "web", "nginx", 1)))
 	quiet := withConfig(newApp(ns, "quiet", "nginx", 1))
 	quiet.Spec.DeploymentTemplate.ConfigChangePolicy = appv1.ConfigChangeIgnore
-	c.create(t, quiet)
-	c.waitReady(t, ns, "web")
-	c.waitReady(t, ns, "quiet")
+	c.Create(t, quiet)
+	c.WaitReady(t, ns, "web")
+	c.WaitReady(t, ns, "quiet")
 	quietSets := c.replicaSetsOf(t, ns, "quiet")
-	mark := len(m.writesIn(ns))
+	mark := len(m.WritesIn(ns))
 
 	for _, change := range []struct {
 		what  string
@@ -110,14 +110,14 @@ func TestConfigRollouts(t *testing.T) {
 		if took > rollWithin {
 			t.Errorf("%s: the pods rolled after %v, want within %v", change.what, took, rollWithin)
 		}
-		c.waitReady(t, ns, "web")
+		c.WaitReady(t, ns, "web")
 	}
 
 	// The App that ignores config changes: no new ReplicaSet, no write to its Deployment.
 	if got := c.replicaSetsOf(t, ns, "quiet"); !slices.Equal(got, quietSets) {
 		t.Errorf("App quiet (configChangePolicy Ignore) rolled: ReplicaSets %v, were %v", got, quietSets)
 	}
-	for _, w := range m.writesIn(ns)[mark:] {
+	for _, w := range m.WritesIn(ns)[mark:] {
 		if strings.Contains(w, "/deployments/quiet-deploy") {
 			t.Errorf("App quiet's Deployment written after the config changes: %s", w)
 		}
@@ -129,26 +129,26 @@ func TestConfigRollouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second) // time to react, if it wrongly would
-	if after := m.writesIn(ns)[before:]; len(after) != 0 {
+	if after := m.WritesIn(ns)[before:]; len(after) != 0 {
 		t.Errorf("an unrelated ConfigMap changed; the controller wrote %q", after)
 	}
 
 	// A ConfigMap that does not exist yet: reported, then Ready once it exists.
 	waits := newApp(ns, "waits", "nginx", 1)
 	waits.Spec.DeploymentTemplate.EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "later"}}}}
-	c.create(t, waits)
-	app := c.waitCondition(t, ns, "waits", appv1.ConditionReady, "False/ConfigNotFound")
+	c.Create(t, waits)
+	app := c.WaitCondition(t, ns, "waits", appv1.ConditionReady, "False/ConfigNotFound")
 	t.Logf("Ready: %s", readyMessage(app))
 	if !strings.Contains(readyMessage(app), `ConfigMap "later", referenced by the pods, does not exist`) {
 		t.Errorf("Ready message %q does not name the missing ConfigMap", readyMessage(app))
 	}
-	if ev := c.events(t, ns, "App", "waits"); !slices.ContainsFunc(ev, func(e string) bool { return strings.Contains(e, "ConfigNotFound") }) {
+	if ev := c.Events(t, ns, "App", "waits"); !slices.ContainsFunc(ev, func(e string) bool { return strings.Contains(e, "ConfigNotFound") }) {
 		t.Errorf("no ConfigNotFound Event: %q", ev)
 	}
 	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "later"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	c.waitReady(t, ns, "waits")
+	c.WaitReady(t, ns, "waits")
 }
 
 // waitQuiet waits until the controller has written nothing in namespace ns for 2 s, and
@@ -156,10 +156,10 @@ func TestConfigRollouts(t *testing.T) {
 func (m *manager) waitQuiet(t *testing.T, ns string) int {
 	t.Helper()
 	deadline := time.Now().Add(converge)
-	n := len(m.writesIn(ns))
+	n := len(m.WritesIn(ns))
 	for time.Now().Before(deadline) {
 		time.Sleep(2 * time.Second)
-		now := len(m.writesIn(ns))
+		now := len(m.WritesIn(ns))
 		if now == n {
 			return n
 		}
@@ -182,7 +182,7 @@ func readyMessage(app *appv1.App) string {
 // revisionsOf returns the App's revisions by number.
 func (c clients) revisionsOf(t *testing.T, ns, app string) map[int64]appsv1.ControllerRevision {
 	t.Helper()
-	list, err := c.kube.AppsV1().ControllerRevisions(ns).List(context.Background(), metav1.ListOptions{LabelSelector: appv1.InstanceLabel + "=" + app})
+	list, err := c.Kube.AppsV1().ControllerRevisions(ns).List(context.Background(), metav1.ListOptions{LabelSelector: appv1.InstanceLabel + "=" + app})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,20 +214,20 @@ func TestRevisionsRollbackRestart(t *testing.T) {
 	m := startManager(t, 0)
 	ns := framework.Namespace(t)
 	ctx := context.Background()
-	pc := plugin.Clients{Apps: c.app, Kube: c.kube}
+	pc := plugin.Clients{Apps: c.App, Kube: c.Kube}
 
 	app := newApp(ns, "web", "nginx:1", 1)
 	app.Annotations = map[string]string{appv1.ChangeCauseAnnotation: "first release"}
-	c.create(t, app)
-	c.waitReady(t, ns, "web")
-	c.update(t, ns, "web", func(a *appv1.App) {
+	c.Create(t, app)
+	c.WaitReady(t, ns, "web")
+	c.Update(t, ns, "web", func(a *appv1.App) {
 		a.Spec.DeploymentTemplate.Image = "nginx:2"
 		a.Annotations[appv1.ChangeCauseAnnotation] = "image nginx:2"
 	})
-	c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool {
+	c.WaitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool {
 		return d.Spec.Template.Spec.Containers[0].Image == "nginx:2"
 	})
-	c.waitReady(t, ns, "web")
+	c.WaitReady(t, ns, "web")
 	var revs map[int64]appsv1.ControllerRevision
 	framework.Eventually(t, converge, func() (bool, error) {
 		revs = c.revisionsOf(t, ns, "web")
@@ -236,7 +236,7 @@ func TestRevisionsRollbackRestart(t *testing.T) {
 	if revisionImage(t, revs[1]) != "nginx:1" || revisionImage(t, revs[2]) != "nginx:2" || revs[1].Annotations[appv1.ChangeCauseAnnotation] != "first release" {
 		t.Errorf("revisions 1 and 2: %s (%q), %s", revisionImage(t, revs[1]), revs[1].Annotations, revisionImage(t, revs[2]))
 	}
-	if cur := c.getApp(t, ns, "web").Status.CurrentRevision; cur != revs[2].Name {
+	if cur := c.GetApp(t, ns, "web").Status.CurrentRevision; cur != revs[2].Name {
 		t.Errorf("status.currentRevision %q, want %q", cur, revs[2].Name)
 	}
 
@@ -246,14 +246,14 @@ func TestRevisionsRollbackRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("rollback to revision 1: %q", res.Changes)
-	c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool {
+	c.WaitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool {
 		return d.Spec.Template.Spec.Containers[0].Image == "nginx:1"
 	})
 	framework.Eventually(t, converge, func() (bool, error) {
 		revs = c.revisionsOf(t, ns, "web")
 		return len(revs) == 2 && revs[3].Name != "" && revisionImage(t, revs[3]) == "nginx:1", nil
 	})
-	c.waitReady(t, ns, "web")
+	c.WaitReady(t, ns, "web")
 
 	// Restart by the plugin, then by hand as kubectl rollout restart does: each rolls the
 	// pods, and the controller leaves the annotation alone.
@@ -264,24 +264,24 @@ func TestRevisionsRollbackRestart(t *testing.T) {
 		{"kubectl app restart", func() error { _, _, err := plugin.Restart(ctx, pc, ns, "web", time.Now()); return err }},
 		{"kubectl rollout restart", func() error {
 			patch := `{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":"` + time.Now().Add(time.Second).Format(time.RFC3339Nano) + `"}}}}}`
-			_, err := c.kube.AppsV1().Deployments(ns).Patch(ctx, "web-deploy", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "kubectl-rollout"})
+			_, err := c.Kube.AppsV1().Deployments(ns).Patch(ctx, "web-deploy", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "kubectl-rollout"})
 			return err
 		}},
 	} {
 		before := c.replicaSetsOf(t, ns, "web")
-		writes := len(m.writesIn(ns))
+		writes := len(m.WritesIn(ns))
 		if err := restart.do(); err != nil {
 			t.Fatalf("%s: %v", restart.how, err)
 		}
 		c.waitNewReplicaSet(t, ns, "web", before, time.Now())
-		c.waitReady(t, ns, "web")
+		c.WaitReady(t, ns, "web")
 		time.Sleep(time.Second) // time to undo it, if it wrongly would
-		for _, w := range m.writesIn(ns)[writes:] {
+		for _, w := range m.WritesIn(ns)[writes:] {
 			if strings.Contains(w, "/deployments/") {
 				t.Errorf("%s: the controller wrote the Deployment: %s", restart.how, w)
 			}
 		}
-		d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
+		d, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -291,10 +291,10 @@ func TestRevisionsRollbackRestart(t *testing.T) {
 	}
 
 	// The history limit: 2 revisions kept.
-	c.update(t, ns, "web", func(a *appv1.App) { a.Spec.RevisionHistoryLimit = ptr.To[int32](2) })
+	c.Update(t, ns, "web", func(a *appv1.App) { a.Spec.RevisionHistoryLimit = ptr.To[int32](2) })
 	for _, image := range []string{"nginx:3", "nginx:4"} {
-		c.update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = image })
-		c.waitReady(t, ns, "web")
+		c.Update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = image })
+		c.WaitReady(t, ns, "web")
 	}
 	framework.Eventually(t, converge, func() (bool, error) {
 		revs = c.revisionsOf(t, ns, "web")
@@ -302,14 +302,14 @@ func TestRevisionsRollbackRestart(t *testing.T) {
 	})
 
 	// A new controller: nothing to write.
-	c.waitReady(t, ns, "web")
-	if err := m.run.Stop(t); err != nil {
+	c.WaitReady(t, ns, "web")
+	if err := m.Run.Stop(t); err != nil {
 		t.Fatal(err)
 	}
 	m2 := startManager(t, 0)
 	time.Sleep(3 * time.Second) // the caches sync and every App is synced once
 	var writes []string
-	for _, w := range m2.writesIn(ns) {
+	for _, w := range m2.WritesIn(ns) {
 		if !strings.Contains(w, "/events") {
 			writes = append(writes, w)
 		}

@@ -43,23 +43,23 @@ func TestWatchNamespace(t *testing.T) {
 	framework.StartManager(t, cfg, opts)
 
 	for _, ns := range []string{mine, second, other} {
-		c.create(t, newApp(ns, "web", "nginx", 1))
+		c.Create(t, newApp(ns, "web", "nginx", 1))
 	}
 	annotated := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: second, Annotations: map[string]string{"ingress/http": "true"}},
 		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
 	}
-	if _, err := c.kube.CoreV1().Services(second).Create(ctx, annotated, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Kube.CoreV1().Services(second).Create(ctx, annotated, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	c.waitReady(t, mine, "web")
-	c.waitReady(t, second, "web")
+	c.WaitReady(t, mine, "web")
+	c.WaitReady(t, second, "web")
 	framework.Eventually(t, converge, func() (bool, error) {
-		_, err := c.kube.NetworkingV1().Ingresses(second).Get(ctx, "plain", metav1.GetOptions{})
+		_, err := c.Kube.NetworkingV1().Ingresses(second).Get(ctx, "plain", metav1.GetOptions{})
 		return err == nil, nil
 	})
 	time.Sleep(2 * time.Second) // time to act on the other, if it wrongly would
-	if a := c.getApp(t, other, "web"); a.Status.ObservedGeneration != -1 || len(a.Status.Conditions) != 0 {
+	if a := c.GetApp(t, other, "web"); a.Status.ObservedGeneration != -1 || len(a.Status.Conditions) != 0 {
 		t.Errorf("the App of another namespace was synced: %+v", a.Status)
 	}
 
@@ -97,7 +97,7 @@ func namespacedInstall(t *testing.T, c clients, mine string, namespaces []string
 		t.Fatal(err)
 	}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app-controller", Namespace: mine}}
-	if _, err := c.kube.CoreV1().ServiceAccounts(mine).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Kube.CoreV1().ServiceAccounts(mine).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The shipped rules on namespaced resources in a Role; those on the cluster-wide
@@ -125,10 +125,10 @@ func namespacedInstall(t *testing.T, c clients, mine string, namespaces []string
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "app-controller"},
 			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "app-controller", Namespace: mine}},
 		}
-		if _, err := c.kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		if _, err := c.Kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		if _, err := c.Kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -136,7 +136,7 @@ func namespacedInstall(t *testing.T, c clients, mine string, namespaces []string
 		return impersonate(t, mine)
 	}
 	clusterRole := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: mine + "-app-controller"}, Rules: clusterWide}
-	if _, err := c.kube.RbacV1().ClusterRoles().Create(ctx, clusterRole, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Kube.RbacV1().ClusterRoles().Create(ctx, clusterRole, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	clusterBinding := &rbacv1.ClusterRoleBinding{
@@ -144,12 +144,12 @@ func namespacedInstall(t *testing.T, c clients, mine string, namespaces []string
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole.Name},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "app-controller", Namespace: mine}},
 	}
-	if _, err := c.kube.RbacV1().ClusterRoleBindings().Create(ctx, clusterBinding, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Kube.RbacV1().ClusterRoleBindings().Create(ctx, clusterBinding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = c.kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), clusterBinding.Name, metav1.DeleteOptions{})
-		_ = c.kube.RbacV1().ClusterRoles().Delete(context.Background(), clusterRole.Name, metav1.DeleteOptions{})
+		_ = c.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), clusterBinding.Name, metav1.DeleteOptions{})
+		_ = c.Kube.RbacV1().ClusterRoles().Delete(context.Background(), clusterRole.Name, metav1.DeleteOptions{})
 	})
 
 	return impersonate(t, mine)
@@ -175,12 +175,12 @@ func TestWatchNamespaceWithoutClusterTemplates(t *testing.T) {
 	ctx := context.Background()
 	cfg := namespacedInstall(t, c, mine, []string{mine}, false)
 	name := mine + "-error-ratio"
-	if _, err := c.app.AppcontrollerV1().ClusterAnalysisTemplates().Create(ctx, &appv1.ClusterAnalysisTemplate{ObjectMeta: metav1.ObjectMeta{Name: name},
+	if _, err := c.App.AppcontrollerV1().ClusterAnalysisTemplates().Create(ctx, &appv1.ClusterAnalysisTemplate{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: appv1.AnalysisTemplateSpec{Query: appv1.QueryCheck{PromQL: "vector(0)", SuccessCondition: &appv1.ValueRange{Max: ptr.To("0.05")}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = c.app.AppcontrollerV1().ClusterAnalysisTemplates().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = c.App.AppcontrollerV1().ClusterAnalysisTemplates().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	opts := controllermanager.NewOptions()
 	opts.WatchNamespaces = []string{mine}
@@ -189,11 +189,11 @@ func TestWatchNamespaceWithoutClusterTemplates(t *testing.T) {
 	opts.PrometheusURL = "http://127.0.0.1:1" // never asked: the check's template cannot be read
 	framework.StartManager(t, cfg, opts)
 
-	c.create(t, rolloutApp(mine, "web", 1, setWeight(50), appv1.CanaryStep{Analysis: &appv1.AnalysisStep{Checks: []appv1.AnalysisCheck{
+	c.Create(t, rolloutApp(mine, "web", 1, setWeight(50), appv1.CanaryStep{Analysis: &appv1.AnalysisStep{Checks: []appv1.AnalysisCheck{
 		{Name: "errors", TemplateRef: &appv1.AnalysisTemplateRef{Kind: appv1.AnalysisTemplateKindCluster, Name: name}}}}}))
-	c.waitReady(t, mine, "web")
-	c.update(t, mine, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
-	app := c.waitCondition(t, mine, "web", appv1.ConditionReady, "False/"+appv1.ReasonAnalysisTemplateNotFound)
+	c.WaitReady(t, mine, "web")
+	c.Update(t, mine, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	app := c.WaitCondition(t, mine, "web", appv1.ConditionReady, "False/"+appv1.ReasonAnalysisTemplateNotFound)
 	ready := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionReady)
 	if !strings.Contains(ready.Message, "the controller does not watch ClusterAnalysisTemplates") ||
 		!strings.Contains(ready.Message, "grant list and watch on clusteranalysistemplates.appcontroller.k8s.io") {

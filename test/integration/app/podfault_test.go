@@ -83,10 +83,10 @@ func TestPodFaultsFromKwokStages(t *testing.T) {
 		for k, v := range f.annotations {
 			app.Spec.DeploymentTemplate.PodAnnotations[faultAnnotation+k] = strings.ReplaceAll(v, "NS/", ns+"/")
 		}
-		c.create(t, app)
+		c.Create(t, app)
 	}
 	for _, f := range faults {
-		got := c.waitCondition(t, ns, f.name, appv1.ConditionReady, "False/"+f.reason)
+		got := c.WaitCondition(t, ns, f.name, appv1.ConditionReady, "False/"+f.reason)
 		msg := conditionMessage(got, appv1.ConditionReady)
 		wantTail := `container "` + appv1.ContainerName + `" ` + strings.ReplaceAll(f.message, "NS/", ns+"/")
 		if !strings.HasPrefix(msg, `Pod "`+f.name+"-") || !strings.HasSuffix(msg, wantTail) {
@@ -99,13 +99,13 @@ func TestPodFaultsFromKwokStages(t *testing.T) {
 	}
 	// The fix: no fault annotations, a new pod template.
 	for _, f := range faults {
-		if _, err := c.app.AppcontrollerV1().Apps(ns).Patch(ctx, f.name, types.MergePatchType,
+		if _, err := c.App.AppcontrollerV1().Apps(ns).Patch(ctx, f.name, types.MergePatchType,
 			[]byte(`{"spec":{"deploymentTemplate":{"podAnnotations":null}}}`), metav1.PatchOptions{}); err != nil {
 			t.Fatalf("fixing App %s: %v", f.name, err)
 		}
 	}
 	for _, f := range faults {
-		got := c.waitReady(t, ns, f.name)
+		got := c.WaitReady(t, ns, f.name)
 		if ks := controllertest.KStatus(t, got); ks != kstatus.CurrentStatus {
 			t.Errorf("App %s fixed: kstatus %s, want Current", f.name, ks)
 		}

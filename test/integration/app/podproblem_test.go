@@ -26,18 +26,18 @@ func TestPodProblemNamedAndCleared(t *testing.T) {
 	m := startManager(t, 10*time.Minute)
 	ns := framework.Namespace(t)
 	ctx := context.Background()
-	c.create(t, newApp(ns, "web", "nginx", 1))
-	c.waitReady(t, ns, "web")
+	c.Create(t, newApp(ns, "web", "nginx", 1))
+	c.WaitReady(t, ns, "web")
 	time.Sleep(time.Second) // the last status write's own watch event
 
-	pods, err := c.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: appv1.InstanceLabel + "=web"})
+	pods, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: appv1.InstanceLabel + "=web"})
 	if err != nil || len(pods.Items) != 1 {
 		t.Fatalf("pods of App web: %d, %v", len(pods.Items), err)
 	}
 	healthy := pods.Items[0].DeepCopy()
 	statusWrites := func() int {
 		n := 0
-		for _, w := range m.writesIn(ns) {
+		for _, w := range m.WritesIn(ns) {
 			if strings.HasSuffix(w, "/apps/web/status") {
 				n++
 			}
@@ -48,7 +48,7 @@ func TestPodProblemNamedAndCleared(t *testing.T) {
 
 	crash := func(restarts int32) {
 		t.Helper()
-		pod, err := c.kube.CoreV1().Pods(ns).Get(ctx, healthy.Name, metav1.GetOptions{})
+		pod, err := c.Kube.CoreV1().Pods(ns).Get(ctx, healthy.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,13 +64,13 @@ func TestPodProblemNamedAndCleared(t *testing.T) {
 		cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 10s restarting failed container"}}
 		cs.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 			ExitCode: 2, Reason: "Error", Message: "open /etc/app/config.yaml: no such file or directory", StartedAt: now, FinishedAt: now}}
-		if _, err := c.kube.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		if _, err := c.Kube.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	begin := time.Now()
 	crash(1)
-	got := c.waitCondition(t, ns, "web", appv1.ConditionReady, "False/"+appv1.ReasonCrashLoopBackOff)
+	got := c.WaitCondition(t, ns, "web", appv1.ConditionReady, "False/"+appv1.ReasonCrashLoopBackOff)
 	took := time.Since(begin)
 	msg := conditionMessage(got, appv1.ConditionReady)
 	t.Logf("Ready named the crash loop %.1fs after the pod's status showed it: %s", took.Seconds(), msg)
@@ -89,12 +89,12 @@ func TestPodProblemNamedAndCleared(t *testing.T) {
 
 	// The kubelet reports the pod again with the same problem: nothing to write.
 	for i := 0; i < 3; i++ {
-		pod, err := c.kube.CoreV1().Pods(ns).Get(ctx, healthy.Name, metav1.GetOptions{})
+		pod, err := c.Kube.CoreV1().Pods(ns).Get(ctx, healthy.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		pod.Status.ContainerStatuses[0].State.Waiting.Message = "back-off 10s restarting failed container, again"
-		if _, err := c.kube.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		if _, err := c.Kube.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(300 * time.Millisecond)
@@ -105,15 +105,15 @@ func TestPodProblemNamedAndCleared(t *testing.T) {
 	}
 
 	// Ready again.
-	pod, err := c.kube.CoreV1().Pods(ns).Get(ctx, healthy.Name, metav1.GetOptions{})
+	pod, err := c.Kube.CoreV1().Pods(ns).Get(ctx, healthy.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	healthy.ResourceVersion = pod.ResourceVersion
-	if _, err := c.kube.CoreV1().Pods(ns).UpdateStatus(ctx, healthy, metav1.UpdateOptions{}); err != nil {
+	if _, err := c.Kube.CoreV1().Pods(ns).UpdateStatus(ctx, healthy, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	got = c.waitReady(t, ns, "web")
+	got = c.WaitReady(t, ns, "web")
 	if ks := controllertest.KStatus(t, got); ks != kstatus.CurrentStatus {
 		t.Errorf("fixed: kstatus %s, want Current", ks)
 	}

@@ -29,17 +29,17 @@ func TestRetryBudget(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "no-services", Namespace: ns},
 		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceServices: mustQuantity(t, "0")}},
 	}
-	if _, err := c.kube.CoreV1().ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Kube.CoreV1().ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The quota admission needs the quota's status before it enforces it.
 	framework.Eventually(t, converge, func() (bool, error) {
-		q, err := c.kube.CoreV1().ResourceQuotas(ns).Get(ctx, "no-services", metav1.GetOptions{})
+		q, err := c.Kube.CoreV1().ResourceQuotas(ns).Get(ctx, "no-services", metav1.GetOptions{})
 		return err == nil && q.Status.Hard != nil, nil
 	})
 
-	c.create(t, newApp(ns, "web", "nginx", 1))
-	app := c.waitCondition(t, ns, "web", appv1.ConditionReady, "False/ReconcileFailed")
+	c.Create(t, newApp(ns, "web", "nginx", 1))
+	app := c.WaitCondition(t, ns, "web", appv1.ConditionReady, "False/ReconcileFailed")
 	msg := conditionMessage(app, appv1.ConditionReady)
 	if !strings.Contains(msg, "10 failed attempts") || !strings.Contains(msg, "exceeded quota") {
 		t.Errorf("Ready message %q does not give the attempts and the last error", msg)
@@ -48,15 +48,15 @@ func TestRetryBudget(t *testing.T) {
 		t.Errorf("Stalled = %q, want True/ReconcileFailed", got)
 	}
 	framework.Eventually(t, converge, func() (bool, error) {
-		events := c.events(t, ns, "App", "web")
+		events := c.Events(t, ns, "App", "web")
 		return slices.ContainsFunc(events, func(e string) bool { return strings.HasPrefix(e, "Warning ReconcileFailed ") }) &&
 			slices.ContainsFunc(events, func(e string) bool { return strings.HasPrefix(e, "Warning SyncFailed ") }), nil
 	})
 
-	if err := c.kube.CoreV1().ResourceQuotas(ns).Delete(ctx, "no-services", metav1.DeleteOptions{}); err != nil {
+	if err := c.Kube.CoreV1().ResourceQuotas(ns).Delete(ctx, "no-services", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	app = c.waitReady(t, ns, "web")
+	app = c.WaitReady(t, ns, "web")
 	if got := framework.AppCondition(app, appv1.ConditionStalled); got != "" {
 		t.Errorf("Stalled = %q after recovery, want it gone", got)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,42 +34,6 @@ import (
 // re-applies with kubectl apply, a fast rollback, a controller restarted mid-rollout, the
 // weights of an HTTPRoute, and an App without a strategy unchanged.
 
-// rolloutApp returns an App of replicas with a Service, whose rollout has steps, the
-// canary removed at once after a promotion.
-func rolloutApp(ns, name string, replicas int32, steps ...appv1.CanaryStep) *appv1.App {
-	app := newApp(ns, name, "nginx:1", replicas)
-	app.Spec.Rollout = &appv1.Rollout{Canary: &appv1.CanaryStrategy{Steps: steps, ScaleDownDelaySeconds: ptr.To[int32](0)}}
-	return app
-}
-
-func setWeight(w int32) appv1.CanaryStep { return appv1.CanaryStep{SetWeight: ptr.To(w)} }
-
-func pause(d time.Duration) appv1.CanaryStep {
-	p := &appv1.CanaryPause{}
-	if d > 0 {
-		p.Duration = &metav1.Duration{Duration: d}
-	}
-	return appv1.CanaryStep{Pause: p}
-}
-
-// waitRollout waits until the App's rollout is in phase at step, at its generation.
-func (c clients) waitRollout(t *testing.T, ns, name string, phase appv1.RolloutPhase, step int32) *appv1.App {
-	t.Helper()
-	var app *appv1.App
-	deadline := time.Now().Add(converge)
-	for {
-		app = c.getApp(t, ns, name)
-		r := app.Status.Rollout
-		if r != nil && app.Status.ObservedGeneration == app.Generation && r.Phase == phase && r.CurrentStepIndex == step {
-			return app
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("App %s: rollout %+v, want %s at step %d", name, r, phase, step)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // quiet checks that the controller writes nothing to ns for d, resyncs included. A
 // PATCH of an Event is left out: the recorder's broadcaster sends from its own goroutine
 // and folds a repeat into the first Event's count, so on a loaded machine it may post
@@ -76,9 +41,9 @@ func (c clients) waitRollout(t *testing.T, ns, name string, phase appv1.RolloutP
 // inside the window). Created Events are counted: a new one means a new sync's finding.
 func quiet(t *testing.T, m *manager, ns, what string, d time.Duration) {
 	t.Helper()
-	before := len(m.writesIn(ns))
+	before := len(m.WritesIn(ns))
 	time.Sleep(d)
-	w := slices.DeleteFunc(slices.Clone(m.writesIn(ns)[before:]), func(w string) bool {
+	w := slices.DeleteFunc(slices.Clone(m.WritesIn(ns)[before:]), func(w string) bool {
 		return strings.HasPrefix(w, "PATCH ") && strings.Contains(w, "/events/")
 	})
 	if len(w) != 0 {
@@ -94,16 +59,16 @@ func TestRolloutSteps(t *testing.T) {
 	c := newClients(t)
 	m := startManager(t, time.Second)
 	ns := framework.Namespace(t)
-	c.create(t, rolloutApp(ns, "web", 4, setWeight(25), pause(2*time.Second), setWeight(50), pause(0)))
-	c.waitReady(t, ns, "web")
-	c.waitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
+	c.Create(t, rolloutApp(ns, "web", 4, setWeight(25), pause(2*time.Second), setWeight(50), pause(0)))
+	c.WaitReady(t, ns, "web")
+	c.WaitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
 
 	start := time.Now()
-	c.update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
-	app := c.waitRollout(t, ns, "web", appv1.RolloutPaused, 3)
+	c.Update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	app := c.WaitRollout(t, ns, "web", appv1.RolloutPaused, 3)
 	t.Logf("at the pause until promoted %.1fs after the change", time.Since(start).Seconds())
-	stable, stableImage := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy")
-	canary, canaryImage := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy-canary")
+	stable, stableImage := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy")
+	canary, canaryImage := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy-canary")
 	if stable != 2 || canary != 2 || stableImage != "nginx:1" || canaryImage != "nginx:2" {
 		t.Errorf("at 50%%: stable %d %s, canary %d %s; want 2 nginx:1, 2 nginx:2", stable, stableImage, canary, canaryImage)
 	}
@@ -113,24 +78,24 @@ func TestRolloutSteps(t *testing.T) {
 	captureRollout(t, c, ns, "web", "rollout-paused", kstatus.InProgressStatus)
 	quiet(t, m, ns, "three resyncs in the pause", 3*time.Second)
 
-	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
+	framework.RequestRollout(t, c.App, c.Kube, ns, "web", appv1.RolloutActionPromote)
 	framework.Eventually(t, converge, func() (bool, error) {
-		app := c.getApp(t, ns, "web")
-		replicas, image := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy")
-		gone, _ := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy-canary")
+		app := c.GetApp(t, ns, "web")
+		replicas, image := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy")
+		gone, _ := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy-canary")
 		return app.Status.Rollout.Phase == appv1.RolloutHealthy && replicas == 4 && image == "nginx:2" && gone == -1, nil
 	})
-	app = c.waitReady(t, ns, "web")
+	app = c.WaitReady(t, ns, "web")
 	if ks := controllertest.KStatus(t, app); ks != kstatus.CurrentStatus {
 		t.Errorf("promoted: kstatus %s, want Current", ks)
 	}
 	t.Logf("promoted and Ready %.1fs after the change", time.Since(start).Seconds())
 	// The promotion's Event is posted once the status that ends the rollout is written
 	// (the broadcaster posts it from its own goroutine): wait for it.
-	events := strings.Join(c.events(t, ns, "App", "web"), "\n")
+	events := strings.Join(c.Events(t, ns, "App", "web"), "\n")
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(events, "RolloutPromoted") && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
-		events = strings.Join(c.events(t, ns, "App", "web"), "\n")
+		events = strings.Join(c.Events(t, ns, "App", "web"), "\n")
 	}
 	for _, want := range []string{"RolloutStarted", "RolloutStep", "RolloutPromoted"} {
 		if !strings.Contains(events, want) {
@@ -140,6 +105,30 @@ func TestRolloutSteps(t *testing.T) {
 	quiet(t, m, ns, "at rest after the rollout", 2*time.Second)
 }
 
+// webManifest returns a function that writes the manifest of App web in ns (its
+// Deployment web-deploy of replicas running the image, its Service web-svc and rollout,
+// the YAML of spec.rollout's fields indented by four spaces) to a file of the image's
+// own, as a GitOps tool would hold it, and returns the file's path.
+func webManifest(t *testing.T, ns string, replicas int, rollout string) func(image string) string {
+	t.Helper()
+	dir := t.TempDir()
+	return func(image string) string {
+		path := filepath.Join(dir, image+".yaml")
+		doc := `apiVersion: appcontroller.k8s.io/v1
+kind: App
+metadata: {name: web, namespace: ` + ns + `}
+spec:
+  deploymentTemplate: {name: web-deploy, image: "` + image + `", replicas: ` + strconv.Itoa(replicas) + `}
+  serviceTemplate: {name: web-svc}
+  rollout:
+` + rollout
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+}
+
 // crashCanary makes the App's canary pod report what a real node reports of a container
 // that keeps exiting (its status written through the API, as the kubelet does).
 func crashCanary(t *testing.T, c clients, ns, app string) string {
@@ -147,7 +136,7 @@ func crashCanary(t *testing.T, c clients, ns, app string) string {
 	ctx := context.Background()
 	var pod *corev1.Pod
 	framework.Eventually(t, converge, func() (bool, error) {
-		pods, err := c.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: appv1.InstanceLabel + "=" + app + "," + appv1.TrackLabel + "=" + appv1.TrackCanary})
+		pods, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: appv1.InstanceLabel + "=" + app + "," + appv1.TrackLabel + "=" + appv1.TrackCanary})
 		if err != nil || len(pods.Items) == 0 || len(pods.Items[0].Status.ContainerStatuses) == 0 {
 			return false, nil
 		}
@@ -164,7 +153,7 @@ func crashCanary(t *testing.T, c clients, ns, app string) string {
 			pod.Status.Conditions[i].Status = corev1.ConditionFalse
 		}
 	}
-	if _, err := c.kube.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+	if _, err := c.Kube.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return pod.Name
@@ -179,33 +168,18 @@ func TestRolloutAbortAndGitOps(t *testing.T) {
 	c := newClients(t)
 	m := startManager(t, time.Second)
 	ns := framework.Namespace(t)
-	dir := t.TempDir()
-	manifest := func(image string) string {
-		path := filepath.Join(dir, image+".yaml")
-		doc := `apiVersion: appcontroller.k8s.io/v1
-kind: App
-metadata: {name: web, namespace: ` + ns + `}
-spec:
-  deploymentTemplate: {name: web-deploy, image: "` + image + `", replicas: 2}
-  serviceTemplate: {name: web-svc}
-  rollout:
-    canary:
+	manifest := webManifest(t, ns, 2, `    canary:
       steps: [{setWeight: 50}, {pause: {}}, {setWeight: 75}, {pause: {}}]
       abortScaleDownDelaySeconds: 0
-`
-		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+`)
 	framework.Kubectl(t, "apply", "-f", manifest("nginx:1"))
-	c.waitReady(t, ns, "web")
+	c.WaitReady(t, ns, "web")
 
 	framework.Kubectl(t, "apply", "-f", manifest("nginx:2"))
-	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
+	c.WaitRollout(t, ns, "web", appv1.RolloutPaused, 1)
 	start := time.Now()
 	pod := crashCanary(t, c, ns, "web")
-	app := c.waitRollout(t, ns, "web", appv1.RolloutAborted, 1)
+	app := c.WaitRollout(t, ns, "web", appv1.RolloutAborted, 1)
 	t.Logf("aborted %.1fs after the canary pod reported its crash loop: %s", time.Since(start).Seconds(), app.Status.Rollout.AbortMessage)
 	if r := app.Status.Rollout; r.AbortReason != appv1.ReasonCrashLoopBackOff || !strings.Contains(r.AbortMessage, pod) {
 		t.Errorf("abort %s: %s, want CrashLoopBackOff naming %s", r.AbortReason, r.AbortMessage, pod)
@@ -217,30 +191,30 @@ spec:
 		t.Errorf("aborted: kstatus %s, want Failed", ks)
 	}
 	framework.Eventually(t, converge, func() (bool, error) {
-		canary, _ := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy-canary")
-		stable, image := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy")
+		canary, _ := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy-canary")
+		stable, image := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy")
 		return canary == 0 && stable == 2 && image == "nginx:1", nil
 	})
-	framework.WaitEvent(t, c.kube, ns, "App", "web", "Warning RolloutAborted Rollout to revision", converge)
+	framework.WaitEvent(t, c.Kube, ns, "App", "web", "Warning RolloutAborted Rollout to revision", converge)
 	captureRollout(t, c, ns, "web", "rollout-aborted", kstatus.FailedStatus)
 
 	time.Sleep(2 * time.Second) // the counts of the stable's status settle
 	framework.Kubectl(t, "apply", "-f", manifest("nginx:2"))
 	framework.Kubectl(t, "apply", "--server-side", "--force-conflicts", "--field-manager", "flux", "-f", manifest("nginx:2"))
 	quiet(t, m, ns, "the manifest re-applied twice (client-side, server-side) while aborted", 3*time.Second)
-	if app := c.getApp(t, ns, "web"); app.Status.Rollout.Phase != appv1.RolloutAborted {
+	if app := c.GetApp(t, ns, "web"); app.Status.Rollout.Phase != appv1.RolloutAborted {
 		t.Errorf("re-applied: rollout %s, want Aborted still", app.Status.Rollout.Phase)
 	}
 
 	// kubectl app promote retries: the steps again (the canary pod is a new one, healthy).
-	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
-	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
-	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
-	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 3)
+	framework.RequestRollout(t, c.App, c.Kube, ns, "web", appv1.RolloutActionPromote)
+	c.WaitRollout(t, ns, "web", appv1.RolloutPaused, 1)
+	framework.RequestRollout(t, c.App, c.Kube, ns, "web", appv1.RolloutActionPromote)
+	c.WaitRollout(t, ns, "web", appv1.RolloutPaused, 3)
 	framework.Kubectl(t, "apply", "-f", manifest("nginx:2"))
 	framework.Kubectl(t, "apply", "--server-side", "--force-conflicts", "--field-manager", "flux", "-f", manifest("nginx:2"))
 	quiet(t, m, ns, "the manifest re-applied after a promote", 3*time.Second)
-	app = c.waitRollout(t, ns, "web", appv1.RolloutPaused, 3)
+	app = c.WaitRollout(t, ns, "web", appv1.RolloutPaused, 3)
 	if _, found := app.Annotations[appv1.RolloutRequestAnnotation]; !found {
 		t.Errorf("the re-apply removed the request annotation (%v): a GitOps tool would fight it", app.Annotations)
 	}
@@ -253,11 +227,11 @@ func TestRolloutFastRollbackAndRestart(t *testing.T) {
 	c := newClients(t)
 	m := startManager(t, time.Second)
 	ns := framework.Namespace(t)
-	c.create(t, rolloutApp(ns, "web", 3, setWeight(40), pause(0)))
-	c.waitReady(t, ns, "web")
-	c.waitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
-	c.update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
-	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
+	c.Create(t, rolloutApp(ns, "web", 3, setWeight(40), pause(0)))
+	c.WaitReady(t, ns, "web")
+	c.WaitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
+	c.Update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	c.WaitRollout(t, ns, "web", appv1.RolloutPaused, 1)
 	stableRS := func() []string {
 		var out []string
 		for _, rs := range c.replicaSetsOf(t, ns, "web") {
@@ -269,28 +243,28 @@ func TestRolloutFastRollbackAndRestart(t *testing.T) {
 	}
 	before := stableRS()
 
-	if err := m.run.Stop(t); err != nil {
+	if err := m.Run.Stop(t); err != nil {
 		t.Fatal(err)
 	}
 	m = startManager(t, time.Second)
 	quiet(t, m, ns, "a new controller's first syncs and resyncs at the pause", 3*time.Second)
-	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
-	if canary, _ := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy-canary"); canary != 2 {
+	c.WaitRollout(t, ns, "web", appv1.RolloutPaused, 1)
+	if canary, _ := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy-canary"); canary != 2 {
 		t.Errorf("canary at %d after the restart, want 2", canary)
 	}
 
 	start := time.Now()
-	if _, err := plugin.Rollback(context.Background(), plugin.Clients{Apps: c.app, Kube: c.kube}, ns, "web", 0); err != nil {
+	if _, err := plugin.Rollback(context.Background(), plugin.Clients{Apps: c.App, Kube: c.Kube}, ns, "web", 0); err != nil {
 		t.Fatal(err)
 	}
 	framework.Eventually(t, converge, func() (bool, error) {
-		app := c.getApp(t, ns, "web")
-		gone, _ := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy-canary")
-		stable, image := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy")
+		app := c.GetApp(t, ns, "web")
+		gone, _ := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy-canary")
+		stable, image := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy")
 		return app.Status.Rollout.Phase == appv1.RolloutHealthy && gone == -1 && stable == 3 && image == "nginx:1", nil
 	})
 	t.Logf("rolled back %.1fs after kubectl app rollback", time.Since(start).Seconds())
-	c.waitReady(t, ns, "web")
+	c.WaitReady(t, ns, "web")
 	if after := stableRS(); strings.Join(after, ",") != strings.Join(before, ",") {
 		t.Errorf("the stable's ReplicaSets %v, were %v: the rollback rolled it", after, before)
 	}
@@ -305,16 +279,16 @@ func TestRolloutHTTPRoute(t *testing.T) {
 	ns := framework.Namespace(t)
 	app := rolloutApp(ns, "web", 4, setWeight(25), pause(0))
 	app.Spec.Route = &appv1.Route{Hosts: []appv1.Hostname{"web.example.com"}, ParentRefs: []appv1.GatewayRef{{Name: "public"}}}
-	c.create(t, app)
-	c.waitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
+	c.Create(t, app)
+	c.WaitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
 	// No Gateway answers here, so the App is not Ready: wait for its Deployment (a change
 	// while it still rolls would go to it directly).
-	c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool {
+	c.WaitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool {
 		return d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == 4 && d.Status.Replicas == 4 && d.Status.AvailableReplicas == 4
 	})
-	c.update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
-	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
-	gw, err := gatewayclientset.NewForConfig(c.cfg)
+	c.Update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	c.WaitRollout(t, ns, "web", appv1.RolloutPaused, 1)
+	gw, err := gatewayclientset.NewForConfig(c.Cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,23 +304,23 @@ func TestRolloutHTTPRoute(t *testing.T) {
 		}
 		return strings.Join(backends, " ") == "web-svc-stable:75 web-svc-canary:25", nil
 	})
-	if stable, _ := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy"); stable != 4 {
+	if stable, _ := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy"); stable != 4 {
 		t.Errorf("stable at %d, want 4", stable)
 	}
 	for _, name := range []string{"web-svc-stable", "web-svc-canary"} {
-		s, err := c.kube.CoreV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
+		s, err := c.Kube.CoreV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("Service %s selects %v", name, s.Spec.Selector)
 	}
-	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
+	framework.RequestRollout(t, c.App, c.Kube, ns, "web", appv1.RolloutActionPromote)
 	framework.Eventually(t, converge, func() (bool, error) {
 		r, err := gw.GatewayV1().HTTPRoutes(ns).Get(context.Background(), "web", metav1.GetOptions{})
-		_, sErr := c.kube.CoreV1().Services(ns).Get(context.Background(), "web-svc-canary", metav1.GetOptions{})
+		_, sErr := c.Kube.CoreV1().Services(ns).Get(context.Background(), "web-svc-canary", metav1.GetOptions{})
 		return err == nil && len(r.Spec.Rules[0].BackendRefs) == 1 && string(r.Spec.Rules[0].BackendRefs[0].Name) == "web-svc" && apierrors.IsNotFound(sErr), nil
 	})
-	if stable, image := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy"); stable != 4 || image != "nginx:2" {
+	if stable, image := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy"); stable != 4 || image != "nginx:2" {
 		t.Errorf("promoted: stable %d %s, want 4 nginx:2", stable, image)
 	}
 }
@@ -357,14 +331,14 @@ func TestNoStrategyUnchanged(t *testing.T) {
 	c := newClients(t)
 	startManager(t, 0)
 	ns := framework.Namespace(t)
-	c.create(t, newApp(ns, "plain", "nginx:1", 2))
-	c.waitReady(t, ns, "plain")
-	c.update(t, ns, "plain", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
-	c.waitDeployment(t, ns, "plain-deploy", func(d *appsv1.Deployment) bool {
+	c.Create(t, newApp(ns, "plain", "nginx:1", 2))
+	c.WaitReady(t, ns, "plain")
+	c.Update(t, ns, "plain", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	c.WaitDeployment(t, ns, "plain-deploy", func(d *appsv1.Deployment) bool {
 		return d.Spec.Template.Spec.Containers[0].Image == "nginx:2"
 	})
-	app := c.waitReady(t, ns, "plain")
-	if canary, _ := framework.DeploymentReplicas(t, c.kube, ns, "plain-deploy-canary"); canary != -1 || app.Status.Rollout != nil {
+	app := c.WaitReady(t, ns, "plain")
+	if canary, _ := framework.DeploymentReplicas(t, c.Kube, ns, "plain-deploy-canary"); canary != -1 || app.Status.Rollout != nil {
 		t.Errorf("canary %d, status.rollout %+v: want none", canary, app.Status.Rollout)
 	}
 }
@@ -374,7 +348,7 @@ func TestNoStrategyUnchanged(t *testing.T) {
 // is set (the inputs of test/gitops).
 func captureRollout(t *testing.T, c clients, ns, name, state string, want kstatus.Status) {
 	t.Helper()
-	dyn, err := dynamic.NewForConfig(c.cfg)
+	dyn, err := dynamic.NewForConfig(c.Cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,50 +37,50 @@ func TestRoutes(t *testing.T) {
 
 	app := newApp(a, "shop", "nginx", 1)
 	app.Spec.Route = &appv1.Route{Hosts: []appv1.Hostname{"shop.example.com"}, TLS: &appv1.RouteTLS{SecretName: "shop-tls", ClusterIssuer: "letsencrypt"}}
-	c.create(t, app)
-	ing := framework.WaitFor(t, converge, c.kube.NetworkingV1().Ingresses(a).Get, "shop", func(*networkingv1.Ingress) bool { return true })
+	c.Create(t, app)
+	ing := framework.WaitFor(t, converge, c.Kube.NetworkingV1().Ingresses(a).Get, "shop", func(*networkingv1.Ingress) bool { return true })
 	if ing.Spec.Rules[0].Host != "shop.example.com" || ing.Spec.Rules[0].HTTP.Paths[0].Backend.Service.Name != "shop-svc" ||
 		len(ing.Spec.TLS) != 1 || ing.Annotations["cert-manager.io/cluster-issuer"] != "letsencrypt" || metav1.GetControllerOf(ing).Kind != "App" {
 		t.Errorf("route Ingress %+v", ing)
 	}
-	c.waitCondition(t, a, "shop", appv1.ConditionRouteAccepted, "True/"+appv1.ReasonRouted)
+	c.WaitCondition(t, a, "shop", appv1.ConditionRouteAccepted, "True/"+appv1.ReasonRouted)
 
 	// A Service of namespace b asks for the host: refused.
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: b, Name: "x", Annotations: map[string]string{
 		ingressctrl.AnnotationHTTP: "true", ingressctrl.AnnotationHost: "shop.example.com"}},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
-	if _, err := c.kube.CoreV1().Services(b).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Kube.CoreV1().Services(b).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	framework.Eventually(t, converge, func() (bool, error) {
-		for _, e := range c.events(t, b, "Service", "x") {
+		for _, e := range c.Events(t, b, "Service", "x") {
 			if strings.Contains(e, ingressctrl.ReasonHostConflict) {
 				return true, nil
 			}
 		}
 		return false, nil
 	})
-	if err := c.kube.CoreV1().Services(b).Delete(ctx, "x", metav1.DeleteOptions{}); err != nil {
+	if err := c.Kube.CoreV1().Services(b).Delete(ctx, "x", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
 	// An App of namespace c routes a wildcard covering it: refused.
 	other := newApp(cNS, "shop", "nginx", 1)
 	other.Spec.Route = &appv1.Route{Hosts: []appv1.Hostname{"*.example.com"}}
-	c.create(t, other)
-	refused := c.waitCondition(t, cNS, "shop", appv1.ConditionRouteAccepted, "False/"+appv1.ReasonHostConflict)
+	c.Create(t, other)
+	refused := c.WaitCondition(t, cNS, "shop", appv1.ConditionRouteAccepted, "False/"+appv1.ReasonHostConflict)
 	t.Logf("namespace c: %s", condMessage(refused, appv1.ConditionRouteAccepted))
-	if _, err := c.kube.NetworkingV1().Ingresses(cNS).Get(ctx, "shop", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := c.Kube.NetworkingV1().Ingresses(cNS).Get(ctx, "shop", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("namespace c has an Ingress: %v", err)
 	}
 
 	// a drops its route: pruned; c gets the host.
-	c.update(t, a, "shop", func(x *appv1.App) { x.Spec.Route = nil })
+	c.Update(t, a, "shop", func(x *appv1.App) { x.Spec.Route = nil })
 	framework.Eventually(t, converge, func() (bool, error) {
-		_, err := c.kube.NetworkingV1().Ingresses(a).Get(ctx, "shop", metav1.GetOptions{})
+		_, err := c.Kube.NetworkingV1().Ingresses(a).Get(ctx, "shop", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
-	c.waitCondition(t, cNS, "shop", appv1.ConditionRouteAccepted, "True/"+appv1.ReasonRouted)
+	c.WaitCondition(t, cNS, "shop", appv1.ConditionRouteAccepted, "True/"+appv1.ReasonRouted)
 }
 
 // TestRoutePortMissing: a spec.route.port the App's Service does not have is refused the
@@ -89,7 +89,7 @@ func TestRoutes(t *testing.T) {
 // Deployment is available, not Ready. Adding the port to the App's Service routes it.
 func TestRoutePortMissing(t *testing.T) {
 	c := newClients(t)
-	gw, err := gatewayclientset.NewForConfig(c.cfg)
+	gw, err := gatewayclientset.NewForConfig(c.Cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestRoutePortMissing(t *testing.T) {
 		routed string
 	}{
 		{"Ingress", nil, func(ns string) error {
-			_, err := c.kube.NetworkingV1().Ingresses(ns).Get(ctx, "shop", metav1.GetOptions{})
+			_, err := c.Kube.NetworkingV1().Ingresses(ns).Get(ctx, "shop", metav1.GetOptions{})
 			return err
 		}, "True/" + appv1.ReasonRouted},
 		{"HTTPRoute", []appv1.GatewayRef{{Name: "public", Namespace: "infra"}}, func(ns string) error {
@@ -117,8 +117,8 @@ func TestRoutePortMissing(t *testing.T) {
 			app := newApp(ns, "shop", "nginx", 1)
 			app.Spec.Route = &appv1.Route{Hosts: []appv1.Hostname{appv1.Hostname(strings.ToLower(shape.name) + "-port.example.org")},
 				Port: ptr.To(intstr.FromString("admin")), ParentRefs: shape.parents}
-			c.create(t, app)
-			refused := c.waitCondition(t, ns, "shop", appv1.ConditionReady, "False/"+appv1.ReasonRouteRefused)
+			c.Create(t, app)
+			refused := c.WaitCondition(t, ns, "shop", appv1.ConditionReady, "False/"+appv1.ReasonRouteRefused)
 			msg := condMessage(refused, appv1.ConditionRouteAccepted)
 			t.Logf("refused: %s", msg)
 			if framework.AppCondition(refused, appv1.ConditionRouteAccepted) != "False/"+appv1.ReasonRouteRefused ||
@@ -129,10 +129,10 @@ func TestRoutePortMissing(t *testing.T) {
 				t.Errorf("a route to a port the Service does not have has its %s: %v", shape.name, err)
 			}
 
-			c.update(t, ns, "shop", func(a *appv1.App) {
+			c.Update(t, ns, "shop", func(a *appv1.App) {
 				a.Spec.ServiceTemplate.Ports = []appv1.ServicePort{{Name: "admin", Port: 9000}}
 			})
-			c.waitCondition(t, ns, "shop", appv1.ConditionRouteAccepted, shape.routed)
+			c.WaitCondition(t, ns, "shop", appv1.ConditionRouteAccepted, shape.routed)
 			if err := shape.get(ns); err != nil {
 				t.Errorf("the port added, no %s: %v", shape.name, err)
 			}

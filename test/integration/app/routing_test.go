@@ -77,21 +77,20 @@ func TestRolloutHeaderRouteAndMirror(t *testing.T) {
 	c := newClients(t)
 	m := startManager(t, 0)
 	ns := framework.Namespace(t)
-	c.create(t, routedApp(ns, "web", "public",
+	c.Create(t, routedApp(ns, "web", "public",
 		appv1.CanaryStep{SetHeaderRoute: &appv1.HeaderRoute{Match: []appv1.RouteMatch{{Header: "X-Canary", Exact: "always"}, {Cookie: "canary", Regex: "y.*"}}}},
 		setWeight(25),
 		appv1.CanaryStep{SetMirrorRoute: &appv1.MirrorRoute{Percent: ptr.To[int32](50)}},
 		pause(0)))
-	c.waitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
-	c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool {
+	c.WaitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
+	c.WaitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool {
 		return d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == 4 && d.Status.Replicas == 4 && d.Status.AvailableReplicas == 4
 	})
 	var (
 		mu     sync.Mutex
 		routes []string
 	)
-	m.mu.Lock()
-	m.beforeWrite = func(req *http.Request) {
+	m.SetBeforeWrite(func(req *http.Request) {
 		if !strings.HasSuffix(req.URL.Path, "/namespaces/"+ns+"/httproutes/web") || req.GetBody == nil {
 			return
 		}
@@ -107,12 +106,11 @@ func TestRolloutHeaderRouteAndMirror(t *testing.T) {
 		mu.Lock()
 		routes = append(routes, describeRoute(&r))
 		mu.Unlock()
-	}
-	m.mu.Unlock()
-	before := len(m.writesIn(ns))
-	c.update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
-	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 3)
-	gw, err := gatewayclientset.NewForConfig(c.cfg)
+	})
+	before := len(m.WritesIn(ns))
+	c.Update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	c.WaitRollout(t, ns, "web", appv1.RolloutPaused, 3)
+	gw, err := gatewayclientset.NewForConfig(c.Cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,23 +149,23 @@ func TestRolloutHeaderRouteAndMirror(t *testing.T) {
 		}
 		next += i + 1
 	}
-	if n := routeWrites(m.writesIn(ns)[before:]); n != len(written) || n < 3 || n > 4 || written[n-1] != steps[3] {
+	if n := routeWrites(m.WritesIn(ns)[before:]); n != len(written) || n < 3 || n > 4 || written[n-1] != steps[3] {
 		t.Errorf("%d writes of the HTTPRoute to the pause (%d seen), want 4, or 3 with the split and the header route in one", n, len(written))
 	}
-	if canary, _ := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy-canary"); canary != 2 {
+	if canary, _ := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy-canary"); canary != 2 {
 		t.Errorf("canary at %d, want 2 for the mirror's 50%% of 4", canary)
 	}
-	if msg := c.getApp(t, ns, "web").Status.Rollout.Message; !strings.Contains(msg, "header route X-Canary: always, cookie canary ~ y.*, mirror 50%") {
+	if msg := c.GetApp(t, ns, "web").Status.Rollout.Message; !strings.Contains(msg, "header route X-Canary: always, cookie canary ~ y.*, mirror 50%") {
 		t.Errorf("status.rollout.message %q does not name the header route and the mirror", msg)
 	}
 
-	mark := len(m.writesIn(ns))
-	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionAbort)
-	c.waitRollout(t, ns, "web", appv1.RolloutAborted, 3)
+	mark := len(m.WritesIn(ns))
+	framework.RequestRollout(t, c.App, c.Kube, ns, "web", appv1.RolloutActionAbort)
+	c.WaitRollout(t, ns, "web", appv1.RolloutAborted, 3)
 	framework.Eventually(t, converge, func() (bool, error) { return route() == steps[0], nil })
 	quiet(t, m, ns, "aborted, within the abort's scale-down delay", 2*time.Second)
-	if n := routeWrites(m.writesIn(ns)[mark:]); n != 1 {
-		t.Errorf("%d writes of the HTTPRoute at the abort, want 1 (the weights alone, no header route, no mirror): %q", n, m.writesIn(ns)[mark:])
+	if n := routeWrites(m.WritesIn(ns)[mark:]); n != 1 {
+		t.Errorf("%d writes of the HTTPRoute at the abort, want 1 (the weights alone, no header route, no mirror): %q", n, m.WritesIn(ns)[mark:])
 	}
 }
 
@@ -179,7 +177,7 @@ func TestRolloutMirrorUnsupported(t *testing.T) {
 	c := newClients(t)
 	m := startManager(t, 0)
 	ns := framework.Namespace(t)
-	gw, err := gatewayclientset.NewForConfig(c.cfg)
+	gw, err := gatewayclientset.NewForConfig(c.Cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,19 +198,19 @@ func TestRolloutMirrorUnsupported(t *testing.T) {
 		metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	c.create(t, routedApp(ns, "web", "edge", setWeight(25), appv1.CanaryStep{SetMirrorRoute: &appv1.MirrorRoute{Percent: ptr.To[int32](10)}}, pause(0)))
-	c.waitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
-	c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool {
+	c.Create(t, routedApp(ns, "web", "edge", setWeight(25), appv1.CanaryStep{SetMirrorRoute: &appv1.MirrorRoute{Percent: ptr.To[int32](10)}}, pause(0)))
+	c.WaitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
+	c.WaitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool {
 		return d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == 4 && d.Status.Replicas == 4 && d.Status.AvailableReplicas == 4
 	})
-	c.update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
-	app := c.waitRollout(t, ns, "web", appv1.RolloutAborted, 1)
+	c.Update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	app := c.WaitRollout(t, ns, "web", appv1.RolloutAborted, 1)
 	r := app.Status.Rollout
 	want := fmt.Sprintf("Gateway %s/edge (GatewayClass %s, controller example.com/no-mirror) does not support mirroring 10%% of the requests: its class's supportedFeatures lack HTTPRouteRequestMirror and HTTPRouteRequestPercentageMirror", ns, className)
 	if r.AbortReason != appv1.ReasonMirrorUnsupported || !strings.Contains(r.AbortMessage, want) {
 		t.Errorf("aborted %s: %s\nwant %s: %s", r.AbortReason, r.AbortMessage, appv1.ReasonMirrorUnsupported, want)
 	}
-	events := strings.Join(c.events(t, ns, "App", "web"), "\n")
+	events := strings.Join(c.Events(t, ns, "App", "web"), "\n")
 	if !strings.Contains(events, "does not support mirroring") {
 		t.Errorf("no Event names the mirror among\n%s", events)
 	}
@@ -220,7 +218,7 @@ func TestRolloutMirrorUnsupported(t *testing.T) {
 		route, err := gw.GatewayV1().HTTPRoutes(ns).Get(ctx, "web", metav1.GetOptions{})
 		return err == nil && describeRoute(route) == "web-svc-stable:100 web-svc-canary:0", nil
 	})
-	for _, w := range m.writesIn(ns) {
+	for _, w := range m.WritesIn(ns) {
 		t.Log(w)
 	}
 }

@@ -29,13 +29,13 @@ func TestAppSelectorShards(t *testing.T) {
 	for _, name := range []string{"a", "b"} {
 		app := newApp(ns, "app-"+name, "nginx", 1)
 		app.Labels = map[string]string{"shard": name}
-		c.create(t, app)
+		c.Create(t, app)
 	}
-	c.waitReady(t, ns, "app-a")
-	c.waitReady(t, ns, "app-b")
+	c.WaitReady(t, ns, "app-a")
+	c.WaitReady(t, ns, "app-b")
 	// writesFor counts m's writes for the App named app (its children and its status).
 	writesFor := func(m *manager, app string) (n int) {
-		for _, w := range m.writesIn(ns) {
+		for _, w := range m.WritesIn(ns) {
 			if strings.Contains(w, "/"+app) {
 				n++
 			}
@@ -53,25 +53,25 @@ func TestAppSelectorShards(t *testing.T) {
 
 	// Move app-a to shard b, as docs/how-to/sharding.md says: a change of its label.
 	ctx := context.Background()
-	deployment, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "app-a-deploy", metav1.GetOptions{})
+	deployment, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, "app-a-deploy", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.waitQuiet(t, ns)
 	b.waitQuiet(t, ns)
 	beforeA, beforeB := writesFor(a, "app-a"), writesFor(b, "app-a")
-	if _, err := c.app.AppcontrollerV1().Apps(ns).Patch(ctx, "app-a", types.MergePatchType,
+	if _, err := c.App.AppcontrollerV1().Apps(ns).Patch(ctx, "app-a", types.MergePatchType,
 		[]byte(`{"metadata":{"labels":{"shard":"b"}}}`), metav1.PatchOptions{FieldManager: "kubectl-label"}); err != nil {
 		t.Fatal(err)
 	}
 	b.waitQuiet(t, ns)
 	t.Logf("moved app-a to shard b: instance b wrote %d times for it on taking it over", writesFor(b, "app-a")-beforeB)
-	if _, err := c.app.AppcontrollerV1().Apps(ns).Patch(ctx, "app-a", types.MergePatchType,
+	if _, err := c.App.AppcontrollerV1().Apps(ns).Patch(ctx, "app-a", types.MergePatchType,
 		[]byte(`{"spec":{"deploymentTemplate":{"image":"nginx:1.27"}}}`), metav1.PatchOptions{FieldManager: "kubectl-patch"}); err != nil {
 		t.Fatal(err)
 	}
 	framework.Eventually(t, converge, func() (bool, error) {
-		d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "app-a-deploy", metav1.GetOptions{})
+		d, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, "app-a-deploy", metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -80,10 +80,10 @@ func TestAppSelectorShards(t *testing.T) {
 		}
 		return d.Spec.Template.Spec.Containers[0].Image == "nginx:1.27", nil
 	})
-	c.waitReady(t, ns, "app-a")
+	c.WaitReady(t, ns, "app-a")
 	b.waitQuiet(t, ns)
 	if n := writesFor(a, "app-a") - beforeA; n != 0 {
-		t.Errorf("instance a wrote %d times for app-a after it moved to shard b, want 0: %v", n, a.writesIn(ns))
+		t.Errorf("instance a wrote %d times for app-a after it moved to shard b, want 0: %v", n, a.WritesIn(ns))
 	}
 	if n := writesFor(b, "app-a") - beforeB; n == 0 {
 		t.Error("instance b wrote nothing for app-a: the image change was not applied by the shard it moved to")

@@ -94,7 +94,7 @@ func TestSignals(t *testing.T) {
 
 	t.Run("SIGTERM lets the in-flight sync finish and exits 0", func(t *testing.T) {
 		cmd, lines := start(t)
-		c.create(t, newApp(ns, "term", "nginx", 1))
+		c.Create(t, newApp(ns, "term", "nginx", 1))
 		<-held // the controller is applying the Deployment
 		signalled := time.Now()
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -106,7 +106,7 @@ func TestSignals(t *testing.T) {
 		if waited := time.Since(signalled); waited < hold/2 {
 			t.Errorf("exited %s after SIGTERM, before the held write (%s) could finish", waited, hold)
 		}
-		if _, err := c.kube.AppsV1().Deployments(ns).Get(context.Background(), "term-deploy", metav1.GetOptions{}); err != nil {
+		if _, err := c.Kube.AppsV1().Deployments(ns).Get(context.Background(), "term-deploy", metav1.GetOptions{}); err != nil {
 			t.Errorf("the in-flight apply did not complete: %v", err)
 		}
 		var log []string
@@ -123,7 +123,7 @@ func TestSignals(t *testing.T) {
 		for len(held) > 0 {
 			<-held // announcements of the first run
 		}
-		c.create(t, newApp(ns, "int", "nginx", 1))
+		c.Create(t, newApp(ns, "int", "nginx", 1))
 		<-held
 		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 			t.Fatal(err)

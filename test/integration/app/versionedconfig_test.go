@@ -45,8 +45,8 @@ func (c clients) setSettings(t *testing.T, ns, level string) {
 	t.Helper()
 	ctx := context.Background()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: ns}, Data: map[string]string{"level": level}}
-	if _, err := c.kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-		_, err = edit(t, c.kube.CoreV1().ConfigMaps(ns), "ConfigMap", "settings", func(cm *corev1.ConfigMap) { cm.Data = map[string]string{"level": level} })
+	if _, err := c.Kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		_, err = edit(t, c.Kube.CoreV1().ConfigMaps(ns), "ConfigMap", "settings", func(cm *corev1.ConfigMap) { cm.Data = map[string]string{"level": level} })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +61,7 @@ func (c clients) copies(t *testing.T, ns, kind string) []string {
 	opts := metav1.ListOptions{LabelSelector: appv1.InstanceLabel + "=web"}
 	var names []string
 	if kind == "Secret" {
-		list, err := c.kube.CoreV1().Secrets(ns).List(context.Background(), opts)
+		list, err := c.Kube.CoreV1().Secrets(ns).List(context.Background(), opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +69,7 @@ func (c clients) copies(t *testing.T, ns, kind string) []string {
 			names = append(names, s.Name)
 		}
 	} else {
-		list, err := c.kube.CoreV1().ConfigMaps(ns).List(context.Background(), opts)
+		list, err := c.Kube.CoreV1().ConfigMaps(ns).List(context.Background(), opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +85,7 @@ func (c clients) copies(t *testing.T, ns, kind string) []string {
 // Deployment.
 func (c clients) settingsVolume(t *testing.T, ns, name string) (string, *appsv1.Deployment) {
 	t.Helper()
-	d, err := c.kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+	d, err := c.Kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		return "", nil
 	}
@@ -114,14 +114,14 @@ func TestVersionedConfig(t *testing.T) {
 	ns := framework.Namespace(t)
 	ctx := context.Background()
 	c.setSettings(t, ns, "good")
-	if _, err := c.kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns},
+	if _, err := c.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns},
 		Data: map[string][]byte{"PASSWORD": []byte("s3cret")}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	c.create(t, configAppOf(ns))
-	app := c.waitReady(t, ns, "web")
-	c.waitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
-	writes := m.writesIn(ns)
+	c.Create(t, configAppOf(ns))
+	app := c.WaitReady(t, ns, "web")
+	c.WaitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
+	writes := m.WritesIn(ns)
 	if n, s := count(writes, "POST", "/configmaps"), count(writes, "POST", "/secrets"); n != 1 || s != 1 {
 		t.Errorf("a new App: %d ConfigMap and %d Secret creates, want one copy of each: %q", n, s, writes)
 	}
@@ -135,14 +135,14 @@ func TestVersionedConfig(t *testing.T) {
 		get        func() (metav1.Object, *bool, string, error)
 	}{
 		{"ConfigMap", good[0], func() (metav1.Object, *bool, string, error) {
-			cm, err := c.kube.CoreV1().ConfigMaps(ns).Get(ctx, good[0], metav1.GetOptions{})
+			cm, err := c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, good[0], metav1.GetOptions{})
 			if err != nil {
 				return nil, nil, "", err
 			}
 			return cm, cm.Immutable, cm.Data["level"], nil
 		}},
 		{"Secret", strings.Join(secrets, ","), func() (metav1.Object, *bool, string, error) {
-			s, err := c.kube.CoreV1().Secrets(ns).Get(ctx, strings.Join(secrets, ","), metav1.GetOptions{})
+			s, err := c.Kube.CoreV1().Secrets(ns).Get(ctx, strings.Join(secrets, ","), metav1.GetOptions{})
 			if err != nil {
 				return nil, nil, "", err
 			}
@@ -159,13 +159,13 @@ func TestVersionedConfig(t *testing.T) {
 		}
 	}
 	// Immutable: the API server refuses a change of a copy's data.
-	if _, err := edit(t, c.kube.CoreV1().ConfigMaps(ns), "ConfigMap", good[0], func(cm *corev1.ConfigMap) { cm.Data["level"] = "edited" }); !apierrors.IsInvalid(err) {
+	if _, err := edit(t, c.Kube.CoreV1().ConfigMaps(ns), "ConfigMap", good[0], func(cm *corev1.ConfigMap) { cm.Data["level"] = "edited" }); !apierrors.IsInvalid(err) {
 		t.Errorf("editing the copy's data: %v, want Invalid", err)
 	}
 	if v, _ := c.settingsVolume(t, ns, "web-deploy"); v != good[0] {
 		t.Errorf("the stable reads %s, want %s", v, good[0])
 	}
-	if cond := framework.AppCondition(c.getApp(t, ns, "web"), appv1.ConditionConfigVersioned); cond != "True/"+appv1.ReasonConfigCopied {
+	if cond := framework.AppCondition(c.GetApp(t, ns, "web"), appv1.ConditionConfigVersioned); cond != "True/"+appv1.ReasonConfigCopied {
 		t.Errorf("ConfigVersioned %s", cond)
 	}
 	quiet(t, m, ns, "at rest", 2*time.Second)
@@ -175,10 +175,10 @@ func TestVersionedConfig(t *testing.T) {
 	c.waitSettled(t, ns)
 	_, stable := c.settingsVolume(t, ns, "web-deploy")
 	stablePods := podHashes(t, c, ns, "web")
-	before := len(m.writesIn(ns))
+	before := len(m.WritesIn(ns))
 	c.setSettings(t, ns, "bad")
-	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
-	writes = m.writesIn(ns)[before:]
+	c.WaitRollout(t, ns, "web", appv1.RolloutPaused, 1)
+	writes = m.WritesIn(ns)[before:]
 	bad := slices.DeleteFunc(c.copies(t, ns, "ConfigMap"), func(n string) bool { return n == good[0] })
 	if n, s := count(writes, "POST", "/configmaps"), count(writes, "POST", "/secrets"); n != 1 || s != 0 || len(bad) != 1 {
 		t.Errorf("a ConfigMap changed: %d ConfigMap and %d Secret creates (copies %q), want the one new copy: %q", n, s, bad, writes)
@@ -204,15 +204,15 @@ func TestVersionedConfig(t *testing.T) {
 
 	// A second change during the canary: its copy, the canary's template; the first
 	// change's copy, which no version reads any more, deleted.
-	before = len(m.writesIn(ns))
+	before = len(m.WritesIn(ns))
 	c.setSettings(t, ns, "worse")
 	framework.Eventually(t, converge, func() (bool, error) {
 		v, _ := c.settingsVolume(t, ns, "web-deploy-canary")
 		return v != bad[0] && v != "", nil
 	})
-	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
+	c.WaitRollout(t, ns, "web", appv1.RolloutPaused, 1)
 	framework.Eventually(t, converge, func() (bool, error) { return len(c.copies(t, ns, "ConfigMap")) == 2, nil })
-	writes = m.writesIn(ns)[before:]
+	writes = m.WritesIn(ns)[before:]
 	if n, d := count(writes, "POST", "/configmaps"), count(writes, "DELETE", "/configmaps/"+bad[0]); n != 1 || d != 1 {
 		t.Errorf("a change during the canary: %d copies created, %d of the first change's deleted, want 1 and 1: %q", n, d, writes)
 	}
@@ -220,61 +220,61 @@ func TestVersionedConfig(t *testing.T) {
 	checkStable("a change during the canary")
 
 	// An abort: the stable untouched.
-	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionAbort)
-	c.waitRollout(t, ns, "web", appv1.RolloutAborted, 1)
+	framework.RequestRollout(t, c.App, c.Kube, ns, "web", appv1.RolloutActionAbort)
+	c.WaitRollout(t, ns, "web", appv1.RolloutAborted, 1)
 	checkStable("aborted")
 
 	// The data changed back: the stable's copy again, the rollout ends at once, and the
 	// canary's copy goes.
 	c.setSettings(t, ns, "good")
-	c.waitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
+	c.WaitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
 	framework.Eventually(t, converge, func() (bool, error) {
 		return slices.Equal(c.copies(t, ns, "ConfigMap"), good), nil
 	})
 	checkStable("the data changed back")
-	c.waitReady(t, ns, "web")
+	c.WaitReady(t, ns, "web")
 
 	// Code and config changed together, promoted; then the spec rolled back: the old code
 	// reads the old copy again, at once (the version is in the rollback window).
 	c.waitSettled(t, ns)
-	c.update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
-	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
+	c.Update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	c.WaitRollout(t, ns, "web", appv1.RolloutPaused, 1)
 	c.setSettings(t, ns, "new")
 	framework.Eventually(t, converge, func() (bool, error) {
 		v, d := c.settingsVolume(t, ns, "web-deploy-canary")
 		return d != nil && v != good[0] && d.Spec.Template.Spec.Containers[0].Image == "nginx:2", nil
 	})
-	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
-	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromoteFull)
+	c.WaitRollout(t, ns, "web", appv1.RolloutPaused, 1)
+	framework.RequestRollout(t, c.App, c.Kube, ns, "web", appv1.RolloutActionPromoteFull)
 	framework.Eventually(t, converge, func() (bool, error) {
-		app := c.getApp(t, ns, "web")
+		app := c.GetApp(t, ns, "web")
 		v, d := c.settingsVolume(t, ns, "web-deploy")
 		return app.Status.Rollout.Phase == appv1.RolloutHealthy && d != nil && d.Spec.Template.Spec.Containers[0].Image == "nginx:2" && v != good[0], nil
 	})
-	c.waitReady(t, ns, "web")
+	c.WaitReady(t, ns, "web")
 	if got := c.copies(t, ns, "ConfigMap"); len(got) != 2 {
 		t.Errorf("copies %q: want both revisions' copies", got)
 	}
 	c.waitSettled(t, ns)
-	c.update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:1" })
+	c.Update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:1" })
 	framework.Eventually(t, converge, func() (bool, error) {
 		v, d := c.settingsVolume(t, ns, "web-deploy")
-		app := c.getApp(t, ns, "web")
+		app := c.GetApp(t, ns, "web")
 		return app.Status.ObservedGeneration == app.Generation && d.Spec.Template.Spec.Containers[0].Image == "nginx:1" && v == good[0], nil
 	})
-	if r := c.getApp(t, ns, "web").Status.Rollout; r.Phase != appv1.RolloutHealthy || r.Canary != nil {
+	if r := c.GetApp(t, ns, "web").Status.Rollout; r.Phase != appv1.RolloutHealthy || r.Canary != nil {
 		t.Errorf("the rollback walked steps: %+v", r)
 	}
-	if events := strings.Join(c.events(t, ns, "App", "web"), "\n"); !strings.Contains(events, "RolloutRolledBack") || strings.Contains(events, "s3cret") {
+	if events := strings.Join(c.Events(t, ns, "App", "web"), "\n"); !strings.Contains(events, "RolloutRolledBack") || strings.Contains(events, "s3cret") {
 		t.Errorf("Events:\n%s", events)
 	}
 
 	// The App deleted: the garbage collector deletes the copies.
-	c.delete(t, ns, "web")
+	c.Delete(t, ns, "web")
 	framework.Eventually(t, converge, func() (bool, error) {
 		return len(c.copies(t, ns, "ConfigMap")) == 0 && len(c.copies(t, ns, "Secret")) == 0, nil
 	})
-	if cm, err := c.kube.CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{}); err != nil || cm.Data["level"] != "new" {
+	if cm, err := c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{}); err != nil || cm.Data["level"] != "new" {
 		t.Errorf("the App's own ConfigMap: %v %v", cm, err)
 	}
 }
@@ -283,7 +283,7 @@ func TestVersionedConfig(t *testing.T) {
 // generation: a change made while it rolls goes to it directly, without the steps.
 func (c clients) waitSettled(t *testing.T, ns string) {
 	t.Helper()
-	c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool {
+	c.WaitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool {
 		r := ptr.Deref(d.Spec.Replicas, 1)
 		return d.Status.ObservedGeneration == d.Generation && d.Status.Replicas == r && d.Status.UpdatedReplicas == r && d.Status.AvailableReplicas == r
 	})
@@ -293,7 +293,7 @@ func (c clients) waitSettled(t *testing.T, ns string) {
 // canary track, each once.
 func podHashes(t *testing.T, c clients, ns, app string) []string {
 	t.Helper()
-	pods, err := c.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: appv1.InstanceLabel + "=" + app})
+	pods, err := c.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: appv1.InstanceLabel + "=" + app})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,27 +318,27 @@ func TestVersionedConfigSecretsNotWatched(t *testing.T) {
 	m := startManagerWith(t, opts)
 	ns := framework.Namespace(t)
 	c.setSettings(t, ns, "good")
-	if _, err := c.kube.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns},
+	if _, err := c.Kube.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns},
 		Data: map[string][]byte{"PASSWORD": []byte("s3cret")}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	c.create(t, configAppOf(ns))
-	c.waitReady(t, ns, "web")
-	c.waitCondition(t, ns, "web", appv1.ConditionConfigVersioned, "True/"+appv1.ReasonSecretsNotCopied)
+	c.Create(t, configAppOf(ns))
+	c.WaitReady(t, ns, "web")
+	c.WaitCondition(t, ns, "web", appv1.ConditionConfigVersioned, "True/"+appv1.ReasonSecretsNotCopied)
 	if got := c.copies(t, ns, "Secret"); len(got) != 0 {
 		t.Errorf("Secrets copied: %q", got)
 	}
 	if got := c.copies(t, ns, "ConfigMap"); len(got) != 1 {
 		t.Errorf("ConfigMap copies %q", got)
 	}
-	if count(m.writesIn(ns), "POST", "/secrets") != 0 {
-		t.Errorf("writes %q", m.writesIn(ns))
+	if count(m.WritesIn(ns), "POST", "/secrets") != 0 {
+		t.Errorf("writes %q", m.WritesIn(ns))
 	}
-	d := c.waitDeployment(t, ns, "web-deploy", func(*appsv1.Deployment) bool { return true })
+	d := c.WaitDeployment(t, ns, "web-deploy", func(*appsv1.Deployment) bool { return true })
 	if r := d.Spec.Template.Spec.Containers[0].EnvFrom[0].SecretRef; r == nil || r.Name != "creds" {
 		t.Errorf("envFrom %+v, want Secret creds itself", d.Spec.Template.Spec.Containers[0].EnvFrom)
 	}
-	if events := strings.Join(c.events(t, ns, "App", "web"), "\n"); !strings.Contains(events, appv1.ReasonSecretsNotCopied) {
+	if events := strings.Join(c.Events(t, ns, "App", "web"), "\n"); !strings.Contains(events, appv1.ReasonSecretsNotCopied) {
 		t.Errorf("no %s Event among\n%s", appv1.ReasonSecretsNotCopied, events)
 	}
 }

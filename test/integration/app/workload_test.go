@@ -45,38 +45,38 @@ func TestEveryFieldConverges(t *testing.T) {
 	// The restricted namespace, and what the pods refer to that admission or the
 	// scheduler checks: a ServiceAccount, a PriorityClass, a bound claim.
 	patch := `{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"restricted"}}}`
-	if _, err := c.kube.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := c.Kube.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	refs := appfixture.EveryField{ServiceAccount: "web", PriorityClass: ns + "-high", Claim: "data"}
-	if _, err := c.kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: refs.ServiceAccount}}, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: refs.ServiceAccount}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.kube.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: refs.PriorityClass}, Value: 1000}, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Kube.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: refs.PriorityClass}, Value: 1000}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = c.kube.SchedulingV1().PriorityClasses().Delete(context.Background(), refs.PriorityClass, metav1.DeleteOptions{})
+		_ = c.Kube.SchedulingV1().PriorityClasses().Delete(context.Background(), refs.PriorityClass, metav1.DeleteOptions{})
 	})
 	createBoundClaim(t, c, ns, refs.Claim)
 	// The ConfigMap the pods read (envFrom, a volume): without it the App is not Ready
 	// (ConfigNotFound). The Secrets are optional.
-	if _, err := c.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"MODE": "test"}}, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"MODE": "test"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
 	app := appfixture.WithEveryField(newApp(ns, "web", "nginx", 2), refs)
-	c.create(t, app)
-	c.waitReady(t, ns, "web")
+	c.Create(t, app)
+	c.WaitReady(t, ns, "web")
 	// waitChildren waits until the App's Deployment and Service pass check.
 	waitChildren := func(check func(*appsv1.Deployment, *corev1.Service) bool) {
 		t.Helper()
 		framework.Eventually(t, converge, func() (bool, error) {
-			d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
+			d, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
 			if err != nil {
 				return false, nil
 			}
-			s, err := c.kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
+			s, err := c.Kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
 			return err == nil && check(d, s), nil
 		})
 	}
@@ -94,7 +94,7 @@ func TestEveryFieldConverges(t *testing.T) {
 
 	// The Service's annotation gets it an Ingress, routed to the named port.
 	framework.Eventually(t, converge, func() (bool, error) {
-		ing, err := c.kube.NetworkingV1().Ingresses(ns).Get(ctx, "web-svc", metav1.GetOptions{})
+		ing, err := c.Kube.NetworkingV1().Ingresses(ns).Get(ctx, "web-svc", metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
@@ -139,13 +139,13 @@ func TestEveryFieldConverges(t *testing.T) {
 
 	// Fields removed from the App are removed from the children; the security contexts
 	// stay, or the restricted namespace would refuse the new pods.
-	c.update(t, ns, "web", func(a *appv1.App) {
+	c.Update(t, ns, "web", func(a *appv1.App) {
 		plain := newApp(ns, "web", "nginx", 2)
 		plain.Spec.DeploymentTemplate.SecurityContext = a.Spec.DeploymentTemplate.SecurityContext
 		plain.Spec.DeploymentTemplate.PodSecurityContext = a.Spec.DeploymentTemplate.PodSecurityContext
 		a.Spec = plain.Spec
 	})
-	app = c.waitReady(t, ns, "web")
+	app = c.WaitReady(t, ns, "web")
 	checkChildren(app)
 	waitChildren(func(d *appsv1.Deployment, s *corev1.Service) bool {
 		p := d.Spec.Template.Spec
@@ -159,14 +159,14 @@ func TestEveryFieldConverges(t *testing.T) {
 	})
 	// Without the annotation the Ingress goes.
 	waitGone(t, "Ingress web-svc", func() error {
-		_, err := c.kube.NetworkingV1().Ingresses(ns).Get(ctx, "web-svc", metav1.GetOptions{})
+		_, err := c.Kube.NetworkingV1().Ingresses(ns).Get(ctx, "web-svc", metav1.GetOptions{})
 		return err
 	})
 
 	// An App without the security contexts: the restricted namespace refuses its pods.
-	c.create(t, newApp(ns, "plain", "nginx", 1))
+	c.Create(t, newApp(ns, "plain", "nginx", 1))
 	framework.Eventually(t, converge, func() (bool, error) {
-		d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "plain-deploy", metav1.GetOptions{})
+		d, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, "plain-deploy", metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
@@ -177,7 +177,7 @@ func TestEveryFieldConverges(t *testing.T) {
 		}
 		return false, nil
 	})
-	if got := framework.AppCondition(c.getApp(t, ns, "plain"), appv1.ConditionReady); strings.HasPrefix(got, "True") {
+	if got := framework.AppCondition(c.GetApp(t, ns, "plain"), appv1.ConditionReady); strings.HasPrefix(got, "True") {
 		t.Errorf("App without security contexts in a restricted namespace: Ready %s", got)
 	}
 }
@@ -200,11 +200,11 @@ func createBoundClaim(t *testing.T, c clients, ns, name string) {
 			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: name},
 		},
 	}
-	if _, err := c.kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = c.kube.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
+		_ = c.Kube.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
 	})
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -215,11 +215,11 @@ func createBoundClaim(t *testing.T, c clients, ns, name string) {
 			VolumeName:       pv.Name,
 		},
 	}
-	if _, err := c.kube.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Kube.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	framework.Eventually(t, converge, func() (bool, error) {
-		got, err := c.kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+		got, err := c.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && got.Status.Phase == corev1.ClaimBound, nil
 	})
 }
@@ -231,15 +231,15 @@ func createBoundClaim(t *testing.T, c clients, ns, name string) {
 func TestScale(t *testing.T) {
 	c, ns := eventDriven(t)
 	ctx := context.Background()
-	c.create(t, newApp(ns, "web", "nginx", 1))
-	c.waitReady(t, ns, "web")
+	c.Create(t, newApp(ns, "web", "nginx", 1))
+	c.WaitReady(t, ns, "web")
 
 	framework.Kubectl(t, "-n", ns, "scale", "app/web", "--replicas", "3")
-	if got := *c.getApp(t, ns, "web").Spec.DeploymentTemplate.Replicas; got != 3 {
+	if got := *c.GetApp(t, ns, "web").Spec.DeploymentTemplate.Replicas; got != 3 {
 		t.Errorf("App replicas after kubectl scale = %d, want 3", got)
 	}
-	c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 3 })
-	app := c.waitReady(t, ns, "web")
+	c.WaitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 3 })
+	app := c.WaitReady(t, ns, "web")
 	wantSelector := "app.kubernetes.io/instance=web,app.kubernetes.io/name=web"
 	if app.Status.Selector != wantSelector {
 		t.Errorf("status.selector = %q, want %q", app.Status.Selector, wantSelector)
@@ -247,7 +247,7 @@ func TestScale(t *testing.T) {
 
 	readScale := func() *autoscalingv1.Scale {
 		t.Helper()
-		raw, err := c.kube.CoreV1().RESTClient().Get().
+		raw, err := c.Kube.CoreV1().RESTClient().Get().
 			AbsPath("/apis/appcontroller.k8s.io/v1/namespaces", ns, "apps", "web", "scale").DoRaw(ctx)
 		if err != nil {
 			t.Fatalf("reading the scale subresource: %v", err)
@@ -276,16 +276,16 @@ func TestScale(t *testing.T) {
 			}}},
 		},
 	}
-	if _, err := c.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Create(ctx, hpa, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Create(ctx, hpa, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating an HPA that targets the App: %v", err)
 	}
-	c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 4 })
-	app = c.waitReady(t, ns, "web")
+	c.WaitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 4 })
+	app = c.WaitReady(t, ns, "web")
 	if *app.Spec.DeploymentTemplate.Replicas != 4 || app.Status.DeploymentStatus.AvailableReplicas != 4 {
 		t.Errorf("after the HPA: App replicas %d, available %d; want 4, 4", *app.Spec.DeploymentTemplate.Replicas, app.Status.DeploymentStatus.AvailableReplicas)
 	}
 	framework.Eventually(t, converge, func() (bool, error) {
-		got, err := c.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "web", metav1.GetOptions{})
+		got, err := c.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "web", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, err
 		}
@@ -310,20 +310,20 @@ func TestUnsetReplicasLeftToTheDeployment(t *testing.T) {
 	c, ns := eventDriven(t)
 	app := newApp(ns, "web", "nginx", 1)
 	app.Spec.DeploymentTemplate.Replicas = nil
-	c.create(t, app)
-	c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 1 })
-	c.waitReady(t, ns, "web")
+	c.Create(t, app)
+	c.WaitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 1 })
+	c.WaitReady(t, ns, "web")
 
 	framework.Kubectl(t, "-n", ns, "scale", "deployment/web-deploy", "--replicas", "3")
 	// A change of the App makes the controller apply its Deployment again.
-	c.update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:1.27" })
-	d := c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool {
+	c.Update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:1.27" })
+	d := c.WaitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool {
 		return d.Spec.Template.Spec.Containers[0].Image == "nginx:1.27"
 	})
 	if *d.Spec.Replicas != 3 {
 		t.Errorf("Deployment replicas after the App changed = %d, want 3 (set by the scaler, not the App's)", *d.Spec.Replicas)
 	}
-	got := c.waitReady(t, ns, "web")
+	got := c.WaitReady(t, ns, "web")
 	if got.Status.DeploymentStatus.AvailableReplicas != 3 {
 		t.Errorf("available replicas = %d, want 3", got.Status.DeploymentStatus.AvailableReplicas)
 	}
