@@ -72,7 +72,13 @@ func TestSoakSmoke(t *testing.T) {
 	}
 	for _, inv := range report.Invariants {
 		switch {
-		case strings.HasPrefix(inv.Name, "series growing"):
+		case strings.HasPrefix(inv.Name, "series growing"),
+			// A median of each kind's writes per change over the 4 to 16 changes of a
+			// kind in two minutes: one change coalesced with the next (fewer writes) or
+			// a status write held back under load (one more) moves it by half a write.
+			// The exact-write tests and the bench smoke pin these counts; make soak's
+			// hundreds of changes a kind judge them.
+			strings.HasPrefix(inv.Name, "kinds of change whose writes differ"):
 			t.Logf("not checked in 2 minutes: %s: %v (%s)", inv.Name, inv.Value, inv.Detail)
 		case !inv.Pass:
 			t.Errorf("%s: %v, want %s: %s", inv.Name, inv.Value, inv.Want, inv.Detail)
