@@ -255,25 +255,13 @@ func (d *driver) opCanaryFix(ctx context.Context) error {
 // rollback rolls r back to the revision before its current (kubectl app rollback) and
 // waits until it converged.
 func (d *driver) rollback(ctx context.Context, r *appRecord, op string) error {
-	var res *plugin.RollbackResult
-	var at time.Time
-	err := retryThroughFaults(ctx, func() error {
-		var err error
-		at = time.Now()
-		res, err = plugin.Rollback(ctx, d.plugin, r.namespace, r.name, 0)
-		return err
-	})
+	rolled, err := d.requestRollback(ctx, r, op)
 	if err != nil {
-		return fmt.Errorf("rolling back App %s: %w", r.key(), err)
+		return err
 	}
-	if len(res.Changes) == 0 {
+	if !rolled {
 		return fmt.Errorf("rolling back App %s: its spec already is the previous revision's", r.key())
 	}
-	a, err := d.get(ctx, r)
-	if err != nil {
-		return err
-	}
-	d.w.wrote(r, a, op, d.expect(&a.Spec), at)
 	if r.kind == kindGate {
 		return d.walk(ctx, r, false, "") // a template that never ran is a new rollout
 	}

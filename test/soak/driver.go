@@ -754,6 +754,17 @@ func (d *driver) opRollback(ctx context.Context) error {
 		return errSkipped
 	}
 	defer d.release(r)
+	rolled, err := d.requestRollback(ctx, r, opRollback)
+	if err == nil && !rolled {
+		return errSkipped
+	}
+	return err
+}
+
+// requestRollback rolls r back to the revision before its current, as `kubectl app rollback
+// NAME` does (the plugin's Rollback, retried through faults), and records the generation
+// it wrote as op; false when r's spec already is that revision's (nothing written).
+func (d *driver) requestRollback(ctx context.Context, r *appRecord, op string) (bool, error) {
 	var res *plugin.RollbackResult
 	var at time.Time
 	err := retryThroughFaults(ctx, func() error {
@@ -763,22 +774,17 @@ func (d *driver) opRollback(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("rolling back App %s: %w", r.key(), err)
+		return false, fmt.Errorf("rolling back App %s: %w", r.key(), err)
 	}
 	if len(res.Changes) == 0 {
-		return errSkipped
+		return false, nil
 	}
-	var a *appv1.App
-	err = retryThroughFaults(ctx, func() error {
-		var err error
-		a, err = d.apps.AppcontrollerV1().Apps(r.namespace).Get(ctx, r.name, metav1.GetOptions{})
-		return err
-	})
+	a, err := d.get(ctx, r)
 	if err != nil {
-		return fmt.Errorf("reading App %s after its rollback: %w", r.key(), err)
+		return false, err
 	}
-	d.w.wrote(r, a, opRollback, d.expect(&a.Spec), at)
-	return nil
+	d.w.wrote(r, a, op, d.expect(&a.Spec), at)
+	return true, nil
 }
 
 // retryThroughFaults calls f until it succeeds, ctx ends or f fails with an error a
