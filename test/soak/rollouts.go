@@ -21,12 +21,15 @@ import (
 
 // AuditBodies are the writes the soak's cluster logs with their bodies: the Apps'
 // status as written (a few KB each, one per transition or condition change), the
-// Deployments' requests (an apply: its template and replicas).
+// Deployments' requests (an apply: its template and replicas), the Events' requests.
 // A cluster passed in Config.Cluster must be started with them.
 func AuditBodies() []localcluster.AuditBody {
 	return []localcluster.AuditBody{
 		{Group: appv1.GroupVersion.Group, Resources: []string{resourceAppStatus}, Level: localcluster.AuditLevelRequestResponse},
 		{Group: groupApps, Resources: []string{"deployments"}, Level: localcluster.AuditLevelRequest},
+		// An Event's patch (a repeat folded into it) carries the repeat's lastTimestamp:
+		// when it was recorded (write.madeAt).
+		{Group: "", Resources: []string{"events"}, Level: localcluster.AuditLevelRequest},
 	}
 }
 

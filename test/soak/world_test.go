@@ -124,10 +124,16 @@ func TestClassify(t *testing.T) {
 		// and a patch (a repeat's count) after it.
 		write{verb: "create", resource: "events", namespace: "soak-0", name: fmt.Sprintf("a00001.%x", t0.Add(-time.Second).UnixNano()), at: t0.Add(4 * time.Second), code: 201},
 		write{verb: "create", resource: "events", namespace: "soak-0", name: fmt.Sprintf("a00001.%x", t0.Add(time.Second).UnixNano()), at: t0.Add(4 * time.Second), code: 201},
-		write{verb: "patch", resource: "events", namespace: "soak-0", name: fmt.Sprintf("a00001.%x", t0.Add(-time.Second).UnixNano()), at: t0.Add(4 * time.Second), code: 200})
+		write{verb: "patch", resource: "events", namespace: "soak-0", name: fmt.Sprintf("a00001.%x", t0.Add(-time.Second).UnixNano()), at: t0.Add(4 * time.Second), code: 200},
+		// A patch whose repeat was recorded after the deletion, and one recorded before it
+		// and posted after (the broadcaster retries while the API server restarts).
+		write{verb: "patch", resource: "events", namespace: "soak-0", name: fmt.Sprintf("a00001.%x", t0.Add(-time.Second).UnixNano()), at: t0.Add(4 * time.Second), code: 200,
+			recorded: t0.Add(time.Second)},
+		write{verb: "patch", resource: "events", namespace: "soak-0", name: fmt.Sprintf("a00001.%x", t0.Add(-time.Second).UnixNano()), at: t0.Add(4 * time.Second), code: 200,
+			recorded: t0.Add(-time.Second)})
 	w.classify(writes, []string{"soak-0"}, map[string]time.Time{"soak-0/a00001": t0})
 	want := []string{"lease", "event", "status", "child", "child", "child", "child", "foreign", "foreign", "foreign", "foreign",
-		"after-delete", "status", "event", "after-delete", "after-delete"}
+		"after-delete", "status", "event", "after-delete", "after-delete", "after-delete", "event"}
 	for i, wr := range writes {
 		if wr.classification != want[i] {
 			t.Errorf("%s %s/%s: %s, want %s", wr.resource, wr.namespace, wr.name, wr.classification, want[i])

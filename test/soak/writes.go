@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/test/harness"
@@ -28,6 +30,9 @@ type write struct {
 	// write is (classify), ownerDeleted when the owner was deleted (zero if it was not).
 	owner, classification string
 	ownerDeleted          time.Time
+	// recorded is when the recorder stamped an Event's repeat that a patch folds into
+	// it (the patch's lastTimestamp; zero: not an Event's patch, or no body logged).
+	recorded time.Time
 }
 
 // readWrites reads the controller's writes (users) from the audit log at path, when
@@ -54,8 +59,17 @@ func readWrites(path string, users []string) ([]write, map[string]time.Time, *bo
 		if !slices.Contains(users, user) {
 			return nil
 		}
-		out = append(out, write{at: ev.StageTimestamp, verb: ev.Verb, resource: ev.Resource(),
-			namespace: ev.ObjectRef.Namespace, name: ev.ObjectRef.Name, code: ev.Code(), user: user})
+		wr := write{at: ev.StageTimestamp, verb: ev.Verb, resource: ev.Resource(),
+			namespace: ev.ObjectRef.Namespace, name: ev.ObjectRef.Name, code: ev.Code(), user: user}
+		if wr.resource == "events" && wr.verb == "patch" && len(ev.RequestObject) > 0 {
+			var patch struct {
+				LastTimestamp metav1.Time `json:"lastTimestamp"`
+			}
+			if err := json.Unmarshal(ev.RequestObject, &patch); err == nil {
+				wr.recorded = patch.LastTimestamp.Time
+			}
+		}
+		out = append(out, wr)
 		return nil
 	})
 	return out, deleted, b, err
@@ -135,8 +149,13 @@ func (w *world) classify(writes []write, soakNamespaces []string, deleted map[st
 // recorder stamped into its name (client-go names an Event REGARDING.<UnixNano in hex>
 // when it is recorded, and its broadcaster posts it later, seconds later on a loaded
 // machine or while the API server restarts); for every other write, the audit log's.
-// An Event recorded while its App existed is not a write made from a stale cache.
+// An Event recorded while its App existed is not a write made from a stale cache. A
+// patch of an Event (a repeat folded into it) was made when the repeat was recorded: its
+// lastTimestamp, logged with its body (AuditBodies).
 func (wr *write) madeAt() time.Time {
+	if wr.resource == "events" && wr.verb == "patch" && !wr.recorded.IsZero() && wr.recorded.Before(wr.at) {
+		return wr.recorded
+	}
 	if wr.resource != "events" || wr.verb != "create" {
 		return wr.at
 	}
