@@ -29,7 +29,7 @@ func AuditBodies() []localcluster.AuditBody {
 		{Group: groupApps, Resources: []string{"deployments"}, Level: localcluster.AuditLevelRequest},
 		// An Event's patch (a repeat folded into it) carries the repeat's lastTimestamp:
 		// when it was recorded (write.madeAt).
-		{Group: "", Resources: []string{"events"}, Level: localcluster.AuditLevelRequest},
+		{Group: "", Resources: []string{resourceEvents}, Level: localcluster.AuditLevelRequest},
 	}
 }
 
@@ -106,7 +106,7 @@ func (b *bodies) add(ev harness.AuditEvent, user string, controller bool) error 
 			dw.template = string(canonical)
 		}
 		b.deployments = append(b.deployments, dw)
-	case !controller && ev.Resource() == resourceDeployments+"/scale" && ref.APIGroup == groupApps && (ev.Verb == "update" || ev.Verb == "patch"):
+	case !controller && ev.Resource() == resourceDeployments+"/scale" && ref.APIGroup == groupApps && (ev.Verb == "update" || ev.Verb == verbPatch):
 		b.deployments = append(b.deployments, deploymentWrite{at: ev.StageTimestamp, namespace: ref.Namespace, name: ref.Name, user: user, scale: true})
 	}
 	return nil

@@ -61,7 +61,7 @@ func readWrites(path string, users []string) ([]write, map[string]time.Time, *bo
 		}
 		wr := write{at: ev.StageTimestamp, verb: ev.Verb, resource: ev.Resource(),
 			namespace: ev.ObjectRef.Namespace, name: ev.ObjectRef.Name, code: ev.Code(), user: user}
-		if wr.resource == "events" && wr.verb == "patch" && len(ev.RequestObject) > 0 {
+		if wr.resource == resourceEvents && wr.verb == verbPatch && len(ev.RequestObject) > 0 {
 			var patch struct {
 				LastTimestamp metav1.Time `json:"lastTimestamp"`
 			}
@@ -83,6 +83,8 @@ const (
 	resourceApps        = "apps" // the App's, in its own group
 	resourceAppStatus   = "apps/status"
 	resourceDeployments = "deployments"
+	resourceEvents      = "events"
+	verbPatch           = "patch"
 )
 
 // childResources are the kinds of an App's children (and its revisions).
@@ -125,7 +127,7 @@ func (w *world) classify(writes []write, soakNamespaces []string, deleted map[st
 		switch {
 		case wr.resource == "leases" && wr.namespace == leaseNamespace:
 			wr.classification = "lease"
-		case wr.resource == "events" && (inSoak || wr.namespace == leaseNamespace):
+		case wr.resource == resourceEvents && (inSoak || wr.namespace == leaseNamespace):
 			wr.classification = "event"
 		case wr.resource == "tokenreviews" || wr.resource == "subjectaccessreviews":
 			wr.classification = "auth"
@@ -153,10 +155,10 @@ func (w *world) classify(writes []write, soakNamespaces []string, deleted map[st
 // patch of an Event (a repeat folded into it) was made when the repeat was recorded: its
 // lastTimestamp, logged with its body (AuditBodies).
 func (wr *write) madeAt() time.Time {
-	if wr.resource == "events" && wr.verb == "patch" && !wr.recorded.IsZero() && wr.recorded.Before(wr.at) {
+	if wr.resource == resourceEvents && wr.verb == verbPatch && !wr.recorded.IsZero() && wr.recorded.Before(wr.at) {
 		return wr.recorded
 	}
-	if wr.resource != "events" || wr.verb != "create" {
+	if wr.resource != resourceEvents || wr.verb != "create" {
 		return wr.at
 	}
 	i := strings.LastIndexByte(wr.name, '.')
