@@ -291,12 +291,7 @@ func TestBlueGreenPreviewRouteAbort(t *testing.T) {
 // RouteAccepted says which host, with a Warning Event once.
 func TestBlueGreenPreviewHostHeld(t *testing.T) {
 	w := blueGreenWorld(t, true, &appv1.BlueGreenStrategy{PreviewHosts: []appv1.Hostname{"preview.example.com"}})
-	held := &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{
-		Namespace: "other", Name: "shop", UID: "other-shop", ResourceVersion: "3",
-		CreationTimestamp: metav1.NewTime(testNow.Add(-48 * time.Hour)),
-		Labels:            map[string]string{appv1.ManagedByLabel: appv1.ManagedByValue},
-		OwnerReferences:   controlledBy(newApp("shop", testNow.Add(-48*time.Hour))),
-	}, Spec: gatewayv1.HTTPRouteSpec{Hostnames: []gatewayv1.Hostname{"preview.example.com"}}}
+	held := heldHTTPRoute("preview.example.com")
 	controllertest.Seed(t, w.f.inf.HTTPRoutes.Informer().GetIndexer(), w.f.gatewayClient.Tracker(), held)
 	w.step("the strategy added", []string{"create controllerrevisions web-<rev>", "patch apps/status web"}, "Healthy 0")
 	w.edit(true, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })

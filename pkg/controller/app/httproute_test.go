@@ -230,12 +230,7 @@ func TestHTTPRoute(t *testing.T) {
 
 	t.Run("an HTTPRoute of another namespace holds the host", func(t *testing.T) {
 		f := newGatewayFixture(t, nil)
-		held := &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{
-			Namespace: "other", Name: "shop", UID: "other-shop", ResourceVersion: "3",
-			CreationTimestamp: metav1.NewTime(testNow.Add(-48 * time.Hour)),
-			Labels:            map[string]string{appv1.ManagedByLabel: appv1.ManagedByValue},
-			OwnerReferences:   controlledBy(newApp("shop", testNow.Add(-48*time.Hour))),
-		}, Spec: gatewayv1.HTTPRouteSpec{Hostnames: []gatewayv1.Hostname{"*.example.com"}}}
+		held := heldHTTPRoute("*.example.com")
 		controllertest.Seed(t, f.inf.HTTPRoutes.Informer().GetIndexer(), f.gatewayClient.Tracker(), held)
 		f.addApps(routedApp()) // an Ingress route
 		f.mustSync("web")
@@ -244,4 +239,15 @@ func TestHTTPRoute(t *testing.T) {
 			t.Errorf("RouteAccepted %+v", c)
 		}
 	})
+}
+
+// heldHTTPRoute returns the HTTPRoute other/shop of an App two days old, routing host:
+// the holder of a host that a newer App's route asks for.
+func heldHTTPRoute(host gatewayv1.Hostname) *gatewayv1.HTTPRoute {
+	return &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "other", Name: "shop", UID: "other-shop", ResourceVersion: "3",
+		CreationTimestamp: metav1.NewTime(testNow.Add(-48 * time.Hour)),
+		Labels:            map[string]string{appv1.ManagedByLabel: appv1.ManagedByValue},
+		OwnerReferences:   controlledBy(newApp("shop", testNow.Add(-48*time.Hour))),
+	}, Spec: gatewayv1.HTTPRouteSpec{Hostnames: []gatewayv1.Hostname{host}}}
 }

@@ -115,22 +115,8 @@ func TestBlueGreenPrePromotionAnalysis(t *testing.T) {
 	})
 	t.Logf("good promoted %.1fs after the change", time.Since(start).Seconds())
 	framework.WaitEvent(t, c.Kube, ns, "App", "good", `Normal RolloutStep Stage "switch" of the blue-green rollout`, apptest.Converge)
-	events := strings.Join(eventsOf(t, c, ns, "good"), "\n")
+	events := strings.Join(c.Events(t, ns, "App", "good"), "\n")
 	if !strings.Contains(events, "after its duration, with its checks passed: success-rate 100% (>= 99%)") {
 		t.Errorf("good: no switch after its check passed among\n%s", events)
 	}
-}
-
-// eventsOf returns the Events of App name in ns, "type reason message".
-func eventsOf(t *testing.T, c apptest.Clients, ns, name string) []string {
-	t.Helper()
-	list, err := c.Kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range list.Items {
-		out = append(out, e.Type+" "+e.Reason+" "+e.Message)
-	}
-	return out
 }

@@ -92,11 +92,8 @@ func TestRolloutSteps(t *testing.T) {
 	t.Logf("promoted and Ready %.1fs after the change", time.Since(start).Seconds())
 	// The promotion's Event is posted once the status that ends the rollout is written
 	// (the broadcaster posts it from its own goroutine): wait for it.
+	framework.WaitEvent(t, c.Kube, ns, "App", "web", "Normal RolloutPromoted", 10*time.Second)
 	events := strings.Join(c.Events(t, ns, "App", "web"), "\n")
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(events, "RolloutPromoted") && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Millisecond)
-		events = strings.Join(c.Events(t, ns, "App", "web"), "\n")
-	}
 	for _, want := range []string{"RolloutStarted", "RolloutStep", "RolloutPromoted"} {
 		if !strings.Contains(events, want) {
 			t.Errorf("no %s Event among\n%s", want, events)
