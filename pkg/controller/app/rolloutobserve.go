@@ -177,3 +177,17 @@ func (c *Controller) stableRuns(ctx context.Context, app *appv1.App, in *syncInp
 	ro := deploymentRollout(in.live.Name, in.live, 0)
 	return ro.rolledOut && ro.available, nil
 }
+
+// activeOnPreview reports whether app's Service, as cached, selects the preview's pods.
+func (c *Controller) activeOnPreview(app *appv1.App) bool {
+	return c.services.activeSelector(app)[appv1.TrackLabel] == appv1.TrackCanary
+}
+
+// newPlan returns the plan of rollout state r: a blue-green one when bg is set, else
+// the canary's of strategy s.
+func newPlan(s *appv1.CanaryStrategy, bg *appv1.BlueGreenStrategy, r *appv1.RolloutStatus, l rollout.Live, now time.Time) rollout.Plan {
+	if bg != nil {
+		return rollout.NewBlueGreenPlan(bg, r, l, now)
+	}
+	return rollout.NewPlan(s, r, l, now)
+}

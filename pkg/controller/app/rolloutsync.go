@@ -160,3 +160,12 @@ func (c *Controller) emitRolloutNotes(ctx context.Context, app *appv1.App, notes
 		}
 	}
 }
+
+// nextRollout returns the state that follows cur: the blue-green machine's when bg is
+// set, else the canary's.
+func nextRollout(s *appv1.CanaryStrategy, bg *appv1.BlueGreenStrategy, cur *appv1.RolloutStatus, o *rollout.Observation) (*appv1.RolloutStatus, []rollout.Note) {
+	if bg != nil {
+		return rollout.NextBlueGreen(bg, cur, o)
+	}
+	return rollout.Next(s, cur, o)
+}
