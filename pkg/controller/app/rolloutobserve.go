@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -82,6 +84,12 @@ func rolloutRequest(app *appv1.App) (string, *appv1.RolloutRequest, error) {
 		return "invalid:" + shortHash(value), nil, err
 	}
 	return req.ID, &req, nil
+}
+
+// shortHash is a short hash of s: the id of a request that cannot be read.
+func shortHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:5])
 }
 
 // stableSettled reports whether the stable Deployment d's pods are all of one template
