@@ -4,16 +4,18 @@
 // the Services of a split), written with server-side apply, and reports their state in
 // the App's status conditions and in Events.
 //
-// controller.go holds the Controller, which the methods of every file read, what it
-// is given (Informers, Options) and Run; wiring.go wires it in NewController: the
-// informers (each kind of child wires its own), the indexes, the event handlers and the
-// worker loop (controller.Loop) with the App's retry policy, and holds the RBAC markers
-// of what it reads and writes; handlers.go maps informer events to queue keys; order.go orders the queue; metrics.go holds the App metrics. A key's
-// sync, syncApp (sync.go), then runs these steps, each in its file:
+// controller.go holds the Controller, which the methods of every file read, what it is
+// given (Informers, Options) and Run; wiring.go wires it in NewController: the informers
+// (each kind of child wires its own), the indexes, the event handlers and the worker
+// loop (controller.Loop) with the App's retry policy, and holds the RBAC markers of what
+// it reads and writes; handlers.go maps informer events to queue keys; order.go orders
+// the queue; metrics.go holds the App metrics. A key's sync, syncApp (sync.go), then
+// runs these steps, each in its file:
 //
 //  1. the App (controller.go: getApp), and what the children read (sync.go: input),
 //     with the ConfigMaps and Secrets the pods reference (config.go: a change rolls
-//     them; configcopy.go: with versionedConfig, each version's copies of them);
+//     them; configcopy.go: with versionedConfig, each version's copies of them) and the
+//     live Deployment (child_deployment.go: liveDeployment);
 //  2. the revision of the spec (revisions.go: for history and rollback), in parallel
 //     with the children, or before them with spec.rollout;
 //  3. with spec.rollout, the canary rollout, whose engine is pkg/rollout:
@@ -22,16 +24,17 @@
 //     the next state, written to the status before any child is written for it; the plan
 //     the children follow);
 //  4. every kind of child of appChildren (sync.go), in parallel: what a kind of child
-//     reads and returns is in child.go, each kind in its file in the order of the
-//     table: child_deployment.go, child_service.go, child_budget.go, child_route.go
-//     (one child of two shapes) with routehosts.go (which namespace holds a host),
-//     child_canary.go and child_splitservice.go (a rollout's canary Deployment and the
-//     Services an HTTPRoute splits its traffic between), child_autoscaler.go,
-//     child_configcopy.go (the copies of versioned config: reported, pruned); each
-//     writes through children.go (one child: prune, lookup, yield, write; before a
-//     create, confirmLive: the App still exists), with claims.go (which App wins a
-//     contested child name) and contest.go (pacing the repairs of a child another
-//     writer keeps changing);
+//     reads and returns is in child.go, each kind in its file in the order of the table:
+//     child_deployment.go, child_service.go, child_budget.go, child_route.go (one child
+//     of two shapes) with routehosts.go (which namespace holds a host), child_canary.go
+//     and child_splitservice.go (a rollout's canary Deployment and the Services an
+//     HTTPRoute splits its traffic between), child_preview.go and child_previewroute.go
+//     (a blue-green rollout's preview Service and its hosts' HTTPRoute),
+//     child_autoscaler.go, child_configcopy.go (the copies of versioned config:
+//     reported, pruned); each writes through children.go (one child: prune, lookup,
+//     yield, write; before a create, confirmLive: the App still exists), with claims.go
+//     (which App wins a contested child name) and contest.go (pacing the repairs of a
+//     child another writer keeps changing);
 //  5. the contested children (contest.go), the first problem of the App's pods
 //     (pods.go), the status computed from the children's outcomes and the conditions a
 //     rollout implies (status.go), and the status written at once or coalesced

@@ -17,9 +17,10 @@ import (
 // engine, pkg/rollout, decides; the files of this package that serve it, in the order a
 // sync reads them: rolloutversion.go (the version the App asks for, the stable one and
 // their pod templates), rolloutobserve.go (what the engine observes: the stable
-// Deployment, the children as they are, the canary's pods judged in pods.go, a request),
-// this file (the next state written to the status before any child is written for it,
-// or left to the sync's status write: deferRollout; its Events and metrics), and, after
+// Deployment, the children as they are, the canary's pods judged in pods.go, a request;
+// the plan of a state: newPlan), this file (the next state, nextRollout, written to the
+// status before any child is written for it, or left to the sync's status write:
+// deferRollout; its Events and metrics), and, after
 // the children, status.go (the conditions a rollout implies: setRolloutConditions).
 // The children read the plan of the state (syncInput.rollout, child.go).
 
