@@ -16,11 +16,13 @@ import (
 )
 
 // What a sync observes for the canary rollout's engine (rollout.Observation): the stable
-// Deployment, the children as they are (rollout.Live), whether they are where the
-// recorded state wants them, the canary's pods (pods.go: canaryFailure), the App's
-// rollout request. Where the canary's analysis will plug in: Observation.Checks, the
-// results of its checks at the current step, which the engine decides on (pkg/rollout,
-// checks.go); none yet.
+// Deployment, the children as they are (rollout.Live; for a blue-green rollout, whether
+// its switch is in effect: activeOnPreview), whether they are where the recorded state
+// wants them, the canary's pods (pods.go: canaryFailure), the App's rollout request, and
+// Observation.Checks, the results of the canary's checks at the current step
+// (rolloutanalysis.go: rolloutChecks), which the engine decides on (pkg/rollout,
+// checks.go). The plan of a state, which the sync reads here and in syncRollout, is
+// newPlan's.
 
 // observeRollout returns what the sync observed of app's rollout in its recorded state
 // cur (nil: none yet) under strategy s, the versions being vs; the children as they

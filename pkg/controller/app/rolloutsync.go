@@ -20,9 +20,9 @@ import (
 // Deployment, the children as they are, the canary's pods judged in pods.go, a request;
 // the plan of a state: newPlan), this file (the next state, nextRollout, written to the
 // status before any child is written for it, or left to the sync's status write:
-// deferRollout; its Events and metrics), and, after
-// the children, status.go (the conditions a rollout implies: setRolloutConditions).
-// The children read the plan of the state (syncInput.rollout, child.go).
+// deferRollout; its Events and metrics), and, after the children, status.go (the
+// conditions a rollout implies: setRolloutConditions). The children read the plan of the
+// state (syncInput.rollout, child.go).
 
 // rolloutRecheck is how soon a sync that wrote a rollout's children is followed by
 // another, which sees whether they completed the step.
