@@ -161,6 +161,13 @@ func serviceExclusivePatch(live *corev1.Service, desired *corev1ac.ServiceApplyC
 	})
 }
 
+// A blue-green rollout (spec.rollout.blueGreen) runs through the canary's sync
+// (rolloutsync.go) with the engine's blue-green machine and plan (pkg/rollout,
+// bluegreen.go). What is the App's Service's own: as the active Service it selects the
+// stable pods or the preview's as the plan says (Plan.Active: withActiveSelector), and
+// the sync observes whether its switch is in effect (rolloutobserve.go:
+// activeOnPreview); the preview Service is child_preview.go.
+
 // activeSelector returns the selector of app's Service as cached; nil when there is
 // none of the App's.
 func (s *serviceChild) activeSelector(app *appv1.App) map[string]string {
