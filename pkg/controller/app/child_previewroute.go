@@ -45,14 +45,6 @@ func (k *previewRouteChild) claim(app *appv1.App) string {
 	return ""
 }
 
-// previewHosts returns the preview hosts of app's blue-green strategy; nil without.
-func previewHosts(app *appv1.App) []appv1.Hostname {
-	if app.Spec.Rollout == nil || app.Spec.Rollout.BlueGreen == nil {
-		return nil
-	}
-	return app.Spec.Rollout.BlueGreen.PreviewHosts
-}
-
 // previewRouteName is the name of the HTTPRoute of app's preview hosts; "" without
 // preview hosts, a route or a Service.
 func previewRouteName(app *appv1.App) string {

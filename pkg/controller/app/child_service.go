@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"maps"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
+	"github.com/app-controller/app-controller/pkg/rollout"
 )
 
 // An App's Service (spec.serviceTemplate) selects its pods: named as the template says,
@@ -49,7 +51,7 @@ func (s *serviceChild) claim(app *appv1.App) string {
 // sync writes the Service app asks for and reports it: its status in
 // status.serviceStatus, and in Ready's message that it selects the App's pods.
 // During a blue-green rollout it selects the pods the plan makes active
-// (rolloutbluegreen.go).
+// (withActiveSelector).
 func (s *serviceChild) sync(ctx context.Context, app *appv1.App, in *syncInput) (childOutcome, error) {
 	desired, err := DesiredService(app)
 	if err != nil {
@@ -157,4 +159,56 @@ func serviceExclusivePatch(live *corev1.Service, desired *corev1ac.ServiceApplyC
 		patchAdd("/spec/selector", want.Spec.Selector),
 		patchAdd("/spec/ports", ports),
 	})
+}
+
+// A blue-green rollout (spec.rollout.blueGreen) runs through the canary's sync
+// (rolloutsync.go) with the engine's blue-green machine and plan (pkg/rollout,
+// bluegreen.go). What is the App's Service's own: as the active Service it selects the
+// stable pods or the preview's as the plan says (Plan.Active: withActiveSelector), and
+// the sync observes whether its switch is in effect (rolloutobserve.go:
+// activeOnPreview); the preview Service is child_preview.go.
+
+// activeSelector returns the selector of app's Service as cached; nil when there is
+// none of the App's.
+func (s *serviceChild) activeSelector(app *appv1.App) map[string]string {
+	name := serviceName(app)
+	if s == nil || name == "" {
+		return nil
+	}
+	holder, err := s.lookup(app, name)
+	if err != nil || holder.managed == nil || !holder.ours {
+		return nil
+	}
+	return holder.managed.Spec.Selector
+}
+
+// activeNarrowed reports whether app's Service, as cached, selects the stable or the
+// preview pods alone (a blue-green rollout's selector): its way back to all the pods is
+// a step of the rollout too.
+func (s *serviceChild) activeNarrowed(app *appv1.App) bool {
+	sel := s.activeSelector(app)
+	_, stable := sel[appsv1.DefaultDeploymentUniqueLabelKey]
+	_, preview := sel[appv1.TrackLabel]
+	return stable || preview
+}
+
+// withActiveSelector narrows the selector of the App's Service desired to the pods the
+// plan p makes active: the stable ones by their pod-template-hash, or the preview's by
+// the track label (its applied hash computed again). It reports whether it did: the
+// write is then a step of the rollout.
+func withActiveSelector(desired *corev1ac.ServiceApplyConfiguration, p *rolloutPlan) (*corev1ac.ServiceApplyConfiguration, bool, error) {
+	if desired == nil || desired.Spec == nil || p == nil {
+		return desired, false, nil
+	}
+	switch {
+	case p.Active == rollout.ActiveStable && p.StableHash != "":
+		desired.Spec.WithSelector(map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: p.StableHash})
+	case p.Active == rollout.ActivePreview:
+		desired.Spec.WithSelector(map[string]string{appv1.TrackLabel: appv1.TrackCanary})
+	default:
+		return desired, false, nil
+	}
+	delete(desired.Annotations, controller.AppliedConfigHashAnnotation)
+	desired, err := controller.WithAppliedHash(desired)
+	return desired, true, err
 }

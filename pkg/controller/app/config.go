@@ -253,6 +253,10 @@ type configHashes struct {
 	seen, pods string
 }
 
+// copiesPrefix starts the config hash of a version that reads copies of its config
+// (configcopy.go).
+const copiesPrefix = "copies:"
+
 // rolloutHashes returns the config hashes of the Deployment of an App whose pod config
 // hash is now current ("" when the pods reference no config or the App ignores its
 // changes), given the Deployment live now (nil if none). The pods roll only when the
@@ -302,4 +306,12 @@ func configProblem(missing []configRef) *podhealth.Problem {
 		Reason:  appv1.ReasonConfigNotFound,
 		Message: fmt.Sprintf("%s, referenced by the pods, %s not exist: the pods wait for it", strings.Join(names, " and "), verb),
 	}
+}
+
+// configStore returns the metadata cache of kind; nil for Secrets that are not watched.
+func (c *Controller) configStore(kind string) *controller.WriteCache {
+	if kind == kindSecret {
+		return c.secretCopies
+	}
+	return c.configMapCopies
 }

@@ -46,9 +46,6 @@ import (
 // The data of a copied object is held only while it is copied, and never logged: logs,
 // Events and conditions name kinds and names.
 
-// copiesPrefix starts the config hash of a version that reads copies.
-const copiesPrefix = "copies:"
-
 // copiesEnabled reports whether app's pods read copies of their config.
 func copiesEnabled(app *appv1.App) bool {
 	t := app.Spec.DeploymentTemplate
@@ -220,14 +217,6 @@ func (c *Controller) canHave(app *appv1.App, want, current versionCopies) bool {
 		}
 	}
 	return true
-}
-
-// configStore returns the metadata cache of kind; nil for Secrets that are not watched.
-func (c *Controller) configStore(kind string) *controller.WriteCache {
-	if kind == kindSecret {
-		return c.secretCopies
-	}
-	return c.configMapCopies
 }
 
 // cachedConfig returns the cached metadata of the ConfigMap or Secret name of app's

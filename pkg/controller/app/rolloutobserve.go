@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -14,11 +16,13 @@ import (
 )
 
 // What a sync observes for the canary rollout's engine (rollout.Observation): the stable
-// Deployment, the children as they are (rollout.Live), whether they are where the
-// recorded state wants them, the canary's pods (pods.go: canaryFailure), the App's
-// rollout request. Where the canary's analysis will plug in: Observation.Checks, the
-// results of its checks at the current step, which the engine decides on (pkg/rollout,
-// checks.go); none yet.
+// Deployment, the children as they are (rollout.Live; for a blue-green rollout, whether
+// its switch is in effect: activeOnPreview), whether they are where the recorded state
+// wants them, the canary's pods (pods.go: canaryFailure), the App's rollout request, and
+// Observation.Checks, the results of the canary's checks at the current step
+// (rolloutanalysis.go: rolloutChecks), which the engine decides on (pkg/rollout,
+// checks.go). The plan of a state, which the sync reads here and in syncRollout, is
+// newPlan's.
 
 // observeRollout returns what the sync observed of app's rollout in its recorded state
 // cur (nil: none yet) under strategy s, the versions being vs; the children as they
@@ -82,6 +86,12 @@ func rolloutRequest(app *appv1.App) (string, *appv1.RolloutRequest, error) {
 		return "invalid:" + shortHash(value), nil, err
 	}
 	return req.ID, &req, nil
+}
+
+// shortHash is a short hash of s: the id of a request that cannot be read.
+func shortHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:5])
 }
 
 // stableSettled reports whether the stable Deployment d's pods are all of one template
@@ -176,4 +186,18 @@ func (c *Controller) stableRuns(ctx context.Context, app *appv1.App, in *syncInp
 	}
 	ro := deploymentRollout(in.live.Name, in.live, 0)
 	return ro.rolledOut && ro.available, nil
+}
+
+// activeOnPreview reports whether app's Service, as cached, selects the preview's pods.
+func (c *Controller) activeOnPreview(app *appv1.App) bool {
+	return c.services.activeSelector(app)[appv1.TrackLabel] == appv1.TrackCanary
+}
+
+// newPlan returns the plan of rollout state r: a blue-green one when bg is set, else
+// the canary's of strategy s.
+func newPlan(s *appv1.CanaryStrategy, bg *appv1.BlueGreenStrategy, r *appv1.RolloutStatus, l rollout.Live, now time.Time) rollout.Plan {
+	if bg != nil {
+		return rollout.NewBlueGreenPlan(bg, r, l, now)
+	}
+	return rollout.NewPlan(s, r, l, now)
 }

@@ -17,11 +17,12 @@ import (
 // engine, pkg/rollout, decides; the files of this package that serve it, in the order a
 // sync reads them: rolloutversion.go (the version the App asks for, the stable one and
 // their pod templates), rolloutobserve.go (what the engine observes: the stable
-// Deployment, the children as they are, the canary's pods judged in pods.go, a request),
-// this file (the next state written to the status before any child is written for it,
-// or left to the sync's status write: deferRollout; its Events and metrics), and, after
-// the children, status.go (the conditions a rollout implies: setRolloutConditions).
-// The children read the plan of the state (syncInput.rollout, child.go).
+// Deployment, the children as they are, the canary's pods judged in pods.go, a request;
+// the plan of a state: newPlan), this file (the next state, nextRollout, written to the
+// status before any child is written for it, or left to the sync's status write:
+// deferRollout; its Events and metrics), and, after the children, status.go (the
+// conditions a rollout implies: setRolloutConditions). The children read the plan of the
+// state (syncInput.rollout, child.go).
 
 // rolloutRecheck is how soon a sync that wrote a rollout's children is followed by
 // another, which sees whether they completed the step.
@@ -159,4 +160,13 @@ func (c *Controller) emitRolloutNotes(ctx context.Context, app *appv1.App, notes
 			rolloutStepDuration.WithLabelValues(n.Step).Observe(n.Seconds)
 		}
 	}
+}
+
+// nextRollout returns the state that follows cur: the blue-green machine's when bg is
+// set, else the canary's.
+func nextRollout(s *appv1.CanaryStrategy, bg *appv1.BlueGreenStrategy, cur *appv1.RolloutStatus, o *rollout.Observation) (*appv1.RolloutStatus, []rollout.Note) {
+	if bg != nil {
+		return rollout.NextBlueGreen(bg, cur, o)
+	}
+	return rollout.Next(s, cur, o)
 }

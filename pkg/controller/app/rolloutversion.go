@@ -97,12 +97,6 @@ func podTemplateHash(t *corev1ac.PodTemplateSpecApplyConfiguration) (string, err
 	return hex.EncodeToString(sum[:5]), nil
 }
 
-// shortHash is a short hash of s.
-func shortHash(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:5])
-}
-
 // initialVersion returns the version the stable Deployment runs when app has no rollout
 // state yet: the desired one when there is no Deployment yet or it already runs it (the
 // strategy was added alone); otherwise the version of the App's last revision, which the

@@ -164,6 +164,15 @@ func (c *Controller) routeHostHandler() cache.ResourceEventHandler {
 	}
 }
 
+// previewHosts returns the preview hosts of app's blue-green strategy; nil without. They
+// are held as the route's own hosts are (routeIndex, heldHost).
+func previewHosts(app *appv1.App) []appv1.Hostname {
+	if app.Spec.Rollout == nil || app.Spec.Rollout.BlueGreen == nil {
+		return nil
+	}
+	return app.Spec.Rollout.BlueGreen.PreviewHosts
+}
+
 // routeIndex indexes Apps by the buckets of their route's hosts and their preview's
 // (rollout.blueGreen.previewHosts).
 const routeIndex = "app.appcontroller.k8s.io/route-host"

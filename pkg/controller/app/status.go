@@ -15,6 +15,7 @@ import (
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
 	"github.com/app-controller/app-controller/pkg/podhealth"
+	"github.com/app-controller/app-controller/pkg/rollout"
 )
 
 // computeStatus returns the status app should have, given the labels that select its
@@ -361,4 +362,11 @@ func setRolloutConditions(status *appv1.AppStatus, app *appv1.App, now metav1.Ti
 	set(appv1.ConditionReady, metav1.ConditionFalse, reason)
 	set(appv1.ConditionProgressing, metav1.ConditionTrue, reason)
 	set(appv1.ConditionReconciling, metav1.ConditionTrue, reason)
+}
+
+// promoting reports whether rollout state r of app is past its last step (a canary's)
+// or stage (a blue-green rollout's): being promoted.
+func promoting(app *appv1.App, r *appv1.RolloutStatus) bool {
+	s, _ := rollout.Strategy(app.Spec.Rollout)
+	return s != nil && r.CurrentStepIndex >= int32(len(s.Steps))
 }

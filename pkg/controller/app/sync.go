@@ -198,30 +198,6 @@ func rolloutOf(outcomes []childOutcome) childOutcome {
 	return childOutcome{}
 }
 
-// liveDeployment returns the cached Deployment app controls under the name its spec
-// gives, or nil.
-func (c *Controller) liveDeployment(app *appv1.App) *appsv1.Deployment {
-	t := app.Spec.DeploymentTemplate
-	if t == nil {
-		return nil
-	}
-	return c.controlledDeployment(app, t.Name)
-}
-
-// controlledDeployment returns the cached Deployment name of app's namespace if app
-// controls it, else nil.
-func (c *Controller) controlledDeployment(app *appv1.App, name string) *appsv1.Deployment {
-	obj, exists, err := c.deployments.managed.GetByKey(app.Namespace + "/" + name)
-	if err != nil || !exists {
-		return nil
-	}
-	d, ok := obj.(*appsv1.Deployment)
-	if !ok || !controller.IsControlledBy(d, app) {
-		return nil
-	}
-	return d
-}
-
 // refusedServiceAccount says why app may not have its pods run as the ServiceAccount it
 // names, or "" when it may: the controller's own, in the controller's namespace, would
 // hand any App there the controller's cluster-wide rights.
