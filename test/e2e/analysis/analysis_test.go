@@ -363,9 +363,7 @@ func (e *env) newCase(t *testing.T, name, env, checks string) *rolloutCase {
 func (e *env) newCaseIn(t *testing.T, ns, name, env, checks string) *rolloutCase {
 	t.Helper()
 	c := &rolloutCase{t: t, e: e, ns: ns, name: name, host: name + "." + ns + ".example.com"}
-	kubectl := filepath.Join(realnode.BinDir(t), "kubectl")
-	realnode.RunStdin(t, fmt.Appendf(nil, appManifest, ns, name, e.demoapp, env, c.host, e.tns, realnode.TraefikGateway, checks), kubectl,
-		"--kubeconfig", framework.Cluster().Kubeconfig, "apply", "--server-side", "-f", "-")
+	realnode.Apply(t, fmt.Appendf(nil, appManifest, ns, name, e.demoapp, env, c.host, e.tns, realnode.TraefikGateway, checks))
 	c.watch("Ready, its route accepted", func(app *appv1.App) bool {
 		return meta.IsStatusConditionTrue(app.Status.Conditions, appv1.ConditionReady) &&
 			meta.IsStatusConditionTrue(app.Status.Conditions, appv1.ConditionRouteAccepted)
