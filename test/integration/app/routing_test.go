@@ -204,12 +204,7 @@ func TestRolloutMirrorUnsupported(t *testing.T) {
 		return d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == 4 && d.Status.Replicas == 4 && d.Status.AvailableReplicas == 4
 	})
 	c.Update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
-	app := c.WaitRollout(t, ns, "web", appv1.RolloutAborted, 1)
-	r := app.Status.Rollout
-	want := fmt.Sprintf("Gateway %s/edge (GatewayClass %s, controller example.com/no-mirror) does not support mirroring 10%% of the requests: its class's supportedFeatures lack HTTPRouteRequestMirror and HTTPRouteRequestPercentageMirror", ns, className)
-	if r.AbortReason != appv1.ReasonMirrorUnsupported || !strings.Contains(r.AbortMessage, want) {
-		t.Errorf("aborted %s: %s\nwant %s: %s", r.AbortReason, r.AbortMessage, appv1.ReasonMirrorUnsupported, want)
-	}
+	c.WaitAborted(t, ns, "web", 1, appv1.ReasonMirrorUnsupported, fmt.Sprintf("Gateway %s/edge (GatewayClass %s, controller example.com/no-mirror) does not support mirroring 10%% of the requests: its class's supportedFeatures lack HTTPRouteRequestMirror and HTTPRouteRequestPercentageMirror", ns, className))
 	events := strings.Join(c.Events(t, ns, "App", "web"), "\n")
 	if !strings.Contains(events, "does not support mirroring") {
 		t.Errorf("no Event names the mirror among\n%s", events)

@@ -194,6 +194,28 @@ func (c Clients) WaitRollout(t *testing.T, ns, name string, phase appv1.RolloutP
 	}
 }
 
+// WaitAborted waits until the App's rollout is aborted at step (WaitRollout) and checks
+// that it says why: reason as its abortReason, each of want in its abortMessage, and its
+// Ready condition False for RolloutAborted. It returns the App for the checks a test
+// adds.
+func (c Clients) WaitAborted(t *testing.T, ns, name string, step int32, reason string, want ...string) *appv1.App {
+	t.Helper()
+	app := c.WaitRollout(t, ns, name, appv1.RolloutAborted, step)
+	r := app.Status.Rollout
+	if r.AbortReason != reason {
+		t.Errorf("%s: aborted for %s (%q), want %s", name, r.AbortReason, r.AbortMessage, reason)
+	}
+	for _, w := range want {
+		if !strings.Contains(r.AbortMessage, w) {
+			t.Errorf("%s: abort message %q, want it to contain %q", name, r.AbortMessage, w)
+		}
+	}
+	if got := framework.AppCondition(app, appv1.ConditionReady); got != "False/"+appv1.ReasonRolloutAborted {
+		t.Errorf("%s: aborted, Ready %s; want False/%s", name, got, appv1.ReasonRolloutAborted)
+	}
+	return app
+}
+
 // Events returns "Type Reason Message" of the Events about an object.
 func (c Clients) Events(t *testing.T, ns, kind, name string) []string {
 	t.Helper()
