@@ -101,14 +101,12 @@ func TestAnalysis(t *testing.T) {
 	e.hooks, e.hookURL = startReceiver(t)
 
 	opts := controllermanager.NewOptions()
-	opts.Controllers = []string{"app"}
-	opts.ShutdownTimeout = 5 * time.Second
 	opts.PrometheusURL = e.promURL
 	opts.NotificationWebhookURLFile = filepath.Join(t.TempDir(), "notification-url")
 	if err := os.WriteFile(opts.NotificationWebhookURLFile, []byte(e.hookURL+"/notify\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	framework.StartManager(t, framework.Config(t), opts)
+	framework.StartAppController(t, framework.Config(t), opts)
 
 	t.Run("PrometheusSeesTheCanary", func(t *testing.T) { t.Parallel(); prometheusSeesTheCanary(t, e) })
 	t.Run("HealthyIsPromoted", func(t *testing.T) { t.Parallel(); healthyIsPromoted(t, e) })

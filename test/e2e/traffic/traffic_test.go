@@ -20,7 +20,6 @@ import (
 
 	"github.com/app-controller/app-controller/internal/plugin"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	"github.com/app-controller/app-controller/pkg/controllermanager"
 	"github.com/app-controller/app-controller/test/e2e/realnode"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
@@ -132,10 +131,7 @@ func startTraefikAndController(t *testing.T) (tns, ns, traefik string) {
 	tns, ns = framework.Namespace(t), framework.Namespace(t)
 	realnode.InstallTraefik(t, tns)
 	traefik = realnode.PortForward(t, tns, "pod/traefik", realnode.TraefikWebPort)
-	opts := controllermanager.NewOptions()
-	opts.Controllers = []string{"app"}
-	opts.ShutdownTimeout = 5 * time.Second
-	framework.StartManager(t, framework.Config(t), opts)
+	framework.StartAppController(t, framework.Config(t), nil)
 	return tns, ns, traefik
 }
 

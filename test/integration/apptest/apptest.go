@@ -21,7 +21,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
 	"github.com/app-controller/app-controller/pkg/controller/appfixture"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
@@ -78,10 +77,7 @@ func StartManagerWith(t *testing.T, opts *controllermanager.Options) *Manager {
 			return rt.RoundTrip(req)
 		})
 	})
-	opts.Controllers = []string{appctrl.ControllerName}
-	opts.ShutdownTimeout = 5 * time.Second
-
-	m.Run = framework.StartManager(t, cfg, opts)
+	m.Run = framework.StartAppController(t, cfg, opts)
 	return m
 }
 

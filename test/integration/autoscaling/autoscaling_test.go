@@ -56,16 +56,9 @@ func newClients(t *testing.T) clients {
 // period, until the test ends.
 func startManager(t *testing.T, resync time.Duration) {
 	t.Helper()
-	cfg, err := framework.Cluster().UserConfig(controllerUser, "system:masters")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = 1000, 2000
 	opts := controllermanager.NewOptions()
-	opts.Controllers = []string{appctrl.ControllerName}
 	opts.ResyncPeriod = resync
-	opts.ShutdownTimeout = 5 * time.Second
-	framework.StartManager(t, cfg, opts)
+	framework.StartAppController(t, framework.UserConfig(t, controllerUser), opts)
 }
 
 // update applies mutate to the latest App and updates it, retrying on conflicts.
@@ -455,7 +448,10 @@ func TestHealthOfAutoscaledApps(t *testing.T) {
 		app := c.waitObserved(t, ns, tc.name, 1, func(a *appv1.App) bool {
 			return framework.AppCondition(a, appv1.ConditionScalingActive) == tc.scalingActive && framework.AppCondition(a, appv1.ConditionReady) == tc.ready
 		})
-		obj := appObject(t, app)
+		obj, _, err := gitops.Object(app)
+		if err != nil {
+			t.Fatal(err)
+		}
 		ks, argo, err := gitops.Health(healthScript, obj)
 		if err != nil {
 			t.Fatal(err)
@@ -485,20 +481,3 @@ const (
 	// goldenDir.
 	updateGolden = "APP_CONTROLLER_UPDATE_GOLDEN"
 )
-
-// appObject returns app as kstatus and Argo CD get it: JSON, without managedFields.
-func appObject(t *testing.T, app *appv1.App) map[string]any {
-	t.Helper()
-	a := app.DeepCopy()
-	a.ManagedFields = nil
-	a.APIVersion, a.Kind = appv1.GroupVersion.String(), "App"
-	data, err := json.Marshal(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var obj map[string]any
-	if err := json.Unmarshal(data, &obj); err != nil {
-		t.Fatal(err)
-	}
-	return obj
-}
