@@ -103,10 +103,7 @@ func routingThroughTraefik(t *testing.T, apps appclient.Interface, ns, name, tra
 	if sent[1] != 0 {
 		t.Errorf("%d of %d requests failed during the mirror's step", sent[1], sent[0])
 	}
-	gw, err := gatewayclientset.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	gw := framework.GatewayClient(t)
 	route, err := gw.GatewayV1().HTTPRoutes(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

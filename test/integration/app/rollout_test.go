@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
-	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/app-controller/app-controller/internal/plugin"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
@@ -279,10 +278,7 @@ func TestRolloutHTTPRoute(t *testing.T) {
 	})
 	c.Update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
 	c.WaitRollout(t, ns, "web", appv1.RolloutPaused, 1)
-	gw, err := gatewayclientset.NewForConfig(c.Cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gw := framework.GatewayClient(t)
 	var backends []string
 	framework.Eventually(t, converge, func() (bool, error) {
 		r, err := gw.GatewayV1().HTTPRoutes(ns).Get(context.Background(), "web", metav1.GetOptions{})

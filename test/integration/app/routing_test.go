@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/test/integration/framework"
@@ -110,10 +109,7 @@ func TestRolloutHeaderRouteAndMirror(t *testing.T) {
 	before := len(m.WritesIn(ns))
 	c.Update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
 	c.WaitRollout(t, ns, "web", appv1.RolloutPaused, 3)
-	gw, err := gatewayclientset.NewForConfig(c.Cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gw := framework.GatewayClient(t)
 	route := func() string {
 		r, err := gw.GatewayV1().HTTPRoutes(ns).Get(context.Background(), "web", metav1.GetOptions{})
 		if err != nil {
@@ -177,10 +173,7 @@ func TestRolloutMirrorUnsupported(t *testing.T) {
 	c := newClients(t)
 	m := startManager(t, 0)
 	ns := framework.Namespace(t)
-	gw, err := gatewayclientset.NewForConfig(c.Cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gw := framework.GatewayClient(t)
 	ctx := context.Background()
 	className := gatewayv1.ObjectName("no-mirror-" + ns)
 	class, err := gw.GatewayV1().GatewayClasses().Create(ctx, &gatewayv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: string(className)},

@@ -11,7 +11,6 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller/appfixture"
@@ -41,10 +40,7 @@ func TestCanaryFollowsAutoscaler(t *testing.T) {
 	if _, err := c.app.AppcontrollerV1().Apps(ns).Create(ctx, app, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gatewayclientset.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	gw := framework.GatewayClient(t)
 	// route returns the HTTPRoute's backends as "name:weight".
 	route := func() string {
 		r, err := gw.GatewayV1().HTTPRoutes(ns).Get(ctx, "web", metav1.GetOptions{})

@@ -37,6 +37,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
@@ -184,6 +185,13 @@ func Client(t testing.TB) kubernetes.Interface {
 func AppClient(t testing.TB) appclientset.Interface {
 	t.Helper()
 	return must(t, func() (*appclientset.Clientset, error) { return appclientset.NewForConfig(Config(t)) })
+}
+
+// GatewayClient returns a Gateway API clientset for Config(t) (a cluster started with
+// localcluster.Options.GatewayAPI serves the CRDs).
+func GatewayClient(t testing.TB) gatewayclientset.Interface {
+	t.Helper()
+	return must(t, func() (*gatewayclientset.Clientset, error) { return gatewayclientset.NewForConfig(Config(t)) })
 }
 
 // Namespace creates a fresh namespace named after the test and returns its name. The
