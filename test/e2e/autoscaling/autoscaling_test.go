@@ -90,10 +90,7 @@ const (
 func TestCPULoadScalesAnApp(t *testing.T) {
 	ctx := context.Background()
 	client := framework.Client(t)
-	apps, err := appclient.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	apps := framework.AppClient(t)
 	ns := framework.Namespace(t)
 	registry := realnode.Registry(t)
 	startAppController(t)

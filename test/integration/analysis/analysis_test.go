@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/utils/ptr"
 
@@ -98,10 +97,7 @@ func analysisApp(ns, name string, count int32, deadline int32) *appv1.App {
 // printAppStatus logs `kubectl app status` of the App, with the plugin's code.
 func printAppStatus(t *testing.T, c apptest.Clients, ns, name, when string) {
 	t.Helper()
-	dyn, err := dynamic.NewForConfig(c.Cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dyn := framework.DynamicClient(t)
 	meta, err := metadata.NewForConfig(c.Cfg)
 	if err != nil {
 		t.Fatal(err)

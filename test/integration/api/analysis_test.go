@@ -11,7 +11,7 @@ import (
 // dropped).
 func TestAnalysisValidation(t *testing.T) {
 	ns := framework.Namespace(t)
-	dyn := dynamicClient(t)
+	dyn := framework.DynamicClient(t)
 	step := func(checks string) string {
 		return podsSpec + "rollout: {canary: {steps: [{setWeight: 10}, {analysis: {checks: [" + checks + "]}}]}}"
 	}

@@ -131,7 +131,7 @@ func TestDefaults(t *testing.T) {
 // including zeros the Go types would omit, reaches the server as written.
 func TestValidation(t *testing.T) {
 	ns := framework.Namespace(t)
-	dyn := dynamicClient(t)
+	dyn := framework.DynamicClient(t)
 	valid := `
 deploymentTemplate: {name: web, image: nginx, replicas: 2}
 serviceTemplate: {name: web}`

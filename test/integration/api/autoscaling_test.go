@@ -16,7 +16,7 @@ import (
 // change, not through `kubectl scale app` either.
 func TestAutoscalingValidation(t *testing.T) {
 	ns := framework.Namespace(t)
-	dyn := dynamicClient(t)
+	dyn := framework.DynamicClient(t)
 	const deployment = "deploymentTemplate: {name: web, image: nginx}\n"
 	invalid := []refusedSpec{
 		{"min above max (CEL)", deployment + `autoscaling: {minReplicas: 5, maxReplicas: 3, cpu: {averageUtilization: 50}}`,

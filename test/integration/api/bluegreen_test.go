@@ -15,7 +15,7 @@ import (
 // naming the field, accepts the valid shapes (no field dropped) and defaults the rest.
 func TestBlueGreenValidation(t *testing.T) {
 	ns := framework.Namespace(t)
-	dyn := dynamicClient(t)
+	dyn := framework.DynamicClient(t)
 	bg := func(s string) string { return podsSpec + "rollout: {blueGreen: {" + s + "}}" }
 	const gateway = "route: {hosts: [web.example.com], parentRefs: [{name: public}]}\n"
 	invalid := []refusedSpec{

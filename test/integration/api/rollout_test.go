@@ -22,7 +22,7 @@ import (
 // dropped).
 func TestRolloutValidation(t *testing.T) {
 	ns := framework.Namespace(t)
-	dyn := dynamicClient(t)
+	dyn := framework.DynamicClient(t)
 	steps := func(s string) string { return podsSpec + "rollout: {canary: {steps: [" + s + "]}}" }
 	tooMany := strings.TrimSuffix(strings.Repeat("{setWeight: 1}, ", 33), ", ")
 
@@ -151,17 +151,6 @@ type refusedSpec struct {
 
 // acceptedSpec is an App's spec, as YAML, that the API server must accept strictly.
 type acceptedSpec struct{ name, spec string }
-
-// dynamicClient returns a dynamic client of the test's control plane: the validation
-// tests send their Apps through it as unstructured JSON (see createSpec).
-func dynamicClient(t *testing.T) dynamic.Interface {
-	t.Helper()
-	dyn, err := dynamic.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dyn
-}
 
 // assertRefused creates an App of each spec (named prefix-INDEX) in ns, in a subtest
 // NAME, and fails the subtest unless the API server refuses it as Invalid or BadRequest

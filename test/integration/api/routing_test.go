@@ -11,7 +11,7 @@ import (
 // shapes (strictly: no field dropped).
 func TestRoutingValidation(t *testing.T) {
 	ns := framework.Namespace(t)
-	dyn := dynamicClient(t)
+	dyn := framework.DynamicClient(t)
 	const ingress = "deploymentTemplate: {name: web, image: nginx, replicas: 4}\nserviceTemplate: {name: web}\nroute: {hosts: [web.example.com]}\n"
 	steps := func(s string) string { return gatewaySpec + "rollout: {canary: {steps: [" + s + "]}}" }
 

@@ -17,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
@@ -335,11 +334,7 @@ func TestNoStrategyUnchanged(t *testing.T) {
 // is set (the inputs of test/gitops).
 func captureRollout(t *testing.T, c clients, ns, name, state string, want kstatus.Status) {
 	t.Helper()
-	dyn, err := dynamic.NewForConfig(c.Cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, err := dyn.Resource(schema.GroupVersion(appv1.GroupVersion).WithResource("apps")).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	u, err := framework.DynamicClient(t).Resource(schema.GroupVersion(appv1.GroupVersion).WithResource("apps")).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

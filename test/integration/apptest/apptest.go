@@ -126,12 +126,7 @@ type Clients struct {
 // NewClients returns the admin's clients of the test cluster.
 func NewClients(t *testing.T) Clients {
 	t.Helper()
-	cfg := framework.Config(t)
-	app, err := appclientset.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return Clients{Kube: framework.Client(t), App: app, Cfg: cfg}
+	return Clients{Kube: framework.Client(t), App: framework.AppClient(t), Cfg: framework.Config(t)}
 }
 
 // GetApp returns the App or fails the test.

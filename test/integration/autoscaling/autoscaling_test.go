@@ -45,11 +45,7 @@ type clients struct {
 
 func newClients(t *testing.T) clients {
 	t.Helper()
-	app, err := appclientset.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return clients{kube: framework.Client(t), app: app}
+	return clients{kube: framework.Client(t), app: framework.AppClient(t)}
 }
 
 // startManager runs the App controller (only) as controllerUser, with the given resync
