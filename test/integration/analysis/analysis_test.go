@@ -83,6 +83,21 @@ func (f *fakePods) serve(ns, pod string, ok, errors int) {
 	f.rates[[2]string{ns, pod}] = [2]int{ok, errors}
 }
 
+// rollOut creates each of apps (by name) and waits until it is Ready, then changes the
+// image of each to nginx:2, which starts its rollout; it returns when the changes began.
+func rollOut(t *testing.T, c apptest.Clients, ns string, apps map[string]*appv1.App) time.Time {
+	t.Helper()
+	for name, app := range apps {
+		c.Create(t, app)
+		c.WaitReady(t, ns, name)
+	}
+	start := time.Now()
+	for name := range apps {
+		c.Update(t, ns, name, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	}
+	return start
+}
+
 // analysisApp is an App of 2 replicas whose rollout is setWeight 50, then an analysis
 // step: success rate >= 99% over 10 s, count passes, by the pods' metrics.
 func analysisApp(ns, name string, count int32, deadline int32) *appv1.App {
@@ -192,14 +207,7 @@ func TestAnalysis(t *testing.T) {
 	pods.serve(ns, "resume-deploy-canary-5d8f9c-x7k2p", 20, 0)
 	// The stable pods of bad answer well: only the canary is judged.
 	pods.serve(ns, "bad-deploy-6b7c8d-a1b2c", 20, 0)
-	for name, app := range apps {
-		c.Create(t, app)
-		c.WaitReady(t, ns, name)
-	}
-	start := time.Now()
-	for name := range apps {
-		c.Update(t, ns, name, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
-	}
+	start := rollOut(t, c, ns, apps)
 
 	// resume: its first pass, then a restart of the controller.
 	var first appv1.CheckStatus
@@ -314,12 +322,10 @@ func TestAnalysisWithoutPrometheus(t *testing.T) {
 	c := apptest.NewClients(t)
 	apptest.StartManager(t, 5*time.Second)
 	ns := framework.Namespace(t)
-	c.Create(t, analysisApp(ns, "checked", 1, 600))
-	c.Create(t, apptest.RolloutApp(ns, "plain", 2, apptest.SetWeight(50)))
-	c.WaitReady(t, ns, "checked")
-	c.WaitReady(t, ns, "plain")
-	c.Update(t, ns, "checked", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
-	c.Update(t, ns, "plain", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
+	rollOut(t, c, ns, map[string]*appv1.App{
+		"checked": analysisApp(ns, "checked", 1, 600),
+		"plain":   apptest.RolloutApp(ns, "plain", 2, apptest.SetWeight(50)),
+	})
 	c.WaitAborted(t, ns, "checked", 0, appv1.ReasonPrometheusNotConfigured, "the controller has no Prometheus (--prometheus-url")
 	framework.Eventually(t, apptest.Converge, func() (bool, error) {
 		events, err := c.Kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=checked,reason=" + appv1.ReasonRolloutAborted})

@@ -139,13 +139,7 @@ func TestAnalysisTemplates(t *testing.T) {
 	pods.serve(ns, "good-deploy-canary-5d8f9c-x7k2p", 20, 0)
 	pods.serve(ns, "bad-deploy-canary-5d8f9c-x7k2p", 18, 2)
 	pods.serve(ns, "late-deploy-canary-5d8f9c-x7k2p", 20, 0)
-	for name, app := range apps {
-		c.Create(t, app)
-		c.WaitReady(t, ns, name)
-	}
-	for name := range apps {
-		c.Update(t, ns, name, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
-	}
+	rollOut(t, c, ns, apps)
 
 	// good (an AnalysisTemplate, its default argument): promoted.
 	framework.Eventually(t, apptest.Converge, func() (bool, error) {
