@@ -205,7 +205,7 @@ func PortForward(t testing.TB, namespace, target string, port int) string {
 	return f.URL
 }
 
-// GetHost sends GET base+path with Host host and the given headers to base, the local
+// GetHost sends GET base+path with Host host and the given headers, base being the local
 // end of a port-forward (PortForward: to Traefik's web entry point, or to a Service), and
 // returns the body of a 200 answer, white space trimmed; any other answer is an error
 // that names its status and body.
