@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
@@ -70,10 +69,7 @@ func prometheusSeesTheCanary(t *testing.T, e *env) {
 
 	demoapp := realnode.Registry(t) + "/" + localcluster.DemoappImage
 	realnode.Apply(t, fmt.Appendf(nil, pausedManifest, ns, demoapp, tns, realnode.TraefikGateway))
-	realnode.WaitApp(t, ns, "web", "Ready, its route accepted", func(app *appv1.App) bool {
-		return meta.IsStatusConditionTrue(app.Status.Conditions, appv1.ConditionReady) &&
-			meta.IsStatusConditionTrue(app.Status.Conditions, appv1.ConditionRouteAccepted)
-	})
+	realnode.WaitRouted(t, ns, "web")
 	realnode.PatchApp(t, ns, "web", `{"spec":{"deploymentTemplate":{"env":[{"name":"ERROR_RATE","value":"0.1"},{"name":"VERSION","value":"2"}]}}}`)
 	realnode.WaitApp(t, ns, "web", "paused at 50%", func(app *appv1.App) bool {
 		r := app.Status.Rollout

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -52,4 +53,14 @@ func WaitApp(t testing.TB, ns, name, what string, done func(*appv1.App) bool) *a
 	})
 	t.Logf("App %s: %s", name, what)
 	return app
+}
+
+// WaitRouted waits (WaitApp) until the App name of namespace ns is Ready and its route
+// accepted, and returns it.
+func WaitRouted(t testing.TB, ns, name string) *appv1.App {
+	t.Helper()
+	return WaitApp(t, ns, name, "Ready, its route accepted", func(app *appv1.App) bool {
+		return meta.IsStatusConditionTrue(app.Status.Conditions, appv1.ConditionReady) &&
+			meta.IsStatusConditionTrue(app.Status.Conditions, appv1.ConditionRouteAccepted)
+	})
 }

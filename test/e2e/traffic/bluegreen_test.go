@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
@@ -65,10 +64,7 @@ func TestBlueGreenSwitchThroughTraefik(t *testing.T) {
 
 	demoapp := realnode.Registry(t) + "/" + localcluster.DemoappImage
 	realnode.Apply(t, fmt.Appendf(nil, blueGreenManifest, ns, demoapp, tns, realnode.TraefikGateway))
-	realnode.WaitApp(t, ns, "web", "Ready, its route accepted", func(app *appv1.App) bool {
-		return meta.IsStatusConditionTrue(app.Status.Conditions, appv1.ConditionReady) &&
-			meta.IsStatusConditionTrue(app.Status.Conditions, appv1.ConditionRouteAccepted)
-	})
+	realnode.WaitRouted(t, ns, "web")
 	framework.Eventually(t, time.Minute, func() (bool, error) {
 		body, err := realnode.GetHost(traefik, "web.example.com", "/", nil)
 		return err == nil && strings.Contains(body, "version=1"), nil

@@ -58,13 +58,7 @@ func TestTrafficThroughTraefik(t *testing.T) {
 		{"blog", "ingressClassName: traefik", "Ingress"},
 	} {
 		realnode.Apply(t, fmt.Appendf(nil, appManifest, ns, tc.name, agnhost, tc.route))
-		var app *appv1.App
-		framework.Eventually(t, 3*time.Minute, func() (bool, error) {
-			var err error
-			app, err = apps.AppcontrollerV1().Apps(ns).Get(ctx, tc.name, metav1.GetOptions{})
-			return err == nil && meta.IsStatusConditionTrue(app.Status.Conditions, appv1.ConditionReady) &&
-				meta.IsStatusConditionTrue(app.Status.Conditions, appv1.ConditionRouteAccepted), nil
-		})
+		app := realnode.WaitRouted(t, ns, tc.name)
 		t.Logf("App %s Ready; RouteAccepted: %s", tc.name, meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionRouteAccepted).Message)
 		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: appv1.InstanceLabel + "=" + tc.name})
 		if err != nil || len(pods.Items) != 1 {
