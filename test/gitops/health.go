@@ -13,6 +13,8 @@ import (
 	lua "github.com/yuin/gopher-lua"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
 
 // Argo CD health statuses the App health check returns.
@@ -28,6 +30,27 @@ const (
 type ArgoHealth struct {
 	Status  string
 	Message string
+}
+
+// Object returns app as Argo CD and kstatus get it, through JSON: the App (its apiVersion
+// and kind set, its managedFields left out) as a map, numbers as float64, and as JSON
+// text, its keys sorted (as testdata's captures have them).
+func Object(app *appv1.App) (map[string]any, []byte, error) {
+	a := app.DeepCopy()
+	a.ManagedFields = nil
+	a.APIVersion, a.Kind = appv1.GroupVersion.String(), "App"
+	data, err := json.Marshal(a)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encoding App %s: %w", app.Name, err)
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return nil, nil, fmt.Errorf("decoding App %s: %w", app.Name, err)
+	}
+	if data, err = json.Marshal(obj); err != nil {
+		return nil, nil, fmt.Errorf("encoding App %s: %w", app.Name, err)
+	}
+	return obj, data, nil
 }
 
 // RunArgoHealth runs the Argo CD health check script at path on obj, as Argo CD does:

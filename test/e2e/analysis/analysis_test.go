@@ -101,14 +101,12 @@ func TestAnalysis(t *testing.T) {
 	e.hooks, e.hookURL = startReceiver(t)
 
 	opts := controllermanager.NewOptions()
-	opts.Controllers = []string{"app"}
-	opts.ShutdownTimeout = 5 * time.Second
 	opts.PrometheusURL = e.promURL
 	opts.NotificationWebhookURLFile = filepath.Join(t.TempDir(), "notification-url")
 	if err := os.WriteFile(opts.NotificationWebhookURLFile, []byte(e.hookURL+"/notify\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	framework.StartManager(t, framework.Config(t), opts)
+	framework.StartAppController(t, framework.Config(t), opts)
 
 	t.Run("PrometheusSeesTheCanary", func(t *testing.T) { t.Parallel(); prometheusSeesTheCanary(t, e) })
 	t.Run("HealthyIsPromoted", func(t *testing.T) { t.Parallel(); healthyIsPromoted(t, e) })
@@ -363,9 +361,7 @@ func (e *env) newCase(t *testing.T, name, env, checks string) *rolloutCase {
 func (e *env) newCaseIn(t *testing.T, ns, name, env, checks string) *rolloutCase {
 	t.Helper()
 	c := &rolloutCase{t: t, e: e, ns: ns, name: name, host: name + "." + ns + ".example.com"}
-	kubectl := filepath.Join(realnode.BinDir(t), "kubectl")
-	realnode.RunStdin(t, fmt.Appendf(nil, appManifest, ns, name, e.demoapp, env, c.host, e.tns, realnode.TraefikGateway, checks), kubectl,
-		"--kubeconfig", framework.Cluster().Kubeconfig, "apply", "--server-side", "-f", "-")
+	realnode.Apply(t, fmt.Appendf(nil, appManifest, ns, name, e.demoapp, env, c.host, e.tns, realnode.TraefikGateway, checks))
 	c.watch("Ready, its route accepted", func(app *appv1.App) bool {
 		return meta.IsStatusConditionTrue(app.Status.Conditions, appv1.ConditionReady) &&
 			meta.IsStatusConditionTrue(app.Status.Conditions, appv1.ConditionRouteAccepted)

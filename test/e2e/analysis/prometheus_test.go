@@ -3,9 +3,6 @@ package analysis_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,9 +10,7 @@ import (
 	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
@@ -69,31 +64,14 @@ const (
 func prometheusSeesTheCanary(t *testing.T, e *env) {
 	ctx := context.Background()
 	client := framework.Client(t)
-	apps := framework.AppClient(t)
 	ns := framework.Namespace(t)
 	tns, promURL, traefik := e.tns, e.promURL, e.traefikFwd
 
 	demoapp := realnode.Registry(t) + "/" + localcluster.DemoappImage
-	kubectl := filepath.Join(realnode.BinDir(t), "kubectl")
-	realnode.RunStdin(t, fmt.Appendf(nil, pausedManifest, ns, demoapp, tns, realnode.TraefikGateway), kubectl,
-		"--kubeconfig", framework.Cluster().Kubeconfig, "apply", "--server-side", "-f", "-")
-	waitApp := func(what string, done func(app *appv1.App) bool) {
-		t.Helper()
-		framework.Eventually(t, 3*time.Minute, func() (bool, error) {
-			app, err := apps.AppcontrollerV1().Apps(ns).Get(ctx, "web", metav1.GetOptions{})
-			return err == nil && app.Status.ObservedGeneration == app.Generation && done(app), nil
-		})
-		t.Logf("App web: %s", what)
-	}
-	waitApp("Ready, its route accepted", func(app *appv1.App) bool {
-		return meta.IsStatusConditionTrue(app.Status.Conditions, appv1.ConditionReady) &&
-			meta.IsStatusConditionTrue(app.Status.Conditions, appv1.ConditionRouteAccepted)
-	})
-	if _, err := apps.AppcontrollerV1().Apps(ns).Patch(ctx, "web", types.MergePatchType,
-		[]byte(`{"spec":{"deploymentTemplate":{"env":[{"name":"ERROR_RATE","value":"0.1"},{"name":"VERSION","value":"2"}]}}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitApp("paused at 50%", func(app *appv1.App) bool {
+	realnode.Apply(t, fmt.Appendf(nil, pausedManifest, ns, demoapp, tns, realnode.TraefikGateway))
+	realnode.WaitRouted(t, ns, "web")
+	realnode.PatchApp(t, ns, "web", `{"spec":{"deploymentTemplate":{"env":[{"name":"ERROR_RATE","value":"0.1"},{"name":"VERSION","value":"2"}]}}}`)
+	realnode.WaitApp(t, ns, "web", "paused at 50%", func(app *appv1.App) bool {
 		r := app.Status.Rollout
 		return r != nil && r.Phase == appv1.RolloutPaused && r.CurrentStepIndex == 1
 	})
@@ -102,7 +80,7 @@ func prometheusSeesTheCanary(t *testing.T, e *env) {
 	warmup := 0
 	framework.Eventually(t, time.Minute, func() (bool, error) {
 		warmup++
-		body, err := getHost(traefik, "web.example.com")
+		body, err := realnode.GetHost(traefik, "web.example.com", "/", nil)
 		return err == nil && strings.Contains(body, "version=2"), nil
 	})
 	t.Logf("the canary answers through Traefik after %d requests", warmup)
@@ -203,23 +181,4 @@ func prometheusSeesTheCanary(t *testing.T, e *env) {
 			t.Logf("%s = %.3f s", q, v)
 		}
 	}
-}
-
-// getHost sends GET base/ with Host host and returns the body of a 200 answer.
-func getHost(base, host string) (string, error) {
-	req, err := http.NewRequest(http.MethodGet, base+"/", nil)
-	if err != nil {
-		return "", err
-	}
-	req.Host = host
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET %s/ (Host %s): %s: %s", base, host, resp.Status, body)
-	}
-	return string(body), nil
 }

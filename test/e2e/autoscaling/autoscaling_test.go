@@ -31,14 +31,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	"github.com/app-controller/app-controller/pkg/controllermanager"
 	appclient "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	"github.com/app-controller/app-controller/test/e2e/realnode"
 	"github.com/app-controller/app-controller/test/gitops"
@@ -92,10 +90,7 @@ const (
 func TestCPULoadScalesAnApp(t *testing.T) {
 	ctx := context.Background()
 	client := framework.Client(t)
-	apps, err := appclient.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	apps := framework.AppClient(t)
 	ns := framework.Namespace(t)
 	registry := realnode.Registry(t)
 	startAppController(t)
@@ -237,15 +232,7 @@ func consumerApp(ns, image string) *appv1.App {
 // controllerUser, until the test ends.
 func startAppController(t *testing.T) {
 	t.Helper()
-	cfg, err := framework.Cluster().UserConfig(controllerUser, "system:masters")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = 1000, 2000
-	opts := controllermanager.NewOptions()
-	opts.Controllers = []string{"app"}
-	opts.ShutdownTimeout = 5 * time.Second
-	framework.StartManager(t, cfg, opts)
+	framework.StartAppController(t, framework.UserConfig(t, controllerUser), nil)
 }
 
 // waitApp waits up to timeout until the App consumer passes check, and returns it.
@@ -287,19 +274,8 @@ func conditionMessage(app *appv1.App, conditionType string) string {
 // App is written to test/gitops/testdata/STATE.json, the registry and namespace masked.
 func health(t *testing.T, app *appv1.App, ns, registry, state string, capture bool) {
 	t.Helper()
-	a := app.DeepCopy()
-	a.ManagedFields = nil
-	a.APIVersion, a.Kind = appv1.GroupVersion.String(), "App"
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(a)
+	m, data, err := gitops.Object(app)
 	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := json.Marshal(obj) // through JSON, as Argo CD and kstatus get it
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
 		t.Fatal(err)
 	}
 	ks, argo, err := gitops.Health(healthScript, m)

@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -31,7 +30,6 @@ import (
 
 	"github.com/app-controller/app-controller/internal/localcluster"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	"github.com/app-controller/app-controller/pkg/controllermanager"
 	appclient "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	"github.com/app-controller/app-controller/test/e2e/realnode"
 	"github.com/app-controller/app-controller/test/gitops"
@@ -185,10 +183,7 @@ func TestNotReadyOnRealNode(t *testing.T) {
 // cluster's API server, until the test ends.
 func startAppController(t *testing.T) {
 	t.Helper()
-	opts := controllermanager.NewOptions()
-	opts.Controllers = []string{"app"}
-	opts.ShutdownTimeout = 5 * time.Second
-	framework.StartManager(t, framework.Config(t), opts)
+	framework.StartAppController(t, framework.Config(t), nil)
 }
 
 func runFailure(t *testing.T, client kubernetes.Interface, apps appclient.Interface, ns, agnhost, plugin string, f failure, report func(string, ...any)) {
@@ -369,19 +364,8 @@ func health(t *testing.T, apps appclient.Interface, ns, name, state string) (sta
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.ManagedFields = nil
-	a.APIVersion, a.Kind = appv1.GroupVersion.String(), "App"
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(a)
+	m, data, err := gitops.Object(a)
 	if err != nil {
-		t.Fatal(err)
-	}
-	// Through JSON, as Argo CD and kstatus get it (numbers as float64/int64).
-	data, err := json.Marshal(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
 		t.Fatal(err)
 	}
 	if state != "" && os.Getenv(updateGolden) != "" {

@@ -205,6 +205,31 @@ func PortForward(t testing.TB, namespace, target string, port int) string {
 	return f.URL
 }
 
+// GetHost sends GET base+path with Host host and the given headers, base being the local
+// end of a port-forward (PortForward: to Traefik's web entry point, or to a Service), and
+// returns the body of a 200 answer, white space trimmed; any other answer is an error
+// that names its status and body.
+func GetHost(base, host, path string, headers map[string]string) (string, error) {
+	req, err := http.NewRequest(http.MethodGet, base+path, nil)
+	if err != nil {
+		return "", err
+	}
+	req.Host = host
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s%s (Host %s): %s: %s", base, path, host, resp.Status, body)
+	}
+	return strings.TrimSpace(string(body)), nil
+}
+
 // Get asks the prober pod to GET http://host:port/path and returns the body it received.
 // An error says why the request failed (as seen from the pod).
 func (p *Prober) Get(host string, port int, path string) (string, error) {

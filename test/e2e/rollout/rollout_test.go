@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -30,7 +29,6 @@ import (
 	"github.com/app-controller/app-controller/internal/localcluster"
 	"github.com/app-controller/app-controller/internal/plugin"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	"github.com/app-controller/app-controller/pkg/controllermanager"
 	appclient "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	"github.com/app-controller/app-controller/test/e2e/realnode"
 	"github.com/app-controller/app-controller/test/integration/framework"
@@ -59,16 +57,9 @@ type env struct {
 
 func TestCanaryOnRealNode(t *testing.T) {
 	start := time.Now()
-	apps, err := appclient.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := controllermanager.NewOptions()
-	opts.Controllers = []string{"app"}
-	opts.ShutdownTimeout = 5 * time.Second
-	framework.StartManager(t, framework.Config(t), opts)
+	framework.StartAppController(t, framework.Config(t), nil)
 	ns := framework.Namespace(t)
-	e := &env{client: framework.Client(t), apps: apps, ns: ns, agnhost: realnode.Agnhost(t), prober: realnode.NewProber(t, ns)}
+	e := &env{client: framework.Client(t), apps: framework.AppClient(t), ns: ns, agnhost: realnode.Agnhost(t), prober: realnode.NewProber(t, ns)}
 	t.Logf("prober ready %.1fs after the start", time.Since(start).Seconds())
 
 	t.Run("steps, pause, promote", e.steps)
@@ -119,7 +110,7 @@ func (e *env) steps(t *testing.T) {
 	stableBefore := e.podNames(t, "web", false)
 
 	changed := time.Now()
-	e.patch(t, "web", `{"spec":{"deploymentTemplate":{"env":[{"name":"VERSION","value":"2"}]}}}`)
+	realnode.PatchApp(t, e.ns, "web", `{"spec":{"deploymentTemplate":{"env":[{"name":"VERSION","value":"2"}]}}}`)
 	e.waitRollout(t, "web", 3*time.Minute, "Paused at step 2", func(a *appv1.App) bool {
 		r := a.Status.Rollout
 		return r != nil && r.Phase == appv1.RolloutPaused && r.CurrentStepIndex == 1
@@ -208,7 +199,7 @@ func (e *env) aborts(t *testing.T) {
 		{"a container that exits", `{"spec":{"deploymentTemplate":{"image":"` + e.agnhost + `","args":["netexec","--no-such-flag"]}}}`, appv1.ReasonCrashLoopBackOff},
 	} {
 		changed := time.Now()
-		e.patch(t, "risky", c.patch)
+		realnode.PatchApp(t, e.ns, "risky", c.patch)
 		var last *appv1.App
 		e.waitRollout(t, "risky", abortWithin, "aborted for "+c.reason, func(a *appv1.App) bool {
 			last = a
@@ -323,14 +314,6 @@ func (e *env) waitRollout(t *testing.T, name string, timeout time.Duration, what
 			t.Fatalf("App %s not %s within %s: rollout %+v, conditions %+v", name, what, timeout, last.Status.Rollout, last.Status.Conditions)
 		}
 		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// patch applies a JSON merge patch to the App name.
-func (e *env) patch(t *testing.T, name, patch string) {
-	t.Helper()
-	if _, err := e.apps.AppcontrollerV1().Apps(e.ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatalf("patching App %s with %s: %v", name, patch, err)
 	}
 }
 

@@ -3,20 +3,16 @@ package traffic_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
 	"github.com/app-controller/app-controller/internal/plugin"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	"github.com/app-controller/app-controller/pkg/controllermanager"
 	"github.com/app-controller/app-controller/test/e2e/realnode"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
@@ -64,57 +60,35 @@ const (
 func TestBlueGreenSwitchThroughTraefik(t *testing.T) {
 	ctx := context.Background()
 	client := framework.Client(t)
-	apps := framework.AppClient(t)
-	tns, ns := framework.Namespace(t), framework.Namespace(t)
-	realnode.InstallTraefik(t, tns)
-	traefik := realnode.PortForward(t, tns, "pod/traefik", realnode.TraefikWebPort)
-	opts := controllermanager.NewOptions()
-	opts.Controllers = []string{"app"}
-	opts.ShutdownTimeout = 5 * time.Second
-	framework.StartManager(t, framework.Config(t), opts)
+	tns, ns, traefik := startTraefikAndController(t)
 
 	demoapp := realnode.Registry(t) + "/" + localcluster.DemoappImage
-	realnode.RunStdin(t, fmt.Appendf(nil, blueGreenManifest, ns, demoapp, tns, realnode.TraefikGateway), filepath.Join(realnode.BinDir(t), "kubectl"),
-		"--kubeconfig", framework.Cluster().Kubeconfig, "apply", "--server-side", "-f", "-")
-	waitApp := func(what string, done func(app *appv1.App) bool) {
-		t.Helper()
-		framework.Eventually(t, 3*time.Minute, func() (bool, error) {
-			app, err := apps.AppcontrollerV1().Apps(ns).Get(ctx, "web", metav1.GetOptions{})
-			return err == nil && app.Status.ObservedGeneration == app.Generation && done(app), nil
-		})
-		t.Logf("App web: %s", what)
-	}
-	waitApp("Ready, its route accepted", func(app *appv1.App) bool {
-		return meta.IsStatusConditionTrue(app.Status.Conditions, appv1.ConditionReady) &&
-			meta.IsStatusConditionTrue(app.Status.Conditions, appv1.ConditionRouteAccepted)
-	})
+	realnode.Apply(t, fmt.Appendf(nil, blueGreenManifest, ns, demoapp, tns, realnode.TraefikGateway))
+	realnode.WaitRouted(t, ns, "web")
 	framework.Eventually(t, time.Minute, func() (bool, error) {
-		body, err := getHost(traefik, "web.example.com", "/")
+		body, err := realnode.GetHost(traefik, "web.example.com", "/", nil)
 		return err == nil && strings.Contains(body, "version=1"), nil
 	})
 
-	if _, err := apps.AppcontrollerV1().Apps(ns).Patch(ctx, "web", types.MergePatchType,
-		[]byte(`{"spec":{"deploymentTemplate":{"env":[{"name":"VERSION","value":"2"}]}}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitApp("the preview up, waiting for kubectl app promote", func(app *appv1.App) bool {
+	realnode.PatchApp(t, ns, "web", `{"spec":{"deploymentTemplate":{"env":[{"name":"VERSION","value":"2"}]}}}`)
+	realnode.WaitApp(t, ns, "web", "the preview up, waiting for kubectl app promote", func(app *appv1.App) bool {
 		r := app.Status.Rollout
 		return r != nil && r.Phase == appv1.RolloutPaused && r.CurrentStepIndex == 1
 	})
 	out, _ := realnode.KubectlApp(t, "status", "web", "-n", ns)
 	t.Logf("kubectl app status web before the switch:\n%s", out)
 	preview := realnode.PortForward(t, ns, "svc/web"+appv1.PreviewSuffix, 80)
-	if body, err := getHost(preview, "web.example.com", "/"); err != nil || !strings.Contains(body, "version=2") {
+	if body, err := realnode.GetHost(preview, "web.example.com", "/", nil); err != nil || !strings.Contains(body, "version=2") {
 		t.Errorf("the preview Service answers %q, %v; want version 2", body, err)
 	}
 	// Traefik reads the preview's HTTPRoute within a few seconds; then every request of
 	// the preview host is version 2's, and every other still version 1's.
 	framework.Eventually(t, time.Minute, func() (bool, error) {
-		body, err := getHost(traefik, "preview.web.example.com", "/")
+		body, err := realnode.GetHost(traefik, "preview.web.example.com", "/", nil)
 		return err == nil && strings.Contains(body, "version=2"), nil
 	})
 	for i := range 50 {
-		body, err := getHost(traefik, "preview.web.example.com", "/")
+		body, err := realnode.GetHost(traefik, "preview.web.example.com", "/", nil)
 		if err != nil || !strings.Contains(body, "version=2") {
 			t.Errorf("before the switch, request %d through the Gateway to the preview host: %q, %v; want version 2", i, body, err)
 		}
@@ -123,7 +97,7 @@ func TestBlueGreenSwitchThroughTraefik(t *testing.T) {
 		}
 	}
 	for i := range 50 {
-		if body, err := getHost(traefik, "web.example.com", "/"); err != nil || !strings.Contains(body, "version=1") {
+		if body, err := realnode.GetHost(traefik, "web.example.com", "/", nil); err != nil || !strings.Contains(body, "version=1") {
 			t.Fatalf("before the switch, request %d through the Gateway: %q, %v; want version 1", i, body, err)
 		}
 	}
@@ -149,7 +123,7 @@ func TestBlueGreenSwitchThroughTraefik(t *testing.T) {
 	if code != plugin.ExitOK {
 		t.Fatalf("kubectl app promote: exit code %d", code)
 	}
-	waitApp("switched: the old pods kept", func(app *appv1.App) bool {
+	realnode.WaitApp(t, ns, "web", "switched: the old pods kept", func(app *appv1.App) bool {
 		r := app.Status.Rollout
 		return r != nil && r.Phase == appv1.RolloutProgressing && r.CurrentStepIndex == 3
 	})
@@ -162,11 +136,11 @@ func TestBlueGreenSwitchThroughTraefik(t *testing.T) {
 	// Traefik reads the Service's new endpoints within a few seconds; then every request
 	// is version 2's.
 	framework.Eventually(t, time.Minute, func() (bool, error) {
-		body, err := getHost(traefik, "web.example.com", "/")
+		body, err := realnode.GetHost(traefik, "web.example.com", "/", nil)
 		return err == nil && strings.Contains(body, "version=2"), nil
 	})
 	for i := range 50 {
-		if body, err := getHost(traefik, "web.example.com", "/"); err != nil || !strings.Contains(body, "version=2") {
+		if body, err := realnode.GetHost(traefik, "web.example.com", "/", nil); err != nil || !strings.Contains(body, "version=2") {
 			t.Errorf("after the switch, request %d through the Gateway: %q, %v; want version 2", i, body, err)
 		}
 	}

@@ -3,19 +3,15 @@ package traffic_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"github.com/app-controller/app-controller/internal/plugin"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	appclient "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	"github.com/app-controller/app-controller/test/e2e/realnode"
@@ -32,42 +28,8 @@ import (
 // our own with the filter is answered 500 (traefikMirror).
 func routingThroughTraefik(t *testing.T, apps appclient.Interface, ns, name, traefik string) {
 	ctx := context.Background()
-	patch := func(p string) {
-		t.Helper()
-		if _, err := apps.AppcontrollerV1().Apps(ns).Patch(ctx, name, types.MergePatchType, []byte(p), metav1.PatchOptions{}); err != nil {
-			t.Fatalf("patching App %s with %s: %v", name, p, err)
-		}
-	}
-	wait := func(what string, done func(r *appv1.RolloutStatus) bool) {
-		t.Helper()
-		framework.Eventually(t, 3*time.Minute, func() (bool, error) {
-			app, err := apps.AppcontrollerV1().Apps(ns).Get(ctx, name, metav1.GetOptions{})
-			return err == nil && app.Status.ObservedGeneration == app.Generation && app.Status.Rollout != nil && done(app.Status.Rollout), nil
-		})
-		t.Logf("App %s: %s", name, what)
-	}
-	promote := func() {
-		t.Helper()
-		out, code := realnode.KubectlApp(t, "promote", name, "-n", ns)
-		t.Logf("kubectl app promote %s: %s", name, out)
-		if code != plugin.ExitOK {
-			t.Fatalf("kubectl app promote: exit code %d", code)
-		}
-	}
-	canary := name + appv1.CanarySuffix + "-"
-	// count sends n requests with headers through Traefik and counts those the canary
-	// answered and those that failed.
 	count := func(n int, headers map[string]string) (canaries, failed int) {
-		for range n {
-			body, err := getHostWith(traefik, name+".example.com", "/hostname", headers)
-			switch {
-			case err != nil:
-				failed++
-			case strings.HasPrefix(body, canary):
-				canaries++
-			}
-		}
-		return canaries, failed
+		return countCanary(traefik, name, n, headers)
 	}
 	// only checks that the requests with match reach the canary, all of them, and the
 	// others the stable, once Traefik applied the route.
@@ -85,12 +47,12 @@ func routingThroughTraefik(t *testing.T, apps appclient.Interface, ns, name, tra
 		}
 	}
 
-	patch(`{"spec":{"rollout":{"canary":{"steps":[` +
-		`{"setHeaderRoute":{"match":[{"header":"X-Canary","exact":"always"}]}},{"pause":{}},` +
-		`{"setHeaderRoute":{"match":[{"cookie":"canary","exact":"yes"}]}},{"pause":{}},` +
+	realnode.PatchApp(t, ns, name, `{"spec":{"rollout":{"canary":{"steps":[`+
+		`{"setHeaderRoute":{"match":[{"header":"X-Canary","exact":"always"}]}},{"pause":{}},`+
+		`{"setHeaderRoute":{"match":[{"cookie":"canary","exact":"yes"}]}},{"pause":{}},`+
 		`{"setMirrorRoute":{"percent":50}},{"pause":{}}],"abortScaleDownDelaySeconds":0}}}}`)
-	patch(`{"spec":{"deploymentTemplate":{"env":[{"name":"VERSION","value":"3"}]}}}`)
-	wait("paused with the header route", func(r *appv1.RolloutStatus) bool { return r.Phase == appv1.RolloutPaused && r.CurrentStepIndex == 1 })
+	realnode.PatchApp(t, ns, name, `{"spec":{"deploymentTemplate":{"env":[{"name":"VERSION","value":"3"}]}}}`)
+	waitRollout(t, ns, name, "paused with the header route", func(r *appv1.RolloutStatus) bool { return r.Phase == appv1.RolloutPaused && r.CurrentStepIndex == 1 })
 	only("header route X-Canary: always", map[string]string{"X-Canary": "always"}, map[string]string{"X-Canary": "never"})
 	out, _ := realnode.KubectlApp(t, "status", name, "-n", ns)
 	t.Logf("kubectl app status %s:\n%s", name, out)
@@ -98,8 +60,8 @@ func routingThroughTraefik(t *testing.T, apps appclient.Interface, ns, name, tra
 		t.Errorf("kubectl app status does not show the header route in effect:\n%s", out)
 	}
 
-	promote()
-	wait("paused with the cookie route", func(r *appv1.RolloutStatus) bool { return r.Phase == appv1.RolloutPaused && r.CurrentStepIndex == 3 })
+	kubectlApp(t, "promote", ns, name)
+	waitRollout(t, ns, name, "paused with the cookie route", func(r *appv1.RolloutStatus) bool { return r.Phase == appv1.RolloutPaused && r.CurrentStepIndex == 3 })
 	only("cookie route canary=yes", map[string]string{"Cookie": "session=1; canary=yes"}, map[string]string{"Cookie": "canary=yesno", "X-Canary": "always"})
 
 	// The mirror's step: Traefik cannot mirror; requests go on meanwhile.
@@ -114,14 +76,14 @@ func routingThroughTraefik(t *testing.T, apps appclient.Interface, ns, name, tra
 				return
 			default:
 			}
-			if _, err := getHostWith(traefik, name+".example.com", "/hostname", nil); err != nil {
+			if _, err := realnode.GetHost(traefik, name+".example.com", "/hostname", nil); err != nil {
 				failed++
 			}
 			sent++
 		}
 	}()
-	promote()
-	wait("aborted at the mirror's step", func(r *appv1.RolloutStatus) bool { return r.Phase == appv1.RolloutAborted })
+	kubectlApp(t, "promote", ns, name)
+	waitRollout(t, ns, name, "aborted at the mirror's step", func(r *appv1.RolloutStatus) bool { return r.Phase == appv1.RolloutAborted })
 	framework.Eventually(t, time.Minute, func() (bool, error) {
 		c, f := count(10, map[string]string{"Cookie": "canary=yes"})
 		return c == 0 && f == 0, nil
@@ -141,10 +103,7 @@ func routingThroughTraefik(t *testing.T, apps appclient.Interface, ns, name, tra
 	if sent[1] != 0 {
 		t.Errorf("%d of %d requests failed during the mirror's step", sent[1], sent[0])
 	}
-	gw, err := gatewayclientset.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	gw := framework.GatewayClient(t)
 	route, err := gw.GatewayV1().HTTPRoutes(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +139,7 @@ func traefikMirror(t *testing.T, gw gatewayclientset.Interface, ns, service, tra
 	}
 	var last string
 	framework.Eventually(t, time.Minute, func() (bool, error) {
-		_, err := getHostWith(traefik, "mirror.example.com", "/hostname", nil)
+		_, err := realnode.GetHost(traefik, "mirror.example.com", "/hostname", nil)
 		if err != nil {
 			last = err.Error()
 		}
@@ -197,26 +156,4 @@ func traefikMirror(t *testing.T, gw gatewayclientset.Interface, ns, service, tra
 		}
 	}
 	t.Logf("Traefik answers a rule with a RequestMirror filter: %s; the HTTPRoute's status: %s", last, strings.Join(conds, ", "))
-}
-
-// getHostWith is getHost with request headers.
-func getHostWith(base, host, path string, headers map[string]string) (string, error) {
-	req, err := http.NewRequest(http.MethodGet, base+path, nil)
-	if err != nil {
-		return "", err
-	}
-	req.Host = host
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET %s%s (Host %s): %s: %s", base, path, host, resp.Status, body)
-	}
-	return strings.TrimSpace(string(body)), nil
 }

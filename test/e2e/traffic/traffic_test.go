@@ -11,21 +11,15 @@ package traffic_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/app-controller/app-controller/internal/plugin"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	"github.com/app-controller/app-controller/pkg/controllermanager"
-	appclient "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	"github.com/app-controller/app-controller/test/e2e/realnode"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
@@ -56,29 +50,15 @@ func TestTrafficThroughTraefik(t *testing.T) {
 	ctx := context.Background()
 	client := framework.Client(t)
 	apps := framework.AppClient(t)
-	tns, ns := framework.Namespace(t), framework.Namespace(t)
-	realnode.InstallTraefik(t, tns)
-	traefik := realnode.PortForward(t, tns, "pod/traefik", realnode.TraefikWebPort)
-
-	opts := controllermanager.NewOptions()
-	opts.Controllers = []string{"app"}
-	opts.ShutdownTimeout = 5 * time.Second
-	framework.StartManager(t, framework.Config(t), opts)
+	tns, ns, traefik := startTraefikAndController(t)
 
 	agnhost := realnode.Agnhost(t)
 	for _, tc := range []struct{ name, route, kind string }{
 		{"shop", fmt.Sprintf("parentRefs: [{name: %s, namespace: %s}]", realnode.TraefikGateway, tns), "HTTPRoute"},
 		{"blog", "ingressClassName: traefik", "Ingress"},
 	} {
-		realnode.RunStdin(t, []byte(fmt.Sprintf(appManifest, ns, tc.name, agnhost, tc.route)), filepath.Join(realnode.BinDir(t), "kubectl"),
-			"--kubeconfig", framework.Cluster().Kubeconfig, "apply", "--server-side", "-f", "-")
-		var app *appv1.App
-		framework.Eventually(t, 3*time.Minute, func() (bool, error) {
-			var err error
-			app, err = apps.AppcontrollerV1().Apps(ns).Get(ctx, tc.name, metav1.GetOptions{})
-			return err == nil && meta.IsStatusConditionTrue(app.Status.Conditions, appv1.ConditionReady) &&
-				meta.IsStatusConditionTrue(app.Status.Conditions, appv1.ConditionRouteAccepted), nil
-		})
+		realnode.Apply(t, fmt.Appendf(nil, appManifest, ns, tc.name, agnhost, tc.route))
+		app := realnode.WaitRouted(t, ns, tc.name)
 		t.Logf("App %s Ready; RouteAccepted: %s", tc.name, meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionRouteAccepted).Message)
 		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: appv1.InstanceLabel + "=" + tc.name})
 		if err != nil || len(pods.Items) != 1 {
@@ -87,61 +67,34 @@ func TestTrafficThroughTraefik(t *testing.T) {
 		// Traefik applies a new route within a few seconds of reading it.
 		var body string
 		framework.Eventually(t, time.Minute, func() (bool, error) {
-			body, err = getHost(traefik, tc.name+".example.com", "/hostname")
+			body, err = realnode.GetHost(traefik, tc.name+".example.com", "/hostname", nil)
 			return err == nil && body == pods.Items[0].Name, nil
 		})
 		t.Logf("GET %s.example.com/hostname through Traefik, by the route's %s -> %q (pod %s)", tc.name, tc.kind, body, pods.Items[0].Name)
 	}
-	if body, err := getHost(traefik, "nobody.example.com", "/hostname"); err == nil || !strings.Contains(err.Error(), "404") {
+	if body, err := realnode.GetHost(traefik, "nobody.example.com", "/hostname", nil); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("GET nobody.example.com: %q, %v; want 404", body, err)
 	}
 
-	canaryThroughTraefik(t, apps, ns, "shop", traefik)
+	canaryThroughTraefik(t, ns, "shop", traefik)
 	routingThroughTraefik(t, apps, ns, "shop", traefik)
 }
 
 // canaryThroughTraefik rolls the App name (its route an HTTPRoute) to a new version with
 // the steps 20% / pause: at the pause, 1000 requests by Host through the Gateway reach
 // the canary 20% +- 5 of the time; kubectl app abort moves them all back to the stable.
-func canaryThroughTraefik(t *testing.T, apps appclient.Interface, ns, name, traefik string) {
-	ctx := context.Background()
-	patch := func(p string) {
-		t.Helper()
-		if _, err := apps.AppcontrollerV1().Apps(ns).Patch(ctx, name, types.MergePatchType, []byte(p), metav1.PatchOptions{}); err != nil {
-			t.Fatalf("patching App %s with %s: %v", name, p, err)
-		}
-	}
-	wait := func(what string, done func(r *appv1.RolloutStatus) bool) {
-		t.Helper()
-		framework.Eventually(t, 3*time.Minute, func() (bool, error) {
-			app, err := apps.AppcontrollerV1().Apps(ns).Get(ctx, name, metav1.GetOptions{})
-			return err == nil && app.Status.ObservedGeneration == app.Generation && app.Status.Rollout != nil && done(app.Status.Rollout), nil
-		})
-		t.Logf("App %s: %s", name, what)
-	}
-	patch(`{"spec":{"rollout":{"canary":{"steps":[{"setWeight":20},{"pause":{}}],"abortScaleDownDelaySeconds":0}}}}`)
-	wait("the strategy added", func(r *appv1.RolloutStatus) bool { return r.Phase == appv1.RolloutHealthy })
-	patch(`{"spec":{"deploymentTemplate":{"env":[{"name":"VERSION","value":"2"}]}}}`)
-	wait("paused at 20%", func(r *appv1.RolloutStatus) bool { return r.Phase == appv1.RolloutPaused && r.CurrentStepIndex == 1 })
+func canaryThroughTraefik(t *testing.T, ns, name, traefik string) {
+	realnode.PatchApp(t, ns, name, `{"spec":{"rollout":{"canary":{"steps":[{"setWeight":20},{"pause":{}}],"abortScaleDownDelaySeconds":0}}}}`)
+	waitRollout(t, ns, name, "the strategy added", func(r *appv1.RolloutStatus) bool { return r.Phase == appv1.RolloutHealthy })
+	realnode.PatchApp(t, ns, name, `{"spec":{"deploymentTemplate":{"env":[{"name":"VERSION","value":"2"}]}}}`)
+	waitRollout(t, ns, name, "paused at 20%", func(r *appv1.RolloutStatus) bool { return r.Phase == appv1.RolloutPaused && r.CurrentStepIndex == 1 })
 
-	canary := name + appv1.CanarySuffix + "-"
+	count := func(n int) (canaries, failed int) { return countCanary(traefik, name, n, nil) }
 	// Traefik applies the weights within a few seconds of reading them.
 	framework.Eventually(t, time.Minute, func() (bool, error) {
-		body, err := getHost(traefik, name+".example.com", "/hostname")
-		return err == nil && strings.HasPrefix(body, canary), nil
+		c, _ := count(1)
+		return c == 1, nil
 	})
-	count := func(n int) (canaries, failed int) {
-		for range n {
-			body, err := getHost(traefik, name+".example.com", "/hostname")
-			switch {
-			case err != nil:
-				failed++
-			case strings.HasPrefix(body, canary):
-				canaries++
-			}
-		}
-		return canaries, failed
-	}
 	start := time.Now()
 	canaries, failed := count(1000)
 	share := float64(canaries) / 10
@@ -150,13 +103,9 @@ func canaryThroughTraefik(t *testing.T, apps appclient.Interface, ns, name, trae
 		t.Errorf("at 20%%: %.1f%% of the requests reached the canary, %d failed; want 20%% +- 5, none failed", share, failed)
 	}
 
-	out, code := realnode.KubectlApp(t, "abort", name, "-n", ns)
-	t.Logf("kubectl app abort %s: %s", name, out)
-	if code != plugin.ExitOK {
-		t.Fatalf("kubectl app abort: exit code %d", code)
-	}
+	kubectlApp(t, "abort", ns, name)
 	aborted := time.Now()
-	wait("aborted", func(r *appv1.RolloutStatus) bool { return r.Phase == appv1.RolloutAborted })
+	waitRollout(t, ns, name, "aborted", func(r *appv1.RolloutStatus) bool { return r.Phase == appv1.RolloutAborted })
 	framework.Eventually(t, time.Minute, func() (bool, error) {
 		c, f := count(20)
 		return c == 0 && f == 0, nil
@@ -167,21 +116,50 @@ func canaryThroughTraefik(t *testing.T, apps appclient.Interface, ns, name, trae
 	}
 }
 
-// getHost sends GET base+path with Host host and returns the body of a 200 answer.
-func getHost(base, host, path string) (string, error) {
-	req, err := http.NewRequest(http.MethodGet, base+path, nil)
-	if err != nil {
-		return "", err
+// startTraefikAndController installs Traefik in a namespace of its own, forwards a local
+// port to its web entry point and runs the App controller in the test process, all until
+// the test ends. It returns Traefik's namespace, a namespace for the test's Apps and the
+// forward's local end (http://127.0.0.1:PORT).
+func startTraefikAndController(t *testing.T) (tns, ns, traefik string) {
+	t.Helper()
+	tns, ns = framework.Namespace(t), framework.Namespace(t)
+	realnode.InstallTraefik(t, tns)
+	traefik = realnode.PortForward(t, tns, "pod/traefik", realnode.TraefikWebPort)
+	framework.StartAppController(t, framework.Config(t), nil)
+	return tns, ns, traefik
+}
+
+// waitRollout waits until the App name of namespace ns has a rollout status, of its
+// current generation, that done accepts (realnode.WaitApp), and logs what.
+func waitRollout(t *testing.T, ns, name, what string, done func(r *appv1.RolloutStatus) bool) {
+	t.Helper()
+	realnode.WaitApp(t, ns, name, what, func(app *appv1.App) bool { return app.Status.Rollout != nil && done(app.Status.Rollout) })
+}
+
+// kubectlApp runs `kubectl app ACTION NAME -n NS` (promote, abort) and logs its output;
+// an exit code other than ExitOK fails the test.
+func kubectlApp(t *testing.T, action, ns, name string) {
+	t.Helper()
+	out, code := realnode.KubectlApp(t, action, name, "-n", ns)
+	t.Logf("kubectl app %s %s: %s", action, name, out)
+	if code != plugin.ExitOK {
+		t.Fatalf("kubectl app %s: exit code %d", action, code)
 	}
-	req.Host = host
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-	if err != nil {
-		return "", err
+}
+
+// countCanary sends n requests with headers to the host of the App name through
+// Traefik (traefik, its port-forward's local end), each asking which pod answers
+// (/hostname), and counts those the App's canary answered and those that failed.
+func countCanary(traefik, name string, n int, headers map[string]string) (canaries, failed int) {
+	canary := name + appv1.CanarySuffix + "-"
+	for range n {
+		body, err := realnode.GetHost(traefik, name+".example.com", "/hostname", headers)
+		switch {
+		case err != nil:
+			failed++
+		case strings.HasPrefix(body, canary):
+			canaries++
+		}
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET %s%s (Host %s): %s: %s", base, path, host, resp.Status, body)
-	}
-	return strings.TrimSpace(string(body)), nil
+	return canaries, failed
 }

@@ -139,13 +139,7 @@ func TestAnalysisTemplates(t *testing.T) {
 	pods.serve(ns, "good-deploy-canary-5d8f9c-x7k2p", 20, 0)
 	pods.serve(ns, "bad-deploy-canary-5d8f9c-x7k2p", 18, 2)
 	pods.serve(ns, "late-deploy-canary-5d8f9c-x7k2p", 20, 0)
-	for name, app := range apps {
-		c.Create(t, app)
-		c.WaitReady(t, ns, name)
-	}
-	for name := range apps {
-		c.Update(t, ns, name, func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
-	}
+	rollOut(t, c, ns, apps)
 
 	// good (an AnalysisTemplate, its default argument): promoted.
 	framework.Eventually(t, apptest.Converge, func() (bool, error) {
@@ -154,11 +148,8 @@ func TestAnalysisTemplates(t *testing.T) {
 	})
 	// bad (a ClusterAnalysisTemplate): 10% of 5xx is out of [-inf, 0.05]: aborted, the
 	// template named.
-	app := c.WaitRollout(t, ns, "bad", appv1.RolloutAborted, 1)
+	app := c.WaitAborted(t, ns, "bad", 1, appv1.ReasonAnalysisFailed, "is out of its success range [-inf, 0.05]")
 	r := app.Status.Rollout
-	if r.AbortReason != appv1.ReasonAnalysisFailed || !strings.Contains(r.AbortMessage, "is out of its success range [-inf, 0.05]") {
-		t.Errorf("bad: abort %s %q, want AnalysisFailed, out of [-inf, 0.05]", r.AbortReason, r.AbortMessage)
-	}
 	if len(r.Analysis) != 1 || r.Analysis[0].Template != "ClusterAnalysisTemplate/"+cluster || r.Analysis[0].Failed != 1 {
 		t.Errorf("bad: status.rollout.analysis %+v, want one failure of ClusterAnalysisTemplate/%s", r.Analysis, cluster)
 	} else if v, err := strconv.ParseFloat(r.Analysis[0].Value, 64); err != nil || v < 0.09 || v > 0.11 {
@@ -237,11 +228,7 @@ func TestAnalysisTemplates(t *testing.T) {
 	}
 
 	// never: its template never comes: aborted at the progress deadline (20s), saying so.
-	app = c.WaitRollout(t, ns, "never", appv1.RolloutAborted, 1)
-	r = app.Status.Rollout
-	if r.AbortReason != appv1.ReasonAnalysisInconclusive || !strings.Contains(r.AbortMessage, "stayed inconclusive for progressDeadlineSeconds (20s)") ||
-		!strings.Contains(r.AbortMessage, "ClusterAnalysisTemplate "+ns+"-never not found") {
-		t.Errorf("never: abort %s %q, want AnalysisInconclusive naming the missing template", r.AbortReason, r.AbortMessage)
-	}
+	c.WaitAborted(t, ns, "never", 1, appv1.ReasonAnalysisInconclusive,
+		"stayed inconclusive for progressDeadlineSeconds (20s)", "ClusterAnalysisTemplate "+ns+"-never not found")
 	printAppStatus(t, c, ns, "never", "aborted at the progress deadline, its template missing")
 }

@@ -3,8 +3,6 @@ package api
 import (
 	"testing"
 
-	"k8s.io/client-go/dynamic"
-
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
@@ -13,24 +11,16 @@ import (
 // dropped).
 func TestAnalysisValidation(t *testing.T) {
 	ns := framework.Namespace(t)
-	dyn, err := dynamic.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	const pods = "deploymentTemplate: {name: web, image: nginx, replicas: 4}\nserviceTemplate: {name: web}\n"
+	dyn := framework.DynamicClient(t)
 	step := func(checks string) string {
-		return pods + "rollout: {canary: {steps: [{setWeight: 10}, {analysis: {checks: [" + checks + "]}}]}}"
+		return podsSpec + "rollout: {canary: {steps: [{setWeight: 10}, {analysis: {checks: [" + checks + "]}}]}}"
 	}
 	background := func(analysis string) string {
-		return pods + "rollout: {canary: {steps: [{setWeight: 10}, {pause: {}}], analysis: " + analysis + "}}"
+		return podsSpec + "rollout: {canary: {steps: [{setWeight: 10}, {pause: {}}], analysis: " + analysis + "}}"
 	}
 	at := "spec.rollout.canary.steps[1].analysis.checks[0]"
 
-	invalid := []struct {
-		name string
-		spec string
-		want []string
-	}{
+	invalid := []refusedSpec{
 		{"a check with no kind (CEL)", step("{name: sr}"), []string{at, "each check sets exactly one of successRate, latency, query, templateRef and webhook"}},
 		{"a check of two kinds (CEL)", step(`{name: sr, successRate: {min: "99"}, latency: {maxMs: 100}}`), []string{at, "exactly one of"}},
 		{"a success rate with no threshold (CEL)", step("{name: sr, successRate: {}}"), []string{at + ".successRate", "sets min, stableMargin or both"}},
@@ -49,14 +39,14 @@ func TestAnalysisValidation(t *testing.T) {
 		{"an unknown source", step(`{name: sr, successRate: {min: "99"}, source: Mesh}`), []string{at + ".source", "Unsupported value"}},
 		{"two checks of one name", step(`{name: sr, successRate: {min: "99"}}, {name: sr, latency: {maxMs: 100}}`), []string{"spec.rollout.canary.steps[1].analysis.checks[1]", "Duplicate value"}},
 		{"no checks", step(""), []string{"spec.rollout.canary.steps[1].analysis.checks", "at least 1 items"}},
-		{"a step with a weight and an analysis (CEL)", pods + `rollout: {canary: {steps: [{setWeight: 10, analysis: {checks: [{name: sr, successRate: {min: "99"}}]}}]}}`,
+		{"a step with a weight and an analysis (CEL)", podsSpec + `rollout: {canary: {steps: [{setWeight: 10, analysis: {checks: [{name: sr, successRate: {min: "99"}}]}}]}}`,
 			[]string{"spec.rollout.canary.steps[0]", "each step sets exactly one of setWeight, pause, analysis, setHeaderRoute and setMirrorRoute"}},
 		{"a starting step past the last (CEL)", background(`{startingStep: 2, checks: [{name: sr, successRate: {min: "99"}}]}`),
 			[]string{"spec.rollout.canary.analysis.startingStep", "must be the index of one of the steps"}},
 	}
 	assertRefused(t, dyn, ns, "invalid-analysis", invalid)
 
-	valid := []struct{ name, spec string }{
+	valid := []acceptedSpec{
 		{"the built-ins, absolute and relative", step(`{name: sr, successRate: {min: "99.5", stableMargin: "1"}, interval: 10s, count: 3, failureLimit: 1, minRequests: 50, source: Pods}, ` +
 			`{name: lat, latency: {percentile: 95, maxMs: 500, stableFactor: "1.5"}, interval: 2m30s, source: Gateway}`)},
 		{"a query and a webhook", step(`{name: q, query: {promql: 'sum(rate(x{namespace="{{.Namespace}}"}[{{.Interval}}]))', successCondition: {max: "0.5"}, failureCondition: {min: "-1.25", max: "1000"}}}, ` +

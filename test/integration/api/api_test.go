@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -132,10 +131,7 @@ func TestDefaults(t *testing.T) {
 // including zeros the Go types would omit, reaches the server as written.
 func TestValidation(t *testing.T) {
 	ns := framework.Namespace(t)
-	dyn, err := dynamic.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dyn := framework.DynamicClient(t)
 	valid := `
 deploymentTemplate: {name: web, image: nginx, replicas: 2}
 serviceTemplate: {name: web}`
@@ -299,7 +295,7 @@ route: {hosts: [shop.example.com], parentRefs: []}`, want: []string{"spec.route.
 
 	// And valid specs are accepted (strictly: no field dropped), so the cases above fail
 	// for their own reason: the seed's valid spec, and each new field alone.
-	validSpecs := []struct{ name, spec string }{
+	validSpecs := []acceptedSpec{
 		{"seed", valid},
 		{"probes", `deploymentTemplate: {name: web, image: nginx, readinessProbe: {httpGet: {path: /ready, port: 8080}}, livenessProbe: {tcpSocket: {port: 8080}, periodSeconds: 20}, startupProbe: {exec: {command: [cat, /ready]}, failureThreshold: 30}}`},
 		{"grpc probe", `deploymentTemplate: {name: web, image: nginx, readinessProbe: {grpc: {port: 9000}}}`},

@@ -2,14 +2,10 @@ package api
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
-	"sigs.k8s.io/yaml"
 
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
@@ -20,15 +16,9 @@ import (
 // change, not through `kubectl scale app` either.
 func TestAutoscalingValidation(t *testing.T) {
 	ns := framework.Namespace(t)
-	dyn, err := dynamic.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dyn := framework.DynamicClient(t)
 	const deployment = "deploymentTemplate: {name: web, image: nginx}\n"
-	invalid := []struct {
-		name, spec string
-		want       []string
-	}{
+	invalid := []refusedSpec{
 		{"min above max (CEL)", deployment + `autoscaling: {minReplicas: 5, maxReplicas: 3, cpu: {averageUtilization: 50}}`,
 			[]string{"spec.autoscaling.minReplicas", "autoscaling.minReplicas must not exceed autoscaling.maxReplicas"}},
 		{"no target (CEL)", deployment + `autoscaling: {maxReplicas: 3}`,
@@ -74,22 +64,9 @@ autoscaling: {minReplicas: 2, maxReplicas: 3, cpu: {averageUtilization: 50}}`,
 		{"the HPA v1 field, strict", deployment + `autoscaling: {maxReplicas: 3, targetCPUUtilizationPercentage: 50}`,
 			[]string{`unknown field "spec.autoscaling.targetCPUUtilizationPercentage"`}},
 	}
-	for i, tc := range invalid {
-		t.Run(tc.name, func(t *testing.T) {
-			err := createApp(dyn, ns, fmt.Sprintf("invalid-autoscaling-%d", i), tc.spec)
-			if err == nil {
-				t.Fatalf("created an App with an invalid spec:\n%s", tc.spec)
-			}
-			t.Logf("refused: %v", err)
-			for _, want := range tc.want {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("error %q does not contain %q", err, want)
-				}
-			}
-		})
-	}
+	assertRefused(t, dyn, ns, "invalid-autoscaling", invalid)
 
-	valid := []struct{ name, spec string }{
+	valid := []acceptedSpec{
 		{"a CPU utilization target", deployment + `autoscaling: {maxReplicas: 3, cpu: {averageUtilization: 50}}`},
 		{"every field", `deploymentTemplate: {name: web, image: nginx, replicas: 2, resources: {requests: {cpu: 200m, memory: 64Mi}}}
 autoscaling:
@@ -102,17 +79,11 @@ autoscaling:
     scaleDown: {stabilizationWindowSeconds: 0, selectPolicy: Min, policies: [{type: Percent, value: 50, periodSeconds: 60}]}`},
 		{"scale down disabled", deployment + `autoscaling: {minReplicas: 3, maxReplicas: 3, memory: {averageValue: 256Mi}, behavior: {scaleDown: {selectPolicy: Disabled}}}`},
 	}
-	for i, tc := range valid {
-		t.Run("valid "+tc.name, func(t *testing.T) {
-			if err := createApp(dyn, ns, fmt.Sprintf("valid-autoscaling-%d", i), tc.spec); err != nil {
-				t.Errorf("the valid App was rejected: %v", err)
-			}
-		})
-	}
+	assertAccepted(t, dyn, ns, "valid-autoscaling", valid)
 
 	t.Run("replicas while autoscaling is on", func(t *testing.T) {
 		const name = "scaled"
-		if err := createApp(dyn, ns, name, `deploymentTemplate: {name: web, image: nginx, replicas: 2}
+		if err := createSpec(t, dyn, ns, name, `deploymentTemplate: {name: web, image: nginx, replicas: 2}
 autoscaling: {maxReplicas: 3, cpu: {averageUtilization: 50}}`); err != nil {
 			t.Fatal(err)
 		}
@@ -153,19 +124,4 @@ autoscaling: {maxReplicas: 3, cpu: {averageUtilization: 50}}`); err != nil {
 			t.Errorf("after the steps, replicas %v and autoscaling %+v; want 6 and maxReplicas 10", r, app.Spec.Autoscaling)
 		}
 	})
-}
-
-// createApp creates the App name with the spec given in YAML, validated strictly (no
-// unknown field dropped).
-func createApp(dyn dynamic.Interface, ns, name, specYAML string) error {
-	var spec map[string]any
-	if err := yaml.Unmarshal([]byte(specYAML), &spec); err != nil {
-		return fmt.Errorf("the test's spec: %w", err)
-	}
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "appcontroller.k8s.io/v1", "kind": "App",
-		"metadata": map[string]any{"name": name}, "spec": spec,
-	}}
-	_, err := dyn.Resource(appsGVR).Namespace(ns).Create(context.Background(), obj, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict})
-	return err
 }

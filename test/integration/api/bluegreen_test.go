@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
@@ -16,19 +15,11 @@ import (
 // naming the field, accepts the valid shapes (no field dropped) and defaults the rest.
 func TestBlueGreenValidation(t *testing.T) {
 	ns := framework.Namespace(t)
-	dyn, err := dynamic.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	const pods = "deploymentTemplate: {name: web, image: nginx, replicas: 4}\nserviceTemplate: {name: web}\n"
-	bg := func(s string) string { return pods + "rollout: {blueGreen: {" + s + "}}" }
+	dyn := framework.DynamicClient(t)
+	bg := func(s string) string { return podsSpec + "rollout: {blueGreen: {" + s + "}}" }
 	const gateway = "route: {hosts: [web.example.com], parentRefs: [{name: public}]}\n"
-	invalid := []struct {
-		name string
-		spec string
-		want []string
-	}{
-		{"canary and blueGreen at once (CEL)", pods + "rollout: {canary: {steps: [{setWeight: 20}]}, blueGreen: {}}",
+	invalid := []refusedSpec{
+		{"canary and blueGreen at once (CEL)", podsSpec + "rollout: {canary: {steps: [{setWeight: 20}]}, blueGreen: {}}",
 			[]string{"spec.rollout", "set exactly one of canary and blueGreen"}},
 		{"negative autoPromotionSeconds", bg("autoPromotionSeconds: -1"), []string{"spec.rollout.blueGreen.autoPromotionSeconds", "greater than or equal to 0"}},
 		{"negative scaleDownDelaySeconds", bg("scaleDownDelaySeconds: -30"), []string{"spec.rollout.blueGreen.scaleDownDelaySeconds", "greater than or equal to 0"}},
@@ -40,27 +31,27 @@ func TestBlueGreenValidation(t *testing.T) {
 			[]string{"spec.serviceTemplate.name", "at most 55 characters with rollout.blueGreen"}},
 		{"previewHosts without a route (CEL)", bg("previewHosts: [preview.example.com]"),
 			[]string{"spec.rollout.blueGreen.previewHosts", "needs an HTTPRoute (route.parentRefs)"}},
-		{"previewHosts with an Ingress route (CEL)", pods + "route: {hosts: [web.example.com]}\nrollout: {blueGreen: {previewHosts: [preview.example.com]}}",
+		{"previewHosts with an Ingress route (CEL)", podsSpec + "route: {hosts: [web.example.com]}\nrollout: {blueGreen: {previewHosts: [preview.example.com]}}",
 			[]string{"spec.rollout.blueGreen.previewHosts", "needs an HTTPRoute (route.parentRefs)"}},
-		{"a preview host that the route has (CEL)", pods + gateway + "rollout: {blueGreen: {previewHosts: [preview.example.com, web.example.com]}}",
+		{"a preview host that the route has (CEL)", podsSpec + gateway + "rollout: {blueGreen: {previewHosts: [preview.example.com, web.example.com]}}",
 			[]string{"spec.rollout.blueGreen.previewHosts", "must not repeat a host of route.hosts"}},
-		{"a preview host that is no DNS name", pods + gateway + "rollout: {blueGreen: {previewHosts: [Preview_Example]}}",
+		{"a preview host that is no DNS name", podsSpec + gateway + "rollout: {blueGreen: {previewHosts: [Preview_Example]}}",
 			[]string{"spec.rollout.blueGreen.previewHosts[0]", "should match"}},
 		{"a check before the switch of two kinds (CEL)", bg(`prePromotionAnalysis: {checks: [{name: smoke, successRate: {min: "99"}, webhook: {url: "http://t/run"}}]}`),
 			[]string{"spec.rollout.blueGreen.prePromotionAnalysis.checks[0]", "each check sets exactly one of successRate, latency, query, templateRef and webhook"}},
 		{"no check before the switch", bg("prePromotionAnalysis: {checks: []}"),
 			[]string{"spec.rollout.blueGreen.prePromotionAnalysis.checks", "at least 1 item"}},
-		{"an empty previewHosts", pods + gateway + "rollout: {blueGreen: {previewHosts: []}}",
+		{"an empty previewHosts", podsSpec + gateway + "rollout: {blueGreen: {previewHosts: []}}",
 			[]string{"spec.rollout.blueGreen.previewHosts", "at least 1 item"}},
 	}
 	assertRefused(t, dyn, ns, "invalid-bluegreen", invalid)
-	valid := []struct{ name, spec string }{
+	valid := []acceptedSpec{
 		{"by hand, the defaults", bg("")},
 		{"no replicas: the preview takes the Deployment's count", "deploymentTemplate: {name: web, image: nginx}\nserviceTemplate: {name: web}\nrollout: {blueGreen: {}}"},
 		{"every option", bg("autoPromotionSeconds: 0, scaleDownDelaySeconds: 0, abortScaleDownDelaySeconds: 86400, progressDeadlineSeconds: 10, readyDeadlineSeconds: 3600, rollbackWindow: 0")},
 		{"a Service name of 55 characters", "deploymentTemplate: {name: web, image: nginx}\nserviceTemplate: {name: " + strings.Repeat("s", 55) + "}\nrollout: {blueGreen: {}}"},
 		{"checks before the switch", bg(`autoPromotionSeconds: 0, prePromotionAnalysis: {checks: [{name: smoke, webhook: {url: "http://tests.example/run"}}, {name: success-rate, successRate: {min: "99"}, source: Pods, interval: 30s, count: 2}]}`)},
-		{"preview hosts on an HTTPRoute", pods + gateway + "rollout: {blueGreen: {previewHosts: [preview.example.com, \"*.preview.example.com\"]}}"},
+		{"preview hosts on an HTTPRoute", podsSpec + gateway + "rollout: {blueGreen: {previewHosts: [preview.example.com, \"*.preview.example.com\"]}}"},
 	}
 	assertAccepted(t, dyn, ns, "valid-bluegreen", valid)
 

@@ -22,30 +22,19 @@ import (
 // dropped).
 func TestRolloutValidation(t *testing.T) {
 	ns := framework.Namespace(t)
-	dyn, err := dynamic.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	const (
-		pods    = "deploymentTemplate: {name: web, image: nginx, replicas: 4}\nserviceTemplate: {name: web}\n"
-		gateway = "deploymentTemplate: {name: web, image: nginx}\nserviceTemplate: {name: web}\nroute: {hosts: [web.example.com], parentRefs: [{name: public}]}\n"
-	)
-	steps := func(s string) string { return pods + "rollout: {canary: {steps: [" + s + "]}}" }
+	dyn := framework.DynamicClient(t)
+	steps := func(s string) string { return podsSpec + "rollout: {canary: {steps: [" + s + "]}}" }
 	tooMany := strings.TrimSuffix(strings.Repeat("{setWeight: 1}, ", 33), ", ")
 
-	invalid := []struct {
-		name string
-		spec string
-		want []string
-	}{
+	invalid := []refusedSpec{
 		{"no deploymentTemplate (CEL)", "serviceTemplate: {name: web}\nrollout: {canary: {steps: [{setWeight: 20}]}}",
 			[]string{"spec.rollout", "rollout requires deploymentTemplate"}},
 		{"no replicas and no HTTPRoute to split by (CEL)", "deploymentTemplate: {name: web, image: nginx}\nserviceTemplate: {name: web}\nrollout: {canary: {steps: [{setWeight: 20}]}}",
 			[]string{"spec.rollout", "set deploymentTemplate.replicas"}},
 		{"no replicas and an Ingress route (CEL)", "deploymentTemplate: {name: web, image: nginx}\nserviceTemplate: {name: web}\nroute: {hosts: [web.example.com]}\nrollout: {canary: {steps: [{setWeight: 20}]}}",
 			[]string{"spec.rollout", "splits the traffic by replicas"}},
-		{"no strategy (CEL)", pods + "rollout: {}", []string{"spec.rollout", "set exactly one of canary and blueGreen"}},
-		{"no steps", pods + "rollout: {canary: {}}", []string{"spec.rollout.canary.steps: Required value"}},
+		{"no strategy (CEL)", podsSpec + "rollout: {}", []string{"spec.rollout", "set exactly one of canary and blueGreen"}},
+		{"no steps", podsSpec + "rollout: {canary: {}}", []string{"spec.rollout.canary.steps: Required value"}},
 		{"empty steps", steps(""), []string{"spec.rollout.canary.steps", "at least 1 items"}},
 		{"too many steps", steps(tooMany), []string{"spec.rollout.canary.steps", "at most 32 items"}},
 		{"weight above 100", steps("{setWeight: 101}"), []string{"spec.rollout.canary.steps[0].setWeight", "less than or equal to 100"}},
@@ -68,27 +57,27 @@ func TestRolloutValidation(t *testing.T) {
 			[]string{"spec.rollout.canary.steps[0].pause.duration", "must be from 1s to 24h"}},
 		{"a Service name too long for its canary's (CEL)", "deploymentTemplate: {name: web, image: nginx, replicas: 2}\nserviceTemplate: {name: " + strings.Repeat("s", 57) + "}\nrollout: {canary: {steps: [{setWeight: 20}]}}",
 			[]string{"spec.serviceTemplate.name", "at most 56 characters with a rollout"}},
-		{"negative scale-down delay", pods + "rollout: {canary: {steps: [{setWeight: 20}], scaleDownDelaySeconds: -1}}",
+		{"negative scale-down delay", podsSpec + "rollout: {canary: {steps: [{setWeight: 20}], scaleDownDelaySeconds: -1}}",
 			[]string{"spec.rollout.canary.scaleDownDelaySeconds", "greater than or equal to 0"}},
-		{"abort scale-down delay too long", pods + "rollout: {canary: {steps: [{setWeight: 20}], abortScaleDownDelaySeconds: 86401}}",
+		{"abort scale-down delay too long", podsSpec + "rollout: {canary: {steps: [{setWeight: 20}], abortScaleDownDelaySeconds: 86401}}",
 			[]string{"spec.rollout.canary.abortScaleDownDelaySeconds", "less than or equal to 86400"}},
-		{"progress deadline too short", pods + "rollout: {canary: {steps: [{setWeight: 20}], progressDeadlineSeconds: 5}}",
+		{"progress deadline too short", podsSpec + "rollout: {canary: {steps: [{setWeight: 20}], progressDeadlineSeconds: 5}}",
 			[]string{"spec.rollout.canary.progressDeadlineSeconds", "greater than or equal to 10"}},
-		{"ready deadline too short", pods + "rollout: {canary: {steps: [{setWeight: 20}], readyDeadlineSeconds: 1}}",
+		{"ready deadline too short", podsSpec + "rollout: {canary: {steps: [{setWeight: 20}], readyDeadlineSeconds: 1}}",
 			[]string{"spec.rollout.canary.readyDeadlineSeconds", "greater than or equal to 10"}},
-		{"rollback window too wide", pods + "rollout: {canary: {steps: [{setWeight: 20}], rollbackWindow: 11}}",
+		{"rollback window too wide", podsSpec + "rollout: {canary: {steps: [{setWeight: 20}], rollbackWindow: 11}}",
 			[]string{"spec.rollout.canary.rollbackWindow", "less than or equal to 10"}},
 		{"versionedConfig with configChangePolicy Ignore (CEL)", "deploymentTemplate: {name: web, image: nginx, replicas: 4, configChangePolicy: Ignore}\nrollout: {versionedConfig: true, canary: {steps: [{setWeight: 20}]}}",
 			[]string{"spec.rollout.versionedConfig", "configChangePolicy Ignore turns off"}},
 	}
 	assertRefused(t, dyn, ns, "invalid-rollout", invalid)
 
-	valid := []struct{ name, spec string }{
+	valid := []acceptedSpec{
 		{"the issue's steps, by replicas", steps("{setWeight: 25}, {pause: {}}, {setWeight: 100}")},
 		{"one replica and no Gateway: one extra canary pod", "deploymentTemplate: {name: web, image: nginx, replicas: 1}\nrollout: {canary: {steps: [{setWeight: 20}, {pause: {duration: 30s}}]}}"},
-		{"an HTTPRoute split, the replicas left to an autoscaler", gateway + "rollout: {canary: {steps: [{setWeight: 10}, {pause: {duration: 1h30m}}, {setWeight: 50}, {pause: {}}]}}"},
+		{"an HTTPRoute split, the replicas left to an autoscaler", gatewaySpec + "rollout: {canary: {steps: [{setWeight: 10}, {pause: {duration: 1h30m}}, {setWeight: 50}, {pause: {}}]}}"},
 		{"weight 0 first, weights repeated, a last indefinite pause", steps("{setWeight: 0}, {pause: {duration: 1s}}, {setWeight: 20}, {setWeight: 20}, {pause: {duration: 24h}}, {setWeight: 100}, {pause: {}}")},
-		{"32 steps and every option", pods + "rollout: {canary: {steps: [" + strings.TrimSuffix(strings.Repeat("{setWeight: 1}, ", 32), ", ") +
+		{"32 steps and every option", podsSpec + "rollout: {canary: {steps: [" + strings.TrimSuffix(strings.Repeat("{setWeight: 1}, ", 32), ", ") +
 			"], scaleDownDelaySeconds: 0, abortScaleDownDelaySeconds: 86400, progressDeadlineSeconds: 10, readyDeadlineSeconds: 3600, rollbackWindow: 0}}"},
 		{"no replicas and no HTTPRoute, autoscaled: the autoscaler's count is split", "deploymentTemplate: {name: web, image: nginx, resources: {requests: {cpu: 100m}}}\nautoscaling: {maxReplicas: 5, cpu: {averageUtilization: 50}}\nrollout: {canary: {steps: [{setWeight: 20}]}}"},
 		{"versionedConfig, configChangePolicy Rollout", "deploymentTemplate: {name: web, image: nginx, replicas: 4, configChangePolicy: Rollout}\nrollout: {versionedConfig: true, canary: {steps: [{setWeight: 20}]}}"},
@@ -144,14 +133,29 @@ func TestRolloutDefaults(t *testing.T) {
 	}
 }
 
-// assertRefused creates an App of each spec (named prefix-INDEX) in ns, in a subtest
-// NAME, and fails the subtest unless the API server refuses it as Invalid or BadRequest
-// with an error that contains each of want.
-func assertRefused(t *testing.T, dyn dynamic.Interface, ns, prefix string, specs []struct {
+// The specs the validation tests build on: an App of four replicas with a Service (a
+// canary split by replicas), and one without replicas whose route is an HTTPRoute to the
+// Gateway public (a canary split by the route's weights).
+const (
+	podsSpec    = "deploymentTemplate: {name: web, image: nginx, replicas: 4}\nserviceTemplate: {name: web}\n"
+	gatewaySpec = "deploymentTemplate: {name: web, image: nginx}\nserviceTemplate: {name: web}\nroute: {hosts: [web.example.com], parentRefs: [{name: public}]}\n"
+)
+
+// refusedSpec is a case of the validation tests: an App's spec, as YAML, that the API
+// server must refuse, and what its error must contain.
+type refusedSpec struct {
 	name string
 	spec string
 	want []string
-}) {
+}
+
+// acceptedSpec is an App's spec, as YAML, that the API server must accept strictly.
+type acceptedSpec struct{ name, spec string }
+
+// assertRefused creates an App of each spec (named prefix-INDEX) in ns, in a subtest
+// NAME, and fails the subtest unless the API server refuses it as Invalid or BadRequest
+// with an error that contains each of want.
+func assertRefused(t *testing.T, dyn dynamic.Interface, ns, prefix string, specs []refusedSpec) {
 	t.Helper()
 	for i, tc := range specs {
 		t.Run(tc.name, func(t *testing.T) {
@@ -174,7 +178,7 @@ func assertRefused(t *testing.T, dyn dynamic.Interface, ns, prefix string, specs
 
 // assertAccepted creates an App of each spec (named prefix-INDEX) in ns, in a subtest
 // "valid NAME", and fails the subtest if the API server refuses it.
-func assertAccepted(t *testing.T, dyn dynamic.Interface, ns, prefix string, specs []struct{ name, spec string }) {
+func assertAccepted(t *testing.T, dyn dynamic.Interface, ns, prefix string, specs []acceptedSpec) {
 	t.Helper()
 	for i, tc := range specs {
 		t.Run("valid "+tc.name, func(t *testing.T) {

@@ -3,8 +3,6 @@ package api
 import (
 	"testing"
 
-	"k8s.io/client-go/dynamic"
-
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
@@ -13,21 +11,11 @@ import (
 // shapes (strictly: no field dropped).
 func TestRoutingValidation(t *testing.T) {
 	ns := framework.Namespace(t)
-	dyn, err := dynamic.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	const (
-		gateway = "deploymentTemplate: {name: web, image: nginx}\nserviceTemplate: {name: web}\nroute: {hosts: [web.example.com], parentRefs: [{name: public}]}\n"
-		ingress = "deploymentTemplate: {name: web, image: nginx, replicas: 4}\nserviceTemplate: {name: web}\nroute: {hosts: [web.example.com]}\n"
-	)
-	steps := func(s string) string { return gateway + "rollout: {canary: {steps: [" + s + "]}}" }
+	dyn := framework.DynamicClient(t)
+	const ingress = "deploymentTemplate: {name: web, image: nginx, replicas: 4}\nserviceTemplate: {name: web}\nroute: {hosts: [web.example.com]}\n"
+	steps := func(s string) string { return gatewaySpec + "rollout: {canary: {steps: [" + s + "]}}" }
 
-	invalid := []struct {
-		name string
-		spec string
-		want []string
-	}{
+	invalid := []refusedSpec{
 		{"a header route without an HTTPRoute (CEL)", ingress + "rollout: {canary: {steps: [{setHeaderRoute: {match: [{header: X-Canary, exact: always}]}}, {setWeight: 20}]}}",
 			[]string{"spec.rollout.canary.steps", "setHeaderRoute and setMirrorRoute need an HTTPRoute (route.parentRefs)"}},
 		{"a mirror without a route (CEL)", "deploymentTemplate: {name: web, image: nginx, replicas: 4}\nrollout: {canary: {steps: [{setMirrorRoute: {percent: 10}}]}}",
@@ -59,7 +47,7 @@ func TestRoutingValidation(t *testing.T) {
 	}
 	assertRefused(t, dyn, ns, "invalid-routing", invalid)
 
-	valid := []struct{ name, spec string }{
+	valid := []acceptedSpec{
 		{"a header route, weights, a mirror, the header route removed", steps("{setHeaderRoute: {match: [{header: X-Canary, exact: always}, {cookie: canary, regex: 'y.*'}]}}, " +
 			"{setWeight: 10}, {setMirrorRoute: {percent: 0}}, {setMirrorRoute: {percent: 100}}, {pause: {}}, {setHeaderRoute: {}}, {setWeight: 50}")},
 		{"a header route by regex first", steps("{setHeaderRoute: {match: [{header: User-Agent, regex: '.*Firefox.*'}]}}, {pause: {duration: 5m}}")},

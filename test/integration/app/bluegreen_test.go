@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/test/integration/framework"
@@ -227,10 +226,7 @@ func TestBlueGreenAutoPromotion(t *testing.T) {
 // goes with the preview Service, the App's HTTPRoute untouched throughout.
 func TestBlueGreenPreviewRoute(t *testing.T) {
 	c := newClients(t)
-	gw, err := gatewayclientset.NewForConfig(c.Cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gw := framework.GatewayClient(t)
 	m := startManager(t, time.Second)
 	ns := framework.Namespace(t)
 	ctx := context.Background()
@@ -241,7 +237,7 @@ func TestBlueGreenPreviewRoute(t *testing.T) {
 
 	bad := c.GetApp(t, ns, "web")
 	bad.Spec.Rollout.BlueGreen.PreviewHosts = []appv1.Hostname{"web.example.com"}
-	_, err = c.App.AppcontrollerV1().Apps(ns).Update(ctx, bad, metav1.UpdateOptions{})
+	_, err := c.App.AppcontrollerV1().Apps(ns).Update(ctx, bad, metav1.UpdateOptions{})
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.rollout.blueGreen.previewHosts: Invalid value") ||
 		!strings.Contains(err.Error(), "must not repeat a host of route.hosts") {
 		t.Errorf("a preview host of the route's hosts: %v, want Invalid naming spec.rollout.blueGreen.previewHosts", err)

@@ -25,10 +25,8 @@ import (
 // What the API server refuses is checked too: a Deployment's selector is immutable, and
 // pod template labels that the selector does not match are invalid, so neither can drift.
 func TestHandEdits(t *testing.T) {
-	c := newClients(t)
 	// A long resync: repairs must come from watch events.
-	startManager(t, 10*time.Minute)
-	ns := framework.Namespace(t)
+	c, ns := eventDriven(t)
 	ctx := context.Background()
 	app := newApp(ns, "web", "nginx", 2)
 	app.Spec.DeploymentTemplate.ContainerPort = ptr.To[int32](8080)

@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/test/integration/framework"
@@ -29,10 +28,7 @@ import (
 // turns the HTTPRoute into an Ingress, and dropping the route prunes it.
 func TestHTTPRoutes(t *testing.T) {
 	c := newClients(t)
-	gw, err := gatewayclientset.NewForConfig(c.Cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gw := framework.GatewayClient(t)
 	m := startManager(t, 0)
 	ctx := context.Background()
 	ns, other := framework.Namespace(t), framework.Namespace(t)
@@ -69,6 +65,7 @@ spec:
 
 	var route *gatewayv1.HTTPRoute
 	framework.Eventually(t, converge, func() (bool, error) {
+		var err error
 		route, err = gw.GatewayV1().HTTPRoutes(ns).Get(ctx, "shop", metav1.GetOptions{})
 		return err == nil, nil
 	})

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
-	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	ingressctrl "github.com/app-controller/app-controller/pkg/controller/ingress"
@@ -89,10 +88,7 @@ func TestRoutes(t *testing.T) {
 // Deployment is available, not Ready. Adding the port to the App's Service routes it.
 func TestRoutePortMissing(t *testing.T) {
 	c := newClients(t)
-	gw, err := gatewayclientset.NewForConfig(c.Cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gw := framework.GatewayClient(t)
 	startManager(t, 0)
 	ctx := context.Background()
 	for _, shape := range []struct {

@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/test/integration/framework"
@@ -110,10 +109,7 @@ func TestRolloutHeaderRouteAndMirror(t *testing.T) {
 	before := len(m.WritesIn(ns))
 	c.Update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
 	c.WaitRollout(t, ns, "web", appv1.RolloutPaused, 3)
-	gw, err := gatewayclientset.NewForConfig(c.Cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gw := framework.GatewayClient(t)
 	route := func() string {
 		r, err := gw.GatewayV1().HTTPRoutes(ns).Get(context.Background(), "web", metav1.GetOptions{})
 		if err != nil {
@@ -177,10 +173,7 @@ func TestRolloutMirrorUnsupported(t *testing.T) {
 	c := newClients(t)
 	m := startManager(t, 0)
 	ns := framework.Namespace(t)
-	gw, err := gatewayclientset.NewForConfig(c.Cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gw := framework.GatewayClient(t)
 	ctx := context.Background()
 	className := gatewayv1.ObjectName("no-mirror-" + ns)
 	class, err := gw.GatewayV1().GatewayClasses().Create(ctx, &gatewayv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: string(className)},
@@ -204,12 +197,7 @@ func TestRolloutMirrorUnsupported(t *testing.T) {
 		return d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == 4 && d.Status.Replicas == 4 && d.Status.AvailableReplicas == 4
 	})
 	c.Update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
-	app := c.WaitRollout(t, ns, "web", appv1.RolloutAborted, 1)
-	r := app.Status.Rollout
-	want := fmt.Sprintf("Gateway %s/edge (GatewayClass %s, controller example.com/no-mirror) does not support mirroring 10%% of the requests: its class's supportedFeatures lack HTTPRouteRequestMirror and HTTPRouteRequestPercentageMirror", ns, className)
-	if r.AbortReason != appv1.ReasonMirrorUnsupported || !strings.Contains(r.AbortMessage, want) {
-		t.Errorf("aborted %s: %s\nwant %s: %s", r.AbortReason, r.AbortMessage, appv1.ReasonMirrorUnsupported, want)
-	}
+	c.WaitAborted(t, ns, "web", 1, appv1.ReasonMirrorUnsupported, fmt.Sprintf("Gateway %s/edge (GatewayClass %s, controller example.com/no-mirror) does not support mirroring 10%% of the requests: its class's supportedFeatures lack HTTPRouteRequestMirror and HTTPRouteRequestPercentageMirror", ns, className))
 	events := strings.Join(c.Events(t, ns, "App", "web"), "\n")
 	if !strings.Contains(events, "does not support mirroring") {
 		t.Errorf("no Event names the mirror among\n%s", events)

@@ -21,7 +21,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
 	"github.com/app-controller/app-controller/pkg/controller/appfixture"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
@@ -78,10 +77,7 @@ func StartManagerWith(t *testing.T, opts *controllermanager.Options) *Manager {
 			return rt.RoundTrip(req)
 		})
 	})
-	opts.Controllers = []string{appctrl.ControllerName}
-	opts.ShutdownTimeout = 5 * time.Second
-
-	m.Run = framework.StartManager(t, cfg, opts)
+	m.Run = framework.StartAppController(t, cfg, opts)
 	return m
 }
 
@@ -130,12 +126,7 @@ type Clients struct {
 // NewClients returns the admin's clients of the test cluster.
 func NewClients(t *testing.T) Clients {
 	t.Helper()
-	cfg := framework.Config(t)
-	app, err := appclientset.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return Clients{Kube: framework.Client(t), App: app, Cfg: cfg}
+	return Clients{Kube: framework.Client(t), App: framework.AppClient(t), Cfg: framework.Config(t)}
 }
 
 // GetApp returns the App or fails the test.
@@ -192,6 +183,28 @@ func (c Clients) WaitRollout(t *testing.T, ns, name string, phase appv1.RolloutP
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// WaitAborted waits until the App's rollout is aborted at step (WaitRollout) and checks
+// that it says why: reason as its abortReason, each of want in its abortMessage, and its
+// Ready condition False for RolloutAborted. It returns the App for the checks a test
+// adds.
+func (c Clients) WaitAborted(t *testing.T, ns, name string, step int32, reason string, want ...string) *appv1.App {
+	t.Helper()
+	app := c.WaitRollout(t, ns, name, appv1.RolloutAborted, step)
+	r := app.Status.Rollout
+	if r.AbortReason != reason {
+		t.Errorf("%s: aborted for %s (%q), want %s", name, r.AbortReason, r.AbortMessage, reason)
+	}
+	for _, w := range want {
+		if !strings.Contains(r.AbortMessage, w) {
+			t.Errorf("%s: abort message %q, want it to contain %q", name, r.AbortMessage, w)
+		}
+	}
+	if got := framework.AppCondition(app, appv1.ConditionReady); got != "False/"+appv1.ReasonRolloutAborted {
+		t.Errorf("%s: aborted, Ready %s; want False/%s", name, got, appv1.ReasonRolloutAborted)
+	}
+	return app
 }
 
 // Events returns "Type Reason Message" of the Events about an object.

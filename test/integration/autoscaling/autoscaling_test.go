@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/utils/ptr"
 
@@ -28,44 +27,31 @@ import (
 	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
 	"github.com/app-controller/app-controller/pkg/controller/appfixture"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
-	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	"github.com/app-controller/app-controller/test/gitops"
 	"github.com/app-controller/app-controller/test/harness"
+	"github.com/app-controller/app-controller/test/integration/apptest"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
 // converge bounds how long the controller and the cluster may take to converge.
 const converge = 60 * time.Second
 
-// clients are the admin's clients (not the controller's).
-type clients struct {
-	kube kubernetes.Interface
-	app  appclientset.Interface
-}
+// clients are the admin's clients (not the controller's) and their waits on an App
+// (apptest.Clients), with this package's helpers as methods.
+type clients struct{ apptest.Clients }
 
 func newClients(t *testing.T) clients {
 	t.Helper()
-	app, err := appclientset.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return clients{kube: framework.Client(t), app: app}
+	return clients{apptest.NewClients(t)}
 }
 
 // startManager runs the App controller (only) as controllerUser, with the given resync
 // period, until the test ends.
 func startManager(t *testing.T, resync time.Duration) {
 	t.Helper()
-	cfg, err := framework.Cluster().UserConfig(controllerUser, "system:masters")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = 1000, 2000
 	opts := controllermanager.NewOptions()
-	opts.Controllers = []string{appctrl.ControllerName}
 	opts.ResyncPeriod = resync
-	opts.ShutdownTimeout = 5 * time.Second
-	framework.StartManager(t, cfg, opts)
+	framework.StartAppController(t, framework.UserConfig(t, controllerUser), opts)
 }
 
 // update applies mutate to the latest App and updates it, retrying on conflicts.
@@ -73,12 +59,12 @@ func (c clients) update(t *testing.T, ns, name string, mutate func(*appv1.App)) 
 	t.Helper()
 	var updated *appv1.App
 	framework.Eventually(t, converge, func() (bool, error) {
-		app, err := c.app.AppcontrollerV1().Apps(ns).Get(context.Background(), name, metav1.GetOptions{})
+		app, err := c.App.AppcontrollerV1().Apps(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
 		mutate(app)
-		updated, err = c.app.AppcontrollerV1().Apps(ns).Update(context.Background(), app, metav1.UpdateOptions{})
+		updated, err = c.App.AppcontrollerV1().Apps(ns).Update(context.Background(), app, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) {
 			return false, nil
 		}
@@ -94,7 +80,7 @@ func (c clients) waitObserved(t *testing.T, ns, name string, generation int64, c
 	var app *appv1.App
 	framework.Eventually(t, converge, func() (bool, error) {
 		var err error
-		app, err = c.app.AppcontrollerV1().Apps(ns).Get(context.Background(), name, metav1.GetOptions{})
+		app, err = c.App.AppcontrollerV1().Apps(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -103,16 +89,10 @@ func (c clients) waitObserved(t *testing.T, ns, name string, generation int64, c
 	return app
 }
 
-// waitDeployment waits until the Deployment passes check, and returns it.
-func (c clients) waitDeployment(t *testing.T, ns, name string, check func(*appsv1.Deployment) bool) *appsv1.Deployment {
-	t.Helper()
-	return framework.WaitFor(t, converge, c.kube.AppsV1().Deployments(ns).Get, name, check)
-}
-
 // waitAutoscaler waits until the HorizontalPodAutoscaler exists and passes check.
 func (c clients) waitAutoscaler(t *testing.T, ns, name string, check func(*autoscalingv2.HorizontalPodAutoscaler) bool) *autoscalingv2.HorizontalPodAutoscaler {
 	t.Helper()
-	return framework.WaitFor(t, converge, c.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get, name, check)
+	return framework.WaitFor(t, converge, c.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get, name, check)
 }
 
 // replicasOwners returns the field managers that own the Deployment's spec.replicas,
@@ -140,7 +120,7 @@ type replicasWatch struct {
 // watchReplicas watches the Deployment name from resourceVersion on.
 func watchReplicas(t *testing.T, c clients, ns, name, resourceVersion string) *replicasWatch {
 	t.Helper()
-	w, err := c.kube.AppsV1().Deployments(ns).Watch(context.Background(), metav1.ListOptions{
+	w, err := c.Kube.AppsV1().Deployments(ns).Watch(context.Background(), metav1.ListOptions{
 		FieldSelector: "metadata.name=" + name, ResourceVersion: resourceVersion,
 	})
 	if err != nil {
@@ -184,13 +164,11 @@ func TestReplicasNeverReset(t *testing.T) {
 	ns := framework.Namespace(t)
 	startManager(t, 10*time.Minute) // events, not resyncs
 	app := appfixture.NewApp(ns, "web", "nginx", 3)
-	if _, err := c.app.AppcontrollerV1().Apps(ns).Create(ctx, app, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c.Create(t, app)
 	c.waitObserved(t, ns, "web", 1, func(a *appv1.App) bool {
 		return framework.AppCondition(a, appv1.ConditionReady) == "True/"+appv1.ReasonAvailable
 	})
-	deploy := c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool { return ptr.Deref(d.Spec.Replicas, 1) == 3 })
+	deploy := c.WaitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool { return ptr.Deref(d.Spec.Replicas, 1) == 3 })
 	rw := watchReplicas(t, c, ns, "web-deploy", deploy.ResourceVersion)
 
 	// Autoscaling on, 2 to 5, the count at 3: the HPA is written, the Deployment is not.
@@ -207,7 +185,7 @@ func TestReplicasNeverReset(t *testing.T) {
 	if writes, _ := auditedWrites(t, mark, ns, "deployments"); len(writes) != 0 {
 		t.Errorf("turning autoscaling on wrote the Deployment: %q", writes)
 	}
-	d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
+	d, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +195,7 @@ func TestReplicasNeverReset(t *testing.T) {
 
 	// Another writer takes the count, as the HPA does: an update of the scale subresource.
 	framework.Kubectl(t, "-n", ns, "scale", "deployment/web-deploy", "--replicas=4")
-	d = c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool { return ptr.Deref(d.Spec.Replicas, 1) == 4 })
+	d = c.WaitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool { return ptr.Deref(d.Spec.Replicas, 1) == 4 })
 	if owners := replicasOwners(d); slices.ContainsFunc(owners, func(o string) bool { return strings.HasPrefix(o, appv1.FieldManager) }) || len(owners) != 1 {
 		t.Errorf("after kubectl scale, spec.replicas owned by %q, want kubectl's update of the scale subresource alone", owners)
 	}
@@ -225,7 +203,7 @@ func TestReplicasNeverReset(t *testing.T) {
 	// A template change: applied without the count.
 	updated = c.update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
 	c.waitObserved(t, ns, "web", updated.Generation, func(*appv1.App) bool { return true })
-	d = c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool {
+	d = c.WaitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool {
 		return d.Spec.Template.Spec.Containers[0].Image == "nginx:2"
 	})
 	if n := ptr.Deref(d.Spec.Replicas, 1); n != 4 {
@@ -241,15 +219,15 @@ func TestReplicasNeverReset(t *testing.T) {
 		return a.Status.Autoscaling == nil && framework.AppCondition(a, appv1.ConditionScalingActive) == ""
 	})
 	framework.Eventually(t, converge, func() (bool, error) {
-		_, err := c.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
+		_, err := c.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
-	framework.WaitEvent(t, c.kube, ns, "App", "web", "Normal "+appv1.EventReasonAutoscalingRemoved+
+	framework.WaitEvent(t, c.Kube, ns, "App", "web", "Normal "+appv1.EventReasonAutoscalingRemoved+
 		" Deleted the HorizontalPodAutoscaler of the removed spec.autoscaling: replicas stay at 4", converge)
 	// Turning autoscaling off wrote nothing to the Deployment: a last template change
 	// shows, by its own event, that the watch is still delivering.
 	updated = c.update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:3" })
-	c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool {
+	c.WaitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool {
 		return d.Spec.Template.Spec.Containers[0].Image == "nginx:3"
 	})
 	c.waitObserved(t, ns, "web", updated.Generation, func(*appv1.App) bool { return true })
@@ -334,11 +312,9 @@ func TestNoWritesAfterAnotherWriterScaled(t *testing.T) {
 	const resync = time.Second
 	startManager(t, resync)
 	app := appfixture.WithAutoscaling(appfixture.NewApp(ns, "web", "nginx", 2), 1, 5, 50, "100m")
-	if _, err := c.app.AppcontrollerV1().Apps(ns).Create(ctx, app, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c.Create(t, app)
 	c.waitAutoscaler(t, ns, "web-deploy", func(*autoscalingv2.HorizontalPodAutoscaler) bool { return true })
-	c.waitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool { return ptr.Deref(d.Spec.Replicas, 1) == 2 })
+	c.WaitDeployment(t, ns, "web-deploy", func(d *appsv1.Deployment) bool { return ptr.Deref(d.Spec.Replicas, 1) == 2 })
 	created, _ := auditedWrites(t, 0, ns, "deployments", "horizontalpodautoscalers")
 	if len(created) != 2 {
 		t.Errorf("the controller's writes at creation %q, want one apply of the Deployment and one of the HPA", created)
@@ -362,7 +338,7 @@ func TestNoWritesAfterAnotherWriterScaled(t *testing.T) {
 	if len(writes) != 0 {
 		t.Errorf("the controller wrote %d times to the Deployment or the HPA after another writer scaled: %q", len(writes), writes)
 	}
-	d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
+	d, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +356,7 @@ func TestAutoscalerNameAndDrift(t *testing.T) {
 	ns := framework.Namespace(t)
 	startManager(t, 10*time.Minute)
 	// A user's HPA of another Deployment, under the name the App's HPA would take.
-	foreign, err := c.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Create(ctx, &autoscalingv2.HorizontalPodAutoscaler{
+	foreign, err := c.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Create(ctx, &autoscalingv2.HorizontalPodAutoscaler{
 		ObjectMeta: metav1.ObjectMeta{Name: "taken-deploy"},
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
 			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "elsewhere"},
@@ -391,9 +367,7 @@ func TestAutoscalerNameAndDrift(t *testing.T) {
 		t.Fatal(err)
 	}
 	taken := appfixture.WithAutoscaling(appfixture.NewApp(ns, "taken", "nginx", 1), 1, 3, 50, "100m")
-	if _, err := c.app.AppcontrollerV1().Apps(ns).Create(ctx, taken, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c.Create(t, taken)
 	got := c.waitObserved(t, ns, "taken", 1, func(a *appv1.App) bool {
 		return framework.AppCondition(a, appv1.ConditionNamesAccepted) == "False/"+appv1.ReasonNameConflict
 	})
@@ -401,7 +375,7 @@ func TestAutoscalerNameAndDrift(t *testing.T) {
 		t.Errorf("NamesAccepted says %q, want the HorizontalPodAutoscaler named", msg)
 	}
 	// The HPA controller writes the foreign HPA's status; its spec and metadata stay.
-	if now, err := c.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "taken-deploy", metav1.GetOptions{}); err != nil || !equalSpec(now, foreign) {
+	if now, err := c.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "taken-deploy", metav1.GetOptions{}); err != nil || !equalSpec(now, foreign) {
 		t.Errorf("the foreign HPA was changed (%v): %+v", err, now)
 	}
 	if writes, _ := auditedWrites(t, 0, ns, "horizontalpodautoscalers"); len(writes) != 0 {
@@ -409,9 +383,7 @@ func TestAutoscalerNameAndDrift(t *testing.T) {
 	}
 
 	app := appfixture.WithAutoscaling(appfixture.NewApp(ns, "web", "nginx", 1), 1, 3, 50, "100m")
-	if _, err := c.app.AppcontrollerV1().Apps(ns).Create(ctx, app, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c.Create(t, app)
 	c.waitAutoscaler(t, ns, "web-deploy", func(*autoscalingv2.HorizontalPodAutoscaler) bool { return true })
 	framework.Kubectl(t, "-n", ns, "patch", "hpa", "web-deploy", "--type=merge", "-p", `{"spec":{"maxReplicas":9}}`)
 	c.waitAutoscaler(t, ns, "web-deploy", func(h *autoscalingv2.HorizontalPodAutoscaler) bool { return h.Spec.MaxReplicas == 3 })
@@ -433,16 +405,13 @@ func equalSpec(a, b *autoscalingv2.HorizontalPodAutoscaler) bool {
 // test/gitops checks again in make unit.
 func TestHealthOfAutoscaledApps(t *testing.T) {
 	c := newClients(t)
-	ctx := context.Background()
 	ns := framework.Namespace(t)
 	startManager(t, 10*time.Minute)
 	pending := appfixture.WithAutoscaling(appfixture.NewApp(ns, "pending", "nginx", 1), 1, 3, 50, "100m")
 	missing := appfixture.WithAutoscaling(appfixture.NewApp(ns, "missing", "nginx", 1), 1, 3, 50, "100m")
 	missing.Spec.DeploymentTemplate.Resources = nil
 	for _, app := range []*appv1.App{pending, missing} {
-		if _, err := c.app.AppcontrollerV1().Apps(ns).Create(ctx, app, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		c.Create(t, app)
 	}
 	for _, tc := range []struct {
 		name, state, scalingActive, ready string
@@ -455,7 +424,10 @@ func TestHealthOfAutoscaledApps(t *testing.T) {
 		app := c.waitObserved(t, ns, tc.name, 1, func(a *appv1.App) bool {
 			return framework.AppCondition(a, appv1.ConditionScalingActive) == tc.scalingActive && framework.AppCondition(a, appv1.ConditionReady) == tc.ready
 		})
-		obj := appObject(t, app)
+		obj, _, err := gitops.Object(app)
+		if err != nil {
+			t.Fatal(err)
+		}
 		ks, argo, err := gitops.Health(healthScript, obj)
 		if err != nil {
 			t.Fatal(err)
@@ -475,7 +447,7 @@ func TestHealthOfAutoscaledApps(t *testing.T) {
 			}
 		}
 	}
-	framework.WaitEvent(t, c.kube, ns, "App", "missing", "Warning "+appv1.ReasonMissingResourceRequest+" autoscaling.cpu.averageUtilization", converge)
+	framework.WaitEvent(t, c.Kube, ns, "App", "missing", "Warning "+appv1.ReasonMissingResourceRequest+" autoscaling.cpu.averageUtilization", converge)
 }
 
 const (
@@ -485,20 +457,3 @@ const (
 	// goldenDir.
 	updateGolden = "APP_CONTROLLER_UPDATE_GOLDEN"
 )
-
-// appObject returns app as kstatus and Argo CD get it: JSON, without managedFields.
-func appObject(t *testing.T, app *appv1.App) map[string]any {
-	t.Helper()
-	a := app.DeepCopy()
-	a.ManagedFields = nil
-	a.APIVersion, a.Kind = appv1.GroupVersion.String(), "App"
-	data, err := json.Marshal(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var obj map[string]any
-	if err := json.Unmarshal(data, &obj); err != nil {
-		t.Fatal(err)
-	}
-	return obj
-}

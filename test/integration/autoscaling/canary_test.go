@@ -11,7 +11,6 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller/appfixture"
@@ -38,13 +37,8 @@ func TestCanaryFollowsAutoscaler(t *testing.T) {
 	app.Spec.Rollout = &appv1.Rollout{Canary: &appv1.CanaryStrategy{ScaleDownDelaySeconds: ptr.To[int32](0), Steps: []appv1.CanaryStep{
 		{SetWeight: ptr.To[int32](25)}, {Pause: &appv1.CanaryPause{}}, {SetWeight: ptr.To[int32](100)}, {Pause: &appv1.CanaryPause{}},
 	}}}
-	if _, err := c.app.AppcontrollerV1().Apps(ns).Create(ctx, app, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	gw, err := gatewayclientset.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c.Create(t, app)
+	gw := framework.GatewayClient(t)
 	// route returns the HTTPRoute's backends as "name:weight".
 	route := func() string {
 		r, err := gw.GatewayV1().HTTPRoutes(ns).Get(ctx, "web", metav1.GetOptions{})
@@ -59,7 +53,7 @@ func TestCanaryFollowsAutoscaler(t *testing.T) {
 	}
 	available := func(name string, n int32) {
 		t.Helper()
-		c.waitDeployment(t, ns, name, func(d *appsv1.Deployment) bool {
+		c.WaitDeployment(t, ns, name, func(d *appsv1.Deployment) bool {
 			return ptr.Deref(d.Spec.Replicas, 1) == n && d.Status.ObservedGeneration == d.Generation &&
 				d.Status.UpdatedReplicas == n && d.Status.Replicas == n && d.Status.AvailableReplicas == n
 		})
@@ -78,7 +72,7 @@ func TestCanaryFollowsAutoscaler(t *testing.T) {
 		deadline := time.Now().Add(converge)
 		for {
 			n, ready := int32(-1), true
-			if d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy-canary", metav1.GetOptions{}); err == nil {
+			if d, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy-canary", metav1.GetOptions{}); err == nil {
 				n = ptr.Deref(d.Spec.Replicas, 1)
 				ready = d.Status.ObservedGeneration == d.Generation && d.Status.Replicas == n && d.Status.AvailableReplicas == n
 			}
@@ -91,7 +85,7 @@ func TestCanaryFollowsAutoscaler(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
+		d, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,19 +100,19 @@ func TestCanaryFollowsAutoscaler(t *testing.T) {
 	}
 
 	c.waitAutoscaler(t, ns, "web-deploy", func(*autoscalingv2.HorizontalPodAutoscaler) bool { return true })
-	c.waitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
+	c.WaitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
 	available("web-deploy", 2)
 	scale(4)
 	c.update(t, ns, "web", func(a *appv1.App) { a.Spec.DeploymentTemplate.Image = "nginx:2" })
-	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 1)
+	c.WaitRollout(t, ns, "web", appv1.RolloutPaused, 1)
 	expect("paused at 25% of the autoscaler's 4", 4, 1, "web-svc-stable:75 web-svc-canary:25")
 	// The HPA counts the pods its target's scale selects: the stable's selector takes in
 	// the canary's pods, so the autoscaler's count is the whole App's.
-	sc, err := c.kube.AppsV1().Deployments(ns).GetScale(ctx, "web-deploy", metav1.GetOptions{})
+	sc, err := c.Kube.AppsV1().Deployments(ns).GetScale(ctx, "web-deploy", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pods, err := c.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sc.Status.Selector})
+	pods, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sc.Status.Selector})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,17 +140,17 @@ func TestCanaryFollowsAutoscaler(t *testing.T) {
 		t.Errorf("the controller wrote %d times to the App's children in the pause: %q", len(writes), writes)
 	}
 
-	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
-	c.waitRollout(t, ns, "web", appv1.RolloutPaused, 3)
+	framework.RequestRollout(t, c.App, c.Kube, ns, "web", appv1.RolloutActionPromote)
+	c.WaitRollout(t, ns, "web", appv1.RolloutPaused, 3)
 	expect("paused at 100%: the canary runs what the stable runs", 8, 8, "web-svc-stable:0 web-svc-canary:100")
 	scale(6)
 	expect("the autoscaler at 6 at 100%: the canary follows", 6, 6, "web-svc-stable:0 web-svc-canary:100")
 
 	mark = 0
-	framework.RequestRollout(t, c.app, c.kube, ns, "web", appv1.RolloutActionPromote)
-	c.waitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
+	framework.RequestRollout(t, c.App, c.Kube, ns, "web", appv1.RolloutActionPromote)
+	c.WaitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
 	expect("promoted", 6, -1, "web-svc:1")
-	if n, image := framework.DeploymentReplicas(t, c.kube, ns, "web-deploy"); n != 6 || image != "nginx:2" {
+	if n, image := framework.DeploymentReplicas(t, c.Kube, ns, "web-deploy"); n != 6 || image != "nginx:2" {
 		t.Errorf("promoted: the stable %d %s, want 6 nginx:2", n, image)
 	}
 	hpa := c.waitAutoscaler(t, ns, "web-deploy", func(*autoscalingv2.HorizontalPodAutoscaler) bool { return true })
@@ -167,13 +161,4 @@ func TestCanaryFollowsAutoscaler(t *testing.T) {
 	if len(writes) != 1 {
 		t.Errorf("the controller's writes of the autoscaler %q, want its creation alone", writes)
 	}
-}
-
-// waitRollout waits until the App's rollout is in phase at step, at its generation.
-func (c clients) waitRollout(t *testing.T, ns, name string, phase appv1.RolloutPhase, step int32) {
-	t.Helper()
-	c.waitObserved(t, ns, name, 1, func(a *appv1.App) bool {
-		r := a.Status.Rollout
-		return a.Status.ObservedGeneration == a.Generation && r != nil && r.Phase == phase && r.CurrentStepIndex == step
-	})
 }

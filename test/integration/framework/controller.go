@@ -1,13 +1,11 @@
 package framework
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -79,7 +77,7 @@ func LocalArgs(args []string, rulesFile string) []string {
 func RunController(t testing.TB, ns string, args []string) (logs func() string) {
 	t.Helper()
 	bin := BuildBinary(t, "app-controller")
-	var out syncBuffer
+	var out LockedBuffer
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "POD_NAMESPACE="+ns)
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -116,22 +114,4 @@ func GrepLines(s, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

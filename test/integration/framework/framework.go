@@ -35,8 +35,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
 	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
@@ -175,15 +177,25 @@ func Config(t testing.TB) *rest.Config {
 }
 
 // Client returns a Kubernetes clientset for Config(t).
-func Client(t testing.TB) kubernetes.Interface {
-	t.Helper()
-	return must(t, func() (*kubernetes.Clientset, error) { return kubernetes.NewForConfig(Config(t)) })
-}
+func Client(t testing.TB) kubernetes.Interface { return forConfig(t, kubernetes.NewForConfig) }
 
 // AppClient returns an App clientset for Config(t).
-func AppClient(t testing.TB) appclientset.Interface {
+func AppClient(t testing.TB) appclientset.Interface { return forConfig(t, appclientset.NewForConfig) }
+
+// DynamicClient returns a dynamic client for Config(t): objects sent as unstructured
+// JSON reach the API server with every value as written, zeros included.
+func DynamicClient(t testing.TB) dynamic.Interface { return forConfig(t, dynamic.NewForConfig) }
+
+// GatewayClient returns a Gateway API clientset for Config(t) (a cluster started with
+// localcluster.Options.GatewayAPI serves the CRDs).
+func GatewayClient(t testing.TB) gatewayclientset.Interface {
+	return forConfig(t, gatewayclientset.NewForConfig)
+}
+
+// forConfig returns the client newForConfig makes for Config(t), or fails t.
+func forConfig[C any](t testing.TB, newForConfig func(*rest.Config) (C, error)) C {
 	t.Helper()
-	return must(t, func() (*appclientset.Clientset, error) { return appclientset.NewForConfig(Config(t)) })
+	return must(t, func() (C, error) { return newForConfig(Config(t)) })
 }
 
 // Namespace creates a fresh namespace named after the test and returns its name. The

@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
+	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
 )
 
@@ -45,6 +46,33 @@ func StartManager(t *testing.T, cfg *rest.Config, opts *controllermanager.Option
 		}
 	})
 	return m
+}
+
+// StartAppController runs the App controller (only) in the test process against cfg,
+// with opts (nil: the defaults), until the end of the test (StartManager). It sets
+// opts.Controllers and a shutdown timeout of 5 s.
+func StartAppController(t *testing.T, cfg *rest.Config, opts *controllermanager.Options) *Manager {
+	t.Helper()
+	if opts == nil {
+		opts = controllermanager.NewOptions()
+	}
+	opts.Controllers = []string{appctrl.ControllerName}
+	opts.ShutdownTimeout = 5 * time.Second
+	return StartManager(t, cfg, opts)
+}
+
+// UserConfig returns a client configuration of the test cluster as user, a member of
+// system:masters: the API server's audit log records the requests under that name when
+// the cluster audits it (localcluster.Options.AuditUsers). Its QPS (1000) and burst
+// (2000) leave the client's own throttling out of what a test measures.
+func UserConfig(t testing.TB, user string) *rest.Config {
+	t.Helper()
+	cfg, err := Cluster().UserConfig(user, "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 1000, 2000
+	return cfg
 }
 
 // Stop stops the manager and returns what RunWithConfig returned. It may be called more

@@ -94,12 +94,10 @@ func TestSecureMetrics(t *testing.T) {
 
 	addr := framework.FreeAddr(t)
 	opts := controllermanager.NewOptions()
-	opts.Controllers = []string{"app"}
-	opts.ShutdownTimeout = 5 * time.Second
 	opts.MetricsBindAddress = addr
 	opts.MetricsSecure = true
 	opts.MetricsCertFile, opts.MetricsKeyFile = certFile, keyFile
-	framework.StartManager(t, framework.Config(t), opts)
+	framework.StartAppController(t, framework.Config(t), opts)
 
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS12}}}

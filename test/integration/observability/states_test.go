@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,12 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	"github.com/app-controller/app-controller/pkg/controllermanager"
 	"github.com/app-controller/app-controller/test/gitops"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
@@ -44,10 +41,7 @@ var appsResource = schema.GroupVersionResource{Group: appv1.GroupName, Version: 
 func TestHealth(t *testing.T) {
 	ctx := context.Background()
 	kube := framework.Client(t)
-	dyn, err := dynamic.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dyn := framework.DynamicClient(t)
 	ns := framework.Namespace(t)
 	// A namespace where neither pods nor Services can be created: rollouts never finish
 	// and Service writes fail until the retry budget runs out.
@@ -165,10 +159,7 @@ func TestHealth(t *testing.T) {
 	create(quotaNS, "rolling", "rolling", false)
 	create(quotaNS, "exhausted", "exhausted", true)
 
-	opts := controllermanager.NewOptions()
-	opts.Controllers = []string{"app"}
-	opts.ShutdownTimeout = 5 * time.Second
-	framework.StartManager(t, framework.Config(t), opts)
+	framework.StartAppController(t, framework.Config(t), nil)
 
 	check("ready", waitFor(ns, "web", appv1.ConditionReady, "True/"+appv1.ReasonAvailable), status.CurrentStatus)
 	check("progressing", waitFor(quotaNS, "rolling", appv1.ConditionReconciling, "True/"+appv1.ReasonRollingOut), status.InProgressStatus)

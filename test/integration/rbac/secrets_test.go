@@ -16,7 +16,6 @@ import (
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller/app"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
-	appclientset "github.com/app-controller/app-controller/pkg/generated/clientset/versioned"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
@@ -49,10 +48,7 @@ func withoutSecrets(rules []rbacv1.PolicyRule) (kept []rbacv1.PolicyRule, droppe
 func TestAppsWithoutSecretRights(t *testing.T) {
 	rb := loadRBAC(t)
 	admin := framework.Client(t)
-	apps, err := appclientset.NewForConfig(framework.Config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	apps := framework.AppClient(t)
 	ctx := context.Background()
 
 	rules, dropped := withoutSecrets(rb.clusterRole.Rules)
