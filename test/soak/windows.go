@@ -1,0 +1,155 @@
+package soak
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// The invariants of two faults, each over its window (from its start to the bound after
+// its end), from the audit log:
+//   - metrics-server gone: the controller never writes the count of an autoscaled App's
+//     Deployment (its autoscaling on: the HorizontalPodAutoscaler owns the count, even
+//     while it has no metric), docs/autoscaling.md;
+//   - the helm upgrade: the new version rewrites no child of an App that nobody changed
+//     (no operation of the driver on it, no rollout under way) from the bound before the
+//     upgrade to the bound after it. The version upgraded to documents no rewrite of the
+//     children (the previous commit's and this tree's children are the same): any write
+//     is counted.
+
+// FaultWindowChecks are the checks of the metrics-server and helm-upgrade faults.
+type FaultWindowChecks struct {
+	// MetricsGoneApps is the number of Apps autoscaled through a metrics-server fault's
+	// window; MetricsGoneReplicaWrites the controller's writes of their count then.
+	MetricsGoneApps          int      `json:"metrics_gone_apps"`
+	MetricsGoneReplicaWrites []string `json:"metrics_gone_replica_writes"`
+	// UpgradeApps is the number of Apps at rest through the upgrade's window;
+	// UpgradeChildWrites the controller's writes of their children then.
+	UpgradeApps        int      `json:"upgrade_apps"`
+	UpgradeChildWrites []string `json:"upgrade_child_writes"`
+	// Upgrades and MetricsGone count the faults checked.
+	Upgrades    int `json:"upgrades"`
+	MetricsGone int `json:"metrics_gone"`
+}
+
+// windowApp is what checkFaultWindows needs of an App: when it lived, whether it was
+// autoscaled from the start, when the driver changed it or its autoscaling, when a
+// rollout of it was under way (a status write with a canary).
+type windowApp struct {
+	created, deleted time.Time
+	autoscaled       bool
+	ops              []time.Time
+	toggles          []toggle
+	rolling          []time.Time
+}
+
+// quiet tells whether a lived through [from, to] and nothing changed it then.
+func (a *windowApp) quiet(from, to time.Time) bool {
+	if a.created.After(from) || !a.deleted.IsZero() && a.deleted.Before(to) {
+		return false
+	}
+	for _, ts := range [][]time.Time{a.ops, a.rolling} {
+		for _, t := range ts {
+			if !t.Before(from) && !t.After(to) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// autoscaledThrough tells whether a's autoscaling was on through [from, to], not
+// turned on or off then.
+func (a *windowApp) autoscaledThrough(from, to time.Time) bool {
+	on := a.autoscaled
+	for _, t := range a.toggles {
+		switch {
+		case t.at.Before(from):
+			on = t.on
+		case !t.at.After(to):
+			return false
+		}
+	}
+	return on
+}
+
+// checkFaultWindows checks the windows of the metrics-server and helm-upgrade faults:
+// apps by App, writes the controller's (classified), b the Deployment writes with their
+// bodies.
+func checkFaultWindows(apps map[string]*windowApp, writes []write, b *bodies, faults []FaultRecord, bound time.Duration, ownerOf func(ns, name string) string) *FaultWindowChecks {
+	c := &FaultWindowChecks{}
+	names := sortedKeys(apps)
+	for _, f := range faults {
+		from, to := f.Start.Add(-bound), f.End.Add(bound)
+		switch f.Kind {
+		case FaultMetricsServer:
+			c.MetricsGone++
+			autoscaled := map[string]bool{}
+			for _, app := range names {
+				if a := apps[app]; a.autoscaledThrough(from, to) && (a.deleted.IsZero() || a.deleted.After(to)) && !a.created.After(from) {
+					autoscaled[app] = true
+				}
+			}
+			c.MetricsGoneApps += len(autoscaled)
+			for _, dw := range b.deployments {
+				if dw.scale || !dw.replicas || dw.at.Before(f.Start) || dw.at.After(to) {
+					continue
+				}
+				if app := ownerOf(dw.namespace, dw.name); autoscaled[app] {
+					c.MetricsGoneReplicaWrites = append(c.MetricsGoneReplicaWrites, fmt.Sprintf("Deployment %s of %s: spec.replicas written by %s at %s, during %s (%s-%s)",
+						key(dw.namespace, dw.name), app, dw.user, dw.at.Format(stampMilli), f.Kind, f.Start.Format(time.TimeOnly), f.End.Format(time.TimeOnly)))
+				}
+			}
+		case FaultHelmUpgrade:
+			c.Upgrades++
+			quiet := map[string]bool{}
+			for _, app := range names {
+				if apps[app].quiet(from, to) {
+					quiet[app] = true
+				}
+			}
+			c.UpgradeApps += len(quiet)
+			for _, wr := range writes {
+				if wr.classification != "child" || wr.code >= 300 || wr.at.Before(f.Start) || wr.at.After(to) || !quiet[wr.owner] {
+					continue
+				}
+				c.UpgradeChildWrites = append(c.UpgradeChildWrites, fmt.Sprintf("%s %s %s of %s by %s at %s, during %s (%s-%s)",
+					wr.verb, wr.resource, key(wr.namespace, wr.name), wr.owner, wr.user, wr.at.Format(stampMilli), f.Kind, f.Start.Format(time.TimeOnly), f.End.Format(time.TimeOnly)))
+			}
+		}
+	}
+	return c
+}
+
+// checkFaultWindows gathers what the check of the fault windows needs of the run.
+func (w *world) checkFaultWindows(writes []write, b *bodies, faults []FaultRecord, bound time.Duration) *FaultWindowChecks {
+	w.mu.Lock()
+	apps := map[string]*windowApp{}
+	for k, r := range w.apps {
+		apps[k] = &windowApp{created: r.created, deleted: r.deleted, autoscaled: r.kind == kindAutoscaled}
+	}
+	for _, op := range w.ops {
+		a := apps[op.app]
+		if a == nil {
+			continue
+		}
+		a.ops = append(a.ops, op.at)
+		if op.kind == opAutoscale && op.spec != nil {
+			a.toggles = append(a.toggles, toggle{at: op.at, on: op.spec.Autoscaling != nil})
+		}
+	}
+	w.mu.Unlock()
+	for _, sw := range b.status {
+		if a := apps[sw.app]; a != nil && sw.rollout != nil && sw.rollout.Canary != nil {
+			a.rolling = append(a.rolling, sw.at)
+		}
+	}
+	for _, a := range apps {
+		sort.Slice(a.toggles, func(i, j int) bool { return a.toggles[i].at.Before(a.toggles[j].at) })
+	}
+	return checkFaultWindows(apps, writes, b, faults, bound, func(ns, name string) string {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.ownerOf(ns, name)
+	})
+}
