@@ -254,7 +254,7 @@ func (r *Report) Print(out io.Writer) {
 	}
 	if w := r.FaultWindows; w != nil && w.Upgrades > 0 {
 		fmt.Fprintf(out, "helm upgrade: %d Apps at rest through its window (from %s before it to %s after), %d writes of their children by the controller\n",
-			w.UpgradeApps, time.Duration(s.ConvergeBoundS*float64(time.Second)), time.Duration(s.ConvergeBoundS*float64(time.Second)), len(w.UpgradeChildWrites))
+			w.UpgradeApps, faultWindowMargin, faultWindowMargin, len(w.UpgradeChildWrites))
 	}
 	if f := r.Floor; f != nil {
 		fmt.Fprintf(out, "serving floor (pods Ready behind a canary's Service, sampled): %d samples of %d canaries at a step or promoting (%d promoting), lowest margin over the floor %d, %d samples below it explained by an abort or a rollback\n",

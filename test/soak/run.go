@@ -212,7 +212,7 @@ func (r *run) run(ctx context.Context, logDir string) (*Report, error) {
 	r.world.classify(writes, r.driver.namespaces, deleted)
 	report.Rollouts = r.world.checkRollouts(b)
 	report.Floor = floor.result()
-	report.FaultWindows = r.world.checkFaultWindows(writes, b, faults, cfg.ConvergeBound)
+	report.FaultWindows = r.world.checkFaultWindows(writes, b, faults)
 	report.floorBreaches = floorBreaches(report.Floor, faults, cfg.ConvergeBound)
 	report.Writes = Writes{Total: len(writes), ByKind: writeKinds(writes), Foreign: writesClassified(writes, writeForeign),
 		AfterDelete: writesClassified(writes, writeAfterDelete),

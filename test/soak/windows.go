@@ -6,16 +6,23 @@ import (
 	"time"
 )
 
-// The invariants of two faults, each over its window (from its start to the bound after
-// its end), from the audit log:
+// The invariants of two faults, each over its window (from faultWindowMargin before its
+// start to faultWindowMargin after its end), from the audit log:
 //   - metrics-server gone: the controller never writes the count of an autoscaled App's
 //     Deployment (its autoscaling on: the HorizontalPodAutoscaler owns the count, even
 //     while it has no metric), docs/autoscaling.md;
 //   - the helm upgrade: the new version rewrites no child of an App that nobody changed
-//     (no operation of the driver on it, no rollout under way) from the bound before the
-//     upgrade to the bound after it. The version upgraded to documents no rewrite of the
+//     (no operation of the driver on it, no rollout under way) through the window. The
+//     version upgraded to documents no rewrite of the
 //     children (the previous commit's and this tree's children are the same): any write
 //     is counted.
+
+// faultWindowMargin is how far a fault's window reaches before its start and after its
+// end: after it, the new leaders' first sync of every App and a resync (30 s); before,
+// an App changed lately may still be converging. A minute, not the convergence bound:
+// at the churn's pace most Apps are changed within a few minutes, and the checks need
+// Apps left alone through the window.
+const faultWindowMargin = time.Minute
 
 // FaultWindowChecks are the checks of the metrics-server and helm-upgrade faults.
 type FaultWindowChecks struct {
@@ -73,14 +80,14 @@ func (a *windowApp) autoscaledThrough(from, to time.Time) bool {
 	return on
 }
 
-// checkFaultWindows checks the windows of the metrics-server and helm-upgrade faults:
-// apps by App, writes the controller's (classified), b the Deployment writes with their
+// checkFaultWindows checks the windows of the metrics-server and helm-upgrade faults
+// (margin before and after each): apps by App, writes the controller's (classified), b the Deployment writes with their
 // bodies.
-func checkFaultWindows(apps map[string]*windowApp, writes []write, b *bodies, faults []FaultRecord, bound time.Duration, ownerOf func(ns, name string) string) *FaultWindowChecks {
+func checkFaultWindows(apps map[string]*windowApp, writes []write, b *bodies, faults []FaultRecord, margin time.Duration, ownerOf func(ns, name string) string) *FaultWindowChecks {
 	c := &FaultWindowChecks{}
 	names := sortedKeys(apps)
 	for _, f := range faults {
-		from, to := f.Start.Add(-bound), f.End.Add(bound)
+		from, to := f.Start.Add(-margin), f.End.Add(margin)
 		switch f.Kind {
 		case FaultMetricsServer:
 			c.MetricsGone++
@@ -122,7 +129,7 @@ func checkFaultWindows(apps map[string]*windowApp, writes []write, b *bodies, fa
 }
 
 // checkFaultWindows gathers what the check of the fault windows needs of the run.
-func (w *world) checkFaultWindows(writes []write, b *bodies, faults []FaultRecord, bound time.Duration) *FaultWindowChecks {
+func (w *world) checkFaultWindows(writes []write, b *bodies, faults []FaultRecord) *FaultWindowChecks {
 	w.mu.Lock()
 	apps := map[string]*windowApp{}
 	for k, r := range w.apps {
@@ -147,7 +154,7 @@ func (w *world) checkFaultWindows(writes []write, b *bodies, faults []FaultRecor
 	for _, a := range apps {
 		sort.Slice(a.toggles, func(i, j int) bool { return a.toggles[i].at.Before(a.toggles[j].at) })
 	}
-	return checkFaultWindows(apps, writes, b, faults, bound, func(ns, name string) string {
+	return checkFaultWindows(apps, writes, b, faults, faultWindowMargin, func(ns, name string) string {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		return w.ownerOf(ns, name)

@@ -8,18 +8,18 @@ import (
 // TestCheckFaultWindows pins what the metrics-server and helm-upgrade faults count: the
 // controller's writes of an autoscaled App's count in the fault's window (its
 // autoscaling on throughout), and its writes of the children of an App that nobody
-// changed and that rolled nothing from the bound before the upgrade to the bound after.
+// changed and that rolled nothing from a minute before the upgrade to a minute after.
 func TestCheckFaultWindows(t *testing.T) {
 	t0 := time.Date(2026, 11, 28, 14, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	const bound = 2 * time.Minute
-	// Each fault from 600 s to 660 s: its window 480-780 s.
+	const margin = time.Minute
+	// Each fault from 600 s to 660 s: its window 540-720 s.
 	fault := func(kind string) []FaultRecord { return []FaultRecord{{Kind: kind, Start: at(600), End: at(660)}} }
 	ownerOf := func(_, name string) string { return "ns/" + name[:1] }
 	t.Run("metrics-server gone", func(t *testing.T) {
 		apps := map[string]*windowApp{
 			"ns/a": {autoscaled: true},                                              // autoscaled throughout
-			"ns/b": {autoscaled: true, toggles: []toggle{{at: at(500), on: false}}}, // turned off in the window
+			"ns/b": {autoscaled: true, toggles: []toggle{{at: at(560), on: false}}}, // turned off in the window
 			"ns/c": {},                                                              // never autoscaled: owns its count
 			"ns/d": {autoscaled: true, toggles: []toggle{{at: at(100), on: false}, {at: at(200), on: true}}},
 		}
@@ -32,7 +32,7 @@ func TestCheckFaultWindows(t *testing.T) {
 			{at: at(700), namespace: "ns", name: "d-deploy", replicas: true},
 			{at: at(590), namespace: "ns", name: "d-deploy", replicas: true}, // before the fault
 		}}
-		c := checkFaultWindows(apps, nil, b, fault(FaultMetricsServer), bound, ownerOf)
+		c := checkFaultWindows(apps, nil, b, fault(FaultMetricsServer), margin, ownerOf)
 		if c.MetricsGone != 1 || c.MetricsGoneApps != 2 || len(c.MetricsGoneReplicaWrites) != 2 {
 			t.Errorf("%d faults, %d Apps autoscaled, writes %q; want 1, 2 (a, d), a's at 610 s and d's at 700 s", c.MetricsGone, c.MetricsGoneApps, c.MetricsGoneReplicaWrites)
 		}
@@ -40,7 +40,7 @@ func TestCheckFaultWindows(t *testing.T) {
 	t.Run("helm upgrade", func(t *testing.T) {
 		apps := map[string]*windowApp{
 			"ns/a": {},                                   // at rest
-			"ns/b": {ops: []time.Time{at(470), at(500)}}, // changed in the window
+			"ns/b": {ops: []time.Time{at(470), at(550)}}, // changed in the window
 			"ns/c": {rolling: []time.Time{at(550)}},      // a rollout under way
 			"ns/d": {created: at(700)},                   // created in the window
 			"ns/e": {ops: []time.Time{at(400)}},          // changed before the window
@@ -51,7 +51,7 @@ func TestCheckFaultWindows(t *testing.T) {
 		writes := []write{child("a-deploy", 620), child("b-deploy", 620), child("c-deploy", 620), child("d-deploy", 720), child("e-deploy", 700),
 			child("e-deploy", 590), // before the upgrade
 			{at: at(620), verb: "patch", resource: resourceAppStatus, namespace: "ns", name: "a", owner: "ns/a", classification: "status", code: 200}}
-		c := checkFaultWindows(apps, writes, &bodies{}, fault(FaultHelmUpgrade), bound, ownerOf)
+		c := checkFaultWindows(apps, writes, &bodies{}, fault(FaultHelmUpgrade), margin, ownerOf)
 		if c.Upgrades != 1 || c.UpgradeApps != 2 || len(c.UpgradeChildWrites) != 2 {
 			t.Errorf("%d upgrades, %d Apps at rest, writes %q; want 1, 2 (a, e), a's and e's at 620 and 700 s", c.Upgrades, c.UpgradeApps, c.UpgradeChildWrites)
 		}
