@@ -54,6 +54,13 @@ func MakeRelease(ctx context.Context, o ReleaseOptions) (Release, error) {
 	}
 	cmd := exec.CommandContext(ctx, "make", args...)
 	cmd.Dir = o.Dir
+	// Not the variables of a make that runs the caller (make soak's NODE, make e2e's):
+	// the release is the tree's, as a user makes it.
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); name != "MAKEFLAGS" && name != "MFLAGS" && name != "MAKELEVEL" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	out, err := cmd.CombinedOutput()
 	rel := Release{Version: o.Version, ChartVersion: strings.TrimPrefix(o.Version, "v"), Dist: o.Dist, Output: string(out)}
 	if err != nil {
@@ -108,6 +115,9 @@ func CheckoutCommit(ctx context.Context, repo, rev, dir, binDir string) (string,
 		}
 		return strings.TrimSpace(string(out)), nil
 	}
+	// A checkout at dir left by an earlier run that ended before it removed it goes
+	// first (none: an error, ignored).
+	_, _ = git(repo, "worktree", "remove", "--force", dir)
 	if _, err := git(repo, "worktree", "add", "--detach", dir, rev); err != nil {
 		return "", err
 	}
