@@ -129,6 +129,26 @@ func (cfg *Config) nodeFS() int64 {
 	return 0
 }
 
+// completeFaults puts the helm upgrade in the middle of the faults when UpgradeFrom asks
+// for it, and checks that each fault exists and can be made on the node.
+func (cfg *Config) completeFaults() error {
+	if cfg.UpgradeFrom != "" && !slices.Contains(cfg.Faults, FaultHelmUpgrade) {
+		cfg.Faults = slices.Insert(slices.Clone(cfg.Faults), len(cfg.Faults)/2, FaultHelmUpgrade)
+	}
+	for _, f := range cfg.Faults {
+		if !slices.Contains(DefaultFaults(localcluster.NodeReal), f) && f != FaultHelmUpgrade {
+			return fmt.Errorf("soak: unknown fault %q", f)
+		}
+		if cfg.Node != localcluster.NodeReal && (f == FaultKubelet || f == FaultContainerd || f == FaultNodePressure || f == FaultMetricsServer || f == FaultHelmUpgrade) {
+			return fmt.Errorf("soak: fault %q needs a real node", f)
+		}
+		if f == FaultHelmUpgrade && (cfg.UpgradeFrom == "" || cfg.Repo == "") {
+			return fmt.Errorf("soak: fault %q needs UpgradeFrom and Repo (-upgrade-from)", f)
+		}
+	}
+	return nil
+}
+
 // complete fills in the defaults and checks cfg.
 func (cfg *Config) complete() error {
 	if cfg.Node == "" {
@@ -149,19 +169,8 @@ func (cfg *Config) complete() error {
 	if cfg.Faults == nil {
 		cfg.Faults = DefaultFaults(cfg.Node)
 	}
-	if cfg.UpgradeFrom != "" && !slices.Contains(cfg.Faults, FaultHelmUpgrade) {
-		cfg.Faults = slices.Insert(slices.Clone(cfg.Faults), len(cfg.Faults)/2, FaultHelmUpgrade)
-	}
-	for _, f := range cfg.Faults {
-		if !slices.Contains(DefaultFaults(localcluster.NodeReal), f) && f != FaultHelmUpgrade {
-			return fmt.Errorf("soak: unknown fault %q", f)
-		}
-		if cfg.Node != localcluster.NodeReal && (f == FaultKubelet || f == FaultContainerd || f == FaultNodePressure || f == FaultMetricsServer || f == FaultHelmUpgrade) {
-			return fmt.Errorf("soak: fault %q needs a real node", f)
-		}
-		if f == FaultHelmUpgrade && (cfg.UpgradeFrom == "" || cfg.Repo == "") {
-			return fmt.Errorf("soak: fault %q needs UpgradeFrom and Repo (-upgrade-from)", f)
-		}
+	if err := cfg.completeFaults(); err != nil {
+		return err
 	}
 	defaults := []struct {
 		d   *time.Duration

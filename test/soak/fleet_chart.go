@@ -109,11 +109,11 @@ func (f *chartFleet) start(ctx context.Context) error {
 	if err := f.run(ctx, "imagebuild", "push", "--layout", f.cfg.ImageLayout, repository+":"+imageTag); err != nil {
 		return fmt.Errorf("pushing the controller's image: %w", err)
 	}
-	chart := []string{f.cfg.Chart, "--set", "image.repository=" + repository, "--set", "image.tag=" + imageTag}
+	chart := append([]string{f.cfg.Chart}, setValues("image.repository="+repository, "image.tag="+imageTag)...)
 	if p := f.previous; p != nil {
 		// The previous release's chart and image, as make release pushed them.
-		chart = []string{"oci://" + f.cluster.Registry + "/charts/app-controller", "--version", p.ChartVersion, "--plain-http",
-			"--set", "image.repository=" + p.Repository, "--set", "image.tag=" + p.Version}
+		chart = append([]string{"oci://" + f.cluster.Registry + "/charts/app-controller", "--version", p.ChartVersion, "--plain-http"},
+			setValues("image.repository="+p.Repository, "image.tag="+p.Version)...)
 	}
 	if err := f.helm(ctx, "install", chart, "--create-namespace"); err != nil {
 		return err
@@ -136,8 +136,8 @@ func (f *chartFleet) helm(ctx context.Context, verb string, chart []string, extr
 		name   string
 		values []string
 	}{
-		{releaseA, []string{"--set", "appSelector=" + shardLabel + "=" + shardA}},
-		{releaseB, []string{"--set", "appSelector=" + shardLabel + "=" + shardB, "--set", "crds.enabled=false", "--set", "controllers={app}"}},
+		{releaseA, setValues("appSelector=" + shardLabel + "=" + shardA)},
+		{releaseB, setValues("appSelector="+shardLabel+"="+shardB, "crds.enabled=false", "controllers={app}")},
 	} {
 		args := append([]string{verb, rel.name}, chart...)
 		args = append(append(append(args, "-n", leaseNamespace, "--wait", "--timeout", "5m"), rel.values...), extra...)
@@ -146,6 +146,15 @@ func (f *chartFleet) helm(ctx context.Context, verb string, chart []string, extr
 		}
 	}
 	return nil
+}
+
+// setValues returns helm's flags that set each of values (KEY=VALUE).
+func setValues(values ...string) []string {
+	out := make([]string, 0, 2*len(values))
+	for _, v := range values {
+		out = append(out, "--set", v)
+	}
+	return out
 }
 
 // upgrade upgrades both releases from the previous release to this tree's chart and
@@ -165,7 +174,7 @@ func (f *chartFleet) upgrade(ctx context.Context) (string, error) {
 	n := len(f.replaced)
 	f.mu.Unlock()
 	start := time.Now()
-	chart := []string{f.cfg.Chart, "--set", "image.repository=" + f.cluster.Registry + "/app-controller", "--set", "image.tag=" + imageTag}
+	chart := append([]string{f.cfg.Chart}, setValues("image.repository="+f.cluster.Registry+"/app-controller", "image.tag="+imageTag)...)
 	if err := f.helm(ctx, "upgrade", chart); err != nil {
 		return "", err
 	}

@@ -3,6 +3,8 @@ package soak
 import (
 	"testing"
 	"time"
+
+	"github.com/app-controller/app-controller/internal/localcluster"
 )
 
 // TestCheckFaultWindows pins what the metrics-server and helm-upgrade faults count: the
@@ -56,4 +58,26 @@ func TestCheckFaultWindows(t *testing.T) {
 			t.Errorf("%d upgrades, %d Apps at rest, writes %q; want 1, 2 (a, e), a's and e's at 620 and 700 s", c.Upgrades, c.UpgradeApps, c.UpgradeChildWrites)
 		}
 	})
+}
+
+// TestCompleteFaults pins where -upgrade-from puts the helm upgrade (the middle of the
+// faults, once) and the faults a kwok node cannot make.
+func TestCompleteFaults(t *testing.T) {
+	cfg := Config{Node: localcluster.NodeReal, UpgradeFrom: "HEAD~1", Repo: "."}
+	cfg.Faults = DefaultFaults(cfg.Node)
+	if err := cfg.completeFaults(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(DefaultFaults(localcluster.NodeReal)); len(cfg.Faults) != n+1 || cfg.Faults[n/2] != FaultHelmUpgrade {
+		t.Errorf("faults %v: want %s at %d of %d", cfg.Faults, FaultHelmUpgrade, n/2, n+1)
+	}
+	for _, bad := range []Config{
+		{Node: localcluster.NodeKwok, Faults: []string{FaultMetricsServer}},
+		{Node: localcluster.NodeReal, Faults: []string{FaultHelmUpgrade}},
+		{Node: localcluster.NodeKwok, Faults: []string{}, UpgradeFrom: "HEAD~1", Repo: "."},
+	} {
+		if err := bad.completeFaults(); err == nil {
+			t.Errorf("%s faults %v, upgrade from %q: no error", bad.Node, bad.Faults, bad.UpgradeFrom)
+		}
+	}
 }
