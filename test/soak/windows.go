@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
 
 // The invariants of two faults, each over its window (from faultWindowMargin before its
@@ -34,6 +36,9 @@ type FaultWindowChecks struct {
 	// UpgradeChildWrites the controller's writes of their children then.
 	UpgradeApps        int      `json:"upgrade_apps"`
 	UpgradeChildWrites []string `json:"upgrade_child_writes"`
+	// UpgradeRollouts is the number of rollouts under way when an upgrade started (the
+	// step invariant reads their every status write across it: a reset is a jump).
+	UpgradeRollouts int `json:"upgrade_rollouts"`
 	// Upgrades and MetricsGone count the faults checked.
 	Upgrades    int `json:"upgrades"`
 	MetricsGone int `json:"metrics_gone"`
@@ -116,6 +121,7 @@ func checkFaultWindows(apps map[string]*windowApp, writes []write, b *bodies, fa
 				}
 			}
 			c.UpgradeApps += len(quiet)
+			c.UpgradeRollouts += rolloutsUnderWay(b.status, f.Start)
 			for _, wr := range writes {
 				if wr.classification != "child" || wr.code >= 300 || wr.at.Before(f.Start) || wr.at.After(to) || !quiet[wr.owner] {
 					continue
@@ -126,6 +132,24 @@ func checkFaultWindows(apps map[string]*windowApp, writes []write, b *bodies, fa
 		}
 	}
 	return c
+}
+
+// rolloutsUnderWay counts the Apps whose last status written before at (of ws) has a
+// rollout under way: a canary, not aborted.
+func rolloutsUnderWay(ws []statusWrite, at time.Time) int {
+	last := map[string]statusWrite{}
+	for _, sw := range ws {
+		if sw.at.Before(at) && (last[sw.app].at.IsZero() || sw.rv > last[sw.app].rv) {
+			last[sw.app] = sw
+		}
+	}
+	n := 0
+	for _, sw := range last {
+		if ro := sw.rollout; ro != nil && ro.Canary != nil && ro.Phase != appv1.RolloutAborted {
+			n++
+		}
+	}
+	return n
 }
 
 // checkFaultWindows gathers what the check of the fault windows needs of the run.
