@@ -17,7 +17,7 @@ import (
 // The metrics-server fault (real node): the resource metrics API gone for a minute. The
 // autoscaled Apps' HorizontalPodAutoscalers lose their metrics (ScalingActive False) and
 // cannot act; the controller must not take their count back meanwhile (it owns
-// spec.replicas only while the App's autoscaling is off: checkMetricsGoneReplicas), and
+// spec.replicas only while the autoscaler has not taken it: countsTaken, windows.go), and
 // every HPA must be active again once metrics-server is back.
 
 const (

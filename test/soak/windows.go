@@ -85,6 +85,48 @@ func (a *windowApp) autoscaledThrough(from, to time.Time) bool {
 	return on
 }
 
+// countsTaken returns the controller's writes of the count of an autoscaled App's
+// Deployment (autoscaled) from f's start to to that take the count from the autoscaler:
+// after the autoscaler wrote the Deployment's scale (the count is then its own), or with
+// another count than the last one written (by anyone: the controller's writes and the
+// autoscaler's, in the audit log with their bodies). While the controller alone owns the
+// count it carries the live one in its applies (docs/autoscaling.md, the handover): the
+// same count, not taken.
+func countsTaken(deployments []deploymentWrite, autoscaled map[string]bool, f FaultRecord, to time.Time, ownerOf func(ns, name string) string) []string {
+	ordered := append([]deploymentWrite(nil), deployments...)
+	sort.SliceStable(ordered, func(i, j int) bool { return ordered[i].at.Before(ordered[j].at) })
+	type countState struct {
+		known, scaled bool
+		count         int64
+	}
+	last := map[string]*countState{}
+	var out []string
+	for _, dw := range ordered {
+		k := key(dw.namespace, dw.name)
+		st := last[k]
+		if st == nil {
+			st = &countState{}
+			last[k] = st
+		}
+		taken := !dw.scale && dw.replicas && (st.scaled || st.known && dw.count != st.count)
+		if taken && !dw.at.Before(f.Start) && !dw.at.After(to) && autoscaled[ownerOf(dw.namespace, dw.name)] {
+			was := "the autoscaler's since it wrote the scale"
+			if !st.scaled {
+				was = fmt.Sprintf("%d before", st.count)
+			}
+			out = append(out, fmt.Sprintf("Deployment %s: spec.replicas %d written by %s at %s (%s), during %s (%s-%s)",
+				k, dw.count, dw.user, dw.at.Format(stampMilli), was, f.Kind, f.Start.Format(time.TimeOnly), f.End.Format(time.TimeOnly)))
+		}
+		if dw.scale {
+			st.scaled = true
+		}
+		if dw.replicas {
+			st.known, st.count = true, dw.count
+		}
+	}
+	return out
+}
+
 // checkFaultWindows checks the windows of the metrics-server and helm-upgrade faults
 // (margin before and after each): apps by App, writes the controller's (classified), b the Deployment writes with their
 // bodies.
@@ -103,15 +145,7 @@ func checkFaultWindows(apps map[string]*windowApp, writes []write, b *bodies, fa
 				}
 			}
 			c.MetricsGoneApps += len(autoscaled)
-			for _, dw := range b.deployments {
-				if dw.scale || !dw.replicas || dw.at.Before(f.Start) || dw.at.After(to) {
-					continue
-				}
-				if app := ownerOf(dw.namespace, dw.name); autoscaled[app] {
-					c.MetricsGoneReplicaWrites = append(c.MetricsGoneReplicaWrites, fmt.Sprintf("Deployment %s of %s: spec.replicas written by %s at %s, during %s (%s-%s)",
-						key(dw.namespace, dw.name), app, dw.user, dw.at.Format(stampMilli), f.Kind, f.Start.Format(time.TimeOnly), f.End.Format(time.TimeOnly)))
-				}
-			}
+			c.MetricsGoneReplicaWrites = append(c.MetricsGoneReplicaWrites, countsTaken(b.deployments, autoscaled, f, to, ownerOf)...)
 		case FaultHelmUpgrade:
 			c.Upgrades++
 			quiet := map[string]bool{}

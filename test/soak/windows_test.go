@@ -8,8 +8,8 @@ import (
 )
 
 // TestCheckFaultWindows pins what the metrics-server and helm-upgrade faults count: the
-// controller's writes of an autoscaled App's count in the fault's window (its
-// autoscaling on throughout), and its writes of the children of an App that nobody
+// controller's writes that take an autoscaled App's count in the fault's window (its
+// autoscaling on throughout; the count the autoscaler's, or another than the last), and its writes of the children of an App that nobody
 // changed and that rolled nothing from a minute before the upgrade to a minute after.
 func TestCheckFaultWindows(t *testing.T) {
 	t0 := time.Date(2026, 11, 28, 14, 0, 0, 0, time.UTC)
@@ -26,13 +26,20 @@ func TestCheckFaultWindows(t *testing.T) {
 			"ns/d": {autoscaled: true, toggles: []toggle{{at: at(100), on: false}, {at: at(200), on: true}}},
 		}
 		b := &bodies{deployments: []deploymentWrite{
-			{at: at(610), namespace: "ns", name: "a-deploy", replicas: true},
-			{at: at(610), namespace: "ns", name: "a-deploy", scale: true}, // the autoscaler's
-			{at: at(620), namespace: "ns", name: "a-deploy"},              // a template, no count
-			{at: at(610), namespace: "ns", name: "b-deploy", replicas: true},
-			{at: at(610), namespace: "ns", name: "c-deploy", replicas: true},
-			{at: at(700), namespace: "ns", name: "d-deploy", replicas: true},
-			{at: at(590), namespace: "ns", name: "d-deploy", replicas: true}, // before the fault
+			// a: the autoscaler took the count before the fault; the controller writes one.
+			{at: at(300), namespace: "ns", name: "a-deploy", scale: true, replicas: true, count: 3},
+			{at: at(610), namespace: "ns", name: "a-deploy", replicas: true, count: 3},
+			{at: at(620), namespace: "ns", name: "a-deploy"}, // a template, no count
+			// b: turned off in the window: the controller's count again.
+			{at: at(610), namespace: "ns", name: "b-deploy", replicas: true, count: 1},
+			// c: never autoscaled: its own count.
+			{at: at(610), namespace: "ns", name: "c-deploy", replicas: true, count: 5},
+			// d: the controller alone owns the count (the autoscaler never wrote it): the
+			// same count carried (the handover) is not taken; another one is.
+			{at: at(250), namespace: "ns", name: "d-deploy", replicas: true, count: 2},
+			{at: at(605), namespace: "ns", name: "d-deploy", replicas: true, count: 2},
+			{at: at(700), namespace: "ns", name: "d-deploy", replicas: true, count: 3},
+			{at: at(800), namespace: "ns", name: "d-deploy", replicas: true, count: 2}, // after the window
 		}}
 		c := checkFaultWindows(apps, nil, b, fault(FaultMetricsServer), margin, ownerOf)
 		if c.MetricsGone != 1 || c.MetricsGoneApps != 2 || len(c.MetricsGoneReplicaWrites) != 2 {
