@@ -34,6 +34,8 @@ const (
 	Containerd        = containerdName
 	Kubelet           = kubeletName
 	KubeProxy         = kubeProxyName
+	// MetricsServer is the real node's metrics-server (metricsserver.go).
+	MetricsServer = metricsServerName
 )
 
 // startedComponent is how a component was started, to start it again on the same ports.
@@ -87,6 +89,13 @@ func (c *Cluster) Resume(name string) error {
 // daemon of the real node restarts the same way: containerd leaves the containers
 // running (their shims outlive it) and finds them again, the kubelet finds its pods.
 func (c *Cluster) Restart(ctx context.Context, name string) error {
+	return c.StopFor(ctx, name, 0)
+}
+
+// StopFor is Restart with the component stopped for down before it starts again: gone
+// meanwhile, its clients' requests refused (metrics-server: the resource metrics API
+// unavailable, the HorizontalPodAutoscalers without metrics).
+func (c *Cluster) StopFor(ctx context.Context, name string, down time.Duration) error {
 	c.mu.Lock()
 	p, sc := c.procs[name], c.started[name]
 	daemon, isDaemon := c.daemons[name]
@@ -98,6 +107,12 @@ func (c *Cluster) Restart(ctx context.Context, name string) error {
 	if err := p.stop(stopGrace); err != nil {
 		return fmt.Errorf("restarting %s: %w", name, err)
 	}
+	if down > 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(down):
+		}
+	}
 	var np *process
 	var err error
 	timeout, ready := sc.timeout, func(ctx context.Context) error { return sc.ready(ctx, sc.ports) }
@@ -105,7 +120,11 @@ func (c *Cluster) Restart(ctx context.Context, name string) error {
 		timeout, ready = daemonRestartTimeout, daemon.ready
 		np, err = c.startNodeProcess(name, daemon.argv) // records np in c.procs
 	} else {
-		np, err = startProcess(name, filepath.Join(c.opts.BinDir, name), sc.args(sc.ports), sc.env, filepath.Join(c.LogDir, name+".log"))
+		path := sc.path
+		if path == "" {
+			path = c.binary(name) // as startComponent found it
+		}
+		np, err = startProcess(name, path, sc.args(sc.ports), sc.env, filepath.Join(c.LogDir, name+".log"))
 	}
 	if err != nil {
 		return fmt.Errorf("restarting %s: %w", name, err)

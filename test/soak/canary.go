@@ -93,6 +93,12 @@ func timedSteps() []appv1.CanaryStep {
 	return []appv1.CanaryStep{{SetWeight: ptr.To[int32](50)}, {Pause: &appv1.CanaryPause{Duration: &metav1.Duration{Duration: 10 * time.Second}}}}
 }
 
+// canaryReplicas are the canaries' replicas: two, so that their serving floor (two
+// less a Deployment's default maxUnavailable of 25%, rounded down: two) is above what
+// the canary's pods alone serve at a step (one at 25% and 50%), and a stable side
+// dropped too early shows (floor.go).
+const canaryReplicas = 2
+
 // canaryScaleDown is the canaries' scaleDownDelaySeconds: short, so that an App at
 // rest at the end of the run has had its canary deleted.
 const canaryScaleDown = 5
@@ -114,6 +120,7 @@ func shape(app *appv1.App, kind string) {
 			steps = timedSteps()
 		}
 		app.Spec.Rollout = &appv1.Rollout{Canary: &appv1.CanaryStrategy{Steps: steps, ScaleDownDelaySeconds: ptr.To[int32](canaryScaleDown)}}
+		app.Spec.DeploymentTemplate.Replicas = ptr.To[int32](canaryReplicas)
 	case kindAutoscaled:
 		app.Spec.Autoscaling = autoscaling()
 		app.Spec.DeploymentTemplate.Replicas = nil

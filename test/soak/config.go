@@ -40,6 +40,13 @@ type Config struct {
 	Warmup time.Duration
 	// Seed seeds the churn's choices (0: the time).
 	Seed int64
+	// UpgradeFrom, on a real node, is a revision of Repo (e.g. HEAD~1) whose release
+	// (`make release` of a checkout of it) the fleet is installed from; the fault
+	// FaultHelmUpgrade, put in the middle of Faults if they lack it, upgrades it to the
+	// chart and image of this tree (Chart, ImageLayout). "": no upgrade.
+	UpgradeFrom string
+	// Repo is the repository UpgradeFrom is a revision of.
+	Repo string
 
 	// BinDir holds the control plane's binaries (make tools), kubectl and, for a real
 	// node, helm and imagebuild.
@@ -65,14 +72,22 @@ type Config struct {
 
 // Fault kinds.
 const (
-	FaultLeaderA        = "leader-kill-a"
-	FaultLeaderB        = "leader-kill-b"
-	FaultAPIServer      = "apiserver-restart"
-	FaultEtcd           = "etcd-pause"
-	FaultWatchCut       = "watch-cut"
-	FaultKubelet        = "kubelet-restart"
-	FaultContainerd     = "containerd-restart"
-	FaultNodePressure   = "node-pressure"
+	FaultLeaderA      = "leader-kill-a"
+	FaultLeaderB      = "leader-kill-b"
+	FaultAPIServer    = "apiserver-restart"
+	FaultEtcd         = "etcd-pause"
+	FaultWatchCut     = "watch-cut"
+	FaultKubelet      = "kubelet-restart"
+	FaultContainerd   = "containerd-restart"
+	FaultNodePressure = "node-pressure"
+	// FaultMetricsServer: the real node's metrics-server stopped for metricsServerDown.
+	FaultMetricsServer = "metrics-server-gone"
+	// FaultHelmUpgrade: both releases upgraded from UpgradeFrom's release to this tree's
+	// chart and image (helm upgrade --wait); once in a run.
+	FaultHelmUpgrade = "helm-upgrade"
+)
+
+const (
 	defaultSampleEvery  = 10 * time.Second
 	defaultWarmup       = 5 * time.Minute
 	defaultBound        = 2 * time.Minute
@@ -90,7 +105,7 @@ func DefaultFaults(node string) []string {
 		FaultWatchCut, FaultRolloutKillAborting, FaultLeaderB}
 	if node == localcluster.NodeReal {
 		faults = []string{FaultLeaderA, FaultRolloutKillPause, FaultAPIServer, FaultKubelet, FaultRolloutKillStep, FaultEtcd, FaultContainerd,
-			FaultRolloutKillPromoting, FaultWatchCut, FaultNodePressure, FaultRolloutKillAborting, FaultLeaderB}
+			FaultRolloutKillPromoting, FaultWatchCut, FaultNodePressure, FaultRolloutKillAborting, FaultMetricsServer, FaultLeaderB}
 	}
 	return faults
 }
@@ -114,6 +129,26 @@ func (cfg *Config) nodeFS() int64 {
 	return 0
 }
 
+// completeFaults puts the helm upgrade in the middle of the faults when UpgradeFrom asks
+// for it, and checks that each fault exists and can be made on the node.
+func (cfg *Config) completeFaults() error {
+	if cfg.UpgradeFrom != "" && !slices.Contains(cfg.Faults, FaultHelmUpgrade) {
+		cfg.Faults = slices.Insert(slices.Clone(cfg.Faults), len(cfg.Faults)/2, FaultHelmUpgrade)
+	}
+	for _, f := range cfg.Faults {
+		if !slices.Contains(DefaultFaults(localcluster.NodeReal), f) && f != FaultHelmUpgrade {
+			return fmt.Errorf("soak: unknown fault %q", f)
+		}
+		if cfg.Node != localcluster.NodeReal && (f == FaultKubelet || f == FaultContainerd || f == FaultNodePressure || f == FaultMetricsServer || f == FaultHelmUpgrade) {
+			return fmt.Errorf("soak: fault %q needs a real node", f)
+		}
+		if f == FaultHelmUpgrade && (cfg.UpgradeFrom == "" || cfg.Repo == "") {
+			return fmt.Errorf("soak: fault %q needs UpgradeFrom and Repo (-upgrade-from)", f)
+		}
+	}
+	return nil
+}
+
 // complete fills in the defaults and checks cfg.
 func (cfg *Config) complete() error {
 	if cfg.Node == "" {
@@ -134,13 +169,8 @@ func (cfg *Config) complete() error {
 	if cfg.Faults == nil {
 		cfg.Faults = DefaultFaults(cfg.Node)
 	}
-	for _, f := range cfg.Faults {
-		if !slices.Contains(DefaultFaults(localcluster.NodeReal), f) {
-			return fmt.Errorf("soak: unknown fault %q", f)
-		}
-		if cfg.Node != localcluster.NodeReal && (f == FaultKubelet || f == FaultContainerd || f == FaultNodePressure) {
-			return fmt.Errorf("soak: fault %q needs a real node", f)
-		}
+	if err := cfg.completeFaults(); err != nil {
+		return err
 	}
 	defaults := []struct {
 		d   *time.Duration

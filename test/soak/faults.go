@@ -2,6 +2,7 @@ package soak
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -183,10 +184,21 @@ func (j *injector) inject(ctx context.Context, kind string) FaultRecord {
 		rec.Detail, err = j.nodePressure(ctx)
 	case FaultRolloutKillStep, FaultRolloutKillPause, FaultRolloutKillPromoting, FaultRolloutKillAborting:
 		err = j.rolloutKill(ctx, kind, &rec)
+	case FaultMetricsServer:
+		err = j.metricsServerGone(ctx, &rec)
+	case FaultHelmUpgrade:
+		f, ok := j.fleet.(*chartFleet)
+		if !ok {
+			err = errors.New("the helm upgrade needs the chart's fleet (a real node)")
+			break
+		}
+		rec.Detail, err = f.upgrade(ctx)
 	default:
 		err = fmt.Errorf("unknown fault %q", kind)
 	}
-	rec.End = time.Now()
+	if rec.End.IsZero() {
+		rec.End = time.Now()
+	}
 	rec.StartS, rec.EndS = rec.Start.Sub(j.start).Seconds(), rec.End.Sub(j.start).Seconds()
 	if err != nil {
 		rec.Error = err.Error()
@@ -226,17 +238,29 @@ func (j *injector) leader(ctx context.Context, shard string) (instance, error) {
 // ctx ends or the schedule is over.
 func (j *injector) schedule(ctx context.Context, kinds []string, first, every, until time.Duration, report func(FaultRecord)) []FaultRecord {
 	var out []FaultRecord
-	for i := 0; len(kinds) > 0; i++ {
+	upgraded := false
+	for i, k := 0, 0; len(kinds) > 0; i++ {
 		at := first + time.Duration(i)*every
 		if at > until {
 			break
 		}
+		kind := kinds[k%len(kinds)]
+		k++
+		if kind == FaultHelmUpgrade && upgraded {
+			// Once in a run: the fleet runs this tree's release since.
+			if len(kinds) == 1 {
+				break
+			}
+			kind = kinds[k%len(kinds)]
+			k++
+		}
+		upgraded = upgraded || kind == FaultHelmUpgrade
 		select {
 		case <-ctx.Done():
 			return out
 		case <-time.After(time.Until(j.start.Add(at))):
 		}
-		rec := j.inject(ctx, kinds[i%len(kinds)])
+		rec := j.inject(ctx, kind)
 		report(rec)
 		out = append(out, rec)
 	}

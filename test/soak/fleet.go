@@ -56,7 +56,8 @@ type Restart struct {
 	// Cause: "injected" (the soak killed it), "lease-lost" (its lease could not be
 	// renewed for the renew deadline during an injected fault of the control plane and
 	// it exited, as designed: docs/architecture.md), "evicted" (the kubelet evicted its
-	// pod during the node-pressure fault), or "unexpected".
+	// pod during the node-pressure fault), "upgraded" (a pod the helm-upgrade fault
+	// replaced), or "unexpected".
 	Cause string `json:"cause"`
 }
 
@@ -67,6 +68,8 @@ const (
 	causeUnexpected = "unexpected"
 	// causeEvicted: the kubelet evicted its pod, as the node-pressure fault makes it.
 	causeEvicted = "evicted"
+	// causeUpgraded: a pod the helm upgrade replaced.
+	causeUpgraded = "upgraded"
 	// leaseLostLog is what a leader that lost its lease logs before it exits
 	// (pkg/controllermanager/leaderelection.go).
 	leaseLostLog = "leader election lost"

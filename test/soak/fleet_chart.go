@@ -3,6 +3,7 @@ package soak
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -57,8 +58,14 @@ type chartFleet struct {
 	// logMu serializes the reads of the logs.
 	logMu sync.Mutex
 
+	// previous, if set, is the release the fleet is installed from, upgraded to this
+	// tree's chart and image by upgrade.
+	previous *harness.Release
+
 	mu   sync.Mutex
 	pods map[string]*chartPod // by pod name
+	// replaced are the pods an upgrade replaces: their exit is the upgrade's.
+	replaced map[string]bool
 	// killed are the container IDs the soak killed.
 	killed  map[string]bool
 	records []Restart
@@ -79,7 +86,7 @@ type chartPod struct {
 
 func newChartFleet(cfg *Config, cluster *localcluster.Cluster, kube kubernetes.Interface, logDir string) *chartFleet {
 	return &chartFleet{cfg: cfg, cluster: cluster, kube: kube, logDir: logDir, logs: newLogScanner(),
-		pods: map[string]*chartPod{}, killed: map[string]bool{}}
+		pods: map[string]*chartPod{}, killed: map[string]bool{}, replaced: map[string]bool{}}
 }
 
 func (f *chartFleet) users() []string {
@@ -102,12 +109,13 @@ func (f *chartFleet) start(ctx context.Context) error {
 	if err := f.run(ctx, "imagebuild", "push", "--layout", f.cfg.ImageLayout, repository+":"+imageTag); err != nil {
 		return fmt.Errorf("pushing the controller's image: %w", err)
 	}
-	common := []string{f.cfg.Chart, "-n", leaseNamespace, "--set", "image.repository=" + repository, "--set", "image.tag=" + imageTag, "--wait", "--timeout", "5m"}
-	if err := f.run(ctx, "helm", append([]string{"install", releaseA}, append(common, "--create-namespace", "--set", "appSelector="+shardLabel+"="+shardA)...)...); err != nil {
-		return err
+	chart := append([]string{f.cfg.Chart}, setValues("image.repository="+repository, "image.tag="+imageTag)...)
+	if p := f.previous; p != nil {
+		// The previous release's chart and image, as make release pushed them.
+		chart = append([]string{"oci://" + f.cluster.Registry + "/charts/app-controller", "--version", p.ChartVersion, "--plain-http"},
+			setValues("image.repository="+p.Repository, "image.tag="+p.Version)...)
 	}
-	if err := f.run(ctx, "helm", append([]string{"install", releaseB}, append(common, "--set", "appSelector="+shardLabel+"="+shardB,
-		"--set", "crds.enabled=false", "--set", "controllers={app}")...)...); err != nil {
+	if err := f.helm(ctx, "install", chart, "--create-namespace"); err != nil {
 		return err
 	}
 	if err := waitLeaders(ctx, f.kube); err != nil {
@@ -119,6 +127,59 @@ func (f *chartFleet) start(ctx context.Context) error {
 	}
 	f.wg.Go(f.watch)
 	return nil
+}
+
+// helm runs `helm verb` of both releases with chart (its reference and values), each
+// with its shard's values (shard b: the App controller alone, no CRD), and waits.
+func (f *chartFleet) helm(ctx context.Context, verb string, chart []string, extra ...string) error {
+	for _, rel := range []struct {
+		name   string
+		values []string
+	}{
+		{releaseA, setValues("appSelector=" + shardLabel + "=" + shardA)},
+		{releaseB, setValues("appSelector="+shardLabel+"="+shardB, "crds.enabled=false", "controllers={app}")},
+	} {
+		args := append([]string{verb, rel.name}, chart...)
+		args = append(append(append(args, "-n", leaseNamespace, "--wait", "--timeout", "5m"), rel.values...), extra...)
+		if err := f.run(ctx, "helm", args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setValues returns helm's flags that set each of values (KEY=VALUE).
+func setValues(values ...string) []string {
+	out := make([]string, 0, 2*len(values))
+	for _, v := range values {
+		out = append(out, "--set", v)
+	}
+	return out
+}
+
+// upgrade upgrades both releases from the previous release to this tree's chart and
+// image (pushed by start), as a user upgrades: helm upgrade --wait, the chart's rollout
+// (maxSurge 1, maxUnavailable 0) replacing the pods one at a time, the leaders handing
+// over. The pods it replaces are recorded as replaced, their exits as the upgrade's.
+func (f *chartFleet) upgrade(ctx context.Context) (string, error) {
+	if f.previous == nil {
+		return "", errors.New("no previous release to upgrade from (-upgrade-from)")
+	}
+	f.mu.Lock()
+	for name, cp := range f.pods {
+		if !cp.gone {
+			f.replaced[name] = true
+		}
+	}
+	n := len(f.replaced)
+	f.mu.Unlock()
+	start := time.Now()
+	chart := append([]string{f.cfg.Chart}, setValues("image.repository="+f.cluster.Registry+"/app-controller", "image.tag="+imageTag)...)
+	if err := f.helm(ctx, "upgrade", chart); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("helm upgrade --wait of %s and %s from release %s (chart %s, image %s:%s) to this tree's chart and image (:%s): %.1fs, %d controller pods replaced",
+		releaseA, releaseB, f.previous.Version, f.previous.ChartVersion, f.previous.Repository, f.previous.Version, imageTag, time.Since(start).Seconds(), n), nil
 }
 
 // watch follows the controller's pods until the fleet stops: their restarts, port-forwards and logs.
@@ -225,6 +286,9 @@ func (f *chartFleet) refresh(ctx context.Context) error {
 			cp.gone = true
 			process := fmt.Sprintf("%s#%d", cp.name, cp.restarts)
 			cause, last := f.logs.cause(process)
+			if f.replaced[name] {
+				cause = causeUpgraded
+			}
 			f.records = append(f.records, Restart{Instance: process, At: time.Now(), How: "pod deleted", LastLine: last, Cause: cause})
 			if cp.forward != nil {
 				cp.forward.Stop()

@@ -29,11 +29,17 @@ type Report struct {
 	State        *StateCheck         `json:"state"`
 	Writes       Writes              `json:"writes"`
 	// Rollouts are the canaries' and the autoscalers' checks (audit log).
-	Rollouts   *RolloutChecks `json:"rollouts"`
-	Trends     []Trend        `json:"trends"`
-	Restarts   []Restart      `json:"restarts"`
-	Panics     []string       `json:"panics"`
-	Invariants []Invariant    `json:"invariants"`
+	Rollouts *RolloutChecks `json:"rollouts"`
+	// Floor are the canaries' serving pods sampled during their rollouts; floorBreaches
+	// its episodes below the floor outside the node's faults.
+	Floor         *FloorChecks `json:"serving_floor"`
+	floorBreaches []string
+	// FaultWindows are the checks of the metrics-server and helm-upgrade faults.
+	FaultWindows *FaultWindowChecks `json:"fault_windows"`
+	Trends       []Trend            `json:"trends"`
+	Restarts     []Restart          `json:"restarts"`
+	Panics       []string           `json:"panics"`
+	Invariants   []Invariant        `json:"invariants"`
 	// Samples are every instance's /metrics samples; WriteRate the controller's writes
 	// per second in 10 s bins.
 	Samples     []Sample  `json:"samples"`
@@ -60,6 +66,9 @@ type Settings struct {
 	BoundRelative   float64    `json:"trend_bound_relative_per_hour"`
 	Seed            int64      `json:"seed"`
 	Controller      string     `json:"controller"`
+	// UpgradeFrom is the revision and release the fleet was installed from, upgraded
+	// mid-run by the helm-upgrade fault ("" : none).
+	UpgradeFrom string `json:"upgrade_from,omitempty"`
 }
 
 // Load summarizes the load average samples.
@@ -138,6 +147,15 @@ func (r *Report) invariants() {
 		zero("canary weights written below the one before within a rollout (audit log)", c.WeightDecreases)
 		zero("aborted rollouts whose stable pod template was written (audit log)", c.AbortsRestartedStable)
 		zero("Deployments whose replicas the controller wrote after an autoscaler did (audit log)", c.ReplicaFights)
+	}
+	if w := r.FaultWindows; w != nil && w.MetricsGone > 0 {
+		zero("autoscaled Deployments whose replicas the controller wrote while metrics-server was gone (audit log)", w.MetricsGoneReplicaWrites)
+	}
+	if w := r.FaultWindows; w != nil && w.Upgrades > 0 {
+		zero("children of Apps at rest written across the helm upgrade (audit log)", w.UpgradeChildWrites)
+	}
+	if r.Floor != nil {
+		zero("canaries whose serving pods fell below their floor in a step or a promotion (sampled)", r.floorBreaches)
 	}
 	var badChanges []string
 	for _, c := range r.Writes.Changes {
@@ -229,6 +247,18 @@ func (r *Report) Print(out io.Writer) {
 			c.StatusWrites, c.RolloutWrites, c.Started, c.Promoted, c.Aborted, c.RolledBack, c.Requests)
 		fmt.Fprintf(out, "autoscaling: %d Apps autoscaled, %d writes of a scale by an autoscaler, %d writes of replicas by the controller\n",
 			c.AutoscaledApps, c.ScaleWrites, c.ReplicaWrites)
+	}
+	if w := r.FaultWindows; w != nil && w.MetricsGone > 0 {
+		fmt.Fprintf(out, "metrics-server gone (%d times): %d Apps autoscaled through its windows, %d writes of their replicas by the controller\n",
+			w.MetricsGone, w.MetricsGoneApps, len(w.MetricsGoneReplicaWrites))
+	}
+	if w := r.FaultWindows; w != nil && w.Upgrades > 0 {
+		fmt.Fprintf(out, "helm upgrade: %d Apps at rest through its window (from %s before it to %s after), %d writes of their children by the controller; %d rollouts under way when it started\n",
+			w.UpgradeApps, faultWindowMargin, faultWindowMargin, len(w.UpgradeChildWrites), w.UpgradeRollouts)
+	}
+	if f := r.Floor; f != nil {
+		fmt.Fprintf(out, "serving floor (pods Ready behind a canary's Service, sampled): %d samples of %d canaries at a step or promoting (%d promoting), lowest margin over the floor %d, %d samples below it explained by an abort or a rollback\n",
+			f.Samples, f.Apps, f.Promoting, f.MinMargin, f.Discarded)
 	}
 	fmt.Fprintf(out, "controller writes: %d\n", r.Writes.Total)
 	for _, cw := range r.Writes.Changes {

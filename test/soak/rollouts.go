@@ -26,7 +26,8 @@ import (
 func AuditBodies() []localcluster.AuditBody {
 	return []localcluster.AuditBody{
 		{Group: appv1.GroupVersion.Group, Resources: []string{resourceAppStatus}, Level: localcluster.AuditLevelRequestResponse},
-		{Group: groupApps, Resources: []string{"deployments"}, Level: localcluster.AuditLevelRequest},
+		// A Deployment's scale as an autoscaler writes it: its count.
+		{Group: groupApps, Resources: []string{"deployments", "deployments/scale"}, Level: localcluster.AuditLevelRequest},
 		// An Event's patch (a repeat folded into it) carries the repeat's lastTimestamp:
 		// when it was recorded (write.madeAt).
 		{Group: "", Resources: []string{resourceEvents}, Level: localcluster.AuditLevelRequest},
@@ -53,9 +54,11 @@ type deploymentWrite struct {
 	// scale: a write of the scale subresource by another user than the controller's
 	// (the HorizontalPodAutoscaler controller's).
 	scale bool
-	// replicas is whether the controller's write carries spec.replicas; template its
+	// replicas is whether the write carries spec.replicas (a scale's always does, when
+	// its body was logged), count the count it carries; template the controller's
 	// spec.template, canonical JSON ("" if it carries none).
 	replicas bool
+	count    int64
 	template string
 }
 
@@ -97,6 +100,9 @@ func (b *bodies) add(ev harness.AuditEvent, user string, controller bool) error 
 			return fmt.Errorf("decoding the Deployment written by %s at %s: %w", user, ev.StageTimestamp, err)
 		}
 		dw := deploymentWrite{at: ev.StageTimestamp, namespace: ref.Namespace, name: ref.Name, user: user, replicas: body.Spec.Replicas != nil}
+		if body.Spec.Replicas != nil {
+			dw.count = *body.Spec.Replicas
+		}
 		if len(body.Spec.Template) > 0 {
 			var v any
 			if err := json.Unmarshal(body.Spec.Template, &v); err != nil {
@@ -107,7 +113,16 @@ func (b *bodies) add(ev harness.AuditEvent, user string, controller bool) error 
 		}
 		b.deployments = append(b.deployments, dw)
 	case !controller && ev.Resource() == resourceDeployments+"/scale" && ref.APIGroup == groupApps && (ev.Verb == "update" || ev.Verb == verbPatch):
-		b.deployments = append(b.deployments, deploymentWrite{at: ev.StageTimestamp, namespace: ref.Namespace, name: ref.Name, user: user, scale: true})
+		dw := deploymentWrite{at: ev.StageTimestamp, namespace: ref.Namespace, name: ref.Name, user: user, scale: true}
+		var body struct {
+			Spec struct {
+				Replicas *int64 `json:"replicas"`
+			} `json:"spec"`
+		}
+		if len(ev.RequestObject) > 0 && json.Unmarshal(ev.RequestObject, &body) == nil && body.Spec.Replicas != nil {
+			dw.replicas, dw.count = true, *body.Spec.Replicas
+		}
+		b.deployments = append(b.deployments, dw)
 	}
 	return nil
 }

@@ -108,15 +108,21 @@ func (r *run) run(ctx context.Context, logDir string) (*Report, error) {
 		return nil, err
 	}
 	imgs := images{good: []string{"soak/web:1", "soak/web:2", "soak/web:3"}, bad: "soak/does-not-exist:1", kwok: true}
+	report := &Report{Started: time.Now(), Settings: r.settings(), Ops: map[string]*OpStats{}}
 	if cfg.Node == localcluster.NodeReal {
-		r.fleet = newChartFleet(cfg, r.cluster, r.kube, logDir)
+		chart := newChartFleet(cfg, r.cluster, r.kube, logDir)
+		r.fleet = chart
 		if imgs, err = r.pushAppImages(ctx); err != nil {
 			return nil, err
+		}
+		if cfg.UpgradeFrom != "" {
+			if chart.previous, err = r.makePrevious(ctx, &report.Settings); err != nil {
+				return nil, err
+			}
 		}
 	} else {
 		r.fleet = newProcessFleet(cfg, r.cluster, r.kube, logDir)
 	}
-	report := &Report{Started: time.Now(), Settings: r.settings(), Ops: map[string]*OpStats{}}
 	report.Load.UptimeStart = uptime()
 	r.printf("starting the controller: two shards of two instances\n")
 	if err := r.fleet.start(ctx); err != nil {
@@ -155,6 +161,11 @@ func (r *run) run(ctx context.Context, logDir string) (*Report, error) {
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { r.sampler.run(sampleCtx, cfg.SampleInterval) })
+	floor, err := startFloorSampler(sampleCtx, r.kube, r.world)
+	if err != nil {
+		stopSampling()
+		return nil, err
+	}
 	churnCtx, stopChurn := context.WithTimeout(ctx, cfg.Duration)
 	defer stopChurn()
 	inj := &injector{cluster: r.cluster, kube: r.kube, fleet: r.fleet, world: r.world, start: start}
@@ -200,6 +211,9 @@ func (r *run) run(ctx context.Context, logDir string) (*Report, error) {
 	}
 	r.world.classify(writes, r.driver.namespaces, deleted)
 	report.Rollouts = r.world.checkRollouts(b)
+	report.Floor = floor.result()
+	report.FaultWindows = r.world.checkFaultWindows(writes, b, faults)
+	report.floorBreaches = floorBreaches(report.Floor, faults, cfg.ConvergeBound)
 	report.Writes = Writes{Total: len(writes), ByKind: writeKinds(writes), Foreign: writesClassified(writes, writeForeign),
 		AfterDelete: writesClassified(writes, writeAfterDelete),
 		Changes:     r.world.changeWrites(writes, faults, cfg.ConvergeBound, start, churnEnded)}
@@ -236,6 +250,43 @@ func (r *run) settings() Settings {
 		Mix: DefaultMix, HistoryLimit: historyLimit, Faults: cfg.Faults, FaultIntervalS: cfg.FaultInterval.Seconds(),
 		FirstFaultS: cfg.FirstFault.Seconds(), ConvergeBoundS: cfg.ConvergeBound.Seconds(), SampleIntervalS: cfg.SampleInterval.Seconds(),
 		WarmupS: cfg.Warmup.Seconds(), TrendWindowS: (cfg.Duration / 3).Seconds(), BoundRelative: boundRelative, Seed: cfg.Seed, Controller: controller}
+}
+
+// previousVersion is the version the previous release is made as.
+const previousVersion = "v0.0.1-soak.previous"
+
+// makePrevious makes the release of cfg.UpgradeFrom as test/e2e/install makes its
+// releases (harness.MakeRelease: `make release`, the host's platform), from a checkout
+// of that revision (a git worktree, removed after), its image and chart pushed to the
+// cluster's registry.
+func (r *run) makePrevious(ctx context.Context, settings *Settings) (*harness.Release, error) {
+	cfg := r.cfg
+	t := time.Now()
+	src := filepath.Join(cfg.WorkDir, "previous-src")
+	commit, err := harness.CheckoutCommit(ctx, cfg.Repo, cfg.UpgradeFrom, src, cfg.BinDir)
+	defer func() {
+		if err := harness.RemoveCheckout(cfg.Repo, src); err != nil {
+			r.printf("%v\n", err)
+		}
+	}()
+	if err != nil {
+		return nil, fmt.Errorf("checking out %s: %w", cfg.UpgradeFrom, err)
+	}
+	r.printf("making the release of %s (%s) as %s: make release in a checkout of it\n", cfg.UpgradeFrom, commit, previousVersion)
+	changelog := filepath.Join(cfg.WorkDir, "previous-CHANGELOG.md")
+	notes := fmt.Sprintf("# Changelog\n\n## [%s] - %s\n\n### Changed\n\n- The soak's previous release: %s.\n",
+		strings.TrimPrefix(previousVersion, "v"), time.Now().UTC().Format(time.DateOnly), commit)
+	if err := os.WriteFile(changelog, []byte(notes), 0o644); err != nil {
+		return nil, err
+	}
+	rel, err := harness.MakeRelease(ctx, harness.ReleaseOptions{Dir: src, Version: previousVersion, Dist: filepath.Join(cfg.WorkDir, "previous-release"),
+		Registry: r.cluster.Registry, Changelog: changelog})
+	if err != nil {
+		return nil, err
+	}
+	r.printf("release %s of %s made and pushed (%.0fs): image %s@%s\n", rel.Version, commit, time.Since(t).Seconds(), rel.Repository, rel.Digest)
+	settings.UpgradeFrom = cfg.UpgradeFrom + " (" + commit + "), release " + rel.Version + " " + rel.Repository + "@" + rel.Digest
+	return &rel, nil
 }
 
 // pushAppImages pushes agnhost under the tags the Apps cycle through to the real

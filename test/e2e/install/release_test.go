@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +12,9 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/app-controller/app-controller/internal/localcluster"
 	"github.com/app-controller/app-controller/test/e2e/realnode"
+	"github.com/app-controller/app-controller/test/harness"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
@@ -67,17 +68,19 @@ func makeReleases(t *testing.T, registry string) *releases {
 		t.Fatal(err)
 	}
 	r := &releases{registry: registry, repository: registry + "/app-controller"}
-	host := "linux/" + runtime.GOARCH
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
 	rels := []struct {
 		into      *aRelease
 		version   string
 		changelog string
-		// out and err are what make release printed and returned.
-		out string
-		err error
+		made      harness.Release
+		err       error
 	}{
 		{into: &r.previous, version: previousVersion, changelog: changelog},
-		{into: &r.current, version: currentVersion, changelog: "CHANGELOG.md"},
+		{into: &r.current, version: currentVersion},
 	}
 	// Both at once: each into its own directory (RELEASE_DIST, its image's build under
 	// it), and each mostly links and waits on its tools, one core at a time.
@@ -85,26 +88,20 @@ func makeReleases(t *testing.T, registry string) *releases {
 	for i := range rels {
 		rel := &rels[i]
 		wg.Go(func() {
-			rel.out, rel.err = realnode.TryRun("make", "--no-print-directory", "release", "VERSION="+rel.version, "REGISTRY="+registry,
-				"RELEASE_DIST="+filepath.Join(dir, rel.version), "RELEASE_PLATFORMS="+host, "PLUGIN_PLATFORMS="+host,
-				"CHANGELOG="+rel.changelog, "COSIGN_KEY="+key+".key")
+			rel.made, rel.err = harness.MakeRelease(t.Context(), harness.ReleaseOptions{Dir: root, Version: rel.version, Dist: filepath.Join(dir, rel.version),
+				Registry: registry, Changelog: rel.changelog, CosignKey: key + ".key"})
 		})
 	}
 	wg.Wait()
 	for _, rel := range rels {
 		if rel.err != nil {
-			t.Fatalf("%v\n%s", rel.err, rel.out)
+			t.Fatal(rel.err)
 		}
 	}
 	for _, rel := range rels {
-		dist := filepath.Join(dir, rel.version)
-		out := rel.out
-		t.Logf("make release VERSION=%s REGISTRY=%s COSIGN_KEY=...: %s", rel.version, registry, lastLine(out))
-		digest, err := os.ReadFile(filepath.Join(dist, "install.yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		*rel.into = aRelease{version: rel.version, chartVersion: strings.TrimPrefix(rel.version, "v"), dist: dist, digest: imageDigest(t, string(digest), r.repository+":"+rel.version)}
+		dist := rel.made.Dist
+		t.Logf("make release VERSION=%s REGISTRY=%s COSIGN_KEY=...: %s", rel.version, registry, lastLine(rel.made.Output))
+		*rel.into = aRelease{version: rel.version, chartVersion: rel.made.ChartVersion, dist: dist, digest: rel.made.Digest}
 
 		check := exec.Command("sha256sum", "-c", "checksums.txt")
 		check.Dir = dist
@@ -119,27 +116,13 @@ func makeReleases(t *testing.T, registry string) *releases {
 		verify := func(pub string) []string {
 			return []string{"verify", "--key", pub, "--insecure-ignore-tlog", "--allow-http-registry", "--allow-insecure-registry", image}
 		}
-		out = realnode.Run(t, cosign, verify(key+".pub")...)
+		out := realnode.Run(t, cosign, verify(key+".pub")...)
 		t.Logf("cosign verify --key release.pub %s: %s %s", image, grepLine(out, "Verification for"), grepLine(out, "verified against the specified public key"))
 		if out, err := realnode.TryRun(cosign, verify(other+".pub")...); err == nil {
 			t.Fatalf("cosign verify with another key accepted the image's signature:\n%s", out)
 		}
 	}
 	return r
-}
-
-// imageDigest returns the digest by which install.yaml pins the image (ref@sha256:...).
-func imageDigest(t *testing.T, installYAML, ref string) string {
-	t.Helper()
-	_, rest, ok := strings.Cut(installYAML, "image: "+ref+"@")
-	if !ok {
-		t.Fatalf("install.yaml does not pin %s by digest", ref)
-	}
-	digest, _, _ := strings.Cut(rest, "\n")
-	if !strings.HasPrefix(digest, "sha256:") || len(digest) != len("sha256:")+64 {
-		t.Fatalf("install.yaml pins %s to %q, want sha256:<64 hex digits>", ref, digest)
-	}
-	return digest
 }
 
 // crdLabels returns the labels of the App CRD and whether it is kept on uninstall.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,6 +68,10 @@ func TestSoakSmoke(t *testing.T) {
 	if c := report.Rollouts; c == nil || c.Promoted == 0 || c.Aborted == 0 || c.AutoscaledApps == 0 || c.ScaleWrites == 0 {
 		t.Errorf("the canaries or the autoscalers did not take part: %+v", c)
 	}
+	// The serving floor was sampled in steps and in promotions.
+	if f := report.Floor; f == nil || f.Samples == 0 || f.Promoting == 0 {
+		t.Errorf("the canaries' serving pods were not sampled in a step and a promotion: %+v", f)
+	}
 	if len(report.Samples) == 0 || len(report.Trends) == 0 {
 		t.Errorf("%d samples of /metrics, %d trends: the sampler or the trends do not work", len(report.Samples), len(report.Trends))
 	}
@@ -86,15 +91,21 @@ func TestSoakSmoke(t *testing.T) {
 	}
 }
 
-// testWriter logs the soak's output line by line.
+// testWriter logs the soak's output line by line. The soak writes from several
+// goroutines (the progress line each minute beside the run's own lines).
 type testWriter struct {
 	t       *testing.T
+	mu      *sync.Mutex
 	pending *[]byte
 }
 
-func newTestWriter(t *testing.T) testWriter { return testWriter{t: t, pending: new([]byte)} }
+func newTestWriter(t *testing.T) testWriter {
+	return testWriter{t: t, mu: new(sync.Mutex), pending: new([]byte)}
+}
 
 func (w testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	*w.pending = append(*w.pending, p...)
 	for {
 		i := bytes.IndexByte(*w.pending, '\n')

@@ -29,6 +29,8 @@ func main() {
 	flag.DurationVar(&cfg.FirstFault, "first-fault", 0, "time of the first fault (0: 2m)")
 	flag.DurationVar(&cfg.ConvergeBound, "converge-bound", 0, "how long an App may take to converge after a change or a fault (0: 2m)")
 	flag.Int64Var(&cfg.Seed, "seed", 0, "seed of the churn's choices (0: the time)")
+	flag.StringVar(&cfg.UpgradeFrom, "upgrade-from", "", "real node: install the release of this revision of the repository (make release of a git worktree of it, e.g. HEAD~1) and upgrade it to this tree's chart and image mid-run (the helm-upgrade fault)")
+	flag.StringVar(&cfg.Repo, "repo", ".", "the repository -upgrade-from names a revision of")
 	flag.StringVar(&cfg.BinDir, "bin-dir", "bin", "directory of the control plane's binaries, kubectl, helm, imagebuild")
 	flag.StringVar(&cfg.Controller, "controller", "bin/app-controller", "the controller binary (kwok)")
 	flag.StringVar(&cfg.Chart, "chart", "charts/app-controller", "the chart (real node)")
@@ -44,7 +46,7 @@ func main() {
 	default:
 		cfg.Faults = strings.Split(faults, ",")
 	}
-	for _, p := range []*string{&cfg.BinDir, &cfg.Controller, &cfg.Chart, &cfg.ImageLayout, &cfg.CRDDir, &cfg.WorkDir, &cfg.ReportPath} {
+	for _, p := range []*string{&cfg.BinDir, &cfg.Controller, &cfg.Chart, &cfg.ImageLayout, &cfg.CRDDir, &cfg.WorkDir, &cfg.ReportPath, &cfg.Repo} {
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
