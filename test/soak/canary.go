@@ -128,6 +128,22 @@ func shape(app *appv1.App, kind string) {
 	}
 }
 
+// steadyAutoscaled tells whether r is the live autoscaled App of the lowest key, whose
+// autoscaling the churn never turns off: the invariants of a fault that takes the
+// autoscalers' metrics away judge the Apps autoscaled through its whole window, and the
+// toggles of a few autoscaled Apps would otherwise leave none. The caller holds w.mu.
+func (w *world) steadyAutoscaled(r *appRecord) bool {
+	if r.kind != kindAutoscaled || !r.deleted.IsZero() {
+		return false
+	}
+	for _, o := range w.apps {
+		if o.kind == kindAutoscaled && o.deleted.IsZero() && o.key() < r.key() {
+			return false
+		}
+	}
+	return true
+}
+
 // isCanary tells whether r rolls out as a canary.
 func (r *appRecord) isCanary() bool { return r.kind == kindGate || r.kind == kindTimed }
 
@@ -306,9 +322,9 @@ func (d *driver) opCanaryConfig(ctx context.Context) error {
 }
 
 // opAutoscale turns autoscaling off (replicas 1, in the same change) or on (replicas
-// unset) on an autoscaled App.
+// unset) on an autoscaled App, but the steady one (steadyAutoscaled).
 func (d *driver) opAutoscale(ctx context.Context) error {
-	r := d.pickKind([]string{kindAutoscaled}, nil)
+	r := d.pickKind([]string{kindAutoscaled}, func(r *appRecord) bool { return !d.w.steadyAutoscaled(r) })
 	if r == nil {
 		return errSkipped
 	}

@@ -18,7 +18,7 @@
 //     same mix every minute; canaries (canary.go) given healthy versions walked and
 //     promoted through the plugin's promote, pause and resume, versions that crash and
 //     abort, aborts, fast rollbacks, ConfigMap changes during a rollout; autoscaled Apps
-//     whose autoscaling is turned off and on;
+//     whose autoscaling is turned off and on, but the steady one's (steadyAutoscaled);
 //   - faults at intervals (faults.go): the leader killed, the API server restarted, etcd
 //     paused, every connection to the API server cut, the leader killed while a canary
 //     is at a step, at a pause, promoting or aborting (rolloutkill.go), and on a real

@@ -214,3 +214,32 @@ func TestChangeWrites(t *testing.T) {
 		t.Errorf("shard-move: %+v; want 1 write where the tests pin none, not ok", shard)
 	}
 }
+
+// TestSteadyAutoscaled: of the live autoscaled Apps, the one of the lowest key is never
+// toggled by the churn; when it is deleted, the next one is.
+func TestSteadyAutoscaled(t *testing.T) {
+	w := &world{apps: map[string]*appRecord{}}
+	for _, r := range []*appRecord{
+		{namespace: "soak-0", name: "a00007", kind: kindAutoscaled},
+		{namespace: "soak-1", name: "a00017", kind: kindAutoscaled},
+		{namespace: "soak-0", name: "a00003", kind: kindGate},
+	} {
+		w.apps[r.key()] = r
+	}
+	steady := func() []string {
+		var got []string
+		for _, r := range w.apps {
+			if w.steadyAutoscaled(r) {
+				got = append(got, r.key())
+			}
+		}
+		return got
+	}
+	if got := steady(); len(got) != 1 || got[0] != "soak-0/a00007" {
+		t.Errorf("steady autoscaled Apps %v, want [soak-0/a00007]", got)
+	}
+	w.apps["soak-0/a00007"].deleted = time.Unix(1, 0)
+	if got := steady(); len(got) != 1 || got[0] != "soak-1/a00017" {
+		t.Errorf("after the deletion of soak-0/a00007: steady autoscaled Apps %v, want [soak-1/a00017]", got)
+	}
+}
