@@ -3,6 +3,7 @@ package soak
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -51,9 +52,7 @@ wait:
 				continue
 			}
 			total = max(total, hpas)
-			for k, v := range inactive {
-				lost[k] = v
-			}
+			maps.Copy(lost, inactive)
 		}
 	}
 	rec.End = time.Now()

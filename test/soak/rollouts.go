@@ -301,6 +301,18 @@ type toggle struct {
 	on bool
 }
 
+// toggles returns, by App, when the driver turned its autoscaling on or off, in the order
+// of the operations. The caller holds w.mu.
+func (w *world) toggles() map[string][]toggle {
+	out := map[string][]toggle{}
+	for _, op := range w.ops {
+		if op.kind == opAutoscale && op.spec != nil {
+			out[op.app] = append(out[op.app], toggle{at: op.at, on: op.spec.Autoscaling != nil})
+		}
+	}
+	return out
+}
+
 // checkReplicaFights finds the controller's writes of a Deployment's spec.replicas
 // made after an autoscaler wrote its scale while the owner App's autoscaling stayed on:
 // no change of it (toggles) between the two writes, and the last change before the
@@ -345,12 +357,7 @@ func (c *RolloutChecks) checkReplicaFights(deployments []deploymentWrite, toggle
 // autoscaling on or off, how many Apps were autoscaled.
 func (w *world) checkRollouts(b *bodies) *RolloutChecks {
 	w.mu.Lock()
-	toggles := map[string][]toggle{}
-	for _, op := range w.ops {
-		if op.kind == opAutoscale && op.spec != nil {
-			toggles[op.app] = append(toggles[op.app], toggle{at: op.at, on: op.spec.Autoscaling != nil})
-		}
-	}
+	toggles := w.toggles()
 	autoscaled := 0
 	for _, r := range w.apps {
 		if r.kind == kindAutoscaled {

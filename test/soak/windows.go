@@ -194,13 +194,13 @@ func (w *world) checkFaultWindows(writes []write, b *bodies, faults []FaultRecor
 		apps[k] = &windowApp{created: r.created, deleted: r.deleted, autoscaled: r.kind == kindAutoscaled}
 	}
 	for _, op := range w.ops {
-		a := apps[op.app]
-		if a == nil {
-			continue
+		if a := apps[op.app]; a != nil {
+			a.ops = append(a.ops, op.at)
 		}
-		a.ops = append(a.ops, op.at)
-		if op.kind == opAutoscale && op.spec != nil {
-			a.toggles = append(a.toggles, toggle{at: op.at, on: op.spec.Autoscaling != nil})
+	}
+	for app, ts := range w.toggles() {
+		if a := apps[app]; a != nil {
+			a.toggles = ts
 		}
 	}
 	w.mu.Unlock()
