@@ -245,6 +245,14 @@ func (r *Report) Print(out io.Writer) {
 	if c := r.Rollouts; c != nil {
 		fmt.Fprintf(out, "rollouts (audit log, %d status writes, %d of canaries): %d started, %d promoted, %d aborted, %d ended at once (fast rollback), %d requests handled\n",
 			c.StatusWrites, c.RolloutWrites, c.Started, c.Promoted, c.Aborted, c.RolledBack, c.Requests)
+		if c.RouteWrites > 0 || r.State != nil && r.State.RouteSplitCanaries > 0 {
+			canaries := 0
+			if r.State != nil {
+				canaries = r.State.RouteSplitCanaries
+			}
+			fmt.Fprintf(out, "route-split canaries (HTTPRoute through the Gateway): %d at the end, %d writes of their HTTPRoutes (audit log), %d rollouts split by a route\n",
+				canaries, c.RouteWrites, c.RouteSplits)
+		}
 		fmt.Fprintf(out, "autoscaling: %d Apps autoscaled, %d writes of a scale by an autoscaler, %d writes of replicas by the controller\n",
 			c.AutoscaledApps, c.ScaleWrites, c.ReplicaWrites)
 	}

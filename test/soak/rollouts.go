@@ -31,6 +31,8 @@ func AuditBodies() []localcluster.AuditBody {
 		// An Event's patch (a repeat folded into it) carries the repeat's lastTimestamp:
 		// when it was recorded (write.madeAt).
 		{Group: "", Resources: []string{resourceEvents}, Level: localcluster.AuditLevelRequest},
+		// The route-split canaries' weights (rollouts_gateway.go).
+		{Group: groupGateway, Resources: []string{"httproutes"}, Level: localcluster.AuditLevelRequest},
 	}
 }
 
@@ -66,6 +68,7 @@ type deploymentWrite struct {
 type bodies struct {
 	status      []statusWrite
 	deployments []deploymentWrite
+	routes      []routeWrite
 }
 
 // add reads ev, a write of a controller's user (controller) or another's, into b.
@@ -112,6 +115,8 @@ func (b *bodies) add(ev harness.AuditEvent, user string, controller bool) error 
 			dw.template = string(canonical)
 		}
 		b.deployments = append(b.deployments, dw)
+	case controller && ev.Resource() == "httproutes" && ref.APIGroup == groupGateway && len(ev.RequestObject) > 0:
+		return b.addRoute(ev, user)
 	case !controller && ev.Resource() == resourceDeployments+"/scale" && ref.APIGroup == groupApps && (ev.Verb == "update" || ev.Verb == verbPatch):
 		dw := deploymentWrite{at: ev.StageTimestamp, namespace: ref.Namespace, name: ref.Name, user: user, scale: true}
 		var body struct {
@@ -163,6 +168,12 @@ type RolloutChecks struct {
 	WeightDecreases       []string `json:"weight_decreases"`
 	AbortsRestartedStable []string `json:"aborts_restarted_stable"`
 	ReplicaFights         []string `json:"replica_fights"`
+	// RouteWrites are the controller's writes of an HTTPRoute read with their body;
+	// RouteSplits the times a route was split between a canary and its stable (the
+	// rollouts through a Gateway). WeightDecreases also counts a split route's canary
+	// weight written below the one before, but to 0 (checkRouteWeights).
+	RouteWrites int `json:"route_writes"`
+	RouteSplits int `json:"route_splits"`
 }
 
 // checkRollouts checks the status writes and Deployment writes of b; toggles are the
@@ -190,6 +201,7 @@ func checkRollouts(b *bodies, toggles map[string][]toggle, autoscaled int, owner
 		c.checkAbortedStable(app, ws, b.deployments)
 	}
 	c.checkReplicaFights(b.deployments, toggles, ownerOf)
+	c.checkRouteWeights(b.routes)
 	return c
 }
 
