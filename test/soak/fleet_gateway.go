@@ -201,7 +201,8 @@ func traefikRestarts(p *corev1.Pod) int32 {
 }
 
 // gatewayRestart kills Traefik's container with SIGKILL through the node's containerd
-// (the kubelet restarts it, as the leader kills do the controller's). The fault ends when
+// (the kubelet restarts it, as the leader kills do the controller's), once a route-split
+// canary is in a rollout (or after rolloutPhaseWait without one). The fault ends when
 // its pod is Ready again and the Gateway Programmed (rec.End); it then waits until every
 // live route-split canary says RouteAccepted=True at its generation, and fails when one
 // does not within routesAcceptedBound. Its rollouts carry on: the step invariant reads
@@ -210,6 +211,14 @@ func (j *injector) gatewayRestart(ctx context.Context, rec *FaultRecord) error {
 	if j.gateway == nil {
 		return fmt.Errorf("fault %s: the fleet has no Gateway", FaultGatewayRestart)
 	}
+	// A route-split canary in a rollout at the kill, if one comes within
+	// rolloutPhaseWait (the churn starts one every few seconds): its route is rewritten
+	// across the restart, and its rollout must carry on.
+	rolling := j.world.routeSplitCanaries(true)
+	_ = poll(ctx, rolloutPhaseWait, func() (bool, error) {
+		rolling = j.world.routeSplitCanaries(true)
+		return len(rolling) > 0, nil
+	})
 	p, err := j.kube.CoreV1().Pods(gatewayNamespace).Get(ctx, traefikPod, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("reading Traefik's pod: %w", err)
@@ -224,7 +233,6 @@ func (j *injector) gatewayRestart(ctx context.Context, rec *FaultRecord) error {
 	if id == "" {
 		return fmt.Errorf("traefik's pod has no container running")
 	}
-	rolling := j.world.routeSplitCanaries(true)
 	rec.Start = time.Now()
 	if err := j.cluster.KillContainer(ctx, id); err != nil {
 		return err
