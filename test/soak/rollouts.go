@@ -32,7 +32,7 @@ func AuditBodies() []localcluster.AuditBody {
 		// when it was recorded (write.madeAt).
 		{Group: "", Resources: []string{resourceEvents}, Level: localcluster.AuditLevelRequest},
 		// The route-split canaries' weights (rollouts_gateway.go).
-		{Group: groupGateway, Resources: []string{"httproutes"}, Level: localcluster.AuditLevelRequest},
+		{Group: groupGateway, Resources: []string{resourceHTTPRoutes}, Level: localcluster.AuditLevelRequest},
 	}
 }
 
@@ -73,6 +73,14 @@ type bodies struct {
 
 // add reads ev, a write of a controller's user (controller) or another's, into b.
 func (b *bodies) add(ev harness.AuditEvent, user string, controller bool) error {
+	if controller && routeBody(ev) {
+		return b.addRoute(ev, user)
+	}
+	return b.addWrite(ev, user, controller)
+}
+
+// addWrite is add for the writes of Apps' statuses and Deployments.
+func (b *bodies) addWrite(ev harness.AuditEvent, user string, controller bool) error {
 	if ev.Code() >= 300 || ev.ObjectRef == nil {
 		return nil
 	}
@@ -115,8 +123,6 @@ func (b *bodies) add(ev harness.AuditEvent, user string, controller bool) error 
 			dw.template = string(canonical)
 		}
 		b.deployments = append(b.deployments, dw)
-	case controller && ev.Resource() == "httproutes" && ref.APIGroup == groupGateway && len(ev.RequestObject) > 0:
-		return b.addRoute(ev, user)
 	case !controller && ev.Resource() == resourceDeployments+"/scale" && ref.APIGroup == groupApps && (ev.Verb == "update" || ev.Verb == verbPatch):
 		dw := deploymentWrite{at: ev.StageTimestamp, namespace: ref.Namespace, name: ref.Name, user: user, scale: true}
 		var body struct {

@@ -18,8 +18,16 @@ import (
 // again, or a restart toward a newer template, start from 0); the split ends when the
 // route goes back to the App's Service alone, and a new one starts from there.
 
-// groupGateway is the Gateway API's group.
-const groupGateway = "gateway.networking.k8s.io"
+// groupGateway is the Gateway API's group, resourceHTTPRoutes its HTTPRoutes.
+const (
+	groupGateway       = "gateway.networking.k8s.io"
+	resourceHTTPRoutes = "httproutes"
+)
+
+// routeBody tells whether ev is a write of an HTTPRoute that went through, with its body.
+func routeBody(ev harness.AuditEvent) bool {
+	return ev.Code() < 300 && ev.ObjectRef != nil && ev.Resource() == resourceHTTPRoutes && ev.ObjectRef.APIGroup == groupGateway && len(ev.RequestObject) > 0
+}
 
 // routeWrite is one write of an HTTPRoute by the controller, with the weights of its
 // backends (of its first rule: the soak's routes have one).
