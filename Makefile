@@ -694,7 +694,7 @@ DURATION ?= 30m
 APPS     ?= 0
 SOAK_DIR := $(LOCAL)/soak
 SOAKPLOT := $(BIN)/soakplot
-SOAK_DEPS = tools $(SOAKPLOT) $(if $(filter real,$(NODE)),node-packages node-tools $(HELM),build)
+SOAK_DEPS = tools $(SOAKPLOT) $(if $(filter real,$(NODE)),node-packages node-tools $(HELM) $(TRAEFIK_IMAGE),build)
 
 .PHONY: soak
 soak: $(SOAK_DEPS) ## The soak: DURATION (30m) of churn and faults, NODE=kwok|real, APPS; report and picture in .local/soak/ (docs/soak.md).

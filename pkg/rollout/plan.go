@@ -126,9 +126,14 @@ func NewPlan(s *appv1.CanaryStrategy, r *appv1.RolloutStatus, l Live, now time.T
 	case r.Canary == nil:
 		// No rollout. A promoted canary stays for its scale-down delay, the route back
 		// on the App's Service (it runs the stable template). Any other canary goes at
-		// once, and while it is there the route sends it nothing.
+		// once, and while it is there a route that still splits sends it nothing. A
+		// route back on the App's Service alone (no weight: CanaryWeight < 0) is not
+		// split again for it: the split needs the stable Service, which at rest has no
+		// stable ReplicaSet hash to select by, so the canary would wait for it forever
+		// (the soak found promoted canaries kept at rest); its pods leave the App's
+		// Service's endpoints as they terminate, the stable at the App's replicas.
 		p.KeepCanary = !scaleDownDue
-		if l.Gateway && l.CanaryExists && scaleDownDue {
+		if l.Gateway && l.CanaryExists && scaleDownDue && l.CanaryWeight >= 0 {
 			p.Split = &Split{Stable: 100}
 		}
 		p.SplitServices = l.Gateway && (!scaleDownDue || l.CanaryExists)

@@ -148,6 +148,9 @@ func TestNewPlan(t *testing.T) {
 		{"promoted by weight: the canary kept for its delay, the route back on the App's Service",
 			&appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: v2, CanaryScaleDownAt: &later},
 			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 4, CanaryWeight: 100}, "- - - true"},
+		{"promoted by weight, its delay over, the route on the App's Service: the canary goes",
+			&appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: v2, CanaryScaleDownAt: &metav1.Time{Time: testNow.Add(-time.Second)}},
+			Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 4, CanaryWeight: -1}, "- - - true"},
 		{"autoscaled, by replicas: the stable keeps the autoscaler's 6, the canary 2 of 8 pods", state(appv1.RolloutProgressing, 0, v1),
 			Live{Autoscaled: true, N: 6, StableReplicas: 6, CanaryWeight: -1}, "- 2 - false"},
 		{"autoscaled, by replicas, the canary up: the step is done, the stable not scaled", state(appv1.RolloutProgressing, 0, v1),
@@ -185,5 +188,24 @@ func TestNewPlan(t *testing.T) {
 				t.Errorf("plan %s, want %s", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestPlanPromotedCanaryGoes: a canary promoted through an HTTPRoute goes once its
+// scale-down delay is over and the route is back on the App's Service; it is not split
+// again for it (the split Services need the stable ReplicaSet hash, which a rollout at
+// rest has not: it stayed forever, which the soak found). A route that still splits goes
+// to stable 100 first.
+func TestPlanPromotedCanaryGoes(t *testing.T) {
+	s := appfixture.CanaryStrategy()
+	over := metav1.NewTime(testNow.Add(-time.Second))
+	r := &appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: &appv1.RolloutVersion{PodTemplateHash: "h2"}, CanaryScaleDownAt: &over}
+	p := NewPlan(s, r, Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 4, CanaryWeight: -1}, testNow)
+	if p.KeepCanary || p.CanaryReplicas != nil || p.Split != nil {
+		t.Errorf("route on the App's Service: keep %v, canary %v, split %+v; want the canary pruned, no split", p.KeepCanary, p.CanaryReplicas, p.Split)
+	}
+	p = NewPlan(s, r, Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 4, CanaryWeight: 100, SplitServicesExist: true}, testNow)
+	if p.KeepCanary || p.Split == nil || p.Split.Stable != 100 {
+		t.Errorf("route still split: keep %v, split %+v; want the canary pruned, the route at stable 100", p.KeepCanary, p.Split)
 	}
 }

@@ -58,8 +58,11 @@ type StateCheck struct {
 	// rollout keeps its canary Deployment, at 0 replicas: that alone is allowed), a
 	// stable Deployment not at the App's replicas.
 	NotAtRest []string `json:"not_at_rest"`
-	// Canaries is the number of canary Apps checked at rest.
-	Canaries int `json:"canaries"`
+	// Canaries is the number of canary Apps checked at rest; RouteSplitCanaries those
+	// of them whose traffic an HTTPRoute splits, whose route is checked too
+	// (checkRoutes).
+	Canaries           int `json:"canaries"`
+	RouteSplitCanaries int `json:"route_split_canaries"`
 }
 
 // checkState lists the objects of the soak's namespaces and compares them with w.
@@ -263,6 +266,10 @@ func (s *StateCheck) checkAtRest(r *appRecord, spec *appv1.AppSpec, rollout *app
 		for _, name := range controlled[kind] {
 			switch {
 			case kind == kindDeployment && name == canary && phase == appv1.RolloutAborted && replicas[key(r.namespace, name)] == 0:
+			case kind == kindService && phase == appv1.RolloutAborted && routeSplit(spec) && spec.ServiceTemplate != nil &&
+				(name == spec.ServiceTemplate.Name+appv1.CanarySuffix || name == spec.ServiceTemplate.Name+appv1.StableSuffix):
+				// An aborted rollout's HTTPRoute keeps its split at 100/0, and with it
+				// the split Services, until the rollout ends (docs/progressive-delivery.md).
 			case kind == kindDeployment && name == canary, kind == kindService && spec.ServiceTemplate != nil &&
 				(name == spec.ServiceTemplate.Name+appv1.CanarySuffix || name == spec.ServiceTemplate.Name+appv1.StableSuffix):
 				s.NotAtRest = append(s.NotAtRest, fmt.Sprintf("%s: %s %s left, rollout %s", r.key(), kind, name, describeRollout(rollout)))

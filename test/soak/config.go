@@ -105,7 +105,7 @@ func DefaultFaults(node string) []string {
 		FaultWatchCut, FaultRolloutKillAborting, FaultLeaderB}
 	if node == localcluster.NodeReal {
 		faults = []string{FaultLeaderA, FaultRolloutKillPause, FaultAPIServer, FaultKubelet, FaultRolloutKillStep, FaultEtcd, FaultContainerd,
-			FaultRolloutKillPromoting, FaultWatchCut, FaultNodePressure, FaultRolloutKillAborting, FaultMetricsServer, FaultLeaderB}
+			FaultRolloutKillPromoting, FaultWatchCut, FaultGatewayRestart, FaultNodePressure, FaultRolloutKillAborting, FaultMetricsServer, FaultLeaderB}
 	}
 	return faults
 }
@@ -139,7 +139,7 @@ func (cfg *Config) completeFaults() error {
 		if !slices.Contains(DefaultFaults(localcluster.NodeReal), f) && f != FaultHelmUpgrade {
 			return fmt.Errorf("soak: unknown fault %q", f)
 		}
-		if cfg.Node != localcluster.NodeReal && (f == FaultKubelet || f == FaultContainerd || f == FaultNodePressure || f == FaultMetricsServer || f == FaultHelmUpgrade) {
+		if cfg.Node != localcluster.NodeReal && (f == FaultKubelet || f == FaultContainerd || f == FaultNodePressure || f == FaultMetricsServer || f == FaultHelmUpgrade || f == FaultGatewayRestart) {
 			return fmt.Errorf("soak: fault %q needs a real node", f)
 		}
 		if f == FaultHelmUpgrade && (cfg.UpgradeFrom == "" || cfg.Repo == "") {

@@ -22,7 +22,9 @@
 //   - faults at intervals (faults.go): the leader killed, the API server restarted, etcd
 //     paused, every connection to the API server cut, the leader killed while a canary
 //     is at a step, at a pause, promoting or aborting (rolloutkill.go), and on a real
-//     node the kubelet and containerd restarted;
+//     node the kubelet and containerd restarted, and the Gateway's Traefik
+//     (fleet_gateway.go: on a real node half of the canaries split their traffic by an
+//     HTTPRoute through it);
 //   - the controller's /metrics read every 10 s (sampler.go): resident memory, heap,
 //     goroutines, informer caches, the App queue;
 //   - the invariants (check.go, writes.go, slope.go): every App converges within a bound

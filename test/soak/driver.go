@@ -410,6 +410,7 @@ func (d *driver) createApp(ctx context.Context, withRoute bool, kind string) err
 		app.Spec.Route = &appv1.Route{Hosts: []appv1.Hostname{hostOf(app)}}
 	}
 	shape(app, kind)
+	d.splitByRoute(app, kind)
 	if kind == kindTimed || kind == "" && d.intn(2) == 0 {
 		cm := fmt.Sprintf("cfg-%d", d.intn(d.configMapsPerNamespace()))
 		app.Spec.DeploymentTemplate.EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}}

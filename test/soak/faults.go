@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
 )
@@ -46,6 +47,8 @@ type injector struct {
 	fleet   fleet
 	world   *world
 	start   time.Time
+	// gateway reads the Gateway API (nil without a Gateway: on kwok).
+	gateway gatewayclientset.Interface
 }
 
 // The node-pressure fault: the real node's nodefs (a tmpfs of nodeFS bytes) filled to
@@ -186,6 +189,8 @@ func (j *injector) inject(ctx context.Context, kind string) FaultRecord {
 		err = j.rolloutKill(ctx, kind, &rec)
 	case FaultMetricsServer:
 		err = j.metricsServerGone(ctx, &rec)
+	case FaultGatewayRestart:
+		err = j.gatewayRestart(ctx, &rec)
 	case FaultHelmUpgrade:
 		f, ok := j.fleet.(*chartFleet)
 		if !ok {

@@ -28,7 +28,10 @@ import (
 // traffic: a pod informer of the App's children (its pods carry its selector labels),
 // a pod serving when it is Ready and not terminating, counted at each pod event and
 // every floorTick for every canary whose status (as the App informer last delivered it,
-// at its generation) is at a step (Progressing, Paused) of a rollout.
+// at its generation) is at a step (Progressing, Paused) of a rollout. A canary whose
+// traffic an HTTPRoute splits keeps its stable Deployment at the App's replicas through
+// the steps: there the stable pods alone (those without the canary's track label) must
+// hold the floor at a step; while promoting, every pod of the App.
 //
 // An abort and a fast rollback lower the count on purpose (the canary scaled to 0 at once,
 // the stable back to N from its share, docs/progressive-delivery.md "Abort"), and the
@@ -175,11 +178,14 @@ func (s *floorSampler) sampleApp(app string, now time.Time) {
 		return
 	}
 	floor, n, maxUnavailable := servingFloor(&a.Spec)
-	serving := 0
+	serving, stable := 0, 0
 	objs, _ := s.pods.ByIndex(podsByApp, app)
 	for _, o := range objs {
 		if p, ok := o.(*corev1.Pod); ok && podServing(p) {
 			serving++
+			if p.Labels[appv1.TrackLabel] != appv1.TrackCanary {
+				stable++
+			}
 		}
 	}
 	steps := int32(0)
@@ -187,6 +193,12 @@ func (s *floorSampler) sampleApp(app string, now time.Time) {
 		steps = int32(len(a.Spec.Rollout.Canary.Steps))
 	}
 	promoting := steps > 0 && ro.CurrentStepIndex >= steps
+	side := ""
+	if routeSplit(&a.Spec) && !promoting {
+		// An HTTPRoute splits the traffic: the stable keeps the App's replicas through
+		// the steps (never scaled down), its pods alone must hold the floor.
+		serving, side = stable, " stable"
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.checks.Samples++
@@ -203,8 +215,8 @@ func (s *floorSampler) sampleApp(app string, now time.Time) {
 		where = "promoting"
 	}
 	s.pending = append(s.pending, floorSample{at: now, app: app, hash: ro.Canary.PodTemplateHash, step: ro.CurrentStepIndex, serving: serving, want: floor,
-		detail: fmt.Sprintf("%d pods serving, floor %d (%d replicas, maxUnavailable %d), %s %s weight %d, canary %s",
-			serving, floor, n, maxUnavailable, ro.Phase, where, ro.CanaryWeight, ro.Canary.PodTemplateHash)})
+		detail: fmt.Sprintf("%d%s pods serving, floor %d (%d replicas, maxUnavailable %d), %s %s weight %d, canary %s",
+			serving, side, floor, n, maxUnavailable, ro.Phase, where, ro.CanaryWeight, ro.Canary.PodTemplateHash)})
 }
 
 // confirm counts the samples below the floor taken floorConfirm ago (all of them with

@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -110,5 +111,55 @@ func TestFloorBreaches(t *testing.T) {
 	got := floorBreaches(c, faults, 2*time.Minute)
 	if len(got) != 1 || got[0][:4] != "ns/c" {
 		t.Errorf("breaches %q, want ns/c's alone (ns/a and ns/b within the kubelet restart's bound)", got)
+	}
+}
+
+// TestFloorRouteSplit: a canary whose traffic an HTTPRoute splits keeps its stable at the
+// App's replicas through a step, so its stable pods alone must hold the floor: two
+// pods serving, one of them the canary's, is below it; while promoting every pod counts.
+func TestFloorRouteSplit(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		step      int32
+		stable    int
+		wantBelow bool
+	}{
+		{name: "a step, one stable pod and the canary's", step: 1, stable: 1, wantBelow: true},
+		{name: "a step, both stable pods", step: 1, stable: 2},
+		{name: "promoting, one stable pod and the canary's", step: 4, stable: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld()
+			a := appfixture.NewApp("ns", "c", "img", 2)
+			a.Generation, a.Status.ObservedGeneration = 3, 3
+			a.Spec.Rollout = &appv1.Rollout{Canary: &appv1.CanaryStrategy{Steps: gateSteps()}}
+			a.Spec.Route = &appv1.Route{Hosts: []appv1.Hostname{"c.test"}, ParentRefs: gatewayParent()}
+			a.Status.Rollout = &appv1.RolloutStatus{Phase: appv1.RolloutProgressing, CurrentStepIndex: tc.step, CanaryWeight: 25, Canary: &appv1.RolloutVersion{PodTemplateHash: "canary1"}}
+			r := &appRecord{namespace: "ns", name: "c", kind: kindGate, latest: a}
+			w.apps[r.key()] = r
+			pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podsByApp: func(obj any) ([]string, error) {
+				p := obj.(*corev1.Pod)
+				return []string{key(p.Namespace, p.Labels[appv1.InstanceLabel])}, nil
+			}})
+			pod := func(name string, canary bool) *corev1.Pod {
+				p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{appv1.InstanceLabel: "c"}},
+					Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+				if canary {
+					p.Labels[appv1.TrackLabel] = appv1.TrackCanary
+				}
+				return p
+			}
+			for i := range tc.stable {
+				_ = pods.Add(pod(fmt.Sprintf("stable-%d", i), false))
+			}
+			_ = pods.Add(pod("canary-1", true))
+			s := &floorSampler{world: w, pods: pods, sampled: map[string]bool{}, reported: map[string]bool{}}
+			t0 := time.Date(2026, 11, 28, 16, 0, 0, 0, time.UTC)
+			s.sampleApp("ns/c", t0)
+			s.confirm(t0.Add(3*time.Second), true)
+			if c := s.result(); (len(c.Below) == 1) != tc.wantBelow {
+				t.Errorf("below %+v, want below: %v", c.Below, tc.wantBelow)
+			}
+		})
 	}
 }

@@ -245,6 +245,7 @@ func (r *Report) Print(out io.Writer) {
 	if c := r.Rollouts; c != nil {
 		fmt.Fprintf(out, "rollouts (audit log, %d status writes, %d of canaries): %d started, %d promoted, %d aborted, %d ended at once (fast rollback), %d requests handled\n",
 			c.StatusWrites, c.RolloutWrites, c.Started, c.Promoted, c.Aborted, c.RolledBack, c.Requests)
+		r.printRouteSplit(out, c)
 		fmt.Fprintf(out, "autoscaling: %d Apps autoscaled, %d writes of a scale by an autoscaler, %d writes of replicas by the controller\n",
 			c.AutoscaledApps, c.ScaleWrites, c.ReplicaWrites)
 	}
@@ -315,4 +316,17 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// printRouteSplit prints the route-split canaries' line when the run had some.
+func (r *Report) printRouteSplit(out io.Writer, c *RolloutChecks) {
+	canaries := 0
+	if r.State != nil {
+		canaries = r.State.RouteSplitCanaries
+	}
+	if c.RouteWrites == 0 && canaries == 0 {
+		return
+	}
+	fmt.Fprintf(out, "route-split canaries (HTTPRoute through the Gateway): %d at the end, %d writes of their HTTPRoutes (audit log), %d rollouts split by a route\n",
+		canaries, c.RouteWrites, c.RouteSplits)
 }

@@ -31,6 +31,8 @@ func AuditBodies() []localcluster.AuditBody {
 		// An Event's patch (a repeat folded into it) carries the repeat's lastTimestamp:
 		// when it was recorded (write.madeAt).
 		{Group: "", Resources: []string{resourceEvents}, Level: localcluster.AuditLevelRequest},
+		// The route-split canaries' weights (rollouts_gateway.go).
+		{Group: groupGateway, Resources: []string{resourceHTTPRoutes}, Level: localcluster.AuditLevelRequest},
 	}
 }
 
@@ -66,10 +68,19 @@ type deploymentWrite struct {
 type bodies struct {
 	status      []statusWrite
 	deployments []deploymentWrite
+	routes      []routeWrite
 }
 
 // add reads ev, a write of a controller's user (controller) or another's, into b.
 func (b *bodies) add(ev harness.AuditEvent, user string, controller bool) error {
+	if controller && routeBody(ev) {
+		return b.addRoute(ev, user)
+	}
+	return b.addWrite(ev, user, controller)
+}
+
+// addWrite is add for the writes of Apps' statuses and Deployments.
+func (b *bodies) addWrite(ev harness.AuditEvent, user string, controller bool) error {
 	if ev.Code() >= 300 || ev.ObjectRef == nil {
 		return nil
 	}
@@ -163,6 +174,12 @@ type RolloutChecks struct {
 	WeightDecreases       []string `json:"weight_decreases"`
 	AbortsRestartedStable []string `json:"aborts_restarted_stable"`
 	ReplicaFights         []string `json:"replica_fights"`
+	// RouteWrites are the controller's writes of an HTTPRoute read with their body;
+	// RouteSplits the times a route was split between a canary and its stable (the
+	// rollouts through a Gateway). WeightDecreases also counts a split route's canary
+	// weight written below the one before, but to 0 (checkRouteWeights).
+	RouteWrites int `json:"route_writes"`
+	RouteSplits int `json:"route_splits"`
 }
 
 // checkRollouts checks the status writes and Deployment writes of b; toggles are the
@@ -190,6 +207,7 @@ func checkRollouts(b *bodies, toggles map[string][]toggle, autoscaled int, owner
 		c.checkAbortedStable(app, ws, b.deployments)
 	}
 	c.checkReplicaFights(b.deployments, toggles, ownerOf)
+	c.checkRouteWeights(b.routes)
 	return c
 }
 

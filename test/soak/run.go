@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
@@ -52,7 +53,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			// scale (kube-controller-manager runs as the admin).
 			PodCapacity: 2*cfg.Apps + 100, AuditUsers: append(controllerUsers(cfg.Node), localcluster.AdminUser), KeepState: true,
 			AuditBodies: AuditBodies(),
-			Out:         harness.PrefixWriter{W: cfg.Out, Prefix: "  cluster: "},
+			// The Gateway API's CRDs for the Gateway (Traefik) of a real node's fleet,
+			// before the controller starts: it discovers HTTPRoutes once.
+			GatewayAPI: cfg.gateway(),
+			Out:        harness.PrefixWriter{W: cfg.Out, Prefix: "  cluster: "},
 		})
 		if err != nil {
 			return nil, err
@@ -90,6 +94,8 @@ type run struct {
 	world   *world
 	driver  *driver
 	sampler *sampler
+	// gateway reads the Gateway API when the fleet has a Gateway (fleet_gateway.go).
+	gateway gatewayclientset.Interface
 }
 
 func (r *run) printf(format string, args ...any) {
@@ -113,6 +119,13 @@ func (r *run) run(ctx context.Context, logDir string) (*Report, error) {
 		chart := newChartFleet(cfg, r.cluster, r.kube, logDir)
 		r.fleet = chart
 		if imgs, err = r.pushAppImages(ctx); err != nil {
+			return nil, err
+		}
+		if r.gateway, err = gatewayclientset.NewForConfig(admin); err != nil {
+			return nil, err
+		}
+		r.printf("installing Traefik, Gateway %s/%s\n", gatewayNamespace, gatewayName)
+		if err := installGateway(ctx, cfg.BinDir, r.cluster, r.kube, r.gateway); err != nil {
 			return nil, err
 		}
 		if cfg.UpgradeFrom != "" {
@@ -168,7 +181,7 @@ func (r *run) run(ctx context.Context, logDir string) (*Report, error) {
 	}
 	churnCtx, stopChurn := context.WithTimeout(ctx, cfg.Duration)
 	defer stopChurn()
-	inj := &injector{cluster: r.cluster, kube: r.kube, fleet: r.fleet, world: r.world, start: start}
+	inj := &injector{cluster: r.cluster, kube: r.kube, fleet: r.fleet, world: r.world, start: start, gateway: r.gateway}
 	var faults []FaultRecord
 	wg.Go(func() {
 		faults = inj.schedule(churnCtx, cfg.Faults, cfg.FirstFault, cfg.FaultInterval, cfg.Duration-cfg.ConvergeBound, func(f FaultRecord) {
@@ -196,6 +209,11 @@ func (r *run) run(ctx context.Context, logDir string) (*Report, error) {
 	report.Convergence = r.world.convergence(report.Faults, cfg.ConvergeBound, start, end)
 	if report.State, err = checkState(ctx, r.world, r.kube, r.apps, r.driver.namespaces); err != nil {
 		return nil, err
+	}
+	if r.gateway != nil {
+		if err := report.State.checkRoutes(ctx, r.gateway, r.world, r.driver.namespaces); err != nil {
+			return nil, err
+		}
 	}
 	r.driver.mu.Lock()
 	done := 0
