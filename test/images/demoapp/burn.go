@@ -9,9 +9,10 @@ import (
 
 // A CPU load that rises and falls, from the server's environment, for the autoscaled
 // Apps of the soak (test/soak): BURN_MILLICORES of CPU for BURN_SECONDS, then nothing for
-// IDLE_SECONDS, over and over from the server's start. No request is needed: a
-// HorizontalPodAutoscaler at a CPU target scales the pods up while they burn and down
-// while they idle.
+// IDLE_SECONDS, over and over, the cycle aligned to the clock (from the Unix epoch) so
+// that every pod of a Deployment burns and idles at once, the ones started late
+// included. No request is needed: a HorizontalPodAutoscaler at a CPU target scales the
+// pods up while they burn and down while they idle.
 
 // burnSlice is the period of the duty cycle: in each, the burner spins for its share of
 // a CPU and sleeps the rest.
@@ -50,7 +51,7 @@ func parseBurn(getenv func(string) string) (burn, error) {
 	return b, nil
 }
 
-// burning tells whether the cycle burns at elapsed from its start: the first on of each
+// burning tells whether the cycle burns at elapsed from the epoch: the first on of each
 // on+off.
 func (b burn) burning(elapsed time.Duration) bool {
 	return b.millicores > 0 && elapsed%(b.on+b.off) < b.on
@@ -67,7 +68,6 @@ func (b burn) run(ctx context.Context) {
 	if b.millicores == 0 {
 		return
 	}
-	start := time.Now()
 	t := time.NewTicker(burnSlice)
 	defer t.Stop()
 	sink := 0
@@ -77,7 +77,7 @@ func (b burn) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if !b.burning(time.Since(start)) {
+		if !b.burning(time.Duration(time.Now().UnixNano())) {
 			continue
 		}
 		for until := time.Now().Add(b.spin()); time.Now().Before(until); {
