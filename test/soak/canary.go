@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -104,12 +105,18 @@ const canaryReplicas = 2
 const canaryScaleDown = 5
 
 // autoscaling is the autoscaled Apps' spec.autoscaling: from 2 to 3 replicas at 50% of
-// a CPU request of 10m. On kwok no metric exists: the HorizontalPodAutoscaler only
-// keeps the count within its range (it scales a Deployment of 1 to 2) and reports
-// ScalingActive False.
+// a CPU request of 10m, scaled down after 30 s of lower recommendations (not the 5
+// minutes of the default) so that a run of minutes sees the load's falls (load.go). On
+// kwok no metric exists: the HorizontalPodAutoscaler only keeps the count within its
+// range (it scales a Deployment of 1 to 2) and reports ScalingActive False.
 func autoscaling() *appv1.Autoscaling {
-	return &appv1.Autoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 3, CPU: &appv1.ResourceTarget{AverageUtilization: ptr.To[int32](50)}}
+	return &appv1.Autoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 3, CPU: &appv1.ResourceTarget{AverageUtilization: ptr.To[int32](50)},
+		Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](autoscalingScaleDownWindow)}}}
 }
+
+// autoscalingScaleDownWindow is the autoscaled Apps' scale-down stabilization window,
+// in seconds.
+const autoscalingScaleDownWindow = 30
 
 // shape gives app, the i-th App of the setup, its kind's strategy or autoscaling.
 func shape(app *appv1.App, kind string) {

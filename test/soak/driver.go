@@ -65,6 +65,9 @@ type images struct {
 	bad       string
 	crashArgs []string
 	kwok      bool
+	// load is the autoscaled Apps' image and CPU load on a real node (load.go); nil on
+	// kwok.
+	load *cpuLoad
 }
 
 // driver makes the churn: it creates the namespaces, ConfigMaps, decoys and the first
@@ -410,6 +413,9 @@ func (d *driver) createApp(ctx context.Context, withRoute bool, kind string) err
 		app.Spec.Route = &appv1.Route{Hosts: []appv1.Hostname{hostOf(app)}}
 	}
 	shape(app, kind)
+	if kind == kindAutoscaled && d.images.load != nil {
+		d.images.load.apply(app.Spec.DeploymentTemplate)
+	}
 	if kind == kindTimed || kind == "" && d.intn(2) == 0 {
 		cm := fmt.Sprintf("cfg-%d", d.intn(d.configMapsPerNamespace()))
 		app.Spec.DeploymentTemplate.EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}}
