@@ -77,7 +77,7 @@ const (
 // unpinnedOps are the operations whose writes no exact-write test pins (their writes
 // per change are reported, and must not grow).
 var unpinnedOps = []string{opBreak, opFix, opCanary, opCanaryCrash, opCanaryAbort, opCanaryFix, opCanaryRollback, opCanaryConfig,
-	opAutoscale, opConfigMapCanary, opConfigMapAutoscaled}
+	opAutoscale, opConfigMapCanary, opConfigMapAutoscaled, opCanaryAnalysisFail}
 
 // The kinds a ConfigMap change is recorded as on Apps with a strategy or autoscaling.
 const (
@@ -167,12 +167,17 @@ func rolloutOf(r *appRecord) (*appv1.RolloutStatus, bool) {
 	return r.latest.Status.Rollout, written && r.latest.Status.ObservedGeneration == r.latest.Generation
 }
 
-// nextImage gives a the next good image and its env var's next value: a pod template
+// nextImage gives a the next good image (demoapp again for an analyzed canary) and its
+// env var's next value: a pod template
 // it never ran (an image alone cycles through three, and a template among the last
 // rollbackWindow stable ones goes to the stable Deployment at once, without steps).
 func (d *driver) nextImage(a *appv1.App) {
 	setEnv(a, 1)
 	t := a.Spec.DeploymentTemplate
+	if analyzed(a) && d.images.analysis != nil {
+		d.images.analysis.healthy(t) // the env var makes it new
+		return
+	}
 	i := slices.Index(d.images.good, t.Image)
 	t.Image = d.images.good[(i+1)%len(d.images.good)]
 	t.Args = d.images.args
