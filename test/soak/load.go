@@ -148,7 +148,7 @@ func (c *ScalingCheck) scalingLine(judgedByMetricsGone []string) string {
 				n++
 			}
 		}
-		s += fmt.Sprintf("; of the %d Apps the metrics-server fault judged, %d scaled in the run", len(judgedByMetricsGone), n)
+		s += fmt.Sprintf("; of the %d distinct Apps the metrics-server faults judged, %d scaled in the run", len(judgedByMetricsGone), n)
 	}
 	return s
 }

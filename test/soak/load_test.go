@@ -46,7 +46,7 @@ func TestCheckScaling(t *testing.T) {
 	if i, ok := c.invariant(); !ok || !i.Pass || i.Value != 1 {
 		t.Errorf("invariant %+v (judged %v), want a pass of 1", i, ok)
 	}
-	if line := c.scalingLine([]string{"ns/a", "ns/b"}); !strings.Contains(line, "of the 2 Apps the metrics-server fault judged, 1 scaled") {
+	if line := c.scalingLine([]string{"ns/a", "ns/b"}); !strings.Contains(line, "of the 2 distinct Apps the metrics-server faults judged, 1 scaled") {
 		t.Errorf("line %q does not say how many of the judged Apps scaled", line)
 	}
 
