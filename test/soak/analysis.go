@@ -137,3 +137,8 @@ func (d *driver) mix() []MixEntry {
 	}
 	return slices.DeleteFunc(slices.Clone(DefaultMix), func(e MixEntry) bool { return e.Op == opCanaryAnalysisFail })
 }
+
+// analysisPassed tells whether ro's analysis has a check that passed a measurement.
+func analysisPassed(ro *appv1.RolloutStatus) bool {
+	return slices.ContainsFunc(ro.Analysis, func(c appv1.CheckStatus) bool { return c.Passed > 0 })
+}

@@ -46,7 +46,7 @@ func TestAnalyzedCanary(t *testing.T) {
 }
 
 // TestAnalysisCounts pins the report's counts of the analyzed canaries from their status
-// writes: a rollout promoted, and one aborted by its analysis (AnalysisFailed) apart from
+// writes: rollouts promoted (after a measurement passed, or before one), and one aborted by its analysis (AnalysisFailed) apart from
 // an abort of another reason.
 func TestAnalysisCounts(t *testing.T) {
 	t0 := time.Date(2026, 11, 28, 16, 0, 0, 0, time.UTC)
@@ -57,18 +57,26 @@ func TestAnalysisCounts(t *testing.T) {
 	step := func(canary string, i int32, phase appv1.RolloutPhase, reason string) *appv1.RolloutStatus {
 		return &appv1.RolloutStatus{Phase: phase, CurrentStepIndex: i, Canary: rev(canary), Stable: rev("s"), CanaryWeight: 25, AbortReason: reason}
 	}
+	passed := func(ro *appv1.RolloutStatus) *appv1.RolloutStatus {
+		ro.Analysis = []appv1.CheckStatus{{Name: analysisTemplate, Step: -1, Phase: appv1.AnalysisPassed, Passed: 1}}
+		return ro
+	}
 	b := &bodies{status: []statusWrite{
 		w(1, true, &appv1.RolloutStatus{Stable: rev("s")}),
 		w(2, true, step("c1", 0, appv1.RolloutProgressing, "")),
-		w(3, true, &appv1.RolloutStatus{Stable: rev("c1")}), // promoted
-		w(4, true, step("c2", 0, appv1.RolloutProgressing, "")),
-		w(5, true, step("c2", 0, appv1.RolloutAborted, appv1.ReasonAnalysisFailed)),
-		w(6, true, &appv1.RolloutStatus{Stable: rev("c1")}),
-		w(7, true, step("c3", 0, appv1.RolloutProgressing, "")),
-		w(8, true, step("c3", 0, appv1.RolloutAborted, "CanaryUnhealthy")),
+		w(3, true, passed(step("c1", 0, appv1.RolloutProgressing, ""))),
+		w(4, true, &appv1.RolloutStatus{Stable: rev("c1")}), // promoted after a pass
+		w(5, true, step("c4", 0, appv1.RolloutProgressing, "")),
+		w(6, true, &appv1.RolloutStatus{Stable: rev("c4")}), // promoted before a measurement
+		w(7, true, step("c2", 0, appv1.RolloutProgressing, "")),
+		w(8, true, step("c2", 0, appv1.RolloutAborted, appv1.ReasonAnalysisFailed)),
+		w(9, true, &appv1.RolloutStatus{Stable: rev("c4")}),
+		w(10, true, step("c3", 0, appv1.RolloutProgressing, "")),
+		w(11, true, step("c3", 0, appv1.RolloutAborted, "CanaryUnhealthy")),
 	}}
 	c := checkRollouts(b, nil, 0, func(_, _ string) string { return "ns/a" })
-	if c.AnalyzedPromoted != 1 || c.AnalysisAborts != 1 || c.Aborted != 2 {
-		t.Errorf("analyzed promoted %d, aborted by analysis %d of %d aborts; want 1, 1 of 2 (jumps %q)", c.AnalyzedPromoted, c.AnalysisAborts, c.Aborted, c.Jumps)
+	if c.AnalyzedPromoted != 2 || c.AnalysisPassedPromoted != 1 || c.AnalysisAborts != 1 || c.Aborted != 2 {
+		t.Errorf("analyzed promoted %d (%d after a pass), aborted by analysis %d of %d aborts; want 2 (1), 1 of 2 (jumps %q)",
+			c.AnalyzedPromoted, c.AnalysisPassedPromoted, c.AnalysisAborts, c.Aborted, c.Jumps)
 	}
 }

@@ -353,7 +353,8 @@ func (d *driver) opAutoscale(ctx context.Context) error {
 }
 
 // walk drives a gate canary's rollout to its end: at each pause until promoted it
-// lingers a moment (a person reading kubectl app status) and promotes; with
+// lingers a moment (a person reading kubectl app status) and promotes (at the last
+// pause of a canary with analysis, once a measurement of it passed); with
 // pauseResume, at its last pause it first pauses and resumes it (kubectl app pause,
 // resume). It returns once the App converged. An abort of the rollout whose canary is
 // stale (the one aborted before the change or request that started this walk: a status
@@ -367,13 +368,17 @@ func (d *driver) walk(ctx context.Context, r *appRecord, pauseResume bool, stale
 		if r.latest != nil && r.latest.Spec.Rollout != nil && r.latest.Spec.Rollout.Canary != nil {
 			steps = int32(len(r.latest.Spec.Rollout.Canary.Steps))
 		}
+		withAnalysis := r.latest != nil && analyzed(r.latest)
 		d.w.mu.Unlock()
 		switch {
 		case done:
 			return nil
 		case ro != nil && current && ro.Phase == appv1.RolloutAborted && (stale == "" || canaryHash(ro) != stale):
 			return fmt.Errorf("walking the rollout of App %s: aborted (%s: %s)", r.key(), ro.AbortReason, ro.AbortMessage)
-		case ro != nil && current && ro.Phase == appv1.RolloutPaused && ro.Canary != nil && ro.CurrentStepIndex < steps:
+		case ro != nil && current && ro.Phase == appv1.RolloutPaused && ro.Canary != nil && ro.CurrentStepIndex < steps &&
+			(!withAnalysis || ro.CurrentStepIndex < steps-1 || analysisPassed(ro)):
+			// A canary with analysis is promoted at its last pause once its analysis
+			// passed (a person reads it in kubectl app status first).
 			d.linger()
 			if pauseResume && ro.CurrentStepIndex == steps-1 && !ro.PausedByRequest {
 				pauseResume = false

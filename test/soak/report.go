@@ -255,7 +255,8 @@ func (r *Report) Print(out io.Writer) {
 		fmt.Fprintf(out, "autoscaling: %d Apps autoscaled, %d writes of a scale by an autoscaler, %d writes of replicas by the controller\n",
 			c.AutoscaledApps, c.ScaleWrites, c.ReplicaWrites)
 		if c.AnalyzedPromoted+c.AnalysisAborts > 0 {
-			fmt.Fprintf(out, "canary analysis: %d rollouts of canaries with an analysis promoted, %d aborted by their analysis (AnalysisFailed)\n", c.AnalyzedPromoted, c.AnalysisAborts)
+			fmt.Fprintf(out, "canary analysis: %d rollouts of canaries with an analysis promoted (%d after a measurement passed), %d aborted by their analysis (AnalysisFailed)\n",
+				c.AnalyzedPromoted, c.AnalysisPassedPromoted, c.AnalysisAborts)
 		}
 	}
 	if c := r.Scaling; c != nil {

@@ -150,6 +150,9 @@ type RolloutChecks struct {
 	// (abortReason AnalysisFailed).
 	AnalyzedPromoted int `json:"analyzed_promoted"`
 	AnalysisAborts   int `json:"analysis_aborts"`
+	// AnalysisPassedPromoted: of AnalyzedPromoted, those whose last status before the
+	// promotion showed a measurement of the analysis passed.
+	AnalysisPassedPromoted int `json:"analysis_passed_promoted"`
 	// AutoscaledApps is the number of Apps that had spec.autoscaling in the run;
 	// ScaleWrites the autoscalers' writes of a Deployment's scale; ReplicaWrites the
 	// controller's writes that carried a Deployment's spec.replicas.
@@ -222,6 +225,9 @@ func (c *RolloutChecks) transition(app string, prev, cur statusWrite) {
 			c.Promoted++
 			if cur.analyzed {
 				c.AnalyzedPromoted++
+				if analysisPassed(p) {
+					c.AnalysisPassedPromoted++
+				}
 			}
 		} else {
 			c.RolledBack++
