@@ -3,6 +3,7 @@ package soak
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -45,7 +46,10 @@ func (f *chartFleet) installPrometheus(ctx context.Context) (string, error) {
 			break
 		}
 		if time.Now().After(deadline) {
-			return "", fmt.Errorf("Prometheus's pod not Ready within 3 minutes (last error: %v)", err)
+			if err != nil {
+				return "", fmt.Errorf("Prometheus's pod not Ready within 3 minutes: %w", err)
+			}
+			return "", errors.New("Prometheus's pod not Ready within 3 minutes")
 		}
 		time.Sleep(time.Second)
 	}

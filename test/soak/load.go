@@ -2,6 +2,7 @@ package soak
 
 import (
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 	"time"
@@ -151,4 +152,19 @@ func (c *ScalingCheck) scalingLine(judgedByMetricsGone []string) string {
 		s += fmt.Sprintf("; of the %d distinct Apps the metrics-server faults judged, %d scaled in the run", len(judgedByMetricsGone), n)
 	}
 	return s
+}
+
+// printAnalysisAndLoad prints the lines of the canary analysis and the CPU load.
+func (r *Report) printAnalysisAndLoad(out io.Writer) {
+	if c := r.Rollouts; c != nil && c.AnalyzedPromoted+c.AnalysisAborts > 0 {
+		fmt.Fprintf(out, "canary analysis: %d rollouts of canaries with an analysis promoted (%d after a measurement passed), %d aborted by their analysis (AnalysisFailed)\n",
+			c.AnalyzedPromoted, c.AnalysisPassedPromoted, c.AnalysisAborts)
+	}
+	if c := r.Scaling; c != nil {
+		var judged []string
+		if r.FaultWindows != nil {
+			judged = r.FaultWindows.MetricsGoneJudged
+		}
+		fmt.Fprintln(out, c.scalingLine(judged))
+	}
 }

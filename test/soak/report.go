@@ -254,18 +254,8 @@ func (r *Report) Print(out io.Writer) {
 			c.StatusWrites, c.RolloutWrites, c.Started, c.Promoted, c.Aborted, c.RolledBack, c.Requests)
 		fmt.Fprintf(out, "autoscaling: %d Apps autoscaled, %d writes of a scale by an autoscaler, %d writes of replicas by the controller\n",
 			c.AutoscaledApps, c.ScaleWrites, c.ReplicaWrites)
-		if c.AnalyzedPromoted+c.AnalysisAborts > 0 {
-			fmt.Fprintf(out, "canary analysis: %d rollouts of canaries with an analysis promoted (%d after a measurement passed), %d aborted by their analysis (AnalysisFailed)\n",
-				c.AnalyzedPromoted, c.AnalysisPassedPromoted, c.AnalysisAborts)
-		}
 	}
-	if c := r.Scaling; c != nil {
-		var judged []string
-		if r.FaultWindows != nil {
-			judged = r.FaultWindows.MetricsGoneJudged
-		}
-		fmt.Fprintln(out, c.scalingLine(judged))
-	}
+	r.printAnalysisAndLoad(out)
 	if w := r.FaultWindows; w != nil && w.MetricsGone > 0 {
 		fmt.Fprintf(out, "metrics-server gone (%d times): %d Apps autoscaled through its windows, %d writes of their replicas by the controller\n",
 			w.MetricsGone, w.MetricsGoneApps, len(w.MetricsGoneReplicaWrites))
