@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,7 +77,7 @@ const (
 // unpinnedOps are the operations whose writes no exact-write test pins (their writes
 // per change are reported, and must not grow).
 var unpinnedOps = []string{opBreak, opFix, opCanary, opCanaryCrash, opCanaryAbort, opCanaryFix, opCanaryRollback, opCanaryConfig,
-	opAutoscale, opConfigMapCanary, opConfigMapAutoscaled}
+	opAutoscale, opConfigMapCanary, opConfigMapAutoscaled, opCanaryAnalysisFail}
 
 // The kinds a ConfigMap change is recorded as on Apps with a strategy or autoscaling.
 const (
@@ -104,12 +105,18 @@ const canaryReplicas = 2
 const canaryScaleDown = 5
 
 // autoscaling is the autoscaled Apps' spec.autoscaling: from 2 to 3 replicas at 50% of
-// a CPU request of 10m. On kwok no metric exists: the HorizontalPodAutoscaler only
-// keeps the count within its range (it scales a Deployment of 1 to 2) and reports
-// ScalingActive False.
+// a CPU request of 10m, scaled down after 30 s of lower recommendations (not the 5
+// minutes of the default) so that a run of minutes sees the load's falls (load.go). On
+// kwok no metric exists: the HorizontalPodAutoscaler only keeps the count within its
+// range (it scales a Deployment of 1 to 2) and reports ScalingActive False.
 func autoscaling() *appv1.Autoscaling {
-	return &appv1.Autoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 3, CPU: &appv1.ResourceTarget{AverageUtilization: ptr.To[int32](50)}}
+	return &appv1.Autoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 3, CPU: &appv1.ResourceTarget{AverageUtilization: ptr.To[int32](50)},
+		Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](autoscalingScaleDownWindow)}}}
 }
+
+// autoscalingScaleDownWindow is the autoscaled Apps' scale-down stabilization window,
+// in seconds.
+const autoscalingScaleDownWindow = 30
 
 // shape gives app, the i-th App of the setup, its kind's strategy or autoscaling.
 func shape(app *appv1.App, kind string) {
@@ -160,12 +167,17 @@ func rolloutOf(r *appRecord) (*appv1.RolloutStatus, bool) {
 	return r.latest.Status.Rollout, written && r.latest.Status.ObservedGeneration == r.latest.Generation
 }
 
-// nextImage gives a the next good image and its env var's next value: a pod template
+// nextImage gives a the next good image (demoapp again for an analyzed canary) and its
+// env var's next value: a pod template
 // it never ran (an image alone cycles through three, and a template among the last
 // rollbackWindow stable ones goes to the stable Deployment at once, without steps).
 func (d *driver) nextImage(a *appv1.App) {
 	setEnv(a, 1)
 	t := a.Spec.DeploymentTemplate
+	if analyzed(a) && d.images.analysis != nil {
+		d.images.analysis.healthy(t) // the env var makes it new
+		return
+	}
 	i := slices.Index(d.images.good, t.Image)
 	t.Image = d.images.good[(i+1)%len(d.images.good)]
 	t.Args = d.images.args
@@ -341,7 +353,8 @@ func (d *driver) opAutoscale(ctx context.Context) error {
 }
 
 // walk drives a gate canary's rollout to its end: at each pause until promoted it
-// lingers a moment (a person reading kubectl app status) and promotes; with
+// lingers a moment (a person reading kubectl app status) and promotes (at the last
+// pause of a canary with analysis, once a measurement of it passed); with
 // pauseResume, at its last pause it first pauses and resumes it (kubectl app pause,
 // resume). It returns once the App converged. An abort of the rollout whose canary is
 // stale (the one aborted before the change or request that started this walk: a status
@@ -355,13 +368,17 @@ func (d *driver) walk(ctx context.Context, r *appRecord, pauseResume bool, stale
 		if r.latest != nil && r.latest.Spec.Rollout != nil && r.latest.Spec.Rollout.Canary != nil {
 			steps = int32(len(r.latest.Spec.Rollout.Canary.Steps))
 		}
+		withAnalysis := r.latest != nil && analyzed(r.latest)
 		d.w.mu.Unlock()
 		switch {
 		case done:
 			return nil
 		case ro != nil && current && ro.Phase == appv1.RolloutAborted && (stale == "" || canaryHash(ro) != stale):
 			return fmt.Errorf("walking the rollout of App %s: aborted (%s: %s)", r.key(), ro.AbortReason, ro.AbortMessage)
-		case ro != nil && current && ro.Phase == appv1.RolloutPaused && ro.Canary != nil && ro.CurrentStepIndex < steps:
+		case ro != nil && current && ro.Phase == appv1.RolloutPaused && ro.Canary != nil && ro.CurrentStepIndex < steps &&
+			(!withAnalysis || ro.CurrentStepIndex < steps-1 || analysisPassed(ro)):
+			// A canary with analysis is promoted at its last pause once its analysis
+			// passed (a person reads it in kubectl app status first).
 			d.linger()
 			if pauseResume && ro.CurrentStepIndex == steps-1 && !ro.PausedByRequest {
 				pauseResume = false

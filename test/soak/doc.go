@@ -18,7 +18,11 @@
 //     same mix every minute; canaries (canary.go) given healthy versions walked and
 //     promoted through the plugin's promote, pause and resume, versions that crash and
 //     abort, aborts, fast rollbacks, ConfigMap changes during a rollout; autoscaled Apps
-//     whose autoscaling is turned off and on, but the steady one's (steadyAutoscaled);
+//     whose autoscaling is turned off and on, but the steady one's (steadyAutoscaled),
+//     and on a real node a CPU load that rises and falls in their pods (load.go);
+//     on a real node, canaries with a background analysis against the fleet's
+//     Prometheus (fleet_prometheus.go) given versions that pass it and that fail it
+//     (analysis.go);
 //   - faults at intervals (faults.go): the leader killed, the API server restarted, etcd
 //     paused, every connection to the API server cut, the leader killed while a canary
 //     is at a step, at a pause, promoting or aborting (rolloutkill.go), and on a real
@@ -33,7 +37,8 @@
 //     change as the exact-write tests pin them and not growing; every status.rollout
 //     written checked for a step jumped and a weight lowered, an abort that rewrote the
 //     stable pods' template, the controller writing a count an autoscaler took
-//     (rollouts.go, from the audit log's bodies); canaries at rest with the children of
+//     (rollouts.go, from the audit log's bodies), the autoscalers scaling an App up and
+//     down with its load (load.go); canaries at rest with the children of
 //     an App without a strategy; no upward trend of memory, goroutines, caches or queue
 //     over the last two thirds of the run; no panic and no restart of the controller but
 //     the injected ones.

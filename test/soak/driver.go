@@ -65,6 +65,12 @@ type images struct {
 	bad       string
 	crashArgs []string
 	kwok      bool
+	// load is the autoscaled Apps' image and CPU load on a real node (load.go); nil on
+	// kwok.
+	load *cpuLoad
+	// analysis is the analyzed canaries' image on a real node (analysis.go); nil on
+	// kwok.
+	analysis *analysisImage
 }
 
 // driver makes the churn: it creates the namespaces, ConfigMaps, decoys and the first
@@ -143,6 +149,11 @@ func (d *driver) setup(ctx context.Context) error {
 		}
 		if err := d.createDecoy(ctx, ns); err != nil {
 			return err
+		}
+		if d.images.analysis != nil {
+			if err := d.createAnalysisTemplate(ctx, ns); err != nil {
+				return err
+			}
 		}
 		conflict := d.newApp(ns, fmt.Sprintf("conflict-%d", i), shardA)
 		conflict.Spec.DeploymentTemplate.Name = decoyName
@@ -236,7 +247,7 @@ func (d *driver) run(ctx context.Context) {
 	carry := map[string]float64{}
 	for ctx.Err() == nil {
 		d.rngMu.Lock()
-		plan := minutePlan(DefaultMix, d.cfg.Rate, carry, d.rng)
+		plan := minutePlan(d.mix(), d.cfg.Rate, carry, d.rng)
 		d.rngMu.Unlock()
 		start := time.Now()
 		for i, op := range plan {
@@ -294,6 +305,8 @@ func (d *driver) do(op string) {
 		err = d.opCanaryConfig(ctx)
 	case opAutoscale:
 		err = d.opAutoscale(ctx)
+	case opCanaryAnalysisFail:
+		err = d.opCanaryAnalysisFail(ctx)
 	default:
 		err = d.opSpec(ctx, op)
 	}
@@ -363,10 +376,11 @@ func (d *driver) release(r *appRecord) {
 }
 
 // expect is what an App with spec must report: the reason of a broken pod, "" for Ready.
-// A canary whose new pods cannot run aborts its rollout: RolloutAborted.
+// A canary whose new pods cannot run, or fail its analysis, aborts its rollout:
+// RolloutAborted.
 func (d *driver) expect(spec *appv1.AppSpec) string {
 	t := spec.DeploymentTemplate
-	broken := t != nil && (t.Image == d.images.bad || d.images.crashArgs != nil && slices.Equal(t.Args, d.images.crashArgs))
+	broken := t != nil && (t.Image == d.images.bad || d.images.crashArgs != nil && slices.Equal(t.Args, d.images.crashArgs) || analysisFails(t))
 	switch {
 	case t == nil:
 		return ""
@@ -411,6 +425,12 @@ func (d *driver) createApp(ctx context.Context, withRoute bool, kind string) err
 	}
 	shape(app, kind)
 	d.splitByRoute(app, kind)
+	if kind == kindAutoscaled && d.images.load != nil {
+		d.images.load.apply(app.Spec.DeploymentTemplate)
+	}
+	if kind == kindGate && d.images.analysis != nil && id%10 == 9 {
+		d.images.analysis.makeAnalyzed(app)
+	}
 	if kind == kindTimed || kind == "" && d.intn(2) == 0 {
 		cm := fmt.Sprintf("cfg-%d", d.intn(d.configMapsPerNamespace()))
 		app.Spec.DeploymentTemplate.EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}}
@@ -557,9 +577,14 @@ func (d *driver) breakPods(a *appv1.App) {
 	}
 }
 
-// fixPods gives a back a good image and arguments.
+// fixPods gives a back a good image and arguments (an analyzed canary demoapp's, its
+// metrics where it serves them).
 func (d *driver) fixPods(a *appv1.App) {
 	t := a.Spec.DeploymentTemplate
+	if analyzed(a) && d.images.analysis != nil {
+		d.images.analysis.healthy(t)
+		return
+	}
 	if t.Image == d.images.bad {
 		t.Image = d.images.good[d.intn(len(d.images.good))]
 	}

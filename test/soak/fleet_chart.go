@@ -61,6 +61,9 @@ type chartFleet struct {
 	// previous, if set, is the release the fleet is installed from, upgraded to this
 	// tree's chart and image by upgrade.
 	previous *harness.Release
+	// prometheusURL is the fleet's Prometheus (fleet_prometheus.go), which both
+	// releases query (analysis.prometheus.url).
+	prometheusURL string
 
 	mu   sync.Mutex
 	pods map[string]*chartPod // by pod name
@@ -115,6 +118,10 @@ func (f *chartFleet) start(ctx context.Context) error {
 		chart = append([]string{"oci://" + f.cluster.Registry + "/charts/app-controller", "--version", p.ChartVersion, "--plain-http"},
 			setValues("image.repository="+p.Repository, "image.tag="+p.Version)...)
 	}
+	var err error
+	if f.prometheusURL, err = f.installPrometheus(ctx); err != nil {
+		return err
+	}
 	if err := f.helm(ctx, "install", chart, "--create-namespace"); err != nil {
 		return err
 	}
@@ -141,6 +148,9 @@ func (f *chartFleet) helm(ctx context.Context, verb string, chart []string, extr
 	} {
 		args := append([]string{verb, rel.name}, chart...)
 		args = append(append(append(args, "-n", leaseNamespace, "--wait", "--timeout", "5m"), rel.values...), extra...)
+		if f.prometheusURL != "" {
+			args = append(args, setValues("analysis.prometheus.url="+f.prometheusURL)...)
+		}
 		if err := f.run(ctx, "helm", args...); err != nil {
 			return err
 		}

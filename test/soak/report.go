@@ -30,6 +30,8 @@ type Report struct {
 	Writes       Writes              `json:"writes"`
 	// Rollouts are the canaries' and the autoscalers' checks (audit log).
 	Rollouts *RolloutChecks `json:"rollouts"`
+	// Scaling is what the autoscalers did with the autoscaled Apps' CPU load (load.go).
+	Scaling *ScalingCheck `json:"scaling,omitempty"`
 	// Floor are the canaries' serving pods sampled during their rollouts; floorBreaches
 	// its episodes below the floor outside the node's faults.
 	Floor         *FloorChecks `json:"serving_floor"`
@@ -148,6 +150,11 @@ func (r *Report) invariants() {
 		zero("aborted rollouts whose stable pod template was written (audit log)", c.AbortsRestartedStable)
 		zero("Deployments whose replicas the controller wrote after an autoscaler did (audit log)", c.ReplicaFights)
 	}
+	if c := r.Scaling; c != nil {
+		if i, ok := c.invariant(); ok {
+			inv = append(inv, i)
+		}
+	}
 	if w := r.FaultWindows; w != nil && w.MetricsGone > 0 {
 		zero("autoscaled Deployments whose replicas the controller wrote while metrics-server was gone (audit log)", w.MetricsGoneReplicaWrites)
 	}
@@ -249,6 +256,7 @@ func (r *Report) Print(out io.Writer) {
 		fmt.Fprintf(out, "autoscaling: %d Apps autoscaled, %d writes of a scale by an autoscaler, %d writes of replicas by the controller\n",
 			c.AutoscaledApps, c.ScaleWrites, c.ReplicaWrites)
 	}
+	r.printAnalysisAndLoad(out)
 	if w := r.FaultWindows; w != nil && w.MetricsGone > 0 {
 		fmt.Fprintf(out, "metrics-server gone (%d times): %d Apps autoscaled through its windows, %d writes of their replicas by the controller\n",
 			w.MetricsGone, w.MetricsGoneApps, len(w.MetricsGoneReplicaWrites))

@@ -44,6 +44,7 @@ type statusWrite struct {
 	user       string
 	steps      int32  // the App's canary steps then (0: no strategy)
 	deployment string // its spec.deploymentTemplate.name
+	analyzed   bool   // its canary has an analysis (analysis.go)
 	rollout    *appv1.RolloutStatus
 }
 
@@ -95,6 +96,7 @@ func (b *bodies) addWrite(ev harness.AuditEvent, user string, controller bool) e
 		sw := statusWrite{at: ev.StageTimestamp, rv: rv, app: key(a.Namespace, a.Name), user: user, rollout: a.Status.Rollout}
 		if a.Spec.Rollout != nil && a.Spec.Rollout.Canary != nil {
 			sw.steps = int32(len(a.Spec.Rollout.Canary.Steps))
+			sw.analyzed = a.Spec.Rollout.Canary.Analysis != nil
 		}
 		if a.Spec.DeploymentTemplate != nil {
 			sw.deployment = a.Spec.DeploymentTemplate.Name
@@ -154,6 +156,14 @@ type RolloutChecks struct {
 	Aborted    int `json:"aborted"`
 	RolledBack int `json:"rolled_back"`
 	Requests   int `json:"requests"`
+	// AnalyzedPromoted and AnalysisAborts: the rollouts of canaries with an analysis
+	// promoted (their analysis passed or had not failed), and those aborted by it
+	// (abortReason AnalysisFailed).
+	AnalyzedPromoted int `json:"analyzed_promoted"`
+	AnalysisAborts   int `json:"analysis_aborts"`
+	// AnalysisPassedPromoted: of AnalyzedPromoted, those whose last status before the
+	// promotion showed a measurement of the analysis passed.
+	AnalysisPassedPromoted int `json:"analysis_passed_promoted"`
 	// AutoscaledApps is the number of Apps that had spec.autoscaling in the run;
 	// ScaleWrites the autoscalers' writes of a Deployment's scale; ReplicaWrites the
 	// controller's writes that carried a Deployment's spec.replicas.
@@ -231,6 +241,12 @@ func (c *RolloutChecks) transition(app string, prev, cur statusWrite) {
 		// back to the stable or a recent one).
 		if n.Stable != nil && n.Stable.PodTemplateHash == pc {
 			c.Promoted++
+			if cur.analyzed {
+				c.AnalyzedPromoted++
+				if analysisPassed(p) {
+					c.AnalysisPassedPromoted++
+				}
+			}
 		} else {
 			c.RolledBack++
 		}
@@ -247,6 +263,9 @@ func (c *RolloutChecks) transition(app string, prev, cur statusWrite) {
 	// The same rollout.
 	if n.Phase == appv1.RolloutAborted && p.Phase != appv1.RolloutAborted {
 		c.Aborted++
+		if n.AbortReason == appv1.ReasonAnalysisFailed {
+			c.AnalysisAborts++
+		}
 	}
 	d := n.CurrentStepIndex - p.CurrentStepIndex
 	restart := p.Phase == appv1.RolloutAborted && n.Phase != appv1.RolloutAborted && n.CurrentStepIndex == 0 && requested

@@ -229,6 +229,7 @@ func (r *run) run(ctx context.Context, logDir string) (*Report, error) {
 	}
 	r.world.classify(writes, r.driver.namespaces, deleted)
 	report.Rollouts = r.world.checkRollouts(b)
+	report.Scaling = checkScaling(b.deployments, int64(*autoscaling().MinReplicas), r.world.lockedOwnerOf, cfg.Node == localcluster.NodeReal, cfg.Duration)
 	report.Floor = floor.result()
 	report.FaultWindows = r.world.checkFaultWindows(writes, b, faults)
 	report.floorBreaches = floorBreaches(report.Floor, faults, cfg.ConvergeBound)
@@ -264,8 +265,12 @@ func (r *run) settings() Settings {
 	if out, err := exec.Command(cfg.Controller, "--version").Output(); err == nil && cfg.Controller != "" {
 		controller += " (" + strings.TrimSpace(string(out)) + ")"
 	}
+	mix := DefaultMix
+	if r.driver != nil {
+		mix = r.driver.mix()
+	}
 	return Settings{DurationS: cfg.Duration.Seconds(), Node: cfg.Node, Apps: cfg.Apps, Namespaces: cfg.Namespaces, Rate: cfg.Rate,
-		Mix: DefaultMix, HistoryLimit: historyLimit, Faults: cfg.Faults, FaultIntervalS: cfg.FaultInterval.Seconds(),
+		Mix: mix, HistoryLimit: historyLimit, Faults: cfg.Faults, FaultIntervalS: cfg.FaultInterval.Seconds(),
 		FirstFaultS: cfg.FirstFault.Seconds(), ConvergeBoundS: cfg.ConvergeBound.Seconds(), SampleIntervalS: cfg.SampleInterval.Seconds(),
 		WarmupS: cfg.Warmup.Seconds(), TrendWindowS: (cfg.Duration / 3).Seconds(), BoundRelative: boundRelative, Seed: cfg.Seed, Controller: controller}
 }
@@ -309,10 +314,13 @@ func (r *run) makePrevious(ctx context.Context, settings *Settings) (*harness.Re
 
 // pushAppImages pushes agnhost under the tags the Apps cycle through to the real
 // node's registry, and returns the Apps' images: agnhost paused, the image of a
-// missing tag, agnhost with a subcommand that does not exist (it exits 1).
+// missing tag, agnhost with a subcommand that does not exist (it exits 1), and the
+// autoscaled Apps' demoapp with its CPU load and the analyzed canaries' demoapp (the
+// registry serves it: localcluster's node images).
 func (r *run) pushAppImages(ctx context.Context) (images, error) {
 	repo := r.cluster.Registry + "/agnhost"
-	imgs := images{args: []string{"pause"}, bad: r.cluster.Registry + "/soak/does-not-exist:1", crashArgs: []string{"soak-exit-at-once"}}
+	imgs := images{args: []string{"pause"}, bad: r.cluster.Registry + "/soak/does-not-exist:1", crashArgs: []string{"soak-exit-at-once"},
+		load: newCPULoad(r.cluster.Registry + "/" + localcluster.DemoappImage), analysis: &analysisImage{image: r.cluster.Registry + "/" + localcluster.DemoappImage}}
 	layout := filepath.Join(r.cfg.BinDir, "node-images", "agnhost")
 	for _, tag := range []string{"soak-1", "soak-2", "soak-3"} {
 		out, err := exec.CommandContext(ctx, filepath.Join(r.cfg.BinDir, "imagebuild"), "push", "--layout", layout, repo+":"+tag).CombinedOutput()

@@ -2,6 +2,7 @@ package soak
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -32,6 +33,9 @@ type FaultWindowChecks struct {
 	// window; MetricsGoneReplicaWrites the controller's writes of their count then.
 	MetricsGoneApps          int      `json:"metrics_gone_apps"`
 	MetricsGoneReplicaWrites []string `json:"metrics_gone_replica_writes"`
+	// MetricsGoneJudged are those Apps (the report says which of them the CPU load
+	// scaled).
+	MetricsGoneJudged []string `json:"metrics_gone_judged,omitempty"`
 	// UpgradeApps is the number of Apps at rest through the upgrade's window;
 	// UpgradeChildWrites the controller's writes of their children then.
 	UpgradeApps        int      `json:"upgrade_apps"`
@@ -145,6 +149,11 @@ func checkFaultWindows(apps map[string]*windowApp, writes []write, b *bodies, fa
 				}
 			}
 			c.MetricsGoneApps += len(autoscaled)
+			for _, app := range sortedKeys(autoscaled) {
+				if !slices.Contains(c.MetricsGoneJudged, app) {
+					c.MetricsGoneJudged = append(c.MetricsGoneJudged, app)
+				}
+			}
 			c.MetricsGoneReplicaWrites = append(c.MetricsGoneReplicaWrites, countsTaken(b.deployments, autoscaled, f, to, ownerOf)...)
 		case FaultHelmUpgrade:
 			c.Upgrades++

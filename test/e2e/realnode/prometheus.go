@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -25,121 +24,9 @@ const PrometheusPort = 9090
 // and evaluates.
 const PrometheusScrapeInterval = 2 * time.Second
 
-// prometheusConfig scrapes, every 2 s, every running pod of the cluster annotated
-// prometheus.io/scrape: "true", at the port of prometheus.io/port (else the pod's
-// declared ports) and the path of prometheus.io/path (else /metrics); each series gets
-// the labels namespace and pod, and each of the pod's labels as a label (its name with
-// every character but letters, digits and _ as _: app_kubernetes_io_instance,
-// appcontroller_k8s_io_track, ...), so a query can tell an App's canary pods from its
-// stable ones. Debian's Prometheus has no kubernetes_sd_configs: the pods come from
-// `demoapp pods-sd` beside it in its pod (http_sd_configs, every 2 s), with the labels
-// kubernetes_sd_configs' role pod gives them, so this relabelling is kubernetes_sd's.
-const prometheusConfig = `global:
-  scrape_interval: 2s
-  scrape_timeout: 2s
-  evaluation_interval: 2s
-scrape_configs:
-- job_name: kubernetes-pods
-  http_sd_configs:
-  - url: http://127.0.0.1:9091/
-    refresh_interval: 2s
-  relabel_configs:
-  - source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_scrape]
-    regex: "true"
-    action: keep
-  - source_labels: [__meta_kubernetes_pod_phase]
-    regex: Running
-    action: keep
-  - source_labels: [__address__, __meta_kubernetes_pod_annotation_prometheus_io_port]
-    regex: '([^:]+)(?::\d+)?;(\d+)'
-    replacement: '$1:$2'
-    target_label: __address__
-  - source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_path]
-    regex: '(.+)'
-    target_label: __metrics_path__
-  - action: labelmap
-    regex: __meta_kubernetes_pod_label_(.+)
-  - source_labels: [__meta_kubernetes_namespace]
-    target_label: namespace
-  - source_labels: [__meta_kubernetes_pod_name]
-    target_label: pod
-`
-
-// prometheusManifest runs Prometheus (image %[2]s) in namespace %[1]s: its service
-// account with the right to list and watch the cluster's pods, its configuration
-// (%[3]s, indented), the pod (Prometheus, and the discovery of the pods, demoapp pods-sd
-// of image %[4]s, on the pod's loopback) and the Service prometheus, port 9090.
-const prometheusManifest = `apiVersion: v1
-kind: ServiceAccount
-metadata: {name: prometheus, namespace: %[1]s}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: prometheus-%[1]s}
-rules:
-- apiGroups: [""]
-  resources: [pods]
-  verbs: [get, list, watch]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: prometheus-%[1]s}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: prometheus-%[1]s}
-subjects: [{kind: ServiceAccount, name: prometheus, namespace: %[1]s}]
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: prometheus, namespace: %[1]s}
-data:
-  prometheus.yml: |
-%[3]s
----
-apiVersion: v1
-kind: Service
-metadata: {name: prometheus, namespace: %[1]s}
-spec:
-  selector: {app: prometheus}
-  ports:
-  - {name: web, port: 9090, targetPort: web}
----
-apiVersion: v1
-kind: Pod
-metadata:
-  name: prometheus
-  namespace: %[1]s
-  labels: {app: prometheus}
-spec:
-  serviceAccountName: prometheus
-  terminationGracePeriodSeconds: 0
-  containers:
-  - name: prometheus
-    image: %[2]s
-    args:
-    - --config.file=/etc/prometheus/prometheus.yml
-    - --storage.tsdb.path=/prometheus
-    - --storage.tsdb.retention.time=1h
-    - --web.listen-address=:9090
-    ports:
-    - {name: web, containerPort: 9090}
-    readinessProbe:
-      httpGet: {path: /-/ready, port: web}
-      periodSeconds: 1
-    volumeMounts:
-    - {name: config, mountPath: /etc/prometheus}
-    - {name: data, mountPath: /prometheus}
-  - name: pods-sd
-    image: %[4]s
-    args: [pods-sd, --listen=127.0.0.1:9091]
-  volumes:
-  - name: config
-    configMap: {name: prometheus}
-  - name: data
-    emptyDir: {}
-`
-
 // InstallPrometheus runs Prometheus 2.42 (localcluster.PrometheusImage: Debian's) as the
 // pod prometheus in namespace, behind the Service prometheus (port PrometheusPort), with
-// the right to watch the cluster's pods and prometheusConfig: job PrometheusPodsJob
+// the right to watch the cluster's pods and its configuration (localcluster.PrometheusManifest): job PrometheusPodsJob
 // scrapes every PrometheusScrapeInterval each pod annotated prometheus.io/scrape: "true"
 // (port prometheus.io/port), its series labelled with its namespace, pod and labels. It
 // waits until Prometheus is ready and returns the URL of its API for this machine, the
@@ -148,10 +35,8 @@ spec:
 // RBAC objects are deleted when the test ends.
 func InstallPrometheus(t testing.TB, namespace string) (queryURL string) {
 	t.Helper()
-	config := "    " + strings.ReplaceAll(strings.TrimSuffix(prometheusConfig, "\n"), "\n", "\n    ")
 	kubectl := filepath.Join(BinDir(t), "kubectl")
-	manifest := fmt.Sprintf(prometheusManifest, namespace, Registry(t)+"/"+localcluster.PrometheusImage, config, Registry(t)+"/"+localcluster.DemoappImage)
-	RunStdin(t, []byte(manifest), kubectl, "--kubeconfig", framework.Cluster().Kubeconfig, "apply", "-f", "-")
+	RunStdin(t, localcluster.PrometheusManifest(namespace, Registry(t)), kubectl, "--kubeconfig", framework.Cluster().Kubeconfig, "apply", "-f", "-")
 	t.Cleanup(func() {
 		_, _ = TryRun(kubectl, "--kubeconfig", framework.Cluster().Kubeconfig, "delete", "--ignore-not-found",
 			"clusterrole/prometheus-"+namespace, "clusterrolebinding/prometheus-"+namespace)

@@ -255,3 +255,38 @@ func countNonZero(ns ...int) int {
 	}
 	return c
 }
+
+// TestBurn reads the CPU load from the environment and checks its cycle: burning for
+// BURN_SECONDS from the start, idle for IDLE_SECONDS, again.
+func TestBurn(t *testing.T) {
+	b, err := parseBurn(env(map[string]string{"BURN_MILLICORES": "20", "BURN_SECONDS": "120", "IDLE_SECONDS": "60"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (burn{millicores: 20, on: 2 * time.Minute, off: time.Minute}); b != want {
+		t.Fatalf("parseBurn = %+v, want %+v", b, want)
+	}
+	if got := b.spin(); got != 2*time.Millisecond {
+		t.Errorf("spin = %s, want 2ms of each 100ms (20m)", got)
+	}
+	for _, c := range []struct {
+		at   time.Duration
+		want bool
+	}{{0, true}, {119 * time.Second, true}, {120 * time.Second, false}, {179 * time.Second, false}, {180 * time.Second, true}, {301 * time.Second, false}} {
+		if got := b.burning(c.at); got != c.want {
+			t.Errorf("burning at %s = %v, want %v", c.at, got, c.want)
+		}
+	}
+	if none, err := parseBurn(env(nil)); err != nil || none.burning(0) {
+		t.Errorf("no BURN_MILLICORES: %+v, %v; want no load", none, err)
+	}
+	for _, bad := range []map[string]string{
+		{"BURN_MILLICORES": "5000", "BURN_SECONDS": "1", "IDLE_SECONDS": "1"},
+		{"BURN_MILLICORES": "10"},
+		{"BURN_MILLICORES": "10", "BURN_SECONDS": "0", "IDLE_SECONDS": "1"},
+	} {
+		if _, err := parseBurn(env(bad)); err == nil {
+			t.Errorf("parseBurn(%v): no error", bad)
+		}
+	}
+}

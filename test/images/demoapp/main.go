@@ -2,7 +2,8 @@
 // error rate and latency come from its environment, and the load generator that sends it
 // requests from inside the cluster.
 //
-//	demoapp                      serve (ERROR_RATE, LATENCY_MS, PORT, VERSION, DRAIN_SECONDS)
+//	demoapp                      serve (ERROR_RATE, LATENCY_MS, PORT, VERSION, DRAIN_SECONDS,
+//	                             BURN_MILLICORES, BURN_SECONDS, IDLE_SECONDS)
 //	demoapp load --url URL --rps N --duration D [--header K:V]... [--timeout T]
 //	demoapp pods-sd [--listen 127.0.0.1:9091]
 //
@@ -13,7 +14,9 @@
 // /metrics exposes http_requests_total{code,method} and
 // http_request_duration_seconds{code,method} of those answers. On SIGTERM it goes on
 // answering for DRAIN_SECONDS (default 5) before it stops listening, as a pod must for
-// its removal from its Services to reach the proxies first.
+// its removal from its Services to reach the proxies first. With BURN_MILLICORES it burns
+// that much CPU for BURN_SECONDS, then idles for IDLE_SECONDS, over and over (burn.go): a
+// load that rises and falls without a request.
 //
 // The load generator sends N requests a second for D (so N*D requests, no more), each
 // with a timeout, and prints a one-line JSON summary: the count of each status code, the

@@ -45,13 +45,15 @@ type config struct {
 	// reach the proxies (a Gateway reloads its configuration a second or two later), so
 	// that a pod that goes loses no request.
 	drain time.Duration
+	// burn is the CPU load it makes by itself (burn.go).
+	burn burn
 }
 
 // defaultDrain is the drain of a server without DRAIN_SECONDS.
 const defaultDrain = 5 * time.Second
 
 // parseConfig reads ERROR_RATE (default 0), LATENCY_MS (default 0), PORT (default 8080),
-// DRAIN_SECONDS (default 5) and VERSION with getenv; an error names the variable and
+// DRAIN_SECONDS (default 5), VERSION and the CPU load (parseBurn) with getenv; an error names the variable and
 // what it wants.
 func parseConfig(getenv func(string) string) (config, error) {
 	c := config{port: 8080, version: getenv("VERSION"), drain: defaultDrain}
@@ -84,6 +86,11 @@ func parseConfig(getenv func(string) string) (config, error) {
 		}
 		c.port = port
 	}
+	b, err := parseBurn(getenv)
+	if err != nil {
+		return c, err
+	}
+	c.burn = b
 	return c, nil
 }
 
@@ -176,7 +183,8 @@ func serve(ctx context.Context, getenv func(string) string) error {
 		return fmt.Errorf("listening on port %d: %w", cfg.port, err)
 	}
 	srv := &http.Server{Handler: newApp(cfg).handler(), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Printf("demoapp %s serving on %s: ERROR_RATE=%g LATENCY_MS=%d\n", cfg.version, l.Addr(), cfg.errorRate, cfg.latency.Milliseconds())
+	fmt.Printf("demoapp %s serving on %s: ERROR_RATE=%g LATENCY_MS=%d BURN_MILLICORES=%d\n", cfg.version, l.Addr(), cfg.errorRate, cfg.latency.Milliseconds(), cfg.burn.millicores)
+	go cfg.burn.run(ctx)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	select {

@@ -1,0 +1,82 @@
+package soak
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+)
+
+// TestAnalyzedCanary pins the analyzed canaries' versions: a healthy one (demoapp, its
+// metrics announced where it serves them) is expected Ready, the one that fails the
+// analysis (metrics announced on a port where nothing listens) RolloutAborted; the
+// canary operations keep demoapp on them; kwok's mix has no canary-analysis-fail.
+func TestAnalyzedCanary(t *testing.T) {
+	d := &driver{images: images{good: []string{"agnhost:1", "agnhost:2"}, args: []string{"pause"}, bad: "missing:1",
+		crashArgs: []string{"exit"}, analysis: &analysisImage{image: "demoapp:1"}}}
+	a := d.newApp("ns", "a00009", shardA)
+	shape(a, kindGate)
+	d.images.analysis.makeAnalyzed(a)
+	if !analyzed(a) || a.Spec.DeploymentTemplate.Image != "demoapp:1" || a.Spec.Rollout.Canary.Analysis.Checks[0].TemplateRef.Name != analysisTemplate {
+		t.Fatalf("makeAnalyzed: %+v", a.Spec)
+	}
+	if got := d.expect(&a.Spec); got != "" {
+		t.Errorf("healthy analyzed canary expected %q, want Ready", got)
+	}
+	d.nextImage(a)
+	if a.Spec.DeploymentTemplate.Image != "demoapp:1" || a.Spec.DeploymentTemplate.Args != nil || a.Spec.DeploymentTemplate.PodAnnotations[annotationPort] != demoappMetricsPort {
+		t.Errorf("nextImage of an analyzed canary: %+v, want demoapp with its metrics announced", a.Spec.DeploymentTemplate)
+	}
+	a.Spec.DeploymentTemplate.PodAnnotations[annotationPort] = failingMetricsPort
+	if got := d.expect(&a.Spec); got != appv1.ReasonRolloutAborted {
+		t.Errorf("a version that fails the analysis expected %q, want %s", got, appv1.ReasonRolloutAborted)
+	}
+	d.fixPods(a)
+	if got := d.expect(&a.Spec); got != "" || a.Spec.DeploymentTemplate.Image != "demoapp:1" {
+		t.Errorf("fixed: expected %q, image %s; want Ready, demoapp", got, a.Spec.DeploymentTemplate.Image)
+	}
+	if !slices.ContainsFunc(d.mix(), func(e MixEntry) bool { return e.Op == opCanaryAnalysisFail }) {
+		t.Errorf("a real node's mix has no %s", opCanaryAnalysisFail)
+	}
+	d.images.analysis = nil
+	if slices.ContainsFunc(d.mix(), func(e MixEntry) bool { return e.Op == opCanaryAnalysisFail }) || len(d.mix()) != len(DefaultMix)-1 {
+		t.Errorf("kwok's mix %v, want DefaultMix without %s", d.mix(), opCanaryAnalysisFail)
+	}
+}
+
+// TestAnalysisCounts pins the report's counts of the analyzed canaries from their status
+// writes: rollouts promoted (after a measurement passed, or before one), and one aborted by its analysis (AnalysisFailed) apart from
+// an abort of another reason.
+func TestAnalysisCounts(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 16, 0, 0, 0, time.UTC)
+	w := func(rv int64, analyzed bool, ro *appv1.RolloutStatus) statusWrite {
+		return statusWrite{at: t0.Add(time.Duration(rv) * time.Second), rv: rv, app: "ns/a", steps: 4, analyzed: analyzed, rollout: ro}
+	}
+	rev := func(h string) *appv1.RolloutVersion { return &appv1.RolloutVersion{PodTemplateHash: h} }
+	step := func(canary string, i int32, phase appv1.RolloutPhase, reason string) *appv1.RolloutStatus {
+		return &appv1.RolloutStatus{Phase: phase, CurrentStepIndex: i, Canary: rev(canary), Stable: rev("s"), CanaryWeight: 25, AbortReason: reason}
+	}
+	passed := func(ro *appv1.RolloutStatus) *appv1.RolloutStatus {
+		ro.Analysis = []appv1.CheckStatus{{Name: analysisTemplate, Step: -1, Phase: appv1.AnalysisPassed, Passed: 1}}
+		return ro
+	}
+	b := &bodies{status: []statusWrite{
+		w(1, true, &appv1.RolloutStatus{Stable: rev("s")}),
+		w(2, true, step("c1", 0, appv1.RolloutProgressing, "")),
+		w(3, true, passed(step("c1", 0, appv1.RolloutProgressing, ""))),
+		w(4, true, &appv1.RolloutStatus{Stable: rev("c1")}), // promoted after a pass
+		w(5, true, step("c4", 0, appv1.RolloutProgressing, "")),
+		w(6, true, &appv1.RolloutStatus{Stable: rev("c4")}), // promoted before a measurement
+		w(7, true, step("c2", 0, appv1.RolloutProgressing, "")),
+		w(8, true, step("c2", 0, appv1.RolloutAborted, appv1.ReasonAnalysisFailed)),
+		w(9, true, &appv1.RolloutStatus{Stable: rev("c4")}),
+		w(10, true, step("c3", 0, appv1.RolloutProgressing, "")),
+		w(11, true, step("c3", 0, appv1.RolloutAborted, "CanaryUnhealthy")),
+	}}
+	c := checkRollouts(b, nil, 0, func(_, _ string) string { return "ns/a" })
+	if c.AnalyzedPromoted != 2 || c.AnalysisPassedPromoted != 1 || c.AnalysisAborts != 1 || c.Aborted != 2 {
+		t.Errorf("analyzed promoted %d (%d after a pass), aborted by analysis %d of %d aborts; want 2 (1), 1 of 2 (jumps %q)",
+			c.AnalyzedPromoted, c.AnalysisPassedPromoted, c.AnalysisAborts, c.Aborted, c.Jumps)
+	}
+}
