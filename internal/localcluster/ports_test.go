@@ -1,7 +1,9 @@
 package localcluster
 
 import (
+	"fmt"
 	"net"
+	"slices"
 	"testing"
 )
 
@@ -31,6 +33,49 @@ func TestFreePorts(t *testing.T) {
 			}
 			_ = l.Close()
 		}
+	}
+}
+
+// offeredListener is a listener on a port a fake kernel offers.
+type offeredListener struct{ port int }
+
+func (l offeredListener) Accept() (net.Conn, error) { return nil, net.ErrClosed }
+func (l offeredListener) Close() error              { return nil }
+func (l offeredListener) Addr() net.Addr {
+	return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: l.port}
+}
+
+// TestFreePortsNeverTwice: a port the kernel offers again once its listener closed is
+// not handed out twice in a process (the controller-manager and the scheduler, started
+// at once, were given the same port: the second's readiness check was answered by the
+// first). The fake's ports are above the kernel's ephemeral range, which the process's
+// other tests may have been given.
+func TestFreePortsNeverTwice(t *testing.T) {
+	offers := []int{65001, 65002, 65001, 65002, 65003, 65004}
+	real := listenAnyPort
+	t.Cleanup(func() { listenAnyPort = real })
+	listenAnyPort = func() (net.Listener, error) {
+		if len(offers) == 0 {
+			return nil, fmt.Errorf("no more ports offered")
+		}
+		p := offers[0]
+		offers = offers[1:]
+		return offeredListener{port: p}, nil
+	}
+	first, err := freePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := freePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(first, []int{65001, 65002}) || !slices.Equal(second, []int{65003, 65004}) {
+		t.Errorf("freePorts(2) twice: %v then %v; want [65001 65002] then [65003 65004]", first, second)
+	}
+	listenAnyPort = func() (net.Listener, error) { return offeredListener{port: 65001}, nil }
+	if ports, err := freePorts(1); err == nil {
+		t.Errorf("the kernel offering only a used port: %v, want an error", ports)
 	}
 }
 
