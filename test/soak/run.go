@@ -184,7 +184,7 @@ func (r *run) run(ctx context.Context, logDir string) (*Report, error) {
 	inj := &injector{cluster: r.cluster, kube: r.kube, fleet: r.fleet, world: r.world, start: start, gateway: r.gateway}
 	var faults []FaultRecord
 	wg.Go(func() {
-		faults = inj.schedule(churnCtx, cfg.Faults, cfg.FirstFault, cfg.FaultInterval, cfg.Duration-cfg.ConvergeBound, func(f FaultRecord) {
+		faults = inj.schedule(churnCtx, ctx, cfg.Faults, cfg.FirstFault, cfg.FaultInterval, cfg.Duration-cfg.ConvergeBound, func(f FaultRecord) {
 			status := "done"
 			if f.Error != "" {
 				status = "FAILED: " + f.Error
