@@ -26,6 +26,8 @@ func TestCheckRouteWeights(t *testing.T) {
 		return w(s, map[string]int32{"a00009-svc-stable": 100 - canary, "a00009-svc-canary": canary})
 	}
 	whole := func(s int) routeWrite { return w(s, map[string]int32{"a00009-svc": 1}) }
+	// canaryAlone is the route at canary 100, which no longer names the stable Service.
+	canaryAlone := func(s int) routeWrite { return w(s, map[string]int32{"a00009-svc-canary": 100}) }
 	for _, tc := range []struct {
 		name      string
 		writes    []routeWrite
@@ -36,6 +38,8 @@ func TestCheckRouteWeights(t *testing.T) {
 		{name: "an abort to 0, then the steps again", writes: []routeWrite{split(1, 0), split(2, 25), split(3, 0), split(4, 25), split(5, 75)}, splits: 1},
 		{name: "a step back", writes: []routeWrite{split(1, 25), split(2, 75), split(3, 25)}, splits: 1, decreases: 1},
 		{name: "two rollouts", writes: []routeWrite{split(1, 75), split(2, 100), whole(3), split(4, 25)}, splits: 2},
+		{name: "the canary alone at 100, then the App's Service", writes: []routeWrite{whole(0), split(1, 0), split(2, 25), canaryAlone(3), whole(4)}, splits: 1},
+		{name: "the canary alone at 100, then a step back", writes: []routeWrite{split(1, 25), canaryAlone(2), split(3, 25)}, splits: 1, decreases: 1},
 		{name: "out of order in the log", writes: []routeWrite{split(3, 75), split(1, 0), split(2, 25)}, splits: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

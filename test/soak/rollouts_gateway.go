@@ -66,7 +66,8 @@ func (b *bodies) addRoute(ev harness.AuditEvent, user string) error {
 }
 
 // split returns the canary's weight when w splits the traffic between a -stable and a
-// -canary Service.
+// -canary Service, or sends it all to the -canary one (at 100 the stable Service is not
+// named: the promotion's last stage deletes it).
 func (w routeWrite) split() (int32, bool) {
 	var canary int32
 	var hasCanary, hasStable bool
@@ -78,7 +79,7 @@ func (w routeWrite) split() (int32, bool) {
 			hasStable = true
 		}
 	}
-	return canary, hasCanary && hasStable
+	return canary, hasCanary && (hasStable || len(w.backends) == 1)
 }
 
 // checkRouteWeights checks the HTTPRoute writes of routes (by route, in the order of

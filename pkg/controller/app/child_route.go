@@ -257,9 +257,15 @@ func desiredHTTPRoute(app *appv1.App, parents []appv1.GatewayRef, split *rollout
 			WithName(gatewayv1.ObjectName(svc.Name)).
 			WithPort(port.port))
 	} else {
-		rule.WithBackendRefs(
-			gatewayv1ac.HTTPBackendRef().WithName(gatewayv1.ObjectName(svc.Name+appv1.StableSuffix)).WithPort(port.port).WithWeight(split.Stable),
-			gatewayv1ac.HTTPBackendRef().WithName(gatewayv1.ObjectName(svc.Name+appv1.CanarySuffix)).WithPort(port.port).WithWeight(split.Canary))
+		// A stable Service of weight 0 is not named: the promotion's last stage deletes it
+		// (the stable Deployment rolls to the canary's template, whose pods it cannot
+		// select yet), and a Gateway refuses a route naming a Service it cannot find
+		// (Traefik said Accepted=False for the 27 s the stable rolled, on the real node).
+		// The route at canary 100 names the canary alone before that stage starts.
+		if split.Stable > 0 {
+			rule.WithBackendRefs(gatewayv1ac.HTTPBackendRef().WithName(gatewayv1.ObjectName(svc.Name + appv1.StableSuffix)).WithPort(port.port).WithWeight(split.Stable))
+		}
+		rule.WithBackendRefs(gatewayv1ac.HTTPBackendRef().WithName(gatewayv1.ObjectName(svc.Name + appv1.CanarySuffix)).WithPort(port.port).WithWeight(split.Canary))
 	}
 	withPathMatches(rule, paths)
 	var headerRule *gatewayv1ac.HTTPRouteRuleApplyConfiguration

@@ -178,6 +178,7 @@ func (w *world) step(what string, wantWrites []string, wantRollout string) {
 	if !sameMultiset(got, wantWrites) {
 		w.t.Errorf("%s: writes %q, want %q", what, got, wantWrites)
 	}
+	w.routeResolves(what)
 	if r := w.app().Status.Rollout; wantRollout != "" {
 		if got := fmt.Sprintf("%s %d", r.Phase, r.CurrentStepIndex); r == nil || got != wantRollout {
 			w.t.Errorf("%s: rollout %s, want %s (%s)", what, got, wantRollout, r.Message)
@@ -382,6 +383,38 @@ func TestRolloutAbort(t *testing.T) {
 
 	w.request(appv1.RolloutActionPromote, "retry-1")
 	w.step("kubectl app promote retries", []string{"patch apps/status web", "patch deployments web-deploy-canary"}, "Progressing 0")
+}
+
+// routeResolves fails the test when an HTTPRoute of the App names a Service (a backend,
+// a mirror's) that does not exist after a sync: a Gateway refuses such a route (Traefik
+// said Accepted=False on the real node) and answers 500 for its share.
+func (w *world) routeResolves(what string) {
+	w.t.Helper()
+	if w.f.gatewayClient == nil {
+		return
+	}
+	routes, err := w.f.gatewayClient.Tracker().List(httpRouteResource, gatewayv1.SchemeGroupVersion.WithKind("HTTPRoute"), w.key.Namespace)
+	if err != nil {
+		w.t.Fatalf("listing the HTTPRoutes: %v", err)
+	}
+	for _, r := range routes.(*gatewayv1.HTTPRouteList).Items {
+		for _, rule := range r.Spec.Rules {
+			names := []gatewayv1.ObjectName{}
+			for _, b := range rule.BackendRefs {
+				names = append(names, b.Name)
+			}
+			for _, f := range rule.Filters {
+				if f.RequestMirror != nil {
+					names = append(names, f.RequestMirror.BackendRef.Name)
+				}
+			}
+			for _, n := range names {
+				if _, err := w.f.kubeClient.Tracker().Get(corev1.SchemeGroupVersion.WithResource("services"), w.key.Namespace, string(n)); err != nil {
+					w.t.Errorf("%s: HTTPRoute %s names Service %s, which does not exist", what, r.Name, n)
+				}
+			}
+		}
+	}
 }
 
 // route returns the backends of the App's HTTPRoute as the fake API server holds it,

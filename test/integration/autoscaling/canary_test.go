@@ -142,9 +142,9 @@ func TestCanaryFollowsAutoscaler(t *testing.T) {
 
 	framework.RequestRollout(t, c.App, c.Kube, ns, "web", appv1.RolloutActionPromote)
 	c.WaitRollout(t, ns, "web", appv1.RolloutPaused, 3)
-	expect("paused at 100%: the canary runs what the stable runs", 8, 8, "web-svc-stable:0 web-svc-canary:100")
+	expect("paused at 100%: the canary runs what the stable runs", 8, 8, "web-svc-canary:100")
 	scale(6)
-	expect("the autoscaler at 6 at 100%: the canary follows", 6, 6, "web-svc-stable:0 web-svc-canary:100")
+	expect("the autoscaler at 6 at 100%: the canary follows", 6, 6, "web-svc-canary:100")
 
 	mark = 0
 	framework.RequestRollout(t, c.App, c.Kube, ns, "web", appv1.RolloutActionPromote)
