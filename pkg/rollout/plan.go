@@ -65,6 +65,14 @@ type Live struct {
 	CanaryWeight int32
 	// SplitServicesExist: the stable and canary Services of the split both exist.
 	SplitServicesExist bool
+	// StableHash is the pod-template-hash of the stable Deployment's pods when they all
+	// run one template; "" while it rolls. At rest the stable Service of a drain (below)
+	// selects them by it.
+	StableHash string
+	// CanaryDrained: the live HTTPRoute gives the canary nothing (weight 0) and the
+	// Gateway has had GatewaySettle to apply it (the split Services are older than
+	// twice GatewaySettle: the route went to canary 0 once they were settled).
+	CanaryDrained bool
 	// CanaryAvailableSince is when the canary Deployment became available (its
 	// Available condition); zero: unknown. The route gives the canary its first weight
 	// only GatewaySettle after it (gatewaySees).
@@ -125,16 +133,23 @@ func NewPlan(s *appv1.CanaryStrategy, r *appv1.RolloutStatus, l Live, now time.T
 	switch {
 	case r.Canary == nil:
 		// No rollout. A promoted canary stays for its scale-down delay, the route back
-		// on the App's Service (it runs the stable template). Any other canary goes at
-		// once, and while it is there a route that still splits sends it nothing. A
-		// route back on the App's Service alone (no weight: CanaryWeight < 0) is not
-		// split again for it: the split needs the stable Service, which at rest has no
-		// stable ReplicaSet hash to select by, so the canary would wait for it forever
-		// (the soak found promoted canaries kept at rest); its pods leave the App's
-		// Service's endpoints as they terminate, the stable at the App's replicas.
+		// on the App's Service (it runs the stable template). Through an HTTPRoute it is
+		// then drained before it goes, as any other canary: the route sends everything
+		// to the stable pods alone, through the stable Service, which selects them at
+		// rest by the hash they run (Live.StableHash: the state's is a rollout's), and
+		// the canary goes once the Gateway has applied that (CanaryDrained); then the
+		// route goes back on the App's Service, and the split Services once it no longer
+		// names them (orderSplit). Deleted while the route still sent to the App's
+		// Service, its pods answered 502 to a few requests as they stopped (Traefik,
+		// test/e2e/analysis). While the stable rolls there is no one hash to drain to:
+		// the canary goes at once.
+		drain := l.Gateway && l.CanaryExists && scaleDownDue
+		if p.StableHash == "" && l.Gateway && (drain || l.CanaryWeight == 0) {
+			p.StableHash = l.StableHash
+		}
 		p.KeepCanary = !scaleDownDue
-		if l.Gateway && l.CanaryExists && scaleDownDue && l.CanaryWeight >= 0 {
-			p.Split = &Split{Stable: 100}
+		if drain && p.StableHash != "" {
+			p.Split, p.KeepCanary = &Split{Stable: 100}, !l.CanaryDrained
 		}
 		p.SplitServices = l.Gateway && (!scaleDownDue || l.CanaryExists)
 		p.StepDone = true

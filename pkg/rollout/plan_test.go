@@ -191,21 +191,48 @@ func TestNewPlan(t *testing.T) {
 	}
 }
 
-// TestPlanPromotedCanaryGoes: a canary promoted through an HTTPRoute goes once its
-// scale-down delay is over and the route is back on the App's Service; it is not split
-// again for it (the split Services need the stable ReplicaSet hash, which a rollout at
-// rest has not: it stayed forever, which the soak found). A route that still splits goes
-// to stable 100 first.
+// TestPlanPromotedCanaryGoes: a canary promoted through an HTTPRoute is drained once its
+// scale-down delay is over, as any other canary: the stable Service made for the stable
+// pods as they run at rest (Live.StableHash: the state has no hash at rest, and the
+// canary waited for one forever, which the soak found), the route at stable 100, the
+// canary gone once the Gateway applied it, then the route back on the App's Service and
+// the split Services gone once it no longer names them. With the stable rolling there
+// is nothing to drain to: the canary goes at once.
 func TestPlanPromotedCanaryGoes(t *testing.T) {
 	s := appfixture.CanaryStrategy()
 	over := metav1.NewTime(testNow.Add(-time.Second))
 	r := &appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: &appv1.RolloutVersion{PodTemplateHash: "h2"}, CanaryScaleDownAt: &over}
-	p := NewPlan(s, r, Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 4, CanaryWeight: -1}, testNow)
-	if p.KeepCanary || p.CanaryReplicas != nil || p.Split != nil {
-		t.Errorf("route on the App's Service: keep %v, canary %v, split %+v; want the canary pruned, no split", p.KeepCanary, p.CanaryReplicas, p.Split)
-	}
-	p = NewPlan(s, r, Live{Gateway: true, N: 4, StableReplicas: 4, CanaryExists: true, CanaryReplicas: 4, CanaryWeight: 100, SplitServicesExist: true}, testNow)
-	if p.KeepCanary || p.Split == nil || p.Split.Stable != 100 {
-		t.Errorf("route still split: keep %v, split %+v; want the canary pruned, the route at stable 100", p.KeepCanary, p.Split)
+	live := Live{Gateway: true, N: 4, StableReplicas: 4, StableHash: "rs2", CanaryExists: true, CanaryReplicas: 4, CanaryWeight: -1}
+	for _, tc := range []struct {
+		name   string
+		change func(*Live)
+		// want: StableHash, Split ("-": none), SplitServices, KeepCanary
+		want string
+	}{
+		{"the delay over: the split Services first, the route on the App's Service", func(*Live) {}, "rs2 - true true"},
+		{"the Services there: the route at stable 100", func(l *Live) { l.SplitServicesExist = true }, "rs2 100/0 true true"},
+		{"the route at canary 0, not yet applied", func(l *Live) { l.SplitServicesExist, l.CanaryWeight = true, 0 }, "rs2 100/0 true true"},
+		{"the route applied: the canary goes", func(l *Live) { l.SplitServicesExist, l.CanaryWeight, l.CanaryDrained = true, 0, true }, "rs2 100/0 true false"},
+		{"the canary gone: the route back, the Services kept while it names them", func(l *Live) {
+			l.SplitServicesExist, l.CanaryWeight, l.CanaryExists = true, 0, false
+		}, "rs2 - true false"},
+		{"the route back: the Services go", func(l *Live) { l.SplitServicesExist, l.CanaryExists = true, false }, " - false false"},
+		{"the stable rolling: the canary goes at once", func(l *Live) { l.StableHash = "" }, " - true false"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := live
+			tc.change(&l)
+			p := NewPlan(s, r, l, testNow)
+			split := "-"
+			if p.Split != nil {
+				split = fmt.Sprintf("%d/%d", p.Split.Stable, p.Split.Canary)
+			}
+			if got := fmt.Sprintf("%s %s %v %v", p.StableHash, split, p.SplitServices, p.KeepCanary); got != tc.want {
+				t.Errorf("plan %q, want %q", got, tc.want)
+			}
+			if p.CanaryReplicas != nil {
+				t.Errorf("canary replicas %d, want it kept as it is or pruned", *p.CanaryReplicas)
+			}
+		})
 	}
 }

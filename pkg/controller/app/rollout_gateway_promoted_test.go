@@ -2,6 +2,7 @@ package app
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,10 +10,11 @@ import (
 )
 
 // TestRolloutGatewayPromotedCanaryGoes: a canary promoted through an HTTPRoute stays for
-// its scale-down delay, the route back on the App's Service, and then goes, and its
-// canary Service after it. The soak (docs/soak.md) found it kept at rest forever: the
-// plan split the route again to drain it, which needs the stable Service, which a
-// rollout at rest (no stable ReplicaSet hash) never writes.
+// its scale-down delay, the route back on the App's Service; then it is drained (the
+// route at stable 100, through a stable Service that selects the stable pods by the hash
+// they run at rest) and goes, the route back on the App's Service, the split Services
+// after it. The soak (docs/soak.md) found it kept at rest forever: the drain needs the
+// stable Service, which the state's hash, empty at rest, never made.
 func TestRolloutGatewayPromotedCanaryGoes(t *testing.T) {
 	w := canaryWorld(t, true)
 	w.step("the strategy added", []string{"create controllerrevisions web-<rev>", "patch apps/status web"}, "Healthy 0")
@@ -47,8 +49,17 @@ func TestRolloutGatewayPromotedCanaryGoes(t *testing.T) {
 		t.Errorf("canary at %d, want its 4 kept for the delay", w.deploymentReplicas("web-deploy-canary"))
 	}
 	w.at(120 * time.Second)
-	w.step("the delay over: the canary goes", []string{"delete deployments web-deploy-canary"}, "Healthy 0")
-	w.step("then its Service", []string{"delete services web-service-canary"}, "Healthy 0")
+	w.step("the delay over: the stable Service for the drain", []string{"patch services web-service-stable"}, "Healthy 0")
+	if got := w.selectorOf("web-service-stable"); !strings.Contains(got, "pod-template-hash:cccc") {
+		t.Errorf("the drain's stable Service selects %q, want the stable pods by their hash", got)
+	}
+	w.step("the route to the stable pods alone", []string{"patch httproutes web"}, "Healthy 0")
+	if got := w.route(); !slices.Equal(got, []string{"web-service-stable:100", "web-service-canary:0"}) {
+		t.Errorf("route %q, want the stable Service at 100", got)
+	}
+	w.step("the canary drained: it goes", []string{"delete deployments web-deploy-canary"}, "Healthy 0")
+	w.step("the route back on the App's Service", []string{"patch httproutes web"}, "Healthy 0")
+	w.step("the split Services go", []string{"delete services web-service-stable", "delete services web-service-canary"}, "Healthy 0")
 	w.step("at rest", nil, "Healthy 0")
 	if got := w.route(); !slices.Equal(got, []string{"web-service"}) {
 		t.Errorf("route %q, want the App's Service", got)

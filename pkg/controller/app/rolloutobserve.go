@@ -115,6 +115,7 @@ func (c *Controller) rolloutLive(app *appv1.App, in *syncInput, canary *appsv1.D
 	if in.live != nil {
 		l.StableReplicas = ptr.Deref(in.live.Spec.Replicas, 1)
 	}
+	_, l.StableHash = stableSettled(in.live)
 	l.N = ptr.Deref(t.Replicas, l.StableReplicas)
 	if l.Autoscaled {
 		// deploymentTemplate.replicas is only the starting size: the count is the
@@ -132,7 +133,24 @@ func (c *Controller) rolloutLive(app *appv1.App, in *syncInput, canary *appsv1.D
 	if l.Gateway {
 		l.CanaryWeight = c.route.canaryWeight(app)
 		l.Routing = c.route.liveRouting(app)
-		l.SplitServicesExist, settle = c.splitServicesSettled(app, now)
+		var since time.Time
+		l.SplitServicesExist, since = c.splitServicesSince(app)
+		if l.SplitServicesExist {
+			settle = since.Add(rollout.GatewaySettle).Sub(now)
+			l.SplitServicesExist = settle <= 0
+		}
+		if canary != nil && l.CanaryWeight == 0 {
+			// The route went to canary 0 once the Services were settled: GatewaySettle
+			// more for the Gateway to apply it (their age unknown: none).
+			drained := since.Add(2 * rollout.GatewaySettle).Sub(now)
+			if since.IsZero() {
+				drained = 0
+			}
+			l.CanaryDrained = drained <= 0
+			if !l.CanaryDrained {
+				settle = max(settle, drained)
+			}
+		}
 		if canary != nil {
 			if a := deploymentCondition(canary, appsv1.DeploymentAvailable); a != nil && a.Status == corev1.ConditionTrue {
 				l.CanaryAvailableSince = a.LastTransitionTime.Time
@@ -145,26 +163,25 @@ func (c *Controller) rolloutLive(app *appv1.App, in *syncInput, canary *appsv1.D
 	return l, max(settle, 0)
 }
 
-// splitServicesSettled reports whether app's stable and canary Services (the split of
-// its HTTPRoute) both exist, as cached (own writes included), since
-// rollout.GatewaySettle at now;
-// when they exist but are younger, how long until they are not.
-func (c *Controller) splitServicesSettled(app *appv1.App, now time.Time) (bool, time.Duration) {
+// splitServicesSince reports whether app's stable and canary Services (the split of its
+// HTTPRoute) both exist, as cached (own writes included), and since when (the younger's
+// creation; zero when unknown).
+func (c *Controller) splitServicesSince(app *appv1.App) (bool, time.Time) {
 	name := serviceName(app)
 	if name == "" {
-		return false, 0
+		return false, time.Time{}
 	}
-	var wait time.Duration
+	var since time.Time
 	for _, suffix := range []string{appv1.StableSuffix, appv1.CanarySuffix} {
 		h, err := c.services.lookup(app, name+suffix)
 		if err != nil || !h.exists || !h.ours {
-			return false, 0
+			return false, time.Time{}
 		}
-		if h.managed != nil {
-			wait = max(wait, h.managed.CreationTimestamp.Add(rollout.GatewaySettle).Sub(now))
+		if h.managed != nil && h.managed.CreationTimestamp.After(since) {
+			since = h.managed.CreationTimestamp.Time
 		}
 	}
-	return wait <= 0, max(wait, 0)
+	return true, since
 }
 
 // stableRuns reports whether the live stable Deployment runs the plan's stable template
