@@ -52,8 +52,8 @@ func (l offeredListener) Addr() net.Addr {
 // other tests may have been given.
 func TestFreePortsNeverTwice(t *testing.T) {
 	offers := []int{65001, 65002, 65001, 65002, 65003, 65004}
-	real := listenAnyPort
-	t.Cleanup(func() { listenAnyPort = real })
+	orig := listenAnyPort
+	t.Cleanup(func() { listenAnyPort = orig })
 	listenAnyPort = func() (net.Listener, error) {
 		if len(offers) == 0 {
 			return nil, fmt.Errorf("no more ports offered")

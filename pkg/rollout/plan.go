@@ -132,27 +132,7 @@ func NewPlan(s *appv1.CanaryStrategy, r *appv1.RolloutStatus, l Live, now time.T
 	steps := int32(len(s.Steps))
 	switch {
 	case r.Canary == nil:
-		// No rollout. A promoted canary stays for its scale-down delay, the route back
-		// on the App's Service (it runs the stable template). Through an HTTPRoute it is
-		// then drained before it goes, as any other canary: the route sends everything
-		// to the stable pods alone, through the stable Service, which selects them at
-		// rest by the hash they run (Live.StableHash: the state's is a rollout's), and
-		// the canary goes once the Gateway has applied that (CanaryDrained); then the
-		// route goes back on the App's Service, and the split Services once it no longer
-		// names them (orderSplit). Deleted while the route still sent to the App's
-		// Service, its pods answered 502 to a few requests as they stopped (Traefik,
-		// test/e2e/analysis). While the stable rolls there is no one hash to drain to:
-		// the canary goes at once.
-		drain := l.Gateway && l.CanaryExists && scaleDownDue
-		if p.StableHash == "" && l.Gateway && (drain || l.CanaryWeight == 0) {
-			p.StableHash = l.StableHash
-		}
-		p.KeepCanary = !scaleDownDue
-		if drain && p.StableHash != "" {
-			p.Split, p.KeepCanary = &Split{Stable: 100}, !l.CanaryDrained
-		}
-		p.SplitServices = l.Gateway && (!scaleDownDue || l.CanaryExists)
-		p.StepDone = true
+		p.atRest(l, scaleDownDue)
 	case r.Phase == appv1.RolloutAborted:
 		// All the traffic on the stable pods: through the HTTPRoute, the canary pods stay
 		// for the abort's scale-down delay; without it, they go at once.
@@ -223,6 +203,32 @@ func NewPlan(s *appv1.CanaryStrategy, r *appv1.RolloutStatus, l Live, now time.T
 		orderSplit(&p, l)
 	}
 	return p
+}
+
+// atRest plans the children of a state without a rollout (p.StableHash the state's),
+// the canary's scale-down delay due or not.
+func (p *Plan) atRest(l Live, scaleDownDue bool) {
+	// No rollout. A promoted canary stays for its scale-down delay, the route back
+	// on the App's Service (it runs the stable template). Through an HTTPRoute it is
+	// then drained before it goes, as any other canary: the route sends everything
+	// to the stable pods alone, through the stable Service, which selects them at
+	// rest by the hash they run (Live.StableHash: the state's is a rollout's), and
+	// the canary goes once the Gateway has applied that (CanaryDrained); then the
+	// route goes back on the App's Service, and the split Services once it no longer
+	// names them (orderSplit). Deleted while the route still sent to the App's
+	// Service, its pods answered 502 to a few requests as they stopped (Traefik,
+	// test/e2e/analysis). While the stable rolls there is no one hash to drain to:
+	// the canary goes at once.
+	drain := l.Gateway && l.CanaryExists && scaleDownDue
+	if p.StableHash == "" && l.Gateway && (drain || l.CanaryWeight == 0) {
+		p.StableHash = l.StableHash
+	}
+	p.KeepCanary = !scaleDownDue
+	if drain && p.StableHash != "" {
+		p.Split, p.KeepCanary = &Split{Stable: 100}, !l.CanaryDrained
+	}
+	p.SplitServices = l.Gateway && (!scaleDownDue || l.CanaryExists)
+	p.StepDone = true
 }
 
 // gatewayStep plans step k of strategy s, of weight w and c canary pods by the weight,

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/utils/ptr"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
@@ -393,7 +394,7 @@ func (w *world) routeResolves(what string) {
 	if w.f.gatewayClient == nil {
 		return
 	}
-	routes, err := w.f.gatewayClient.Tracker().List(httpRouteResource, gatewayv1.SchemeGroupVersion.WithKind("HTTPRoute"), w.key.Namespace)
+	routes, err := w.f.gatewayClient.Tracker().List(httpRouteResource, schema.GroupVersion(gatewayv1.GroupVersion).WithKind("HTTPRoute"), w.key.Namespace)
 	if err != nil {
 		w.t.Fatalf("listing the HTTPRoutes: %v", err)
 	}
