@@ -34,6 +34,7 @@ func (c *Controller) observeRollout(ctx context.Context, app *appv1.App, in *syn
 	o.StableSettled, o.StableHash = stableSettled(in.live)
 	canary := c.liveCanary(app)
 	live, settle := c.rolloutLive(app, in, canary, o.Now)
+	live.StableHash = o.StableHash // "" while the stable rolls
 	if bg != nil {
 		live.ActiveOnPreview = c.activeOnPreview(app)
 	}
@@ -115,7 +116,6 @@ func (c *Controller) rolloutLive(app *appv1.App, in *syncInput, canary *appsv1.D
 	if in.live != nil {
 		l.StableReplicas = ptr.Deref(in.live.Spec.Replicas, 1)
 	}
-	_, l.StableHash = stableSettled(in.live)
 	l.N = ptr.Deref(t.Replicas, l.StableReplicas)
 	if l.Autoscaled {
 		// deploymentTemplate.replicas is only the starting size: the count is the
