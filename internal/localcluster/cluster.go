@@ -78,6 +78,10 @@ type Options struct {
 	// FeatureGates is kube-apiserver's --feature-gates, comma-separated NAME=BOOL (e.g.
 	// ShardedListAndWatch=true), to serve an alpha API the cluster does not by default.
 	FeatureGates string
+	// EventTTL is how long kube-apiserver keeps an Event (--event-ttl), 0: its default,
+	// an hour. A soak shorter than two TTLs sees every Event cache fill for its whole
+	// run; a shorter TTL brings them to their steady size early in it.
+	EventTTL time.Duration
 	// Node is the kind of node: NodeKwok (the default, "") or NodeReal, one node that runs
 	// pods for real (realnode.go; root only, see CheckRealNode). With NodeReal, kwok is
 	// not started and PodCapacity is ignored.
@@ -89,6 +93,22 @@ type Options struct {
 	// nodePressurePeriod after it is over, so that Cluster.FillNodeFS makes a node-pressure
 	// eviction without filling this machine's disk.
 	NodeFS int64
+}
+
+// apiserverOptionArgs are kube-apiserver's flags that o asks for, after the ones every
+// cluster has (the last occurrence of a flag wins).
+func (o *Options) apiserverOptionArgs() []string {
+	var args []string
+	if o.Profiling {
+		args = append(args, "--profiling=true")
+	}
+	if o.FeatureGates != "" {
+		args = append(args, "--feature-gates="+o.FeatureGates)
+	}
+	if o.EventTTL > 0 {
+		args = append(args, "--event-ttl="+o.EventTTL.String())
+	}
+	return args
 }
 
 // Cluster is a running control plane started by Start.
@@ -287,13 +307,7 @@ func (c *Cluster) start(ctx context.Context, stages []string) error {
 		nPorts: 1,
 		args: func(ports []int) []string {
 			args := append(apiserverArgs(certs, filepath.Join(c.StateDir, "apiserver-certs"), etcdURL, ports[0]), auditArgs...)
-			if c.opts.Profiling {
-				args = append(args, "--profiling=true") // the last occurrence of a flag wins
-			}
-			if c.opts.FeatureGates != "" {
-				args = append(args, "--feature-gates="+c.opts.FeatureGates)
-			}
-			return args
+			return append(args, c.opts.apiserverOptionArgs()...)
 		},
 		ready: func(ctx context.Context, ports []int) error {
 			return probeHTTP(ctx, probe, "https://"+hostPort(ports[0])+"/readyz")

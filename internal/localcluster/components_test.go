@@ -4,8 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // flagValues turns "--name=value" arguments into a map from name to its values.
@@ -254,5 +256,18 @@ func TestWithoutAutoscalerController(t *testing.T) {
 	}
 	if got := controllerList(false, false); got != controllers {
 		t.Errorf("got %q, want %q", got, controllers)
+	}
+}
+
+// TestAPIServerOptionArgs checks the flags Options add to kube-apiserver's: none by
+// default, each option's when set.
+func TestAPIServerOptionArgs(t *testing.T) {
+	if got := (&Options{}).apiserverOptionArgs(); len(got) != 0 {
+		t.Errorf("default options add %q, want nothing", got)
+	}
+	o := &Options{Profiling: true, FeatureGates: "CBORServingAndStorage=true", EventTTL: 10 * time.Minute}
+	want := []string{"--profiling=true", "--feature-gates=CBORServingAndStorage=true", "--event-ttl=10m0s"}
+	if got := o.apiserverOptionArgs(); !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }

@@ -14,6 +14,7 @@ import (
 // stable ones. Debian's Prometheus has no kubernetes_sd_configs: the pods come from
 // `demoapp pods-sd` beside it in its pod (http_sd_configs, every 2 s), with the labels
 // kubernetes_sd_configs' role pod gives them, so this relabelling is kubernetes_sd's.
+// %s is where prometheusReadyOnly goes, if wanted.
 const prometheusConfig = `global:
   scrape_interval: 2s
   scrape_timeout: 2s
@@ -30,7 +31,7 @@ scrape_configs:
   - source_labels: [__meta_kubernetes_pod_phase]
     regex: Running
     action: keep
-  - source_labels: [__address__, __meta_kubernetes_pod_annotation_prometheus_io_port]
+%s  - source_labels: [__address__, __meta_kubernetes_pod_annotation_prometheus_io_port]
     regex: '([^:]+)(?::\d+)?;(\d+)'
     replacement: '$1:$2'
     target_label: __address__
@@ -48,7 +49,8 @@ scrape_configs:
 // prometheusManifest runs Prometheus (image %[2]s) in namespace %[1]s: its service
 // account with the right to list and watch the cluster's pods, its configuration
 // (%[3]s, indented), the pod (Prometheus, and the discovery of the pods, demoapp pods-sd
-// of image %[4]s, on the pod's loopback) and the Service prometheus, port 9090.
+// of image %[4]s, on the pod's loopback; %[5]s its priority class line, if any) and the
+// Service prometheus, port 9090.
 const prometheusManifest = `apiVersion: v1
 kind: ServiceAccount
 metadata: {name: prometheus, namespace: %[1]s}
@@ -90,7 +92,7 @@ metadata:
   labels: {app: prometheus}
 spec:
   serviceAccountName: prometheus
-  terminationGracePeriodSeconds: 0
+  terminationGracePeriodSeconds: 0%[5]s
   containers:
   - name: prometheus
     image: %[2]s
@@ -117,13 +119,43 @@ spec:
     emptyDir: {}
 `
 
+// prometheusReadyOnly is the relabelling that keeps the Ready pods alone
+// (PrometheusOptions.ReadyOnly).
+const prometheusReadyOnly = `  - source_labels: [__meta_kubernetes_pod_ready]
+    regex: "true"
+    action: keep
+`
+
+// PrometheusOptions shape PrometheusManifest's Prometheus.
+type PrometheusOptions struct {
+	// ReadyOnly scrapes a pod only while it is Ready: a pod that runs but does not
+	// serve yet (or any more) has no up = 0 series. A check of "the pods can be
+	// scraped" then judges the pods that serve, not one still starting on a busy node;
+	// a check of the pods' own error counts wants the pods that fail their readiness
+	// too (the default).
+	ReadyOnly bool
+	// PriorityClassName is the Prometheus pod's: system-cluster-critical keeps the
+	// kubelet from evicting it under node pressure (a critical pod is never evicted;
+	// the soak's node-pressure fault is for the Apps' pods, not for what measures them).
+	PriorityClassName string
+}
+
 // PrometheusManifest is the manifest of a Prometheus 2.42 (PrometheusImage, from
 // registry) in namespace, as the end-to-end tests and the soak run it: the pod
 // prometheus beside `demoapp pods-sd` (DemoappImage), the Service prometheus (port
 // 9090), its service account with the right to watch the cluster's pods (a ClusterRole
 // and ClusterRoleBinding named prometheus-NAMESPACE) and prometheusConfig: every pod
 // annotated prometheus.io/scrape: "true" scraped every 2 s (job kubernetes-pods).
-func PrometheusManifest(namespace, registry string) []byte {
-	config := "    " + strings.ReplaceAll(strings.TrimSuffix(prometheusConfig, "\n"), "\n", "\n    ")
-	return fmt.Appendf(nil, prometheusManifest, namespace, registry+"/"+PrometheusImage, config, registry+"/"+DemoappImage)
+func PrometheusManifest(namespace, registry string, o PrometheusOptions) []byte {
+	relabel := ""
+	if o.ReadyOnly {
+		relabel = prometheusReadyOnly
+	}
+	config := fmt.Sprintf(prometheusConfig, relabel)
+	config = "    " + strings.ReplaceAll(strings.TrimSuffix(config, "\n"), "\n", "\n    ")
+	priority := ""
+	if o.PriorityClassName != "" {
+		priority = "\n  priorityClassName: " + o.PriorityClassName
+	}
+	return fmt.Appendf(nil, prometheusManifest, namespace, registry+"/"+PrometheusImage, config, registry+"/"+DemoappImage, priority)
 }

@@ -45,7 +45,9 @@ const (
 // analysisQuery is the template's query: over the canary's pods (its Deployment's,
 // whose pods are named after it), the lowest of each one's best up over the last 30 s:
 // 1 when every one was scraped at least once then, 0 when one could not be at all; no
-// value (inconclusive) before the first scrape. The best of 30 s (15 scrapes) and not
+// value (inconclusive) before the first scrape. The fleet's Prometheus scrapes Ready
+// pods alone (prometheusOptions): a pod that runs but does not serve yet is not one
+// that cannot be scraped. The best of 30 s (15 scrapes) and not
 // the last up: on a busy machine a healthy pod's scrape can time out (2 s), which
 // aborted a healthy version on a run at a load of 135.
 const analysisQuery = `min(max_over_time(up{job="kubernetes-pods", namespace="{{.Namespace}}", pod=~"{{.CanaryDeployment}}-.*"}[30s]))`

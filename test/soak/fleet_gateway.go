@@ -48,6 +48,10 @@ const (
 	// restarted by the kubelet; over when its pod is Ready again, and every route-split
 	// canary's route accepted again within the bound.
 	FaultGatewayRestart = "gateway-restart"
+	// criticalPriority is the priority class of the fleet's Traefik and Prometheus: a
+	// pod at system-cluster-critical's priority or above is never evicted by the kubelet
+	// (the Priority admission gives it in any namespace).
+	criticalPriority = "system-cluster-critical"
 	// routesAcceptedBound is how long after Traefik is back every route-split canary must
 	// say RouteAccepted=True at its generation.
 	routesAcceptedBound = 2 * time.Minute
@@ -55,8 +59,11 @@ const (
 
 // traefikManifest runs Traefik in namespace %[1]s as the Gateway controller of
 // GatewayClass traefik, with Gateway "public" (listener web, port 8000, routes of every
-// namespace); %[2]s is its image. A bare pod: the kubelet restarts its container when
-// the gateway-restart fault kills it.
+// namespace); %[2]s is its image, %[3]s its priority class. A bare pod: the kubelet restarts its container when
+// the gateway-restart fault kills it; a critical one (criticalPriority), which the
+// kubelet never evicts: the node-pressure fault is for the Apps' pods (on session 23's
+// 60-minute run it evicted Traefik, which nothing made again, and every route-split
+// canary after it waited on RoutePending).
 const traefikManifest = `apiVersion: v1
 kind: Namespace
 metadata: {name: %[1]s}
@@ -114,6 +121,7 @@ metadata:
 spec:
   serviceAccountName: traefik
   terminationGracePeriodSeconds: 0
+  priorityClassName: %[3]s
   containers:
   - name: traefik
     image: %[2]s
@@ -151,7 +159,7 @@ func installGateway(ctx context.Context, binDir string, cluster *localcluster.Cl
 		return fmt.Errorf("pushing Traefik's image %s: %w\n%s", image, err, out)
 	}
 	apply := exec.CommandContext(ctx, filepath.Join(binDir, "kubectl"), "--kubeconfig", cluster.Kubeconfig, "apply", "-f", "-")
-	apply.Stdin = bytes.NewReader(fmt.Appendf(nil, traefikManifest, gatewayNamespace, image))
+	apply.Stdin = bytes.NewReader(fmt.Appendf(nil, traefikManifest, gatewayNamespace, image, criticalPriority))
 	if out, err := apply.CombinedOutput(); err != nil {
 		return fmt.Errorf("applying Traefik's manifest: %w\n%s", err, out)
 	}

@@ -40,6 +40,11 @@ type Trend struct {
 // memory the backstop for what lies outside the heap.
 const boundRelative = 0.2
 
+// soakEventTTL is how long the soak's apiserver keeps an Event (localcluster's
+// EventTTL): the trends judge the last two thirds of a run, which for a run of 30
+// minutes or more starts after one TTL.
+const soakEventTTL = 10 * time.Minute
+
 // seriesRSS is the resident memory's series.
 const seriesRSS = "rss_mib"
 

@@ -36,7 +36,7 @@ const PrometheusScrapeInterval = 2 * time.Second
 func InstallPrometheus(t testing.TB, namespace string) (queryURL string) {
 	t.Helper()
 	kubectl := filepath.Join(BinDir(t), "kubectl")
-	RunStdin(t, localcluster.PrometheusManifest(namespace, Registry(t)), kubectl, "--kubeconfig", framework.Cluster().Kubeconfig, "apply", "-f", "-")
+	RunStdin(t, localcluster.PrometheusManifest(namespace, Registry(t), localcluster.PrometheusOptions{}), kubectl, "--kubeconfig", framework.Cluster().Kubeconfig, "apply", "-f", "-")
 	t.Cleanup(func() {
 		_, _ = TryRun(kubectl, "--kubeconfig", framework.Cluster().Kubeconfig, "delete", "--ignore-not-found",
 			"clusterrole/prometheus-"+namespace, "clusterrolebinding/prometheus-"+namespace)
