@@ -2,7 +2,9 @@ package soak
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"slices"
 	"time"
 
@@ -50,7 +52,49 @@ const (
 // that cannot be scraped. The best of 30 s (15 scrapes) and not
 // the last up: on a busy machine a healthy pod's scrape can time out (2 s), which
 // aborted a healthy version on a run at a load of 135.
-const analysisQuery = `min(max_over_time(up{job="kubernetes-pods", namespace="{{.Namespace}}", pod=~"{{.CanaryDeployment}}-.*"}[30s]))`
+//
+// The version's pods alone (label versionLabel, the template's argument version, both
+// stamped by stampVersion): the canary Deployment's pods of the version before, which
+// a new version replaces mid-rollout, are still scraped until they go, and their last
+// samples stay in the 30 s for as long again. A healthy version given to a canary whose
+// version failed the analysis (canary-fix) was aborted by the pods it replaced (up = 0)
+// on a real-node run; Argo Rollouts' documented answer is the same, the canary's pod
+// template hash as an argument of the template.
+const analysisQuery = `min(max_over_time(up{job="kubernetes-pods", namespace="{{.Namespace}}", pod=~"{{.CanaryDeployment}}-.*", soak_version="{{.Args.version}}"}[30s]))`
+
+// versionLabel is the pod label that names an analysed canary's version (Prometheus
+// writes it soak_version), and versionArg the template's argument that receives it.
+const (
+	versionLabel = "soak-version"
+	versionArg   = "version"
+)
+
+// stampVersion labels an analysed App's pods with their version, a hash of its
+// deploymentTemplate without the label and its replicas, and gives its check the same as
+// the template's argument: a change of anything else (a route, the replicas) keeps it.
+func stampVersion(a *appv1.App) {
+	t := a.Spec.DeploymentTemplate
+	if !analyzed(a) || t == nil || a.Spec.Rollout.Canary.Analysis == nil {
+		return
+	}
+	delete(t.PodLabels, versionLabel)
+	pods := *t
+	pods.Replicas = nil // the autoscaler's and the churn's, not the pods'
+	data, err := json.Marshal(pods)
+	if err != nil {
+		return
+	}
+	version := fmt.Sprintf("%08x", crc32.ChecksumIEEE(data))
+	if t.PodLabels == nil {
+		t.PodLabels = map[string]appv1.LabelValue{}
+	}
+	t.PodLabels[versionLabel] = appv1.LabelValue(version)
+	for i := range a.Spec.Rollout.Canary.Analysis.Checks {
+		if ref := a.Spec.Rollout.Canary.Analysis.Checks[i].TemplateRef; ref != nil && ref.Name == analysisTemplate {
+			ref.Args = []appv1.AnalysisArg{{Name: versionArg, Value: version}}
+		}
+	}
+}
 
 // analysisImage is the analyzed canaries' image: demoapp of the cluster's registry (nil
 // images.analysis: no analysis, kwok).
@@ -82,6 +126,7 @@ func analysisFails(t *appv1.DeploymentTemplate) bool {
 func (ai *analysisImage) makeAnalyzed(a *appv1.App) {
 	a.Spec.Rollout.Canary.Analysis = analysisSpec()
 	ai.healthy(a.Spec.DeploymentTemplate)
+	stampVersion(a)
 }
 
 // healthy gives t demoapp, serving, its metrics announced where it serves them.
@@ -95,7 +140,7 @@ func (ai *analysisImage) healthy(t *appv1.DeploymentTemplate) {
 func (d *driver) createAnalysisTemplate(ctx context.Context, ns string) error {
 	at := &appv1.AnalysisTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: analysisTemplate, Namespace: ns, Labels: map[string]string{runLabel: runLabelValue}},
-		Spec: appv1.AnalysisTemplateSpec{Query: appv1.QueryCheck{PromQL: analysisQuery,
+		Spec: appv1.AnalysisTemplateSpec{Args: []appv1.AnalysisTemplateArg{{Name: versionArg}}, Query: appv1.QueryCheck{PromQL: analysisQuery,
 			SuccessCondition: &appv1.ValueRange{Min: ptr.To("1")}, FailureCondition: &appv1.ValueRange{Max: ptr.To("0")}}},
 	}
 	_, err := d.apps.AppcontrollerV1().AnalysisTemplates(ns).Create(ctx, at, metav1.CreateOptions{})

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
 
@@ -78,5 +80,41 @@ func TestAnalysisCounts(t *testing.T) {
 	if c.AnalyzedPromoted != 2 || c.AnalysisPassedPromoted != 1 || c.AnalysisAborts != 1 || c.Aborted != 2 {
 		t.Errorf("analyzed promoted %d (%d after a pass), aborted by analysis %d of %d aborts; want 2 (1), 1 of 2 (jumps %q)",
 			c.AnalyzedPromoted, c.AnalysisPassedPromoted, c.AnalysisAborts, c.Aborted, c.Jumps)
+	}
+}
+
+// TestStampVersion checks the version an analysed App's pods and check carry: the same
+// in both, kept by a change of the replicas, changed by one of the pods (the failing
+// version's metrics port), none on an App without analysis.
+func TestStampVersion(t *testing.T) {
+	d := &driver{images: images{good: []string{"agnhost:1", "agnhost:2"}, args: []string{"pause"}, bad: "missing:1",
+		crashArgs: []string{"exit"}, analysis: &analysisImage{image: "demoapp:1"}}}
+	a := d.newApp("ns", "a00009", shardA)
+	shape(a, kindGate)
+	d.images.analysis.makeAnalyzed(a)
+	version := func(a *appv1.App) string {
+		v := string(a.Spec.DeploymentTemplate.PodLabels[versionLabel])
+		args := a.Spec.Rollout.Canary.Analysis.Checks[0].TemplateRef.Args
+		if v == "" || len(args) != 1 || args[0].Name != versionArg || args[0].Value != v {
+			t.Fatalf("pods labelled %q, check's args %+v: want the same version in both", v, args)
+		}
+		return v
+	}
+	v1 := version(a)
+	a.Spec.DeploymentTemplate.Replicas = ptr.To[int32](7)
+	stampVersion(a)
+	if v := version(a); v != v1 {
+		t.Errorf("replicas changed the version: %s, was %s", v, v1)
+	}
+	a.Spec.DeploymentTemplate.PodAnnotations[annotationPort] = failingMetricsPort
+	stampVersion(a)
+	if v := version(a); v == v1 {
+		t.Errorf("the failing version's pods kept version %s", v)
+	}
+	plain := d.newApp("ns", "a00003", shardA)
+	shape(plain, kindGate)
+	stampVersion(plain)
+	if _, ok := plain.Spec.DeploymentTemplate.PodLabels[versionLabel]; ok {
+		t.Errorf("an App without analysis labelled %q", versionLabel)
 	}
 }

@@ -3,7 +3,6 @@ package soak
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
 	"time"
 
@@ -108,7 +107,7 @@ func checkState(ctx context.Context, w *world, kube kubernetes.Interface, apps a
 		spec := r.latest.Spec.DeepCopy()
 		rollout := r.latest.Status.Rollout.DeepCopy()
 		conflict := r.conflict
-		expected := slices.Clone(r.expectedRevisions(w.historyLimit))
+		expected := r.expectedRevisions(w.historyLimit, rollout)
 		w.mu.Unlock()
 		if spec.Rollout != nil {
 			s.checkAtRest(r, spec, rollout, controlled[uid], replicas)
@@ -344,7 +343,7 @@ func (s *StateCheck) checkRevisions(ctx context.Context, pc plugin.Clients, r *a
 			}
 		}
 		if !found {
-			s.RevisionsUnexpected = append(s.RevisionsUnexpected, fmt.Sprintf("%s: revision %d (%s) holds none of its last %d specs", r.key(), rev.Number, rev.Name, historyLimit))
+			s.RevisionsUnexpected = append(s.RevisionsUnexpected, fmt.Sprintf("%s: revision %d (%s) holds none of the %d specs expected (the current, the rollout's versions, the newest others)", r.key(), rev.Number, rev.Name, historyLimit))
 		}
 	}
 	for j, ok := range matched {

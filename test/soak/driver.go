@@ -604,6 +604,7 @@ func (d *driver) update(ctx context.Context, r *appRecord, op string, change fun
 				return err
 			}
 			change(r, a)
+			stampVersion(a)
 			at = time.Now()
 			updated, err = d.apps.AppcontrollerV1().Apps(r.namespace).Update(ctx, a, metav1.UpdateOptions{})
 			return err

@@ -262,8 +262,8 @@ func (r *Report) Print(out io.Writer) {
 			w.MetricsGone, w.MetricsGoneApps, len(w.MetricsGoneReplicaWrites))
 	}
 	if w := r.FaultWindows; w != nil && w.Upgrades > 0 {
-		fmt.Fprintf(out, "helm upgrade: %d Apps at rest through its window (from %s before it to %s after), %d writes of their children by the controller; %d rollouts under way when it started\n",
-			w.UpgradeApps, faultWindowMargin, faultWindowMargin, len(w.UpgradeChildWrites), w.UpgradeRollouts)
+		fmt.Fprintf(out, "helm upgrade: %d Apps at rest through its window (from %s before it to %s after), %d writes of their children by the controller (and %d revisions beyond their limit deleted); %d rollouts under way when it started\n",
+			w.UpgradeApps, faultWindowMargin, faultWindowMargin, len(w.UpgradeChildWrites), w.UpgradeRevisionDeletes, w.UpgradeRollouts)
 	}
 	if f := r.Floor; f != nil {
 		fmt.Fprintf(out, "serving floor (pods Ready behind a canary's Service, sampled): %d samples of %d canaries at a step or promoting (%d promoting), lowest margin over the floor %d, %d samples below it explained by an abort or a rollback\n",

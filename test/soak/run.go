@@ -62,7 +62,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			// 60-minute run saw them grow by +10 and +15 an hour: every Event since
 			// the start was still there).
 			EventTTL: soakEventTTL,
-			Out:        harness.PrefixWriter{W: cfg.Out, Prefix: "  cluster: "},
+			Out:      harness.PrefixWriter{W: cfg.Out, Prefix: "  cluster: "},
 		})
 		if err != nil {
 			return nil, err

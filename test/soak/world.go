@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
 )
 
 // world is what the driver made and what it saw of it: every App it created (live or
@@ -240,10 +241,45 @@ func (r *appRecord) makeCurrent(spec appv1.AppSpec, limit int) (isNew, full bool
 	return true, full
 }
 
-// expectedRevisions are the specs whose revisions r must hold: its last historyLimit
-// distinct specs.
-func (r *appRecord) expectedRevisions(limit int) []appv1.AppSpec {
-	return r.history[max(0, len(r.history)-limit):]
+// expectedRevisions are the specs whose revisions r must hold, limit of them: its
+// current spec, the versions its rollout (rollout, nil: none) names, its stable and its
+// canary (an aborted rollout's stable version may be older than the specs before the
+// current one), then its newest other distinct specs. The controller's history limit
+// counts the ones a rollout needs first.
+func (r *appRecord) expectedRevisions(limit int, rollout *appv1.RolloutStatus) []appv1.AppSpec {
+	n := len(r.history)
+	if n == 0 {
+		return nil
+	}
+	named := map[string]bool{}
+	if rollout != nil && rollout.Stable != nil {
+		named[rollout.Stable.Revision] = true
+	}
+	if rollout != nil && rollout.Canary != nil {
+		named[rollout.Canary.Revision] = true
+	}
+	keep := make([]bool, n)
+	keep[n-1] = true
+	kept := 1
+	for i := range r.history[:n-1] {
+		if _, hash, err := appctrl.RevisionData(&r.history[i]); err == nil && named[r.name+"-"+hash] {
+			keep[i] = true
+			kept++
+		}
+	}
+	for i := n - 2; i >= 0 && kept < limit; i-- {
+		if !keep[i] {
+			keep[i] = true
+			kept++
+		}
+	}
+	var out []appv1.AppSpec
+	for i, h := range r.history {
+		if keep[i] {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // convergedNow tells whether the App reports, at the generation the driver wrote

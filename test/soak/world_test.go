@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	appctrl "github.com/app-controller/app-controller/pkg/controller/app"
 	"github.com/app-controller/app-controller/pkg/controller/appfixture"
 )
 
@@ -49,11 +50,48 @@ func TestHistory(t *testing.T) {
 	for i, s := range steps {
 		isNew, full := r.makeCurrent(spec(s.image), historyLimit)
 		var got []string
-		for _, h := range r.expectedRevisions(historyLimit) {
+		for _, h := range r.expectedRevisions(historyLimit, nil) {
 			got = append(got, h.DeploymentTemplate.Image)
 		}
 		if isNew != s.wantNew || full != s.wantFull || !slices.Equal(got, s.wantRevisions) {
 			t.Errorf("step %d (%s): new %v, full %v, revisions %v; want %v, %v, %v", i, s.image, isNew, full, got, s.wantNew, s.wantFull, s.wantRevisions)
+		}
+	}
+}
+
+// TestHistoryRollout checks the revisions expected of an App whose rollout names an
+// older version: an aborted rollout's stable version is kept in place of the spec before
+// the current one (the controller's history limit counts it first).
+func TestHistoryRollout(t *testing.T) {
+	spec := func(image string) appv1.AppSpec { return appfixture.NewApp("ns", "x", image, 1).Spec }
+	revision := func(image string) *appv1.RolloutVersion {
+		s := spec(image)
+		_, hash, err := appctrl.RevisionData(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &appv1.RolloutVersion{Revision: "x-" + hash}
+	}
+	r := &appRecord{name: "x"}
+	for _, image := range []string{"v1", "v2", "v3", "v4"} {
+		r.makeCurrent(spec(image), historyLimit)
+	}
+	for _, c := range []struct {
+		name    string
+		rollout *appv1.RolloutStatus
+		want    []string
+	}{
+		{"no rollout", nil, []string{"v3", "v4"}},
+		{"aborted from v2 to v4", &appv1.RolloutStatus{Phase: appv1.RolloutAborted, Stable: revision("v2"), Canary: revision("v4")}, []string{"v2", "v4"}},
+		{"from v3 to v4", &appv1.RolloutStatus{Stable: revision("v3"), Canary: revision("v4")}, []string{"v3", "v4"}},
+		{"from v1, v2's canary abandoned for v4", &appv1.RolloutStatus{Stable: revision("v1"), Canary: revision("v2")}, []string{"v1", "v2", "v4"}},
+	} {
+		var got []string
+		for _, h := range r.expectedRevisions(historyLimit, c.rollout) {
+			got = append(got, h.DeploymentTemplate.Image)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: revisions %v, want %v", c.name, got, c.want)
 		}
 	}
 }
