@@ -321,7 +321,8 @@ func (s *StateCheck) checkRevisions(ctx context.Context, pc plugin.Clients, r *a
 		return fmt.Errorf("reading the history of App %s: %w", r.key(), err)
 	}
 	s.Revisions += len(h.Revisions)
-	if len(h.Revisions) > historyLimit {
+	// The limit, and the older versions a rollout keeps beyond it (expected holds them).
+	if len(h.Revisions) > max(historyLimit, len(expected)) {
 		s.RevisionsOverLimit = append(s.RevisionsOverLimit, fmt.Sprintf("%s: %d revisions, limit %d", r.key(), len(h.Revisions), historyLimit))
 	}
 	numbers := map[int64]bool{}
@@ -343,7 +344,7 @@ func (s *StateCheck) checkRevisions(ctx context.Context, pc plugin.Clients, r *a
 			}
 		}
 		if !found {
-			s.RevisionsUnexpected = append(s.RevisionsUnexpected, fmt.Sprintf("%s: revision %d (%s) holds none of the %d specs expected (the current, the rollout's versions, the newest others)", r.key(), rev.Number, rev.Name, historyLimit))
+			s.RevisionsUnexpected = append(s.RevisionsUnexpected, fmt.Sprintf("%s: revision %d (%s) holds none of its last %d specs, nor a version its rollout runs", r.key(), rev.Number, rev.Name, historyLimit))
 		}
 	}
 	for j, ok := range matched {

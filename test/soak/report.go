@@ -39,9 +39,11 @@ type Report struct {
 	// FaultWindows are the checks of the metrics-server and helm-upgrade faults.
 	FaultWindows *FaultWindowChecks `json:"fault_windows"`
 	Trends       []Trend            `json:"trends"`
-	Restarts     []Restart          `json:"restarts"`
-	Panics       []string           `json:"panics"`
-	Invariants   []Invariant        `json:"invariants"`
+	// TrendsNotJudged says why the trends are not judged ("": they are).
+	TrendsNotJudged string      `json:"trends_not_judged,omitempty"`
+	Restarts        []Restart   `json:"restarts"`
+	Panics          []string    `json:"panics"`
+	Invariants      []Invariant `json:"invariants"`
 	// Samples are every instance's /metrics samples; WriteRate the controller's writes
 	// per second in 10 s bins.
 	Samples     []Sample  `json:"samples"`
@@ -178,7 +180,9 @@ func (r *Report) invariants() {
 			growing = append(growing, fmt.Sprintf("shard %s %s: %+.1f/h [%+.1f, %+.1f], bound %.1f/h, mean %.1f", t.Shard, t.Series, t.SlopePerHour, t.CILow, t.CIHigh, t.BoundPerHour, t.Mean))
 		}
 	}
-	zero("series growing beyond their bound (last two thirds)", growing)
+	if r.TrendsNotJudged == "" {
+		zero("series growing beyond their bound (last two thirds)", growing)
+	}
 	zero("panics in the controller's logs", r.Panics)
 	var unexpected []string
 	for _, x := range r.Restarts {
@@ -262,8 +266,8 @@ func (r *Report) Print(out io.Writer) {
 			w.MetricsGone, w.MetricsGoneApps, len(w.MetricsGoneReplicaWrites))
 	}
 	if w := r.FaultWindows; w != nil && w.Upgrades > 0 {
-		fmt.Fprintf(out, "helm upgrade: %d Apps at rest through its window (from %s before it to %s after), %d writes of their children by the controller (and %d revisions beyond their limit deleted); %d rollouts under way when it started\n",
-			w.UpgradeApps, faultWindowMargin, faultWindowMargin, len(w.UpgradeChildWrites), w.UpgradeRevisionDeletes, w.UpgradeRollouts)
+		fmt.Fprintf(out, "helm upgrade: %d Apps at rest through its window (from %s before it to %s after), %d writes of their children by the controller; %d rollouts under way when it started\n",
+			w.UpgradeApps, faultWindowMargin, faultWindowMargin, len(w.UpgradeChildWrites), w.UpgradeRollouts)
 	}
 	if f := r.Floor; f != nil {
 		fmt.Fprintf(out, "serving floor (pods Ready behind a canary's Service, sampled): %d samples of %d canaries at a step or promoting (%d promoting), lowest margin over the floor %d, %d samples below it explained by an abort or a rollback\n",
@@ -287,6 +291,9 @@ func (r *Report) Print(out io.Writer) {
 		}
 		fmt.Fprintf(out, "  trend shard %s %-14s mean %8.1f slope %+8.2f/h [%+.2f, %+.2f] bound %.1f/h (%d samples, %d leaders)%s\n",
 			t.Shard, t.Series, t.Mean, t.SlopePerHour, t.CILow, t.CIHigh, t.BoundPerHour, t.N, t.Segments, map[bool]string{true: " GROWING"}[t.Growing])
+	}
+	if r.TrendsNotJudged != "" {
+		fmt.Fprintf(out, "  trends not judged: %s\n", r.TrendsNotJudged)
 	}
 	stores := 0
 	for _, t := range r.Trends {

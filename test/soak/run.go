@@ -246,6 +246,7 @@ func (r *run) run(ctx context.Context, logDir string) (*Report, error) {
 	report.Samples = r.sampler.samples
 	report.ScrapeFails = r.sampler.errors
 	report.Trends = trends(report.Samples, cfg.Duration/3, cfg.Duration, cfg.Warmup)
+	report.TrendsNotJudged = trendsNotJudged(cfg.Duration)
 	report.Panics = r.fleet.panics()
 	report.Restarts = classifyRestarts(r.fleet.restarts(), faults)
 	report.Load.UptimeEnd = uptime()

@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -44,6 +45,21 @@ const boundRelative = 0.2
 // EventTTL): the trends judge the last two thirds of a run, which for a run of 30
 // minutes or more starts after one TTL.
 const soakEventTTL = 10 * time.Minute
+
+// minTrendRun is the shortest run whose trends are judged: the last two thirds of a
+// shorter one are a few samples of caches and a heap still filling after the leaders'
+// start (the 2-minute smoke saw a live heap at +600 MiB/h over 80 s, its interval above
+// zero); they are computed and printed all the same.
+const minTrendRun = 10 * time.Minute
+
+// trendsNotJudged says why the trends of a run of duration d are not judged, "" when
+// they are.
+func trendsNotJudged(d time.Duration) string {
+	if d < minTrendRun {
+		return fmt.Sprintf("a run shorter than %s", minTrendRun)
+	}
+	return ""
+}
 
 // seriesRSS is the resident memory's series.
 const seriesRSS = "rss_mib"

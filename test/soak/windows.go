@@ -40,10 +40,6 @@ type FaultWindowChecks struct {
 	// UpgradeChildWrites the controller's writes of their children then.
 	UpgradeApps        int      `json:"upgrade_apps"`
 	UpgradeChildWrites []string `json:"upgrade_child_writes"`
-	// UpgradeRevisionDeletes counts the revisions of those Apps the controller deleted
-	// then (not in UpgradeChildWrites: a release may prune what an older one kept; the
-	// end's revision checks judge what is left).
-	UpgradeRevisionDeletes int `json:"upgrade_revision_deletes"`
 	// UpgradeRollouts is the number of rollouts under way when an upgrade started (the
 	// step invariant reads their every status write across it: a reset is a jump).
 	UpgradeRollouts int `json:"upgrade_rollouts"`
@@ -171,13 +167,6 @@ func checkFaultWindows(apps map[string]*windowApp, writes []write, b *bodies, fa
 			c.UpgradeRollouts += rolloutsUnderWay(b.status, f.Start)
 			for _, wr := range writes {
 				if wr.classification != "child" || wr.code >= 300 || wr.at.Before(f.Start) || wr.at.After(to) || !quiet[wr.owner] {
-					continue
-				}
-				if wr.verb == "delete" && wr.resource == "controllerrevisions" {
-					// A revision beyond the history limit that the old release kept (the
-					// CHANGELOG's fix of the prune): not a child the pods run, and the
-					// end's checks want every revision the App must hold.
-					c.UpgradeRevisionDeletes++
 					continue
 				}
 				c.UpgradeChildWrites = append(c.UpgradeChildWrites, fmt.Sprintf("%s %s %s of %s by %s at %s, during %s (%s-%s)",

@@ -241,16 +241,12 @@ func (r *appRecord) makeCurrent(spec appv1.AppSpec, limit int) (isNew, full bool
 	return true, full
 }
 
-// expectedRevisions are the specs whose revisions r must hold, limit of them: its
-// current spec, the versions its rollout (rollout, nil: none) names, its stable and its
-// canary (an aborted rollout's stable version may be older than the specs before the
-// current one), then its newest other distinct specs. The controller's history limit
-// counts the ones a rollout needs first.
+// expectedRevisions are the specs whose revisions r must hold: its last limit distinct
+// specs, and the versions its rollout (rollout, nil: none) runs, its stable and its
+// canary, which the controller keeps beyond the limit while the rollout needs them (an
+// App left aborted from a stable version older than the spec before the current one
+// holds limit+1).
 func (r *appRecord) expectedRevisions(limit int, rollout *appv1.RolloutStatus) []appv1.AppSpec {
-	n := len(r.history)
-	if n == 0 {
-		return nil
-	}
 	named := map[string]bool{}
 	if rollout != nil && rollout.Stable != nil {
 		named[rollout.Stable.Revision] = true
@@ -258,25 +254,15 @@ func (r *appRecord) expectedRevisions(limit int, rollout *appv1.RolloutStatus) [
 	if rollout != nil && rollout.Canary != nil {
 		named[rollout.Canary.Revision] = true
 	}
-	keep := make([]bool, n)
-	keep[n-1] = true
-	kept := 1
-	for i := range r.history[:n-1] {
-		if _, hash, err := appctrl.RevisionData(&r.history[i]); err == nil && named[r.name+"-"+hash] {
-			keep[i] = true
-			kept++
-		}
-	}
-	for i := n - 2; i >= 0 && kept < limit; i-- {
-		if !keep[i] {
-			keep[i] = true
-			kept++
-		}
-	}
 	var out []appv1.AppSpec
-	for i, h := range r.history {
-		if keep[i] {
-			out = append(out, h)
+	for i := range r.history {
+		keep := i >= len(r.history)-limit
+		if !keep && len(named) > 0 {
+			_, hash, err := appctrl.RevisionData(&r.history[i])
+			keep = err == nil && named[r.name+"-"+hash]
+		}
+		if keep {
+			out = append(out, r.history[i])
 		}
 	}
 	return out

@@ -60,8 +60,8 @@ func TestHistory(t *testing.T) {
 }
 
 // TestHistoryRollout checks the revisions expected of an App whose rollout names an
-// older version: an aborted rollout's stable version is kept in place of the spec before
-// the current one (the controller's history limit counts it first).
+// older version: an aborted rollout's stable version is kept beyond the limit, beside
+// the last specs.
 func TestHistoryRollout(t *testing.T) {
 	spec := func(image string) appv1.AppSpec { return appfixture.NewApp("ns", "x", image, 1).Spec }
 	revision := func(image string) *appv1.RolloutVersion {
@@ -82,9 +82,9 @@ func TestHistoryRollout(t *testing.T) {
 		want    []string
 	}{
 		{"no rollout", nil, []string{"v3", "v4"}},
-		{"aborted from v2 to v4", &appv1.RolloutStatus{Phase: appv1.RolloutAborted, Stable: revision("v2"), Canary: revision("v4")}, []string{"v2", "v4"}},
+		{"promoted", &appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: revision("v4")}, []string{"v3", "v4"}},
+		{"aborted from v2 to v4", &appv1.RolloutStatus{Phase: appv1.RolloutAborted, Stable: revision("v2"), Canary: revision("v4")}, []string{"v2", "v3", "v4"}},
 		{"from v3 to v4", &appv1.RolloutStatus{Stable: revision("v3"), Canary: revision("v4")}, []string{"v3", "v4"}},
-		{"from v1, v2's canary abandoned for v4", &appv1.RolloutStatus{Stable: revision("v1"), Canary: revision("v2")}, []string{"v1", "v2", "v4"}},
 	} {
 		var got []string
 		for _, h := range r.expectedRevisions(historyLimit, c.rollout) {

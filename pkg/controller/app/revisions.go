@@ -80,9 +80,8 @@ func (r *revisions) ensure(ctx context.Context, app *appv1.App) (string, error) 
 	if name := app.Status.CurrentRevision; name != "" && app.Status.ObservedGeneration == app.Generation {
 		if obj, exists, err := r.cache.GetByKey(app.Namespace + "/" + name); err == nil && exists {
 			// Recorded at this generation. A revision beyond the limit may be left: one a
-			// canary rollout needed when its last sync read it, when the current and the
-			// needed ones are more than the limit (prune keeps those). It goes now if
-			// the rollout no longer needs it.
+			// canary rollout needed when its last sync read it (prune keeps those). It
+			// goes now, as the rollout is over or still needs it.
 			owned, err := r.owned(app)
 			if err != nil || len(owned) <= int(ptr.Deref(app.Spec.RevisionHistoryLimit, DefaultRevisionHistoryLimit)) {
 				return name, err
@@ -245,24 +244,26 @@ func (r *revisions) remember(rev *appsv1.ControllerRevision) *appsv1.ControllerR
 }
 
 // prune deletes the oldest revisions of app beyond its history limit, never current,
-// nor one its canary rollout needs: those count towards the limit, and the oldest of
-// the others go in their place (an aborted rollout's stable version, older than the
-// spec before it, is kept, and that spec's revision goes: the soak found Apps over
-// their limit for good after two aborts in a row).
+// nor one its canary rollout needs.
 func (r *revisions) prune(ctx context.Context, app *appv1.App, owned []*appsv1.ControllerRevision, current *appsv1.ControllerRevision) error {
 	limit := int(ptr.Deref(app.Spec.RevisionHistoryLimit, DefaultRevisionHistoryLimit))
 	if len(owned) <= limit {
 		return nil
 	}
-	var others []*appsv1.ControllerRevision
-	for _, rev := range owned {
-		// A needed one: the stable Deployment's template is rebuilt from it (rolloutversion.go).
-		if rev.Name != current.Name && !rolloutNeeds(app, rev.Name) {
-			others = append(others, rev)
+	owned = slices.Clone(owned)
+	slices.SortFunc(owned, func(a, b *appsv1.ControllerRevision) int {
+		if a.Name == current.Name {
+			return 1 // the current one last: never pruned
 		}
-	}
-	slices.SortFunc(others, func(a, b *appsv1.ControllerRevision) int { return cmp.Compare(a.Revision, b.Revision) })
-	for _, rev := range others[:min(len(owned)-limit, len(others))] {
+		if b.Name == current.Name {
+			return -1
+		}
+		return cmp.Compare(a.Revision, b.Revision)
+	})
+	for _, rev := range owned[:len(owned)-limit] {
+		if rolloutNeeds(app, rev.Name) {
+			continue // the stable Deployment's template is rebuilt from it (rolloutversion.go)
+		}
 		uid := rev.UID
 		err := r.client.AppsV1().ControllerRevisions(rev.Namespace).Delete(ctx, rev.Name, metav1.DeleteOptions{
 			Preconditions: &metav1.Preconditions{UID: &uid},

@@ -70,9 +70,7 @@ type AppSpec struct {
 	// RevisionHistoryLimit is how many revisions of the App's spec the controller keeps,
 	// the current one included: ControllerRevisions owned by the App, which `kubectl app
 	// history` lists and `kubectl app rollback` writes back. The oldest are deleted
-	// first; the versions a canary rollout runs (its stable and its canary) are kept
-	// while it needs them, and count towards the limit before the others. Defaults to
-	// 10. A change of this field alone is not a revision.
+	// first. Defaults to 10. A change of this field alone is not a revision.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100

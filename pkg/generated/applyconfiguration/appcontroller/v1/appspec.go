@@ -32,9 +32,7 @@ type AppSpecApplyConfiguration struct {
 	// RevisionHistoryLimit is how many revisions of the App's spec the controller keeps,
 	// the current one included: ControllerRevisions owned by the App, which `kubectl app
 	// history` lists and `kubectl app rollback` writes back. The oldest are deleted
-	// first; the versions a canary rollout runs (its stable and its canary) are kept
-	// while it needs them, and count towards the limit before the others. Defaults to
-	// 10. A change of this field alone is not a revision.
+	// first. Defaults to 10. A change of this field alone is not a revision.
 	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
 	// DisruptionBudget is the PodDisruptionBudget of the App's pods (named as the
 	// Deployment), so that a node drain does not take every replica at once. Removing
