@@ -60,7 +60,16 @@ const (
 // version failed the analysis (canary-fix) was aborted by the pods it replaced (up = 0)
 // on a real-node run; Argo Rollouts' documented answer is the same, the canary's pod
 // template hash as an argument of the template.
-const analysisQuery = `min(max_over_time(up{job="kubernetes-pods", namespace="{{.Namespace}}", pod=~"{{.CanaryDeployment}}-.*", soak_version="{{.Args.version}}"}[30s]))`
+//
+// And the pods that are targets now alone (and on(pod) the instant up, which a pod gone
+// from the targets leaves at once, by its staleness marker): a version's pods killed by
+// an abort stay in the 30 s with their last up = 0 (scraped while they stopped), and a
+// retry of the same version within 30 s read them (the 60-minute run of session 24:
+// a healthy version aborted at its last pause, 29 s after an abort of the same version).
+const analysisQuery = `min(max_over_time(up{` + analysisSelector + `}[30s]) and on(pod) up{` + analysisSelector + `})`
+
+// analysisSelector selects the series of the analysed version's canary pods.
+const analysisSelector = `job="kubernetes-pods", namespace="{{.Namespace}}", pod=~"{{.CanaryDeployment}}-.*", soak_version="{{.Args.version}}"`
 
 // versionLabel is the pod label that names an analysed canary's version (Prometheus
 // writes it soak_version), and versionArg the template's argument that receives it.

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/utils/ptr"
 
+	"github.com/app-controller/app-controller/pkg/analysis"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
 
@@ -116,5 +117,20 @@ func TestStampVersion(t *testing.T) {
 	stampVersion(plain)
 	if _, ok := plain.Spec.DeploymentTemplate.PodLabels[versionLabel]; ok {
 		t.Errorf("an App without analysis labelled %q", versionLabel)
+	}
+}
+
+// TestAnalysisQuery renders the template's query as the controller does for an App's
+// canary: the version's pods alone, and those that are targets now.
+func TestAnalysisQuery(t *testing.T) {
+	q := appv1.QueryCheck{PromQL: analysisQuery}
+	got, err := analysis.CustomQuery(&q, map[string]string{versionArg: "0badcafe"},
+		analysis.Target{Namespace: "soak-1", App: "a00019", CanaryDeployment: "a00019-deploy-canary"}, analysisInterval)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := `job="kubernetes-pods", namespace="soak-1", pod=~"a00019-deploy-canary-.*", soak_version="0badcafe"`
+	if want := `min(max_over_time(up{` + sel + `}[30s]) and on(pod) up{` + sel + `})`; got != want {
+		t.Errorf("query\n%s\nwant\n%s", got, want)
 	}
 }

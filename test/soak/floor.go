@@ -38,7 +38,8 @@ import (
 // controller writes the App's status after its children: the pods can show an abort
 // before the App informer does. A sample below the floor therefore counts once
 // floorConfirm later the App is still in the same rollout and not aborted, or has
-// promoted it (the stable is that canary); otherwise it is set aside (Discarded).
+// promoted it (the stable is that canary); otherwise it is set aside (Discarded), as is a
+// sample at a rollout's first step within floorAbortRecovery of an abort.
 
 const (
 	// floorTick is how often every canary in a rollout is sampled, beside the pod events.
@@ -46,6 +47,13 @@ const (
 	// floorConfirm is how long after a sample below the floor the App's state confirms
 	// that it was not an abort or a rollback seen early.
 	floorConfirm = 2 * time.Second
+	// floorAbortRecovery: a sample at the first step of a rollout that started within
+	// this of an abort is the abort's (its stable scaled back up, its new pods still
+	// starting), not the step's, which scales nothing down before the canary's pods are
+	// Ready. Seen on the 60-minute run of session 24: a crashing canary aborted, a new
+	// version 0.7 s later, a sample 0.8 s after that with the stable's second pod, made
+	// by the abort, not Ready for 4 s more.
+	floorAbortRecovery = 30 * time.Second
 	// defaultMaxUnavailable is a Deployment's default maxUnavailable (its RollingUpdate).
 	defaultMaxUnavailable = "25%"
 	// podsByApp indexes the pods by namespace/App (their instance label).
@@ -236,11 +244,13 @@ func (s *floorSampler) confirm(now time.Time, final bool) {
 	for _, p := range due {
 		s.world.mu.Lock()
 		var ro *appv1.RolloutStatus
+		recovering := false
 		if r := s.world.apps[p.app]; r != nil && r.latest != nil {
 			ro = r.latest.Status.Rollout
+			recovering = p.step == 0 && r.abortedWithin(p.at.Add(-floorAbortRecovery), p.at)
 		}
 		s.world.mu.Unlock()
-		same := ro != nil && ro.Canary != nil && ro.Canary.PodTemplateHash == p.hash && ro.Phase != appv1.RolloutAborted
+		same := ro != nil && ro.Canary != nil && ro.Canary.PodTemplateHash == p.hash && ro.Phase != appv1.RolloutAborted && !recovering
 		promoted := ro != nil && ro.Canary == nil && ro.Stable != nil && ro.Stable.PodTemplateHash == p.hash
 		s.mu.Lock()
 		episode := fmt.Sprintf("%s %s %d", p.app, p.hash, p.step)

@@ -52,11 +52,21 @@ func TestFloorSampler(t *testing.T) {
 		then      *appv1.RolloutStatus
 		below     int
 		discarded int
+		// step is the rollout's step at the sample (0: the fixture's 1); abortedAgo, if
+		// set, when before the sample the App said RolloutAborted (a rollout before).
+		step       int32
+		abortedAgo time.Duration
 	}{
 		{name: "still at the step", then: &appv1.RolloutStatus{Phase: appv1.RolloutPaused, Canary: &appv1.RolloutVersion{PodTemplateHash: hash}}, below: 1},
 		{name: "promoted", then: &appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: &appv1.RolloutVersion{PodTemplateHash: hash}}, below: 1},
 		{name: "aborted", then: &appv1.RolloutStatus{Phase: appv1.RolloutAborted, Canary: &appv1.RolloutVersion{PodTemplateHash: hash}}, discarded: 1},
 		{name: "rolled back", then: &appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: &appv1.RolloutVersion{PodTemplateHash: "stable0"}}, discarded: 1},
+		{name: "first step just after an abort: the abort's stable still coming back", step: -1, abortedAgo: 2 * time.Second,
+			then: &appv1.RolloutStatus{Phase: appv1.RolloutPaused, Canary: &appv1.RolloutVersion{PodTemplateHash: hash}}, discarded: 1},
+		{name: "first step long after an abort", step: -1, abortedAgo: time.Minute,
+			then: &appv1.RolloutStatus{Phase: appv1.RolloutPaused, Canary: &appv1.RolloutVersion{PodTemplateHash: hash}}, below: 1},
+		{name: "a later step just after an abort", abortedAgo: 2 * time.Second,
+			then: &appv1.RolloutStatus{Phase: appv1.RolloutPaused, Canary: &appv1.RolloutVersion{PodTemplateHash: hash}}, below: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld()
@@ -64,8 +74,16 @@ func TestFloorSampler(t *testing.T) {
 			a.Generation, a.Status.ObservedGeneration = 3, 3
 			a.Spec.Rollout = &appv1.Rollout{Canary: &appv1.CanaryStrategy{Steps: gateSteps()}}
 			a.Status.Rollout = &appv1.RolloutStatus{Phase: appv1.RolloutPaused, CurrentStepIndex: 1, CanaryWeight: 25, Canary: &appv1.RolloutVersion{PodTemplateHash: hash}}
+			if tc.step < 0 {
+				a.Status.Rollout.CurrentStepIndex = 0
+			}
 			r := &appRecord{namespace: "ns", name: "c", kind: kindGate, latest: a}
 			w.apps[r.key()] = r
+			t0 := time.Date(2026, 11, 28, 14, 0, 0, 0, time.UTC)
+			if tc.abortedAgo > 0 {
+				r.states = []stateRecord{{at: t0.Add(-tc.abortedAgo), generation: 2, ready: "False", reason: appv1.ReasonRolloutAborted},
+					{at: t0.Add(-tc.abortedAgo + time.Second), generation: 3, ready: "False", reason: appv1.ReasonRolloutPaused}}
+			}
 			pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podsByApp: func(obj any) ([]string, error) {
 				p := obj.(*corev1.Pod)
 				return []string{key(p.Namespace, p.Labels[appv1.InstanceLabel])}, nil
@@ -77,7 +95,6 @@ func TestFloorSampler(t *testing.T) {
 			_ = pods.Add(pod("stable-1", corev1.ConditionTrue))
 			_ = pods.Add(pod("canary-1", corev1.ConditionFalse))
 			s := &floorSampler{world: w, pods: pods, sampled: map[string]bool{}, reported: map[string]bool{}}
-			t0 := time.Date(2026, 11, 28, 14, 0, 0, 0, time.UTC)
 			s.sampleApp("ns/c", t0)                           // 1 serving: below the floor of 2
 			s.sampleApp("ns/c", t0.Add(100*time.Millisecond)) // the same episode
 			_ = pods.Update(pod("canary-1", corev1.ConditionTrue))

@@ -268,6 +268,21 @@ func (r *appRecord) expectedRevisions(limit int, rollout *appv1.RolloutStatus) [
 	return out
 }
 
+// abortedWithin tells whether r said Ready=False RolloutAborted at some time in
+// [from, to] (the state in force at from included).
+func (r *appRecord) abortedWithin(from, to time.Time) bool {
+	for i, s := range r.states {
+		if s.at.After(to) {
+			break
+		}
+		inForce := !s.at.Before(from) || i+1 == len(r.states) || r.states[i+1].at.After(from)
+		if inForce && s.reason == appv1.ReasonRolloutAborted {
+			return true
+		}
+	}
+	return false
+}
+
 // convergedNow tells whether the App reports, at the generation the driver wrote
 // last, what it expects.
 func (r *appRecord) convergedNow() bool {
