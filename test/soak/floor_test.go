@@ -52,18 +52,19 @@ func TestFloorSampler(t *testing.T) {
 		then      *appv1.RolloutStatus
 		below     int
 		discarded int
-		// step is the rollout's step at the sample (0: the fixture's 1); abortedAgo, if
-		// set, when before the sample the App said RolloutAborted (a rollout before).
-		step       int32
+		// firstStep: the rollout is at its first step at the sample (else at the
+		// fixture's step 1); abortedAgo, if set, when before the sample the App said
+		// RolloutAborted (a rollout before).
+		firstStep  bool
 		abortedAgo time.Duration
 	}{
 		{name: "still at the step", then: &appv1.RolloutStatus{Phase: appv1.RolloutPaused, Canary: &appv1.RolloutVersion{PodTemplateHash: hash}}, below: 1},
 		{name: "promoted", then: &appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: &appv1.RolloutVersion{PodTemplateHash: hash}}, below: 1},
 		{name: "aborted", then: &appv1.RolloutStatus{Phase: appv1.RolloutAborted, Canary: &appv1.RolloutVersion{PodTemplateHash: hash}}, discarded: 1},
 		{name: "rolled back", then: &appv1.RolloutStatus{Phase: appv1.RolloutHealthy, Stable: &appv1.RolloutVersion{PodTemplateHash: "stable0"}}, discarded: 1},
-		{name: "first step just after an abort: the abort's stable still coming back", step: -1, abortedAgo: 2 * time.Second,
+		{name: "first step just after an abort: the abort's stable still coming back", firstStep: true, abortedAgo: 2 * time.Second,
 			then: &appv1.RolloutStatus{Phase: appv1.RolloutPaused, Canary: &appv1.RolloutVersion{PodTemplateHash: hash}}, discarded: 1},
-		{name: "first step long after an abort", step: -1, abortedAgo: time.Minute,
+		{name: "first step long after an abort", firstStep: true, abortedAgo: time.Minute,
 			then: &appv1.RolloutStatus{Phase: appv1.RolloutPaused, Canary: &appv1.RolloutVersion{PodTemplateHash: hash}}, below: 1},
 		{name: "a later step just after an abort", abortedAgo: 2 * time.Second,
 			then: &appv1.RolloutStatus{Phase: appv1.RolloutPaused, Canary: &appv1.RolloutVersion{PodTemplateHash: hash}}, below: 1},
@@ -74,7 +75,7 @@ func TestFloorSampler(t *testing.T) {
 			a.Generation, a.Status.ObservedGeneration = 3, 3
 			a.Spec.Rollout = &appv1.Rollout{Canary: &appv1.CanaryStrategy{Steps: gateSteps()}}
 			a.Status.Rollout = &appv1.RolloutStatus{Phase: appv1.RolloutPaused, CurrentStepIndex: 1, CanaryWeight: 25, Canary: &appv1.RolloutVersion{PodTemplateHash: hash}}
-			if tc.step < 0 {
+			if tc.firstStep {
 				a.Status.Rollout.CurrentStepIndex = 0
 			}
 			r := &appRecord{namespace: "ns", name: "c", kind: kindGate, latest: a}

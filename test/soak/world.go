@@ -271,16 +271,23 @@ func (r *appRecord) expectedRevisions(limit int, rollout *appv1.RolloutStatus) [
 // abortedWithin tells whether r said Ready=False RolloutAborted at some time in
 // [from, to] (the state in force at from included).
 func (r *appRecord) abortedWithin(from, to time.Time) bool {
-	for i, s := range r.states {
-		if s.at.After(to) {
-			break
-		}
-		inForce := !s.at.Before(from) || i+1 == len(r.states) || r.states[i+1].at.After(from)
-		if inForce && s.reason == appv1.ReasonRolloutAborted {
+	for _, s := range r.statesIn(from, to) {
+		if s.reason == appv1.ReasonRolloutAborted {
 			return true
 		}
 	}
 	return false
+}
+
+// statesIn returns the states r was in at some time in [from, until]: the one in force
+// at from, then every later one up to until.
+func (r *appRecord) statesIn(from, until time.Time) []stateRecord {
+	start := sort.Search(len(r.states), func(i int) bool { return r.states[i].at.After(from) })
+	if start > 0 {
+		start--
+	}
+	end := sort.Search(len(r.states), func(i int) bool { return r.states[i].at.After(until) })
+	return r.states[start:max(start, end)]
 }
 
 // convergedNow tells whether the App reports, at the generation the driver wrote
@@ -296,15 +303,7 @@ func (r *appRecord) convergedNow() bool {
 // convergedAt returns the first time at or after from when the App reported what the
 // driver expects at a generation of at least gen, and whether it did by until.
 func (r *appRecord) convergedAt(gen int64, from, until time.Time) (time.Time, bool) {
-	// The state in force at from, then every later one.
-	start := sort.Search(len(r.states), func(i int) bool { return r.states[i].at.After(from) })
-	if start > 0 {
-		start--
-	}
-	for _, s := range r.states[start:] {
-		if s.at.After(until) {
-			break
-		}
+	for _, s := range r.statesIn(from, until) {
 		if s.converged && s.generation >= gen {
 			if s.at.Before(from) {
 				return from, true
