@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 )
@@ -17,6 +18,10 @@ import (
 // objects the informer has not seen), it holds one entry per written object, however
 // many, and answers for objects the controller just created: a sync that runs before
 // the informer sees a create, an update or a status write does not write again.
+//
+// It holds the controller's own deletes too (Deleting): reads stop returning an object
+// the controller deleted, so that a sync that runs before the informer delivers the
+// deletion neither deletes it again nor acts on it.
 //
 // An entry is dropped as soon as the informer delivers that resourceVersion or a newer
 // one (Observed), when the informer delivers the object's deletion (Deleted, which must
@@ -34,7 +39,10 @@ type WriteCache struct {
 	writes map[string]ownWrite
 	// gone holds the resourceVersion at which the informer saw an object deleted, so
 	// that a write recorded after the delete event (a race) is known to be stale.
-	gone      map[string]goneEntry
+	gone map[string]goneEntry
+	// deleting holds the UID of each object the controller deleted whose deletion the
+	// informer has not delivered yet: reads hide that object.
+	deleting  map[string]deletingEntry
 	lastSweep time.Time
 }
 
@@ -47,6 +55,11 @@ type ownWrite struct {
 type goneEntry struct {
 	rv uint64
 	at time.Time
+}
+
+type deletingEntry struct {
+	uid types.UID
+	at  time.Time
 }
 
 // WriteCacheTTL is how long a WriteCache prefers a controller's own writes over an
@@ -63,7 +76,8 @@ func NewWriteCache(store cache.Indexer, ttl time.Duration, clk clock.PassiveCloc
 		clk = clock.RealClock{}
 	}
 	return &WriteCache{store: store, ttl: ttl, clock: clk,
-		writes: map[string]ownWrite{}, gone: map[string]goneEntry{}, lastSweep: clk.Now()}
+		writes: map[string]ownWrite{}, gone: map[string]goneEntry{}, deleting: map[string]deletingEntry{},
+		lastSweep: clk.Now()}
 }
 
 // resourceVersion parses obj's resourceVersion; ok is false if it is not an integer.
@@ -99,6 +113,9 @@ func (c *WriteCache) Mutation(obj runtime.Object) {
 	if g, found := c.gone[key]; found && rv <= g.rv {
 		return // the informer already delivered the object's deletion
 	}
+	if c.hiddenLocked(key, obj) {
+		return // the controller deleted this object since
+	}
 	if w, found := c.writes[key]; found && w.rv >= rv {
 		return
 	}
@@ -125,6 +142,10 @@ func (c *WriteCache) Observed(obj interface{}) (echo bool) {
 	}
 	c.lock.Lock()
 	defer c.lock.Unlock()
+	if m, ok := obj.(metav1.Object); ok && m.GetDeletionTimestamp() != nil && c.hiddenLocked(key, obj) {
+		// The object outlives its delete (finalizers): the informer shows it as it is.
+		delete(c.deleting, key)
+	}
 	if w, found := c.writes[key]; found && w.rv <= rv {
 		delete(c.writes, key)
 		return w.rv == rv
@@ -148,7 +169,49 @@ func (c *WriteCache) Deleted(obj interface{}) {
 	c.lock.Lock()
 	defer c.lock.Unlock()
 	delete(c.writes, key)
+	delete(c.deleting, key)
 	c.gone[key] = goneEntry{rv: rv, at: now}
+}
+
+// Deleting tells the cache that the controller deleted obj (the API server accepted the
+// delete, or answered that obj was already gone): reads no longer return it, nor an own
+// write of it, until the informer delivers the deletion (Deleted) or an update showing
+// that obj outlives its delete (finalizers), or the TTL ends. An object created since
+// under the same name (another UID) is found as usual. An object without a UID (a fake
+// client's) is not recorded: nothing would tell it from its successor.
+func (c *WriteCache) Deleting(obj metav1.Object) {
+	key, ok := keyOf(obj)
+	if !ok || obj.GetUID() == "" {
+		return
+	}
+	now := c.clock.Now()
+	c.lock.Lock()
+	defer c.lock.Unlock()
+	c.sweepLocked(now)
+	if w, found := c.writes[key]; found && sameUID(w.obj, obj.GetUID()) {
+		delete(c.writes, key)
+	}
+	c.deleting[key] = deletingEntry{uid: obj.GetUID(), at: now}
+}
+
+// sameUID reports whether obj has the UID uid.
+func sameUID(obj interface{}, uid types.UID) bool {
+	m, ok := obj.(metav1.Object)
+	return ok && m.GetUID() == uid
+}
+
+// hiddenLocked reports whether obj, of key, is an object the controller deleted whose
+// deletion the informer has not delivered; the caller holds the lock.
+func (c *WriteCache) hiddenLocked(key string, obj interface{}) bool {
+	d, found := c.deleting[key]
+	if !found {
+		return false
+	}
+	if c.clock.Since(d.at) > c.ttl {
+		delete(c.deleting, key)
+		return false
+	}
+	return sameUID(obj, d.uid)
 }
 
 // GetByKey returns the newest of the informer's object and the own write of key.
@@ -159,6 +222,9 @@ func (c *WriteCache) GetByKey(key string) (interface{}, bool, error) {
 	}
 	c.lock.Lock()
 	defer c.lock.Unlock()
+	if exists && c.hiddenLocked(key, obj) {
+		obj, exists = nil, false
+	}
 	w, found := c.live(key)
 	if !found {
 		return obj, exists, nil
@@ -185,6 +251,9 @@ func (c *WriteCache) ByIndex(indexName, indexedValue string) ([]interface{}, err
 	out := make([]interface{}, 0, len(objs))
 	for _, obj := range objs {
 		if key, ok := keyOf(obj); ok {
+			if c.hiddenLocked(key, obj) {
+				continue
+			}
 			if w, found := c.live(key); found {
 				if rv, ok := resourceVersion(obj); ok && rv < w.rv {
 					obj = w.obj
@@ -230,6 +299,11 @@ func (c *WriteCache) sweepLocked(now time.Time) {
 	for key, g := range c.gone {
 		if now.Sub(g.at) > c.ttl {
 			delete(c.gone, key)
+		}
+	}
+	for key, d := range c.deleting {
+		if now.Sub(d.at) > c.ttl {
+			delete(c.deleting, key)
 		}
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,36 +24,10 @@ import (
 // spec.rollout.versionedConfig.
 type configCopyChild struct {
 	c *Controller
-	// deleted holds the UIDs of the copies deleted within controller.WriteCacheTTL: a
-	// sync before the informer sees the deletion does not delete again.
-	lock    sync.Mutex
-	deleted map[types.UID]time.Time
 }
 
 func newConfigCopyChild(c *Controller, _ Informers, _ Options) (appChild, error) {
-	return &configCopyChild{c: c, deleted: map[types.UID]time.Time{}}, nil
-}
-
-// deletedRecently reports whether the copy uid was deleted within
-// controller.WriteCacheTTL, and forgets the older deletions.
-func (k *configCopyChild) deletedRecently(uid types.UID) bool {
-	k.lock.Lock()
-	defer k.lock.Unlock()
-	now := k.c.clock.Now()
-	for u, at := range k.deleted {
-		if now.Sub(at) > controller.WriteCacheTTL {
-			delete(k.deleted, u)
-		}
-	}
-	_, ok := k.deleted[uid]
-	return ok
-}
-
-// wasDeleted records that the copy uid was deleted.
-func (k *configCopyChild) wasDeleted(uid types.UID) {
-	k.lock.Lock()
-	defer k.lock.Unlock()
-	k.deleted[uid] = k.c.clock.Now()
+	return &configCopyChild{c: c}, nil
 }
 
 // claim: a copy's name is a hash of its App's name and data, never claimed by another
@@ -156,6 +128,8 @@ func (k *configCopyChild) prune(ctx context.Context, app *appv1.App, in *syncInp
 		if store == nil {
 			continue
 		}
+		// The copies deleted by an earlier sync the informer has not delivered yet are
+		// not listed (WriteCache.Deleting): they are not deleted twice.
 		objs, err := store.ByIndex(controllerIndex, string(app.UID))
 		if err != nil {
 			return false, fmt.Errorf("listing the config copies of App %s/%s: %w", app.Namespace, app.Name, err)
@@ -177,7 +151,7 @@ func (k *configCopyChild) prune(ctx context.Context, app *appv1.App, in *syncInp
 	for _, o := range owned {
 		kind, m := o.kind, o.obj
 		uid := m.GetUID()
-		if needed.Has(kind+"/"+m.GetName()) || k.deletedRecently(uid) {
+		if needed.Has(kind + "/" + m.GetName()) {
 			continue
 		}
 		opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
@@ -188,13 +162,14 @@ func (k *configCopyChild) prune(ctx context.Context, app *appv1.App, in *syncInp
 			err = k.c.kubeClient.CoreV1().ConfigMaps(app.Namespace).Delete(ctx, m.GetName(), opts)
 		}
 		switch {
-		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
-			k.wasDeleted(uid)
+		case apierrors.IsNotFound(err):
+			k.c.configStore(kind).Deleting(m)
+		case apierrors.IsConflict(err):
 		case err != nil:
 			return pruned, fmt.Errorf("deleting the config copy %s %s/%s of App %s: %w", kind, app.Namespace, m.GetName(), app.Name, err)
 		default:
 			klog.FromContext(ctx).V(2).Info("Deleted a config copy no version reads", "kind", kind, "copy", m.GetName())
-			k.wasDeleted(uid)
+			k.c.configStore(kind).Deleting(m)
 			pruned = true
 		}
 	}

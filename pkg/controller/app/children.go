@@ -399,18 +399,24 @@ func (k *childReconciler[T, A]) prune(ctx context.Context, app *appv1.App, keep 
 }
 
 // deleteOwned deletes a child app controls. The UID precondition makes sure that an
-// object created since under the same name is never deleted.
+// object created since under the same name is never deleted; the managed cache hides
+// the deleted one until its informer delivers the deletion, so that it is deleted once.
 func (k *childReconciler[T, A]) deleteOwned(ctx context.Context, app *appv1.App, obj metav1.Object, why string) (bool, error) {
 	uid := obj.GetUID()
 	err := k.client(obj.GetNamespace()).Delete(ctx, obj.GetName(), metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid},
 	})
 	switch {
-	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
-		return false, nil // already gone, or replaced by an object that is not ours
+	case apierrors.IsNotFound(err):
+		k.managed.Deleting(obj) // already gone: the informer has yet to say so
+		return false, nil
+	case apierrors.IsConflict(err):
+		return false, nil // replaced by an object that is not ours
 	case err != nil:
 		return false, fmt.Errorf("deleting %s %s/%s (%s): %w", k.kind, obj.GetNamespace(), obj.GetName(), why, err)
 	}
+	// Until the informer delivers the deletion, a sync no longer sees the object.
+	k.managed.Deleting(obj)
 	klog.FromContext(ctx).V(2).Info("Deleted child", "kind", k.kind, "name", obj.GetName(), "reason", why)
 	k.recorder.Eventf(app, corev1.EventTypeNormal, appv1.EventReasonPruned, "Deleted %s %q: %s", k.kind, obj.GetName(), why)
 	return true, nil

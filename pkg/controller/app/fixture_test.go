@@ -91,6 +91,19 @@ func newFixtureWith(t testing.TB, gatewayAPI bool, defaultGateway *appv1.Gateway
 	ctx := controllertest.Context(t)
 	f := &fixture{t: t, ctx: ctx, statusRV: 1000}
 	f.kubeClient = kubefake.NewClientset()
+	// The config copies the controller creates get a UID, as from an API server: the
+	// write cache tells a deleted copy from one created since under its name by it.
+	uids := 0
+	f.kubeClient.PrependReactor("create", "*", func(action core.Action) (bool, runtime.Object, error) {
+		if r := action.GetResource().Resource; r != "configmaps" && r != "secrets" {
+			return false, nil, nil
+		}
+		if obj, ok := action.(core.CreateAction).GetObject().(metav1.Object); ok && obj.GetUID() == "" {
+			uids++
+			obj.SetUID(types.UID(fmt.Sprintf("%s-uid-%d", obj.GetName(), uids)))
+		}
+		return false, nil, nil
+	})
 	f.appClient = appfake.NewClientset()
 	// Answer status patches from the App cache, as the fake tracker holds no Apps.
 	f.appClient.PrependReactor("patch", "apps", func(action core.Action) (bool, runtime.Object, error) {

@@ -269,10 +269,14 @@ func (r *revisions) prune(ctx context.Context, app *appv1.App, owned []*appsv1.C
 			Preconditions: &metav1.Preconditions{UID: &uid},
 		})
 		switch {
-		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		case apierrors.IsNotFound(err):
+			r.cache.Deleting(rev)
+		case apierrors.IsConflict(err):
 		case err != nil:
 			return fmt.Errorf("deleting revision %d (ControllerRevision %s/%s) beyond the history limit of App %s: %w", rev.Revision, rev.Namespace, rev.Name, app.Name, err)
 		default:
+			// Listed no more until the informer delivers the deletion: deleted once.
+			r.cache.Deleting(rev)
 			klog.FromContext(ctx).V(2).Info("Deleted a revision beyond the history limit", "revision", rev.Revision, "name", rev.Name)
 		}
 	}

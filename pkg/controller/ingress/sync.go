@@ -154,11 +154,16 @@ func (c *Controller) removeIngress(ctx context.Context, svc *corev1.Service, ing
 		Preconditions: &metav1.Preconditions{UID: &uid},
 	})
 	switch {
-	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
-		return nil // already gone, or replaced by an Ingress that is not the Service's
+	case apierrors.IsNotFound(err):
+		c.ingresses.Deleting(ing) // already gone: the informer has yet to say so
+		return nil
+	case apierrors.IsConflict(err):
+		return nil // replaced by an Ingress that is not the Service's
 	case err != nil:
 		return fmt.Errorf("deleting Ingress %s/%s: %w", ing.Namespace, ing.Name, err)
 	}
+	// Until the informer delivers the deletion, a sync no longer sees the Ingress.
+	c.ingresses.Deleting(ing)
 	klog.FromContext(ctx).V(2).Info("Deleted Ingress", "ingress", klog.KObj(ing))
 	c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonIngressDeleted, "Deleted Ingress %q: %s", ing.Name, why)
 	return nil
