@@ -46,6 +46,13 @@ GO_BUILD_FLAGS = -trimpath -ldflags '$(LDFLAGS)'
 MAKE_SH = MAKE="$(MAKE)" GO="$(GO)" BIN="$(BIN)" KUBECTL="$(KUBECTL)" LDFLAGS="$(LDFLAGS)" \
 	TEST_PLATFORMS="$(TEST_PLATFORMS)" ./hack/make.sh
 INTEGRATION_TIMEOUT ?= 30m
+# make test runs each package that starts a control plane or a node (integration, e2e,
+# the chart's, the compat smoke) in one of TEST_SLOTS slots shared by all its steps
+# (hack/make.sh slot, as go test's -exec): so many at a time, whatever each step's -p.
+# make test hands it to its steps as APP_TEST_SLOTS; a step made alone (make
+# integration, make e2e...) has no slots, only its -p.
+TEST_SLOTS ?= 3
+SLOT_EXEC = $(if $(APP_TEST_SLOTS),-exec '$(ROOT)/hack/make.sh slot')
 # Integration test packages run this many at a time, each with its own control plane.
 # They mostly wait on the apiserver (a run used about one of the two cores): 2 at a time
 # took 4m20s here instead of about 6 minutes one at a time. 3: the soak's smoke, two
@@ -258,7 +265,7 @@ helm-lint: $(HELM) ## helm lint --strict the chart and render it with each of it
 .PHONY: test-chart
 test-chart: tools ## The chart's and the installer's tests: offline, then on a local control plane.
 	cd test/chart && KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) \
-		$(GO) test -count=1 -p 1 -timeout $(INTEGRATION_TIMEOUT) ./... $(TESTFLAGS)
+		$(GO) test -count=1 -p 1 -timeout $(INTEGRATION_TIMEOUT) $(SLOT_EXEC) ./... $(TESTFLAGS)
 
 ##@ Release
 
@@ -538,17 +545,17 @@ TEST_PLATFORMS ?= linux/$(HOST_ARCH)
 TEST_TOOLS = tools $(HELM) $(COMPAT_BIN)/$(COMPAT_OLDEST)/kube-apiserver chromium $(ARGO_ROLLOUTS) $(if $(filter 0,$(shell id -u)),node-packages node-tools $(COSIGN) $(TRAEFIK_IMAGE) $(PROMETHEUS))
 # The steps of make test, in order (hack/make.sh test: the control plane binaries build
 # in the background until the first step that needs them). verify first, alone: a stale
-# file or a vet error fails the run within a minute. Then the unit tests, the image's
-# check (test-image-beside: in its own bin/test-image, since make e2e writes bin/image),
-# the end-to-end tests, the integration tests, the chart's tests and the smoke on the
-# oldest supported Kubernetes minor (test-compat-oldest) run at the same time (A+B+C...:
-# the end-to-end tests no longer wait the 75-100 s of the image's check), those with a
-# cluster each on its own control planes: they mostly wait on them (one after the other,
-# integration, test-chart and e2e took 7 minutes and the machine's 2 cores were busy about
-# half of it; together about 4.5), and the unit tests' compiles and links fill the idle
-# core rather than hold them back for 2 minutes. Each package's result line is printed
-# as it comes, and each lane's output whole when it ends.
-TEST_STEPS = verify unit+test-image-beside+e2e+integration+test-chart+test-compat-oldest
+# file or a vet error fails the run within a minute. Then four lanes at the same time
+# (A+B: at the same time; A,B: B after A): the unit tests, then the chart's tests and the
+# smoke on the oldest supported Kubernetes minor (test-compat-oldest); the integration
+# tests; the image's check (test-image-beside: in its own bin/test-image, since make e2e
+# writes bin/image); the end-to-end tests. Every package that starts a control plane or
+# a node runs in one of TEST_SLOTS slots shared by the lanes (hack/make.sh slot): on 2
+# cores the whole is CPU-bound (a warm run: about 40 CPU minutes of those packages, and
+# the compiles), so more at once only makes each slower. Each package's result line is
+# printed as it comes, each lane's output whole when it ends, and at the end the
+# packages by CPU seconds.
+TEST_STEPS = verify unit,test-chart,test-compat-oldest+integration+test-image-beside+e2e
 
 .PHONY: clean
 clean: ## Remove bin/ and .local/ (stops nothing: run cluster-down first).
@@ -558,7 +565,7 @@ clean: ## Remove bin/ and .local/ (stops nothing: run cluster-down first).
 
 .PHONY: test
 test: ## Everything CI runs: verify, then unit, test-image, e2e, integration, test-chart and test-compat-oldest at the same time.
-	@TEST_TOOLS='$(TEST_TOOLS)' PREFETCH_EXTRA='hack/tools/compat/$(COMPAT_OLDEST)' $(MAKE_SH) test $(TEST_STEPS)
+	@TEST_TOOLS='$(TEST_TOOLS)' APP_TEST_SLOTS='$(TEST_SLOTS)' PREFETCH_EXTRA='hack/tools/compat/$(COMPAT_OLDEST)' $(MAKE_SH) test $(TEST_STEPS)
 
 # Unit tests are hermetic (no cluster, no network), so go test's cache may replay the
 # result of a package whose code, test data and environment did not change; the
@@ -587,7 +594,7 @@ INTEGRATION_PEER = $(if $(filter ./test/integration/... ./test/integration/bench
 integration: tools chromium $(TEST_PROMETHEUS) $(INTEGRATION_PEER) ## Integration tests against a local kube-apiserver, etcd, controller-manager, scheduler and kwok.
 	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) APP_CONTROLLER_BENCH_SMOKE=1 \
 		$(if $(INTEGRATION_PEER),APP_CONTROLLER_ARGO_ROLLOUTS=$(ARGO_ROLLOUTS) APP_CONTROLLER_ARGO_ROLLOUTS_CRDS=$(ARGO_ROLLOUTS_CRDS)) \
-		$(GO) test -count=1 -p $(INTEGRATION_PARALLEL) -timeout $(INTEGRATION_TIMEOUT) $(INTEGRATION_PKGS) $(TESTFLAGS)
+		$(GO) test -count=1 -p $(INTEGRATION_PARALLEL) -timeout $(INTEGRATION_TIMEOUT) $(SLOT_EXEC) $(INTEGRATION_PKGS) $(TESTFLAGS)
 
 # The screenshots of docs/dashboard.md (the list, an App in the middle of a rollout),
 # taken by the dashboard's browser test.
@@ -624,7 +631,7 @@ E2E_TRAEFIK = $(if $(filter ./test/e2e/... $(foreach p,traffic analysis,./test/e
 e2e-run: node-packages tools node-tools $(HELM) $(COSIGN) $(E2E_TRAEFIK)
 	$(MAKE) --no-print-directory image PLATFORMS=linux/$(HOST_ARCH)
 	KUBE_CACHE_MUTATION_DETECTOR=true APP_CONTROLLER_BIN_DIR=$(BIN) TRAEFIK_IMAGE_LAYOUT=$(E2E_TRAEFIK) \
-		$(GO) test -count=1 -p $(E2E_PARALLEL) -timeout $(INTEGRATION_TIMEOUT) $(E2E_PKGS) $(TESTFLAGS)
+		$(GO) test -count=1 -p $(E2E_PARALLEL) -timeout $(INTEGRATION_TIMEOUT) $(SLOT_EXEC) $(E2E_PKGS) $(TESTFLAGS)
 
 .PHONY: e2e-traffic
 e2e-traffic: ## The traffic tier alone (make e2e runs it too): requests through Traefik to Apps' Ingress and HTTPRoute, a canary's weights.

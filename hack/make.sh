@@ -25,8 +25,12 @@
 #   make.sh prometheus VERSION OUT       Prometheus VERSION's binary from Debian's package
 #   make.sh prometheus-image IMAGEBUILD LAYOUT BINARY VERSION
 #                                        its image: the binary and the libraries it loads
+#   make.sh slot TESTBINARY ARG...        go test's -exec in make test: runs a package that
+#                                        starts a control plane or a node in one of
+#                                        APP_TEST_SLOTS slots
 set -o errexit -o nounset -o pipefail
 
+CALLER_DIR="$(pwd -P)"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "${ROOT}"
 GO="${GO:-go}"
@@ -66,7 +70,8 @@ cmd_test() {
     # rename): the lanes of a step A+B wait for it from their own shells.
     TOOLS_STATUS="${BIN}/.tools-build.status"
     TOOLS_PID=""
-    rm -rf "${TOOLS_STATUS}" "${TOOLS_STATUS}.printed"
+    rm -rf "${TOOLS_STATUS}" "${TOOLS_STATUS}.printed" "${BIN}/test-slots.log"
+    export APP_TEST_SLOTS # the steps run their cluster packages in slots (cmd_slot)
     (
         trap 'kill "${mk:-}" 2>/dev/null' TERM # a failed step stops the build itself
         # shellcheck disable=SC2086 # TEST_TOOLS is a list of targets
@@ -95,6 +100,7 @@ cmd_test() {
         kill "${TOOLS_PID}" 2>/dev/null || true
     fi
     wait "${TOOLS_PID}" 2>/dev/null || true
+    slot_report
     [ "${rc}" -eq 0 ] || exit "${rc}"
     echo "make test: done ($(($(date +%s) - start))s since the start)"
 }
@@ -501,7 +507,7 @@ cmd_test_compat() {
         fi
         APP_CONTROLLER_BIN_DIR="${BIN}" APP_CONTROLLER_KUBE_BIN_DIR="${kubebindir}" KUBE_CACHE_MUTATION_DETECTOR=true \
             APP_CONTROLLER_COMPAT_VERSION="${minor}" APP_CONTROLLER_COMPAT_RESULTS="${dir}/${minor}.tsv" \
-            "${GO}" test -count=1 -v -timeout 20m -run '^TestSmoke$' ./test/compat/ 2>&1 | tee -a "${dir}/${minor}.log" ||
+            "${GO}" test -count=1 -v -timeout 20m ${APP_TEST_SLOTS:+-exec "${ROOT}/hack/make.sh slot"} -run '^TestSmoke$' ./test/compat/ 2>&1 | tee -a "${dir}/${minor}.log" ||
             rc=1
         if [ ! -s "${dir}/${minor}.tsv" ]; then
             printf '#version\t%s\t\ncontrol plane\tFAIL\tgo test failed before the first check (%s)\n' "${minor}" "${dir}/${minor}.log" >"${dir}/${minor}.tsv"
@@ -607,7 +613,58 @@ cmd_prometheus_image() {
         --source https://packages.debian.org/bookworm/prometheus >/dev/null
 }
 
-cmd="${1:?usage: make.sh test|cross|sbom|plugin-dist|manifests|helm-lint|lint|release|fuzz|compat-module|test-compat|prometheus|prometheus-image ...}"
+# slot runs a test binary (go test -exec: TESTBINARY ARG..., from the package's
+# directory) once it holds one of TEST_SLOTS slots (flock on bin/.test-slots/N), shared
+# by every step of make test: at most TEST_SLOTS packages that start a control plane or
+# a node run at once, however many steps run together. On 2 cores, 6 to 8 of them at
+# once (every step at the same time, each step's own -p) ran at a load of 30-64, and
+# API servers that took over 90 s to restart and Prometheus queries that timed out
+# failed tests that pass alone; the machine is as busy with fewer of them, each ending
+# sooner. A line per package in bin/test-slots.log: how long it waited and ran, and the
+# CPU seconds of it and the processes it waited for (make test prints them by CPU).
+cmd_slot() {
+    local dir="${BIN}/.test-slots" slots="${APP_TEST_SLOTS:-1}" pkg asked ran i rc=0 child
+    pkg="${CALLER_DIR#"${ROOT}"/}"
+    mkdir -p "${dir}"
+    asked="$(date +%s)"
+    while :; do
+        for ((i = 0; i < slots; i++)); do
+            exec 9>>"${dir}/${i}"
+            flock -n 9 || { exec 9>&-; continue; }
+            ran="$(date +%s)"
+            # The slot's lock stays with this shell: the test and what it starts do not
+            # hold it (a leftover daemon would keep the slot forever).
+            (cd "${CALLER_DIR}" && exec "$@") 9>&- &
+            child=$!
+            trap 'kill -TERM "${child}" 2>/dev/null' TERM INT
+            trap 'kill -QUIT "${child}" 2>/dev/null' QUIT
+            while :; do
+                wait "${child}" && rc=0 || rc=$?
+                kill -0 "${child}" 2>/dev/null || break # a trapped signal ended the wait, not the test
+            done
+            # times in this shell (not in a $(...) subshell, which has no children): the
+            # second line is the CPU of the children it waited for.
+            local cpu
+            times >"${dir}/times.$$"
+            cpu="$(awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%.0f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "${dir}/times.$$")"
+            rm -f "${dir}/times.$$"
+            printf '%s\t%s\twaited %ss\tran %ss\tcpu %ss\texit %s\n' "$(date +%T)" "${pkg}" "$((ran - asked))" \
+                "$(($(date +%s) - ran))" "${cpu}" "${rc}" >>"${BIN}/test-slots.log"
+            return "${rc}"
+        done
+        sleep 2
+    done
+}
+
+# slot_report prints bin/test-slots.log's packages by CPU seconds, the most first.
+slot_report() {
+    [ -s "${BIN}/test-slots.log" ] || return 0
+    echo "make test: the packages run in slots (TEST_SLOTS=${APP_TEST_SLOTS:-}), by CPU seconds (theirs and their processes'):"
+    sort -t $'\t' -k5.5,5n -r "${BIN}/test-slots.log" | awk -F '\t' '{ printf "make test:   %-34s %-12s %-10s %-10s %s\n", $2, $5, $4, $3, $6 }'
+    awk -F '\t' '{ split($5, c, " "); sub(/s$/, "", c[2]); n += c[2] } END { printf "make test:   %d CPU seconds in all\n", n }' "${BIN}/test-slots.log"
+}
+
+cmd="${1:?usage: make.sh test|cross|sbom|plugin-dist|manifests|helm-lint|lint|release|fuzz|compat-module|test-compat|prometheus|prometheus-image|slot ...}"
 shift
 case "${cmd}" in
 test) cmd_test "$@" ;;
@@ -623,6 +680,7 @@ lint) cmd_lint "$@" ;;
 release) cmd_release "$@" ;;
 prometheus) cmd_prometheus "$@" ;;
 prometheus-image) cmd_prometheus_image "$@" ;;
+slot) cmd_slot "$@" ;;
 *)
     echo "make.sh: unknown command ${cmd}" >&2
     exit 2
