@@ -1,7 +1,6 @@
 package soak
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os/exec"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/app-controller/app-controller/internal/localcluster"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
+	"github.com/app-controller/app-controller/test/harness"
 )
 
 // The Gateway of the real-node fleet (issue 50): Traefik as the Gateway API
@@ -39,9 +39,6 @@ const (
 	gatewayName = "public"
 	// traefikPod is Traefik's pod.
 	traefikPod = "traefik"
-	// traefikTag is the tag under which Traefik's image is pushed to the cluster's
-	// registry (the Makefile's TRAEFIK_IMAGE).
-	traefikTag = "traefik:v3.6.12"
 	// gatewayReady bounds the wait for Traefik's pod and the Gateway at the setup.
 	gatewayReady = 3 * time.Minute
 	// FaultGatewayRestart: Traefik's container killed (SIGKILL through containerd) and
@@ -57,87 +54,17 @@ const (
 	routesAcceptedBound = 2 * time.Minute
 )
 
-// traefikManifest runs Traefik in namespace %[1]s as the Gateway controller of
+// traefikManifest runs Traefik in gatewayNamespace as the Gateway controller of
 // GatewayClass traefik, with Gateway "public" (listener web, port 8000, routes of every
-// namespace); %[2]s is its image, %[3]s its priority class. A bare pod: the kubelet restarts its container when
+// namespace); image is its image. A bare pod: the kubelet restarts its container when
 // the gateway-restart fault kills it; a critical one (criticalPriority), which the
 // kubelet never evicts: the node-pressure fault is for the Apps' pods (on session 23's
 // 60-minute run it evicted Traefik, which nothing made again, and every route-split
 // canary after it waited on RoutePending).
-const traefikManifest = `apiVersion: v1
-kind: Namespace
-metadata: {name: %[1]s}
----
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: traefik, namespace: %[1]s}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: traefik-%[1]s}
-rules:
-- apiGroups: [""]
-  resources: [services, endpoints, secrets, configmaps, namespaces, nodes]
-  verbs: [get, list, watch]
-- apiGroups: [discovery.k8s.io]
-  resources: [endpointslices]
-  verbs: [list, watch]
-- apiGroups: [gateway.networking.k8s.io]
-  resources: ["*"]
-  verbs: [get, list, watch]
-- apiGroups: [gateway.networking.k8s.io]
-  resources: ["*/status"]
-  verbs: [update, patch]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: traefik-%[1]s}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: traefik-%[1]s}
-subjects: [{kind: ServiceAccount, name: traefik, namespace: %[1]s}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: traefik}
-spec: {controllerName: traefik.io/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: public, namespace: %[1]s}
-spec:
-  gatewayClassName: traefik
-  listeners:
-  - name: web
-    port: 8000
-    protocol: HTTP
-    allowedRoutes:
-      namespaces: {from: All}
----
-apiVersion: v1
-kind: Pod
-metadata:
-  name: traefik
-  namespace: %[1]s
-  labels: {app: traefik}
-spec:
-  serviceAccountName: traefik
-  terminationGracePeriodSeconds: 0
-  priorityClassName: %[3]s
-  containers:
-  - name: traefik
-    image: %[2]s
-    args:
-    - --entryPoints.web.address=:8000
-    - --entryPoints.traefik.address=:8080
-    - --ping=true
-    - --providers.kubernetesgateway=true
-    - --log.level=INFO
-    ports:
-    - {name: web, containerPort: 8000}
-    - {name: admin, containerPort: 8080}
-    readinessProbe:
-      httpGet: {path: /ping, port: admin}
-      periodSeconds: 1
-`
+func traefikManifest(image string) string {
+	return harness.TraefikManifest(harness.TraefikOptions{Namespace: gatewayNamespace, Image: image,
+		CreateNamespace: true, PriorityClass: criticalPriority})
+}
 
 // gatewayParent is the parentRefs of a route-split canary's route.
 func gatewayParent() []appv1.GatewayRef {
@@ -153,13 +80,13 @@ func routeSplit(spec *appv1.AppSpec) bool {
 // the cluster's registry, applies traefikManifest and waits until Traefik's pod is Ready
 // and the Gateway Programmed.
 func installGateway(ctx context.Context, binDir string, cluster *localcluster.Cluster, kube kubernetes.Interface, gw gatewayclientset.Interface) error {
-	image := cluster.Registry + "/" + traefikTag
+	image := cluster.Registry + "/" + harness.TraefikTag
 	layout := filepath.Join(binDir, "traffic-images", "traefik")
 	if out, err := exec.CommandContext(ctx, filepath.Join(binDir, "imagebuild"), "push", "--layout", layout, image).CombinedOutput(); err != nil {
 		return fmt.Errorf("pushing Traefik's image %s: %w\n%s", image, err, out)
 	}
 	apply := exec.CommandContext(ctx, filepath.Join(binDir, "kubectl"), "--kubeconfig", cluster.Kubeconfig, "apply", "-f", "-")
-	apply.Stdin = bytes.NewReader(fmt.Appendf(nil, traefikManifest, gatewayNamespace, image, criticalPriority))
+	apply.Stdin = strings.NewReader(traefikManifest(image))
 	if out, err := apply.CombinedOutput(); err != nil {
 		return fmt.Errorf("applying Traefik's manifest: %w\n%s", err, out)
 	}
