@@ -132,6 +132,40 @@ func TestConvergence(t *testing.T) {
 	}
 }
 
+// TestFaultConvergenceOverlap: a fault's Apps have the bound from the end of the last
+// fault that started within it (an API server restart that outlasts the faults'
+// interval holds them back), and so does a spec change; without such a fault the bound
+// counts from the fault's own end.
+func TestFaultConvergenceOverlap(t *testing.T) {
+	const bound = time.Minute
+	w := newWorld()
+	r := &appRecord{namespace: "ns", name: "a", created: t0}
+	w.apps[r.key()] = r
+	w.wrote(r, app("a", 1, "v1", -1, metav1.ConditionUnknown, ""), opCreate, "", t0)
+	w.observe(app("a", 1, "v1", 1, metav1.ConditionTrue, appv1.ReasonAvailable), t0.Add(2*time.Second))
+	w.wrote(r, app("a", 2, "v2", 1, metav1.ConditionTrue, appv1.ReasonAvailable), opImage, "", t0.Add(20*time.Second))
+	w.observe(app("a", 2, "v2", 2, metav1.ConditionTrue, appv1.ReasonAvailable), t0.Add(150*time.Second))
+	kill := FaultRecord{Kind: FaultLeaderA, Start: t0.Add(30 * time.Second), End: t0.Add(30 * time.Second)}
+	restart := FaultRecord{Kind: "apiserver-restart", Start: t0.Add(60 * time.Second), End: t0.Add(147 * time.Second)}
+
+	faults := []FaultRecord{kill, restart}
+	c := w.convergence(faults, bound, t0, t0.Add(5*time.Minute))
+	for _, f := range faults {
+		if len(f.NotConverged) > 0 || f.ConvergedAfterS != 3 {
+			t.Errorf("%s: not converged %q, converged after %.2fs; want all, 3s after the restart", f.Kind, f.NotConverged, f.ConvergedAfterS)
+		}
+	}
+	if len(c.OverBound) > 0 || c.MaxS != 3 {
+		t.Errorf("the image change: over the bound %q, max %.2fs; want none, 3s after the restart", c.OverBound, c.MaxS)
+	}
+
+	alone := []FaultRecord{kill}
+	w.convergence(alone, bound, t0, t0.Add(5*time.Minute))
+	if len(alone[0].NotConverged) != 1 {
+		t.Errorf("the kill alone: not converged %q; want the App, 120 s after the kill", alone[0].NotConverged)
+	}
+}
+
 // TestClassify checks which writes of the controller are allowed: its Lease, Events, an
 // App's status and children (by name), and nothing else, such as the decoy that a
 // conflict App claims; and that a write that went through to an App's child after the
