@@ -142,10 +142,7 @@ build-installer: $(KUBECTL) ## Write dist/install.yaml: CRD, namespace, RBAC and
 .PHONY: install
 install: $(KUBECTL) ## Apply the CRDs (App, AnalysisTemplate, ClusterAnalysisTemplate) to the cluster of $KUBECONFIG and wait until they are established.
 	$(KUBECTL) apply --server-side --force-conflicts -f config/crd/bases
-	@# A jsonpath, not --for condition=Established: on a CRD just created, before it has
-	@# any condition, kubectl wait --for condition fails instead of waiting.
-	$(KUBECTL) wait --for 'jsonpath={.status.conditions[?(@.type=="Established")].status}=True' --timeout 60s \
-		crd/apps.appcontroller.k8s.io crd/analysistemplates.appcontroller.k8s.io crd/clusteranalysistemplates.appcontroller.k8s.io
+	@$(MAKE_SH) wait-established $(KUBECTL) apps.appcontroller.k8s.io analysistemplates.appcontroller.k8s.io clusteranalysistemplates.appcontroller.k8s.io
 
 .PHONY: uninstall
 uninstall: $(KUBECTL) ## Delete the CRDs, and with them every App and template, from the cluster of $KUBECONFIG.

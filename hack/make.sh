@@ -12,6 +12,8 @@
 #                                        the krew archives and manifest of kubectl-app
 #   make.sh manifests IMG                config/default, its image set to IMG
 #   make.sh helm-lint HELM CHART KUBE_VERSION
+#   make.sh wait-established KUBECTL CRD...
+#                                        wait until each CRD is Established
 #   make.sh fuzz FUZZTIME PKG:TARGET...
 #   make.sh compat-module MINOR VERSION   write hack/tools/compat/MINOR/go.mod (and go.sum):
 #                                        the control plane of k8s.io/kubernetes VERSION
@@ -275,6 +277,29 @@ cmd_manifests() {
 }
 
 # helm-lint lints the chart strictly and renders it with each values file of its ci/.
+# wait_established waits, up to 60 s, until each CRD (a name) says Established=True.
+# kubectl wait fails instead of waiting on a CRD that has no condition yet, just created
+# or re-applied: --for condition=Established did, and so did --for jsonpath (`<nil> is
+# not array or slice`, make install in test/e2e/tutorial); kubectl get's jsonpath prints
+# nothing for a missing condition, and this asks again.
+cmd_wait_established() {
+    local kubectl="$1" crd status deadline
+    shift
+    deadline=$(($(date +%s) + 60))
+    for crd in "$@"; do
+        while :; do
+            status="$("${kubectl}" get crd "${crd}" -o 'jsonpath={.status.conditions[?(@.type=="Established")].status}' 2>&1)" || true
+            [ "${status}" = True ] && break
+            if [ "$(date +%s)" -ge "${deadline}" ]; then
+                echo "make.sh wait-established: CRD ${crd} not Established within 60 s (last: ${status:-no condition})" >&2
+                return 1
+            fi
+            sleep 1
+        done
+        echo "customresourcedefinition.apiextensions.k8s.io/${crd} established"
+    done
+}
+
 cmd_helm_lint() {
     local helm="$1" chart="$2" kube_version="$3" f
     "${helm}" lint --strict --kube-version "${kube_version}" "${chart}"
@@ -664,7 +689,7 @@ slot_report() {
     awk -F '\t' '{ split($5, c, " "); sub(/s$/, "", c[2]); n += c[2] } END { printf "make test:   %d CPU seconds in all\n", n }' "${BIN}/test-slots.log"
 }
 
-cmd="${1:?usage: make.sh test|cross|sbom|plugin-dist|manifests|helm-lint|lint|release|fuzz|compat-module|test-compat|prometheus|prometheus-image|slot ...}"
+cmd="${1:?usage: make.sh test|cross|sbom|plugin-dist|manifests|helm-lint|lint|release|fuzz|compat-module|test-compat|prometheus|prometheus-image|slot|wait-established ...}"
 shift
 case "${cmd}" in
 test) cmd_test "$@" ;;
@@ -673,6 +698,7 @@ sbom) cmd_sbom "$@" ;;
 plugin-dist) cmd_plugin_dist "$@" ;;
 manifests) cmd_manifests "$@" ;;
 helm-lint) cmd_helm_lint "$@" ;;
+wait-established) cmd_wait_established "$@" ;;
 fuzz) cmd_fuzz "$@" ;;
 compat-module) cmd_compat_module "$@" ;;
 test-compat) cmd_test_compat "$@" ;;
