@@ -685,7 +685,7 @@ cmd_slot() {
 slot_report() {
     [ -s "${BIN}/test-slots.log" ] || return 0
     echo "make test: the packages run in slots (TEST_SLOTS=${APP_TEST_SLOTS:-}), by CPU seconds (theirs and their processes'):"
-    sort -t $'\t' -k5.5,5n -r "${BIN}/test-slots.log" | awk -F '\t' '{ printf "make test:   %-34s %-12s %-10s %-10s %s\n", $2, $5, $4, $3, $6 }'
+    sort -t $'\t' -k5.5,5nr "${BIN}/test-slots.log" | awk -F '\t' '{ printf "make test:   %-34s %-12s %-10s %-10s %s\n", $2, $5, $4, $3, $6 }'
     awk -F '\t' '{ split($5, c, " "); sub(/s$/, "", c[2]); n += c[2] } END { printf "make test:   %d CPU seconds in all\n", n }' "${BIN}/test-slots.log"
 }
 
