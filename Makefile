@@ -548,7 +548,7 @@ TEST_TOOLS = tools $(HELM) $(COMPAT_BIN)/$(COMPAT_OLDEST)/kube-apiserver chromiu
 # tests; the image's check (test-image-beside: in its own bin/test-image, since make e2e
 # writes bin/image); the end-to-end tests. Every package that starts a control plane or
 # a node runs in one of TEST_SLOTS slots shared by the lanes (hack/make.sh slot): on 2
-# cores the whole is CPU-bound (a warm run: about 40 CPU minutes of those packages, and
+# cores the whole is CPU-bound (a warm run: 36-39 CPU minutes of those packages, and
 # the compiles), so more at once only makes each slower. Each package's result line is
 # printed as it comes, each lane's output whole when it ends, and at the end the
 # packages by CPU seconds.
@@ -561,7 +561,7 @@ clean: ## Remove bin/ and .local/ (stops nothing: run cluster-down first).
 ##@ Test
 
 .PHONY: test
-test: ## Everything CI runs: verify, then unit, test-image, e2e, integration, test-chart and test-compat-oldest at the same time.
+test: ## Everything CI runs: verify, then unit, test-image, e2e, integration, test-chart and test-compat-oldest in four lanes, at most TEST_SLOTS (3) clusters at once.
 	@TEST_TOOLS='$(TEST_TOOLS)' APP_TEST_SLOTS='$(TEST_SLOTS)' PREFETCH_EXTRA='hack/tools/compat/$(COMPAT_OLDEST)' $(MAKE_SH) test $(TEST_STEPS)
 
 # Unit tests are hermetic (no cluster, no network), so go test's cache may replay the
