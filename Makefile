@@ -142,7 +142,7 @@ build-installer: $(KUBECTL) ## Write dist/install.yaml: CRD, namespace, RBAC and
 .PHONY: install
 install: $(KUBECTL) ## Apply the CRDs (App, AnalysisTemplate, ClusterAnalysisTemplate) to the cluster of $KUBECONFIG and wait until they are established.
 	$(KUBECTL) apply --server-side --force-conflicts -f config/crd/bases
-	@$(MAKE_SH) wait-established $(KUBECTL) apps.appcontroller.k8s.io analysistemplates.appcontroller.k8s.io clusteranalysistemplates.appcontroller.k8s.io
+	@$(MAKE_SH) wait-established apps.appcontroller.k8s.io analysistemplates.appcontroller.k8s.io clusteranalysistemplates.appcontroller.k8s.io
 
 .PHONY: uninstall
 uninstall: $(KUBECTL) ## Delete the CRDs, and with them every App and template, from the cluster of $KUBECONFIG.

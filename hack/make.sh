@@ -12,7 +12,7 @@
 #                                        the krew archives and manifest of kubectl-app
 #   make.sh manifests IMG                config/default, its image set to IMG
 #   make.sh helm-lint HELM CHART KUBE_VERSION
-#   make.sh wait-established KUBECTL CRD...
+#   make.sh wait-established CRD...
 #                                        wait until each CRD is Established
 #   make.sh fuzz FUZZTIME PKG:TARGET...
 #   make.sh compat-module MINOR VERSION   write hack/tools/compat/MINOR/go.mod (and go.sum):
@@ -276,19 +276,17 @@ cmd_manifests() {
     "${KUBECTL}" kustomize config/default | sed "s|image: app-controller:latest\$|image: ${img}|"
 }
 
-# helm-lint lints the chart strictly and renders it with each values file of its ci/.
-# wait_established waits, up to 60 s, until each CRD (a name) says Established=True.
+# wait-established waits, up to 60 s, until each CRD (a name) says Established=True.
 # kubectl wait fails instead of waiting on a CRD that has no condition yet, just created
 # or re-applied: --for condition=Established did, and so did --for jsonpath (`<nil> is
 # not array or slice`, make install in test/e2e/tutorial); kubectl get's jsonpath prints
 # nothing for a missing condition, and this asks again.
 cmd_wait_established() {
-    local kubectl="$1" crd status deadline
-    shift
+    local crd status deadline
     deadline=$(($(date +%s) + 60))
     for crd in "$@"; do
         while :; do
-            status="$("${kubectl}" get crd "${crd}" -o 'jsonpath={.status.conditions[?(@.type=="Established")].status}' 2>&1)" || true
+            status="$("${KUBECTL}" get crd "${crd}" -o 'jsonpath={.status.conditions[?(@.type=="Established")].status}' 2>&1)" || true
             [ "${status}" = True ] && break
             if [ "$(date +%s)" -ge "${deadline}" ]; then
                 echo "make.sh wait-established: CRD ${crd} not Established within 60 s (last: ${status:-no condition})" >&2
@@ -300,6 +298,7 @@ cmd_wait_established() {
     done
 }
 
+# helm-lint lints the chart strictly and renders it with each values file of its ci/.
 cmd_helm_lint() {
     local helm="$1" chart="$2" kube_version="$3" f
     "${helm}" lint --strict --kube-version "${kube_version}" "${chart}"
