@@ -60,6 +60,10 @@ type Live struct {
 	// CanaryAvailable its available replicas once rolled out (0 before).
 	CanaryExists                    bool
 	CanaryReplicas, CanaryAvailable int32
+	// CanaryPodsLeft: the canary Deployment is gone (or hidden as deleted) but pods of
+	// it are still there: the garbage collector has not deleted them yet, or they are
+	// terminating. Behind the App's Service they would take requests as they stop.
+	CanaryPodsLeft bool
 	// CanaryWeight is the canary's weight on the live HTTPRoute; -1 when it does not
 	// split.
 	CanaryWeight int32
@@ -69,9 +73,10 @@ type Live struct {
 	// run one template; "" while it rolls. At rest the stable Service of a drain (below)
 	// selects them by it.
 	StableHash string
-	// CanaryDrained: the live HTTPRoute gives the canary nothing (weight 0) and the
-	// Gateway has had GatewaySettle to apply it (the split Services are older than
-	// twice GatewaySettle: the route went to canary 0 once they were settled).
+	// CanaryDrained: the live HTTPRoute gives the canary nothing (weight 0), its
+	// Gateways have reported that route (its generation) and have had GatewaySettle to
+	// apply it (the split Services are older than twice GatewaySettle: the route went to
+	// canary 0 once they were settled).
 	CanaryDrained bool
 	// CanaryAvailableSince is when the canary Deployment became available (its
 	// Available condition); zero: unknown. The route gives the canary its first weight
@@ -214,20 +219,23 @@ func (p *Plan) atRest(l Live, scaleDownDue bool) {
 	// to the stable pods alone, through the stable Service, which selects them at
 	// rest by the hash they run (Live.StableHash: the state's is a rollout's), and
 	// the canary goes once the Gateway has applied that (CanaryDrained); then the
-	// route goes back on the App's Service, and the split Services once it no longer
-	// names them (orderSplit). Deleted while the route still sent to the App's
-	// Service, its pods answered 502 to a few requests as they stopped (Traefik,
-	// test/e2e/analysis). While the stable rolls there is no one hash to drain to:
-	// the canary goes at once.
-	drain := l.Gateway && l.CanaryExists && scaleDownDue
+	// route goes back on the App's Service once the canary's pods are gone too (the
+	// garbage collector deletes them after the Deployment, and they terminate), and the
+	// split Services once it no longer names them (orderSplit). Deleted while the route
+	// still sent to the App's Service, its pods answered 502 to a few requests as they
+	// stopped (Traefik, test/e2e/analysis); so did the pods the Deployment left, when
+	// the route went back as soon as the Deployment was gone (a whole make test).
+	// While the stable rolls there is no one hash to drain to: the canary goes at once.
+	canary := l.CanaryExists || l.CanaryPodsLeft
+	drain := l.Gateway && canary && scaleDownDue
 	if p.StableHash == "" && l.Gateway && (drain || l.CanaryWeight == 0) {
 		p.StableHash = l.StableHash
 	}
 	p.KeepCanary = !scaleDownDue
 	if drain && p.StableHash != "" {
-		p.Split, p.KeepCanary = &Split{Stable: 100}, !l.CanaryDrained
+		p.Split, p.KeepCanary = &Split{Stable: 100}, l.CanaryExists && !l.CanaryDrained
 	}
-	p.SplitServices = l.Gateway && (!scaleDownDue || l.CanaryExists)
+	p.SplitServices = l.Gateway && (!scaleDownDue || canary)
 	p.StepDone = true
 }
 

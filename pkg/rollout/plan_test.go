@@ -196,7 +196,9 @@ func TestNewPlan(t *testing.T) {
 // pods as they run at rest (Live.StableHash: the state has no hash at rest, and the
 // canary waited for one forever, which the soak found), the route at stable 100, the
 // canary gone once the Gateway applied it, then the route back on the App's Service and
-// the split Services gone once it no longer names them. With the stable rolling there
+// the split Services gone once it no longer names them, and once the canary's pods
+// are gone too (the garbage collector deletes them after their Deployment, and they
+// stop: behind the App's Service they answered 502). With the stable rolling there
 // is nothing to drain to: the canary goes at once.
 func TestPlanPromotedCanaryGoes(t *testing.T) {
 	s := appfixture.CanaryStrategy()
@@ -213,6 +215,9 @@ func TestPlanPromotedCanaryGoes(t *testing.T) {
 		{"the Services there: the route at stable 100", func(l *Live) { l.SplitServicesExist = true }, "rs2 100/0 true true"},
 		{"the route at canary 0, not yet applied", func(l *Live) { l.SplitServicesExist, l.CanaryWeight = true, 0 }, "rs2 100/0 true true"},
 		{"the route applied: the canary goes", func(l *Live) { l.SplitServicesExist, l.CanaryWeight, l.CanaryDrained = true, 0, true }, "rs2 100/0 true false"},
+		{"the canary Deployment gone, its pods not yet: the route stays at stable 100", func(l *Live) {
+			l.SplitServicesExist, l.CanaryWeight, l.CanaryExists, l.CanaryPodsLeft = true, 0, false, true
+		}, "rs2 100/0 true false"},
 		{"the canary gone: the route back, the Services kept while it names them", func(l *Live) {
 			l.SplitServicesExist, l.CanaryWeight, l.CanaryExists = true, 0, false
 		}, "rs2 - true false"},

@@ -354,6 +354,31 @@ func (r *routeChild) canaryWeight(app *appv1.App) int32 {
 	return -1
 }
 
+// reported reports whether every Gateway that answered in the status of app's live
+// HTTPRoute has answered for its current generation (Accepted observed it): the
+// Gateways have read the route as it is. None answered: nothing routes by it, nothing
+// to wait for.
+func (r *routeChild) reported(app *appv1.App) bool {
+	if r.httpRoutes == nil {
+		return true
+	}
+	obj, exists, err := r.httpRoutes.managed.GetByKey(app.Namespace + "/" + app.Name)
+	if err != nil || !exists {
+		return true
+	}
+	route, ok := obj.(*gatewayv1.HTTPRoute)
+	if !ok {
+		return true
+	}
+	for _, s := range route.Status.Parents {
+		cond := meta.FindStatusCondition(s.Conditions, string(gatewayv1.RouteConditionAccepted))
+		if cond == nil || cond.ObservedGeneration < route.Generation {
+			return false
+		}
+	}
+	return true
+}
+
 // routePort returns the port of the App's Service the route sends traffic to:
 // spec.route.port, by name or number, else the Service's first port. It is the one check
 // of the route's port, for both shapes: an error naming the port when the App's Service

@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,7 +68,7 @@ func (c *Controller) podHandler(logger klog.Logger) cache.ResourceEventHandler {
 			c.podChanged(logger, "updated", curPod)
 		},
 		DeleteFunc: func(obj interface{}) {
-			if pod := controller.ObjectFromTombstone(obj); !c.quiet(pod) {
+			if pod := controller.ObjectFromTombstone(obj); !c.quiet(pod) || c.outlivedCanary(pod) {
 				c.podChanged(logger, "deleted", pod)
 			}
 		},
@@ -85,6 +86,36 @@ func (c *Controller) quiet(obj metav1.Object) bool {
 	}
 	problem, recheck := podhealth.Inspect(pod, c.clock.Now())
 	return problem == nil && recheck == 0
+}
+
+// outlivedCanary reports whether obj is a pod of a canary whose Deployment is gone: the
+// HTTPRoute of its App waits for the last of them (canaryPodsLeft), however quiet.
+func (c *Controller) outlivedCanary(obj metav1.Object) bool {
+	if obj == nil || obj.GetLabels()[appv1.TrackLabel] != appv1.TrackCanary {
+		return false
+	}
+	app, err := c.appLister.Apps(obj.GetNamespace()).Get(obj.GetLabels()[appv1.InstanceLabel])
+	return err == nil && c.liveCanary(app) == nil
+}
+
+// canaryPodsLeft reports whether pods of app's canary are cached, terminating ones
+// included: once its Deployment is gone, the garbage collector deletes them, and they
+// stop; the HTTPRoute keeps them out of its traffic until then (rollout.Live).
+func (c *Controller) canaryPodsLeft(app *appv1.App) bool {
+	if c.pods == nil {
+		return false
+	}
+	objs, err := c.pods.ByIndex(podAppIndex, app.Namespace+"/"+app.Name)
+	if err != nil {
+		return false
+	}
+	set := selectorLabels(app)
+	set[appv1.TrackLabel] = appv1.TrackCanary
+	selector := labels.SelectorFromSet(set)
+	return slices.ContainsFunc(objs, func(obj interface{}) bool {
+		pod, ok := obj.(*corev1.Pod)
+		return ok && selector.Matches(labels.Set(pod.Labels))
+	})
 }
 
 // podChanged queues the App whose selector labels pod carries, if that App exists.

@@ -304,6 +304,17 @@ func TestPodHandler(t *testing.T) {
 			h.OnDelete(cache.DeletedFinalStateUnknown{Key: "tcs/p", Obj: pod("1", "web", "web", failing)})
 		}, []string{"tcs/web"}},
 		{"delete, quiet", func(h cache.ResourceEventHandler) { h.OnDelete(pod("1", "web", "web", quiet)) }, nil},
+		// The HTTPRoute of a drained canary waits for the last of its pods (canaryPodsLeft).
+		{"delete, quiet, a canary's pod, its Deployment gone", func(h cache.ResourceEventHandler) {
+			p := pod("1", "web", "web", quiet)
+			p.Labels[appv1.TrackLabel] = appv1.TrackCanary
+			h.OnDelete(p)
+		}, []string{"tcs/web"}},
+		{"delete, quiet, a canary's pod, its Deployment there", func(h cache.ResourceEventHandler) {
+			p := pod("1", "web", "web", quiet)
+			p.Labels[appv1.TrackLabel] = appv1.TrackCanary
+			h.OnDelete(p)
+		}, nil},
 		{"pod of an App that does not exist", func(h cache.ResourceEventHandler) { h.OnAdd(pod("1", "gone", "gone", failing), false) }, nil},
 		{"labels that are not an App's selector", func(h cache.ResourceEventHandler) { h.OnAdd(pod("1", "other", "web", failing), false) }, nil},
 		{"not a pod", func(h cache.ResourceEventHandler) { h.OnAdd(&appv1.App{}, false) }, nil},
@@ -312,6 +323,11 @@ func TestPodHandler(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			f.addApps(app)
+			if strings.Contains(tc.name, "its Deployment there") {
+				canary := liveDeployment(t, app)
+				canary.Name = canaryName(app)
+				f.addDeployments(canary)
+			}
 			tc.event(f.c.podHandler(klog.Background()))
 			if got := queued(f.c); !got.Equal(sets.New(tc.want...)) {
 				t.Errorf("queued %v, want %v", sets.List(got), tc.want)

@@ -14,7 +14,10 @@ import (
 // route at stable 100, through a stable Service that selects the stable pods by the hash
 // they run at rest) and goes, the route back on the App's Service, the split Services
 // after it. The soak (docs/soak.md) found it kept at rest forever: the drain needs the
-// stable Service, which the state's hash, empty at rest, never made.
+// stable Service, which the state's hash, empty at rest, never made. The canary goes
+// only once the Gateway has reported the route at stable 100, and the route goes back
+// only once the canary's pods are gone too: a whole make test saw 502s from pods the
+// garbage collector had not yet stopped when the route went back.
 func TestRolloutGatewayPromotedCanaryGoes(t *testing.T) {
 	w := canaryWorld(t, true)
 	w.step("the strategy added", []string{"create controllerrevisions web-<rev>", "patch apps/status web"}, "Healthy 0")
@@ -57,7 +60,22 @@ func TestRolloutGatewayPromotedCanaryGoes(t *testing.T) {
 	if got := w.route(); !slices.Equal(got, []string{"web-service-stable:100", "web-service-canary:0"}) {
 		t.Errorf("route %q, want the stable Service at 100", got)
 	}
-	w.step("the canary drained: it goes", []string{"delete deployments web-deploy-canary"}, "Healthy 0")
+	// The Gateway has not reported the route at canary 0 yet (the App's RouteAccepted
+	// waits for it, as for any change of the route): it may still send to the App's
+	// Service, the canary's pods among its endpoints.
+	w.routeGenerationBumped()
+	w.step("the route at canary 0 not reported: the canary kept", []string{"patch apps/status web"}, "Healthy 0")
+	if w.deploymentReplicas("web-deploy-canary") != 4 {
+		t.Errorf("canary at %d before the Gateway reported the drain's route, want its 4 kept", w.deploymentReplicas("web-deploy-canary"))
+	}
+	w.routeAccepted()
+	pod := canaryPod(t, w, "ready", testNow.Add(-time.Minute))
+	w.podReports(pod)
+	w.step("the canary drained: it goes", []string{"delete deployments web-deploy-canary", "patch apps/status web"}, "Healthy 0")
+	// The garbage collector deletes the pods after their Deployment, and they stop:
+	// behind the App's Service they would answer 502 as they do.
+	w.step("its pods still there: the route kept at stable 100", nil, "Healthy 0")
+	w.podGone(pod)
 	w.step("the route back on the App's Service", []string{"patch httproutes web"}, "Healthy 0")
 	w.step("the split Services go", []string{"delete services web-service-stable", "delete services web-service-canary"}, "Healthy 0")
 	w.step("at rest", nil, "Healthy 0")

@@ -103,6 +103,22 @@ func (w *world) routeAccepted() {
 	w.f.catchUp()
 }
 
+// routeGenerationBumped gives the App's HTTPRoute a new generation, as the API server
+// does on a change of its spec, with its status as it was: its Gateway has not read it.
+func (w *world) routeGenerationBumped() {
+	w.t.Helper()
+	obj, err := w.f.gatewayClient.Tracker().Get(httpRouteResource, w.key.Namespace, w.key.Name)
+	if err != nil {
+		w.t.Fatalf("getting the HTTPRoute: %v", err)
+	}
+	r := obj.(*gatewayv1.HTTPRoute).DeepCopy()
+	r.Generation++
+	if err := w.f.gatewayClient.Tracker().Update(httpRouteResource, r, w.key.Namespace); err != nil {
+		w.t.Fatal(err)
+	}
+	w.f.catchUp()
+}
+
 // deploymentSettles reports the Deployment name rolled out, as the deployment
 // controller would: every replica of its spec updated, ready and available, its pods of
 // the ReplicaSet name-hash; the caches catch up.

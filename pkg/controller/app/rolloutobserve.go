@@ -146,10 +146,15 @@ func (c *Controller) rolloutLive(app *appv1.App, in *syncInput, canary *appsv1.D
 			if since.IsZero() {
 				drained = 0
 			}
-			l.CanaryDrained = drained <= 0
+			// And the Gateways have reported the route at canary 0 (its generation): the
+			// Services' age says nothing of when the drain's route was written.
+			l.CanaryDrained = drained <= 0 && c.route.reported(app)
 			if !l.CanaryDrained {
 				settle = max(settle, drained)
 			}
+		}
+		if canary == nil {
+			l.CanaryPodsLeft = c.canaryPodsLeft(app)
 		}
 		if canary != nil {
 			if a := deploymentCondition(canary, appsv1.DeploymentAvailable); a != nil && a.Status == corev1.ConditionTrue {
