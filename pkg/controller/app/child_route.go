@@ -354,10 +354,11 @@ func (r *routeChild) canaryWeight(app *appv1.App) int32 {
 	return -1
 }
 
-// reported reports whether every Gateway that answered in the status of app's live
-// HTTPRoute has answered for its current generation (Accepted observed it): the
-// Gateways have read the route as it is. None answered: nothing routes by it, nothing
-// to wait for.
+// reported reports whether every Gateway of app that answered in the status of its
+// live HTTPRoute has answered for the route's current generation (Accepted observed
+// it): the Gateways have read the route as it is. None answered: nothing routes by it,
+// nothing to wait for. An answer of a Gateway the route no longer attaches to is not
+// waited for: its controller may never update it.
 func (r *routeChild) reported(app *appv1.App) bool {
 	if r.httpRoutes == nil {
 		return true
@@ -370,7 +371,11 @@ func (r *routeChild) reported(app *appv1.App) bool {
 	if !ok {
 		return true
 	}
+	parents := r.parents(app)
 	for _, s := range route.Status.Parents {
+		if !slices.ContainsFunc(parents, func(p appv1.GatewayRef) bool { return sameParent(s.ParentRef, route.Namespace, p) }) {
+			continue
+		}
 		cond := meta.FindStatusCondition(s.Conditions, string(gatewayv1.RouteConditionAccepted))
 		if cond == nil || cond.ObservedGeneration < route.Generation {
 			return false

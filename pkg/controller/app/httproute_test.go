@@ -251,3 +251,36 @@ func heldHTTPRoute(host gatewayv1.Hostname) *gatewayv1.HTTPRoute {
 		OwnerReferences:   controlledBy(newApp("shop", testNow.Add(-48*time.Hour))),
 	}, Spec: gatewayv1.HTTPRouteSpec{Hostnames: []gatewayv1.Hostname{host}}}
 }
+
+// TestRouteReported: a drained canary waits until the Gateways of the App that answered
+// in its HTTPRoute's status have read the route's current generation; none answered,
+// or only a Gateway the route no longer attaches to: nothing to wait for.
+func TestRouteReported(t *testing.T) {
+	accepted := metav1.Condition{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted"}
+	other := parentStatus(1, accepted)
+	other.ParentRef.Name = "old"
+	for _, tc := range []struct {
+		name    string
+		parents []gatewayv1.RouteParentStatus
+		want    bool
+	}{
+		{"no Gateway answered", nil, true},
+		{"its Gateway read an older generation", []gatewayv1.RouteParentStatus{parentStatus(1, accepted)}, false},
+		{"its Gateway read the current one", []gatewayv1.RouteParentStatus{parentStatus(2, accepted)}, true},
+		{"its Gateway has not said Accepted", []gatewayv1.RouteParentStatus{parentStatus(2)}, false},
+		{"a Gateway it no longer attaches to, at an older one", []gatewayv1.RouteParentStatus{other, parentStatus(2, accepted)}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newGatewayFixture(t, nil)
+			app := gatewayApp()
+			route := &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name, Generation: 2}}
+			route.Status.Parents = tc.parents
+			if err := f.inf.HTTPRoutes.Informer().GetIndexer().Add(route); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.c.route.reported(app); got != tc.want {
+				t.Errorf("reported %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
