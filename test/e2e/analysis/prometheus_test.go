@@ -3,6 +3,7 @@ package analysis_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -170,15 +171,34 @@ func prometheusSeesTheCanary(t *testing.T, e *env) {
 	if canaryShare < 0.4 || canaryShare > 0.6 {
 		t.Errorf("the canary's pods had %.1f%% of the requests at a weight of 50%%; want 50%% +- 10", 100*canaryShare)
 	}
-	// The latency histograms answer a quantile (demoapp answers in well under 100 ms).
-	for _, q := range []string{
-		`histogram_quantile(0.99, sum by (le) (rate(traefik_service_request_duration_seconds_bucket{` + services + `}[1m])))`,
-		`histogram_quantile(0.99, sum by (le) (rate(http_request_duration_seconds_bucket{` + pods + `}[1m])))`,
+	// The latency histograms answer a quantile. The pods' (demoapp answers in well under
+	// 100 ms) at most 1 s; Traefik's, which holds the time a starved machine keeps it
+	// waiting (a whole make test on 2 cores read 1.75 s, the load's own p99 2.3 s), at
+	// most the bound of its bucket that holds the p99 the load measured through it.
+	traefikBound := traefikBucketAbove(summary.P99Ms / 1000)
+	for _, c := range []struct {
+		q   string
+		max float64
+	}{
+		{`histogram_quantile(0.99, sum by (le) (rate(traefik_service_request_duration_seconds_bucket{` + services + `}[1m])))`, traefikBound},
+		{`histogram_quantile(0.99, sum by (le) (rate(http_request_duration_seconds_bucket{` + pods + `}[1m])))`, 1},
 	} {
-		if v := scalar(q); v <= 0 || v > 1 {
-			t.Errorf("%s = %v, want a latency above 0 and at most 1 s", q, v)
+		if v := scalar(c.q); v <= 0 || v > c.max {
+			t.Errorf("%s = %v, want a latency above 0 and at most %v s", c.q, v, c.max)
 		} else {
-			t.Logf("%s = %.3f s", q, v)
+			t.Logf("%s = %.3f s (at most %v s)", c.q, v, c.max)
 		}
 	}
+}
+
+// traefikBucketAbove returns the smallest bound of Traefik's request duration buckets
+// (0.1, 0.3, 1.2, 5 s) at or above seconds: a quantile interpolated within a bucket
+// reads at most its bound.
+func traefikBucketAbove(seconds float64) float64 {
+	for _, b := range []float64{0.1, 0.3, 1.2, 5} {
+		if seconds <= b {
+			return b
+		}
+	}
+	return math.Inf(1)
 }
