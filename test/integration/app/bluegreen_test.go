@@ -235,9 +235,11 @@ func TestBlueGreenPreviewRoute(t *testing.T) {
 	c.Create(t, app)
 	c.WaitRollout(t, ns, "web", appv1.RolloutHealthy, 0)
 
-	bad := c.GetApp(t, ns, "web")
-	bad.Spec.Rollout.BlueGreen.PreviewHosts = []appv1.Hostname{"web.example.com"}
-	_, err := c.App.AppcontrollerV1().Apps(ns).Update(ctx, bad, metav1.UpdateOptions{})
+	// From a fresh read on a conflict: the controller may still write the App's status
+	// (its Deployment available after the rollout's Healthy).
+	_, err := edit(t, c.App.AppcontrollerV1().Apps(ns), "App", "web", func(a *appv1.App) {
+		a.Spec.Rollout.BlueGreen.PreviewHosts = []appv1.Hostname{"web.example.com"}
+	})
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.rollout.blueGreen.previewHosts: Invalid value") ||
 		!strings.Contains(err.Error(), "must not repeat a host of route.hosts") {
 		t.Errorf("a preview host of the route's hosts: %v, want Invalid naming spec.rollout.blueGreen.previewHosts", err)
