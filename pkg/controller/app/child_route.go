@@ -331,18 +331,28 @@ func (r *routeChild) splits(app *appv1.App) bool {
 	return r.httpRoutes != nil && r.parents(app) != nil
 }
 
-// canaryWeight returns the weight of the canary Service on app's live HTTPRoute, -1
-// when the route does not split the traffic (or there is none).
-func (r *routeChild) canaryWeight(app *appv1.App) int32 {
-	if r.httpRoutes == nil || app.Spec.ServiceTemplate == nil {
-		return -1
+// liveRoute returns app's HTTPRoute as cached (own writes included) when app controls
+// it; nil otherwise, or when the cluster does not serve HTTPRoutes.
+func (r *routeChild) liveRoute(app *appv1.App) *gatewayv1.HTTPRoute {
+	if r.httpRoutes == nil {
+		return nil
 	}
 	obj, exists, err := r.httpRoutes.managed.GetByKey(app.Namespace + "/" + app.Name)
 	if err != nil || !exists {
-		return -1
+		return nil
 	}
 	route, ok := obj.(*gatewayv1.HTTPRoute)
-	if !ok || !controller.IsControlledBy(route, app) || len(route.Spec.Rules) == 0 {
+	if !ok || !controller.IsControlledBy(route, app) {
+		return nil
+	}
+	return route
+}
+
+// canaryWeight returns the weight of the canary Service on app's live HTTPRoute, -1
+// when the route does not split the traffic (or there is none).
+func (r *routeChild) canaryWeight(app *appv1.App) int32 {
+	route := r.liveRoute(app)
+	if route == nil || app.Spec.ServiceTemplate == nil || len(route.Spec.Rules) == 0 {
 		return -1
 	}
 	canary := app.Spec.ServiceTemplate.Name + appv1.CanarySuffix
@@ -360,15 +370,8 @@ func (r *routeChild) canaryWeight(app *appv1.App) int32 {
 // nothing to wait for. An answer of a Gateway the route no longer attaches to is not
 // waited for: its controller may never update it.
 func (r *routeChild) reported(app *appv1.App) bool {
-	if r.httpRoutes == nil {
-		return true
-	}
-	obj, exists, err := r.httpRoutes.managed.GetByKey(app.Namespace + "/" + app.Name)
-	if err != nil || !exists {
-		return true
-	}
-	route, ok := obj.(*gatewayv1.HTTPRoute)
-	if !ok {
+	route := r.liveRoute(app)
+	if route == nil {
 		return true
 	}
 	parents := r.parents(app)

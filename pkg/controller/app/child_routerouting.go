@@ -13,7 +13,6 @@ import (
 	gatewayv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
-	"github.com/app-controller/app-controller/pkg/controller"
 	"github.com/app-controller/app-controller/pkg/rollout"
 )
 
@@ -77,15 +76,8 @@ func (p *rolloutPlan) routing() rollout.Routing {
 // header matches of a rule whose one backend is the canary's Service.
 func (r *routeChild) liveRouting(app *appv1.App) rollout.Routing {
 	var out rollout.Routing
-	if r.httpRoutes == nil || app.Spec.ServiceTemplate == nil {
-		return out
-	}
-	obj, exists, err := r.httpRoutes.managed.GetByKey(app.Namespace + "/" + app.Name)
-	if err != nil || !exists {
-		return out
-	}
-	route, ok := obj.(*gatewayv1.HTTPRoute)
-	if !ok || !controller.IsControlledBy(route, app) || len(route.Spec.Rules) == 0 {
+	route := r.liveRoute(app)
+	if route == nil || app.Spec.ServiceTemplate == nil || len(route.Spec.Rules) == 0 {
 		return out
 	}
 	canary := gatewayv1.ObjectName(app.Spec.ServiceTemplate.Name + appv1.CanarySuffix)

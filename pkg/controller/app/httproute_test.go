@@ -273,7 +273,8 @@ func TestRouteReported(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newGatewayFixture(t, nil)
 			app := gatewayApp()
-			route := &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name, Generation: 2}}
+			route := &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name, Generation: 2,
+				OwnerReferences: controlledBy(app)}}
 			route.Status.Parents = tc.parents
 			if err := f.inf.HTTPRoutes.Informer().GetIndexer().Add(route); err != nil {
 				t.Fatal(err)

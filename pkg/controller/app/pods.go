@@ -102,20 +102,27 @@ func (c *Controller) outlivedCanary(obj metav1.Object) bool {
 // included: once its Deployment is gone, the garbage collector deletes them, and they
 // stop; the HTTPRoute keeps them out of its traffic until then (rollout.Live).
 func (c *Controller) canaryPodsLeft(app *appv1.App) bool {
-	if c.pods == nil {
-		return false
-	}
-	objs, err := c.pods.ByIndex(podAppIndex, app.Namespace+"/"+app.Name)
-	if err != nil {
-		return false
-	}
-	set := selectorLabels(app)
-	set[appv1.TrackLabel] = appv1.TrackCanary
-	selector := labels.SelectorFromSet(set)
+	objs, selector := c.cachedCanaryPods(app)
 	return slices.ContainsFunc(objs, func(obj interface{}) bool {
 		pod, ok := obj.(*corev1.Pod)
 		return ok && selector.Matches(labels.Set(pod.Labels))
 	})
+}
+
+// cachedCanaryPods returns the cached pods of app (none without a pod cache) and the
+// selector of its canary's among them.
+func (c *Controller) cachedCanaryPods(app *appv1.App) ([]interface{}, labels.Selector) {
+	set := selectorLabels(app)
+	set[appv1.TrackLabel] = appv1.TrackCanary
+	selector := labels.SelectorFromSet(set)
+	if c.pods == nil {
+		return nil, selector
+	}
+	objs, err := c.pods.ByIndex(podAppIndex, app.Namespace+"/"+app.Name)
+	if err != nil {
+		return nil, selector
+	}
+	return objs, selector
 }
 
 // podChanged queues the App whose selector labels pod carries, if that App exists.
@@ -285,16 +292,11 @@ func currentPods(objs []interface{}, selector labels.Selector, hash string) []*c
 // readyDeadlineSeconds after its creation. It also returns when a pod not ready yet
 // reaches that deadline (0: none).
 func (c *Controller) canaryFailure(app *appv1.App, d *appsv1.Deployment, s *appv1.CanaryStrategy, now time.Time) (rollout.Abort, time.Duration) {
-	if c.pods == nil || d == nil || d.Status.ObservedGeneration < d.Generation {
+	if d == nil || d.Status.ObservedGeneration < d.Generation {
 		return rollout.Abort{}, 0
 	}
-	objs, err := c.pods.ByIndex(podAppIndex, app.Namespace+"/"+app.Name)
-	if err != nil {
-		return rollout.Abort{}, 0
-	}
-	set := selectorLabels(app)
-	set[appv1.TrackLabel] = appv1.TrackCanary
-	pods := currentPods(objs, labels.SelectorFromSet(set), newReplicaSetHash(d))
+	objs, selector := c.cachedCanaryPods(app)
+	pods := currentPods(objs, selector, newReplicaSetHash(d))
 	deadline := time.Duration(ptr.Deref(s.ReadyDeadlineSeconds, 120)) * time.Second
 	var (
 		failing  []*corev1.Pod

@@ -283,52 +283,50 @@ func TestPodHandler(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		event func(h cache.ResourceEventHandler)
+		event func(f *fixture, h cache.ResourceEventHandler)
 		want  []string
 	}{
-		{"add", func(h cache.ResourceEventHandler) { h.OnAdd(pod("1", "web", "web", failing), false) }, []string{"tcs/web"}},
-		{"add, quiet", func(h cache.ResourceEventHandler) { h.OnAdd(pod("1", "web", "web", quiet), false) }, nil},
-		{"update to a problem", func(h cache.ResourceEventHandler) {
+		{"add", func(f *fixture, h cache.ResourceEventHandler) { h.OnAdd(pod("1", "web", "web", failing), false) }, []string{"tcs/web"}},
+		{"add, quiet", func(f *fixture, h cache.ResourceEventHandler) { h.OnAdd(pod("1", "web", "web", quiet), false) }, nil},
+		{"update to a problem", func(f *fixture, h cache.ResourceEventHandler) {
 			h.OnUpdate(pod("1", "web", "web", quiet), pod("2", "web", "web", failing))
 		}, []string{"tcs/web"}},
-		{"update from a problem", func(h cache.ResourceEventHandler) {
+		{"update from a problem", func(f *fixture, h cache.ResourceEventHandler) {
 			h.OnUpdate(pod("1", "web", "web", failing), pod("2", "web", "web", quiet))
 		}, []string{"tcs/web"}},
-		{"update, quiet before and after", func(h cache.ResourceEventHandler) {
+		{"update, quiet before and after", func(f *fixture, h cache.ResourceEventHandler) {
 			h.OnUpdate(pod("1", "web", "web", quiet), pod("2", "web", "web", quiet))
 		}, nil},
-		{"periodic resync", func(h cache.ResourceEventHandler) {
+		{"periodic resync", func(f *fixture, h cache.ResourceEventHandler) {
 			h.OnUpdate(pod("1", "web", "web", failing), pod("1", "web", "web", failing))
 		}, nil},
-		{"delete, tombstone", func(h cache.ResourceEventHandler) {
+		{"delete, tombstone", func(f *fixture, h cache.ResourceEventHandler) {
 			h.OnDelete(cache.DeletedFinalStateUnknown{Key: "tcs/p", Obj: pod("1", "web", "web", failing)})
 		}, []string{"tcs/web"}},
-		{"delete, quiet", func(h cache.ResourceEventHandler) { h.OnDelete(pod("1", "web", "web", quiet)) }, nil},
+		{"delete, quiet", func(f *fixture, h cache.ResourceEventHandler) { h.OnDelete(pod("1", "web", "web", quiet)) }, nil},
 		// The HTTPRoute of a drained canary waits for the last of its pods (canaryPodsLeft).
-		{"delete, quiet, a canary's pod, its Deployment gone", func(h cache.ResourceEventHandler) {
+		{"delete, quiet, a canary's pod, its Deployment gone", func(f *fixture, h cache.ResourceEventHandler) {
 			p := pod("1", "web", "web", quiet)
 			p.Labels[appv1.TrackLabel] = appv1.TrackCanary
 			h.OnDelete(p)
 		}, []string{"tcs/web"}},
-		{"delete, quiet, a canary's pod, its Deployment there", func(h cache.ResourceEventHandler) {
+		{"delete, quiet, a canary's pod, its Deployment there", func(f *fixture, h cache.ResourceEventHandler) {
+			canary := liveDeployment(t, app)
+			canary.Name = canaryName(app)
+			f.addDeployments(canary)
 			p := pod("1", "web", "web", quiet)
 			p.Labels[appv1.TrackLabel] = appv1.TrackCanary
 			h.OnDelete(p)
 		}, nil},
-		{"pod of an App that does not exist", func(h cache.ResourceEventHandler) { h.OnAdd(pod("1", "gone", "gone", failing), false) }, nil},
-		{"labels that are not an App's selector", func(h cache.ResourceEventHandler) { h.OnAdd(pod("1", "other", "web", failing), false) }, nil},
-		{"not a pod", func(h cache.ResourceEventHandler) { h.OnAdd(&appv1.App{}, false) }, nil},
+		{"pod of an App that does not exist", func(f *fixture, h cache.ResourceEventHandler) { h.OnAdd(pod("1", "gone", "gone", failing), false) }, nil},
+		{"labels that are not an App's selector", func(f *fixture, h cache.ResourceEventHandler) { h.OnAdd(pod("1", "other", "web", failing), false) }, nil},
+		{"not a pod", func(f *fixture, h cache.ResourceEventHandler) { h.OnAdd(&appv1.App{}, false) }, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			f.addApps(app)
-			if strings.Contains(tc.name, "its Deployment there") {
-				canary := liveDeployment(t, app)
-				canary.Name = canaryName(app)
-				f.addDeployments(canary)
-			}
-			tc.event(f.c.podHandler(klog.Background()))
+			tc.event(f, f.c.podHandler(klog.Background()))
 			if got := queued(f.c); !got.Equal(sets.New(tc.want...)) {
 				t.Errorf("queued %v, want %v", sets.List(got), tc.want)
 			}

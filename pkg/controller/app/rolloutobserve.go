@@ -155,13 +155,10 @@ func (c *Controller) rolloutLive(app *appv1.App, in *syncInput, canary *appsv1.D
 		}
 		if canary == nil {
 			l.CanaryPodsLeft = c.canaryPodsLeft(app)
-		}
-		if canary != nil {
-			if a := deploymentCondition(canary, appsv1.DeploymentAvailable); a != nil && a.Status == corev1.ConditionTrue {
-				l.CanaryAvailableSince = a.LastTransitionTime.Time
-				if l.CanaryWeight <= 0 {
-					settle = max(settle, l.CanaryAvailableSince.Add(rollout.GatewaySettle).Sub(now))
-				}
+		} else if a := deploymentCondition(canary, appsv1.DeploymentAvailable); a != nil && a.Status == corev1.ConditionTrue {
+			l.CanaryAvailableSince = a.LastTransitionTime.Time
+			if l.CanaryWeight <= 0 {
+				settle = max(settle, l.CanaryAvailableSince.Add(rollout.GatewaySettle).Sub(now))
 			}
 		}
 	}
