@@ -30,7 +30,8 @@
 //     (fleet_gateway.go: on a real node half of the canaries split their traffic by an
 //     HTTPRoute through it);
 //   - the controller's /metrics read every 10 s (sampler.go): resident memory, heap,
-//     goroutines, informer caches, the App queue;
+//     goroutines, informer caches, the App queue; and with them, from the API server,
+//     the objects each informer cache should hold (storecount.go);
 //   - the invariants (check.go, writes.go, slope.go): every App converges within a bound
 //     after each change and each fault; no App, child or revision lost or duplicated;
 //     no write to an object no App controls (the API server's audit log); writes per
@@ -39,9 +40,9 @@
 //     stable pods' template, the controller writing a count an autoscaler took
 //     (rollouts.go, from the audit log's bodies), the autoscalers scaling an App up and
 //     down with its load (load.go); canaries at rest with the children of
-//     an App without a strategy; no upward trend of memory, goroutines, caches or queue
-//     over the last two thirds of the run; no panic and no restart of the controller but
-//     the injected ones.
+//     an App without a strategy; no upward trend of memory, goroutines, queue or the
+//     caches' excess over the API over the last two thirds of the run; no panic and no
+//     restart of the controller but the injected ones.
 //
 // The result is a JSON report (report.go) that hack/tools/soakplot draws.
 package soak

@@ -49,6 +49,10 @@ type Report struct {
 	Samples     []Sample  `json:"samples"`
 	WriteRate   []rateBin `json:"write_rate"`
 	ScrapeFails int       `json:"scrape_failures"`
+	// CountFails are the API's counts of the stores that failed (their samples' excess
+	// left out), CountFailure the first one's error.
+	CountFails   int    `json:"count_failures"`
+	CountFailure string `json:"count_failure,omitempty"`
 }
 
 // Settings are the run's configuration.
@@ -177,7 +181,7 @@ func (r *Report) invariants() {
 	var growing []string
 	for _, t := range r.Trends {
 		if t.Growing {
-			growing = append(growing, fmt.Sprintf("shard %s %s: %+.1f/h [%+.1f, %+.1f], bound %.1f/h, mean %.1f", t.Shard, t.Series, t.SlopePerHour, t.CILow, t.CIHigh, t.BoundPerHour, t.Mean))
+			growing = append(growing, fmt.Sprintf("shard %s %s: %+.1f/h [%+.1f, %+.1f], bound %.1f/h, mean %.1f%s", t.Shard, t.Series, t.SlopePerHour, t.CILow, t.CIHigh, t.BoundPerHour, t.Mean, t.storeMean()))
 		}
 	}
 	if r.TrendsNotJudged == "" {
@@ -286,22 +290,28 @@ func (r *Report) Print(out io.Writer) {
 		}
 	}
 	for _, t := range r.Trends {
-		if strings.HasPrefix(t.Series, "store:") && !t.Growing {
+		if isStoreSeries(t.Series) && !t.Growing {
 			continue
 		}
-		fmt.Fprintf(out, "  trend shard %s %-14s mean %8.1f slope %+8.2f/h [%+.2f, %+.2f] bound %.1f/h (%d samples, %d leaders)%s\n",
-			t.Shard, t.Series, t.Mean, t.SlopePerHour, t.CILow, t.CIHigh, t.BoundPerHour, t.N, t.Segments, map[bool]string{true: " GROWING"}[t.Growing])
+		fmt.Fprintf(out, "  trend shard %s %-14s mean %8.1f%s slope %+8.2f/h [%+.2f, %+.2f] bound %.1f/h (%d samples, %d leaders)%s\n",
+			t.Shard, t.Series, t.Mean, t.storeMean(), t.SlopePerHour, t.CILow, t.CIHigh, t.BoundPerHour, t.N, t.Segments, map[bool]string{true: " GROWING"}[t.Growing])
 	}
 	if r.TrendsNotJudged != "" {
 		fmt.Fprintf(out, "  trends not judged: %s\n", r.TrendsNotJudged)
 	}
-	stores := 0
+	stores, excess := 0, 0
 	for _, t := range r.Trends {
-		if strings.HasPrefix(t.Series, "store:") && !t.Growing {
+		if isStoreSeries(t.Series) && !t.Growing {
 			stores++
+			if strings.HasPrefix(t.Series, seriesStoreExcess) {
+				excess++
+			}
 		}
 	}
-	fmt.Fprintf(out, "  and %d informer caches, none growing beyond its bound\n", stores)
+	fmt.Fprintf(out, "  and %d informer caches (%d judged on their excess over the API's count), none growing beyond its bound\n", stores, excess)
+	if r.CountFails > 0 {
+		fmt.Fprintf(out, "  %d counts of the caches' objects in the API failed (their samples left out of the excess), the first: %s\n", r.CountFails, r.CountFailure)
+	}
 	for _, x := range r.Restarts {
 		fmt.Fprintf(out, "restart %s at %s: %s, %s\n", x.Instance, x.At.Format(time.TimeOnly), x.How, x.Cause)
 	}

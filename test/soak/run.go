@@ -176,7 +176,11 @@ func (r *run) run(ctx context.Context, logDir string) (*Report, error) {
 
 	start := time.Now()
 	r.printf("churn and faults for %s\n", cfg.Duration)
-	r.sampler = &sampler{fleet: r.fleet, start: start}
+	counter, err := newAPICounter(admin, r.kube)
+	if err != nil {
+		return nil, err
+	}
+	r.sampler = &sampler{fleet: r.fleet, counter: counter, start: start}
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { r.sampler.run(sampleCtx, cfg.SampleInterval) })
@@ -245,6 +249,7 @@ func (r *run) run(ctx context.Context, logDir string) (*Report, error) {
 	report.WriteRate = writeRate(writes, start, end, cfg.SampleInterval)
 	report.Samples = r.sampler.samples
 	report.ScrapeFails = r.sampler.errors
+	report.CountFails, report.CountFailure = r.sampler.countFails, r.sampler.countFailure
 	report.Trends = trends(report.Samples, cfg.Duration/3, cfg.Duration, cfg.Warmup)
 	report.TrendsNotJudged = trendsNotJudged(cfg.Duration)
 	report.Panics = r.fleet.panics()

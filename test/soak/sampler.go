@@ -2,7 +2,9 @@ package soak
 
 import (
 	"context"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +36,13 @@ type Sample struct {
 	Syncs float64 `json:"syncs"`
 	// Stores are app_controller_informer_store_objects by "factory/resource".
 	Stores map[string]float64 `json:"stores,omitempty"`
+	// StoresAPI are, by the same keys, the objects the API server held that each store
+	// should hold (storecount.go), counted right after the scrapes; none for a store
+	// the harness cannot count, or whose count failed.
+	StoresAPI map[string]float64 `json:"stores_api,omitempty"`
+	// CountSkewS is how long after this scrape the last of its stores' counts ended,
+	// in seconds: the skew the floor of their excess absorbs (trends.go).
+	CountSkewS float64 `json:"count_skew_s,omitempty"`
 }
 
 // LoadSample is the machine's load average (/proc/loadavg) at one moment.
@@ -47,15 +56,22 @@ type LoadSample struct {
 const appQueue = "app"
 
 // sampler reads every running instance's /metrics and the machine's load every
-// interval.
+// interval, and counts from the API server what the instances' informer stores should
+// hold.
 type sampler struct {
 	fleet fleet
-	start time.Time
+	// counter counts the stores' objects in the API (nil: no counts, every store
+	// judged on its own size).
+	counter storeCounter
+	start   time.Time
 
 	mu      sync.Mutex
 	samples []Sample
 	load    []LoadSample
 	errors  int
+	// countFails are the counts that failed, countFailure the first one's error.
+	countFails   int
+	countFailure string
 }
 
 func mib(v float64) float64 { return v / (1 << 20) }
@@ -111,29 +127,102 @@ func (s *sampler) run(ctx context.Context, interval time.Duration) {
 
 // once takes one sample of each running instance and of the load.
 func (s *sampler) once(ctx context.Context) {
-	t := time.Since(s.start).Seconds()
+	s.take(ctx, time.Since(s.start).Seconds())
+}
+
+// take takes the samples of time t (seconds since the start): each running
+// instance's scrape, then the API's counts of their stores.
+func (s *sampler) take(ctx context.Context, t float64) {
 	if l, ok := readLoad(); ok {
 		l.T = t
 		s.mu.Lock()
 		s.load = append(s.load, l)
 		s.mu.Unlock()
 	}
-	var wg sync.WaitGroup
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		taken   []Sample
+		scraped []time.Time
+	)
 	for _, in := range s.fleet.running() {
 		wg.Go(func() {
 			families, err := s.fleet.scrape(ctx, in)
-			s.mu.Lock()
-			defer s.mu.Unlock()
+			at := time.Now()
 			if err != nil {
+				s.mu.Lock()
 				s.errors++
+				s.mu.Unlock()
 				return
 			}
 			sample := sampleOf(in, families)
 			sample.T = t
-			s.samples = append(s.samples, sample)
+			mu.Lock()
+			taken, scraped = append(taken, sample), append(scraped, at)
+			mu.Unlock()
 		})
 	}
 	wg.Wait()
+	s.countStores(ctx, taken, scraped)
+	s.mu.Lock()
+	s.samples = append(s.samples, taken...)
+	s.mu.Unlock()
+}
+
+// countStores sets the API's counts of samples' stores (scraped at scraped): each
+// query counted once, for every process whose store asks it (both shards' stores of a
+// resource, but the Apps', ask the same), all at once after the scrapes.
+func (s *sampler) countStores(ctx context.Context, samples []Sample, scraped []time.Time) {
+	if s.counter == nil {
+		return
+	}
+	type result struct {
+		n    int
+		err  error
+		done time.Time
+	}
+	results := map[storeQuery]*result{}
+	for _, sample := range samples {
+		for store := range sample.Stores {
+			if q, ok := queryOf(store, sample.Shard); ok && results[q] == nil {
+				results[q] = &result{}
+			}
+		}
+	}
+	countCtx, cancel := context.WithTimeout(ctx, countTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for q, r := range results {
+		wg.Go(func() {
+			r.n, r.err = s.counter.count(countCtx, q)
+			r.done = time.Now()
+		})
+	}
+	wg.Wait()
+	s.mu.Lock()
+	for _, q := range slices.SortedFunc(maps.Keys(results), func(a, b storeQuery) int { return strings.Compare(a.String(), b.String()) }) {
+		// A count the end of the sampling cut is no failure.
+		if err := results[q].err; err != nil && ctx.Err() == nil {
+			if s.countFails == 0 {
+				s.countFailure = err.Error()
+			}
+			s.countFails++
+		}
+	}
+	s.mu.Unlock()
+	for i := range samples {
+		for store := range samples[i].Stores {
+			q, ok := queryOf(store, samples[i].Shard)
+			if !ok || results[q].err != nil {
+				continue
+			}
+			if samples[i].StoresAPI == nil {
+				samples[i].StoresAPI = map[string]float64{}
+			}
+			samples[i].StoresAPI[store] = float64(results[q].n)
+			samples[i].CountSkewS = max(samples[i].CountSkewS, round2(results[q].done.Sub(scraped[i]).Seconds()))
+		}
+	}
 }
 
 // readLoad reads /proc/loadavg.

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -17,6 +18,9 @@ type Trend struct {
 	N        int     `json:"n"`
 	Segments int     `json:"segments"`
 	Mean     float64 `json:"mean"`
+	// StoreMean is, for a store judged on its excess over the API's count, the mean
+	// of the store itself over the same samples (Mean is the excess's).
+	StoreMean float64 `json:"store_mean,omitempty"`
 	// SlopePerHour and its 95% confidence interval [CILow, CIHigh]; Rho the residuals'
 	// lag-1 autocorrelation the interval allows for.
 	SlopePerHour float64 `json:"slope_per_hour"`
@@ -24,10 +28,20 @@ type Trend struct {
 	CIHigh       float64 `json:"ci_high_per_hour"`
 	Rho          float64 `json:"rho"`
 	// BoundPerHour is the largest growth per hour that passes: a share of the mean (a
-	// fifth, half for the resident memory), at least the series' floor.
+	// fifth, half for the resident memory), at least the series' floor (for a store's
+	// excess, whose mean is about 0, the floor).
 	BoundPerHour float64 `json:"bound_per_hour"`
 	// Growing: the slope exceeds the bound and its whole interval is above zero.
 	Growing bool `json:"growing"`
+}
+
+// storeMean is " (store mean M)", the mean of the store itself, for a store judged on
+// its excess; "" for other series.
+func (t Trend) storeMean() string {
+	if !strings.HasPrefix(t.Series, seriesStoreExcess) {
+		return ""
+	}
+	return fmt.Sprintf(" (store mean %.1f)", t.StoreMean)
 }
 
 // The bound of a trend: a fifth of the series' mean per hour, at least a floor per
@@ -38,7 +52,9 @@ type Trend struct {
 // every relist after a fault raises and the Go runtime gives back slowly, so it creeps
 // for many minutes after a leader starts (seen at +20 MiB/h on the real node with a flat
 // live heap); the live heap and the goroutines are the leak signals, the resident
-// memory the backstop for what lies outside the heap.
+// memory the backstop for what lies outside the heap. An informer store counted by the
+// API is judged on its excess over the count, about 0 in a sound cache whatever the
+// cluster holds: its bound is its floor.
 const boundRelative = 0.2
 
 // soakEventTTL is how long the soak's apiserver keeps an Event (localcluster's
@@ -64,6 +80,20 @@ func trendsNotJudged(d time.Duration) string {
 // seriesRSS is the resident memory's series.
 const seriesRSS = "rss_mib"
 
+// The series of an informer store ("factory/resource" after the prefix): its excess
+// over the objects the API server holds that it should hold (storecount.go), or, for a
+// store the harness cannot count (a factory whose selection it does not know), its own
+// size.
+const (
+	seriesStoreExcess = "store_excess:"
+	seriesStore       = "store:"
+)
+
+// isStoreSeries tells whether series is an informer store's.
+func isStoreSeries(series string) bool {
+	return strings.HasPrefix(series, seriesStoreExcess) || strings.HasPrefix(series, seriesStore)
+}
+
 var (
 	trendRelative = map[string]float64{seriesRSS: 0.5}
 	trendFloors   = map[string]float64{
@@ -71,9 +101,38 @@ var (
 		"heap_live_mib": 2,
 		"goroutines":    10,
 		"queue":         10,
-		"store":         10,
+		// A store counted by the API: the floor of its excess's bound. A sound cache's
+		// excess is 0 but for the skew: the counts start after the scrapes (a few
+		// hundred ms: CountSkewS), and the controller's watch delivers an object tens
+		// of ms after the API has it, so a sample misses the objects created and still
+		// holds those deleted within that second or so. At the churn's pace (36
+		// operations a minute; the busiest store, the pods', sees about two creates and
+		// deletes a second) that is ±1 object a sample, ±5 in a burst (an App deleted
+		// with its pods, a canary scaled), as often up as down. It has no trend of its
+		// own: the skew biases the excess by the store's net growth within it, which
+		// for the canaries in flight (+10 an hour at most) is a few thousandths of an
+		// object. A burst tilts the slope by its size times its distance from its
+		// leader's mid-point over the fit's sum of squares: ±5 at the last sample of 20
+		// minutes of one leader (120 samples, 1.1 h²) is 0.75/h, and the 95% interval
+		// allows for such noise. 10 an hour, the floor of a store judged on its size,
+		// is more than ten times that and a tenth of the leak it is there for (a cache
+		// that keeps the objects deleted twice a minute: +120/h).
+		seriesStoreExcess: 10,
+		// A store judged on its own size.
+		seriesStore: 10,
 	}
 )
+
+// trendFloor is the floor of series' bound.
+func trendFloor(series string) float64 {
+	switch {
+	case strings.HasPrefix(series, seriesStoreExcess):
+		return trendFloors[seriesStoreExcess]
+	case strings.HasPrefix(series, seriesStore):
+		return trendFloors[seriesStore]
+	}
+	return trendFloors[series]
+}
 
 // trends fits every series of each shard's leader, from the samples taken from
 // window on until the churn ends (end: the final convergence and checks are no steady
@@ -101,41 +160,59 @@ func trends(samples []Sample, window, end, warmup time.Duration) []Trend {
 			"goroutines":    func(s Sample) (float64, bool) { return s.Goroutines, true },
 			"queue":         func(s Sample) (float64, bool) { return s.Queue, true },
 		}
+		// Each store, and whether the API counted it at some sample: a store the API
+		// counts is judged on its excess at the samples with a count (a count that
+		// failed leaves its sample out), the others on their size.
 		stores := map[string]bool{}
 		for _, s := range leading {
 			for k := range s.Stores {
-				stores[k] = true
+				_, counted := s.StoresAPI[k]
+				stores[k] = stores[k] || counted
 			}
 		}
-		for k := range stores {
-			series["store:"+k] = func(s Sample) (float64, bool) {
-				v, ok := s.Stores[k]
-				return v, ok
+		// storeOf is, for an excess series, the store's own size at the same samples.
+		storeOf := map[string]func(Sample) float64{}
+		for k, counted := range stores {
+			if !counted {
+				series[seriesStore+k] = func(s Sample) (float64, bool) {
+					v, ok := s.Stores[k]
+					return v, ok
+				}
+				continue
 			}
+			series[seriesStoreExcess+k] = func(s Sample) (float64, bool) {
+				v, ok := s.Stores[k]
+				api, counted := s.StoresAPI[k]
+				return v - api, ok && counted
+			}
+			storeOf[seriesStoreExcess+k] = func(s Sample) float64 { return s.Stores[k] }
 		}
 		for _, name := range slices.Sorted(maps.Keys(series)) {
-			var points []point
+			var points, storePoints []point
 			for _, s := range leading {
 				if v, ok := series[name](s); ok {
 					points = append(points, point{segment: s.Process, hours: s.T / 3600, value: v})
+					if store := storeOf[name]; store != nil {
+						storePoints = append(storePoints, point{segment: s.Process, hours: s.T / 3600, value: store(s)})
+					}
 				}
 			}
 			f, ok := fitSlope(points)
 			if !ok {
 				continue
 			}
-			floor := trendFloors[name]
-			if floor == 0 {
-				floor = trendFloors["store"]
-			}
 			relative := trendRelative[name]
 			if relative == 0 {
 				relative = boundRelative
 			}
-			bound := math.Max(relative*math.Abs(f.mean), floor)
-			out = append(out, Trend{Shard: shard, Series: name, N: f.n, Segments: f.segments, Mean: round2(f.mean),
+			bound := math.Max(relative*math.Abs(f.mean), trendFloor(name))
+			t := Trend{Shard: shard, Series: name, N: f.n, Segments: f.segments, Mean: round2(f.mean),
 				SlopePerHour: round2(f.slope), CILow: round2(f.slope - f.halfWidth), CIHigh: round2(f.slope + f.halfWidth),
-				Rho: round2(f.rho), BoundPerHour: round2(bound), Growing: f.growing(bound)})
+				Rho: round2(f.rho), BoundPerHour: round2(bound), Growing: f.growing(bound)}
+			if sf, ok := fitSlope(storePoints); ok {
+				t.StoreMean = round2(sf.mean)
+			}
+			out = append(out, t)
 		}
 	}
 	return out
