@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -375,6 +376,27 @@ func describeState(r *appRecord) string {
 	return fmt.Sprintf("says %s; want %s at generation %d", state, want, g.generation)
 }
 
+// describeStates says what an App reported in a window (its states, from the one
+// before the window on): each change's time, Ready condition and generation, the first
+// and the last few of them when there are many.
+func describeStates(states []stateRecord) string {
+	const ends = 3
+	var parts []string
+	for i, s := range states {
+		if len(states) > 2*ends && i == ends {
+			parts = append(parts, fmt.Sprintf("(%d more)", len(states)-2*ends))
+		}
+		if len(states) > 2*ends && i >= ends && i < len(states)-ends {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s Ready=%s/%s gen %d", s.at.Format(time.TimeOnly), s.ready, s.reason, s.generation))
+	}
+	if len(parts) == 0 {
+		return "no state"
+	}
+	return strings.Join(parts, ", ")
+}
+
 // Convergence are the times Apps took to report what the driver expects, after a
 // change of their spec (from the change, or from the end of a fault it overlapped).
 type Convergence struct {
@@ -460,7 +482,7 @@ func (w *world) convergence(faults []FaultRecord, bound time.Duration, start, en
 			}
 			at, ok := r.convergedAt(gen, f.End, from.Add(bound))
 			if !ok {
-				f.NotConverged = append(f.NotConverged, r.key()+" "+describeState(r))
+				f.NotConverged = append(f.NotConverged, r.key()+" "+describeState(r)+"; in the bound: "+describeStates(r.statesIn(f.End, from.Add(bound))))
 				continue
 			}
 			worst = max(worst, at.Sub(from).Seconds())
