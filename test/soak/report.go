@@ -221,6 +221,34 @@ func (r *Report) WriteJSON(path string) error {
 	return os.WriteFile(path, append(data, '\n'), 0o644)
 }
 
+// printTrends writes the trends of the series that grow or are not a cache's, and how
+// many caches did not grow.
+func (r *Report) printTrends(out io.Writer) {
+	for _, t := range r.Trends {
+		if isStoreSeries(t.Series) && !t.Growing {
+			continue
+		}
+		fmt.Fprintf(out, "  trend shard %s %-14s mean %8.1f%s slope %+8.2f/h [%+.2f, %+.2f] bound %.1f/h (%d samples, %d leaders)%s\n",
+			t.Shard, t.Series, t.Mean, t.storeMean(), t.SlopePerHour, t.CILow, t.CIHigh, t.BoundPerHour, t.N, t.Segments, map[bool]string{true: " GROWING"}[t.Growing])
+	}
+	if r.TrendsNotJudged != "" {
+		fmt.Fprintf(out, "  trends not judged: %s\n", r.TrendsNotJudged)
+	}
+	stores, excess := 0, 0
+	for _, t := range r.Trends {
+		if isStoreSeries(t.Series) && !t.Growing {
+			stores++
+			if strings.HasPrefix(t.Series, seriesStoreExcess) {
+				excess++
+			}
+		}
+	}
+	fmt.Fprintf(out, "  and %d informer caches (%d judged on their excess over the API's count), none growing beyond its bound\n", stores, excess)
+	if r.CountFails > 0 {
+		fmt.Fprintf(out, "  %d counts of the caches' objects in the API failed (their samples left out of the excess), the first: %s\n", r.CountFails, r.CountFailure)
+	}
+}
+
 // Print writes the report's figures for people.
 func (r *Report) Print(out io.Writer) {
 	s := r.Settings
@@ -289,29 +317,7 @@ func (r *Report) Print(out io.Writer) {
 			fmt.Fprintf(out, "    out of range: %s\n", o)
 		}
 	}
-	for _, t := range r.Trends {
-		if isStoreSeries(t.Series) && !t.Growing {
-			continue
-		}
-		fmt.Fprintf(out, "  trend shard %s %-14s mean %8.1f%s slope %+8.2f/h [%+.2f, %+.2f] bound %.1f/h (%d samples, %d leaders)%s\n",
-			t.Shard, t.Series, t.Mean, t.storeMean(), t.SlopePerHour, t.CILow, t.CIHigh, t.BoundPerHour, t.N, t.Segments, map[bool]string{true: " GROWING"}[t.Growing])
-	}
-	if r.TrendsNotJudged != "" {
-		fmt.Fprintf(out, "  trends not judged: %s\n", r.TrendsNotJudged)
-	}
-	stores, excess := 0, 0
-	for _, t := range r.Trends {
-		if isStoreSeries(t.Series) && !t.Growing {
-			stores++
-			if strings.HasPrefix(t.Series, seriesStoreExcess) {
-				excess++
-			}
-		}
-	}
-	fmt.Fprintf(out, "  and %d informer caches (%d judged on their excess over the API's count), none growing beyond its bound\n", stores, excess)
-	if r.CountFails > 0 {
-		fmt.Fprintf(out, "  %d counts of the caches' objects in the API failed (their samples left out of the excess), the first: %s\n", r.CountFails, r.CountFailure)
-	}
+	r.printTrends(out)
 	for _, x := range r.Restarts {
 		fmt.Fprintf(out, "restart %s at %s: %s, %s\n", x.Instance, x.At.Format(time.TimeOnly), x.How, x.Cause)
 	}
