@@ -23,7 +23,8 @@ func main() {
 	flag.StringVar(&cfg.Node, "node", localcluster.NodeKwok, "kwok (the controller as processes) or real (the chart on a real node; root)")
 	flag.IntVar(&cfg.Apps, "apps", 0, fmt.Sprintf("Apps the churn keeps (0: %d on kwok, %d on a real node)", soak.DefaultApps(localcluster.NodeKwok), soak.DefaultApps(localcluster.NodeReal)))
 	flag.IntVar(&cfg.Namespaces, "namespaces", 0, "namespaces the Apps are spread over (0: 3)")
-	flag.Float64Var(&cfg.Rate, "rate", 1, "scale of the mix of operations per minute (1: soak.DefaultMix, 25 a minute)")
+	flag.Float64Var(&cfg.Rate, "rate", 0, fmt.Sprintf("scale of the mix of operations per minute (1: soak.DefaultMix; 0: %g on kwok, %g on a real node)",
+		soak.DefaultRate(localcluster.NodeKwok), soak.DefaultRate(localcluster.NodeReal)))
 	flag.StringVar(&faults, "faults", "", "comma-separated faults injected in turn (empty: the node's defaults; none: no fault)")
 	flag.DurationVar(&cfg.FaultInterval, "fault-interval", 0, "time between faults (0: 3m30s)")
 	flag.DurationVar(&cfg.FirstFault, "first-fault", 0, "time of the first fault (0: 2m)")
