@@ -694,7 +694,7 @@ bench: tools build $(if $(BENCH_PEER),$(ARGO_ROLLOUTS)) ## The benchmark harness
 # cluster-up: any machine, no root) runs the controller as processes with the chart's
 # flags; NODE=real installs the chart (the image of make image) on a real node. APPS=0:
 # 300 on kwok, 30 on a real node (2 cores; its kubelet runs at most 110 pods), SOAKFLAGS=-rate
-# scales the churn (0: 1 on kwok, 0.5 on a real node).
+# scales the churn (0: 1 on kwok, 0.25 on a real node).
 DURATION ?= 30m
 APPS     ?= 0
 SOAK_DIR := $(LOCAL)/soak

@@ -96,7 +96,7 @@ const (
 	defaultNamespaces   = 3
 	kwokAppsDefault     = 300
 	realNodeAppsDefault = 30
-	realNodeRateDefault = 0.5
+	realNodeRateDefault = 0.25
 )
 
 // DefaultFaults returns the faults injected on a node of kind node, in this order: a
@@ -118,8 +118,10 @@ func DefaultFaults(node string) []string {
 // at a step) and the autoscaled Apps two or three, ten Apps of the mix run about 15
 // pods at rest and more while they roll. Measured on 2 cores (docs/soak.md): 40 Apps at
 // rate 1 asked for 125 pods, the kubelet refused them (Too many pods) at a load of 55
-// with half the CPU in the kernel starting containers; 30 Apps at rate 0.5 ran at a load
-// of 9-63, mean 28.7, 17.6 operations a minute, with every rollout invariant held.
+// with half the CPU in the kernel starting containers; 30 Apps at rate 0.5 (15-18
+// operations a minute) ran at a load of 9-63, mean 28.7 and 42-45 in its first minutes
+// a day later: about 20 pods created and 20 deleted a minute, whose runc, shim and CNI
+// processes took most of the 2 cores, and converged slower than the 2-minute bound.
 func DefaultApps(node string) int {
 	if node == localcluster.NodeReal {
 		return realNodeAppsDefault
