@@ -23,15 +23,16 @@ import (
 // does not is a leak the soak test looks for (test/soak); it also shows which cache
 // holds the memory that docs/operations.md's sizing measures.
 
-// Informer factory names, the factory label of app_controller_informer_store_objects.
+// Informer factory names, the factory label of app_controller_informer_store_objects
+// (the soak counts each factory's objects in the API by them: test/soak).
 const (
-	factoryKube              = "kube"
-	factoryManaged           = "managed"
-	factoryUnmanagedMetadata = "unmanaged-metadata"
-	factoryMetadata          = "metadata"
-	factoryApps              = "apps"
-	factoryManagedGateway    = "managed-gateway"
-	factoryProbeEvents       = "probe-events"
+	FactoryKube              = "kube"
+	FactoryManaged           = "managed"
+	FactoryUnmanagedMetadata = "unmanaged-metadata"
+	FactoryMetadata          = "metadata"
+	FactoryApps              = "apps"
+	FactoryManagedGateway    = "managed-gateway"
+	FactoryProbeEvents       = "probe-events"
 )
 
 var informerStoreObjectsDesc = metrics.NewDesc("app_controller_informer_store_objects",
@@ -147,23 +148,23 @@ func (cc *ControllerContext) startedStores() []informerStore {
 	cancel()
 	closed := listOnly.Done()
 	var out []informerStore
-	out = append(out, typedStores(factoryKube, cc.KubeInformers.WaitForCacheSyncWithContext(listOnly).Synced,
+	out = append(out, typedStores(FactoryKube, cc.KubeInformers.WaitForCacheSyncWithContext(listOnly).Synced,
 		func(o runtime.Object) cache.SharedIndexInformer { return cc.KubeInformers.InformerFor(o, nil) })...)
-	out = append(out, typedStores(factoryManaged, cc.ManagedInformers.WaitForCacheSyncWithContext(listOnly).Synced,
+	out = append(out, typedStores(FactoryManaged, cc.ManagedInformers.WaitForCacheSyncWithContext(listOnly).Synced,
 		func(o runtime.Object) cache.SharedIndexInformer { return cc.ManagedInformers.InformerFor(o, nil) })...)
-	out = append(out, typedStores(factoryProbeEvents, cc.ProbeEventInformers.WaitForCacheSyncWithContext(listOnly).Synced,
+	out = append(out, typedStores(FactoryProbeEvents, cc.ProbeEventInformers.WaitForCacheSyncWithContext(listOnly).Synced,
 		func(o runtime.Object) cache.SharedIndexInformer { return cc.ProbeEventInformers.InformerFor(o, nil) })...)
-	out = append(out, typedStores(factoryApps, cc.AppInformers.WaitForCacheSyncWithContext(listOnly).Synced,
+	out = append(out, typedStores(FactoryApps, cc.AppInformers.WaitForCacheSyncWithContext(listOnly).Synced,
 		func(o runtime.Object) cache.SharedIndexInformer { return cc.AppInformers.InformerFor(o, nil) })...)
-	out = append(out, typedStores(factoryManagedGateway, cc.ManagedGatewayInformers.WaitForCacheSyncWithContext(listOnly).Synced,
+	out = append(out, typedStores(FactoryManagedGateway, cc.ManagedGatewayInformers.WaitForCacheSyncWithContext(listOnly).Synced,
 		func(o runtime.Object) cache.SharedIndexInformer {
 			return cc.ManagedGatewayInformers.InformerFor(o, nil)
 		})...)
-	out = append(out, metadataStores(factoryUnmanagedMetadata, cc.UnmanagedMetadataInformers.WaitForCacheSync(closed),
+	out = append(out, metadataStores(FactoryUnmanagedMetadata, cc.UnmanagedMetadataInformers.WaitForCacheSync(closed),
 		func(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
 			return cc.UnmanagedMetadataInformers.ForResource(gvr).Informer()
 		})...)
-	out = append(out, metadataStores(factoryMetadata, cc.MetadataInformers.WaitForCacheSync(closed),
+	out = append(out, metadataStores(FactoryMetadata, cc.MetadataInformers.WaitForCacheSync(closed),
 		func(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
 			return cc.MetadataInformers.ForResource(gvr).Informer()
 		})...)

@@ -17,6 +17,7 @@ import (
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
+	"github.com/app-controller/app-controller/pkg/controllermanager"
 	"github.com/app-controller/app-controller/pkg/podhealth"
 )
 
@@ -34,18 +35,6 @@ import (
 // informer the shards split (shard=a, shard=b). The factories' names are
 // app_controller_informer_store_objects' factory label (storemetrics.go); the resource
 // label is "resource.group" (schema.GroupResource's String).
-
-// The factories of app_controller_informer_store_objects
-// (pkg/controllermanager/storemetrics.go).
-const (
-	factoryKube              = "kube"
-	factoryManaged           = "managed"
-	factoryUnmanagedMetadata = "unmanaged-metadata"
-	factoryMetadata          = "metadata"
-	factoryApps              = "apps"
-	factoryManagedGateway    = "managed-gateway"
-	factoryProbeEvents       = "probe-events"
-)
 
 // appsResource is the resource of the App informer, the one the shards split.
 var appsResource = schema.GroupResource{Group: appv1.GroupName, Resource: "apps"}
@@ -81,15 +70,15 @@ func queryOf(store, shard string) (q storeQuery, ok bool) {
 	}
 	q.resource = schema.ParseGroupResource(resource)
 	switch factory {
-	case factoryKube, factoryMetadata:
+	case controllermanager.FactoryKube, controllermanager.FactoryMetadata:
 		// Every object of the resource.
-	case factoryManaged, factoryManagedGateway:
+	case controllermanager.FactoryManaged, controllermanager.FactoryManagedGateway:
 		q.labelSelector = controller.ManagedSelector().String()
-	case factoryUnmanagedMetadata:
+	case controllermanager.FactoryUnmanagedMetadata:
 		q.labelSelector = controller.UnmanagedSelector().String()
-	case factoryProbeEvents:
+	case controllermanager.FactoryProbeEvents:
 		q.fieldSelector = podhealth.ProbeEventSelector
-	case factoryApps:
+	case controllermanager.FactoryApps:
 		// The factory's --app-selector selects the Apps; the checks' templates, from
 		// the same factory, are watched without it (templateInformers).
 		if q.resource == appsResource {
