@@ -116,7 +116,10 @@ var (
 		// minutes of one leader (120 samples, 1.1 h²) is 0.75/h, and the 95% interval
 		// allows for such noise. 10 an hour, the floor of a store judged on its size,
 		// is more than ten times that and a tenth of the leak it is there for (a cache
-		// that keeps the objects deleted twice a minute: +120/h).
+		// that keeps the objects deleted twice a minute: +120/h). Measured in a
+		// 60-minute run on the real node (docs/soak.md): the counts 0.08 s after their
+		// scrape at the median, 0.74 s at p99; the managed pods' and Services' excess a
+		// mean of -0.1 to 0.0, slopes within ±1/h.
 		seriesStoreExcess: 10,
 		// A store judged on its own size.
 		seriesStore: 10,
