@@ -19,7 +19,7 @@ type Trend struct {
 	Segments int     `json:"segments"`
 	Mean     float64 `json:"mean"`
 	// StoreMean is, for a store judged on its excess over the API's count, the mean
-	// of the store itself over the same samples (Mean is the excess's).
+	// of the store itself at the samples of its excess (Mean is the excess's).
 	StoreMean float64 `json:"store_mean,omitempty"`
 	// SlopePerHour and its 95% confidence interval [CILow, CIHigh]; Rho the residuals'
 	// lag-1 autocorrelation the interval allows for.
@@ -191,12 +191,13 @@ func trends(samples []Sample, window, end, warmup time.Duration) []Trend {
 			storeOf[seriesStoreExcess+k] = func(s Sample) float64 { return s.Stores[k] }
 		}
 		for _, name := range slices.Sorted(maps.Keys(series)) {
-			var points, storePoints []point
+			var points []point
+			var storeSum float64
 			for _, s := range leading {
 				if v, ok := series[name](s); ok {
 					points = append(points, point{segment: s.Process, hours: s.T / 3600, value: v})
 					if store := storeOf[name]; store != nil {
-						storePoints = append(storePoints, point{segment: s.Process, hours: s.T / 3600, value: store(s)})
+						storeSum += store(s)
 					}
 				}
 			}
@@ -212,8 +213,8 @@ func trends(samples []Sample, window, end, warmup time.Duration) []Trend {
 			t := Trend{Shard: shard, Series: name, N: f.n, Segments: f.segments, Mean: round2(f.mean),
 				SlopePerHour: round2(f.slope), CILow: round2(f.slope - f.halfWidth), CIHigh: round2(f.slope + f.halfWidth),
 				Rho: round2(f.rho), BoundPerHour: round2(bound), Growing: f.growing(bound)}
-			if sf, ok := fitSlope(storePoints); ok {
-				t.StoreMean = round2(sf.mean)
+			if storeOf[name] != nil {
+				t.StoreMean = round2(storeSum / float64(len(points)))
 			}
 			out = append(out, t)
 		}
