@@ -29,7 +29,8 @@ type TraefikOptions struct {
 // TraefikManifest returns the objects that run Traefik, as one YAML stream for kubectl
 // apply: its RBAC, GatewayClass traefik and the Gateway "public" in o.Namespace
 // (listener web, port 8000, routes from every namespace), and a bare pod traefik (the
-// kubelet restarts its container; Ready when /ping answers on port 8080).
+// kubelet restarts its container; Ready when /ping answers on port 8080, and kept in its
+// Service through 30 s of a starved /ping).
 func TraefikManifest(o TraefikOptions) string {
 	var b strings.Builder
 	if err := traefikTemplate.Execute(&b, o); err != nil {
@@ -148,7 +149,14 @@ spec:
     ports:
     - {name: web, containerPort: 8000}
     - {name: admin, containerPort: 8080}
+    # Ready at its first answer; taken out of its Service only after 30 s without one.
+    # It is the only endpoint: a pod sending to the Service of a Traefik taken out gets
+    # "network is unreachable" (kube-proxy leaves no rule for a Service without
+    # endpoints, and the node has no route to the Service range), and a whole make test
+    # on 2 cores starves /ping past the default 1 s timeout three times in a row.
     readinessProbe:
       httpGet: {path: /ping, port: admin}
       periodSeconds: 1
+      timeoutSeconds: 5
+      failureThreshold: 30
 `))

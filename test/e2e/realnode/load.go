@@ -78,5 +78,25 @@ func LoadResult(t testing.TB, namespace, name string, within time.Duration) (Loa
 	if err := json.Unmarshal([]byte(line), &s); err != nil {
 		t.Fatalf("the load's summary %q: %v", logs, err)
 	}
+	if s.Errors > 0 {
+		logProbeFailures(t)
+	}
 	return s, line
+}
+
+// logProbeFailures logs the cluster's Events of failed probes (reason Unhealthy): a
+// request the load lost in transit is most often its target taken out of its Service.
+func logProbeFailures(t testing.TB) {
+	t.Helper()
+	events, err := framework.Client(t).CoreV1().Events(metav1.NamespaceAll).List(context.Background(),
+		metav1.ListOptions{FieldSelector: "reason=Unhealthy"})
+	if err != nil {
+		t.Logf("listing the probes' failures: %v", err)
+		return
+	}
+	t.Logf("the load lost requests in transit; %d Events of failed probes in the cluster", len(events.Items))
+	for _, ev := range events.Items {
+		t.Logf("  %s %s/%s x%d (last %s): %s", ev.Reason, ev.InvolvedObject.Namespace, ev.InvolvedObject.Name,
+			ev.Count, ev.LastTimestamp.Format("15:04:05"), ev.Message)
+	}
 }

@@ -177,13 +177,20 @@ func isReady(a *appv1.App) bool {
 
 // waitAllReady waits until the namespace holds want Apps, all Ready at their generation,
 // and returns how long that took. Errors of the API server (a fault may be on) are
-// waited out.
-func (e *env) waitAllReady(t *testing.T, want int, timeout time.Duration) time.Duration {
+// waited out. It fails at once if one of the controllers named in leading exits: nothing
+// would converge the Apps (an instance that loses its lease exits).
+func (e *env) waitAllReady(t *testing.T, want int, timeout time.Duration, leading ...*controller) time.Duration {
 	t.Helper()
 	start := time.Now()
 	var ready, total int
 	var last error
 	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		for _, c := range leading {
+			if err := c.Exited(); err != nil {
+				t.Fatalf("%s exited %.1fs into the wait for %d Ready Apps (%d of %d were): %v; its last lines:\n%s",
+					c.id, time.Since(start).Seconds(), want, ready, total, err, c.Tail(15))
+			}
+		}
 		r, n, err := e.readyCount(ctx)
 		if err != nil {
 			last = err

@@ -14,11 +14,15 @@ import (
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
 
-// Leader election timings of the test: short, so that a takeover takes seconds.
+// Leader election timings of the test: kube-controller-manager's defaults, short enough
+// for a takeover within seconds. A leader that cannot renew within renewDeadline exits;
+// CI's API server, beside a whole make test, answered lease updates 504; with the 4s
+// deadline these tests had, the third instance most likely lost its lease and exited
+// (25 changed Apps were left unconverged, 90s on): waitAllReady now says so at once.
 const (
-	leaseDuration = 6 * time.Second
-	renewDeadline = 4 * time.Second
-	retryPeriod   = 1 * time.Second
+	leaseDuration = 15 * time.Second
+	renewDeadline = 10 * time.Second
+	retryPeriod   = 2 * time.Second
 )
 
 // Log lines of leader election (pkg/controllermanager/leaderelection.go).
@@ -84,7 +88,7 @@ func TestLeaderFailover(t *testing.T) {
 	cb.waitLog(t, logAcquired, converge)
 	takeover := time.Since(killed)
 	wg.Wait()
-	took := e.waitAllReady(t, n, converge)
+	took := e.waitAllReady(t, n, converge, cb)
 	t.Logf("leader SIGKILLed; the standby took the lease %.1fs later (lease %s); all %d Apps Ready %.1fs after the kill",
 		takeover.Seconds(), leaseDuration, n, took.Seconds()+takeover.Seconds())
 	if takeover > leaseDuration+5*time.Second {
@@ -133,7 +137,7 @@ func TestLeaderFailover(t *testing.T) {
 	code := cb.waitExit(t, 30*time.Second)
 	exitedAfter := time.Since(resumed)
 	restore()
-	took = e.waitAllReady(t, n, converge)
+	took = e.waitAllReady(t, n, converge, cc)
 	t.Logf("old leader frozen %.1fs; the third instance took over %.1fs after the freeze; the old leader exited %.1fs after SIGCONT (status %d); all Apps Ready %.1fs after SIGCONT",
 		resumed.Sub(frozen).Seconds(), tookOver.Seconds(), exitedAfter.Seconds(), code, took.Seconds()+exitedAfter.Seconds())
 	if code == 0 {
