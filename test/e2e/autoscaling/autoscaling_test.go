@@ -23,6 +23,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -130,6 +131,7 @@ func TestCPULoadScalesAnApp(t *testing.T) {
 	}
 	mark := auditLength(t)
 	readySince := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionReady).LastTransitionTime
+	readiness := watchReady(t, apps, ns, app.ResourceVersion)
 
 	// Load: the autoscaler scales up to its maximum, and the App's status says so.
 	stop := driver.load(t, loadMillicores, chunkMillicores)
@@ -183,7 +185,8 @@ func TestCPULoadScalesAnApp(t *testing.T) {
 
 	// The App stayed Ready all along: a scale of the autoscaler is no rollout.
 	if c := meta.FindStatusCondition(app.Status.Conditions, appv1.ConditionReady); c.Status != metav1.ConditionTrue || !c.LastTransitionTime.Equal(&readySince) {
-		t.Errorf("Ready %s since %s after the scale up and down, want True since %s (before the load)", c.Status, c.LastTransitionTime, readySince)
+		t.Errorf("Ready %s since %s after the scale up and down, want True since %s (before the load); the App's Ready from the load on, with its Deployment's counts:\n%s",
+			c.Status, c.LastTransitionTime, readySince, strings.Join(readiness(), "\n"))
 	}
 
 	// The controller's writes meanwhile: none to the Deployment; the count's owner is the
@@ -248,6 +251,51 @@ func waitApp(t *testing.T, apps appclient.Interface, ns string, timeout time.Dur
 		return a.Status.ObservedGeneration == a.Generation && check(a), nil
 	})
 	return app
+}
+
+// watchReady watches the App from resourceVersion on and returns a function that lists
+// each change of its Ready condition seen so far (time, status, reason, message) with
+// its Deployment's counts, to say why an App left Ready. The watch ends with the test.
+func watchReady(t *testing.T, apps appclient.Interface, ns, resourceVersion string) func() []string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := apps.AppcontrollerV1().Apps(ns).Watch(ctx, metav1.ListOptions{
+		FieldSelector: "metadata.name=" + consumer, ResourceVersion: resourceVersion})
+	if err != nil {
+		t.Fatalf("watching App %s: %v", consumer, err)
+	}
+	var mu sync.Mutex
+	var seen []string
+	last := ""
+	go func() {
+		for ev := range w.ResultChan() {
+			a, ok := ev.Object.(*appv1.App)
+			if !ok {
+				continue
+			}
+			c := meta.FindStatusCondition(a.Status.Conditions, appv1.ConditionReady)
+			if c == nil {
+				continue
+			}
+			line := fmt.Sprintf("%s/%s: %s", c.Status, c.Reason, c.Message)
+			if line == last {
+				continue
+			}
+			last = line
+			if d := a.Status.DeploymentStatus; d != nil {
+				line += fmt.Sprintf(" (Deployment: %d replicas, %d updated, %d available)", d.Replicas, d.UpdatedReplicas, d.AvailableReplicas)
+			}
+			mu.Lock()
+			seen = append(seen, time.Now().Format("15:04:05.000")+" "+line)
+			mu.Unlock()
+		}
+	}()
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
+	}
 }
 
 // waitAppOrNil is waitApp that returns nil when check does not pass within timeout.
