@@ -111,12 +111,7 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 	}
 	err = harness.Parallel(ctx, n, e.cfg.CreateClients, func(ctx context.Context, i int) error {
 		createdAt[i] = time.Now()
-		app, err := e.admin.app.AppcontrollerV1().Apps(ns).Create(ctx, newApp(ns, appName(i), e.cfg.Replicas), metav1.CreateOptions{})
-		if err != nil {
-			return fmt.Errorf("creating App %s: %w", appName(i), err)
-		}
-		generations[i] = app.Generation
-		return nil
+		return e.createApp(ctx, newApp(ns, appName(i), e.cfg.Replicas), &generations[i])
 	})
 	if err != nil {
 		return err
