@@ -6,8 +6,6 @@ import (
 	"syscall"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/app-controller/app-controller/pkg/controller/appfixture"
 	"github.com/app-controller/app-controller/test/harness"
 )
@@ -59,12 +57,7 @@ func (e *env) autoscaled(ctx context.Context, r *RoundResult) error {
 	start := time.Now()
 	err = harness.Parallel(ctx, n, e.cfg.CreateClients, func(ctx context.Context, i int) error {
 		app := appfixture.WithAutoscaling(newApp(ns, appName(i), replicas), replicas, replicas+2, 50, "10m")
-		created, err := e.admin.app.AppcontrollerV1().Apps(ns).Create(ctx, app, metav1.CreateOptions{})
-		if err != nil {
-			return fmt.Errorf("creating App %s: %w", appName(i), err)
-		}
-		generations[i] = created.Generation
-		return nil
+		return e.createApp(ctx, app, &generations[i])
 	})
 	if err != nil {
 		return err

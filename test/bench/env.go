@@ -81,6 +81,16 @@ func newApp(ns, name string, replicas int32) *appv1.App {
 	return app
 }
 
+// createApp creates app as the admin and sets generation to the created App's.
+func (e *env) createApp(ctx context.Context, app *appv1.App, generation *int64) error {
+	created, err := e.admin.app.AppcontrollerV1().Apps(app.Namespace).Create(ctx, app, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("creating App %s: %w", app.Name, err)
+	}
+	*generation = created.Generation
+	return nil
+}
+
 // createNamespace creates a namespace marked as the harness's.
 func createNamespace(ctx context.Context, kube kubernetes.Interface, name string) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{benchNamespaceLabel: "true"}}}

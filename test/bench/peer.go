@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/app-controller/app-controller/internal/localcluster"
@@ -435,14 +434,9 @@ func (e *env) newRolloutSide(ctx context.Context, ns string) (*rolloutSide, erro
 			}
 		}
 	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: observe, UpdateFunc: func(_, obj any) { observe(obj) }}); err != nil {
+	if err := observeInformer(ctx, factory, informer, observe, "Rollout", ns); err != nil {
 		s.cancel()
-		return nil, fmt.Errorf("watching Rollouts: %w", err)
-	}
-	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-		s.cancel()
-		return nil, fmt.Errorf("the Rollout informer of %s did not sync", ns)
+		return nil, err
 	}
 	return s, nil
 }

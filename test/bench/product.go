@@ -70,6 +70,20 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 	createdAt := make([]time.Time, n)
 	want := make(map[string]int64, n)
 	generations := make([]int64, n)
+	// converged waits until every App is Ready at its generation in generations and
+	// returns when the last became so; otherwise it diagnoses the Apps still waited for
+	// and fails, saying what (converge, churn) was waited for.
+	converged := func(what string) (time.Time, error) {
+		for i, g := range generations {
+			want[appName(i)] = g
+		}
+		last, stuck, err := watch.waitReady(ctx, want, e.convergeTimeout())
+		if err != nil {
+			e.diagnose(ctx, ns, stuck, procs)
+			return time.Time{}, fmt.Errorf("%s: %w", what, err)
+		}
+		return last, nil
+	}
 	var apiBefore map[string][2]float64
 	if e.cfg.Breakdown {
 		if apiBefore, err = apiserverDurations(ctx, e.admin.kube); err != nil {
@@ -97,24 +111,15 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 	}
 	err = harness.Parallel(ctx, n, e.cfg.CreateClients, func(ctx context.Context, i int) error {
 		createdAt[i] = time.Now()
-		app, err := e.admin.app.AppcontrollerV1().Apps(ns).Create(ctx, newApp(ns, appName(i), e.cfg.Replicas), metav1.CreateOptions{})
-		if err != nil {
-			return fmt.Errorf("creating App %s: %w", appName(i), err)
-		}
-		generations[i] = app.Generation
-		return nil
+		return e.createApp(ctx, newApp(ns, appName(i), e.cfg.Replicas), &generations[i])
 	})
 	if err != nil {
 		return err
 	}
 	createdIn := time.Since(start)
-	for i, g := range generations {
-		want[appName(i)] = g
-	}
-	last, stuck, err := watch.waitReady(ctx, want, e.convergeTimeout())
+	last, err := converged("converge")
 	if err != nil {
-		e.diagnose(ctx, ns, stuck, procs)
-		return fmt.Errorf("converge: %w", err)
+		return err
 	}
 	cpuAfter, err := sampleCPU(e.processes(proc.Pid()))
 	if err != nil {
@@ -258,13 +263,9 @@ func (e *env) product(ctx context.Context, r *RoundResult) error {
 		if err := e.churnImages(ctx, ns, n, churned, r.Round, generations); err != nil {
 			return err
 		}
-		for i, g := range generations {
-			want[appName(i)] = g
-		}
-		last, stuck, err := watch.waitReady(ctx, want, e.convergeTimeout())
+		last, err := converged("churn")
 		if err != nil {
-			e.diagnose(ctx, ns, stuck, procs)
-			return fmt.Errorf("churn: %w", err)
+			return err
 		}
 		r.ChurnSeconds = round2(last.Sub(start).Seconds())
 		churnWrites, err := e.audit.count(controllerUser, start, last.Add(e.cfg.Settle))

@@ -96,17 +96,9 @@ func watchApps(ctx context.Context, c clients, ns string) (*appWatch, error) {
 			gens[a.Generation] = now
 		}
 	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    observe,
-		UpdateFunc: func(_, obj any) { observe(obj) },
-	}); err != nil {
+	if err := observeInformer(ctx, factory, informer, observe, "App", ns); err != nil {
 		w.cancel()
-		return nil, fmt.Errorf("watching Apps: %w", err)
-	}
-	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-		w.cancel()
-		return nil, fmt.Errorf("the App informer of %s did not sync", ns)
+		return nil, err
 	}
 	return w, nil
 }
@@ -236,17 +228,26 @@ func watchDeployments(ctx context.Context, c clients, ns string, available func(
 			available(d.Name)
 		}
 	}
+	if err := observeInformer(ctx, factory, informer, observe, "Deployment", ns); err != nil {
+		cancel()
+		return nil, err
+	}
+	return cancel, nil
+}
+
+// observeInformer calls observe with every object informer sees added or updated, starts
+// factory until ctx is done and waits until informer has synced; kind names the
+// informer's objects (App, Deployment) in errors, ns their namespace.
+func observeInformer(ctx context.Context, factory interface{ Start(<-chan struct{}) }, informer cache.SharedInformer, observe func(any), kind, ns string) error {
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    observe,
 		UpdateFunc: func(_, obj any) { observe(obj) },
 	}); err != nil {
-		cancel()
-		return nil, fmt.Errorf("watching Deployments: %w", err)
+		return fmt.Errorf("watching %ss: %w", kind, err)
 	}
 	factory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-		cancel()
-		return nil, fmt.Errorf("the Deployment informer of %s did not sync", ns)
+		return fmt.Errorf("the %s informer of %s did not sync", kind, ns)
 	}
-	return cancel, nil
+	return nil
 }

@@ -156,14 +156,7 @@ func (s *smoke) controlPlane(t testing.TB) {
 // available (kwok runs its pods), the CRD is established, the FlowSchema names a
 // priority level the API server has and the policy type-checks without warnings.
 func (s *smoke) helmInstall(t testing.TB) {
-	binDir, err := localcluster.BinDirFromEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	binDir, root := framework.BinDir(t), framework.RepoRoot(t)
 	rules, err := json.Marshal([]any{map[string]any{
 		"name":   "compat",
 		"match":  map[string]any{"providerIDPrefix": "kwok://"},
@@ -250,10 +243,7 @@ func (s *smoke) controller(t testing.TB) {
 // seedApps applies the seed's example Apps (artifacts/example) with kubectl, server-side,
 // and waits until they are Ready.
 func (s *smoke) seedApps(t testing.TB) {
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := framework.RepoRoot(t)
 	framework.Kubectl(t, "create", "namespace", "tcs")
 	framework.Kubectl(t, "apply", "--server-side", "-f", filepath.Join(root, "artifacts", "example"))
 	for _, name := range []string{"test-app", "test-app-2"} {

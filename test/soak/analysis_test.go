@@ -16,11 +16,7 @@ import (
 // analysis (metrics announced on a port where nothing listens) RolloutAborted; the
 // canary operations keep demoapp on them; kwok's mix has no canary-analysis-fail.
 func TestAnalyzedCanary(t *testing.T) {
-	d := &driver{images: images{good: []string{"agnhost:1", "agnhost:2"}, args: []string{"pause"}, bad: "missing:1",
-		crashArgs: []string{"exit"}, analysis: &analysisImage{image: "demoapp:1"}}}
-	a := d.newApp("ns", "a00009", shardA)
-	shape(a, kindGate)
-	d.images.analysis.makeAnalyzed(a)
+	d, a := analyzedCanary()
 	if !analyzed(a) || a.Spec.DeploymentTemplate.Image != "demoapp:1" || a.Spec.Rollout.Canary.Analysis.Checks[0].TemplateRef.Name != analysisTemplate {
 		t.Fatalf("makeAnalyzed: %+v", a.Spec)
 	}
@@ -46,6 +42,17 @@ func TestAnalyzedCanary(t *testing.T) {
 	if slices.ContainsFunc(d.mix(), func(e MixEntry) bool { return e.Op == opCanaryAnalysisFail }) || len(d.mix()) != len(DefaultMix)-1 {
 		t.Errorf("kwok's mix %v, want DefaultMix without %s", d.mix(), opCanaryAnalysisFail)
 	}
+}
+
+// analyzedCanary returns a driver whose analysed canaries run demoapp:1 and its App
+// ns/a00009 of shard a, a gated canary made analysed.
+func analyzedCanary() (*driver, *appv1.App) {
+	d := &driver{images: images{good: []string{"agnhost:1", "agnhost:2"}, args: []string{"pause"}, bad: "missing:1",
+		crashArgs: []string{"exit"}, analysis: &analysisImage{image: "demoapp:1"}}}
+	a := d.newApp("ns", "a00009", shardA)
+	shape(a, kindGate)
+	d.images.analysis.makeAnalyzed(a)
+	return d, a
 }
 
 // TestAnalysisCounts pins the report's counts of the analyzed canaries from their status
@@ -88,11 +95,7 @@ func TestAnalysisCounts(t *testing.T) {
 // in both, kept by a change of the replicas, changed by one of the pods (the failing
 // version's metrics port), none on an App without analysis.
 func TestStampVersion(t *testing.T) {
-	d := &driver{images: images{good: []string{"agnhost:1", "agnhost:2"}, args: []string{"pause"}, bad: "missing:1",
-		crashArgs: []string{"exit"}, analysis: &analysisImage{image: "demoapp:1"}}}
-	a := d.newApp("ns", "a00009", shardA)
-	shape(a, kindGate)
-	d.images.analysis.makeAnalyzed(a)
+	d, a := analyzedCanary()
 	version := func(a *appv1.App) string {
 		v := string(a.Spec.DeploymentTemplate.PodLabels[versionLabel])
 		args := a.Spec.Rollout.Canary.Analysis.Checks[0].TemplateRef.Args

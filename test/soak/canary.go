@@ -232,7 +232,19 @@ func (d *driver) opCanaryRollback(ctx context.Context) error {
 // atFirstPause picks a healthy gate canary, gives it the next image, waits until its
 // rollout waits at its first pause and calls then.
 func (d *driver) atFirstPause(ctx context.Context, op string, then func(*appRecord) error) error {
-	r := d.pickKind([]string{kindGate}, func(r *appRecord) bool { return !d.broken(r) })
+	return d.withNewImage(ctx, kindGate, op, "its first pause", func(ro *appv1.RolloutStatus) bool {
+		return ro.Phase == appv1.RolloutPaused && ro.CurrentStepIndex == 1
+	}, func(r *appRecord) error {
+		d.linger()
+		return then(r)
+	})
+}
+
+// withNewImage picks a healthy canary of kind, gives it the next image (the change op),
+// waits until its rollout is what reached says (what names it in errors), and calls
+// then, before the App is released.
+func (d *driver) withNewImage(ctx context.Context, kind, op, what string, reached func(*appv1.RolloutStatus) bool, then func(*appRecord) error) error {
+	r := d.pickKind([]string{kind}, func(r *appRecord) bool { return !d.broken(r) })
 	if r == nil {
 		return errSkipped
 	}
@@ -240,12 +252,9 @@ func (d *driver) atFirstPause(ctx context.Context, op string, then func(*appReco
 	if err := d.update(ctx, r, op, func(_ *appRecord, a *appv1.App) { d.nextImage(a) }); err != nil {
 		return err
 	}
-	if err := d.waitRollout(ctx, r, "its first pause", func(ro *appv1.RolloutStatus) bool {
-		return ro.Phase == appv1.RolloutPaused && ro.CurrentStepIndex == 1
-	}); err != nil {
+	if err := d.waitRollout(ctx, r, what, reached); err != nil {
 		return err
 	}
-	d.linger()
 	return then(r)
 }
 
@@ -306,31 +315,22 @@ func (d *driver) rollback(ctx context.Context, r *appRecord, op string) error {
 // opCanaryConfig gives a timed canary a new image and, while it rolls, changes its
 // ConfigMap (recorded for every App that references it).
 func (d *driver) opCanaryConfig(ctx context.Context) error {
-	r := d.pickKind([]string{kindTimed}, func(r *appRecord) bool { return !d.broken(r) })
-	if r == nil {
-		return errSkipped
-	}
-	defer d.release(r)
-	if err := d.update(ctx, r, opCanaryConfig, func(_ *appRecord, a *appv1.App) { d.nextImage(a) }); err != nil {
-		return err
-	}
-	if err := d.waitRollout(ctx, r, "a rollout", func(ro *appv1.RolloutStatus) bool {
+	return d.withNewImage(ctx, kindTimed, opCanaryConfig, "a rollout", func(ro *appv1.RolloutStatus) bool {
 		return ro.Canary != nil && ro.Phase != appv1.RolloutAborted
-	}); err != nil {
-		return err
-	}
-	d.w.mu.Lock()
-	var cm string
-	for _, e := range r.latest.Spec.DeploymentTemplate.EnvFrom {
-		if e.ConfigMapRef != nil {
-			cm = e.ConfigMapRef.Name
+	}, func(r *appRecord) error {
+		d.w.mu.Lock()
+		var cm string
+		for _, e := range r.latest.Spec.DeploymentTemplate.EnvFrom {
+			if e.ConfigMapRef != nil {
+				cm = e.ConfigMapRef.Name
+			}
 		}
-	}
-	d.w.mu.Unlock()
-	if cm == "" {
-		return fmt.Errorf("App %s references no ConfigMap", r.key())
-	}
-	return d.changeConfigMap(ctx, key(r.namespace, cm))
+		d.w.mu.Unlock()
+		if cm == "" {
+			return fmt.Errorf("App %s references no ConfigMap", r.key())
+		}
+		return d.changeConfigMap(ctx, key(r.namespace, cm))
+	})
 }
 
 // opAutoscale turns autoscaling off (replicas 1, in the same change) or on (replicas

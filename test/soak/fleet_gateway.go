@@ -203,10 +203,7 @@ func (w *world) routeSplitCanaries(rolling bool) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []string
-	for _, r := range w.live() {
-		if r.latest == nil || !routeSplit(&r.latest.Spec) {
-			continue
-		}
+	for _, r := range w.liveRouteSplits() {
 		ro := r.latest.Status.Rollout
 		if rolling && (ro == nil || ro.Phase != appv1.RolloutProgressing && ro.Phase != appv1.RolloutPaused) {
 			continue
@@ -223,15 +220,24 @@ func (w *world) routesNotAccepted() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []string
-	for _, r := range w.live() {
-		if r.latest == nil || !routeSplit(&r.latest.Spec) {
-			continue
-		}
+	for _, r := range w.liveRouteSplits() {
 		if ok, why := routeAccepted(r.latest); !ok {
 			out = append(out, r.key()+": "+why)
 		}
 	}
 	sort.Strings(out)
+	return out
+}
+
+// liveRouteSplits returns the live Apps whose last spec splits its canary's traffic
+// through an HTTPRoute, by key; w.mu must be held.
+func (w *world) liveRouteSplits() []*appRecord {
+	var out []*appRecord
+	for _, r := range w.live() {
+		if r.latest != nil && routeSplit(&r.latest.Spec) {
+			out = append(out, r)
+		}
+	}
 	return out
 }
 

@@ -160,14 +160,5 @@ func runPodsSD(ctx context.Context, args []string) error {
 	}
 	srv := &http.Server{Handler: podsSDHandler(lister), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Printf("demoapp pods-sd serving the cluster's pods on %s\n", l.Addr())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	select {
-	case err := <-served:
-		return fmt.Errorf("serving: %w", err)
-	case <-ctx.Done():
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return srv.Shutdown(shutdownCtx)
-	}
+	return serveUntilDone(ctx, srv, l, 0, "")
 }

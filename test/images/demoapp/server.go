@@ -185,18 +185,24 @@ func serve(ctx context.Context, getenv func(string) string) error {
 	srv := &http.Server{Handler: newApp(cfg).handler(), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Printf("demoapp %s serving on %s: ERROR_RATE=%g LATENCY_MS=%d BURN_MILLICORES=%d\n", cfg.version, l.Addr(), cfg.errorRate, cfg.latency.Milliseconds(), cfg.burn.millicores)
 	go cfg.burn.run(ctx)
+	return serveUntilDone(ctx, srv, l, cfg.drain, fmt.Sprintf("demoapp %s: stopping: answering for %s more (DRAIN_SECONDS)", cfg.version, cfg.drain))
+}
+
+// serveUntilDone serves srv on l until ctx is done; then, when drain is above 0, prints
+// stopping and goes on answering for drain, and shuts srv down within 5 s.
+func serveUntilDone(ctx context.Context, srv *http.Server, l net.Listener, drain time.Duration, stopping string) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	select {
 	case err := <-served:
 		return fmt.Errorf("serving: %w", err)
 	case <-ctx.Done():
-		if cfg.drain > 0 {
-			fmt.Printf("demoapp %s: stopping: answering for %s more (DRAIN_SECONDS)\n", cfg.version, cfg.drain)
+		if drain > 0 {
+			fmt.Println(stopping)
 			select {
 			case err := <-served:
 				return fmt.Errorf("serving: %w", err)
-			case <-time.After(cfg.drain):
+			case <-time.After(drain):
 			}
 		}
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

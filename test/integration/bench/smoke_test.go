@@ -34,31 +34,40 @@ func (w testWriter) Write(p []byte) (int, error) {
 // smokeEnv enables the smoke test.
 const smokeEnv = "APP_CONTROLLER_BENCH_SMOKE"
 
+// smokeConfig returns the harness's configuration at the smoke tests' tiny size: apps
+// objects of one replica, one round of scenarios, the controller built from the
+// repository, no warm-up and one-second waits, the progress in t's log.
+func smokeConfig(t *testing.T, apps int, scenarios ...string) bench.Config {
+	t.Helper()
+	root := framework.RepoRoot(t)
+	return bench.Config{
+		Apps:          apps,
+		Replicas:      1,
+		Rounds:        1,
+		CreateClients: 5,
+		Scenarios:     scenarios,
+		BinDir:        framework.BinDir(t),
+		Controller:    framework.BuildBinary(t, "app-controller"),
+		CRDDir:        filepath.Join(root, "config", "crd", "bases"),
+		WorkDir:       filepath.Join(t.TempDir(), "bench"),
+		SkipWarmUp:    true,
+		BaselineWait:  time.Second,
+		Settle:        time.Second,
+		Out:           testWriter{t},
+	}
+}
+
 func TestHarnessSmoke(t *testing.T) {
 	if os.Getenv(smokeEnv) == "" {
 		t.Skipf("set $%s=1 to run the harness's smoke test (its own control plane, 40 s to minutes)", smokeEnv)
 	}
-	root, binDir := framework.RepoRoot(t), framework.BinDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const apps = 5
-	res, err := bench.Run(ctx, bench.Config{
-		Apps:                 apps,
-		Replicas:             1,
-		Rounds:               1,
-		Concurrencies:        []int{5},
-		BatchedConcurrencies: []int{5},
-		CreateClients:        5,
-		Scenarios:            []string{"restart", "churn", "canary"},
-		BinDir:               binDir,
-		Controller:           framework.BuildBinary(t, "app-controller"),
-		CRDDir:               filepath.Join(root, "config", "crd", "bases"),
-		WorkDir:              filepath.Join(t.TempDir(), "bench"),
-		SkipWarmUp:           true,
-		BaselineWait:         time.Second,
-		Settle:               time.Second,
-		Out:                  testWriter{t},
-	})
+	cfg := smokeConfig(t, apps, "restart", "churn", "canary")
+	cfg.Concurrencies = []int{5}
+	cfg.BatchedConcurrencies = []int{5}
+	res, err := bench.Run(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,27 +167,12 @@ func TestPeerSmoke(t *testing.T) {
 		}
 		t.Skipf("set $%s and $%s to Argo Rollouts' controller and CRDs (make integration builds and sets them)", peerEnv, peerCRDsEnv)
 	}
-	root, binDir := framework.RepoRoot(t), framework.BinDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	const objects = 5
-	res, err := bench.Run(ctx, bench.Config{
-		Apps:           objects,
-		Replicas:       1,
-		Rounds:         1,
-		CreateClients:  5,
-		Scenarios:      []string{"peer"},
-		BinDir:         binDir,
-		Controller:     framework.BuildBinary(t, "app-controller"),
-		CRDDir:         filepath.Join(root, "config", "crd", "bases"),
-		PeerController: controller,
-		PeerCRDDir:     crds,
-		WorkDir:        filepath.Join(t.TempDir(), "bench"),
-		SkipWarmUp:     true,
-		BaselineWait:   time.Second,
-		Settle:         time.Second,
-		Out:            testWriter{t},
-	})
+	cfg := smokeConfig(t, objects, "peer")
+	cfg.PeerController, cfg.PeerCRDDir = controller, crds
+	res, err := bench.Run(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

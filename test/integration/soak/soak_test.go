@@ -27,14 +27,7 @@ func TestMain(m *testing.M) {
 // which need more than two minutes to say anything, are computed and logged all the same
 // and the soak judges them in runs of 10 minutes or more (report.TrendsNotJudged).
 func TestSoakSmoke(t *testing.T) {
-	binDir, err := localcluster.BinDirFromEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	binDir, root := framework.BinDir(t), framework.RepoRoot(t)
 	dir := t.TempDir()
 	if keep := os.Getenv("APP_CONTROLLER_SOAK_KEEP"); keep != "" {
 		dir = keep // the run's logs and audit log kept for a look after a failure
