@@ -184,15 +184,10 @@ func judgeLatency(c *appv1.AnalysisCheck, t Target, interval time.Duration, s sa
 	p := ptr.Deref(l.Percentile, 99)
 	canaryName, stableName := names(t, t.Source(c))
 	what := fmt.Sprintf("p%d latency", p)
-	n, _ := s.get(trackCanary, mRequests)
-	if m, few := tooFew(c, what, trackCanary, canaryName, n, interval); few {
+	ms, m, ok := latencyOf(c, what, trackCanary, canaryName, interval, s)
+	if !ok {
 		return m
 	}
-	sec, ok := s.get(trackCanary, mLatency)
-	if !ok {
-		return Measurement{Phase: appv1.AnalysisInconclusive, Message: fmt.Sprintf("%s: no duration histogram over %s (canary %s)", what, humanDuration(interval), canaryName)}
-	}
-	ms := sec * 1000
 	value := msString(ms)
 	over := fmt.Sprintf("over %s (canary %s)", humanDuration(interval), canaryName)
 	if l.MaxMs != nil && ms > float64(*l.MaxMs) {
@@ -203,16 +198,11 @@ func judgeLatency(c *appv1.AnalysisCheck, t Target, interval time.Duration, s sa
 		return Measurement{Phase: appv1.AnalysisPassed, Value: value, Threshold: fmt.Sprintf("<= %dms", *l.MaxMs),
 			Message: fmt.Sprintf("%s %s <= %dms %s", what, value, *l.MaxMs, over)}
 	}
-	sn, _ := s.get(trackStable, mRequests)
-	if m, few := tooFew(c, what, trackStable, stableName, sn, interval); few {
+	stable, m, ok := latencyOf(c, what, trackStable, stableName, interval, s)
+	if !ok {
 		return m
 	}
-	ssec, ok := s.get(trackStable, mLatency)
-	if !ok {
-		return Measurement{Phase: appv1.AnalysisInconclusive, Message: fmt.Sprintf("%s: no duration histogram over %s (stable %s)", what, humanDuration(interval), stableName)}
-	}
 	factor := mustFloat(*l.StableFactor)
-	stable := ssec * 1000
 	threshold := fmt.Sprintf("<= stable %s x %s", msString(stable), trimFloat(factor))
 	if l.MaxMs != nil {
 		threshold = fmt.Sprintf("<= %dms, ", *l.MaxMs) + threshold
@@ -223,6 +213,20 @@ func judgeLatency(c *appv1.AnalysisCheck, t Target, interval time.Duration, s sa
 	}
 	return Measurement{Phase: appv1.AnalysisPassed, Value: value, Threshold: threshold,
 		Message: fmt.Sprintf("%s %s <= stable's %s x %s %s", what, value, msString(stable), trimFloat(factor), over)}
+}
+
+// latencyOf returns the latency of track (named name) in milliseconds, or false and the
+// inconclusive measurement of a track with too few requests or no duration histogram.
+func latencyOf(c *appv1.AnalysisCheck, what, track, name string, interval time.Duration, s samples) (float64, Measurement, bool) {
+	n, _ := s.get(track, mRequests)
+	if m, few := tooFew(c, what, track, name, n, interval); few {
+		return 0, m, false
+	}
+	sec, ok := s.get(track, mLatency)
+	if !ok {
+		return 0, Measurement{Phase: appv1.AnalysisInconclusive, Message: fmt.Sprintf("%s: no duration histogram over %s (%s %s)", what, humanDuration(interval), track, name)}, false
+	}
+	return sec * 1000, Measurement{}, true
 }
 
 // judgeQuery judges a query check's value by its ranges: in successCondition passes; in

@@ -47,6 +47,15 @@ const (
 	podDuration = "http_request_duration_seconds"
 )
 
+// sourceMetric returns the metric a built-in check reads in source: gateway's for the
+// Gateway, pod's for the pods.
+func sourceMetric(source appv1.AnalysisSource, pod, gateway string) string {
+	if source == appv1.AnalysisSourceGateway {
+		return gateway
+	}
+	return pod
+}
+
 // selector returns the label matchers of track's series in source.
 func selector(source appv1.AnalysisSource, t Target, track string) string {
 	if source == appv1.AnalysisSourceGateway {
@@ -88,10 +97,7 @@ func windowIncrease(series, w string) string {
 // SuccessRateQuery returns the query of a successRate check of source: the canary's
 // requests and 5xx answers over interval, and the stable's when relative.
 func SuccessRateQuery(source appv1.AnalysisSource, t Target, interval time.Duration, relative bool) string {
-	metric := podRequests
-	if source == appv1.AnalysisSourceGateway {
-		metric = traefikRequests
-	}
+	metric := sourceMetric(source, podRequests, traefikRequests)
 	w := promDuration(interval)
 	return perTrack(source, t, relative, func(sel, track string) []string {
 		return []string{
@@ -105,10 +111,7 @@ func SuccessRateQuery(source appv1.AnalysisSource, t Target, interval time.Durat
 // (0.99 for 99) of request durations and its request count over interval, and the
 // stable's when relative.
 func LatencyQuery(source appv1.AnalysisSource, t Target, interval time.Duration, percentile int32, relative bool) string {
-	metric := podDuration
-	if source == appv1.AnalysisSourceGateway {
-		metric = traefikDuration
-	}
+	metric := sourceMetric(source, podDuration, traefikDuration)
 	w := promDuration(interval)
 	return perTrack(source, t, relative, func(sel, track string) []string {
 		return []string{

@@ -28,63 +28,59 @@ func drain(q workqueue.TypedInterface[cache.ObjectName]) []string {
 	return out
 }
 
+// wantOrder drains q and fails the test unless it held the keys named want, in order.
+func wantOrder(t *testing.T, q workqueue.TypedInterface[cache.ObjectName], want ...string) {
+	t.Helper()
+	if got := drain(q); !slices.Equal(got, want) {
+		t.Errorf("order %v, want %v", got, want)
+	}
+}
+
 // TestUrgentFirst drives UrgentFirst through client-go's work queue, as the Loop does.
 func TestUrgentFirst(t *testing.T) {
 	urgent := map[string]bool{}
-	newQueue := func() workqueue.TypedInterface[cache.ObjectName] {
-		return workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[cache.ObjectName]{
+	// newQueue returns a queue holding keys, added in order.
+	newQueue := func(keys ...string) workqueue.TypedInterface[cache.ObjectName] {
+		q := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[cache.ObjectName]{
 			Queue: NewUrgentFirst(func(k cache.ObjectName) bool { return urgent[k.Name] }),
 		})
+		for _, k := range names(keys...) {
+			q.Add(k)
+		}
+		return q
 	}
 
 	t.Run("urgent keys first, first in first out in each lane", func(t *testing.T) {
 		clear(urgent)
 		urgent["u1"], urgent["u2"] = true, true
-		q := newQueue()
-		for _, k := range names("a", "u1", "b", "u2", "c") {
-			q.Add(k)
-		}
-		if got, want := drain(q), []string{"u1", "u2", "a", "b", "c"}; !slices.Equal(got, want) {
-			t.Errorf("order %v, want %v", got, want)
-		}
+		q := newQueue("a", "u1", "b", "u2", "c")
+		wantOrder(t, q, "u1", "u2", "a", "b", "c")
 	})
 
 	t.Run("a waiting key that became urgent moves, once", func(t *testing.T) {
 		clear(urgent)
-		q := newQueue()
-		for _, k := range names("a", "b", "c") {
-			q.Add(k)
-		}
+		q := newQueue("a", "b", "c")
 		urgent["c"] = true
 		q.Add(names("c")[0]) // queued again: Touch
 		q.Add(names("c")[0])
 		if q.Len() != 3 {
 			t.Errorf("Len %d after moving a key, want 3", q.Len())
 		}
-		if got, want := drain(q), []string{"c", "a", "b"}; !slices.Equal(got, want) {
-			t.Errorf("order %v, want %v", got, want)
-		}
+		wantOrder(t, q, "c", "a", "b")
 	})
 
 	t.Run("a key no longer urgent keeps its place", func(t *testing.T) {
 		clear(urgent)
 		urgent["a"] = true
-		q := newQueue()
-		for _, k := range names("b", "a") {
-			q.Add(k)
-		}
+		q := newQueue("b", "a")
 		urgent["a"] = false
 		q.Add(names("a")[0])
-		if got, want := drain(q), []string{"a", "b"}; !slices.Equal(got, want) {
-			t.Errorf("order %v, want %v", got, want)
-		}
+		wantOrder(t, q, "a", "b")
 	})
 
 	t.Run("the other lane gets one key after MaxUrgentRun urgent ones", func(t *testing.T) {
 		clear(urgent)
-		q := newQueue()
-		q.Add(names("new1")[0])
-		q.Add(names("new2")[0])
+		q := newQueue("new1", "new2")
 		var want []string
 		for i := range 2*MaxUrgentRun + 1 {
 			k := fmt.Sprintf("u%02d", i)
@@ -99,17 +95,12 @@ func TestUrgentFirst(t *testing.T) {
 			want = append(want, fmt.Sprintf("u%02d", i))
 		}
 		want = append(want, "new2", fmt.Sprintf("u%02d", 2*MaxUrgentRun))
-		if got := drain(q); !slices.Equal(got, want) {
-			t.Errorf("order %v, want %v", got, want)
-		}
+		wantOrder(t, q, want...)
 	})
 
 	t.Run("a key taken and queued again after a move keeps no stale place", func(t *testing.T) {
 		clear(urgent)
-		q := newQueue()
-		for _, k := range names("a", "b", "c") {
-			q.Add(k)
-		}
+		q := newQueue("a", "b", "c")
 		urgent["b"] = true
 		q.Add(names("b")[0]) // moved: a stale entry stays in the other lane
 		key, _ := q.Get()
@@ -119,23 +110,17 @@ func TestUrgentFirst(t *testing.T) {
 		q.Done(key)
 		urgent["b"] = false
 		q.Add(key) // queued again, behind c
-		if got, want := drain(q), []string{"a", "c", "b"}; !slices.Equal(got, want) {
-			t.Errorf("order %v, want %v", got, want)
-		}
+		wantOrder(t, q, "a", "c", "b")
 	})
 
 	t.Run("a key queued while it is processed is pushed when done", func(t *testing.T) {
 		clear(urgent)
-		q := newQueue()
-		q.Add(names("a")[0])
-		q.Add(names("b")[0])
+		q := newQueue("a", "b")
 		key, _ := q.Get() // a, processing
 		urgent["a"] = true
 		q.Add(key)
 		q.Done(key) // pushed now, urgent
 		q.Add(names("c")[0])
-		if got, want := drain(q), []string{"a", "b", "c"}; !slices.Equal(got, want) {
-			t.Errorf("order %v, want %v", got, want)
-		}
+		wantOrder(t, q, "a", "b", "c")
 	})
 }

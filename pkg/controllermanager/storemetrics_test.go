@@ -99,12 +99,19 @@ func TestInformerStoreObjects(t *testing.T) {
 		}
 	}
 
+	// stores are the series of the three informers storeContext starts, with their
+	// object counts in storeContext's order.
+	stores := func(deployments, apps, configMaps int) []string {
+		return []string{
+			fmt.Sprintf(`app_controller_informer_store_objects{factory="apps",resource="apps.appcontroller.k8s.io"} %d`, apps),
+			fmt.Sprintf(`app_controller_informer_store_objects{factory="managed",resource="deployments.apps"} %d`, deployments),
+			fmt.Sprintf(`app_controller_informer_store_objects{factory="metadata",resource="configmaps"} %d`, configMaps),
+		}
+	}
+
 	a, kube := storeContext(t, "team-a", 3, 2, 1)
 	collector.add(a, a.startedStores())
-	expect("one context",
-		`app_controller_informer_store_objects{factory="apps",resource="apps.appcontroller.k8s.io"} 2`,
-		`app_controller_informer_store_objects{factory="managed",resource="deployments.apps"} 3`,
-		`app_controller_informer_store_objects{factory="metadata",resource="configmaps"} 1`)
+	expect("one context", stores(3, 2, 1)...)
 
 	if err := kube.AppsV1().Deployments("team-a").Delete(context.Background(), "d0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -115,23 +122,14 @@ func TestInformerStoreObjects(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("the Deployment informer still holds %d objects", len(deployments.ListKeys()))
 	}
-	expect("a Deployment deleted",
-		`app_controller_informer_store_objects{factory="apps",resource="apps.appcontroller.k8s.io"} 2`,
-		`app_controller_informer_store_objects{factory="managed",resource="deployments.apps"} 2`,
-		`app_controller_informer_store_objects{factory="metadata",resource="configmaps"} 1`)
+	expect("a Deployment deleted", stores(2, 2, 1)...)
 
 	b, _ := storeContext(t, "team-b", 1, 5, 0)
 	collector.add(b, b.startedStores())
-	expect("two contexts added up",
-		`app_controller_informer_store_objects{factory="apps",resource="apps.appcontroller.k8s.io"} 7`,
-		`app_controller_informer_store_objects{factory="managed",resource="deployments.apps"} 3`,
-		`app_controller_informer_store_objects{factory="metadata",resource="configmaps"} 1`)
+	expect("two contexts added up", stores(3, 7, 1)...)
 
 	collector.remove(a)
-	expect("the first context shut down",
-		`app_controller_informer_store_objects{factory="apps",resource="apps.appcontroller.k8s.io"} 5`,
-		`app_controller_informer_store_objects{factory="managed",resource="deployments.apps"} 1`,
-		`app_controller_informer_store_objects{factory="metadata",resource="configmaps"} 0`)
+	expect("the first context shut down", stores(1, 5, 0)...)
 	collector.remove(b)
 	expect("every context shut down")
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/utils/ptr"
 
 	"github.com/app-controller/app-controller/pkg/analysis"
@@ -140,10 +139,7 @@ func TestAnalysisWrites(t *testing.T) {
 		t.Errorf("message %q, want it to say the check holds the step", r.Message)
 	}
 
-	before, err := testutil.GetCounterMetricValue(rolloutsAborted.WithLabelValues(appv1.ReasonAnalysisFailed))
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := counterValue(t, rolloutsAborted, appv1.ReasonAnalysisFailed)
 	prom.answer(1000, 104)
 	w.sinceMeasured(60 * time.Second)
 	w.step("89.6% < 99%: aborted, the canary to 0, the stable back to 4",
@@ -159,7 +155,7 @@ func TestAnalysisWrites(t *testing.T) {
 	if c := meta.FindStatusCondition(w.app().Status.Conditions, appv1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, want) {
 		t.Errorf("Ready = %+v, want False saying %q", c, want)
 	}
-	if after, _ := testutil.GetCounterMetricValue(rolloutsAborted.WithLabelValues(appv1.ReasonAnalysisFailed)); after-before != 1 {
+	if after := counterValue(t, rolloutsAborted, appv1.ReasonAnalysisFailed); after-before != 1 {
 		t.Errorf("aborts counted %v, want 1", after-before)
 	}
 	if len(w.events) == 0 || !strings.HasPrefix(w.events[0], "Warning RolloutAborted Rollout to revision") || !strings.Contains(w.events[0], want) {

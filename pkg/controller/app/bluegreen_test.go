@@ -326,17 +326,26 @@ func prePromotionStrategy() *appv1.BlueGreenStrategy {
 		Interval: &metav1.Duration{Duration: time.Minute}, Count: ptr.To[int32](1), MinRequests: ptr.To[int32](10)}}}}
 }
 
+// prePromotionWorld is a blue-green world of prePromotionStrategy on a fake Prometheus,
+// brought to the switch's stage: the step described by what lists its check in one
+// status write and asks to be run again.
+func prePromotionWorld(t *testing.T, what string) (*world, *fakeProm) {
+	t.Helper()
+	w := blueGreenWorld(t, false, prePromotionStrategy())
+	prom := &fakeProm{}
+	w.f.c.analyzer = &analysis.Analyzer{Prometheus: prom}
+	w.toPreview()
+	w.stepRequeued(what, []string{"patch apps/status web"}, "Paused 1", rolloutRecheck)
+	return w, prom
+}
+
 // TestBlueGreenPrePromotionAnalysisFails: the checks before the switch start with the
 // switch's stage (the status lists them, one write), are measured an interval later
 // (one query), and a failed one aborts the rollout in one status write, before the
 // switch: the App's Service never left the stable pods, kubectl app promote before the
 // measurement was refused, AnalysisFailed names the check, with a Warning Event.
 func TestBlueGreenPrePromotionAnalysisFails(t *testing.T) {
-	w := blueGreenWorld(t, false, prePromotionStrategy())
-	prom := &fakeProm{}
-	w.f.c.analyzer = &analysis.Analyzer{Prometheus: prom}
-	w.toPreview()
-	w.stepRequeued("the switch's stage: its check listed, not measured", []string{"patch apps/status web"}, "Paused 1", rolloutRecheck)
+	w, prom := prePromotionWorld(t, "the switch's stage: its check listed, not measured")
 	r := w.app().Status.Rollout
 	if len(r.Analysis) != 1 || r.Analysis[0].Step != 1 || r.Analysis[0].MeasuredAt != nil ||
 		!strings.Contains(r.Message, `the switch from revision web-`) || !strings.Contains(r.Message, `waits for its checks: "success-rate" running`) {
@@ -378,11 +387,7 @@ func TestBlueGreenPrePromotionAnalysisFails(t *testing.T) {
 // TestBlueGreenPrePromotionAnalysisPasses: a passed check lets kubectl app promote
 // switch, in the writes of a switch without checks (the status and the Service).
 func TestBlueGreenPrePromotionAnalysisPasses(t *testing.T) {
-	w := blueGreenWorld(t, false, prePromotionStrategy())
-	prom := &fakeProm{}
-	w.f.c.analyzer = &analysis.Analyzer{Prometheus: prom}
-	w.toPreview()
-	w.stepRequeued("the switch's stage: its check listed", []string{"patch apps/status web"}, "Paused 1", rolloutRecheck)
+	w, prom := prePromotionWorld(t, "the switch's stage: its check listed")
 	prom.answer(100, 0)
 	w.sinceStepStarted(60 * time.Second)
 	w.step("the preview's success rate 100%: passed, waiting for promote", []string{"patch apps/status web"}, "Paused 1")

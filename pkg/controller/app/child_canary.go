@@ -72,7 +72,7 @@ func canaryOutcome(res childResult[*appsv1.Deployment]) childOutcome {
 
 // liveCanary returns the cached canary Deployment app controls, or nil.
 func (c *Controller) liveCanary(app *appv1.App) *appsv1.Deployment {
-	return c.controlledDeployment(app, canaryName(app))
+	return c.deployments.controlled(app, canaryName(app))
 }
 
 // canaryName is the name of app's canary Deployment; "" without deploymentTemplate.

@@ -52,21 +52,7 @@ func (c *Controller) liveDeployment(app *appv1.App) *appsv1.Deployment {
 	if t == nil {
 		return nil
 	}
-	return c.controlledDeployment(app, t.Name)
-}
-
-// controlledDeployment returns the cached Deployment name of app's namespace if app
-// controls it, else nil.
-func (c *Controller) controlledDeployment(app *appv1.App, name string) *appsv1.Deployment {
-	obj, exists, err := c.deployments.managed.GetByKey(app.Namespace + "/" + name)
-	if err != nil || !exists {
-		return nil
-	}
-	d, ok := obj.(*appsv1.Deployment)
-	if !ok || !controller.IsControlledBy(d, app) {
-		return nil
-	}
-	return d
+	return c.deployments.controlled(app, t.Name)
 }
 
 // deploymentName is the name of the Deployment app asks for; "" for none.

@@ -337,15 +337,7 @@ func (r *routeChild) liveRoute(app *appv1.App) *gatewayv1.HTTPRoute {
 	if r.httpRoutes == nil {
 		return nil
 	}
-	obj, exists, err := r.httpRoutes.managed.GetByKey(app.Namespace + "/" + app.Name)
-	if err != nil || !exists {
-		return nil
-	}
-	route, ok := obj.(*gatewayv1.HTTPRoute)
-	if !ok || !controller.IsControlledBy(route, app) {
-		return nil
-	}
-	return route
+	return r.httpRoutes.controlled(app, app.Name)
 }
 
 // canaryWeight returns the weight of the canary Service on app's live HTTPRoute, -1

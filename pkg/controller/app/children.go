@@ -241,6 +241,21 @@ func (k *childReconciler[T, A]) lookup(app *appv1.App, name string) (nameHolder[
 		controller: metav1.GetControllerOfNoCopy(meta)}, nil
 }
 
+// controlled returns the cached child named name in app's namespace (own writes
+// included) if app controls it, else nil.
+func (k *childReconciler[T, A]) controlled(app *appv1.App, name string) T {
+	var none T
+	obj, exists, err := k.managed.GetByKey(app.Namespace + "/" + name)
+	if err != nil || !exists {
+		return none
+	}
+	child, ok := obj.(T)
+	if !ok || !controller.IsControlledBy(child, app) {
+		return none
+	}
+	return child
+}
+
 // write makes the App's child named name, which holder describes and which is the
 // App's or does not exist, match desired. It returns the child, whether it wrote, and a
 // conflict when a create finds the name taken by an object the caches had not seen.

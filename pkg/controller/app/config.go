@@ -154,16 +154,7 @@ func (c *Controller) configHandler(logger klog.Logger, kind string) cache.Resour
 		if obj == nil {
 			return
 		}
-		apps, err := c.appIndexer.ByIndex(configIndex, configKey(kind, obj.GetNamespace(), obj.GetName()))
-		if err != nil {
-			return
-		}
-		for _, a := range apps {
-			if app, ok := a.(*appv1.App); ok {
-				logger.V(4).Info("Referenced "+kind+" "+what, "app", klog.KObj(app))
-				c.loop.Enqueue(cache.MetaObjectToName(app))
-			}
-		}
+		c.enqueueReferrers(logger, configIndex, configKey(kind, obj.GetNamespace(), obj.GetName()), "Referenced "+kind+" "+what)
 	}
 	copies := c.configStore(kind)
 	return cache.ResourceEventHandlerFuncs{
@@ -192,6 +183,23 @@ func (c *Controller) configHandler(logger klog.Logger, kind string) cache.Resour
 				c.loop.Enqueue(cache.ObjectName{Namespace: o.GetNamespace(), Name: ref.Name})
 			}
 		},
+	}
+}
+
+// enqueueReferrers queues the Apps that the App cache's index lists under key, logging
+// msg with each App and keysAndValues.
+func (c *Controller) enqueueReferrers(logger klog.Logger, index, key, msg string, keysAndValues ...any) {
+	apps, err := c.appIndexer.ByIndex(index, key)
+	if err != nil {
+		return
+	}
+	for _, a := range apps {
+		if app, ok := a.(*appv1.App); ok {
+			if v := logger.V(4); v.Enabled() {
+				v.Info(msg, append([]any{"app", klog.KObj(app)}, keysAndValues...)...)
+			}
+			c.loop.Enqueue(cache.MetaObjectToName(app))
+		}
 	}
 }
 

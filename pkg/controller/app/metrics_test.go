@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
@@ -72,24 +73,25 @@ func TestChildRepairsMetric(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
 			app := tt.setup(t, f)
-			beforeD := counterValue(t, "Deployment")
-			beforeS := counterValue(t, "Service")
+			beforeD := counterValue(t, childRepairs, "Deployment")
+			beforeS := counterValue(t, childRepairs, "Service")
 			if err := f.sync(app.Namespace, app.Name); err != nil {
 				t.Fatal(err)
 			}
-			if got := counterValue(t, "Deployment") - beforeD; got != tt.wantDeployment {
+			if got := counterValue(t, childRepairs, "Deployment") - beforeD; got != tt.wantDeployment {
 				t.Errorf("Deployment repairs: +%v, want +%v", got, tt.wantDeployment)
 			}
-			if got := counterValue(t, "Service") - beforeS; got != tt.wantService {
+			if got := counterValue(t, childRepairs, "Service") - beforeS; got != tt.wantService {
 				t.Errorf("Service repairs: +%v, want +%v", got, tt.wantService)
 			}
 		})
 	}
 }
 
-func counterValue(t *testing.T, kind string) float64 {
+// counterValue is the value of vec's counter of label.
+func counterValue(t *testing.T, vec *metrics.CounterVec, label string) float64 {
 	t.Helper()
-	v, err := testutil.GetCounterMetricValue(childRepairs.WithLabelValues(kind))
+	v, err := testutil.GetCounterMetricValue(vec.WithLabelValues(label))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,18 +79,26 @@ func TestRevisions(t *testing.T) {
 		t.Errorf("revision 1 is not controlled by the App: %+v", revs[1].OwnerReferences)
 	}
 
-	// A new image: revision 2; the Deployment, the revision, the status and the Event.
-	f.changeSpec(app, func(a *appv1.App) {
-		a.Spec.DeploymentTemplate.Image = "nginx:2"
-		a.Annotations[appv1.ChangeCauseAnnotation] = "image nginx:2"
-	})
-	f.deploymentRolledOut("web-deploy")
-	f.mustSync("web")
-	if w := f.writeNames(); !sameMultiset(w, []string{"patch deployments", "create controllerrevisions", "patch apps/status"}) {
-		t.Errorf("a spec change wrote %q", w)
+	// release changes the image and the change cause, rolls the Deployment out and syncs,
+	// which must write wantWrites (what names the change in a failure); it returns the
+	// revisions then.
+	release := func(what, image, cause string, wantWrites ...string) map[int64]*appsv1.ControllerRevision {
+		t.Helper()
+		f.changeSpec(app, func(a *appv1.App) {
+			a.Spec.DeploymentTemplate.Image = image
+			a.Annotations[appv1.ChangeCauseAnnotation] = cause
+		})
+		f.deploymentRolledOut("web-deploy")
+		f.mustSync("web")
+		if w := f.writeNames(); !sameMultiset(w, wantWrites) {
+			t.Errorf("%s wrote %q", what, w)
+		}
+		f.catchUp()
+		return f.revisionsInAPI()
 	}
-	f.catchUp()
-	revs = f.revisionsInAPI()
+
+	// A new image: revision 2; the Deployment, the revision, the status and the Event.
+	revs = release("a spec change", "nginx:2", "image nginx:2", "patch deployments", "create controllerrevisions", "patch apps/status")
 	if len(revs) != 2 || imageOf(t, revs[2]) != "nginx:2" || revs[2].Annotations[appv1.ChangeCauseAnnotation] != "image nginx:2" {
 		t.Fatalf("after the change: %v", revs)
 	}
@@ -107,17 +115,7 @@ func TestRevisions(t *testing.T) {
 	f.catchUp()
 
 	// Back to the first spec (a rollback): revision 1 becomes revision 3, no new object.
-	f.changeSpec(app, func(a *appv1.App) {
-		a.Spec.DeploymentTemplate.Image = "nginx"
-		a.Annotations[appv1.ChangeCauseAnnotation] = "rollback to 1"
-	})
-	f.deploymentRolledOut("web-deploy")
-	f.mustSync("web")
-	if w := f.writeNames(); !sameMultiset(w, []string{"patch deployments", "patch controllerrevisions", "patch apps/status"}) {
-		t.Errorf("a rollback wrote %q", w)
-	}
-	f.catchUp()
-	revs = f.revisionsInAPI()
+	revs = release("a rollback", "nginx", "rollback to 1", "patch deployments", "patch controllerrevisions", "patch apps/status")
 	if len(revs) != 2 || revs[3] == nil || imageOf(t, revs[3]) != "nginx" || revs[3].Annotations[appv1.ChangeCauseAnnotation] != "rollback to 1" || revs[2] == nil {
 		t.Fatalf("after the rollback: %v, want revisions 2 and 3 (the first, renumbered)", revs)
 	}

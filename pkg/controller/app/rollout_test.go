@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/utils/ptr"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -365,10 +364,7 @@ func canaryPod(t *testing.T, w *world, name string, created time.Time) *corev1.P
 func TestRolloutAbort(t *testing.T) {
 	w := canaryWorld(t, false)
 	w.toPause()
-	before, err := testutil.GetCounterMetricValue(rolloutsAborted.WithLabelValues(appv1.ReasonCrashLoopBackOff))
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := counterValue(t, rolloutsAborted, appv1.ReasonCrashLoopBackOff)
 	w.podReports(canaryPod(t, w, "crashloopbackoff-1", testNow.Add(-30*time.Second)))
 	w.step("a canary pod keeps exiting: aborted", []string{"patch apps/status web", "patch deployments web-deploy-canary", "patch deployments web-deploy"}, "Aborted 1")
 	if w.deploymentReplicas("web-deploy-canary") != 0 || w.deploymentReplicas("web-deploy") != 4 {
@@ -379,7 +375,7 @@ func TestRolloutAbort(t *testing.T) {
 		t.Errorf("Ready = %+v, want RolloutAborted naming the pod and container", ready)
 	}
 	w.expectKStatus("aborted", kstatus.FailedStatus)
-	if after, _ := testutil.GetCounterMetricValue(rolloutsAborted.WithLabelValues(appv1.ReasonCrashLoopBackOff)); after-before != 1 {
+	if after := counterValue(t, rolloutsAborted, appv1.ReasonCrashLoopBackOff); after-before != 1 {
 		t.Errorf("app_controller_rollouts_aborted_total{reason=CrashLoopBackOff} +%v, want +1", after-before)
 	}
 	if len(w.events) != 2 || !strings.HasPrefix(w.events[0], "Warning RolloutAborted Rollout to revision web-") {

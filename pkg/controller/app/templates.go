@@ -76,16 +76,8 @@ func (c *Controller) templateHandler(logger klog.Logger, kind appv1.AnalysisTemp
 		if obj == nil {
 			return
 		}
-		apps, err := c.appIndexer.ByIndex(templateIndex, templateKey(kind, obj.GetNamespace(), obj.GetName()))
-		if err != nil {
-			return
-		}
-		for _, a := range apps {
-			if app, ok := a.(*appv1.App); ok {
-				logger.V(4).Info("Referenced "+string(kind)+" "+what, "app", klog.KObj(app), "template", obj.GetName())
-				c.loop.Enqueue(cache.MetaObjectToName(app))
-			}
-		}
+		c.enqueueReferrers(logger, templateIndex, templateKey(kind, obj.GetNamespace(), obj.GetName()),
+			"Referenced "+string(kind)+" "+what, "template", obj.GetName())
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) { changed("added", controller.ObjectFromTombstone(obj)) },

@@ -9,7 +9,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
@@ -291,7 +290,7 @@ func createdWorld(t *testing.T, name string, replicas int32) (*world, *appv1.App
 // its counts once per window, and that app_controller_status_writes_total tells those
 // writes (progress) from the others (change).
 func TestWritesLongRollout(t *testing.T) {
-	change, progress := statusWriteCount(t, statusWriteChange), statusWriteCount(t, statusWriteProgress)
+	change, progress := counterValue(t, statusWrites, statusWriteChange), counterValue(t, statusWrites, statusWriteProgress)
 	w, deploy := rollingOut(t, "long")
 	// The counts move at 2 s, 20 s and 32 s: held back from 2 s, written at 32 s.
 	for _, step := range []struct {
@@ -315,22 +314,12 @@ func TestWritesLongRollout(t *testing.T) {
 	if w.statusWrites != 3 {
 		t.Errorf("%d status writes, want 3 (Progressing, the counts at 32 s, Ready)", w.statusWrites)
 	}
-	if got := statusWriteCount(t, statusWriteChange) - change; got != 2 {
+	if got := counterValue(t, statusWrites, statusWriteChange) - change; got != 2 {
 		t.Errorf("app_controller_status_writes_total{cause=change} +%v, want +2", got)
 	}
-	if got := statusWriteCount(t, statusWriteProgress) - progress; got != 1 {
+	if got := counterValue(t, statusWrites, statusWriteProgress) - progress; got != 1 {
 		t.Errorf("app_controller_status_writes_total{cause=progress} +%v, want +1", got)
 	}
-}
-
-// statusWriteCount is app_controller_status_writes_total of cause.
-func statusWriteCount(t *testing.T, cause string) float64 {
-	t.Helper()
-	v, err := testutil.GetCounterMetricValue(statusWrites.WithLabelValues(cause))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
 }
 
 // TestHeldBackStatusRequeues checks that a sync holding a status write back asks, in

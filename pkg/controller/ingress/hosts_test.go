@@ -59,11 +59,15 @@ func routing(svc *corev1.Service, host string, created time.Time) *networkingv1.
 	return ing
 }
 
-// syncIn runs syncService for ns/name after clearing the recorded actions.
-func (f *fixture) syncIn(ns, name string) error {
+// syncIn runs syncService for ns/name after clearing the recorded actions, stops the
+// test if it fails, and returns the verbs of its writes.
+func (f *fixture) syncIn(ns, name string) []string {
+	f.t.Helper()
 	f.client.ClearActions()
-	_, err := f.c.syncService(f.ctx, cache.ObjectName{Namespace: ns, Name: name})
-	return err
+	if _, err := f.c.syncService(f.ctx, cache.ObjectName{Namespace: ns, Name: name}); err != nil {
+		f.t.Fatal(err)
+	}
+	return controllertest.Verbs(f.writes())
 }
 
 // TestHostOwnership is the issue's repro and its variants: namespace a holds
@@ -93,10 +97,7 @@ func TestHostOwnership(t *testing.T) {
 			f.c.sharedNamespaces.Insert(tt.shared...)
 			f.addServices(a, tt.claim)
 			f.addIngresses(aIngress)
-			if err := f.syncIn(tt.claim.Namespace, tt.claim.Name); err != nil {
-				t.Fatal(err)
-			}
-			writes := controllertest.Verbs(f.writes())
+			writes := f.syncIn(tt.claim.Namespace, tt.claim.Name)
 			events := controllertest.DrainEvents(f.recorder)
 			if !tt.refused {
 				if !reflect.DeepEqual(writes, []string{"patch ingresses"}) {
@@ -128,10 +129,7 @@ func TestHostHeldByHTTPRoute(t *testing.T) {
 	controllertest.Seed(t, f.inf.HTTPRoutes.Informer().GetIndexer(), nil, route)
 	claim := claimant("b", "x", "*.example.com", t0.Add(-time.Hour)) // older than the route, but waiting
 	f.addServices(claim)
-	if err := f.syncIn("b", "x"); err != nil {
-		t.Fatal(err)
-	}
-	if writes := controllertest.Verbs(f.writes()); len(writes) != 0 {
+	if writes := f.syncIn("b", "x"); len(writes) != 0 {
 		t.Errorf("writes %q, want none", writes)
 	}
 	if events := controllertest.DrainEvents(f.recorder); len(events) != 1 || !strings.Contains(events[0], `held by namespace "a" (the route of App shop: its HTTPRoute routes it since`) {
@@ -145,10 +143,7 @@ func TestHostHeldByHTTPRoute(t *testing.T) {
 	if n := f.c.loop.Queue().Len(); n != 1 {
 		t.Errorf("queued %d claims, want the Service", n)
 	}
-	if err := f.syncIn("b", "x"); err != nil {
-		t.Fatal(err)
-	}
-	if writes := controllertest.Verbs(f.writes()); !reflect.DeepEqual(writes, []string{"patch ingresses"}) {
+	if writes := f.syncIn("b", "x"); !reflect.DeepEqual(writes, []string{"patch ingresses"}) {
 		t.Errorf("writes %q, want the Ingress", writes)
 	}
 }
@@ -164,17 +159,11 @@ func TestHostHandOver(t *testing.T) {
 	f.addServices(a, b)
 	f.addIngresses(routing(a, "shop.example.com", t0.Add(time.Minute)), routing(b, "shop.example.com", t0.Add(2*time.Minute)))
 
-	if err := f.syncIn("b", "shop"); err != nil {
-		t.Fatal(err)
-	}
-	if got := controllertest.Verbs(f.writes()); !reflect.DeepEqual(got, []string{"delete ingresses"}) {
+	if got := f.syncIn("b", "shop"); !reflect.DeepEqual(got, []string{"delete ingresses"}) {
 		t.Errorf("b, younger Ingress: writes %q, want it deleted", got)
 	}
-	if err := f.syncIn("a", "shop"); err != nil {
-		t.Fatal(err)
-	}
 	// (The fixture's Ingress lacks the backend: the holder's sync completes it.)
-	if got := controllertest.Verbs(f.writes()); slices.Contains(got, "delete ingresses") {
+	if got := f.syncIn("a", "shop"); slices.Contains(got, "delete ingresses") {
 		t.Errorf("a, the holder: writes %q, want its Ingress kept", got)
 	}
 
@@ -198,10 +187,7 @@ func TestHostHandOver(t *testing.T) {
 	if q := f.queued(); !slices.Contains(q, "b/shop") {
 		t.Errorf("the holder's Ingress deleted: queued %q, want b/shop", q)
 	}
-	if err := f.syncIn("b", "shop"); err != nil {
-		t.Fatal(err)
-	}
-	if got := controllertest.Verbs(f.writes()); !reflect.DeepEqual(got, []string{"patch ingresses"}) {
+	if got := f.syncIn("b", "shop"); !reflect.DeepEqual(got, []string{"patch ingresses"}) {
 		t.Errorf("b after a let the host go: writes %q, want its Ingress", got)
 	}
 }

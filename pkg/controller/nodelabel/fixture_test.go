@@ -86,6 +86,26 @@ func (f *fixture) sync(name string) error {
 	return err
 }
 
+// mustSync runs sync for the named node and stops the test if it fails.
+func (f *fixture) mustSync(name string) {
+	f.t.Helper()
+	if err := f.sync(name); err != nil {
+		f.t.Fatalf("sync: %v", err)
+	}
+}
+
+// wantQuiet fails the test if the last sync wrote or recorded Events; what names the
+// node in the failure.
+func (f *fixture) wantQuiet(what string) {
+	f.t.Helper()
+	if w := f.writes(); len(w) != 0 {
+		f.t.Errorf("%s written: %v", what, w)
+	}
+	if e := f.events(); len(e) != 0 {
+		f.t.Errorf("%s got events: %v", what, e)
+	}
+}
+
 // writes returns the write actions (everything but get, list and watch) since the last
 // sync.
 func (f *fixture) writes() []core.Action { return controllertest.Writes(f.client.Actions()) }

@@ -93,9 +93,7 @@ func TestSyncNodeAppliesAndRemovesLabels(t *testing.T) {
 	f.createNode(kwokNode("n1", map[string]string{"type": "kwok"}), "kwok")
 
 	// A matching node gets the rule's labels, through one non-forced apply.
-	if err := f.sync("n1"); err != nil {
-		t.Fatalf("sync: %v", err)
-	}
+	f.mustSync("n1")
 	if got := len(applyActions(t, f.writes())); got != 1 {
 		t.Fatalf("got %d applies, want 1", got)
 	}
@@ -117,15 +115,8 @@ func TestSyncNodeAppliesAndRemovesLabels(t *testing.T) {
 
 	// Up to date: no write, no event.
 	f.refresh("n1")
-	if err := f.sync("n1"); err != nil {
-		t.Fatalf("sync: %v", err)
-	}
-	if w := f.writes(); len(w) != 0 {
-		t.Errorf("up-to-date node written: %v", w)
-	}
-	if e := f.events(); len(e) != 0 {
-		t.Errorf("up-to-date node got events: %v", e)
-	}
+	f.mustSync("n1")
+	f.wantQuiet("up-to-date node")
 
 	// A rule that no longer sets a label: that label is removed, the others stay.
 	f.c.rules = mustCompile(t, `
@@ -134,9 +125,7 @@ rules:
   match: {providerIDPrefix: "kwok://"}
   labels: {node.example.com/joined-via: kwok}
 `)
-	if err := f.sync("n1"); err != nil {
-		t.Fatalf("sync: %v", err)
-	}
+	f.mustSync("n1")
 	live = f.live("n1")
 	wantLabels = map[string]string{"type": "kwok", joinedVia: "kwok"}
 	if !reflect.DeepEqual(live.Labels, wantLabels) {
@@ -152,9 +141,7 @@ rules:
 	}
 	f.refresh("n1")
 	f.events()
-	if err := f.sync("n1"); err != nil {
-		t.Fatalf("sync: %v", err)
-	}
+	f.mustSync("n1")
 	live = f.live("n1")
 	if want := map[string]string{"type": "kwok"}; !reflect.DeepEqual(live.Labels, want) {
 		t.Errorf("after the node stopped matching: labels = %v, want %v", live.Labels, want)
@@ -168,9 +155,7 @@ rules:
 
 	// Nothing applied any more: no write.
 	f.refresh("n1")
-	if err := f.sync("n1"); err != nil {
-		t.Fatalf("sync: %v", err)
-	}
+	f.mustSync("n1")
 	if w := f.writes(); len(w) != 0 {
 		t.Errorf("unlabelled node written: %v", w)
 	}
@@ -181,9 +166,7 @@ func TestSyncNodeLabelOwnedByAnotherManager(t *testing.T) {
 	// An administrator set joined-via to another value before the labeler ran.
 	f.createNode(kwokNode("n1", map[string]string{joinedVia: "manual"}), "kubectl-label")
 
-	if err := f.sync("n1"); err != nil {
-		t.Fatalf("sync: %v", err)
-	}
+	f.mustSync("n1")
 	// First apply conflicts; the second applies the other label without it.
 	if got := len(applyActions(t, f.writes())); got != 2 {
 		t.Errorf("got %d applies, want 2", got)
@@ -205,9 +188,7 @@ func TestSyncNodeLabelOwnedByAnotherManager(t *testing.T) {
 	// No hot loop: later syncs neither write nor report again.
 	for range 3 {
 		f.refresh("n1")
-		if err := f.sync("n1"); err != nil {
-			t.Fatalf("sync: %v", err)
-		}
+		f.mustSync("n1")
 		if w := f.writes(); len(w) != 0 {
 			t.Fatalf("held label retried: %v", w)
 		}
@@ -223,9 +204,7 @@ func TestSyncNodeLabelOwnedByAnotherManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.refresh("n1")
-	if err := f.sync("n1"); err != nil {
-		t.Fatalf("sync: %v", err)
-	}
+	f.mustSync("n1")
 	live = f.live("n1")
 	if live.Labels[joinedVia] != "kwok" {
 		t.Errorf("freed label not applied: labels = %v", live.Labels)
@@ -239,9 +218,7 @@ func TestSyncNodeSharedLabelSurvivesRelease(t *testing.T) {
 	f := newFixture(t, kwokRules)
 	// Someone else set joined-via to the value the rule sets: both own it, no conflict.
 	f.createNode(kwokNode("n1", map[string]string{joinedVia: "kwok"}), "kubectl-label")
-	if err := f.sync("n1"); err != nil {
-		t.Fatalf("sync: %v", err)
-	}
+	f.mustSync("n1")
 	if got := len(applyActions(t, f.writes())); got != 1 {
 		t.Errorf("got %d applies, want 1", got)
 	}
@@ -252,9 +229,7 @@ func TestSyncNodeSharedLabelSurvivesRelease(t *testing.T) {
 	// The rules stop matching: the labeler's own label goes, the shared one stays.
 	f.c.rules = mustCompile(t, "rules: []\n")
 	f.refresh("n1")
-	if err := f.sync("n1"); err != nil {
-		t.Fatalf("sync: %v", err)
-	}
+	f.mustSync("n1")
 	live := f.live("n1")
 	if want := map[string]string{joinedVia: "kwok"}; !reflect.DeepEqual(live.Labels, want) {
 		t.Errorf("labels = %v, want %v", live.Labels, want)
@@ -272,9 +247,7 @@ rules:
   labels: {node.example.com/joined-via: other, node.example.com/all: "true"}
 `)
 	f.createNode(kwokNode("n1", nil), "kwok")
-	if err := f.sync("n1"); err != nil {
-		t.Fatalf("sync: %v", err)
-	}
+	f.mustSync("n1")
 	live := f.live("n1")
 	if want := map[string]string{joinedVia: "kwok", "node.example.com/all": "true"}; !reflect.DeepEqual(live.Labels, want) {
 		t.Errorf("labels = %v, want %v (first rule wins)", live.Labels, want)
@@ -291,9 +264,7 @@ rules:
 
 	// Reported when writing, not on every sync.
 	f.refresh("n1")
-	if err := f.sync("n1"); err != nil {
-		t.Fatalf("sync: %v", err)
-	}
+	f.mustSync("n1")
 	if e := f.events(); len(e) != 0 {
 		t.Errorf("events on an up-to-date node: %v", e)
 	}
@@ -313,15 +284,8 @@ func TestSyncNodeNoWrite(t *testing.T) {
 			if tt.node != nil {
 				f.createNode(tt.node, "kubelet")
 			}
-			if err := f.sync("n1"); err != nil {
-				t.Fatalf("sync: %v", err)
-			}
-			if w := f.writes(); len(w) != 0 {
-				t.Errorf("writes: %v", w)
-			}
-			if e := f.events(); len(e) != 0 {
-				t.Errorf("events: %v", e)
-			}
+			f.mustSync("n1")
+			f.wantQuiet(tt.name)
 		})
 	}
 }
@@ -329,9 +293,7 @@ func TestSyncNodeNoWrite(t *testing.T) {
 func TestSyncNodeForgetsDeletedNode(t *testing.T) {
 	f := newFixture(t, kwokRules)
 	f.c.hold("n1", joinedVia, heldLabel{value: "manual", present: true})
-	if err := f.sync("n1"); err != nil {
-		t.Fatalf("sync: %v", err)
-	}
+	f.mustSync("n1")
 	if _, found := f.c.held["n1"]; found {
 		t.Errorf("held labels of a deleted node kept")
 	}
