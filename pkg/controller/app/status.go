@@ -156,19 +156,25 @@ func autoscalerFloor(app *appv1.App, deployment childOutcome) int32 {
 // deploymentRollout tells how far the rollout of d is, like `kubectl rollout status`.
 // With a scaling floor (autoscalerFloor, 0: none), a Deployment whose pods are all of
 // its newest template is rolled out, and available with at least floor pods available
-// (or all it wants, if fewer), while its count changes: an autoscaler adding pods is not
-// a rollout (kstatus and Argo CD would read the App InProgress at every scale-up, and
-// the Deployment's Available condition is False while a small Deployment grows: 25% of
-// 3 pods rounds to none unavailable).
+// (or all it wants, if fewer), while its count changes: an autoscaler adding or removing
+// pods is not a rollout (kstatus and Argo CD would read the App InProgress at every
+// scale, and the Deployment's Available condition is False while a small Deployment
+// grows: 25% of 3 pods rounds to none unavailable). A scale-down counts the pods being
+// removed until they are gone: 3 pods of which 2 are available, scaled to 2, is no
+// rollout, though 2 of its 3 pods are available.
 func deploymentRollout(name string, d *appsv1.Deployment, floor int32) deploymentProgress {
 	if d == nil {
 		return deploymentProgress{message: fmt.Sprintf("Waiting for Deployment %q to be created", name)}
 	}
 	desired := ptr.Deref(d.Spec.Replicas, 1)
 	st := d.Status
-	if floor > 0 && st.Replicas == st.UpdatedReplicas && (st.ObservedGeneration < d.Generation || st.AvailableReplicas != desired) {
+	if floor > 0 && st.Replicas == st.UpdatedReplicas && (st.ObservedGeneration < d.Generation || st.AvailableReplicas != desired || st.Replicas != desired) {
 		r := deploymentProgress{rolledOut: true, available: st.AvailableReplicas >= min(floor, desired),
 			message: fmt.Sprintf("Deployment %q: %d of %d replicas available (the autoscaler scales it)", name, st.AvailableReplicas, desired)}
+		if st.Replicas > desired {
+			r.message = fmt.Sprintf("Deployment %q: %d of %d replicas available, %d being removed (the autoscaler scales it)",
+				name, min(st.AvailableReplicas, desired), desired, st.Replicas-desired)
+		}
 		if !r.available {
 			r.message = fmt.Sprintf("Deployment %q: %d of %d replicas available, fewer than autoscaling.minReplicas", name, st.AvailableReplicas, desired)
 		}
