@@ -426,7 +426,7 @@ $(METRICS_SERVER): hack/tools/metrics-server/go.mod hack/tools/metrics-server/go
 # image (entrypoint /traefik), for the traffic tier of the end-to-end tests
 # (test/e2e/traffic: make e2e, make e2e-traffic). Its first build downloads about 2.6 GB
 # of modules and takes about 9 minutes on 2 cores: make test builds it in the background
-# with the other tools (TEST_TOOLS), while verify, unit and test-image run.
+# with the other tools (the stage e2e of TEST_TOOLS), while verify, unit and test-image run.
 TRAEFIK        := $(BIN)/traefik
 TRAEFIK_IMAGE  := $(BIN)/traffic-images/traefik
 
@@ -531,17 +531,24 @@ $(GOLANGCI_LINT): hack/tools/lint/go.mod hack/tools/lint/go.sum
 # platforms is covered by the image builder's unit tests, and `make test-image` alone
 # (like a release) builds and checks both of PLATFORMS.
 TEST_PLATFORMS ?= linux/$(HOST_ARCH)
-# What `make test` builds in the background while verify, unit and test-image run: the
-# control plane, helm, the control plane of the oldest supported Kubernetes minor (for
-# test-compat-oldest: 441 s of CPU the first time, cached after), Chromium (the
-# dashboard's browser tests of make integration), Argo Rollouts' controller (the peer
-# smoke of make integration) and, where the end-to-end tier can run (root), the real
-# node's packages, binaries and images, cosign (the end-to-end tests sign and verify a
-# release), Traefik's image (the traffic tier of make e2e) and Prometheus (the canary
-# analysis's integration and end-to-end tests).
-TEST_TOOLS = tools $(HELM) $(COMPAT_BIN)/$(COMPAT_OLDEST)/kube-apiserver chromium $(ARGO_ROLLOUTS) $(if $(filter 0,$(shell id -u)),node-packages node-tools $(COSIGN) $(TRAEFIK_IMAGE) $(PROMETHEUS))
-# The steps of make test, in order (hack/make.sh test: the control plane binaries build
-# in the background until the first step that needs them). verify first, alone: a stale
+# What `make test` builds in the background while verify, unit and test-image run, in
+# stages one after the other (NAME=TARGET,...; hack/make.sh test): base, the control
+# plane and helm (the chart's tests and every cluster step need them); integration,
+# Chromium (the dashboard's browser tests), Argo Rollouts' controller (the peer smoke)
+# and Prometheus (the canary analysis's tests, root); e2e, where the end-to-end tier can
+# run (root), the real node's packages, binaries and images, cosign (the end-to-end
+# tests sign and verify a release) and Traefik's image (the traffic tier); compat, the
+# control plane of the oldest supported Kubernetes minor (test-compat-oldest: 441 s of
+# CPU the first time, cached after). TEST_STEP_NEEDS names the stage each step waits for
+# (the stages before it are built by then): on a fresh machine the integration tests
+# start as soon as their tools are built, while the end-to-end tier's still build.
+ROOT_USER  = $(filter 0,$(shell id -u))
+TEST_TOOLS = base=tools,$(HELM) integration=chromium,$(ARGO_ROLLOUTS)$(if $(ROOT_USER),$(comma)$(PROMETHEUS)) \
+	$(if $(ROOT_USER),e2e=node-packages$(comma)node-tools$(comma)$(COSIGN)$(comma)$(TRAEFIK_IMAGE)) \
+	compat=$(COMPAT_BIN)/$(COMPAT_OLDEST)/kube-apiserver
+TEST_STEP_NEEDS = test-chart=base integration=integration e2e=e2e test-compat-oldest=compat
+# The steps of make test, in order (hack/make.sh test: the tools build in the background
+# until the first step that needs them). verify first, alone: a stale
 # file or a vet error fails the run within a minute. Then four lanes at the same time
 # (A+B: at the same time; A,B: B after A): the unit tests, then the chart's tests and the
 # smoke on the oldest supported Kubernetes minor (test-compat-oldest); the integration
@@ -562,7 +569,7 @@ clean: ## Remove bin/ and .local/ (stops nothing: run cluster-down first).
 
 .PHONY: test
 test: ## Everything CI runs: verify, then unit, test-image, e2e, integration, test-chart and test-compat-oldest in four lanes, at most TEST_SLOTS (3) clusters at once.
-	@TEST_TOOLS='$(TEST_TOOLS)' APP_TEST_SLOTS='$(TEST_SLOTS)' PREFETCH_EXTRA='hack/tools/compat/$(COMPAT_OLDEST)' $(MAKE_SH) test $(TEST_STEPS)
+	@TEST_TOOLS='$(TEST_TOOLS)' TEST_STEP_NEEDS='$(TEST_STEP_NEEDS)' APP_TEST_SLOTS='$(TEST_SLOTS)' PREFETCH_EXTRA='hack/tools/compat/$(COMPAT_OLDEST)' $(MAKE_SH) test $(TEST_STEPS)
 
 # Unit tests are hermetic (no cluster, no network), so go test's cache may replay the
 # result of a package whose code, test data and environment did not change; the

@@ -3,8 +3,8 @@
 # one line that calls a subcommand here; the Makefile passes what it knows in the
 # environment (GO, BIN, LDFLAGS, KUBECTL) and as arguments.
 #
-#   make.sh test STEP...                 make each STEP in order; the control plane
-#                                        binaries build in the background meanwhile
+#   make.sh test STEP...                 make each STEP in order; the tools build in the
+#                                        background meanwhile, in stages (TEST_TOOLS)
 #   make.sh cross PKG DIR PLATFORM...    build PKG for each os/arch into DIR/os-arch/
 #   make.sh sbom TOOL VERSION DIR HOST PLATFORM...
 #                                        the CycloneDX SBOM of each DIR/os-arch/ binary
@@ -53,34 +53,50 @@ failures() {
     grep -E '^[[:space:]]*--- FAIL|^(FAIL|panic:)|_test\.go:[0-9]+: ' "${log}" | grep -Ev '_test\.go:[0-9]+: [IWEF][0-9]{4} ' | head -n 80 || true
 }
 
-# test makes each step in order (`make STEP PLATFORMS=$TEST_PLATFORMS`). `make tools`
-# runs in the background from the start, its log in bin/tools-build.log: the first
-# steps leave a core idle while they download modules, link, run generators and tests.
-# Each step that needs the binaries (not one of OFFLINE_STEPS) waits for them; a failure
-# stops everything.
+# test makes each step in order (`make STEP PLATFORMS=$TEST_PLATFORMS`). The tools the
+# steps need build in the background from the start, their log in bin/tools-build.log:
+# the first steps leave a core idle while they download modules, link, run generators
+# and tests. They build in stages, one after the other (TEST_TOOLS: NAME=TARGET,TARGET...
+# in order); each step that needs tools (not one of OFFLINE_STEPS) waits for the stage
+# TEST_STEP_NEEDS names for it (STEP=NAME; the stages before it are built by then), or
+# for the last stage. On a fresh machine the integration tests so start while the
+# end-to-end tier's tools still build, instead of every step starting at once at the
+# end of the last build. A failed build fails the steps that wait for its stage or a
+# later one, and a failed step stops everything.
 #
 # A step written A+B makes A and B at the same time (each on its own control plane or
 # node; they mostly wait on them), each into its log, printed whole when it ends. A part
 # written A,B is a lane: B after A, if A passed (B needs what A made, or must not run
-# beside it). An offline part starts at once; the others start once the binaries are
-# built.
+# beside it). An offline part starts at once; the others once their stage is built.
 cmd_test() {
     local start step rc=0
     start="$(date +%s)"
     mkdir -p "${BIN}"
-    # The build's exit status lands in TOOLS_STATUS when it ends (written whole, by a
-    # rename): the lanes of a step A+B wait for it from their own shells.
+    # Each stage's exit status lands in TOOLS_STATUS.NAME when it ends, the whole build's
+    # in TOOLS_STATUS (each written whole, by a rename): the lanes of a step A+B wait for
+    # them from their own shells.
     TOOLS_STATUS="${BIN}/.tools-build.status"
     TOOLS_PID=""
-    rm -rf "${TOOLS_STATUS}" "${TOOLS_STATUS}.printed" "${BIN}/test-slots.log"
+    rm -rf "${TOOLS_STATUS}" "${TOOLS_STATUS}".* "${BIN}/test-slots.log"
     export APP_TEST_SLOTS # the steps run their cluster packages in slots (cmd_slot)
     (
         trap 'kill "${mk:-}" 2>/dev/null' TERM # a failed step stops the build itself
-        # shellcheck disable=SC2086 # TEST_TOOLS is a list of targets
-        "${MAKE:-make}" --no-print-directory ${TEST_TOOLS:-tools} >"${BIN}/tools-build.log" 2>&1 &
-        mk=$!
         s=0
-        wait "${mk}" || s=$?
+        : >"${BIN}/tools-build.log"
+        for stage in ${TEST_TOOLS:-base=tools}; do
+            name="${stage%%=*}"
+            targets="${stage#*=}"
+            if [ "${s}" = 0 ]; then
+                echo "make test: the tools of stage ${name} ($(($(date +%s) - start))s since the start): ${targets//,/ }" >>"${BIN}/tools-build.log"
+                # shellcheck disable=SC2086 # a list of targets
+                "${MAKE:-make}" --no-print-directory ${targets//,/ } >>"${BIN}/tools-build.log" 2>&1 &
+                mk=$!
+                wait "${mk}" || s=$?
+                echo "make test: the tools of stage ${name} ended, exit status ${s} ($(($(date +%s) - start))s since the start)" >>"${BIN}/tools-build.log"
+            fi
+            # A failed stage fails the later ones too.
+            echo "${s}" >"${TOOLS_STATUS}.${name}.tmp" && mv "${TOOLS_STATUS}.${name}.tmp" "${TOOLS_STATUS}.${name}"
+        done
         echo "${s}" >"${TOOLS_STATUS}.tmp" && mv "${TOOLS_STATUS}.tmp" "${TOOLS_STATUS}"
     ) &
     TOOLS_PID=$!
@@ -108,8 +124,8 @@ cmd_test() {
 }
 
 # PREFETCH_MODULES are the modules whose dependencies make test downloads (in this order:
-# what the first steps and the first tools need first), for prefetch.
-PREFETCH_MODULES=". hack/tools/lint hack/tools hack/tools/docs test/chart ${PREFETCH_EXTRA:-} hack/tools/metrics-server hack/tools/sbom hack/tools/soakplot hack/tools/argo-rollouts hack/tools/cosign hack/tools/traefik"
+# what the first steps and the first stages of tools need first), for prefetch.
+PREFETCH_MODULES=". hack/tools/lint hack/tools hack/tools/sbom hack/tools/docs test/chart hack/tools/argo-rollouts hack/tools/metrics-server hack/tools/soakplot hack/tools/cosign hack/tools/traefik ${PREFETCH_EXTRA:-}"
 
 # prefetch downloads, one module after the other, the dependencies of every module of
 # PREFETCH_MODULES that is there, while the first steps and the tools build. On a fresh
@@ -129,32 +145,41 @@ prefetch() {
 }
 
 # wait_tools returns at once for an offline step; else it waits until the background
-# build of the binaries ended, and fails (with its log) if the build failed. It works
-# from a lane's own shell too.
+# build of the stage of tools the step needs ended (TEST_STEP_NEEDS; the last stage of
+# TEST_TOOLS for a step it does not name, or names a stage not built here), and fails
+# (with the build's log) if that stage failed. It works from a lane's own shell too.
 wait_tools() {
-    local start="$1" step="$2" status
+    local start="$1" step="$2" status entry need="" last="" file
     [[ "${OFFLINE_STEPS}" == *" ${step} "* ]] && return 0
+    for entry in ${TEST_TOOLS:-base=tools}; do last="${entry%%=*}"; done
+    for entry in ${TEST_STEP_NEEDS:-}; do
+        [ "${entry%%=*}" = "${step}" ] && need="${entry#*=}"
+    done
+    if [ -z "${need}" ] || [[ " ${TEST_TOOLS:-base=tools} " != *" ${need}="* ]]; then
+        need="${last}"
+    fi
+    file="${TOOLS_STATUS}.${need}"
     local waited=""
-    if [ ! -f "${TOOLS_STATUS}" ]; then
-        echo "make test: ${step} waits for the control plane binaries (make tools, log in bin/tools-build.log) ($(($(date +%s) - start))s since the start)"
+    if [ ! -f "${file}" ]; then
+        echo "make test: ${step} waits for the tools of stage ${need} (log in bin/tools-build.log) ($(($(date +%s) - start))s since the start)"
         waited=1
-        while [ ! -f "${TOOLS_STATUS}" ]; do
-            if ! kill -0 "${TOOLS_PID}" 2>/dev/null && [ ! -f "${TOOLS_STATUS}" ]; then
-                echo "make test: the build of the binaries stopped without a status" >&2
+        while [ ! -f "${file}" ]; do
+            if ! kill -0 "${TOOLS_PID}" 2>/dev/null && [ ! -f "${file}" ]; then
+                echo "make test: the build of the tools stopped without a status" >&2
                 return 1
             fi
             sleep 1
         done
     fi
-    status="$(cat "${TOOLS_STATUS}")"
+    status="$(cat "${file}")"
     if [ "${status}" = 0 ] && [ -n "${waited}" ]; then
-        echo "make test: the control plane binaries are built, ${step} starts ($(($(date +%s) - start))s since the start)"
+        echo "make test: the tools of stage ${need} are built, ${step} starts ($(($(date +%s) - start))s since the start)"
     elif [ "${status}" != 0 ]; then
         # Its log once, whichever lane sees the failure first.
         if mkdir "${TOOLS_STATUS}.printed" 2>/dev/null; then
             cat "${BIN}/tools-build.log"
         fi
-        echo "make tools failed (exit status ${status}), so did ${step}" >&2
+        echo "the build of the tools of stage ${need} failed (exit status ${status}), so did ${step}" >&2
         return 1
     fi
 }
