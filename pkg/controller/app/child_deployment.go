@@ -243,12 +243,7 @@ func desiredPodTemplate(app *appv1.App, podsHash, restartedAt string) (*corev1ac
 	container := corev1ac.Container().
 		WithName(appv1.ContainerName).
 		WithImage(t.Image)
-	if t.ContainerPort != nil {
-		container.WithPorts(corev1ac.ContainerPort().
-			WithName(appv1.PortName).
-			WithContainerPort(*t.ContainerPort).
-			WithProtocol(portProtocol(app)))
-	}
+	container.WithPorts(containerPorts(app)...)
 	if len(t.Command) > 0 {
 		container.WithCommand(t.Command...)
 	}
@@ -271,9 +266,6 @@ func desiredPodTemplate(app *appv1.App, podsHash, restartedAt string) (*corev1ac
 	}
 	if err := setContainerOptions(container, t); err != nil {
 		return nil, err
-	}
-	for _, p := range t.Ports {
-		container.WithPorts(containerPort(p))
 	}
 	podSpec := corev1ac.PodSpec().WithContainers(container)
 	if err := setPodOptions(podSpec, t); err != nil {
@@ -314,14 +306,6 @@ func desiredPodTemplate(app *appv1.App, podsHash, restartedAt string) (*corev1ac
 		template.WithAnnotations(map[string]string{appv1.RestartedAtAnnotation: restartedAt})
 	}
 	return template, nil
-}
-
-// containerPort returns the apply configuration of a container port.
-func containerPort(p appv1.ContainerPort) *corev1ac.ContainerPortApplyConfiguration {
-	return corev1ac.ContainerPort().
-		WithName(p.Name).
-		WithContainerPort(p.ContainerPort).
-		WithProtocol(protocolOrTCP(p.Protocol))
 }
 
 // podContainer returns the apply configuration of an init container or a sidecar: its
