@@ -467,7 +467,7 @@ func volume(v *appv1.Volume) (*corev1ac.VolumeApplyConfiguration, error) {
 // an autoscaled App's stable count stays the autoscaler's during a rollout too.
 func stableDeployment(app *appv1.App, in *syncInput, p *rolloutPlan) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	if p.StableReplicas != nil {
-		return buildDeployment(app, app.Spec.DeploymentTemplate.Name, p.stableTemplate, selectorLabels(app), p.StableReplicas, in.hashes.seen)
+		return buildDeployment(app, app.Spec.DeploymentTemplate.Name, p.stableTemplate, in.selector, p.StableReplicas, in.hashes.seen)
 	}
 	return appDeployment(app, p.stableTemplate, in.hashes.seen, in.live)
 }
