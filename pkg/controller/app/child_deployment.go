@@ -243,12 +243,7 @@ func desiredPodTemplate(app *appv1.App, podsHash, restartedAt string) (*corev1ac
 	container := corev1ac.Container().
 		WithName(appv1.ContainerName).
 		WithImage(t.Image)
-	if t.ContainerPort != nil {
-		container.WithPorts(corev1ac.ContainerPort().
-			WithName(appv1.PortName).
-			WithContainerPort(*t.ContainerPort).
-			WithProtocol(portProtocol(app)))
-	}
+	container.WithPorts(containerPorts(app)...)
 	if len(t.Command) > 0 {
 		container.WithCommand(t.Command...)
 	}
@@ -271,9 +266,6 @@ func desiredPodTemplate(app *appv1.App, podsHash, restartedAt string) (*corev1ac
 	}
 	if err := setContainerOptions(container, t); err != nil {
 		return nil, err
-	}
-	for _, p := range t.Ports {
-		container.WithPorts(containerPort(p))
 	}
 	podSpec := corev1ac.PodSpec().WithContainers(container)
 	if err := setPodOptions(podSpec, t); err != nil {
@@ -314,14 +306,6 @@ func desiredPodTemplate(app *appv1.App, podsHash, restartedAt string) (*corev1ac
 		template.WithAnnotations(map[string]string{appv1.RestartedAtAnnotation: restartedAt})
 	}
 	return template, nil
-}
-
-// containerPort returns the apply configuration of a container port.
-func containerPort(p appv1.ContainerPort) *corev1ac.ContainerPortApplyConfiguration {
-	return corev1ac.ContainerPort().
-		WithName(p.Name).
-		WithContainerPort(p.ContainerPort).
-		WithProtocol(protocolOrTCP(p.Protocol))
 }
 
 // podContainer returns the apply configuration of an init container or a sidecar: its
@@ -483,7 +467,7 @@ func volume(v *appv1.Volume) (*corev1ac.VolumeApplyConfiguration, error) {
 // an autoscaled App's stable count stays the autoscaler's during a rollout too.
 func stableDeployment(app *appv1.App, in *syncInput, p *rolloutPlan) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	if p.StableReplicas != nil {
-		return buildDeployment(app, app.Spec.DeploymentTemplate.Name, p.stableTemplate, selectorLabels(app), p.StableReplicas, in.hashes.seen)
+		return buildDeployment(app, app.Spec.DeploymentTemplate.Name, p.stableTemplate, in.selector, p.StableReplicas, in.hashes.seen)
 	}
 	return appDeployment(app, p.stableTemplate, in.hashes.seen, in.live)
 }

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
-	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
@@ -338,45 +337,6 @@ func (r *routeChild) liveRoute(app *appv1.App) *gatewayv1.HTTPRoute {
 		return nil
 	}
 	return r.httpRoutes.controlled(app, app.Name)
-}
-
-// canaryWeight returns the weight of the canary Service on app's live HTTPRoute, -1
-// when the route does not split the traffic (or there is none).
-func (r *routeChild) canaryWeight(app *appv1.App) int32 {
-	route := r.liveRoute(app)
-	if route == nil || app.Spec.ServiceTemplate == nil || len(route.Spec.Rules) == 0 {
-		return -1
-	}
-	canary := app.Spec.ServiceTemplate.Name + appv1.CanarySuffix
-	for _, b := range route.Spec.Rules[0].BackendRefs {
-		if string(b.Name) == canary {
-			return ptr.Deref(b.Weight, 1)
-		}
-	}
-	return -1
-}
-
-// reported reports whether every Gateway of app that answered in the status of its
-// live HTTPRoute has answered for the route's current generation (Accepted observed
-// it): the Gateways have read the route as it is. None answered: nothing routes by it,
-// nothing to wait for. An answer of a Gateway the route no longer attaches to is not
-// waited for: its controller may never update it.
-func (r *routeChild) reported(app *appv1.App) bool {
-	route := r.liveRoute(app)
-	if route == nil {
-		return true
-	}
-	parents := r.parents(app)
-	for _, s := range route.Status.Parents {
-		if !slices.ContainsFunc(parents, func(p appv1.GatewayRef) bool { return sameParent(s.ParentRef, route.Namespace, p) }) {
-			continue
-		}
-		cond := meta.FindStatusCondition(s.Conditions, string(gatewayv1.RouteConditionAccepted))
-		if cond == nil || cond.ObservedGeneration < route.Generation {
-			return false
-		}
-	}
-	return true
 }
 
 // routePort returns the port of the App's Service the route sends traffic to:

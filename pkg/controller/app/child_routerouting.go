@@ -22,7 +22,8 @@ import (
 // one backend is the canary's Service (a Gateway prefers the rule with more header
 // matches, whatever the order: the weighted rule stays the first, which canaryWeight
 // reads); the mirror a RequestMirror filter of the weighted rule to the canary's
-// Service, with its percent. Both go with the split.
+// Service, with its percent. Both go with the split. What the live route says of them
+// is read with the rest of the rollout's observation (rolloutobserve.go: liveRouting).
 
 // features of the Gateway API that a mirror needs in a GatewayClass's
 // status.supportedFeatures.
@@ -69,29 +70,6 @@ func (p *rolloutPlan) routing() rollout.Routing {
 		return rollout.Routing{}
 	}
 	return p.Routing
-}
-
-// liveRouting returns the header route and mirror to the canary on app's live
-// HTTPRoute: the RequestMirror filter of the first rule to the canary's Service, and the
-// header matches of a rule whose one backend is the canary's Service.
-func (r *routeChild) liveRouting(app *appv1.App) rollout.Routing {
-	var out rollout.Routing
-	route := r.liveRoute(app)
-	if route == nil || app.Spec.ServiceTemplate == nil || len(route.Spec.Rules) == 0 {
-		return out
-	}
-	canary := gatewayv1.ObjectName(app.Spec.ServiceTemplate.Name + appv1.CanarySuffix)
-	for _, f := range route.Spec.Rules[0].Filters {
-		if f.Type == gatewayv1.HTTPRouteFilterRequestMirror && f.RequestMirror != nil && f.RequestMirror.BackendRef.Name == canary {
-			out.MirrorPercent = ptr.Deref(f.RequestMirror.Percent, 100)
-		}
-	}
-	for _, rule := range route.Spec.Rules[1:] {
-		if len(rule.BackendRefs) == 1 && rule.BackendRefs[0].Name == canary && len(rule.Matches) > 0 {
-			out.Header = rule.Matches[0].Headers
-		}
-	}
-	return out
 }
 
 // mirrorCheck returns why the Gateways of app's route cannot do the mirror of rollout

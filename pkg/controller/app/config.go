@@ -205,6 +205,8 @@ func (c *Controller) enqueueReferrers(logger klog.Logger, index, key, msg string
 
 // podConfig is what the ConfigMaps and Secrets of an App's pods are now.
 type podConfig struct {
+	// refs are the ConfigMaps and Secrets the pods reference (configRefs).
+	refs []configRef
 	// hash of the referenced objects' versions; "" when the pods reference none or the
 	// App ignores their changes.
 	hash string
@@ -223,7 +225,7 @@ func (c *Controller) podConfig(app *appv1.App) (podConfig, error) {
 	if len(refs) == 0 {
 		return podConfig{}, nil
 	}
-	var cfg podConfig
+	cfg := podConfig{refs: refs}
 	h := sha256.New()
 	for _, r := range refs {
 		store := c.configMaps

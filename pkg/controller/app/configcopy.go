@@ -160,11 +160,12 @@ type copyHashEntry struct {
 	version, hash string
 }
 
-// readCopies returns what app's sync knows of its copies, revision being its current
-// revision: the copy hash of each referenced object (a GET when its resourceVersion is
-// new to this process), and the copies' names held by others.
-func (c *Controller) readCopies(ctx context.Context, app *appv1.App, revision string) (*configCopies, error) {
-	cc := &configCopies{refs: configRefs(app.Spec.DeploymentTemplate), current: versionCopies{}}
+// readCopies returns what app's sync knows of its copies, refs being the objects its
+// pods reference (podConfig) and revision its current revision: the copy hash of each
+// referenced object (a GET when its resourceVersion is new to this process), and the
+// copies' names held by others.
+func (c *Controller) readCopies(ctx context.Context, app *appv1.App, refs []configRef, revision string) (*configCopies, error) {
+	cc := &configCopies{refs: refs, current: versionCopies{}}
 	for _, r := range cc.refs {
 		if r.kind == kindSecret && c.secrets == nil {
 			cc.secretsShared = append(cc.secretsShared, r.name)

@@ -279,7 +279,7 @@ func TestRouteReported(t *testing.T) {
 			if err := f.inf.HTTPRoutes.Informer().GetIndexer().Add(route); err != nil {
 				t.Fatal(err)
 			}
-			if got := f.c.route.reported(app); got != tc.want {
+			if got := routeReported(f.c.route.liveRoute(app), f.c.route.parents(app)); got != tc.want {
 				t.Errorf("reported %v, want %v", got, tc.want)
 			}
 		})

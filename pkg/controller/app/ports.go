@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 )
@@ -140,4 +141,25 @@ func portProtocol(app *appv1.App) corev1.Protocol {
 		return protocolOrTCP(t.Ports[i].Protocol)
 	}
 	return corev1.ProtocolTCP
+}
+
+// containerPorts returns the ports of app's container, in order: deploymentTemplate's
+// containerPort, named as the Service's first port's target (appv1.PortName) with its
+// protocol (portProtocol), then those of deploymentTemplate.ports, TCP by default.
+func containerPorts(app *appv1.App) []*corev1ac.ContainerPortApplyConfiguration {
+	t := app.Spec.DeploymentTemplate
+	var out []*corev1ac.ContainerPortApplyConfiguration
+	if t.ContainerPort != nil {
+		out = append(out, corev1ac.ContainerPort().
+			WithName(appv1.PortName).
+			WithContainerPort(*t.ContainerPort).
+			WithProtocol(portProtocol(app)))
+	}
+	for _, p := range t.Ports {
+		out = append(out, corev1ac.ContainerPort().
+			WithName(p.Name).
+			WithContainerPort(p.ContainerPort).
+			WithProtocol(protocolOrTCP(p.Protocol)))
+	}
+	return out
 }

@@ -75,18 +75,18 @@ type revisions struct {
 }
 
 // ensure makes the revision that records app's current spec exist and be the newest,
-// prunes the oldest beyond the history limit, and returns its name.
+// prunes the oldest beyond the history limit, and returns its name. It reads the
+// revisions app controls once; each step below works on that list.
 func (r *revisions) ensure(ctx context.Context, app *appv1.App) (string, error) {
+	owned, ownedErr := r.owned(app)
 	if name := app.Status.CurrentRevision; name != "" && app.Status.ObservedGeneration == app.Generation {
-		if obj, exists, err := r.cache.GetByKey(app.Namespace + "/" + name); err == nil && exists {
+		if current := r.find(app, owned, name); current != nil {
 			// Recorded at this generation. A revision beyond the limit may be left: one a
 			// canary rollout needed when its last sync read it (prune keeps those). It
 			// goes now, as the rollout is over or still needs it.
-			owned, err := r.owned(app)
-			if err != nil || len(owned) <= int(ptr.Deref(app.Spec.RevisionHistoryLimit, DefaultRevisionHistoryLimit)) {
-				return name, err
+			if ownedErr != nil || len(owned) <= int(ptr.Deref(app.Spec.RevisionHistoryLimit, DefaultRevisionHistoryLimit)) {
+				return name, ownedErr
 			}
-			current, _ := obj.(*appsv1.ControllerRevision)
 			return name, r.prune(ctx, app, owned, current)
 		}
 	}
@@ -94,20 +94,14 @@ func (r *revisions) ensure(ctx context.Context, app *appv1.App) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	name := app.Name + "-" + hash
-	owned, err := r.owned(app)
-	if err != nil {
-		return "", err
+	if ownedErr != nil {
+		return "", ownedErr
 	}
+	name := app.Name + "-" + hash
 	next := r.next(app.UID, owned)
 	changeCause := app.Annotations[appv1.ChangeCauseAnnotation]
 
-	current := findRevision(owned, name)
-	if current == nil {
-		if obj, exists, err := r.cache.GetByKey(app.Namespace + "/" + name); err == nil && exists {
-			current, _ = obj.(*appsv1.ControllerRevision)
-		}
-	}
+	current := r.find(app, owned, name)
 	switch {
 	case current != nil && !controller.IsControlledBy(current, app):
 		return "", fmt.Errorf("ControllerRevision %s/%s exists and is not controlled by App %s", app.Namespace, name, app.Name)
@@ -126,6 +120,20 @@ func (r *revisions) ensure(ctx context.Context, app *appv1.App) (string, error) 
 		}
 	}
 	return name, r.prune(ctx, app, owned, current)
+}
+
+// find returns the revision name of app's namespace: among owned, the revisions app
+// controls, else as cached (one another object controls); nil if there is none.
+func (r *revisions) find(app *appv1.App, owned []*appsv1.ControllerRevision, name string) *appsv1.ControllerRevision {
+	if rev := findRevision(owned, name); rev != nil {
+		return rev
+	}
+	obj, exists, err := r.cache.GetByKey(app.Namespace + "/" + name)
+	if err != nil || !exists {
+		return nil
+	}
+	rev, _ := obj.(*appsv1.ControllerRevision)
+	return rev
 }
 
 // owned returns the revisions app controls.

@@ -4,11 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controller"
@@ -113,6 +116,12 @@ func stableSettled(d *appsv1.Deployment) (bool, string) {
 func (c *Controller) rolloutLive(app *appv1.App, in *syncInput, canary *appsv1.Deployment, now time.Time) (rollout.Live, time.Duration) {
 	t := app.Spec.DeploymentTemplate
 	l := rollout.Live{Gateway: c.route.splits(app), Autoscaled: app.Spec.Autoscaling != nil, CanaryWeight: -1}
+	var route *gatewayv1.HTTPRoute
+	if l.Gateway {
+		// The live HTTPRoute, read once: its weights, its header route and mirror, and
+		// whether the Gateways have read it.
+		route = c.route.liveRoute(app)
+	}
 	if in.live != nil {
 		l.StableReplicas = ptr.Deref(in.live.Spec.Replicas, 1)
 	}
@@ -122,17 +131,23 @@ func (c *Controller) rolloutLive(app *appv1.App, in *syncInput, canary *appsv1.D
 		// autoscaler's, which it writes to the stable Deployment.
 		l.N = l.StableReplicas
 	}
+	// What the canary Deployment says, read in one place.
+	var availableSince time.Time
+	canaryAvailable := false
 	if canary != nil {
 		l.CanaryExists = true
 		l.CanaryReplicas = ptr.Deref(canary.Spec.Replicas, 1)
 		if deploymentRollout(canary.Name, canary, 0).rolledOut {
 			l.CanaryAvailable = canary.Status.AvailableReplicas
 		}
+		if a := deploymentCondition(canary, appsv1.DeploymentAvailable); a != nil && a.Status == corev1.ConditionTrue {
+			availableSince, canaryAvailable = a.LastTransitionTime.Time, true
+		}
 	}
 	var settle time.Duration
 	if l.Gateway {
-		l.CanaryWeight = c.route.canaryWeight(app)
-		l.Routing = c.route.liveRouting(app)
+		l.CanaryWeight = canaryWeight(app, route)
+		l.Routing = liveRouting(app, route)
 		var since time.Time
 		l.SplitServicesExist, since = c.splitServicesSince(app)
 		if l.SplitServicesExist {
@@ -148,21 +163,80 @@ func (c *Controller) rolloutLive(app *appv1.App, in *syncInput, canary *appsv1.D
 			}
 			// And the Gateways have reported the route at canary 0 (its generation): the
 			// Services' age says nothing of when the drain's route was written.
-			l.CanaryDrained = drained <= 0 && c.route.reported(app)
+			l.CanaryDrained = drained <= 0 && routeReported(route, c.route.parents(app))
 			if !l.CanaryDrained {
 				settle = max(settle, drained)
 			}
 		}
 		if canary == nil {
 			l.CanaryPodsLeft = c.canaryPodsLeft(app)
-		} else if a := deploymentCondition(canary, appsv1.DeploymentAvailable); a != nil && a.Status == corev1.ConditionTrue {
-			l.CanaryAvailableSince = a.LastTransitionTime.Time
+		} else if canaryAvailable {
+			l.CanaryAvailableSince = availableSince
 			if l.CanaryWeight <= 0 {
 				settle = max(settle, l.CanaryAvailableSince.Add(rollout.GatewaySettle).Sub(now))
 			}
 		}
 	}
 	return l, max(settle, 0)
+}
+
+// canaryWeight returns the weight of app's canary Service on route, app's live
+// HTTPRoute (nil: none), -1 when the route does not split the traffic (or there is none).
+func canaryWeight(app *appv1.App, route *gatewayv1.HTTPRoute) int32 {
+	if route == nil || app.Spec.ServiceTemplate == nil || len(route.Spec.Rules) == 0 {
+		return -1
+	}
+	canary := app.Spec.ServiceTemplate.Name + appv1.CanarySuffix
+	for _, b := range route.Spec.Rules[0].BackendRefs {
+		if string(b.Name) == canary {
+			return ptr.Deref(b.Weight, 1)
+		}
+	}
+	return -1
+}
+
+// liveRouting returns the header route and mirror to app's canary on route, app's live
+// HTTPRoute (nil: none): the RequestMirror filter of the first rule to the canary's
+// Service, and the header matches of a rule whose one backend is the canary's Service.
+func liveRouting(app *appv1.App, route *gatewayv1.HTTPRoute) rollout.Routing {
+	var out rollout.Routing
+	if route == nil || app.Spec.ServiceTemplate == nil || len(route.Spec.Rules) == 0 {
+		return out
+	}
+	canary := gatewayv1.ObjectName(app.Spec.ServiceTemplate.Name + appv1.CanarySuffix)
+	for _, f := range route.Spec.Rules[0].Filters {
+		if f.Type == gatewayv1.HTTPRouteFilterRequestMirror && f.RequestMirror != nil && f.RequestMirror.BackendRef.Name == canary {
+			out.MirrorPercent = ptr.Deref(f.RequestMirror.Percent, 100)
+		}
+	}
+	for _, rule := range route.Spec.Rules[1:] {
+		if len(rule.BackendRefs) == 1 && rule.BackendRefs[0].Name == canary && len(rule.Matches) > 0 {
+			out.Header = rule.Matches[0].Headers
+		}
+	}
+	return out
+}
+
+// routeReported reports whether every Gateway of parents (those the App's route
+// attaches to) that answered in the status of route, the App's live HTTPRoute (nil:
+// none), has answered for the route's current generation (Accepted observed it): the
+// Gateways have read the route as it is. None answered: nothing routes by it, nothing to
+// wait for. An answer of a Gateway the route no longer attaches to is not waited for:
+// its controller may never update it.
+func routeReported(route *gatewayv1.HTTPRoute, parents []appv1.GatewayRef) bool {
+	if route == nil {
+		return true
+	}
+	for _, s := range route.Status.Parents {
+		if !slices.ContainsFunc(parents, func(p appv1.GatewayRef) bool { return sameParent(s.ParentRef, route.Namespace, p) }) {
+			continue
+		}
+		cond := meta.FindStatusCondition(s.Conditions, string(gatewayv1.RouteConditionAccepted))
+		if cond == nil || cond.ObservedGeneration < route.Generation {
+			return false
+		}
+	}
+	return true
 }
 
 // splitServicesSince reports whether app's stable and canary Services (the split of its

@@ -46,7 +46,7 @@ func (c *Controller) syncRollout(ctx context.Context, key cache.ObjectName, app 
 	}
 	if copiesEnabled(app) {
 		var err error
-		if in.copies, err = c.readCopies(ctx, app, revision); err != nil {
+		if in.copies, err = c.readCopies(ctx, app, in.config.refs, revision); err != nil {
 			return app, nil, 0, err
 		}
 	}
