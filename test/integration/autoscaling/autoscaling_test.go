@@ -2,7 +2,6 @@ package autoscaling
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -424,25 +423,16 @@ func TestHealthOfAutoscaledApps(t *testing.T) {
 		app := c.waitObserved(t, ns, tc.name, 1, func(a *appv1.App) bool {
 			return framework.AppCondition(a, appv1.ConditionScalingActive) == tc.scalingActive && framework.AppCondition(a, appv1.ConditionReady) == tc.ready
 		})
-		obj, _, err := gitops.Object(app)
+		r, err := gitops.Read(healthScript, app)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ks, argo, err := gitops.Health(healthScript, obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("%s: kstatus %s, Argo CD %s: %s", tc.state, ks, argo.Status, argo.Message)
-		if string(ks) != tc.wantKstatus || argo.Status != tc.wantArgo {
-			t.Errorf("%s: kstatus %s, Argo CD %s; want %s, %s", tc.state, ks, argo.Status, tc.wantKstatus, tc.wantArgo)
+		t.Logf("%s: kstatus %s, Argo CD %s: %s", tc.state, r.Kstatus, r.Argo.Status, r.Argo.Message)
+		if string(r.Kstatus) != tc.wantKstatus || r.Argo.Status != tc.wantArgo {
+			t.Errorf("%s: kstatus %s, Argo CD %s; want %s, %s", tc.state, r.Kstatus, r.Argo.Status, tc.wantKstatus, tc.wantArgo)
 		}
 		if os.Getenv(updateGolden) != "" {
-			data, err := json.MarshalIndent(obj, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			data = []byte(strings.ReplaceAll(string(data), ns, "NAMESPACE"))
-			if err := os.WriteFile(filepath.Join(goldenDir, tc.state+".json"), append(data, '\n'), 0o644); err != nil {
+			if err := gitops.WriteCapture(filepath.Join(goldenDir, tc.state+".json"), r.JSON, ns, "NAMESPACE"); err != nil {
 				t.Fatal(err)
 			}
 		}
