@@ -54,17 +54,15 @@ type appWatch struct {
 	readyAt map[string]map[int64]time.Time
 	// ready[name] tells whether the App's latest state is Ready at its generation.
 	ready map[string]bool
-	// last[name] is the App as last seen; reachedAt[name] when it was first seen in the
-	// state goal asks for, since the goal was set.
-	last      map[string]*appv1.App
-	goal      func(*appv1.App) bool
-	reachedAt map[string]time.Time
-	cancel    context.CancelFunc
+	// goals has the Apps as last seen and when each was first seen in the state of the
+	// goal last set.
+	goals  goalTracker[*appv1.App]
+	cancel context.CancelFunc
 }
 
 // watchApps starts an informer on the Apps of ns and returns once it has synced.
 func watchApps(ctx context.Context, c clients, ns string) (*appWatch, error) {
-	w := &appWatch{readyAt: map[string]map[int64]time.Time{}, ready: map[string]bool{}, last: map[string]*appv1.App{}}
+	w := &appWatch{readyAt: map[string]map[int64]time.Time{}, ready: map[string]bool{}, goals: newGoalTracker[*appv1.App]()}
 	ctx, w.cancel = context.WithCancel(ctx)
 	factory := appinformers.NewSharedInformerFactoryWithOptions(c.app, 0, appinformers.WithNamespace(ns))
 	informer := factory.Appcontroller().V1().Apps().Informer()
@@ -76,12 +74,7 @@ func watchApps(ctx context.Context, c clients, ns string) (*appWatch, error) {
 		now := time.Now()
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		w.last[a.Name] = a
-		if w.goal != nil && w.goal(a) {
-			if _, seen := w.reachedAt[a.Name]; !seen {
-				w.reachedAt[a.Name] = now
-			}
-		}
+		w.goals.observe(a.Name, a, now)
 		r := appReady(a)
 		w.ready[a.Name] = r
 		if !r {
@@ -111,38 +104,21 @@ func (w *appWatch) expect(goal func(*appv1.App) bool) {
 	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.goal, w.reachedAt = goal, map[string]time.Time{}
-	for name, a := range w.last {
-		if goal(a) {
-			w.reachedAt[name] = now
-		}
-	}
+	w.goals.setGoal(goal, now)
 }
 
 // app returns the App name as last seen, nil if never.
 func (w *appWatch) app(name string) *appv1.App {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.last[name]
+	return w.goals.last[name]
 }
 
 // waitReached waits until every App of names has been seen in the state of the goal set
 // by expect and is in it now. It returns when the last one reached it, or the names
 // not in it at timeout.
 func (w *appWatch) waitReached(ctx context.Context, names []string, what string, timeout time.Duration) (time.Time, []string, error) {
-	return w.poll(ctx, timeout, len(names), what, func() (last time.Time, stuck []string) {
-		for _, name := range names {
-			at, seen := w.reachedAt[name]
-			if a := w.last[name]; !seen || a == nil || !w.goal(a) {
-				stuck = append(stuck, name)
-				continue
-			}
-			if at.After(last) {
-				last = at
-			}
-		}
-		return last, stuck
-	})
+	return w.poll(ctx, timeout, len(names), what, func() (time.Time, []string) { return w.goals.reached(names) })
 }
 
 // poll runs check, under the lock, every pollInterval until it finds no App stuck, and
