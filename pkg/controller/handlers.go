@@ -10,21 +10,21 @@ import (
 // Handlers are the handlers of an informer's events for objects of type T; a nil one
 // ignores its events.
 type Handlers[T any] struct {
-	Add    func(obj T)
-	Update func(old, cur T)
+	Add    func(logger klog.Logger, obj T)
+	Update func(logger klog.Logger, old, cur T)
 	// Delete gets the deleted object, out of its tombstone, and what the informer
 	// delivered (the tombstone itself, as WriteCache.Deleted takes it).
-	Delete func(obj T, delivered interface{})
+	Delete func(logger klog.Logger, obj T, delivered interface{})
 }
 
-// Funcs returns the handlers as an informer's: an object that is not a T (a tombstone's
-// object, for a deletion) is dropped.
-func (h Handlers[T]) Funcs() cache.ResourceEventHandlerFuncs {
+// Funcs returns the handlers as an informer's, logging with logger: an object that is
+// not a T (a tombstone's object, for a deletion) is dropped.
+func (h Handlers[T]) Funcs(logger klog.Logger) cache.ResourceEventHandlerFuncs {
 	var funcs cache.ResourceEventHandlerFuncs
 	if h.Add != nil {
 		funcs.AddFunc = func(obj interface{}) {
 			if o, ok := obj.(T); ok {
-				h.Add(o)
+				h.Add(logger, o)
 			}
 		}
 	}
@@ -33,14 +33,14 @@ func (h Handlers[T]) Funcs() cache.ResourceEventHandlerFuncs {
 			o, ok1 := old.(T)
 			c, ok2 := cur.(T)
 			if ok1 && ok2 {
-				h.Update(o, c)
+				h.Update(logger, o, c)
 			}
 		}
 	}
 	if h.Delete != nil {
 		funcs.DeleteFunc = func(obj interface{}) {
 			if o, ok := ObjectFromTombstone(obj).(T); ok {
-				h.Delete(o, obj)
+				h.Delete(logger, o, obj)
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 )
 
 // TestHandlers checks that Handlers get the objects of their type, out of their
@@ -17,15 +18,15 @@ func TestHandlers(t *testing.T) {
 	tombstone := cache.DeletedFinalStateUnknown{Key: "n1", Obj: node}
 	var got []string
 	h := Handlers[*corev1.Node]{
-		Add:    func(n *corev1.Node) { got = append(got, "add "+n.Name) },
-		Update: func(old, cur *corev1.Node) { got = append(got, "update "+old.Name+" "+cur.Name) },
-		Delete: func(n *corev1.Node, delivered interface{}) {
+		Add:    func(_ klog.Logger, n *corev1.Node) { got = append(got, "add "+n.Name) },
+		Update: func(_ klog.Logger, old, cur *corev1.Node) { got = append(got, "update "+old.Name+" "+cur.Name) },
+		Delete: func(_ klog.Logger, n *corev1.Node, delivered interface{}) {
 			got = append(got, "delete "+n.Name)
 			if _, ok := delivered.(cache.DeletedFinalStateUnknown); ok {
 				got = append(got, "delivered tombstone")
 			}
 		},
-	}.Funcs()
+	}.Funcs(klog.Background())
 	h.OnAdd(node, false)
 	h.OnAdd(&corev1.Pod{}, false)
 	h.OnUpdate(node, other)
@@ -40,7 +41,7 @@ func TestHandlers(t *testing.T) {
 		t.Errorf("handled %q, want %q", got, want)
 	}
 
-	none := Handlers[*corev1.Node]{}.Funcs()
+	none := Handlers[*corev1.Node]{}.Funcs(klog.Background())
 	if none.AddFunc != nil || none.UpdateFunc != nil || none.DeleteFunc != nil {
 		t.Errorf("Handlers without handlers gave funcs: %+v", none)
 	}

@@ -11,10 +11,10 @@ func Every(ctx context.Context, period time.Duration, do func()) {
 	defer tick.Stop()
 	for {
 		select {
+		case <-tick.C:
+			do()
 		case <-ctx.Done():
 			return
-		case <-tick.C:
 		}
-		do()
 	}
 }

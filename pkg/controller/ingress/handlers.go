@@ -16,19 +16,15 @@ import (
 // Ingresses of deleted Services; a deleted Service's claim of a host is let go, though.
 func (c *Controller) serviceHandlers(logger klog.Logger) cache.ResourceEventHandlerFuncs {
 	return controller.Handlers[*corev1.Service]{
-		Add:    func(svc *corev1.Service) { c.addService(logger, svc) },
-		Update: func(old, cur *corev1.Service) { c.updateService(logger, old, cur) },
-		Delete: func(svc *corev1.Service, _ interface{}) { c.enqueueHostClaimants(hostBuckets(svc)) },
-	}.Funcs()
+		Add:    c.addService,
+		Update: c.updateService,
+		Delete: func(_ klog.Logger, svc *corev1.Service, _ interface{}) { c.enqueueHostClaimants(hostBuckets(svc)) },
+	}.Funcs(logger)
 }
 
 // ingressHandlers are the Ingress informer's handlers.
 func (c *Controller) ingressHandlers(logger klog.Logger) cache.ResourceEventHandlerFuncs {
-	return controller.Handlers[*networkingv1.Ingress]{
-		Add:    func(ing *networkingv1.Ingress) { c.addIngress(logger, ing) },
-		Update: func(old, cur *networkingv1.Ingress) { c.updateIngress(logger, old, cur) },
-		Delete: func(ing *networkingv1.Ingress, delivered interface{}) { c.deleteIngress(logger, ing, delivered) },
-	}.Funcs()
+	return controller.Handlers[*networkingv1.Ingress]{Add: c.addIngress, Update: c.updateIngress, Delete: c.deleteIngress}.Funcs(logger)
 }
 
 // addService queues a new Service.

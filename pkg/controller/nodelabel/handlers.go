@@ -12,11 +12,7 @@ import (
 
 // nodeHandlers are the node informer's handlers.
 func (c *Controller) nodeHandlers(logger klog.Logger) cache.ResourceEventHandlerFuncs {
-	return controller.Handlers[*corev1.Node]{
-		Add:    func(node *corev1.Node) { c.addNode(logger, node) },
-		Update: func(old, cur *corev1.Node) { c.updateNode(logger, old, cur) },
-		Delete: func(node *corev1.Node, delivered interface{}) { c.deleteNode(logger, node, delivered) },
-	}.Funcs()
+	return controller.Handlers[*corev1.Node]{Add: c.addNode, Update: c.updateNode, Delete: c.deleteNode}.Funcs(logger)
 }
 
 // addNode queues a new node.
