@@ -417,21 +417,19 @@ func (e *env) newRolloutSide(ctx context.Context, ns string) (*rolloutSide, erro
 	ctx, s.cancel = context.WithCancel(ctx)
 	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(e.admin.dynamic, 0, ns, nil)
 	informer := factory.ForResource(rolloutsGVR).Informer()
-	observe := func(obj any) {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			return
-		}
-		now := time.Now()
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.goals.observe(u.GetName(), u, now)
-	}
-	if err := observeInformer(ctx, factory, informer, observe, "Rollout", ns); err != nil {
+	if err := observeInformer(ctx, factory, informer, s.observe, "Rollout", ns); err != nil {
 		s.cancel()
 		return nil, err
 	}
 	return s, nil
+}
+
+// observe records what the informer delivered of a Rollout.
+func (s *rolloutSide) observe(u *unstructured.Unstructured) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.goals.observe(u.GetName(), u, now)
 }
 
 // newRollout returns the i-th Rollout: the App's Deployment's selector, replicas and pod

@@ -66,34 +66,32 @@ func watchApps(ctx context.Context, c clients, ns string) (*appWatch, error) {
 	ctx, w.cancel = context.WithCancel(ctx)
 	factory := appinformers.NewSharedInformerFactoryWithOptions(c.app, 0, appinformers.WithNamespace(ns))
 	informer := factory.Appcontroller().V1().Apps().Informer()
-	observe := func(obj any) {
-		a, ok := obj.(*appv1.App)
-		if !ok {
-			return
-		}
-		now := time.Now()
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.goals.observe(a.Name, a, now)
-		r := appReady(a)
-		w.ready[a.Name] = r
-		if !r {
-			return
-		}
-		gens := w.readyAt[a.Name]
-		if gens == nil {
-			gens = map[int64]time.Time{}
-			w.readyAt[a.Name] = gens
-		}
-		if _, seen := gens[a.Generation]; !seen {
-			gens[a.Generation] = now
-		}
-	}
-	if err := observeInformer(ctx, factory, informer, observe, "App", ns); err != nil {
+	if err := observeInformer(ctx, factory, informer, w.observe, "App", ns); err != nil {
 		w.cancel()
 		return nil, err
 	}
 	return w, nil
+}
+
+// observe records what the informer delivered of an App.
+func (w *appWatch) observe(a *appv1.App) {
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.goals.observe(a.Name, a, now)
+	r := appReady(a)
+	w.ready[a.Name] = r
+	if !r {
+		return
+	}
+	gens := w.readyAt[a.Name]
+	if gens == nil {
+		gens = map[int64]time.Time{}
+		w.readyAt[a.Name] = gens
+	}
+	if _, seen := gens[a.Generation]; !seen {
+		gens[a.Generation] = now
+	}
 }
 
 func (w *appWatch) stop() { w.cancel() }
@@ -191,9 +189,8 @@ func watchDeployments(ctx context.Context, c clients, ns string, available func(
 	informer := factory.Apps().V1().Deployments().Informer()
 	var mu sync.Mutex
 	seen := map[string]bool{}
-	observe := func(obj any) {
-		d, ok := obj.(*appsv1.Deployment)
-		if !ok || !deploymentAvailable(d) {
+	observe := func(d *appsv1.Deployment) {
+		if !deploymentAvailable(d) {
 			return
 		}
 		mu.Lock()
@@ -211,13 +208,18 @@ func watchDeployments(ctx context.Context, c clients, ns string, available func(
 	return cancel, nil
 }
 
-// observeInformer calls observe with every object informer sees added or updated, starts
-// factory until ctx is done and waits until informer has synced; kind names the
-// informer's objects (App, Deployment) in errors, ns their namespace.
-func observeInformer(ctx context.Context, factory interface{ Start(<-chan struct{}) }, informer cache.SharedInformer, observe func(any), kind, ns string) error {
+// observeInformer calls observe with every object of type T informer sees added or
+// updated, starts factory until ctx is done and waits until informer has synced; kind
+// names the informer's objects (App, Deployment) in errors, ns their namespace.
+func observeInformer[T any](ctx context.Context, factory interface{ Start(<-chan struct{}) }, informer cache.SharedInformer, observe func(T), kind, ns string) error {
+	typed := func(obj any) {
+		if o, ok := obj.(T); ok {
+			observe(o)
+		}
+	}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    observe,
-		UpdateFunc: func(_, obj any) { observe(obj) },
+		AddFunc:    typed,
+		UpdateFunc: func(_, obj any) { typed(obj) },
 	}); err != nil {
 		return fmt.Errorf("watching %ss: %w", kind, err)
 	}
