@@ -77,6 +77,15 @@ func eventDriven(t *testing.T) (clients, string) {
 	return c, framework.Namespace(t)
 }
 
+// readyWeb is eventDriven with the App web (nginx, replicas) created and Ready.
+func readyWeb(t *testing.T, replicas int32) (clients, string) {
+	t.Helper()
+	c, ns := eventDriven(t)
+	c.Create(t, newApp(ns, "web", "nginx", replicas))
+	c.WaitReady(t, ns, "web")
+	return c, ns
+}
+
 // waitGone waits until get returns NotFound.
 func waitGone(t *testing.T, what string, get func() error) {
 	t.Helper()
