@@ -148,12 +148,7 @@ var failures = []failure{
 }
 
 func TestNotReadyOnRealNode(t *testing.T) {
-	client := framework.Client(t)
-	apps := framework.AppClient(t)
-	startAppController(t)
-
-	agnhost := realnode.Agnhost(t)
-	ns := framework.Namespace(t)
+	client, apps, agnhost, ns := setUp(t)
 	// The kubectl plugin, built before the Apps are created (a build while they are
 	// measured would slow the node).
 	plugin := framework.BuildBinary(t, "kubectl-app")
@@ -177,11 +172,15 @@ func TestNotReadyOnRealNode(t *testing.T) {
 	t.Logf("summary:\n%s", strings.Join(summary, "\n"))
 }
 
-// startAppController runs the App controller (only) in the test process, against the
-// cluster's API server, until the test ends.
-func startAppController(t *testing.T) {
+// setUp runs the App controller (only) in the test process, against the cluster's API
+// server, until the test ends, and returns the admin's clients, the agnhost image and a
+// new namespace.
+func setUp(t *testing.T) (kubernetes.Interface, appclient.Interface, string, string) {
 	t.Helper()
+	client := framework.Client(t)
+	apps := framework.AppClient(t)
 	framework.StartAppController(t, framework.Config(t), nil)
+	return client, apps, realnode.Agnhost(t), framework.Namespace(t)
 }
 
 func runFailure(t *testing.T, client kubernetes.Interface, apps appclient.Interface, ns, agnhost, plugin string, f failure, report func(string, ...any)) {
