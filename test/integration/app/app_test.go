@@ -169,20 +169,12 @@ func TestRolloutAndDrift(t *testing.T) {
 // the App controlled under the old names are deleted.
 func TestRenamePrunes(t *testing.T) {
 	c, ns := readyWeb(t, 1)
-	ctx := context.Background()
 
 	c.Update(t, ns, "web", func(a *appv1.App) {
 		a.Spec.DeploymentTemplate.Name = "web-renamed"
 		a.Spec.ServiceTemplate = nil
 	})
-	waitGone(t, "old Deployment", func() error {
-		_, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
-		return err
-	})
-	waitGone(t, "Service", func() error {
-		_, err := c.Kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
-		return err
-	})
+	c.waitWebGone(t, ns, "old Deployment")
 	c.WaitDeployment(t, ns, "web-renamed", func(d *appsv1.Deployment) bool { return d.Status.AvailableReplicas == 1 })
 	app := c.WaitReady(t, ns, "web")
 	if app.Status.ServiceStatus != nil {
@@ -305,16 +297,8 @@ func TestContendedName(t *testing.T) {
 // deletes its children.
 func TestGarbageCollection(t *testing.T) {
 	c, ns := readyWeb(t, 1)
-	ctx := context.Background()
 	c.Delete(t, ns, "web")
-	waitGone(t, "Deployment", func() error {
-		_, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
-		return err
-	})
-	waitGone(t, "Service", func() error {
-		_, err := c.Kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
-		return err
-	})
+	c.waitWebGone(t, ns, "Deployment")
 }
 
 // TestIdleMakesNoWrites lets the controller run for more than two resync periods with

@@ -86,6 +86,21 @@ func readyWeb(t *testing.T, replicas int32) (clients, string) {
 	return c, ns
 }
 
+// waitWebGone waits until the Deployment web-deploy of ns (what names it in a failure)
+// and its Service web-svc are gone.
+func (c clients) waitWebGone(t *testing.T, ns, what string) {
+	t.Helper()
+	ctx := context.Background()
+	waitGone(t, what, func() error {
+		_, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
+		return err
+	})
+	waitGone(t, "Service", func() error {
+		_, err := c.Kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
+		return err
+	})
+}
+
 // waitGone waits until get returns NotFound.
 func waitGone(t *testing.T, what string, get func() error) {
 	t.Helper()
