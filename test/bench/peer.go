@@ -408,37 +408,28 @@ type rolloutSide struct {
 	client dynamic.ResourceInterface
 	cancel context.CancelFunc
 
-	mu        sync.Mutex
-	last      map[string]*unstructured.Unstructured
-	goal      func(*unstructured.Unstructured) bool
-	reachedAt map[string]time.Time
+	mu    sync.Mutex
+	goals goalTracker[*unstructured.Unstructured]
 }
 
 func (e *env) newRolloutSide(ctx context.Context, ns string) (*rolloutSide, error) {
-	s := &rolloutSide{e: e, ns: ns, client: e.admin.dynamic.Resource(rolloutsGVR).Namespace(ns), last: map[string]*unstructured.Unstructured{}}
+	s := &rolloutSide{e: e, ns: ns, client: e.admin.dynamic.Resource(rolloutsGVR).Namespace(ns), goals: newGoalTracker[*unstructured.Unstructured]()}
 	ctx, s.cancel = context.WithCancel(ctx)
 	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(e.admin.dynamic, 0, ns, nil)
 	informer := factory.ForResource(rolloutsGVR).Informer()
-	observe := func(obj any) {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			return
-		}
-		now := time.Now()
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.last[u.GetName()] = u
-		if s.goal != nil && s.goal(u) {
-			if _, seen := s.reachedAt[u.GetName()]; !seen {
-				s.reachedAt[u.GetName()] = now
-			}
-		}
-	}
-	if err := observeInformer(ctx, factory, informer, observe, "Rollout", ns); err != nil {
+	if err := observeInformer(ctx, factory, informer, s.observe, "Rollout", ns); err != nil {
 		s.cancel()
 		return nil, err
 	}
 	return s, nil
+}
+
+// observe records what the informer delivered of a Rollout.
+func (s *rolloutSide) observe(u *unstructured.Unstructured) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.goals.observe(u.GetName(), u, now)
 }
 
 // newRollout returns the i-th Rollout: the App's Deployment's selector, replicas and pod
@@ -508,28 +499,14 @@ func (s *rolloutSide) expect(goal peerGoal) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.goal, s.reachedAt = f, map[string]time.Time{}
-	for name, u := range s.last {
-		if f(u) {
-			s.reachedAt[name] = now
-		}
-	}
+	s.goals.setGoal(f, now)
 }
 
 func (s *rolloutSide) waitReached(ctx context.Context, names []string, what string, timeout time.Duration) (time.Time, []string, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		var last time.Time
-		var stuck []string
 		s.mu.Lock()
-		for _, name := range names {
-			at, seen := s.reachedAt[name]
-			if u := s.last[name]; !seen || u == nil || !s.goal(u) {
-				stuck = append(stuck, name)
-				continue
-			}
-			last = latest(last, at)
-		}
+		last, stuck := s.goals.reached(names)
 		s.mu.Unlock()
 		if len(stuck) == 0 {
 			return last, nil, nil

@@ -54,53 +54,44 @@ type appWatch struct {
 	readyAt map[string]map[int64]time.Time
 	// ready[name] tells whether the App's latest state is Ready at its generation.
 	ready map[string]bool
-	// last[name] is the App as last seen; reachedAt[name] when it was first seen in the
-	// state goal asks for, since the goal was set.
-	last      map[string]*appv1.App
-	goal      func(*appv1.App) bool
-	reachedAt map[string]time.Time
-	cancel    context.CancelFunc
+	// goals has the Apps as last seen and when each was first seen in the state of the
+	// goal last set.
+	goals  goalTracker[*appv1.App]
+	cancel context.CancelFunc
 }
 
 // watchApps starts an informer on the Apps of ns and returns once it has synced.
 func watchApps(ctx context.Context, c clients, ns string) (*appWatch, error) {
-	w := &appWatch{readyAt: map[string]map[int64]time.Time{}, ready: map[string]bool{}, last: map[string]*appv1.App{}}
+	w := &appWatch{readyAt: map[string]map[int64]time.Time{}, ready: map[string]bool{}, goals: newGoalTracker[*appv1.App]()}
 	ctx, w.cancel = context.WithCancel(ctx)
 	factory := appinformers.NewSharedInformerFactoryWithOptions(c.app, 0, appinformers.WithNamespace(ns))
 	informer := factory.Appcontroller().V1().Apps().Informer()
-	observe := func(obj any) {
-		a, ok := obj.(*appv1.App)
-		if !ok {
-			return
-		}
-		now := time.Now()
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.last[a.Name] = a
-		if w.goal != nil && w.goal(a) {
-			if _, seen := w.reachedAt[a.Name]; !seen {
-				w.reachedAt[a.Name] = now
-			}
-		}
-		r := appReady(a)
-		w.ready[a.Name] = r
-		if !r {
-			return
-		}
-		gens := w.readyAt[a.Name]
-		if gens == nil {
-			gens = map[int64]time.Time{}
-			w.readyAt[a.Name] = gens
-		}
-		if _, seen := gens[a.Generation]; !seen {
-			gens[a.Generation] = now
-		}
-	}
-	if err := observeInformer(ctx, factory, informer, observe, "App", ns); err != nil {
+	if err := observeInformer(ctx, factory, informer, w.observe, "App", ns); err != nil {
 		w.cancel()
 		return nil, err
 	}
 	return w, nil
+}
+
+// observe records what the informer delivered of an App.
+func (w *appWatch) observe(a *appv1.App) {
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.goals.observe(a.Name, a, now)
+	r := appReady(a)
+	w.ready[a.Name] = r
+	if !r {
+		return
+	}
+	gens := w.readyAt[a.Name]
+	if gens == nil {
+		gens = map[int64]time.Time{}
+		w.readyAt[a.Name] = gens
+	}
+	if _, seen := gens[a.Generation]; !seen {
+		gens[a.Generation] = now
+	}
 }
 
 func (w *appWatch) stop() { w.cancel() }
@@ -111,38 +102,21 @@ func (w *appWatch) expect(goal func(*appv1.App) bool) {
 	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.goal, w.reachedAt = goal, map[string]time.Time{}
-	for name, a := range w.last {
-		if goal(a) {
-			w.reachedAt[name] = now
-		}
-	}
+	w.goals.setGoal(goal, now)
 }
 
 // app returns the App name as last seen, nil if never.
 func (w *appWatch) app(name string) *appv1.App {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.last[name]
+	return w.goals.last[name]
 }
 
 // waitReached waits until every App of names has been seen in the state of the goal set
 // by expect and is in it now. It returns when the last one reached it, or the names
 // not in it at timeout.
 func (w *appWatch) waitReached(ctx context.Context, names []string, what string, timeout time.Duration) (time.Time, []string, error) {
-	return w.poll(ctx, timeout, len(names), what, func() (last time.Time, stuck []string) {
-		for _, name := range names {
-			at, seen := w.reachedAt[name]
-			if a := w.last[name]; !seen || a == nil || !w.goal(a) {
-				stuck = append(stuck, name)
-				continue
-			}
-			if at.After(last) {
-				last = at
-			}
-		}
-		return last, stuck
-	})
+	return w.poll(ctx, timeout, len(names), what, func() (time.Time, []string) { return w.goals.reached(names) })
 }
 
 // poll runs check, under the lock, every pollInterval until it finds no App stuck, and
@@ -215,9 +189,8 @@ func watchDeployments(ctx context.Context, c clients, ns string, available func(
 	informer := factory.Apps().V1().Deployments().Informer()
 	var mu sync.Mutex
 	seen := map[string]bool{}
-	observe := func(obj any) {
-		d, ok := obj.(*appsv1.Deployment)
-		if !ok || !deploymentAvailable(d) {
+	observe := func(d *appsv1.Deployment) {
+		if !deploymentAvailable(d) {
 			return
 		}
 		mu.Lock()
@@ -235,13 +208,18 @@ func watchDeployments(ctx context.Context, c clients, ns string, available func(
 	return cancel, nil
 }
 
-// observeInformer calls observe with every object informer sees added or updated, starts
-// factory until ctx is done and waits until informer has synced; kind names the
-// informer's objects (App, Deployment) in errors, ns their namespace.
-func observeInformer(ctx context.Context, factory interface{ Start(<-chan struct{}) }, informer cache.SharedInformer, observe func(any), kind, ns string) error {
+// observeInformer calls observe with every object of type T informer sees added or
+// updated, starts factory until ctx is done and waits until informer has synced; kind
+// names the informer's objects (App, Deployment) in errors, ns their namespace.
+func observeInformer[T any](ctx context.Context, factory interface{ Start(<-chan struct{}) }, informer cache.SharedInformer, observe func(T), kind, ns string) error {
+	typed := func(obj any) {
+		if o, ok := obj.(T); ok {
+			observe(o)
+		}
+	}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    observe,
-		UpdateFunc: func(_, obj any) { observe(obj) },
+		AddFunc:    typed,
+		UpdateFunc: func(_, obj any) { typed(obj) },
 	}); err != nil {
 		return fmt.Errorf("watching %ss: %w", kind, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"helm.sh/helm/v3/pkg/action"
+	helmchart "helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -30,6 +31,19 @@ func Dir() (string, error) {
 		return "", fmt.Errorf("locating the chart: %w", err)
 	}
 	return filepath.Join(root, "charts", "app-controller"), nil
+}
+
+// Load loads the chart from Dir.
+func Load() (*helmchart.Chart, error) {
+	dir, err := Dir()
+	if err != nil {
+		return nil, err
+	}
+	chrt, err := loader.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("loading the chart: %w", err)
+	}
+	return chrt, nil
 }
 
 // Options are what a rendering depends on, besides the chart.
@@ -99,13 +113,9 @@ func merge(dst, src map[string]any) map[string]any {
 // Render renders the chart as helm template does (client only, no cluster), for
 // KubeVersion, validating the values against values.schema.json.
 func Render(opts Options) (*Rendering, error) {
-	dir, err := Dir()
+	chrt, err := Load()
 	if err != nil {
 		return nil, err
-	}
-	chrt, err := loader.Load(dir)
-	if err != nil {
-		return nil, fmt.Errorf("loading the chart: %w", err)
 	}
 	vals, err := Values(opts)
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -120,11 +119,7 @@ func TestLint(t *testing.T) {
 
 // TestChartMetadata checks that the chart loads and declares its version and appVersion.
 func TestChartMetadata(t *testing.T) {
-	dir, err := Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	chrt, err := loader.Load(dir)
+	chrt, err := Load()
 	if err != nil {
 		t.Fatal(err)
 	}

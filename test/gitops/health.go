@@ -6,9 +6,11 @@
 package gitops
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 
 	lua "github.com/yuin/gopher-lua"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -117,6 +119,49 @@ func Health(path string, obj map[string]any) (status.Status, ArgoHealth, error) 
 	}
 	argo, err := RunArgoHealth(path, obj)
 	return ks, argo, err
+}
+
+// Reading is an App as the GitOps tools read it.
+type Reading struct {
+	// Object and JSON are the App as Object returns it.
+	Object map[string]any
+	JSON   []byte
+	// Kstatus and Argo are what kstatus and the Argo CD health check read of it.
+	Kstatus status.Status
+	Argo    ArgoHealth
+}
+
+// Read returns app as Object does and what kstatus and the Argo CD health check at path
+// read of it (Health).
+func Read(path string, app *appv1.App) (Reading, error) {
+	obj, data, err := Object(app)
+	if err != nil {
+		return Reading{}, err
+	}
+	ks, argo, err := Health(path, obj)
+	if err != nil {
+		return Reading{}, err
+	}
+	return Reading{Object: obj, JSON: data, Kstatus: ks, Argo: argo}, nil
+}
+
+// WriteCapture writes data, an App's JSON as Object returns it, to path, indented by two
+// spaces, with a newline at the end. masks are pairs of a string and its mask (a
+// registry's address and "REGISTRY", a namespace and "NAMESPACE"), replaced in turn.
+func WriteCapture(path string, data []byte, masks ...string) error {
+	if len(masks)%2 != 0 {
+		return fmt.Errorf("masks %q: not pairs", masks)
+	}
+	text := string(data)
+	for i := 0; i < len(masks); i += 2 {
+		text = strings.ReplaceAll(text, masks[i], masks[i+1])
+	}
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, []byte(text), "", "  "); err != nil {
+		return err
+	}
+	pretty.WriteByte('\n')
+	return os.WriteFile(path, pretty.Bytes(), 0o644)
 }
 
 // Kstatus computes the kstatus status of obj. The object goes through JSON as the API

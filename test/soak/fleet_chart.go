@@ -194,21 +194,14 @@ func (f *chartFleet) upgrade(ctx context.Context) (string, error) {
 
 // watch follows the controller's pods until the fleet stops: their restarts, port-forwards and logs.
 func (f *chartFleet) watch() {
-	tick := time.NewTicker(2 * time.Second)
-	defer tick.Stop()
 	lastLogs := time.Time{}
-	for {
-		select {
-		case <-f.ctx.Done():
-			return
-		case <-tick.C:
-		}
+	harness.Every(f.ctx, 2*time.Second, func() {
 		_ = f.refresh(f.ctx)
 		if time.Since(lastLogs) >= logPollInterval {
 			f.readLogs(f.ctx)
 			lastLogs = time.Now()
 		}
-	}
+	})
 }
 
 // refresh lists the controller's pods: it records the restarts of their containers,

@@ -440,14 +440,7 @@ func (r *run) waitCanariesSettled(ctx context.Context, timeout time.Duration) {
 
 // progress prints a line a minute: operations, Apps converged, the leaders' figures.
 func (r *run) progress(ctx context.Context, start time.Time) {
-	tick := time.NewTicker(time.Minute)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	harness.Every(ctx, time.Minute, func() {
 		r.driver.mu.Lock()
 		var done, skipped, failed int
 		for _, s := range r.driver.stats {
@@ -478,7 +471,7 @@ func (r *run) progress(ctx context.Context, start time.Time) {
 		}
 		r.sampler.mu.Unlock()
 		r.printf("%s\n", line)
-	}
+	})
 }
 
 // classifyRestarts keeps the causes of the restarts, except that a leader that lost

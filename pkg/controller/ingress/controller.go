@@ -161,30 +161,20 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, inf Inf
 		FailureMessage:  "Syncing the Ingress failed, will retry: %v",
 	})
 
-	// Garbage collection deletes the Ingresses of deleted Services; a deleted Service's
-	// claim of a host is let go, though.
-	if _, err := serviceInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { c.addService(logger, obj) },
-		UpdateFunc: func(old, cur interface{}) { c.updateService(logger, old, cur) },
-		DeleteFunc: func(obj interface{}) { c.enqueueHostClaimants(hostBuckets(controller.ObjectFromTombstone(obj))) },
-	}, cache.HandlerOptions{Logger: &logger}); err != nil {
-		return nil, fmt.Errorf("adding the Service event handler: %w", err)
+	if err := controller.AddEventHandler(serviceInformer, logger, "Service", c.serviceHandlers(logger)); err != nil {
+		return nil, err
 	}
-	if _, err := ingressInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { c.addIngress(logger, obj) },
-		UpdateFunc: func(old, cur interface{}) { c.updateIngress(logger, old, cur) },
-		DeleteFunc: func(obj interface{}) { c.deleteIngress(logger, obj) },
-	}, cache.HandlerOptions{Logger: &logger}); err != nil {
-		return nil, fmt.Errorf("adding the Ingress event handler: %w", err)
+	if err := controller.AddEventHandler(ingressInformer, logger, "Ingress", c.ingressHandlers(logger)); err != nil {
+		return nil, err
 	}
 	if inf.HTTPRoutes != nil {
 		// An App's HTTPRoute that lets a host go (deleted, or its hostnames changed)
 		// may hand it to a waiting Service.
-		if _, err := inf.HTTPRoutes.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+		if err := controller.AddEventHandler(inf.HTTPRoutes.Informer(), logger, "HTTPRoute", cache.ResourceEventHandlerFuncs{
 			UpdateFunc: func(old, _ interface{}) { c.enqueueHostClaimants(hostBuckets(old)) },
 			DeleteFunc: func(obj interface{}) { c.enqueueHostClaimants(hostBuckets(controller.ObjectFromTombstone(obj))) },
-		}, cache.HandlerOptions{Logger: &logger}); err != nil {
-			return nil, fmt.Errorf("adding the HTTPRoute event handler: %w", err)
+		}); err != nil {
+			return nil, err
 		}
 	}
 	return c, nil

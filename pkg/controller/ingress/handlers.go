@@ -12,24 +12,30 @@ import (
 	"github.com/app-controller/app-controller/pkg/controller"
 )
 
+// serviceHandlers are the Service informer's handlers. Garbage collection deletes the
+// Ingresses of deleted Services; a deleted Service's claim of a host is let go, though.
+func (c *Controller) serviceHandlers(logger klog.Logger) cache.ResourceEventHandlerFuncs {
+	return controller.Handlers[*corev1.Service]{
+		Add:    c.addService,
+		Update: c.updateService,
+		Delete: func(_ klog.Logger, svc *corev1.Service, _ interface{}) { c.enqueueHostClaimants(hostBuckets(svc)) },
+	}.Funcs(logger)
+}
+
+// ingressHandlers are the Ingress informer's handlers.
+func (c *Controller) ingressHandlers(logger klog.Logger) cache.ResourceEventHandlerFuncs {
+	return controller.Handlers[*networkingv1.Ingress]{Add: c.addIngress, Update: c.updateIngress, Delete: c.deleteIngress}.Funcs(logger)
+}
+
 // addService queues a new Service.
-func (c *Controller) addService(logger klog.Logger, obj interface{}) {
-	svc, ok := obj.(*corev1.Service)
-	if !ok {
-		return
-	}
+func (c *Controller) addService(logger klog.Logger, svc *corev1.Service) {
 	logger.V(4).Info("Service added", "service", klog.KObj(svc))
 	c.loop.Enqueue(cache.MetaObjectToName(svc))
 }
 
 // updateService queues a changed Service. Periodic resyncs (same resourceVersion) are
 // dropped, except for a Service the controller gave up on: the resync is its retry.
-func (c *Controller) updateService(logger klog.Logger, old, cur interface{}) {
-	oldSvc, ok1 := old.(*corev1.Service)
-	curSvc, ok2 := cur.(*corev1.Service)
-	if !ok1 || !ok2 {
-		return
-	}
+func (c *Controller) updateService(logger klog.Logger, oldSvc, curSvc *corev1.Service) {
 	if oldSvc.ResourceVersion == curSvc.ResourceVersion {
 		if c.loop.Resync(cache.MetaObjectToName(curSvc)) {
 			logger.V(4).Info("Retrying Service on resync", "service", klog.KObj(curSvc))
@@ -46,11 +52,7 @@ func (c *Controller) updateService(logger klog.Logger, old, cur interface{}) {
 // addIngress queues the Service that controls a new Ingress, and the Service of the same
 // name: a foreign Ingress now holds the name that Service may ask for. Like every
 // Ingress event, it first tells the write cache what the informer delivered.
-func (c *Controller) addIngress(logger klog.Logger, obj interface{}) {
-	ing, ok := obj.(*networkingv1.Ingress)
-	if !ok {
-		return
-	}
+func (c *Controller) addIngress(logger klog.Logger, ing *networkingv1.Ingress) {
 	c.ingresses.Observed(ing)
 	logger.V(4).Info("Ingress added", "ingress", klog.KObj(ing))
 	c.enqueueServices(c.servicesForIngress(ing, true))
@@ -60,10 +62,8 @@ func (c *Controller) addIngress(logger klog.Logger, obj interface{}) {
 // undone. When the Ingress changed controller, the Services it was and is controlled by
 // and the Service of its name are queued. Updates of foreign Ingresses that keep their
 // controller are ignored: the Service's answer to them does not change.
-func (c *Controller) updateIngress(logger klog.Logger, old, cur interface{}) {
-	oldIng, ok1 := old.(*networkingv1.Ingress)
-	curIng, ok2 := cur.(*networkingv1.Ingress)
-	if !ok1 || !ok2 || oldIng.ResourceVersion == curIng.ResourceVersion {
+func (c *Controller) updateIngress(logger klog.Logger, oldIng, curIng *networkingv1.Ingress) {
+	if oldIng.ResourceVersion == curIng.ResourceVersion {
 		return
 	}
 	c.ingresses.Observed(curIng)
@@ -79,14 +79,11 @@ func (c *Controller) updateIngress(logger klog.Logger, old, cur interface{}) {
 }
 
 // deleteIngress queues the Service that controlled a deleted Ingress, so that it is
-// restored, and the Service of the same name, which may now take the freed name.
-func (c *Controller) deleteIngress(logger klog.Logger, obj interface{}) {
-	ing, ok := controller.ObjectFromTombstone(obj).(*networkingv1.Ingress)
-	if !ok {
-		return
-	}
+// restored, and the Service of the same name, which may now take the freed name;
+// delivered is what the informer delivered (ing or its tombstone).
+func (c *Controller) deleteIngress(logger klog.Logger, ing *networkingv1.Ingress, delivered interface{}) {
 	// Before the Service is queued: its sync must not see the controller's own write.
-	c.ingresses.Deleted(obj)
+	c.ingresses.Deleted(delivered)
 	logger.V(4).Info("Ingress deleted", "ingress", klog.KObj(ing))
 	c.enqueueServices(c.servicesForIngress(ing, true))
 	c.enqueueHostClaimants(hostBuckets(ing)) // a host let go goes to the next claim

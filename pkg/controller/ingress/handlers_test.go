@@ -24,10 +24,10 @@ func TestServiceHandlers(t *testing.T) {
 		handle func(c *Controller)
 		want   []string
 	}{
-		{"add", func(c *Controller) { c.addService(testLogger(t), svc) }, []string{"web/shop"}},
-		{"add of something else", func(c *Controller) { c.addService(testLogger(t), &corev1.Pod{}) }, nil},
-		{"update", func(c *Controller) { c.updateService(testLogger(t), svc, changed) }, []string{"web/shop"}},
-		{"resync", func(c *Controller) { c.updateService(testLogger(t), svc, svc.DeepCopy()) }, nil},
+		{"add", func(c *Controller) { c.serviceHandlers(testLogger(t)).OnAdd(svc, false) }, []string{"web/shop"}},
+		{"add of something else", func(c *Controller) { c.serviceHandlers(testLogger(t)).OnAdd(&corev1.Pod{}, false) }, nil},
+		{"update", func(c *Controller) { c.serviceHandlers(testLogger(t)).OnUpdate(svc, changed) }, []string{"web/shop"}},
+		{"resync", func(c *Controller) { c.serviceHandlers(testLogger(t)).OnUpdate(svc, svc.DeepCopy()) }, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,31 +76,31 @@ func TestIngressHandlers(t *testing.T) {
 		handle func(c *Controller)
 		want   []string
 	}{
-		{"add owned", func(c *Controller) { c.addIngress(testLogger(t), owned) }, []string{"web/shop"}},
-		{"add foreign of a Service's name", func(c *Controller) { c.addIngress(testLogger(t), foreign) }, []string{"web/shop"}},
-		{"add foreign of no Service's name", func(c *Controller) { c.addIngress(testLogger(t), foreignOther) }, nil},
-		{"add controlled by another Service", func(c *Controller) { c.addIngress(testLogger(t), crossNamed) }, []string{"web/cart", "web/shop"}},
-		{"add stale (owner UID gone)", func(c *Controller) { c.addIngress(testLogger(t), stale) }, []string{"web/shop"}},
-		{"add controlled by a non-Service", func(c *Controller) { c.addIngress(testLogger(t), notAService) }, []string{"web/shop"}},
-		{"update owned (edit)", func(c *Controller) { c.updateIngress(testLogger(t), owned, bumped(owned, nil)) }, []string{"web/shop"}},
-		{"update resync", func(c *Controller) { c.updateIngress(testLogger(t), owned, owned.DeepCopy()) }, nil},
-		{"update foreign, same controller", func(c *Controller) { c.updateIngress(testLogger(t), foreign, bumped(foreign, nil)) }, nil},
+		{"add owned", func(c *Controller) { c.ingressHandlers(testLogger(t)).OnAdd(owned, false) }, []string{"web/shop"}},
+		{"add foreign of a Service's name", func(c *Controller) { c.ingressHandlers(testLogger(t)).OnAdd(foreign, false) }, []string{"web/shop"}},
+		{"add foreign of no Service's name", func(c *Controller) { c.ingressHandlers(testLogger(t)).OnAdd(foreignOther, false) }, nil},
+		{"add controlled by another Service", func(c *Controller) { c.ingressHandlers(testLogger(t)).OnAdd(crossNamed, false) }, []string{"web/cart", "web/shop"}},
+		{"add stale (owner UID gone)", func(c *Controller) { c.ingressHandlers(testLogger(t)).OnAdd(stale, false) }, []string{"web/shop"}},
+		{"add controlled by a non-Service", func(c *Controller) { c.ingressHandlers(testLogger(t)).OnAdd(notAService, false) }, []string{"web/shop"}},
+		{"update owned (edit)", func(c *Controller) { c.ingressHandlers(testLogger(t)).OnUpdate(owned, bumped(owned, nil)) }, []string{"web/shop"}},
+		{"update resync", func(c *Controller) { c.ingressHandlers(testLogger(t)).OnUpdate(owned, owned.DeepCopy()) }, nil},
+		{"update foreign, same controller", func(c *Controller) { c.ingressHandlers(testLogger(t)).OnUpdate(foreign, bumped(foreign, nil)) }, nil},
 		{"update foreign gains the Service as controller", func(c *Controller) {
-			c.updateIngress(testLogger(t), foreign, bumped(foreign, controlledBy(shop)))
+			c.ingressHandlers(testLogger(t)).OnUpdate(foreign, bumped(foreign, controlledBy(shop)))
 		}, []string{"web/shop"}},
 		{"update owned loses its controller", func(c *Controller) {
-			c.updateIngress(testLogger(t), owned, bumped(owned, []metav1.OwnerReference{}))
+			c.ingressHandlers(testLogger(t)).OnUpdate(owned, bumped(owned, []metav1.OwnerReference{}))
 		}, []string{"web/shop"}},
 		{"update changes controller to another Service", func(c *Controller) {
-			c.updateIngress(testLogger(t), owned, bumped(owned, controlledBy(cart)))
+			c.ingressHandlers(testLogger(t)).OnUpdate(owned, bumped(owned, controlledBy(cart)))
 		}, []string{"web/cart", "web/shop"}},
-		{"delete owned", func(c *Controller) { c.deleteIngress(testLogger(t), owned) }, []string{"web/shop"}},
+		{"delete owned", func(c *Controller) { c.ingressHandlers(testLogger(t)).OnDelete(owned) }, []string{"web/shop"}},
 		{"delete owned, tombstone", func(c *Controller) {
-			c.deleteIngress(testLogger(t), cache.DeletedFinalStateUnknown{Key: "web/shop", Obj: owned})
+			c.ingressHandlers(testLogger(t)).OnDelete(cache.DeletedFinalStateUnknown{Key: "web/shop", Obj: owned})
 		}, []string{"web/shop"}},
-		{"delete foreign frees the name", func(c *Controller) { c.deleteIngress(testLogger(t), foreign) }, []string{"web/shop"}},
+		{"delete foreign frees the name", func(c *Controller) { c.ingressHandlers(testLogger(t)).OnDelete(foreign) }, []string{"web/shop"}},
 		{"delete tombstone of something else", func(c *Controller) {
-			c.deleteIngress(testLogger(t), cache.DeletedFinalStateUnknown{Key: "x", Obj: "garbage"})
+			c.ingressHandlers(testLogger(t)).OnDelete(cache.DeletedFinalStateUnknown{Key: "x", Obj: "garbage"})
 		}, nil},
 	}
 	for _, tt := range tests {
@@ -128,7 +128,7 @@ func TestOwnWriteUntilDeleted(t *testing.T) {
 	}{
 		{name: "create", want: []string{"patch ingresses"}},
 		{name: "informer behind: nothing to write", want: nil, after: func() {
-			f.c.deleteIngress(testLogger(t), f.liveIngress("shop"))
+			f.c.ingressHandlers(testLogger(t)).OnDelete(f.liveIngress("shop"))
 		}},
 		{name: "deleted: created again", want: []string{"patch ingresses"}},
 	} {

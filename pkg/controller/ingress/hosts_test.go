@@ -172,7 +172,7 @@ func TestHostHandOver(t *testing.T) {
 	if err := f.inf.Ingresses.Informer().GetIndexer().Delete(bIng); err != nil {
 		t.Fatal(err)
 	}
-	f.c.deleteIngress(testLogger(t), bIng)
+	f.c.ingressHandlers(testLogger(t)).OnDelete(bIng)
 	aIng, _, _ := f.inf.Ingresses.Informer().GetIndexer().GetByKey("a/shop")
 	released := a.DeepCopy()
 	delete(released.Annotations, AnnotationHTTP)
@@ -183,7 +183,7 @@ func TestHostHandOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.queued()
-	f.c.deleteIngress(testLogger(t), aIng)
+	f.c.ingressHandlers(testLogger(t)).OnDelete(aIng)
 	if q := f.queued(); !slices.Contains(q, "b/shop") {
 		t.Errorf("the holder's Ingress deleted: queued %q, want b/shop", q)
 	}

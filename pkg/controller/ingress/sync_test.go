@@ -380,12 +380,12 @@ func TestHandleErr(t *testing.T) {
 	}
 	// The next resync retries it; a resync of a healthy Service queues nothing.
 	svc := newService("shop", annotated())
-	f.c.updateService(klog.FromContext(ctx), svc, svc)
+	f.c.serviceHandlers(klog.FromContext(ctx)).OnUpdate(svc, svc)
 	if got := f.queued(); !reflect.DeepEqual(got, []string{key.String()}) {
 		t.Errorf("resync after giving up queued %v, want %s", got, key)
 	}
 	f.c.loop.HandleErr(ctx, key, nil)
-	f.c.updateService(klog.FromContext(ctx), svc, svc)
+	f.c.serviceHandlers(klog.FromContext(ctx)).OnUpdate(svc, svc)
 	if got := f.queued(); len(got) != 0 {
 		t.Errorf("resync of a healthy Service queued %v", got)
 	}

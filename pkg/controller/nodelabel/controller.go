@@ -109,12 +109,8 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, nodeInf
 		Object:          c.nodeForEvent,
 		FailureMessage:  "Labelling the node failed, will retry: %v",
 	})
-	if _, err := informer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { c.addNode(logger, obj) },
-		UpdateFunc: func(old, cur interface{}) { c.updateNode(logger, old, cur) },
-		DeleteFunc: func(obj interface{}) { c.deleteNode(logger, obj) },
-	}, cache.HandlerOptions{Logger: &logger}); err != nil {
-		return nil, fmt.Errorf("adding the Node event handler: %w", err)
+	if err := controller.AddEventHandler(informer, logger, "Node", c.nodeHandlers(logger)); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

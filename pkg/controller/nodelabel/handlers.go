@@ -10,12 +10,13 @@ import (
 	"github.com/app-controller/app-controller/pkg/controller"
 )
 
+// nodeHandlers are the node informer's handlers.
+func (c *Controller) nodeHandlers(logger klog.Logger) cache.ResourceEventHandlerFuncs {
+	return controller.Handlers[*corev1.Node]{Add: c.addNode, Update: c.updateNode, Delete: c.deleteNode}.Funcs(logger)
+}
+
 // addNode queues a new node.
-func (c *Controller) addNode(logger klog.Logger, obj interface{}) {
-	node, ok := obj.(*corev1.Node)
-	if !ok {
-		return
-	}
+func (c *Controller) addNode(logger klog.Logger, node *corev1.Node) {
 	c.nodes.Observed(node)
 	logger.V(4).Info("Node added", "node", klog.KObj(node))
 	c.loop.Enqueue(cache.MetaObjectToName(node))
@@ -24,10 +25,8 @@ func (c *Controller) addNode(logger klog.Logger, obj interface{}) {
 // updateNode queues a node whose labels, provider ID or applied-config hash changed:
 // what the rules match on and what the labeler compares. Periodic resyncs and the
 // frequent status-only updates (heartbeats) are skipped.
-func (c *Controller) updateNode(logger klog.Logger, old, cur interface{}) {
-	oldNode, ok1 := old.(*corev1.Node)
-	curNode, ok2 := cur.(*corev1.Node)
-	if !ok1 || !ok2 || oldNode.ResourceVersion == curNode.ResourceVersion {
+func (c *Controller) updateNode(logger klog.Logger, oldNode, curNode *corev1.Node) {
+	if oldNode.ResourceVersion == curNode.ResourceVersion {
 		return
 	}
 	c.nodes.Observed(curNode)
@@ -38,14 +37,11 @@ func (c *Controller) updateNode(logger klog.Logger, old, cur interface{}) {
 	c.loop.Enqueue(cache.MetaObjectToName(curNode))
 }
 
-// deleteNode queues a deleted node, so that its sync forgets what was recorded about it.
-func (c *Controller) deleteNode(logger klog.Logger, obj interface{}) {
-	node, ok := controller.ObjectFromTombstone(obj).(*corev1.Node)
-	if !ok {
-		return
-	}
+// deleteNode queues a deleted node, so that its sync forgets what was recorded about it;
+// delivered is what the informer delivered (node or its tombstone).
+func (c *Controller) deleteNode(logger klog.Logger, node *corev1.Node, delivered interface{}) {
 	// Before the node is queued: its sync must not see the controller's own write.
-	c.nodes.Deleted(obj)
+	c.nodes.Deleted(delivered)
 	logger.V(4).Info("Node deleted", "node", klog.KObj(node))
 	c.loop.Enqueue(cache.MetaObjectToName(node))
 }

@@ -57,7 +57,7 @@ func TestUpdateNode(t *testing.T) {
 			logger, _ := ktesting.NewTestContext(t)
 			old, cur := base(), base()
 			tt.change(cur)
-			f.c.updateNode(logger, old, cur)
+			f.c.nodeHandlers(logger).OnUpdate(old, cur)
 			if got := f.queued(); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("queued %v, want %v", got, tt.want)
 			}
@@ -72,14 +72,14 @@ func TestAddAndDeleteNode(t *testing.T) {
 		handle func(c *Controller, logger klog.Logger)
 		want   []string
 	}{
-		{"add", func(c *Controller, l klog.Logger) { c.addNode(l, node) }, []string{"n1"}},
-		{"add of something else", func(c *Controller, l klog.Logger) { c.addNode(l, &corev1.Pod{}) }, nil},
-		{"delete", func(c *Controller, l klog.Logger) { c.deleteNode(l, node) }, []string{"n1"}},
+		{"add", func(c *Controller, l klog.Logger) { c.nodeHandlers(l).OnAdd(node, false) }, []string{"n1"}},
+		{"add of something else", func(c *Controller, l klog.Logger) { c.nodeHandlers(l).OnAdd(&corev1.Pod{}, false) }, nil},
+		{"delete", func(c *Controller, l klog.Logger) { c.nodeHandlers(l).OnDelete(node) }, []string{"n1"}},
 		{"delete tombstone", func(c *Controller, l klog.Logger) {
-			c.deleteNode(l, cache.DeletedFinalStateUnknown{Key: "n1", Obj: node})
+			c.nodeHandlers(l).OnDelete(cache.DeletedFinalStateUnknown{Key: "n1", Obj: node})
 		}, []string{"n1"}},
 		{"delete tombstone of something else", func(c *Controller, l klog.Logger) {
-			c.deleteNode(l, cache.DeletedFinalStateUnknown{Key: "x", Obj: "garbage"})
+			c.nodeHandlers(l).OnDelete(cache.DeletedFinalStateUnknown{Key: "x", Obj: "garbage"})
 		}, nil},
 	}
 	for _, tt := range tests {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -85,11 +84,7 @@ func TestInstallRunUninstall(t *testing.T) {
 	a := newApplier(t)
 	adoptCRD(t, ns)
 
-	dir, err := chart.Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	chrt, err := loader.Load(dir)
+	chrt, err := chart.Load()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@
 package autoscaling_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -322,27 +321,17 @@ func conditionMessage(app *appv1.App, conditionType string) string {
 // App is written to test/gitops/testdata/STATE.json, the registry and namespace masked.
 func health(t *testing.T, app *appv1.App, ns, registry, state string, capture bool) {
 	t.Helper()
-	m, data, err := gitops.Object(app)
+	r, err := gitops.Read(healthScript, app)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ks, argo, err := gitops.Health(healthScript, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ks != "Current" || argo.Status != gitops.Healthy {
-		t.Errorf("the scaled App: kstatus %s, Argo CD %s (%s); want Current, Healthy", ks, argo.Status, argo.Message)
+	if r.Kstatus != "Current" || r.Argo.Status != gitops.Healthy {
+		t.Errorf("the scaled App: kstatus %s, Argo CD %s (%s); want Current, Healthy", r.Kstatus, r.Argo.Status, r.Argo.Message)
 	}
 	if !capture || os.Getenv(updateGolden) == "" {
 		return
 	}
-	text := strings.ReplaceAll(strings.ReplaceAll(string(data), registry, "REGISTRY"), ns, "NAMESPACE")
-	var pretty bytes.Buffer
-	if err := json.Indent(&pretty, []byte(text), "", "  "); err != nil {
-		t.Fatal(err)
-	}
-	pretty.WriteByte('\n')
-	if err := os.WriteFile(filepath.Join(goldenDir, state+".json"), pretty.Bytes(), 0o644); err != nil {
+	if err := gitops.WriteCapture(filepath.Join(goldenDir, state+".json"), r.JSON, registry, "REGISTRY", ns, "NAMESPACE"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -7,9 +7,7 @@
 package notready_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -150,12 +148,7 @@ var failures = []failure{
 }
 
 func TestNotReadyOnRealNode(t *testing.T) {
-	client := framework.Client(t)
-	apps := framework.AppClient(t)
-	startAppController(t)
-
-	agnhost := realnode.Agnhost(t)
-	ns := framework.Namespace(t)
+	client, apps, agnhost, ns := setUp(t)
 	// The kubectl plugin, built before the Apps are created (a build while they are
 	// measured would slow the node).
 	plugin := framework.BuildBinary(t, "kubectl-app")
@@ -179,11 +172,15 @@ func TestNotReadyOnRealNode(t *testing.T) {
 	t.Logf("summary:\n%s", strings.Join(summary, "\n"))
 }
 
-// startAppController runs the App controller (only) in the test process, against the
-// cluster's API server, until the test ends.
-func startAppController(t *testing.T) {
+// setUp runs the App controller (only) in the test process, against the cluster's API
+// server, until the test ends, and returns the admin's clients, the agnhost image and a
+// new namespace.
+func setUp(t *testing.T) (kubernetes.Interface, appclient.Interface, string, string) {
 	t.Helper()
+	client := framework.Client(t)
+	apps := framework.AppClient(t)
 	framework.StartAppController(t, framework.Config(t), nil)
+	return client, apps, realnode.Agnhost(t), framework.Namespace(t)
 }
 
 func runFailure(t *testing.T, client kubernetes.Interface, apps appclient.Interface, ns, agnhost, plugin string, f failure, report func(string, ...any)) {
@@ -364,32 +361,22 @@ func health(t *testing.T, apps appclient.Interface, ns, name, state string) (sta
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, data, err := gitops.Object(a)
+	r, err := gitops.Read(healthScript, a)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if state != "" && os.Getenv(updateGolden) != "" {
 		// Captured for test/gitops, which checks kstatus and the Argo CD check again in
 		// make unit: the registry's address and the namespace masked.
-		text := strings.ReplaceAll(string(data), realnode.Registry(t), "REGISTRY")
-		text = strings.ReplaceAll(text, ns, "NAMESPACE")
-		var pretty bytes.Buffer
-		if err := json.Indent(&pretty, []byte(text), "", "  "); err != nil {
-			t.Fatal(err)
-		}
-		pretty.WriteByte('\n')
-		if err := os.WriteFile(filepath.Join(goldenDir, "notready-"+state+".json"), pretty.Bytes(), 0o644); err != nil {
+		path := filepath.Join(goldenDir, "notready-"+state+".json")
+		if err := gitops.WriteCapture(path, r.JSON, realnode.Registry(t), "REGISTRY", ns, "NAMESPACE"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ks, argo, err := gitops.Health(healthScript, m)
-	if err != nil {
-		t.Fatal(err)
+	if r.Argo.Status != gitops.ArgoFor(r.Kstatus) {
+		t.Errorf("App %s: Argo CD health %s (%s), kstatus %s", name, r.Argo.Status, r.Argo.Message, r.Kstatus)
 	}
-	if argo.Status != gitops.ArgoFor(ks) {
-		t.Errorf("App %s: Argo CD health %s (%s), kstatus %s", name, argo.Status, argo.Message, ks)
-	}
-	return ks, argo.Status
+	return r.Kstatus, r.Argo.Status
 }
 
 // getLine is the App's line in `kubectl get app -o wide`.

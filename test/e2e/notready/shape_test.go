@@ -24,11 +24,7 @@ import (
 // native sidecar answering on a second port that the Service exposes, and a disruption
 // budget that refuses the eviction of the App's only pod.
 func TestServiceShapeOnRealNode(t *testing.T) {
-	client := framework.Client(t)
-	apps := framework.AppClient(t)
-	startAppController(t)
-	agnhost := realnode.Agnhost(t)
-	ns := framework.Namespace(t)
+	client, apps, agnhost, ns := setUp(t)
 	ctx := context.Background()
 
 	app := &appv1.App{

@@ -26,6 +26,7 @@ import (
 	"github.com/app-controller/app-controller/pkg/analysis"
 	appv1 "github.com/app-controller/app-controller/pkg/apis/appcontroller/v1"
 	"github.com/app-controller/app-controller/pkg/controllermanager"
+	"github.com/app-controller/app-controller/test/harness"
 	"github.com/app-controller/app-controller/test/integration/apptest"
 	"github.com/app-controller/app-controller/test/integration/framework"
 )
@@ -56,23 +57,14 @@ func startFakePods(t *testing.T) (*fakePods, string) {
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go func() {
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			f.mu.Lock()
-			for p, r := range f.rates {
-				f.requests.WithLabelValues(p[0], p[1], "200", "GET").Add(float64(r[0]))
-				f.requests.WithLabelValues(p[0], p[1], "500", "GET").Add(float64(r[1]))
-			}
-			f.mu.Unlock()
+	go harness.Every(ctx, 100*time.Millisecond, func() {
+		f.mu.Lock()
+		for p, r := range f.rates {
+			f.requests.WithLabelValues(p[0], p[1], "200", "GET").Add(float64(r[0]))
+			f.requests.WithLabelValues(p[0], p[1], "500", "GET").Add(float64(r[1]))
 		}
-	}()
+		f.mu.Unlock()
+	})
 	return f, strings.TrimPrefix(srv.URL, "http://")
 }
 

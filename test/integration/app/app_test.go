@@ -105,10 +105,8 @@ func TestSeedExamplesConverge(t *testing.T) {
 // children behind the controller's back: every owned field comes back, event-driven.
 func TestRolloutAndDrift(t *testing.T) {
 	// A long resync: repairs must come from watch events, not from resyncs.
-	c, ns := eventDriven(t)
+	c, ns := readyWeb(t, 2)
 	ctx := context.Background()
-	c.Create(t, newApp(ns, "web", "nginx", 2))
-	c.WaitReady(t, ns, "web")
 
 	// Image and replica changes roll out.
 	c.Update(t, ns, "web", func(a *appv1.App) {
@@ -170,23 +168,13 @@ func TestRolloutAndDrift(t *testing.T) {
 // TestRenamePrunes renames the Deployment and removes the Service template: the children
 // the App controlled under the old names are deleted.
 func TestRenamePrunes(t *testing.T) {
-	c, ns := eventDriven(t)
-	ctx := context.Background()
-	c.Create(t, newApp(ns, "web", "nginx", 1))
-	c.WaitReady(t, ns, "web")
+	c, ns := readyWeb(t, 1)
 
 	c.Update(t, ns, "web", func(a *appv1.App) {
 		a.Spec.DeploymentTemplate.Name = "web-renamed"
 		a.Spec.ServiceTemplate = nil
 	})
-	waitGone(t, "old Deployment", func() error {
-		_, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
-		return err
-	})
-	waitGone(t, "Service", func() error {
-		_, err := c.Kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
-		return err
-	})
+	c.waitWebGone(t, ns, "old Deployment")
 	c.WaitDeployment(t, ns, "web-renamed", func(d *appsv1.Deployment) bool { return d.Status.AvailableReplicas == 1 })
 	app := c.WaitReady(t, ns, "web")
 	if app.Status.ServiceStatus != nil {
@@ -308,19 +296,9 @@ func TestContendedName(t *testing.T) {
 // TestGarbageCollection deletes an App: kube-controller-manager's garbage collector
 // deletes its children.
 func TestGarbageCollection(t *testing.T) {
-	c, ns := eventDriven(t)
-	ctx := context.Background()
-	c.Create(t, newApp(ns, "web", "nginx", 1))
-	c.WaitReady(t, ns, "web")
+	c, ns := readyWeb(t, 1)
 	c.Delete(t, ns, "web")
-	waitGone(t, "Deployment", func() error {
-		_, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
-		return err
-	})
-	waitGone(t, "Service", func() error {
-		_, err := c.Kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
-		return err
-	})
+	c.waitWebGone(t, ns, "Deployment")
 }
 
 // TestIdleMakesNoWrites lets the controller run for more than two resync periods with

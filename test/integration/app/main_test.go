@@ -77,6 +77,30 @@ func eventDriven(t *testing.T) (clients, string) {
 	return c, framework.Namespace(t)
 }
 
+// readyWeb is eventDriven with the App web (nginx, replicas) created and Ready.
+func readyWeb(t *testing.T, replicas int32) (clients, string) {
+	t.Helper()
+	c, ns := eventDriven(t)
+	c.Create(t, newApp(ns, "web", "nginx", replicas))
+	c.WaitReady(t, ns, "web")
+	return c, ns
+}
+
+// waitWebGone waits until the Deployment web-deploy of ns (what names it in a failure)
+// and its Service web-svc are gone.
+func (c clients) waitWebGone(t *testing.T, ns, what string) {
+	t.Helper()
+	ctx := context.Background()
+	waitGone(t, what, func() error {
+		_, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
+		return err
+	})
+	waitGone(t, "Service", func() error {
+		_, err := c.Kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
+		return err
+	})
+}
+
 // waitGone waits until get returns NotFound.
 func waitGone(t *testing.T, what string, get func() error) {
 	t.Helper()

@@ -229,10 +229,8 @@ func createBoundClaim(t *testing.T, c clients, ns, name string) {
 // change and the controller applies them to the Deployment; the scale subresource reports
 // the Deployment's replicas and the App's pod selector.
 func TestScale(t *testing.T) {
-	c, ns := eventDriven(t)
+	c, ns := readyWeb(t, 1)
 	ctx := context.Background()
-	c.Create(t, newApp(ns, "web", "nginx", 1))
-	c.WaitReady(t, ns, "web")
 
 	framework.Kubectl(t, "-n", ns, "scale", "app/web", "--replicas", "3")
 	if got := *c.GetApp(t, ns, "web").Spec.DeploymentTemplate.Replicas; got != 3 {

@@ -2,7 +2,6 @@ package autoscaling
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -40,18 +39,16 @@ const converge = 60 * time.Second
 // (apptest.Clients), with this package's helpers as methods.
 type clients struct{ apptest.Clients }
 
-func newClients(t *testing.T) clients {
+// setUp returns the clients and a new namespace, and runs the App controller (only) as
+// controllerUser, with the given resync period, until the test ends.
+func setUp(t *testing.T, resync time.Duration) (clients, string) {
 	t.Helper()
-	return clients{apptest.NewClients(t)}
-}
-
-// startManager runs the App controller (only) as controllerUser, with the given resync
-// period, until the test ends.
-func startManager(t *testing.T, resync time.Duration) {
-	t.Helper()
+	c := clients{apptest.NewClients(t)}
+	ns := framework.Namespace(t)
 	opts := controllermanager.NewOptions()
 	opts.ResyncPeriod = resync
 	framework.StartAppController(t, framework.UserConfig(t, controllerUser), opts)
+	return c, ns
 }
 
 // update applies mutate to the latest App and updates it, retrying on conflicts.
@@ -159,10 +156,8 @@ func (rw *replicasWatch) stop() {
 // count until the other writer takes it, not after; the HPA is written when autoscaling
 // is turned on and pruned when it is turned off.
 func TestReplicasNeverReset(t *testing.T) {
-	c := newClients(t)
+	c, ns := setUp(t, 10*time.Minute) // events, not resyncs
 	ctx := context.Background()
-	ns := framework.Namespace(t)
-	startManager(t, 10*time.Minute) // events, not resyncs
 	app := appfixture.NewApp(ns, "web", "nginx", 3)
 	c.Create(t, app)
 	c.waitObserved(t, ns, "web", 1, func(a *appv1.App) bool {
@@ -306,11 +301,9 @@ func reconciles(t *testing.T) float64 {
 // write of the controller's user to the Deployment or the HPA meanwhile, and the count
 // is still the other writer's.
 func TestNoWritesAfterAnotherWriterScaled(t *testing.T) {
-	c := newClients(t)
-	ctx := context.Background()
-	ns := framework.Namespace(t)
 	const resync = time.Second
-	startManager(t, resync)
+	c, ns := setUp(t, resync)
+	ctx := context.Background()
 	app := appfixture.WithAutoscaling(appfixture.NewApp(ns, "web", "nginx", 2), 1, 5, 50, "100m")
 	c.Create(t, app)
 	c.waitAutoscaler(t, ns, "web-deploy", func(*autoscalingv2.HorizontalPodAutoscaler) bool { return true })
@@ -351,10 +344,8 @@ func TestNoWritesAfterAnotherWriterScaled(t *testing.T) {
 // children's are (a foreign HPA holding it is a name conflict, left untouched), and that
 // an edit of the App's HPA is repaired.
 func TestAutoscalerNameAndDrift(t *testing.T) {
-	c := newClients(t)
+	c, ns := setUp(t, 10*time.Minute)
 	ctx := context.Background()
-	ns := framework.Namespace(t)
-	startManager(t, 10*time.Minute)
 	// A user's HPA of another Deployment, under the name the App's HPA would take.
 	foreign, err := c.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Create(ctx, &autoscalingv2.HorizontalPodAutoscaler{
 		ObjectMeta: metav1.ObjectMeta{Name: "taken-deploy"},
@@ -404,9 +395,7 @@ func equalSpec(a, b *autoscalingv2.HorizontalPodAutoscaler) bool {
 // APP_CONTROLLER_UPDATE_GOLDEN set, the Apps are written to test/gitops/testdata, which
 // test/gitops checks again in make unit.
 func TestHealthOfAutoscaledApps(t *testing.T) {
-	c := newClients(t)
-	ns := framework.Namespace(t)
-	startManager(t, 10*time.Minute)
+	c, ns := setUp(t, 10*time.Minute)
 	pending := appfixture.WithAutoscaling(appfixture.NewApp(ns, "pending", "nginx", 1), 1, 3, 50, "100m")
 	missing := appfixture.WithAutoscaling(appfixture.NewApp(ns, "missing", "nginx", 1), 1, 3, 50, "100m")
 	missing.Spec.DeploymentTemplate.Resources = nil
@@ -424,25 +413,16 @@ func TestHealthOfAutoscaledApps(t *testing.T) {
 		app := c.waitObserved(t, ns, tc.name, 1, func(a *appv1.App) bool {
 			return framework.AppCondition(a, appv1.ConditionScalingActive) == tc.scalingActive && framework.AppCondition(a, appv1.ConditionReady) == tc.ready
 		})
-		obj, _, err := gitops.Object(app)
+		r, err := gitops.Read(healthScript, app)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ks, argo, err := gitops.Health(healthScript, obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("%s: kstatus %s, Argo CD %s: %s", tc.state, ks, argo.Status, argo.Message)
-		if string(ks) != tc.wantKstatus || argo.Status != tc.wantArgo {
-			t.Errorf("%s: kstatus %s, Argo CD %s; want %s, %s", tc.state, ks, argo.Status, tc.wantKstatus, tc.wantArgo)
+		t.Logf("%s: kstatus %s, Argo CD %s: %s", tc.state, r.Kstatus, r.Argo.Status, r.Argo.Message)
+		if string(r.Kstatus) != tc.wantKstatus || r.Argo.Status != tc.wantArgo {
+			t.Errorf("%s: kstatus %s, Argo CD %s; want %s, %s", tc.state, r.Kstatus, r.Argo.Status, tc.wantKstatus, tc.wantArgo)
 		}
 		if os.Getenv(updateGolden) != "" {
-			data, err := json.MarshalIndent(obj, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			data = []byte(strings.ReplaceAll(string(data), ns, "NAMESPACE"))
-			if err := os.WriteFile(filepath.Join(goldenDir, tc.state+".json"), append(data, '\n'), 0o644); err != nil {
+			if err := gitops.WriteCapture(filepath.Join(goldenDir, tc.state+".json"), r.JSON, ns, "NAMESPACE"); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -27,11 +27,9 @@ import (
 // maximum), the autoscaler's bounds and target untouched, and the controller never wrote
 // the stable's count (it owns no part of spec.replicas).
 func TestCanaryFollowsAutoscaler(t *testing.T) {
-	c := newClients(t)
-	ctx := context.Background()
-	ns := framework.Namespace(t)
 	const resync = time.Second
-	startManager(t, resync)
+	c, ns := setUp(t, resync)
+	ctx := context.Background()
 	app := appfixture.WithAutoscaling(appfixture.NewApp(ns, "web", "nginx:1", 2), 2, 10, 50, "100m")
 	app.Spec.Route = &appv1.Route{Hosts: []appv1.Hostname{"web.example.com"}, ParentRefs: []appv1.GatewayRef{{Name: "public"}}}
 	app.Spec.Rollout = &appv1.Rollout{Canary: &appv1.CanaryStrategy{ScaleDownDelaySeconds: ptr.To[int32](0), Steps: []appv1.CanaryStep{

@@ -57,13 +57,8 @@ func TestKwokNodeIsReady(t *testing.T) {
 
 func TestDeploymentBecomesAvailable(t *testing.T) {
 	t.Parallel()
-	client := framework.Client(t)
-	ns := framework.Namespace(t)
+	client, ns := withDeployment(t, "web", 2)
 	ctx := context.Background()
-
-	if _, err := client.AppsV1().Deployments(ns).Create(ctx, deployment("web", 2), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	framework.Eventually(t, 60*time.Second, func() (bool, error) {
 		d, err := client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
@@ -88,13 +83,8 @@ func TestDeploymentBecomesAvailable(t *testing.T) {
 
 func TestDeletingDeploymentGarbageCollectsReplicaSets(t *testing.T) {
 	t.Parallel()
-	client := framework.Client(t)
-	ns := framework.Namespace(t)
+	client, ns := withDeployment(t, "gc", 1)
 	ctx := context.Background()
-
-	if _, err := client.AppsV1().Deployments(ns).Create(ctx, deployment("gc", 1), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	replicaSets := func() int {
 		t.Helper()
 		list, err := client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=gc"})
@@ -137,9 +127,14 @@ func TestRBACIsEnforced(t *testing.T) {
 	}
 }
 
-func deployment(name string, replicas int32) *appsv1.Deployment {
+// withDeployment creates a namespace and in it the Deployment name of replicas pause
+// pods (labelled app=name), and returns the admin client and the namespace.
+func withDeployment(t *testing.T, name string, replicas int32) (kubernetes.Interface, string) {
+	t.Helper()
+	client := framework.Client(t)
+	ns := framework.Namespace(t)
 	labels := map[string]string{"app": name}
-	return &appsv1.Deployment{
+	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas),
@@ -152,6 +147,10 @@ func deployment(name string, replicas int32) *appsv1.Deployment {
 			},
 		},
 	}
+	if _, err := client.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return client, ns
 }
 
 func hasCondition(d *appsv1.Deployment, condition appsv1.DeploymentConditionType) bool {

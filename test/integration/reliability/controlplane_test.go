@@ -18,11 +18,7 @@ func TestEtcdFrozenAndAPIServerRestarted(t *testing.T) {
 	e := newEnv(t)
 	cluster := framework.Cluster()
 	const before, added = 10, 10
-	id := newIdentity("etcd-frozen")
-	start := time.Now()
-	c := startController(t, id)
-	e.createApps(t, 0, before)
-	e.waitAllReady(t, before, converge)
+	id, c, start := e.startConverged(t, "etcd-frozen", before)
 
 	// Freeze etcd, and meanwhile create Apps and change the existing ones' image: the
 	// clients retry until their writes get through.
@@ -70,11 +66,7 @@ func TestWatchExpiry(t *testing.T) {
 	e := newEnv(t)
 	cluster := framework.Cluster()
 	const before, added = 10, 10
-	id := newIdentity("watch-expiry")
-	start := time.Now()
-	c := startController(t, id)
-	e.createApps(t, 0, before)
-	e.waitAllReady(t, before, converge)
+	id, c, start := e.startConverged(t, "watch-expiry", before)
 
 	c.signal(t, sigstop)
 	paused := time.Now()

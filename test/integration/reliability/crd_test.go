@@ -21,10 +21,7 @@ import (
 func TestCRDDeletedAndRecreated(t *testing.T) {
 	e := newEnv(t)
 	const n = 5
-	id := newIdentity("crd-recreated")
-	c := startController(t, id)
-	e.createApps(t, 0, n)
-	e.waitAllReady(t, n, converge)
+	_, c, _ := e.startConverged(t, "crd-recreated", n)
 
 	cfg := framework.Config(t)
 	ext, err := apiextensionsclient.NewForConfig(cfg)

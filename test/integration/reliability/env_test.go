@@ -175,6 +175,19 @@ func isReady(a *appv1.App) bool {
 		c.Status == metav1.ConditionTrue && c.Reason == appv1.ReasonAvailable && c.ObservedGeneration == a.Generation
 }
 
+// startConverged starts a controller as the new identity of what, creates the Apps
+// 0..n-1 and waits until they are all Ready; it returns the identity, the controller and
+// when the controller was started.
+func (e *env) startConverged(t *testing.T, what string, n int) (identity, *controller, time.Time) {
+	t.Helper()
+	id := newIdentity(what)
+	start := time.Now()
+	c := startController(t, id)
+	e.createApps(t, 0, n)
+	e.waitAllReady(t, n, converge)
+	return id, c, start
+}
+
 // waitAllReady waits until the namespace holds want Apps, all Ready at their generation,
 // and returns how long that took. Errors of the API server (a fault may be on) are
 // waited out. It fails at once if one of the controllers named in leading exits: nothing
