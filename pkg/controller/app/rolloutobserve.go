@@ -116,12 +116,6 @@ func stableSettled(d *appsv1.Deployment) (bool, string) {
 func (c *Controller) rolloutLive(app *appv1.App, in *syncInput, canary *appsv1.Deployment, now time.Time) (rollout.Live, time.Duration) {
 	t := app.Spec.DeploymentTemplate
 	l := rollout.Live{Gateway: c.route.splits(app), Autoscaled: app.Spec.Autoscaling != nil, CanaryWeight: -1}
-	var route *gatewayv1.HTTPRoute
-	if l.Gateway {
-		// The live HTTPRoute, read once: its weights, its header route and mirror, and
-		// whether the Gateways have read it.
-		route = c.route.liveRoute(app)
-	}
 	if in.live != nil {
 		l.StableReplicas = ptr.Deref(in.live.Spec.Replicas, 1)
 	}
@@ -132,8 +126,7 @@ func (c *Controller) rolloutLive(app *appv1.App, in *syncInput, canary *appsv1.D
 		l.N = l.StableReplicas
 	}
 	// What the canary Deployment says, read in one place.
-	var availableSince time.Time
-	canaryAvailable := false
+	var available *appsv1.DeploymentCondition
 	if canary != nil {
 		l.CanaryExists = true
 		l.CanaryReplicas = ptr.Deref(canary.Spec.Replicas, 1)
@@ -141,11 +134,14 @@ func (c *Controller) rolloutLive(app *appv1.App, in *syncInput, canary *appsv1.D
 			l.CanaryAvailable = canary.Status.AvailableReplicas
 		}
 		if a := deploymentCondition(canary, appsv1.DeploymentAvailable); a != nil && a.Status == corev1.ConditionTrue {
-			availableSince, canaryAvailable = a.LastTransitionTime.Time, true
+			available = a
 		}
 	}
 	var settle time.Duration
 	if l.Gateway {
+		// The live HTTPRoute, read once: its weights, its header route and mirror, and
+		// whether the Gateways have read it.
+		route := c.route.liveRoute(app)
 		l.CanaryWeight = canaryWeight(app, route)
 		l.Routing = liveRouting(app, route)
 		var since time.Time
@@ -170,8 +166,8 @@ func (c *Controller) rolloutLive(app *appv1.App, in *syncInput, canary *appsv1.D
 		}
 		if canary == nil {
 			l.CanaryPodsLeft = c.canaryPodsLeft(app)
-		} else if canaryAvailable {
-			l.CanaryAvailableSince = availableSince
+		} else if available != nil {
+			l.CanaryAvailableSince = available.LastTransitionTime.Time
 			if l.CanaryWeight <= 0 {
 				settle = max(settle, l.CanaryAvailableSince.Add(rollout.GatewaySettle).Sub(now))
 			}
