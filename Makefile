@@ -30,6 +30,8 @@ KUBE_LDFLAGS  := $(call kube_ldflags,$(KUBE_VERSION),$(lastword $(subst ., ,$(KU
 KWOK_STAGES  := $(BIN)/kwok-stages
 # The control planes of other Kubernetes minors (make test-compat): bin/compat/MINOR.
 COMPAT_BIN    := $(BIN)/compat
+# Non-empty when make runs as root (the real node's tiers need it).
+ROOT_USER     := $(filter 0,$(shell id -u))
 
 UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e /test/integration -e /test/e2e -e /test/compat -e /pkg/generated/)
 
@@ -357,7 +359,7 @@ PROMETHEUS_VERSION := 2.42.0
 # What the integration tests need of it: as root (apt-get update may be needed), the
 # binary; elsewhere, the test that needs it skips, with one line, if `make prometheus`
 # was not run (the package's download works without root once apt knows it).
-TEST_PROMETHEUS     = $(if $(filter 0,$(shell id -u)),$(PROMETHEUS))
+TEST_PROMETHEUS     = $(if $(ROOT_USER),$(PROMETHEUS))
 
 .PHONY: prometheus
 prometheus: $(PROMETHEUS) ## Put Prometheus 2.42's binary, Debian's, at bin/prometheus (the canary analysis's tests).
@@ -542,7 +544,6 @@ TEST_PLATFORMS ?= linux/$(HOST_ARCH)
 # CPU the first time, cached after). TEST_STEP_NEEDS names the stage each step waits for
 # (the stages before it are built by then): on a fresh machine the integration tests
 # start as soon as their tools are built, while the end-to-end tier's still build.
-ROOT_USER  = $(filter 0,$(shell id -u))
 TEST_TOOLS = base=tools,$(HELM) integration=chromium,$(ARGO_ROLLOUTS)$(if $(ROOT_USER),$(comma)$(PROMETHEUS)) \
 	$(if $(ROOT_USER),e2e=node-packages$(comma)node-tools$(comma)$(COSIGN)$(comma)$(TRAEFIK_IMAGE)) \
 	compat=$(COMPAT_BIN)/$(COMPAT_OLDEST)/kube-apiserver
