@@ -593,11 +593,21 @@ func (d *driver) fixPods(a *appv1.App) {
 }
 
 // update changes r's spec with change (retrying through faults and conflicts) and
-// records the new generation.
+// records the new generation. An attempt whose answer was lost but that went through
+// (movedSince) is not made again: change would apply twice (a toggle undone, a
+// generation and perhaps a revision the driver never recorded in between).
 func (d *driver) update(ctx context.Context, r *appRecord, op string, change func(*appRecord, *appv1.App)) error {
+	before := d.w.lastGeneration(r)
 	var updated *appv1.App
-	var at time.Time
+	var at time.Time // when the attempt that went through was sent
 	err := retryThroughFaults(ctx, func() error {
+		if !at.IsZero() {
+			moved, err := d.movedSince(ctx, r, before)
+			if moved != nil || err != nil {
+				updated = moved
+				return err
+			}
+		}
 		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			a, err := d.apps.AppcontrollerV1().Apps(r.namespace).Get(ctx, r.name, metav1.GetOptions{})
 			if err != nil {
@@ -791,10 +801,24 @@ func (d *driver) opRollback(ctx context.Context) error {
 // requestRollback rolls r back to the revision before its current, as `kubectl app rollback
 // NAME` does (the plugin's Rollback, retried through faults), and records the generation
 // it wrote as op; false when r's spec already is that revision's (nothing written).
+//
+// An attempt whose answer was lost but that went through (movedSince) is not made
+// again: it would roll back from the spec just written, or, before the controller
+// recorded that spec as the current revision, find nothing to change (the App already
+// has the revision before the current one) and leave the generation written
+// unrecorded.
 func (d *driver) requestRollback(ctx context.Context, r *appRecord, op string) (bool, error) {
+	before := d.w.lastGeneration(r)
 	var res *plugin.RollbackResult
-	var at time.Time
+	var at time.Time // when the attempt that went through was sent
+	landed := false  // an attempt that failed went through
 	err := retryThroughFaults(ctx, func() error {
+		if !at.IsZero() {
+			moved, err := d.movedSince(ctx, r, before)
+			if landed = moved != nil; landed || err != nil {
+				return err
+			}
+		}
 		var err error
 		at = time.Now()
 		res, err = plugin.Rollback(ctx, d.plugin, r.namespace, r.name, 0)
@@ -803,7 +827,7 @@ func (d *driver) requestRollback(ctx context.Context, r *appRecord, op string) (
 	if err != nil {
 		return false, fmt.Errorf("rolling back App %s: %w", r.key(), err)
 	}
-	if len(res.Changes) == 0 {
+	if !landed && len(res.Changes) == 0 {
 		return false, nil
 	}
 	a, err := d.get(ctx, r)
@@ -812,6 +836,17 @@ func (d *driver) requestRollback(ctx context.Context, r *appRecord, op string) (
 	}
 	d.w.wrote(r, a, op, d.expect(&a.Spec), at)
 	return true, nil
+}
+
+// movedSince reads r's App after an attempt to change its spec failed, and returns it
+// when its generation is no longer before: the API server applied the change, and its
+// answer was lost (it stopped, or timed out, after the write). Nil when it did not.
+func (d *driver) movedSince(ctx context.Context, r *appRecord, before int64) (*appv1.App, error) {
+	a, err := d.apps.AppcontrollerV1().Apps(r.namespace).Get(ctx, r.name, metav1.GetOptions{})
+	if err != nil || a.Generation == before {
+		return nil, err
+	}
+	return a, nil
 }
 
 // retryThroughFaults calls f until it succeeds, ctx ends or f fails with an error a

@@ -117,6 +117,21 @@ func (r *appRecord) expectation(gen int64) (string, bool) {
 // lastGen is the generation the driver wrote last.
 func (r *appRecord) lastGen() genRecord { return r.gens[len(r.gens)-1] }
 
+// lastGeneration is the generation the driver wrote last, 0 before any.
+func (r *appRecord) lastGeneration() int64 {
+	if len(r.gens) == 0 {
+		return 0
+	}
+	return r.lastGen().generation
+}
+
+// lastGeneration is the generation the driver wrote last to r, 0 before any.
+func (w *world) lastGeneration(r *appRecord) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return r.lastGeneration()
+}
+
 // expectReadyOrInactive is what an autoscaled App must report on kwok: no metric
 // exists there, so its HorizontalPodAutoscaler cannot compute a count (ScalingActive
 // False) and, after a grace of a minute, the App says Ready=False AutoscalerInactive;
@@ -214,11 +229,7 @@ func (w *world) expectNow(r *appRecord, expect string) {
 func (w *world) record(r *appRecord, kind string, at time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	gen := int64(0)
-	if len(r.gens) > 0 {
-		gen = r.lastGen().generation
-	}
-	w.ops = append(w.ops, opRecord{kind: kind, app: r.key(), at: at, generation: gen})
+	w.ops = append(w.ops, opRecord{kind: kind, app: r.key(), at: at, generation: r.lastGeneration()})
 }
 
 // makeCurrent records spec as r's newest revision. A spec among the last limit ones
