@@ -44,13 +44,32 @@ OFFLINE_STEPS=" verify unit test-image test-image-beside "
 
 # failures repeats, after a failed step, the lines of its log (bin/test-STEP.log) that say
 # which tests failed and why: a failing test's assertions are buried in its controller's
-# log lines, and CI shows only the start and the end of the output.
+# log lines, and CI shows only the start and the end of the output. Each failing test
+# gives at most its first 4 lines, those that say FAIL and its last 10 (where its
+# assertions most often are), so that a long one (the soak's report) leaves room for
+# the others.
 failures() {
     local log="${BIN}/test-$1.log"
     echo "make test: $1 failed (its whole output is in ${log}); the failing tests and their own lines:"
     # Go's test failures and the lines the tests wrote themselves (FILE_test.go:N:),
     # without the klog lines the controllers wrote through the tests' loggers.
-    grep -E '^[[:space:]]*--- FAIL|^(FAIL|panic:)|_test\.go:[0-9]+: ' "${log}" | grep -Ev '_test\.go:[0-9]+: [IWEF][0-9]{4} ' | head -n 80 || true
+    grep -E '^[[:space:]]*--- FAIL|^(FAIL|panic:)|_test\.go:[0-9]+: ' "${log}" | grep -Ev '_test\.go:[0-9]+: [IWEF][0-9]{4} ' |
+        awk -v logfile="${log}" '
+            function flush(   i, left) {
+                if (n <= 16) {
+                    for (i = 1; i <= n; i++) print lines[i]
+                } else {
+                    for (i = 1; i <= 4; i++) print lines[i]
+                    left = 0
+                    for (i = 5; i <= n - 10; i++) if (lines[i] ~ /FAIL|panic/) print lines[i]; else left++
+                    print "        [" left " more lines of this test in " logfile "]"
+                    for (i = n - 9; i <= n; i++) print lines[i]
+                }
+                n = 0
+            }
+            /^[[:space:]]*--- FAIL|^(FAIL|panic:)/ { flush(); print; next }
+            { lines[++n] = $0 }
+            END { flush() }' | head -n 80 || true
 }
 
 # test makes each step in order (`make STEP PLATFORMS=$TEST_PLATFORMS`). The tools the
