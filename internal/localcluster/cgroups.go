@@ -32,8 +32,8 @@ const daemonsCgroup = "node"
 
 // newCgroupTree creates the cgroup name (such as /lcnode-1) in every hierarchy, and its
 // child for the daemons. In cgroup v1 a new cpuset cgroup has no CPUs or memory nodes:
-// they are copied from the parent.
-func newCgroupTree(name string) (*cgroupTree, error) {
+// they are copied from the parent. A cpuWeight other than 0 sets its CPU weight (weigh).
+func newCgroupTree(name string, cpuWeight int) (*cgroupTree, error) {
 	mounts, v2, err := cgroupMounts()
 	if err != nil {
 		return nil, err
@@ -74,7 +74,38 @@ func newCgroupTree(name string) (*cgroupTree, error) {
 			return nil, errors.Join(err, t.remove())
 		}
 	}
+	if cpuWeight == 0 {
+		return t, nil
+	}
+	if err := t.weigh(mounts, cpuWeight); err != nil {
+		return nil, errors.Join(err, t.remove())
+	}
 	return t, nil
+}
+
+// weigh sets the tree's CPU weight to that of n of the machine's processes (see
+// Options.NodeCPUWeight): cpu.shares in the v1 cpu hierarchy (1024 a process),
+// cpu.weight in the unified one (100 a process) where its cpu controller is delegated.
+func (t *cgroupTree) weigh(mounts []cgroupMount, n int) error {
+	for _, m := range mounts {
+		file, value := "", 0
+		switch {
+		case t.v2:
+			file, value = "cpu.weight", min(100*n, 10000)
+		case m.cpu:
+			file, value = "cpu.shares", 1024*n
+		default:
+			continue
+		}
+		path := filepath.Join(m.dir, t.name, file)
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && t.v2 {
+			continue // no cpu controller delegated here
+		}
+		if err := os.WriteFile(path, []byte(strconv.Itoa(value)), 0o644); err != nil {
+			return fmt.Errorf("setting the node's CPU weight: %w", err)
+		}
+	}
+	return nil
 }
 
 // enableControllers enables, in dir's cgroup.subtree_control, every controller of dir's
@@ -176,6 +207,7 @@ func (t *cgroupTree) remove() error {
 type cgroupMount struct {
 	dir    string
 	cpuset bool // the v1 cpuset hierarchy
+	cpu    bool // the v1 cpu hierarchy
 	memory bool // the v1 memory hierarchy, or the unified one
 }
 
@@ -214,7 +246,7 @@ func cgroupMounts() ([]cgroupMount, bool, error) {
 		}
 		seen[dir] = true
 		opts := strings.Split(fields[sep+3], ",")
-		mounts = append(mounts, cgroupMount{dir: dir, cpuset: slices.Contains(opts, "cpuset"), memory: slices.Contains(opts, "memory")})
+		mounts = append(mounts, cgroupMount{dir: dir, cpuset: slices.Contains(opts, "cpuset"), cpu: slices.Contains(opts, "cpu"), memory: slices.Contains(opts, "memory")})
 	}
 	if err := s.Err(); err != nil {
 		return nil, false, fmt.Errorf("reading the mounts: %w", err)

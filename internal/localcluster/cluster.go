@@ -47,6 +47,13 @@ type Options struct {
 	// GatewayAPI installs those CRDs from GatewayAPICRDDir when GatewayAPIDir is not
 	// set.
 	GatewayAPI bool
+	// NodeCPUWeight, if set, is the real node's CPU weight as a number of the machine's
+	// processes: when the node's processes (its daemons and pods, in its cgroup) and the
+	// machine's others all want the CPU, the node gets as much as that many of them. The
+	// kernel's default, one, suits a node beside a few processes; a node beside the many
+	// of a whole make test, which the kernel does not group by session everywhere
+	// (kernel.sched_autogroup_enabled=0, or processes outside the root cgroup), starves.
+	NodeCPUWeight int
 	// PodCapacity is the number of pods the cluster must have room for: Start creates
 	// one kwok node per KwokNodePods pods (kwok-node-0, kwok-node-1, ...). Zero means
 	// one node.

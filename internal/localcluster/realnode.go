@@ -159,7 +159,7 @@ func (c *Cluster) startRealNode(ctx context.Context, apiserverPort int) error {
 	if err := os.WriteFile(filepath.Join(n.dir, nodeNameFile), []byte(n.net.name+"\n"), 0o644); err != nil {
 		return errors.Join(fmt.Errorf("recording the node's network: %w", err), n.net.teardown(ctx))
 	}
-	if n.cgroups, err = newCgroupTree("/" + n.net.name); err != nil {
+	if n.cgroups, err = newCgroupTree("/"+n.net.name, c.opts.NodeCPUWeight); err != nil {
 		return err
 	}
 	c.printf("node network %s (node %s, host %s) and cgroup %s made (%.1fs)\n", n.net.name, n.net.nodeIP, n.net.hostIP, n.cgroups.name, time.Since(t).Seconds())
