@@ -74,36 +74,45 @@ func newCgroupTree(name string, cpuWeight int) (*cgroupTree, error) {
 			return nil, errors.Join(err, t.remove())
 		}
 	}
-	if cpuWeight == 0 {
-		return t, nil
-	}
-	if err := t.weigh(mounts, cpuWeight); err != nil {
-		return nil, errors.Join(err, t.remove())
+	if cpuWeight != 0 {
+		if err := t.weigh(mounts, cpuWeight); err != nil {
+			return nil, errors.Join(err, t.remove())
+		}
 	}
 	return t, nil
 }
 
-// weigh sets the tree's CPU weight to that of n of the machine's processes (see
-// Options.NodeCPUWeight): cpu.shares in the v1 cpu hierarchy (1024 a process),
-// cpu.weight in the unified one (100 a process) where its cpu controller is delegated.
-func (t *cgroupTree) weigh(mounts []cgroupMount, n int) error {
+// cpuWeightFile returns the file of the tree's CPU weight and the value that weighs as
+// one process: cpu.weight (100) in the unified hierarchy, cpu.shares (1024) in v1's cpu
+// one; "" when neither is mounted.
+func (t *cgroupTree) cpuWeightFile(mounts []cgroupMount) (string, int) {
 	for _, m := range mounts {
-		file, value := "", 0
 		switch {
 		case t.v2:
-			file, value = "cpu.weight", min(100*n, 10000)
+			return filepath.Join(m.dir, t.name, "cpu.weight"), 100
 		case m.cpu:
-			file, value = "cpu.shares", 1024*n
-		default:
-			continue
+			return filepath.Join(m.dir, t.name, "cpu.shares"), 1024
 		}
-		path := filepath.Join(m.dir, t.name, file)
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && t.v2 {
-			continue // no cpu controller delegated here
-		}
-		if err := os.WriteFile(path, []byte(strconv.Itoa(value)), 0o644); err != nil {
-			return fmt.Errorf("setting the node's CPU weight: %w", err)
-		}
+	}
+	return "", 0
+}
+
+// weigh sets the tree's CPU weight to that of n of the machine's processes (see
+// Options.NodeCPUWeight), where a cpu controller is there (in cgroup v2, delegated).
+func (t *cgroupTree) weigh(mounts []cgroupMount, n int) error {
+	path, one := t.cpuWeightFile(mounts)
+	if path == "" {
+		return nil
+	}
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && t.v2 {
+		return nil // no cpu controller delegated here
+	}
+	value := one * n
+	if t.v2 {
+		value = min(value, 10000) // cpu.weight's maximum
+	}
+	if err := os.WriteFile(path, []byte(strconv.Itoa(value)), 0o644); err != nil {
+		return fmt.Errorf("setting the node's CPU weight: %w", err)
 	}
 	return nil
 }

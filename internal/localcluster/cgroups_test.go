@@ -3,7 +3,7 @@ package localcluster
 import (
 	"fmt"
 	"os"
-	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -15,11 +15,8 @@ func TestCgroupTreeWeight(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("creating cgroups needs root")
 	}
-	for _, tc := range []struct {
-		weight                    int
-		wantShares, wantCPUWeight string
-	}{{0, "1024", "100"}, {8, "8192", "800"}} {
-		tree, err := newCgroupTree(fmt.Sprintf("/lctest-%d-%d", os.Getpid(), tc.weight), tc.weight)
+	for _, weight := range []int{0, 8} {
+		tree, err := newCgroupTree(fmt.Sprintf("/lctest-%d-%d", os.Getpid(), weight), weight)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -27,15 +24,7 @@ func TestCgroupTreeWeight(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		file, want := "", ""
-		for _, m := range mounts {
-			switch {
-			case tree.v2:
-				file, want = filepath.Join(m.dir, tree.name, "cpu.weight"), tc.wantCPUWeight
-			case m.cpu:
-				file, want = filepath.Join(m.dir, tree.name, "cpu.shares"), tc.wantShares
-			}
-		}
+		file, one := tree.cpuWeightFile(mounts)
 		got, err := os.ReadFile(file)
 		if rmErr := tree.remove(); rmErr != nil {
 			t.Error(rmErr)
@@ -46,8 +35,9 @@ func TestCgroupTreeWeight(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.TrimSpace(string(got)) != want {
-			t.Errorf("NodeCPUWeight %d: %s reads %s, want %s", tc.weight, file, strings.TrimSpace(string(got)), want)
+		// 0 leaves the kernel's default, one process: cpu.shares 1024, cpu.weight 100.
+		if want := strconv.Itoa(one * max(weight, 1)); strings.TrimSpace(string(got)) != want {
+			t.Errorf("NodeCPUWeight %d: %s reads %s, want %s", weight, file, strings.TrimSpace(string(got)), want)
 		}
 	}
 }

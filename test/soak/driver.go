@@ -592,22 +592,12 @@ func (d *driver) fixPods(a *appv1.App) {
 	t.PodAnnotations = nil
 }
 
-// update changes r's spec with change (retrying through faults and conflicts) and
-// records the new generation. An attempt whose answer was lost but that went through
-// (movedSince) is not made again: change would apply twice (a toggle undone, a
-// generation and perhaps a revision the driver never recorded in between).
+// update changes r's spec with change (retrying through faults and conflicts, as
+// retryWrite) and records the new generation.
 func (d *driver) update(ctx context.Context, r *appRecord, op string, change func(*appRecord, *appv1.App)) error {
-	before := d.w.lastGeneration(r)
 	var updated *appv1.App
 	var at time.Time // when the attempt that went through was sent
-	err := retryThroughFaults(ctx, func() error {
-		if !at.IsZero() {
-			moved, err := d.movedSince(ctx, r, before)
-			if moved != nil || err != nil {
-				updated = moved
-				return err
-			}
-		}
+	moved, err := d.retryWrite(ctx, r, func() error {
 		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			a, err := d.apps.AppcontrollerV1().Apps(r.namespace).Get(ctx, r.name, metav1.GetOptions{})
 			if err != nil {
@@ -622,6 +612,9 @@ func (d *driver) update(ctx context.Context, r *appRecord, op string, change fun
 	})
 	if err != nil {
 		return fmt.Errorf("%s of App %s: %w", op, r.key(), err)
+	}
+	if moved != nil {
+		updated = moved
 	}
 	d.w.wrote(r, updated, op, d.expect(&updated.Spec), at)
 	return nil
@@ -799,26 +792,13 @@ func (d *driver) opRollback(ctx context.Context) error {
 }
 
 // requestRollback rolls r back to the revision before its current, as `kubectl app rollback
-// NAME` does (the plugin's Rollback, retried through faults), and records the generation
-// it wrote as op; false when r's spec already is that revision's (nothing written).
-//
-// An attempt whose answer was lost but that went through (movedSince) is not made
-// again: it would roll back from the spec just written, or, before the controller
-// recorded that spec as the current revision, find nothing to change (the App already
-// has the revision before the current one) and leave the generation written
-// unrecorded.
+// NAME` does (the plugin's Rollback, retried through faults as retryWrite), and records
+// the generation it wrote as op; false when r's spec already is that revision's (nothing
+// written).
 func (d *driver) requestRollback(ctx context.Context, r *appRecord, op string) (bool, error) {
-	before := d.w.lastGeneration(r)
 	var res *plugin.RollbackResult
 	var at time.Time // when the attempt that went through was sent
-	landed := false  // an attempt that failed went through
-	err := retryThroughFaults(ctx, func() error {
-		if !at.IsZero() {
-			moved, err := d.movedSince(ctx, r, before)
-			if landed = moved != nil; landed || err != nil {
-				return err
-			}
-		}
+	moved, err := d.retryWrite(ctx, r, func() error {
 		var err error
 		at = time.Now()
 		res, err = plugin.Rollback(ctx, d.plugin, r.namespace, r.name, 0)
@@ -827,26 +807,45 @@ func (d *driver) requestRollback(ctx context.Context, r *appRecord, op string) (
 	if err != nil {
 		return false, fmt.Errorf("rolling back App %s: %w", r.key(), err)
 	}
-	if !landed && len(res.Changes) == 0 {
+	a := moved
+	switch {
+	case a == nil && len(res.Changes) == 0:
 		return false, nil
-	}
-	a, err := d.get(ctx, r)
-	if err != nil {
-		return false, err
+	case a == nil:
+		if a, err = d.get(ctx, r); err != nil {
+			return false, err
+		}
 	}
 	d.w.wrote(r, a, op, d.expect(&a.Spec), at)
 	return true, nil
 }
 
-// movedSince reads r's App after an attempt to change its spec failed, and returns it
-// when its generation is no longer before: the API server applied the change, and its
-// answer was lost (it stopped, or timed out, after the write). Nil when it did not.
-func (d *driver) movedSince(ctx context.Context, r *appRecord, before int64) (*appv1.App, error) {
-	a, err := d.apps.AppcontrollerV1().Apps(r.namespace).Get(ctx, r.name, metav1.GetOptions{})
-	if err != nil || a.Generation == before {
-		return nil, err
-	}
-	return a, nil
+// retryWrite calls write, a change of r's spec, through faults (retryThroughFaults).
+// Before trying again it reads the App: when its generation moved since the driver's
+// last write, the attempt that failed went through (the API server applied it, and its
+// answer was lost: it stopped, or timed out, after the write), and retryWrite returns
+// the App instead of writing again. Written again, a change would apply twice (a toggle
+// undone, a generation the driver never recorded in between), and a rollback would,
+// before the controller recorded the spec just written as the current revision, find
+// nothing to change and leave that generation unrecorded.
+func (d *driver) retryWrite(ctx context.Context, r *appRecord, write func() error) (moved *appv1.App, err error) {
+	before := d.w.lastGeneration(r)
+	tried := false
+	err = retryThroughFaults(ctx, func() error {
+		if tried {
+			a, err := d.apps.AppcontrollerV1().Apps(r.namespace).Get(ctx, r.name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if a.Generation != before {
+				moved = a
+				return nil
+			}
+		}
+		tried = true
+		return write()
+	})
+	return moved, err
 }
 
 // retryThroughFaults calls f until it succeeds, ctx ends or f fails with an error a
