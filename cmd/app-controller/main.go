@@ -39,6 +39,7 @@ func main() {
 	ctx := signals.SetupSignalContext()
 	logger := klog.Background()
 	ctx = klog.NewContext(ctx, logger)
+	controllermanager.SetGCPercent(logger)
 	if err := controllermanager.SetMemoryLimit(logger); err != nil {
 		logger.Error(err, "Reading the memory limit")
 		klog.FlushAndExit(klog.ExitFlushTimeout, 2)

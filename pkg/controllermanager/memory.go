@@ -23,6 +23,14 @@ const MemoryLimitEnv = "MEMORY_LIMIT"
 // works harder before the kernel kills the process, not after.
 const memoryLimitShare = 0.9
 
+// gcPercent is the garbage collector's target (the runtime's GOGC) unless GOGC is set:
+// the heap may grow by half its live size between collections instead of Go's default,
+// as much again. What the controller keeps alive is mostly its informers' objects, so
+// the heap's headroom is most of its resident memory above the live heap: at 1000 Apps
+// of 1 replica, 42 MiB of resident memory per 1000 Apps instead of 54, for 7% more of
+// the controller's own CPU while they converge (docs/performance.md, Memory).
+const gcPercent = 50
+
 var memoryLimit = metrics.NewGauge(&metrics.GaugeOpts{
 	Namespace:      "app_controller",
 	Name:           "memory_limit_bytes",
@@ -31,6 +39,17 @@ var memoryLimit = metrics.NewGauge(&metrics.GaugeOpts{
 })
 
 func init() { legacyregistry.MustRegister(memoryLimit) }
+
+// SetGCPercent gives the garbage collector its target, gcPercent, unless GOGC is set, in
+// which case the runtime has already read it and it is left as it is.
+func SetGCPercent(logger klog.Logger) {
+	if value := os.Getenv("GOGC"); value != "" {
+		logger.Info("GOGC is set: the garbage collector's target is left as it is", "GOGC", value)
+		return
+	}
+	debug.SetGCPercent(gcPercent)
+	logger.V(2).Info("Set the garbage collector's target", "gcPercent", gcPercent)
+}
 
 // SetMemoryLimit reads the container's memory limit from MEMORY_LIMIT, exports it as
 // app_controller_memory_limit_bytes and, unless GOMEMLIMIT is set, gives the Go runtime

@@ -30,3 +30,21 @@ func TestSetMemoryLimit(t *testing.T) {
 		t.Errorf("MEMORY_LIMIT=lots accepted")
 	}
 }
+
+func TestSetGCPercent(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	before := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(before) })
+
+	t.Setenv("GOGC", "")
+	SetGCPercent(logger)
+	if got := debug.SetGCPercent(100); got != gcPercent {
+		t.Errorf("GOGC unset: the collector's target is %d, want %d", got, gcPercent)
+	}
+
+	t.Setenv("GOGC", "100")
+	SetGCPercent(logger)
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("GOGC=100: the collector's target is %d, want it left at 100", got)
+	}
+}
