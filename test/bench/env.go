@@ -6,7 +6,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -100,9 +102,15 @@ func createNamespace(ctx context.Context, kube kubernetes.Interface, name string
 	return nil
 }
 
+// emptyStall is how long emptyCluster waits while no object of the harness's namespaces
+// goes away before it gives up: at N=10000 on a slow machine the namespace controller and
+// the garbage collector take more than 10 minutes, but never stand still that long.
+const emptyStall = 5 * time.Minute
+
 // emptyCluster deletes every namespace of the harness and waits until they are gone
-// (their Apps, Deployments, ReplicaSets, Pods and Services with them).
-func emptyCluster(ctx context.Context, kube kubernetes.Interface, timeout time.Duration) (time.Duration, error) {
+// (their Apps, Deployments, ReplicaSets, Pods and Services with them), for as long as
+// their objects keep going away: it gives up after stall without any.
+func emptyCluster(ctx context.Context, kube kubernetes.Interface, stall time.Duration) (time.Duration, error) {
 	start := time.Now()
 	selector := metav1.ListOptions{LabelSelector: benchNamespaceLabel}
 	list, err := kube.CoreV1().Namespaces().List(ctx, selector)
@@ -123,17 +131,69 @@ func emptyCluster(ctx context.Context, kube kubernetes.Interface, timeout time.D
 		zero := int64(0)
 		_ = kube.CoreV1().Pods(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
 	}
-	var left int
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	left, objects := -1, -1
+	moved := time.Now()
+	err = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		list, err := kube.CoreV1().Namespaces().List(ctx, selector)
 		if err != nil {
 			return false, nil
 		}
-		left = len(list.Items)
-		return left == 0, nil
+		if len(list.Items) == 0 {
+			return true, nil
+		}
+		n := objectsLeft(ctx, kube, list.Items)
+		if len(list.Items) != left || n != objects {
+			left, objects, moved = len(list.Items), n, time.Now()
+		}
+		if time.Since(moved) > stall {
+			return false, fmt.Errorf("%d pods, ReplicaSets, Deployments and Services left, none gone for %s", objects, stall)
+		}
+		return false, nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("waiting for %d namespace(s) of the harness to be deleted: %w", left, err)
 	}
 	return time.Since(start), nil
+}
+
+// objectsLeft counts the pods, ReplicaSets, Deployments and Services of the namespaces,
+// from one item and the count of the rest per list; -1 when a list fails, so that no
+// progress is read from a failed request.
+func objectsLeft(ctx context.Context, kube kubernetes.Interface, namespaces []corev1.Namespace) int {
+	total := 0
+	for _, ns := range namespaces {
+		for _, list := range []func(context.Context) (int, error){
+			counted(kube.CoreV1().Pods(ns.Name).List),
+			counted(kube.AppsV1().ReplicaSets(ns.Name).List),
+			counted(kube.AppsV1().Deployments(ns.Name).List),
+			counted(kube.CoreV1().Services(ns.Name).List),
+		} {
+			n, err := list(ctx)
+			if err != nil {
+				return -1
+			}
+			total += n
+		}
+	}
+	return total
+}
+
+// counted turns a typed client's List into a count of its objects that reads one item
+// and the API server's count of the rest.
+func counted[L runtime.Object](list func(context.Context, metav1.ListOptions) (L, error)) func(context.Context) (int, error) {
+	return func(ctx context.Context) (int, error) {
+		l, err := list(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return 0, err
+		}
+		accessor, err := meta.ListAccessor(l)
+		if err != nil {
+			return 0, err
+		}
+		n := meta.LenList(l)
+		if rest := accessor.GetRemainingItemCount(); rest != nil {
+			n += int(*rest)
+		}
+		return n, nil
+	}
 }

@@ -383,7 +383,7 @@ func (e *env) warmUp(ctx context.Context) error {
 
 // empty deletes the harness's namespaces and waits until they are gone.
 func (e *env) empty(ctx context.Context) error {
-	d, err := emptyCluster(ctx, e.admin.kube, 10*time.Minute)
+	d, err := emptyCluster(ctx, e.admin.kube, emptyStall)
 	if err != nil {
 		return err
 	}
