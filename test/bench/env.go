@@ -141,9 +141,15 @@ func emptyCluster(ctx context.Context, kube kubernetes.Interface, stall time.Dur
 		if len(list.Items) == 0 {
 			return true, nil
 		}
-		n := objectsLeft(ctx, kube, list.Items)
-		if len(list.Items) != left || n != objects {
-			left, objects, moved = len(list.Items), n, time.Now()
+		// A count that failed (-1) moves nothing: only the namespaces' count is read.
+		if n := objectsLeft(ctx, kube, list.Items); len(list.Items) != left || (n >= 0 && n != objects) {
+			left, moved = len(list.Items), time.Now()
+			if n >= 0 {
+				objects = n
+			}
+		}
+		if time.Since(moved) > stall && objects < 0 {
+			return false, fmt.Errorf("their pods, ReplicaSets, Deployments and Services not counted (the lists failed), none gone for %s", stall)
 		}
 		if time.Since(moved) > stall {
 			return false, fmt.Errorf("%d pods, ReplicaSets, Deployments and Services left, none gone for %s", objects, stall)
@@ -157,8 +163,7 @@ func emptyCluster(ctx context.Context, kube kubernetes.Interface, stall time.Dur
 }
 
 // objectsLeft counts the pods, ReplicaSets, Deployments and Services of the namespaces,
-// from one item and the count of the rest per list; -1 when a list fails, so that no
-// progress is read from a failed request.
+// from one item and the count of the rest per list; -1 when a list fails.
 func objectsLeft(ctx context.Context, kube kubernetes.Interface, namespaces []corev1.Namespace) int {
 	total := 0
 	for _, ns := range namespaces {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,21 @@ func TestEmptyClusterStall(t *testing.T) {
 		t.Errorf("a namespace that stays: %v, want it given up with 5 objects left", err)
 	}
 
+	// A pod list that fails every other time moves nothing: the stall still ends it.
+	kube = fake.NewClientset(benchNamespace("a", 2)...)
+	stuck(kube)
+	lists := 0
+	kube.PrependReactor("list", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		lists++
+		return lists%2 == 0, nil, errors.New("the API server is busy")
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err = emptyCluster(ctx, kube, 2*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "5 pods, ReplicaSets, Deployments and Services left") {
+		t.Errorf("a namespace that stays, its pods counted every other time: %v, want it given up with 5 objects left", err)
+	}
+
 	kube = fake.NewClientset(benchNamespace("a", 4)...)
 	stuck(kube)
 	pods := 4
@@ -76,7 +92,7 @@ func TestEmptyClusterStall(t *testing.T) {
 		}
 		return true, list, nil
 	})
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	ctx, cancel = context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	if _, err := emptyCluster(ctx, kube, 2*time.Second); err != nil {
 		t.Errorf("a namespace whose pods go away one by one, each after less than the stall: %v", err)
