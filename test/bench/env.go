@@ -148,13 +148,14 @@ func emptyCluster(ctx context.Context, kube kubernetes.Interface, stall time.Dur
 				objects = n
 			}
 		}
-		if time.Since(moved) > stall && objects < 0 {
+		switch {
+		case time.Since(moved) <= stall:
+			return false, nil
+		case objects < 0:
 			return false, fmt.Errorf("their pods, ReplicaSets, Deployments and Services not counted (the lists failed), none gone for %s", stall)
-		}
-		if time.Since(moved) > stall {
+		default:
 			return false, fmt.Errorf("%d pods, ReplicaSets, Deployments and Services left, none gone for %s", objects, stall)
 		}
-		return false, nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("waiting for %d namespace(s) of the harness to be deleted: %w", left, err)
