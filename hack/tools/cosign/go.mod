@@ -2,8 +2,9 @@
 // (make release COSIGN_KEY=..., make cosign), in its own module so that neither the
 // project's go.mod nor the control plane's tools module carries its dependencies. It
 // requires the control plane's Kubernetes libraries (k8s.io/* v0.37.2, hack/tools/go.mod)
-// rather than those it was released with (v0.36.2), so that the packages they share
-// (459 of its 1530, against 129) are compiled once on a fresh machine.
+// rather than those it was released with (v0.36.2), so that a fresh machine compiles
+// less twice: 337 of its 1530 packages have the same module versions in their whole
+// closure as in `make tools`'s build (125 with its own libraries).
 module github.com/app-controller/app-controller/hack/tools/cosign
 
 go 1.26.0

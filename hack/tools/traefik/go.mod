@@ -5,8 +5,9 @@
 // a nested module that is not in the module zip, and the module proxy does not serve it.
 // The replace directives are Traefik's own (its go.mod), which a dependent module must
 // repeat. It requires the control plane's Kubernetes libraries (k8s.io/* v0.37.2,
-// hack/tools/go.mod) rather than those it was released with (v0.34.3), so that the
-// packages they share (748 of its 2224, against 54) are compiled once on a fresh machine.
+// hack/tools/go.mod) rather than those it was released with (v0.34.3), so that a fresh
+// machine compiles less twice: 401 of its 2224 packages have the same module versions in
+// their whole closure as in `make tools`'s build (47 with its own libraries).
 module github.com/app-controller/app-controller/hack/tools/traefik
 
 go 1.26.0
