@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,7 +19,9 @@ import (
 // once after the serve process was killed with SIGKILL (nothing stopped the node in
 // order). Each time, nothing the node made is left: its network namespace (veth, bridge,
 // iptables rules), cgroups, processes, mounts, the state directory with the registry's
-// data.
+// data. The node's network namespace and cgroups are known by their inodes, taken before
+// the down: the clusters of other packages running meanwhile take the lowest free node
+// name, so a namespace or cgroup of the same name after the down may be another's.
 func TestClusterDownLeavesNothing(t *testing.T) {
 	bin := realnode.BinDir(t)
 	for _, kill := range []bool{false, true} {
@@ -49,17 +52,19 @@ func TestClusterDownLeavesNothing(t *testing.T) {
 			}
 			time.Sleep(time.Second)
 		}
+		cgroups, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", nodeName))
+		made := inodes(t, append([]string{filepath.Join("/run/netns", nodeName)}, cgroups...))
 		down := exec.Command(filepath.Join(bin, "localcluster"), "down", "--state-dir", state)
 		out, err := down.CombinedOutput()
 		if err != nil {
 			t.Fatalf("localcluster down: %v\n%s", err, out)
 		}
 		var left []string
-		if _, err := os.Stat(filepath.Join("/run/netns", nodeName)); err == nil {
-			left = append(left, "network namespace "+nodeName)
+		for path, ino := range made {
+			if now, found := inode(path); found && now == ino {
+				left = append(left, path)
+			}
 		}
-		cgroups, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", nodeName))
-		left = append(left, cgroups...)
 		if _, err := os.Stat(state); err == nil {
 			left = append(left, "state directory "+state)
 		}
@@ -68,11 +73,39 @@ func TestClusterDownLeavesNothing(t *testing.T) {
 			left = append(left, "a mount under "+state)
 		}
 		if len(left) > 0 {
-			t.Errorf("after localcluster down (serve killed: %v), left: %s", kill, strings.Join(left, ", "))
+			sort.Strings(left)
+			t.Errorf("after localcluster down (serve killed: %v), left: %s; localcluster down printed:\n%s", kill, strings.Join(left, ", "), out)
 			continue
 		}
 		t.Logf("serve killed with SIGKILL: %v; localcluster down: %s; nothing of node %s left", kill, strings.TrimSpace(lastLine(string(out))), nodeName)
 	}
+}
+
+// fileID is a file's device and inode: a path removed and made again by someone else
+// has another.
+type fileID struct{ dev, ino uint64 }
+
+// inode returns path's device and inode, and whether it exists.
+func inode(path string) (fileID, bool) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return fileID{}, false
+	}
+	return fileID{dev: st.Dev, ino: st.Ino}, true
+}
+
+// inodes returns the device and inode of each of paths, which must exist.
+func inodes(t testing.TB, paths []string) map[string]fileID {
+	t.Helper()
+	ids := make(map[string]fileID, len(paths))
+	for _, p := range paths {
+		id, found := inode(p)
+		if !found {
+			t.Fatalf("the real node made no %s", p)
+		}
+		ids[p] = id
+	}
+	return ids
 }
 
 func readFile(t testing.TB, path string) string {
