@@ -5,7 +5,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -56,7 +55,7 @@ func TestClusterDownLeavesNothing(t *testing.T) {
 		}
 		netns := filepath.Join("/run/netns", nodeName)
 		cgroups, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", nodeName))
-		made := inodes(t, append([]string{netns}, cgroups...))
+		made := stat(t, append([]string{netns}, cgroups...))
 		down := exec.Command(filepath.Join(bin, "localcluster"), "down", "--state-dir", state)
 		out, err := down.CombinedOutput()
 		if err != nil {
@@ -67,11 +66,12 @@ func TestClusterDownLeavesNothing(t *testing.T) {
 		// cluster has made the node's cgroups again.
 		var left []string
 		remade := false
-		for path, ino := range made {
-			switch now, found := inode(path); {
-			case found && now == ino:
+		for path, before := range made {
+			switch now, err := os.Stat(path); {
+			case err != nil:
+			case os.SameFile(now, before):
 				left = append(left, path)
-			case found && path != netns:
+			case path != netns:
 				remade = true
 			}
 		}
@@ -86,7 +86,7 @@ func TestClusterDownLeavesNothing(t *testing.T) {
 			left = append(left, "a mount under "+state)
 		}
 		if len(left) > 0 {
-			sort.Strings(left)
+			slices.Sort(left)
 			t.Errorf("after localcluster down (serve killed: %v), left: %s; localcluster down printed:\n%s", kill, strings.Join(left, ", "), out)
 			continue
 		}
@@ -94,31 +94,19 @@ func TestClusterDownLeavesNothing(t *testing.T) {
 	}
 }
 
-// fileID is a file's device and inode: a path removed and made again by someone else
-// has another.
-type fileID struct{ dev, ino uint64 }
-
-// inode returns path's device and inode, and whether it exists.
-func inode(path string) (fileID, bool) {
-	var st syscall.Stat_t
-	if err := syscall.Stat(path, &st); err != nil {
-		return fileID{}, false
-	}
-	return fileID{dev: st.Dev, ino: st.Ino}, true
-}
-
-// inodes returns the device and inode of each of paths, which must exist.
-func inodes(t testing.TB, paths []string) map[string]fileID {
+// stat returns the file information of each of paths, which must exist: os.SameFile
+// then tells the same file from one removed and made again under its name.
+func stat(t testing.TB, paths []string) map[string]os.FileInfo {
 	t.Helper()
-	ids := make(map[string]fileID, len(paths))
+	infos := make(map[string]os.FileInfo, len(paths))
 	for _, p := range paths {
-		id, found := inode(p)
-		if !found {
-			t.Fatalf("the real node made no %s", p)
+		info, err := os.Stat(p)
+		if err != nil {
+			t.Fatalf("the real node made no %s: %v", p, err)
 		}
-		ids[p] = id
+		infos[p] = info
 	}
-	return ids
+	return infos
 }
 
 func readFile(t testing.TB, path string) string {
